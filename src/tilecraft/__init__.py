@@ -1,0 +1,5 @@
+"""tilecraft: GPU kernels at the hardware limit, and the tools that show how close they are."""
+from tilecraft.ops.stencil import laplacian
+
+__version__ = "0.1.0"
+__all__ = ["laplacian", "__version__"]

@@ -1,0 +1,178 @@
+"""The benchmark harness every suite uses.
+
+* ``time_rotating``: warm-up, then the median of many timed runs with device events, each run on the
+  next of several input sets whose total is larger than L2, so caches do not flatter a kernel.
+* ``Record``: one measured case, with the fields any later reader needs to check a target.
+* ``write_results``: JSON under ``benchmarks/results/`` (or a path given), one file per run.
+
+A suite checks correctness before it times anything; ``time_rotating`` only times.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from tilecraft.hardware.device import DeviceInfo, detect
+
+
+@dataclass
+class Timing:
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    runs: int
+    spread: float  # (p90 - p10) / median
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _sync(device: torch.device | str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_rotating(fn: Callable[[int], object], n_sets: int, *, device: torch.device | str = "cuda",
+                  warmup: int = 3, min_runs: int = 10, max_runs: int = 200, budget_s: float = 2.0) -> Timing:
+    """Median time of ``fn(i)``, where i cycles over ``n_sets`` input sets.
+
+    Runs ``warmup`` untimed calls (compilation, caches, clocks), then timed calls until
+    ``budget_s`` seconds or ``max_runs`` are spent (at least ``min_runs``). On a GPU each call is
+    bracketed by CUDA events; on the CPU by ``time.perf_counter`` (the interpreter: not a
+    performance figure).
+    """
+    device = torch.device(device)
+    for i in range(warmup):
+        fn(i % n_sets)
+    _sync(device)
+    times: list[float] = []
+    start_wall = time.perf_counter()
+    i = 0
+    while len(times) < max_runs and (len(times) < min_runs or time.perf_counter() - start_wall < budget_s):
+        k = i % n_sets
+        if device.type == "cuda":
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            fn(k)
+            end.record()
+            end.synchronize()
+            times.append(begin.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            fn(k)
+            times.append((time.perf_counter() - t0) * 1e3)
+        i += 1
+    times.sort()
+    med = statistics.median(times)
+    p10 = times[int(0.1 * (len(times) - 1))]
+    p90 = times[int(math.ceil(0.9 * (len(times) - 1)))]
+    return Timing(median_ms=med, min_ms=times[0], max_ms=times[-1], runs=len(times),
+                  spread=(p90 - p10) / med if med > 0 else 0.0)
+
+
+def rotation_sets(bytes_per_set: int, l2_bytes: int | None, *, minimum: int = 2, maximum: int = 16) -> int:
+    """How many input sets make the rotation larger than twice the L2 (at least ``minimum``)."""
+    l2 = l2_bytes or 64 * 2**20
+    need = math.ceil(2 * l2 / max(bytes_per_set, 1)) + 1
+    return max(minimum, min(maximum, need))
+
+
+def git_commit(cwd: str | Path | None = None) -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                             cwd=cwd or Path(__file__).resolve().parent, timeout=5)
+        commit = out.stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=cwd or Path(__file__).resolve().parent, timeout=5).stdout.strip()
+        return commit + ("+dirty" if dirty and commit != "unknown" else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+@dataclass
+class Record:
+    """One measured case. ``ratio`` is ``ours / ceiling_value`` when a ceiling is given (the figure
+    targets are stated against), else ``ours / peer_value``; both ratios are kept in ``extra``."""
+
+    suite: str
+    case: dict
+    metric: str
+    unit: str
+    ours: float
+    peer: str | None = None
+    peer_value: float | None = None
+    ceiling: str | None = None
+    ceiling_value: float | None = None
+    ratio: float | None = None
+    device: str = ""
+    torch: str = ""
+    triton: str = ""
+    commit: str = ""
+    date: str = ""
+    measured: bool = True  # False: a model or an interpreter run, not a GPU measurement
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.peer_value:
+            self.extra.setdefault("ratio_to_peer", self.ours / self.peer_value)
+        if self.ceiling_value:
+            self.extra.setdefault("ratio_to_ceiling", self.ours / self.ceiling_value)
+        if self.ratio is None:
+            if self.ceiling_value:
+                self.ratio = self.ours / self.ceiling_value
+            elif self.peer_value:
+                self.ratio = self.ours / self.peer_value
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def stamp(records: Sequence[Record], info: DeviceInfo | None = None) -> list[Record]:
+    """Fill device, versions, commit and date into records that lack them."""
+    info = info or detect()
+    commit = git_commit()
+    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    for r in records:
+        r.device = r.device or info.name
+        r.torch = r.torch or info.versions.get("torch", "")
+        r.triton = r.triton or info.versions.get("triton", "")
+        r.commit = r.commit or commit
+        r.date = r.date or date
+    return list(records)
+
+
+def results_dir() -> Path:
+    """``benchmarks/results`` of the checkout when run from one, else ./benchmarks/results."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "pyproject.toml").exists() and (parent / "benchmarks").is_dir():
+            return parent / "benchmarks" / "results"
+    return Path.cwd() / "benchmarks" / "results"
+
+
+def write_results(records: Sequence[Record], suite: str, path: str | Path | None = None,
+                  info: DeviceInfo | None = None, meta: dict | None = None) -> Path:
+    """Write records (stamped) as one JSON file; returns its path.
+
+    Default path: ``benchmarks/results/<suite>-<device>-<UTC date-time>.json``.
+    """
+    info = info or detect()
+    records = stamp(records, info)
+    if path is None:
+        device = info.name.replace(" ", "_").replace("/", "_")
+        when = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        path = results_dir() / f"{suite}-{device}-{when}.json"
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"suite": suite, "device": info.as_dict(), "meta": meta or {}, "records": [r.as_dict() for r in records]}
+    path.write_text(json.dumps(doc, indent=1, default=str))
+    return path

@@ -1,0 +1,194 @@
+"""Stencil suites: the seeds' ladder, the cache-cliff sweep and a configuration sweep.
+
+Every case is checked against the float64 reference (output poisoned with NaN first, boundary
+checked untouched) before it is timed; a case that fails the check is reported and not timed.
+FOM is SPEC.md's least-traffic bandwidth, compared with the device-to-device copy bandwidth
+measured in the same run.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from tilecraft.analysis.fom import stencil_fom, stencil_traffic
+from tilecraft.bench.harness import Record, Timing, rotation_sets, time_rotating
+from tilecraft.hardware.device import DeviceInfo, detect
+from tilecraft.ops import stencil as ops
+from tilecraft.reference.stencil import laplacian_reference
+
+DTYPES = {"fp32": torch.float32, "fp64": torch.float64}
+# Relative error ||ours - ref|| / ||ref|| allowed against the float64 reference, random data.
+TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}
+
+
+@dataclass
+class CaseResult:
+    name: str
+    config: dict
+    ok: bool
+    error: float | None
+    timing: Timing | None = None
+    fom_TBps: float | None = None
+    gpts: float | None = None
+    resources: list[dict] = field(default_factory=list)
+    message: str = ""
+
+
+def _resources(handles: Sequence[object], num_warps: int) -> list[dict]:
+    out = []
+    for h in handles:
+        regs = getattr(h, "n_regs", None)
+        if regs is None:
+            continue
+        out.append({"kernel": getattr(getattr(h, "metadata", None), "name", "?"), "registers": regs,
+                    "spills": getattr(h, "n_spills", None), "num_warps": num_warps,
+                    "shared_bytes": getattr(getattr(h, "metadata", None), "shared", None)})
+    return out
+
+
+def check_case(u: torch.Tensor, order: int, spacing: tuple[float, float, float],
+               run: Callable[[torch.Tensor, torch.Tensor], object]) -> tuple[bool, float, str]:
+    """Run once into a NaN-poisoned output; compare the interior with the float64 reference and
+    check the boundary was not written. Returns (ok, relative error, message)."""
+    r = order // 2
+    out = torch.full_like(u, float("nan"))
+    run(u, out)
+    if u.device.type == "cuda":
+        torch.cuda.synchronize(u.device)
+    interior = out[r:-r, r:-r, r:-r]
+    ref = laplacian_reference(u, order, spacing)
+    if torch.isnan(interior).any():
+        return False, float("nan"), "unwritten (NaN) interior points"
+    err = ((interior.double() - ref).norm() / ref.norm()).item()
+    boundary = out.clone()
+    boundary[r:-r, r:-r, r:-r] = float("nan")
+    if not torch.isnan(boundary).all():
+        return False, err, "boundary points were written"
+    tol = TOLERANCE[u.dtype]
+    return err <= tol, err, "" if err <= tol else f"relative error {err:.2e} > {tol:.0e}"
+
+
+def measure_config(shape: tuple[int, int, int], dtype: torch.dtype, order: int, variant: str,
+                   cfg: ops.StencilConfig | None = None, *, device: str = "cuda",
+                   spacing: tuple[float, float, float] = (1.0, 1.0, 1.0), l2_bytes: int | None = None,
+                   budget_s: float = 1.0, check: str = "full") -> CaseResult:
+    """Check, then time one variant (or an explicit config) on random data.
+
+    ``check``: "full" checks a small grid and then the timed grid itself against the float64
+    reference; "small" only the small grid (for wide configuration sweeps). The small grid keeps
+    every extent's residue mod 16, so it runs the same Triton specialisation as the timed one.
+    """
+    if check not in ("full", "small"):
+        raise ValueError(f"check must be 'full' or 'small', got {check!r}")
+    traffic = stencil_traffic(shape, order, torch.finfo(dtype).bits // 8)
+    if variant == "reference":
+        def run(u, out):
+            ops.laplacian(u, order=order, spacing=spacing, out=out, variant="reference")
+            return []
+        cfg_dict: dict = {"kernel": "torch slicing"}
+        num_warps = 0
+    else:
+        cfg = cfg or ops.config_for(variant, dtype, order, shape, l2_bytes)
+        cfg_dict, num_warps = cfg.as_dict(), cfg.num_warps
+
+        def run(u, out):
+            return ops.launch(u, out, order, spacing, cfg)
+    gen = torch.Generator(device=device).manual_seed(hash((shape, order)) & 0xFFFF)
+    small = tuple(min(n, 32 + n % 16) for n in shape[:2]) + (shape[2],)
+    try:
+        u_small = torch.rand(small, dtype=dtype, device=device, generator=gen) * 2 - 1
+        ok, err, msg = check_case(u_small, order, spacing, run)
+        if not ok:
+            return CaseResult(variant, cfg_dict, False, err, message=msg)
+        n_sets = rotation_sets(2 * traffic.fetch_bytes, l2_bytes)
+        us = [torch.rand(shape, dtype=dtype, device=device, generator=gen) * 2 - 1 for _ in range(n_sets)]
+        outs = [torch.zeros_like(us[0]) for _ in range(n_sets)]
+        if check == "full":  # the timed grid too: the reference in float64 on the device
+            ok, err, msg = check_case(us[0], order, spacing, run)
+            if not ok:
+                return CaseResult(variant, cfg_dict, False, err, message=msg)
+        handles = run(us[0], outs[0])
+        timing = time_rotating(lambda i: run(us[i], outs[i]), n_sets, device=device, budget_s=budget_s)
+    except (RuntimeError, ValueError) as exc:  # compile failure, out of resources, bad config
+        return CaseResult(variant, cfg_dict, False, None, message=f"{type(exc).__name__}: {exc}"[:300])
+    fom = stencil_fom(traffic, timing.median_ms)
+    res = CaseResult(variant, cfg_dict, True, err, timing, fom["fom_TBps"], fom["gpts"],
+                     _resources(handles, num_warps))
+    return res
+
+
+def ladder(shape: tuple[int, int, int], dtype: str, order: int, *, variants: Sequence[str] | None = None,
+           copy_TBps: float | None = None, info: DeviceInfo | None = None,
+           progress: Callable[[str], None] | None = None, budget_s: float = 1.0) -> list[Record]:
+    """The seeds' table on this GPU: every ladder variant, ``auto`` and the torch peer."""
+    from tilecraft.hardware.ceilings import measure_copy_bandwidth
+
+    info = info or detect()
+    torch_dtype = DTYPES[dtype]
+    variants = list(variants or (*ops.LADDER, "auto", "reference"))
+    say = progress or (lambda _m: None)
+    if copy_TBps is None:
+        say("copy bandwidth")
+        copy_TBps = measure_copy_bandwidth()
+    results: dict[str, CaseResult] = {}
+    for v in variants:
+        say(v)
+        results[v] = measure_config(shape, torch_dtype, order, v, l2_bytes=info.l2_bytes, budget_s=budget_s)
+    base = results.get("baseline")
+    peer = results.get("reference")
+    records = []
+    for v, res in results.items():
+        case = {"shape": list(shape), "dtype": dtype, "order": order, "variant": v, "config": res.config}
+        extra = {"ok": res.ok, "rel_error": res.error, "message": res.message, "resources": res.resources}
+        if not res.ok:
+            records.append(Record("stencil.ladder", case, "fom", "TB/s", float("nan"), extra=extra,
+                                  ceiling="copy", ceiling_value=copy_TBps))
+            continue
+        extra.update(time_ms=res.timing.median_ms, timing=res.timing.as_dict(), gpts=res.gpts)
+        if base and base.ok and base.fom_TBps:
+            extra["speedup_vs_baseline"] = res.fom_TBps / base.fom_TBps
+        records.append(Record(
+            "stencil.ladder", case, "fom", "TB/s", res.fom_TBps,
+            peer="torch slicing" if peer and peer.ok and v != "reference" else None,
+            peer_value=peer.fom_TBps if peer and peer.ok and v != "reference" else None,
+            ceiling="copy", ceiling_value=copy_TBps, extra=extra))
+    return records
+
+
+def sweep_shapes(sizes: Sequence[int], order: int, itemsize: int, target_bytes: int = 2**30) -> list[tuple[int, int, int]]:
+    """(nz, n, n) for each plane size n, nz chosen so one grid is about ``target_bytes``."""
+    r = order // 2
+    shapes = []
+    for n in sizes:
+        nz = max(2 * r + 16, target_bytes // (n * n * itemsize))
+        shapes.append((int(nz), n, n))
+    return shapes
+
+
+def sweep(sizes: Sequence[int], dtype: str, order: int, *, variants: Sequence[str] = ("baseline", "auto"),
+          copy_TBps: float | None = None, info: DeviceInfo | None = None,
+          progress: Callable[[str], None] | None = None, budget_s: float = 0.5,
+          target_bytes: int = 2**30) -> list[Record]:
+    """The cache-cliff study: FOM against plane size nx*ny for each variant."""
+    from tilecraft.hardware.ceilings import measure_copy_bandwidth
+
+    info = info or detect()
+    torch_dtype = DTYPES[dtype]
+    say = progress or (lambda _m: None)
+    if copy_TBps is None:
+        say("copy bandwidth")
+        copy_TBps = measure_copy_bandwidth()
+    records = []
+    for shape in sweep_shapes(sizes, order, torch.finfo(torch_dtype).bits // 8, target_bytes):
+        for v in variants:
+            say(f"{v} {shape}")
+            res = measure_config(shape, torch_dtype, order, v, l2_bytes=info.l2_bytes, budget_s=budget_s)
+            case = {"shape": list(shape), "plane": shape[1] * shape[2], "dtype": dtype, "order": order, "variant": v}
+            extra = {"ok": res.ok, "rel_error": res.error, "message": res.message}
+            if res.ok:
+                extra.update(time_ms=res.timing.median_ms, gpts=res.gpts)
+            records.append(Record("stencil.sweep", case, "fom", "TB/s", res.fom_TBps if res.ok else float("nan"),
+                                  ceiling="copy", ceiling_value=copy_TBps, extra=extra))
+    return records

@@ -1,0 +1,433 @@
+"""Triton kernels for the 3D finite-difference Laplacian (star stencil of radius R).
+
+Only ``@triton.jit`` code lives here; launchers, validation and the choice of variant are in
+``tilecraft.ops.stencil``.
+
+Conventions shared by every kernel
+----------------------------------
+* ``u`` and ``out`` are (nz, ny, nx) with unit x stride; the y and z strides are passed separately
+  for each tensor, so views with padded rows or planes work.
+* ``w_ptr`` points at ``3 * R + 1`` weights in the compute dtype:
+  ``[centre, wz_1..wz_R, wy_1..wy_R, wx_1..wx_R]``, where ``wa_k = c_k / h_a**2`` are the central
+  second-difference coefficients and ``centre = c_0 * (1/hx**2 + 1/hy**2 + 1/hz**2)``. Symmetric
+  pairs are added before they are scaled, ``(u[-k] + u[+k]) * w_k``: half the multiplies and the
+  rounding of a difference of near-equal values happens once.
+* Only interior points (R from every face) are written.
+* x tiles are aligned to x = 0, not to the first interior point x = R: the centre row and the y/z
+  neighbour rows then start on a multiple of BLOCK_X and, when nx and the row strides are multiples
+  of 16 (Triton specialises such integers), compile to 128-bit loads. Only the x-shifted loads are
+  unaligned; they are served by L1 from the lines the centre load brought in.
+* Plane and row offsets are formed from 64-bit scalars, so grids of more than 2**31 points work;
+  the per-element offsets inside a tile stay 32-bit.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _weights(w_ptr, OFFSET: tl.constexpr, R: tl.constexpr):
+    """(w[OFFSET+1], ..., w[OFFSET+R]) as scalars, loaded once per program (not per loop trip)."""
+    w = ()
+    for k in tl.static_range(1, R + 1):
+        w = w + (tl.load(w_ptr + OFFSET + k),)
+    return w
+
+
+@triton.jit
+def _x_pairs(ptrs, mask, wx, R: tl.constexpr, ASCENDING: tl.constexpr):
+    """Sum_k wx_k * (u[x-k] + u[x+k]) for a tile of pointers; loads through L1."""
+    acc = tl.zeros(ptrs.shape, dtype=ptrs.dtype.element_ty)
+    if ASCENDING:
+        # Issue every load in ascending address order first (x-R .. x+R), then combine.
+        lo = ()
+        for k in tl.static_range(R, 0, -1):
+            lo = lo + (tl.load(ptrs - k, mask=mask, other=0.0),)
+        hi = ()
+        for k in tl.static_range(1, R + 1):
+            hi = hi + (tl.load(ptrs + k, mask=mask, other=0.0),)
+        for k in tl.static_range(1, R + 1):
+            acc += (lo[R - k] + hi[k - 1]) * wx[k - 1]
+    else:
+        for k in tl.static_range(1, R + 1):
+            pair = tl.load(ptrs - k, mask=mask, other=0.0) + tl.load(ptrs + k, mask=mask, other=0.0)
+            acc += pair * wx[k - 1]
+    return acc
+
+
+@triton.jit
+def _strided_pairs(ptrs, stride, mask, w, R: tl.constexpr):
+    """Sum_k w_k * (u[-k*stride] + u[+k*stride]) (y or z neighbours)."""
+    acc = tl.zeros(ptrs.shape, dtype=ptrs.dtype.element_ty)
+    for k in tl.static_range(1, R + 1):
+        pair = tl.load(ptrs - k * stride, mask=mask, other=0.0) + tl.load(ptrs + k * stride, mask=mask, other=0.0)
+        acc += pair * w[k - 1]
+    return acc
+
+
+@triton.jit
+def _strided_pairs_ascending(ptrs, stride, mask, R: tl.constexpr, LOWER: tl.constexpr):
+    """Half of the y/z pairs, loaded in ascending address order.
+
+    LOWER=True loads u[-R*stride] .. u[-stride], LOWER=False u[+stride] .. u[+R*stride]; the two
+    halves are combined by the caller so that all loads of a point run from low to high address.
+    """
+    vals = ()
+    if LOWER:
+        for k in tl.static_range(R, 0, -1):
+            vals = vals + (tl.load(ptrs - k * stride, mask=mask, other=0.0),)
+    else:
+        for k in tl.static_range(1, R + 1):
+            vals = vals + (tl.load(ptrs + k * stride, mask=mask, other=0.0),)
+    return vals
+
+
+@triton.jit
+def _combine_ascending(lo, hi, w, R: tl.constexpr, acc):
+    for k in tl.static_range(1, R + 1):
+        acc += (lo[R - k] + hi[k - 1]) * w[k - 1]
+    return acc
+
+
+@triton.jit
+def _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo, x_hi, nx, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr):
+    """Rows/columns of a (BLOCK_Y, BLOCK_X) tile and its masks.
+
+    Rows start at the interior (y_lo) and columns at a multiple of BLOCK_X (alignment, see the
+    module docstring). ``out_mask`` selects interior points inside [y_lo, y_hi) x [x_lo, x_hi);
+    ``row_mask`` every column of a valid row (x < nx) for the aligned, vectorisable loads.
+    """
+    ys = y_lo + tile_y * BLOCK_Y + tl.arange(0, BLOCK_Y)
+    xs = tile_x * BLOCK_X + tl.arange(0, BLOCK_X)
+    row_ok = ys < y_hi
+    row_mask = row_ok[:, None] & (xs < nx)[None, :]
+    x_in = ((xs >= x_lo) & (xs < x_hi))[None, :]
+    return ys, xs, row_ok, row_mask, row_mask & x_in, x_in
+
+
+@triton.jit
+def _store_tile(out_ptrs, acc, row_mask, x_in, full_x, NONTEMPORAL: tl.constexpr):
+    """Store a tile under the row mask alone, which is constant along x, so the store is 128-bit.
+
+    An element-wise x mask would make every store scalar (and LLVM merges a vector and a scalar
+    branch into the scalar one), so the two edge tiles instead read back the boundary columns
+    they must not change and write the same bits again; interior tiles skip that.
+    """
+    if not full_x:
+        acc = tl.where(x_in, acc, tl.load(out_ptrs, mask=row_mask & ~x_in))
+    if NONTEMPORAL:
+        tl.store(out_ptrs, acc, mask=row_mask, cache_modifier=".cs")
+    else:
+        tl.store(out_ptrs, acc, mask=row_mask)
+
+
+@triton.jit
+def laplacian_plane_kernel(
+    u_ptr, out_ptr, w_ptr,
+    nz, ny, nx,
+    su_z, su_y, so_z, so_y,
+    y_lo, y_hi, x_lo, x_hi,
+    R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr,
+    ASCENDING: tl.constexpr, NONTEMPORAL: tl.constexpr, GRID_ORDER: tl.constexpr,
+    GROUP_Y: tl.constexpr,
+):
+    """One program computes a (BLOCK_Y, BLOCK_X) tile of one z-plane; every neighbour is loaded
+    from global memory and reuse is left to the caches (the seeds' kernels 1-6).
+
+    BLOCK_Y = 1 is the seeds' baseline (one row of points); BLOCK_Y = m > 1 is loop tiling (m points
+    along y per program, the neighbour rows they share come from L1 instead of L2/DRAM).
+    ASCENDING issues all loads of a point from low to high address (z-R plane first, z+R last).
+    NONTEMPORAL stores with ``.cs`` (evict-first / streaming), so the output does not push the
+    input planes out of L2.
+    GRID_ORDER 0: 3D grid (x tiles fastest, then y tiles, then z) - the natural order.
+    GRID_ORDER 1: 1D grid walking x tiles, then GROUP_Y y-tiles, then z, then the next band of
+    GROUP_Y y-tiles: the planes in flight are only a band of GROUP_Y * BLOCK_Y rows wide, so the
+    2R+1 planes a z-neighbour needs stay in L2 whatever the plane size (the seeds' part 4 fix).
+    [y_lo, y_hi) x [x_lo, x_hi) is the region to compute (the interior, or one subdomain of it).
+    """
+    # 64-bit strides: k * stride must not wrap for planes of more than 2**31 / R elements.
+    su_z = su_z.to(tl.int64)
+    su_y = su_y.to(tl.int64)
+    so_z = so_z.to(tl.int64)
+    so_y = so_y.to(tl.int64)
+    n_tx = tl.cdiv(nx, BLOCK_X)
+    n_ty = tl.cdiv(y_hi - y_lo, BLOCK_Y)
+    if GRID_ORDER == 0:
+        tile_x = tl.program_id(0)
+        tile_y = tl.program_id(1)
+        z = tl.program_id(2) + R
+    else:
+        nzi = nz - 2 * R
+        pid = tl.program_id(0)
+        per_band = n_tx * GROUP_Y * nzi
+        band = pid // per_band
+        rem = pid % per_band
+        rows_in_band = tl.minimum(n_ty - band * GROUP_Y, GROUP_Y)
+        tile_x = rem % n_tx
+        rem = rem // n_tx
+        tile_y = band * GROUP_Y + rem % rows_in_band
+        z = rem // rows_in_band + R
+    ys, xs, row_ok, row_mask, out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo, x_hi, nx,
+                                              BLOCK_Y, BLOCK_X)
+    z64 = z.to(tl.int64)
+    ptrs = u_ptr + z64 * su_z + ys[:, None].to(tl.int64) * su_y + xs[None, :]
+    wz = _weights(w_ptr, 0, R)
+    wy = _weights(w_ptr, R, R)
+    wx = _weights(w_ptr, 2 * R, R)
+    # Centre, y and z neighbour rows are whole rows (aligned, vectorisable) under row_mask; the
+    # x-shifted loads need the element-wise interior mask (they would run off the row's ends).
+    if ASCENDING:
+        z_lo = _strided_pairs_ascending(ptrs, su_z, row_mask, R, True)
+        y_lo_v = _strided_pairs_ascending(ptrs, su_y, row_mask, R, True)
+        acc = _x_pairs(ptrs, out_mask, wx, R, True)
+        centre = tl.load(ptrs, mask=row_mask, other=0.0)
+        y_hi_v = _strided_pairs_ascending(ptrs, su_y, row_mask, R, False)
+        z_hi = _strided_pairs_ascending(ptrs, su_z, row_mask, R, False)
+        acc += centre * tl.load(w_ptr)
+        acc = _combine_ascending(y_lo_v, y_hi_v, wy, R, acc)
+        acc = _combine_ascending(z_lo, z_hi, wz, R, acc)
+    else:
+        # The formula's order, as in the seeds' kernel 1: centre, x pairs, y pairs, z pairs.
+        acc = tl.load(ptrs, mask=row_mask, other=0.0) * tl.load(w_ptr)
+        acc += _x_pairs(ptrs, out_mask, wx, R, False)
+        acc += _strided_pairs(ptrs, su_y, row_mask, wy, R)
+        acc += _strided_pairs(ptrs, su_z, row_mask, wz, R)
+    out_ptrs = out_ptr + z64 * so_z + ys[:, None].to(tl.int64) * so_y + xs[None, :]
+    x0 = tile_x * BLOCK_X
+    _store_tile(out_ptrs, acc, row_mask, x_in, (x0 >= x_lo) & (x0 + BLOCK_X <= x_hi), NONTEMPORAL)
+
+
+@triton.jit
+def _components(t, VEC: tl.constexpr, BY: tl.constexpr, BX: tl.constexpr):
+    """Split a (BY, BX) tile into VEC tiles (BY, BX/VEC): component j holds the columns x = j mod VEC.
+
+    A thread owns VEC contiguous columns of a 128-bit access, so reshape and split only rename
+    registers (no shared memory, checked in the PTX)."""
+    if VEC == 1:
+        return (t,)
+    elif VEC == 2:
+        c0, c1 = tl.split(tl.reshape(t, (BY, BX // 2, 2)))
+        return (c0, c1)
+    else:
+        b0, b1 = tl.split(tl.reshape(t, (BY, BX // 4, 2, 2)))  # column 2a + b
+        c0, c2 = tl.split(b0)
+        c1, c3 = tl.split(b1)
+        return (c0, c1, c2, c3)
+
+
+@triton.jit
+def _interleave(c, VEC: tl.constexpr, BY: tl.constexpr, BX: tl.constexpr):
+    """Inverse of ``_components``."""
+    if VEC == 1:
+        return c[0]
+    elif VEC == 2:
+        return tl.reshape(tl.join(c[0], c[1]), (BY, BX))
+    else:
+        return tl.reshape(tl.join(tl.join(c[0], c[2]), tl.join(c[1], c[3])), (BY, BX))
+
+
+@triton.jit
+def _x_pairs_aligned(ptrs, centre, row_ok, xs, nx, wx, R: tl.constexpr, VEC: tl.constexpr,
+                     BY: tl.constexpr, BX: tl.constexpr):
+    """Sum_k wx_k * (u[x-k] + u[x+k]) from 128-bit loads only.
+
+    Instead of 2R unaligned (scalar) loads, load the tile shifted by whole vectors, m * VEC for
+    m = -NCH..NCH (NCH = ceil(R / VEC); m = 0 is ``centre``), split every tile into its VEC
+    column components and pick u[x+d] for column component j from tile (j+d) // VEC, component
+    (j+d) % VEC -- all indices are compile-time, so the shifts are register renames.
+    """
+    NCH: tl.constexpr = (R + VEC - 1) // VEC
+    chunks = ()
+    for m in tl.static_range(-NCH, NCH + 1):
+        if m == 0:
+            chunks = chunks + (_components(centre, VEC, BY, BX),)
+        else:
+            xm = xs + m * VEC
+            mask = row_ok[:, None] & ((xm >= 0) & (xm < nx))[None, :]
+            chunks = chunks + (_components(tl.load(ptrs + m * VEC, mask=mask, other=0.0), VEC, BY, BX),)
+    outs = ()
+    for j in tl.static_range(0, VEC):
+        acc = tl.zeros((BY, BX // VEC), dtype=centre.dtype)
+        for k in tl.static_range(1, R + 1):
+            # u[x-k] and u[x+k] of column component j (indices fold at compile time)
+            pair = (chunks[(j - k) // VEC + NCH][(j - k) % VEC]
+                    + chunks[(j + k) // VEC + NCH][(j + k) % VEC])
+            acc += pair * wx[k - 1]
+        outs = outs + (acc,)
+    return _interleave(outs, VEC, BY, BX)
+
+
+@triton.jit
+def _scatter_z(win, plane, wz, R: tl.constexpr):
+    """Add plane p's z contributions to the rolling window of accumulators.
+
+    win[j] accumulates output z = p - R + j (j = 0 .. 2R); plane p enters output z with weight
+    wz_|p - z| = wz_|R - j|. The centre (j = R) is added by the caller together with the xy part.
+    """
+    out = ()
+    for j in tl.static_range(0, 2 * R + 1):
+        if j < R:
+            out = out + (win[j] + plane * wz[R - j - 1],)
+        elif j > R:
+            out = out + (win[j] + plane * wz[j - R - 1],)
+        else:
+            out = out + (win[j],)
+    return out
+
+
+@triton.jit
+def _strided_pairs_at(base, offs, stride, mask, w, R: tl.constexpr):
+    """``_strided_pairs`` for a scalar base pointer and int offsets: the shift k*stride is scalar
+    arithmetic, and a thread keeps one int offset per element instead of a 64-bit pointer."""
+    acc = tl.zeros(offs.shape, dtype=base.dtype.element_ty)
+    for k in tl.static_range(1, R + 1):
+        pair = tl.load(base - k * stride + offs, mask=mask, other=0.0) + tl.load(base + k * stride + offs, mask=mask, other=0.0)
+        acc += pair * w[k - 1]
+    return acc
+
+
+@triton.jit
+def laplacian_zmarch_kernel(
+    u_ptr, out_ptr, w_ptr,
+    nz, ny, nx_s,
+    su_z_s, su_y_s, so_z_s, so_y_s,
+    y_lo, y_hi, x_lo, x_hi,
+    R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
+    VEC: tl.constexpr, SCALE: tl.constexpr, NONTEMPORAL: tl.constexpr, NUM_STAGES: tl.constexpr,
+    GRID_ORDER: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr, Z_IN_REGS: tl.constexpr,
+):
+    """Streaming z-march (``auto``): one program owns a (BLOCK_Y, BLOCK_X) column of tiles and
+    walks BLOCK_Z planes of it.
+
+    * Each plane p is read once from DRAM. Its z contributions are scattered into a rolling window
+      of 2R+1 register accumulators (output planes p-R .. p+R); the oldest is then complete and
+      stored. No z neighbour goes through a cache, so the working set is a few tiles per program
+      whatever the plane size: no cache cliff.
+    * Every access is 128 bits wide: the centre and the y neighbour rows are aligned tiles, and the
+      x neighbours come from tiles shifted by whole vectors (``_x_pairs_aligned``), served by L1.
+    * Addresses are a scalar 64-bit plane pointer plus per-element int32 offsets within the plane
+      (int64 when OFFS64: planes of 2**31 elements or more), which keeps the register count low.
+    * NUM_STAGES > 1 lets Triton software-pipeline the loop's loads (cp.async on sm80+); with 1 the
+      centre tiles of the next PREFETCH planes are loaded into registers ahead of use.
+    * nx and the strides arrive divided by SCALE (= VEC when they are all multiples of VEC, else 1)
+      and are multiplied back here: Triton then knows they are multiples of VEC, so rows start on
+      16-byte boundaries and every tile access is 128-bit even when nx is not a multiple of 16
+      (Triton's own specialisation only knows "divisible by 16").
+    Grid: 1D. GRID_ORDER 0: the z chunk walks fastest (programs sharing halo planes run together);
+    1: y tiles fastest, then x tiles, then z chunks (the programs in flight read whole planes in
+    address order); 2: x tiles fastest, then y tiles, then z chunks.
+    """
+    nx = nx_s * SCALE
+    su_z = su_z_s * SCALE
+    su_y = su_y_s * SCALE
+    so_z = so_z_s * SCALE
+    so_y = so_y_s * SCALE
+    n_tx = tl.cdiv(nx, BLOCK_X)
+    n_ty = tl.cdiv(y_hi - y_lo, BLOCK_Y)
+    nzi = nz - 2 * R
+    n_zc = tl.cdiv(nzi, BLOCK_Z)
+    pid = tl.program_id(0)
+    if GRID_ORDER == 0:
+        zc = pid % n_zc
+        rem = pid // n_zc
+        tile_x = rem % n_tx
+        tile_y = rem // n_tx
+    elif GRID_ORDER == 1:
+        tile_y = pid % n_ty
+        rem = pid // n_ty
+        tile_x = rem % n_tx
+        zc = rem // n_tx
+    else:
+        tile_x = pid % n_tx
+        rem = pid // n_tx
+        tile_y = rem % n_ty
+        zc = rem // n_ty
+    ys, xs, row_ok, row_mask, out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo, x_hi, nx,
+                                                            BLOCK_Y, BLOCK_X)
+    x0 = tile_x * BLOCK_X
+    full_x = (x0 >= x_lo) & (x0 + BLOCK_X <= x_hi)
+    z_begin = R + zc * BLOCK_Z
+    z_end = tl.minimum(z_begin + BLOCK_Z, nz - R)
+
+    # 64-bit plane strides (p * stride passes 2**31 for grids of more than 2**31 points).
+    su_z64 = su_z.to(tl.int64)
+    so_z64 = so_z.to(tl.int64)
+    if OFFS64:
+        su_y = su_y.to(tl.int64)
+        so_y = so_y.to(tl.int64)
+    u_offs = ys[:, None] * su_y + xs[None, :]
+    o_offs = ys[:, None] * so_y + xs[None, :]
+    dtype = w_ptr.dtype.element_ty
+    w_centre = tl.load(w_ptr)
+    wz = _weights(w_ptr, 0, R)
+    wy = _weights(w_ptr, R, R)
+    wx = _weights(w_ptr, 2 * R, R)
+
+    if Z_IN_REGS:
+        win = ()
+        for j in tl.static_range(0, 2 * R + 1):
+            win = win + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+
+        # Warm-up: planes z_begin-R .. z_begin-1 only feed the z terms of the first outputs.
+        for p in range(z_begin - R, z_begin):
+            plane = tl.load(u_ptr + p * su_z64 + u_offs, mask=row_mask, other=0.0)
+            win = _scatter_z(win, plane, wz, R)
+            win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+
+        # Main: planes whose own output is in this chunk; store output p-R once it is complete.
+        # The next PREFETCH planes' centre tiles are already in flight (registers), so a program keeps
+        # PREFETCH tiles of DRAM reads outstanding while it computes on the current one.
+        pending = ()
+        for d in tl.static_range(0, PREFETCH):
+            pending = pending + (tl.load(u_ptr + (z_begin + d) * su_z64 + u_offs,
+                                         mask=row_mask & (z_begin + d < nz), other=0.0),)
+        for p in tl.range(z_begin, z_end, num_stages=NUM_STAGES):
+            base = u_ptr + p * su_z64
+            if NUM_STAGES > 1:
+                plane = tl.load(base + u_offs, mask=row_mask, other=0.0)
+            else:
+                plane = pending[0]
+                ahead = p + PREFETCH
+                pending = pending[1:] + (tl.load(u_ptr + ahead * su_z64 + u_offs, mask=row_mask & (ahead < nz), other=0.0),)
+            win = _scatter_z(win, plane, wz, R)
+            xy = plane * w_centre + _strided_pairs_at(base, u_offs, su_y, row_mask, wy, R)
+            xy += _x_pairs_aligned(base + u_offs, plane, row_ok, xs, nx, wx, R, VEC, BLOCK_Y, BLOCK_X)
+            win = win[:R] + (win[R] + xy,) + win[R + 1:]
+            done = p - R >= z_begin
+            _store_tile(out_ptr + (p - R) * so_z64 + o_offs, win[0], row_mask & done, x_in, full_x, NONTEMPORAL)
+            win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+
+        # Drain: planes z_end .. z_end+R-1 complete the last R (or fewer) outputs.
+        for p in range(z_end, z_end + R):
+            plane = tl.load(u_ptr + p * su_z64 + u_offs, mask=row_mask, other=0.0)
+            win = _scatter_z(win, plane, wz, R)
+            done = p - R >= z_begin
+            _store_tile(out_ptr + (p - R) * so_z64 + o_offs, win[0], row_mask & done, x_in, full_x, NONTEMPORAL)
+            win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+
+    else:
+        # z neighbours through L1: output plane p reads planes p-R .. p+R of its own tile, all loaded
+        # by this program in the last 2R iterations except p+R, whose centre tile was prefetched
+        # PREFETCH iterations ago. Registers hold only the prefetched tiles and one accumulator, so
+        # tall tiles (few halo rows per row) fit; the price is 2R extra L1 loads per point.
+        pending = ()
+        for d in tl.static_range(0, PREFETCH):
+            zz = z_begin + R + d
+            pending = pending + (tl.load(u_ptr + zz * su_z64 + u_offs, mask=row_mask & (zz < nz), other=0.0),)
+        for p in range(z_begin, z_end):
+            base = u_ptr + p * su_z64
+            plane_hi = pending[0]
+            ahead = p + R + PREFETCH
+            pending = pending[1:] + (tl.load(u_ptr + ahead * su_z64 + u_offs, mask=row_mask & (ahead < nz), other=0.0),)
+            centre = tl.load(base + u_offs, mask=row_mask, other=0.0)
+            acc = centre * w_centre + _strided_pairs_at(base, u_offs, su_y, row_mask, wy, R)
+            acc += _x_pairs_aligned(base + u_offs, centre, row_ok, xs, nx, wx, R, VEC, BLOCK_Y, BLOCK_X)
+            for k in tl.static_range(1, R + 1):
+                lo = tl.load(base - k * su_z64 + u_offs, mask=row_mask, other=0.0)
+                if k == R:
+                    hi = plane_hi
+                else:
+                    hi = tl.load(base + k * su_z64 + u_offs, mask=row_mask, other=0.0)
+                acc += (lo + hi) * wz[k - 1]
+            _store_tile(out_ptr + p * so_z64 + o_offs, acc, row_mask, x_in, full_x, NONTEMPORAL)

@@ -1,0 +1,360 @@
+"""``tilecraft.laplacian``: validation, variant choice and launch of the stencil kernels.
+
+The seeds' optimisation ladder is kept as named, selectable variants (each one correct on its own):
+
+============== =====================================================================================
+variant        what it adds
+============== =====================================================================================
+baseline       one row of points per program, every neighbour through the caches (seeds' kernel 1)
+tiling         loop tiling: m rows (points along y) per program; shared neighbour rows hit L1
+reordered      + every load of a point issued in ascending address order
+launch_bounds  + register budget fitted to the block (num_warps and maxnreg)
+nontemporal    + streaming (``.cs``, evict-first) stores of the output
+grid_order     + programs walk bands of rows through all z before the next band (no L2 cliff)
+subdomains     nontemporal + the plane cut into y-slabs whose 2R+1 planes fit in L2, launched in turn
+auto           streaming z-march: each plane read once, z terms in a rolling register window
+reference      the torch slicing implementation (the peer; also the CPU path, see ``laplacian``)
+============== =====================================================================================
+
+``grid_order`` and ``subdomains`` are the seeds' two alternative cures for the cache cliff, each built
+on ``nontemporal``.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import asdict, dataclass, replace
+
+import torch
+
+from tilecraft.kernels import stencil as _k
+from tilecraft.reference.stencil import (
+    MAX_ORDER,
+    MIN_ORDER,
+    laplacian_torch,
+    second_derivative_coefficients,
+    stencil_weights,
+)
+
+SUPPORTED_DTYPES = (torch.float32, torch.float64)
+LADDER = ("baseline", "tiling", "reordered", "launch_bounds", "nontemporal", "grid_order", "subdomains")
+VARIANTS = LADDER + ("auto", "reference")
+# CUDA grid limits for the y and z dimensions of the 3D grid the plane kernels use.
+_MAX_GRID_YZ = 65535
+
+
+@dataclass(frozen=True)
+class StencilConfig:
+    """A launch configuration; every field is a knob a reader can map to a seed technique."""
+
+    kernel: str  # "plane" (one plane tile per program) or "zmarch" (z-marching column)
+    block_y: int
+    block_x: int
+    num_warps: int
+    block_z: int = 0  # zmarch: planes per program
+    num_stages: int = 1  # zmarch: software-pipelining depth of the plane loop (1: register prefetch)
+    vec: int = 0  # zmarch: elements per 128-bit access for the x-neighbour shuffle; 0 = 16 bytes
+    zorder: int = 0  # zmarch grid order: 0 z chunks fastest, 1 y tiles fastest, 2 x tiles fastest
+    prefetch: int = 1  # zmarch: planes whose centre tiles are loaded ahead of use
+    z_in_regs: bool = True  # zmarch: z terms in a register window (True) or through L1 (False)
+    maxnreg: int | None = None  # register budget per thread (the seeds' launch bounds); CUDA only
+    ascending: bool = False
+    nontemporal: bool = False
+    grid_order: int = 0  # 0: 3D grid, x fastest; 1: bands of group_y tile rows through all z
+    group_y: int = 1
+    subdomain_bytes: int = 0  # > 0: y-slabs whose 2R+1 planes take at most this many bytes
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def ladder_config(variant: str, dtype: torch.dtype, order: int) -> StencilConfig:
+    """The configuration of a ladder step; each step is the previous one plus one technique."""
+    if variant not in LADDER:
+        raise ValueError(f"unknown ladder variant {variant!r}; choose one of {LADDER}")
+    # One point per thread, 256 threads, as in the seeds' kernel 1.
+    cfg = StencilConfig("plane", block_y=1, block_x=256, num_warps=8)
+    steps = LADDER[1:LADDER.index(variant) + 1] if variant != "subdomains" else LADDER[1:5] + ("subdomains",)
+    for step in steps:
+        if step == "tiling":
+            cfg = replace(cfg, block_y=8, block_x=128, num_warps=4)
+        elif step == "reordered":
+            cfg = replace(cfg, ascending=True)
+        elif step == "launch_bounds":
+            # The register budget fitted to the block: twice the threads for the same tile (half
+            # the points per thread) under a cap that leaves room for 4 programs per SM (o2, o4).
+            # A cap under what the high orders need spills: measured 7.5% of copy at order 8.
+            cfg = replace(cfg, num_warps=8, maxnreg=64 if order <= 4 else None)
+        elif step == "nontemporal":
+            cfg = replace(cfg, nontemporal=True)
+        elif step == "grid_order":
+            cfg = replace(cfg, grid_order=1, group_y=4)
+        elif step == "subdomains":
+            cfg = replace(cfg, subdomain_bytes=-1)  # -1: half the device's L2, resolved at launch
+    return cfg
+
+
+def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
+                l2_bytes: int | None = None) -> StencilConfig:
+    """The configuration ``variant="auto"`` runs, chosen from measurements (H200, 2026-11-21;
+    ``benchmarks/stencil_tune.py``, results under ``benchmarks/results/``).
+
+    * Orders 2 and 4 while the 2R+1 planes a z neighbour needs fit in half the L2: one tile per
+      program (the plane kernel, tiled, streaming stores). Programs that start together read
+      neighbouring addresses, which streams from DRAM best (a plain copy in this pattern reached
+      96-99% of cudaMemcpy, in the z-march pattern 80-92%).
+    * Larger planes, where that kernel falls off the cache cliff: the z-march with the z terms in
+      registers, whose working set does not grow with the plane.
+    * Orders 6 and up: the z-march with the z terms read through L1 and tall tiles, so a register
+      window of 2R+1 tiles does not limit occupancy and few halo rows are read per row.
+    """
+    r = order // 2
+    itemsize = torch.finfo(dtype).bits // 8
+    vec = 16 // itemsize
+    plane_bytes = shape[1] * shape[2] * itemsize
+    l2 = l2_bytes or 50 * 2**20
+    if r <= 2 and (2 * r + 1) * plane_bytes <= l2 // 2:
+        return StencilConfig("plane", block_y=8, block_x=128, num_warps=4, nontemporal=True)
+    if r <= 2:
+        if dtype == torch.float64:
+            return StencilConfig("zmarch", block_y=2, block_x=128, num_warps=4, block_z=32, nontemporal=True, zorder=2)
+        return StencilConfig("zmarch", block_y=4, block_x=128, num_warps=4, block_z=8, nontemporal=True, zorder=2)
+    bx = 512 // itemsize  # rows of 512 bytes: 4 lines, x halos cost 1/8 more at most
+    return StencilConfig("zmarch", block_y=16, block_x=bx, num_warps=16 * bx // (32 * vec), block_z=64,
+                         nontemporal=True, zorder=2, z_in_regs=False)
+
+
+def config_for(variant: str, dtype: torch.dtype, order: int, shape: tuple[int, int, int],
+               l2_bytes: int | None = None) -> StencilConfig:
+    if variant == "auto":
+        return auto_config(dtype, order, shape, l2_bytes)
+    return ladder_config(variant, dtype, order)
+
+
+# ----------------------------------------------------------------------------------------------
+# validation
+# ----------------------------------------------------------------------------------------------
+def _check_order(order: object) -> int:
+    if isinstance(order, bool) or not isinstance(order, int):
+        raise TypeError(f"order must be an int, got {type(order).__name__}")
+    if order % 2 or not MIN_ORDER <= order <= MAX_ORDER:
+        raise ValueError(f"order must be an even integer in [{MIN_ORDER}, {MAX_ORDER}], got {order}")
+    return order
+
+
+def _check_spacing(spacing: object) -> tuple[float, float, float]:
+    if isinstance(spacing, (int, float)) and not isinstance(spacing, bool):
+        spacing = (spacing,) * 3
+    if not isinstance(spacing, (tuple, list)) or len(spacing) != 3:
+        raise TypeError(f"spacing must be a positive number or a triple (hz, hy, hx), got {spacing!r}")
+    out = []
+    for h in spacing:
+        if isinstance(h, bool) or not isinstance(h, (int, float)):
+            raise TypeError(f"spacing entries must be numbers, got {h!r}")
+        if not (math.isfinite(h) and h > 0):
+            raise ValueError(f"spacing entries must be finite and > 0, got {spacing!r}")
+        out.append(float(h))
+    return tuple(out)  # type: ignore[return-value]
+
+
+def _check_grid(u: object, name: str = "u") -> torch.Tensor:
+    if not isinstance(u, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(u).__name__}")
+    if u.dim() != 3:
+        raise ValueError(f"{name} must be 3D (nz, ny, nx), got shape {tuple(u.shape)}")
+    if u.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{name} has dtype {u.dtype}; the Laplacian supports float32 and float64")
+    if u.device.type not in ("cuda", "cpu"):
+        raise ValueError(f"{name} is on device {u.device}; tilecraft runs on CUDA/ROCm GPUs (and CPU)")
+    if u.shape[-1] > 1 and u.stride(-1) != 1:
+        raise ValueError(f"{name} must be contiguous along x (stride(-1) == 1), got strides {u.stride()}")
+    if any(s < 0 for s in u.stride()):
+        raise ValueError(f"{name} has negative strides {u.stride()}")
+    if u.data_ptr() % u.element_size():
+        raise ValueError(f"{name}'s data pointer is not aligned to its element size")
+    return u
+
+
+def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+    def span(t: torch.Tensor) -> tuple[int, int]:
+        start = t.data_ptr()
+        return start, start + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) * t.element_size() + t.element_size()
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1
+
+
+def validate(u: torch.Tensor, order: int, spacing: object, out: torch.Tensor | None, variant: str
+             ) -> tuple[int, tuple[float, float, float]]:
+    """All checks ``laplacian`` makes before it launches anything; returns (order, spacing)."""
+    _check_grid(u)
+    order = _check_order(order)
+    spacing = _check_spacing(spacing)
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
+    r = order // 2
+    if min(u.shape) < 2 * r + 1:
+        raise ValueError(f"order {order} needs every extent >= {2 * r + 1} (2R+1), got shape {tuple(u.shape)}")
+    if out is not None:
+        _check_grid(out, "out")
+        if out.shape != u.shape:
+            raise ValueError(f"out has shape {tuple(out.shape)}, expected {tuple(u.shape)}")
+        if out.dtype != u.dtype:
+            raise TypeError(f"out has dtype {out.dtype}, expected {u.dtype}")
+        if out.device != u.device:
+            raise ValueError(f"out is on {out.device}, u on {u.device}")
+        if _overlaps(u, out):
+            raise ValueError("out overlaps u: the stencil reads neighbours, so it cannot run in place")
+    return order, spacing
+
+
+# ----------------------------------------------------------------------------------------------
+# launch
+# ----------------------------------------------------------------------------------------------
+def triton_on_cpu() -> bool:
+    """True when the Triton interpreter is active (TRITON_INTERPRET=1 was set before import)."""
+    return type(_k.laplacian_plane_kernel).__name__ == "InterpretedFunction"
+
+
+_WEIGHTS: dict[tuple, torch.Tensor] = {}
+
+
+def _weights(order: int, spacing: tuple[float, float, float], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    key = (order, spacing, dtype, str(device))
+    w = _WEIGHTS.get(key)
+    if w is None:
+        if len(_WEIGHTS) > 64:
+            _WEIGHTS.clear()
+        w = torch.tensor(stencil_weights(order, spacing), dtype=dtype, device=device)
+        _WEIGHTS[key] = w
+    return w
+
+
+@functools.lru_cache(maxsize=None)
+def _l2_bytes_of(device: str) -> int:
+    if device.startswith("cuda"):
+        return int(getattr(torch.cuda.get_device_properties(torch.device(device)), "L2_cache_size", 0)) or 50 * 2**20
+    return 50 * 2**20  # interpreter runs: any value exercises the code paths
+
+
+def _l2_bytes(device: torch.device) -> int:
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return _l2_bytes_of(str(device))
+
+
+def subdomain_rows(cfg: StencilConfig, shape: tuple[int, int, int], r: int, itemsize: int,
+                   device: torch.device) -> int:
+    """Rows per y-slab for the subdomain variant: 2R+1 slab planes in ``subdomain_bytes``."""
+    budget = cfg.subdomain_bytes if cfg.subdomain_bytes > 0 else _l2_bytes(device) // 2
+    rows = budget // ((2 * r + 1) * shape[2] * itemsize)
+    return max(cfg.block_y, rows - rows % cfg.block_y)
+
+
+def launch(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[float, float, float],
+           cfg: StencilConfig) -> list:
+    """Launch the kernels of ``cfg`` on validated tensors; returns what each launch returned
+    (Triton's compiled kernels on a GPU: registers and spills can be read from them)."""
+    r = order // 2
+    nz, ny, nx = u.shape
+    w = _weights(order, spacing, u.dtype, u.device)
+    su_z, su_y, _ = u.stride()
+    so_z, so_y, _ = out.stride()
+    opts = {"num_warps": cfg.num_warps, "num_stages": max(1, cfg.num_stages)}
+    if cfg.maxnreg and u.device.type == "cuda" and torch.version.hip is None:
+        opts["maxnreg"] = cfg.maxnreg
+    common = (u, out, w, nz, ny, nx, su_z, su_y, so_z, so_y)
+    handles = []
+    if cfg.kernel == "zmarch":
+        n_prog = (triton_cdiv(nx, cfg.block_x) * triton_cdiv(ny - 2 * r, cfg.block_y)
+                  * triton_cdiv(nz - 2 * r, cfg.block_z))
+        vec = min(cfg.vec or 16 // u.element_size(), cfg.block_x)
+        # Tell Triton nx and the strides are multiples of vec (see the kernel's docstring).
+        scale = vec if all(v % vec == 0 for v in (nx, su_z, su_y, so_z, so_y)) else 1
+        handles.append(_k.laplacian_zmarch_kernel[(n_prog,)](
+            u, out, w, nz, ny, nx // scale, su_z // scale, su_y // scale, so_z // scale, so_y // scale,
+            r, ny - r, r, nx - r,
+            R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z,
+            VEC=vec, SCALE=scale, NONTEMPORAL=cfg.nontemporal,
+            NUM_STAGES=max(1, cfg.num_stages), GRID_ORDER=cfg.zorder, PREFETCH=max(1, cfg.prefetch),
+            Z_IN_REGS=cfg.z_in_regs,
+            OFFS64=_plane_offsets_need_64bit(u, out, cfg.block_x), **opts))
+        return handles
+    if cfg.kernel != "plane":
+        raise ValueError(f"unknown kernel {cfg.kernel!r}")
+    slabs = [(r, ny - r)]
+    if cfg.subdomain_bytes:
+        rows = subdomain_rows(cfg, u.shape, r, u.element_size(), u.device)
+        slabs = [(y, min(y + rows, ny - r)) for y in range(r, ny - r, rows)]
+    for y_lo, y_hi in slabs:
+        n_tx = triton_cdiv(nx, cfg.block_x)
+        n_ty = triton_cdiv(y_hi - y_lo, cfg.block_y)
+        if cfg.grid_order == 0:
+            if n_ty > _MAX_GRID_YZ or nz - 2 * r > _MAX_GRID_YZ:
+                raise ValueError(f"grid {tuple(u.shape)} exceeds the 3D launch grid of this variant "
+                                 f"({_MAX_GRID_YZ} tiles in y or z); use variant='auto'")
+            grid = (n_tx, n_ty, nz - 2 * r)
+        else:
+            grid = (n_tx * n_ty * (nz - 2 * r),)
+        handles.append(_k.laplacian_plane_kernel[grid](
+            *common, y_lo, y_hi, r, nx - r,
+            R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, ASCENDING=cfg.ascending,
+            NONTEMPORAL=cfg.nontemporal, GRID_ORDER=cfg.grid_order, GROUP_Y=cfg.group_y, **opts))
+    return handles
+
+
+def _plane_offsets_need_64bit(u: torch.Tensor, out: torch.Tensor, block_x: int) -> bool:
+    """Whether an offset inside one plane (y * stride_y + x, plus a tile's overhang) can pass int32."""
+    ny, nx = u.shape[1:]
+    reach = max(u.stride(1), out.stride(1)) * (ny + 1) + nx + 2 * block_x
+    return reach >= 2**31
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def laplacian(u: torch.Tensor, *, order: int = 2, spacing: float | tuple[float, float, float] = 1.0,
+              out: torch.Tensor | None = None, variant: str = "auto") -> torch.Tensor:
+    """3D finite-difference Laplacian of ``u`` (nz, ny, nx), x contiguous, float32 or float64.
+
+    Central second differences of accuracy ``order`` (even, 2..16; radius R = order/2) along each
+    axis, scaled by 1/h**2 with ``spacing`` = h or (hz, hy, hx). Only interior points (R or more
+    from every face) are computed. The R-wide boundary of the result holds zeros when tilecraft
+    allocates it, and is left untouched when you pass ``out``. Every extent must be >= 2R+1.
+
+    ``variant`` selects a step of the seeds' optimisation ladder (``tilecraft.ops.stencil.VARIANTS``);
+    ``"auto"`` is the fastest, ``"reference"`` the torch slicing implementation.
+
+    Devices: CUDA (and ROCm) tensors run the Triton kernels. CPU tensors run the Triton kernels
+    through Triton's interpreter when ``TRITON_INTERPRET=1`` was set before tilecraft was imported
+    (that is how the kernels are tested without a GPU); otherwise ``"auto"`` and ``"reference"``
+    run the torch implementation in u's dtype, and asking for a ladder variant is an error.
+
+    Example::
+
+        >>> u = torch.rand(64, 64, 64, dtype=torch.float64, device="cuda")
+        >>> lap = tilecraft.laplacian(u, order=8, spacing=(0.01, 0.01, 0.02))
+    """
+    order, spacing = validate(u, order, spacing, out, variant)
+    if variant == "reference" or (u.device.type == "cpu" and not triton_on_cpu()):
+        if variant not in ("auto", "reference"):
+            raise ValueError(
+                f"variant {variant!r} runs a Triton kernel, which needs a GPU tensor or the Triton "
+                "interpreter (set TRITON_INTERPRET=1 before importing tilecraft); on CPU use "
+                "variant='auto' or 'reference' (the torch implementation)")
+        return laplacian_torch(u, order, spacing, out)
+    if out is None:
+        out = torch.zeros_like(u, memory_format=torch.contiguous_format)
+    cfg = config_for(variant, u.dtype, order, tuple(u.shape), _l2_bytes(u.device))
+    if u.device.type == "cuda":
+        with torch.cuda.device(u.device):
+            launch(u, out, order, spacing, cfg)
+    else:
+        launch(u, out, order, spacing, cfg)
+    return out
+
+
+__all__ = ["laplacian", "StencilConfig", "LADDER", "VARIANTS", "ladder_config", "auto_config", "launch",
+           "validate", "second_derivative_coefficients"]

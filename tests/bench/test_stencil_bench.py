@@ -1,0 +1,126 @@
+"""The stencil suites' correctness gate (``check_case``) and ``measure_config`` on the CPU."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tilecraft.bench import stencil as sb
+from tilecraft.ops import stencil as ops
+from tilecraft.ops.stencil import StencilConfig
+
+SPACING = (0.9, 1.1, 1.3)
+
+
+def reference_run(order: int, spacing=SPACING):
+    def run(u, out):
+        ops.laplacian(u, order=order, spacing=spacing, out=out, variant="reference")
+        return []
+    return run
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("variant", ["reference", "baseline", "auto"])
+def test_check_case_passes_a_right_kernel(field, variant, dtype):
+    order = 4
+    u = field((7, 8, 9), dtype)
+
+    def run(u, out):
+        return ops.laplacian(u, order=order, spacing=SPACING, out=out, variant=variant)
+    ok, err, msg = sb.check_case(u, order, SPACING, run)
+    assert ok, msg
+    assert err <= sb.TOLERANCE[dtype] and msg == ""
+
+
+def test_check_case_flags_an_unwritten_point(field):
+    u = field((7, 8, 9))
+    inner = reference_run(4)
+
+    def run(u, out):
+        inner(u, out)
+        out[3, 4, 2] = float("nan")  # as if the kernel never stored this interior point
+    ok, err, msg = sb.check_case(u, 4, SPACING, run)
+    assert not ok and "unwritten" in msg
+
+
+def test_check_case_flags_a_written_boundary(field):
+    u = field((7, 8, 9))
+    inner = reference_run(4)
+
+    def run(u, out):
+        inner(u, out)
+        out[0, 3, 3] = 0.0  # a store outside the interior
+    ok, err, msg = sb.check_case(u, 4, SPACING, run)
+    assert not ok and "boundary" in msg
+    assert err < 1e-12, "the interior itself was right"
+
+
+@pytest.mark.parametrize("factor", [1.001, 0.5, -1.0])
+def test_check_case_flags_a_scaled_result(field, factor):
+    u = field((7, 8, 9))
+    inner = reference_run(4)
+
+    def run(u, out):
+        inner(u, out)
+        out[2:-2, 2:-2, 2:-2] *= factor
+    ok, err, msg = sb.check_case(u, 4, SPACING, run)
+    assert not ok and "relative error" in msg
+    assert err == pytest.approx(abs(1 - factor), rel=1e-6)
+
+
+def test_check_case_flags_wrong_order_and_wrong_spacing(field):
+    u = field((9, 10, 11))
+    ok, _, _ = sb.check_case(u, 4, SPACING, reference_run(2))  # order 2 computed, order 4 asked
+    assert not ok
+    ok, _, _ = sb.check_case(u, 4, SPACING, reference_run(4, spacing=SPACING[::-1]))  # axes swapped
+    assert not ok
+
+
+def test_check_case_fp32_tolerance_is_fp32(field):
+    """An fp32 result with fp32 rounding passes; one 1e-4 off everywhere fails."""
+    u = field((7, 8, 9), torch.float32)
+    inner = reference_run(4)
+    assert sb.check_case(u, 4, SPACING, inner)[0]
+
+    def run(u, out):
+        inner(u, out)
+        out[2:-2, 2:-2, 2:-2] *= 1 + 1e-4
+    assert not sb.check_case(u, 4, SPACING, run)[0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("variant", ["auto", "reference"])
+def test_measure_config_cpu(variant, dtype):
+    shape, order = (7, 8, 9), 2
+    res = sb.measure_config(shape, dtype, order, variant, device="cpu", budget_s=0.01)
+    assert res.ok, res.message
+    assert res.name == variant
+    assert res.error is not None and res.error <= sb.TOLERANCE[dtype]
+    assert res.timing is not None and res.timing.runs >= 1
+    assert res.timing.min_ms <= res.timing.median_ms <= res.timing.max_ms
+    assert res.fom_TBps > 0 and res.gpts > 0 and math.isfinite(res.fom_TBps)
+    if variant == "auto":
+        assert res.config == ops.auto_config(dtype, order, shape).as_dict()
+    else:
+        assert res.config == {"kernel": "torch slicing"}
+
+
+def test_measure_config_explicit_config_and_small_check():
+    cfg = StencilConfig("plane", block_y=2, block_x=16, num_warps=1)
+    res = sb.measure_config((6, 7, 20), torch.float64, 2, "custom", cfg, device="cpu", budget_s=0.01,
+                            check="small")
+    assert res.ok, res.message
+    assert res.config == cfg.as_dict()
+
+
+def test_measure_config_reports_a_broken_config():
+    cfg = StencilConfig("no-such-kernel", block_y=2, block_x=16, num_warps=1)
+    res = sb.measure_config((6, 7, 20), torch.float64, 2, "broken", cfg, device="cpu", budget_s=0.01)
+    assert not res.ok and res.timing is None
+    assert "no-such-kernel" in res.message
+
+
+def test_measure_config_rejects_unknown_check():
+    with pytest.raises(ValueError, match="check"):
+        sb.measure_config((6, 7, 8), torch.float64, 2, "auto", device="cpu", check="none")

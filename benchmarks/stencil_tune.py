@@ -166,18 +166,18 @@ def main() -> int:
             n = 1300
             r = order // 2
             u = torch.rand((n, n, n), dtype=torch.float32, device="cuda")
-            out = torch.full_like(u, float("nan"))
-            laplacian(u, order=order, out=out)
+            lap = torch.full_like(u, float("nan"))
+            laplacian(u, order=order, out=lap)
             torch.cuda.synchronize()
             zs = slice(n - 1 - r - 3, n - 1 - r + 1)  # the last 4 interior planes
             ref = laplacian_reference(u[n - 1 - 2 * r - 3: n, :, :], order)[:, :, :]
-            got = out[zs, r:-r, r:-r].double()
+            got = lap[zs, r:-r, r:-r].double()
             err = ((got - ref).norm() / ref.norm()).item()
-            nan_inside = bool(torch.isnan(out[r:-r, r:-r, r:-r]).any())
+            nan_inside = bool(torch.isnan(lap[r:-r, r:-r, r:-r]).any())
             log(f"== bigcheck {n}^3 fp32 order {order} ({u.numel():,} points > 2**31): rel err {err:.2e}, "
                 f"unwritten interior points: {nan_inside}")
             summary[f"bigcheck-o{order}"] = {"points": u.numel(), "rel_error": err, "unwritten": nan_inside}
-            del u, out
+            del u, lap
             torch.cuda.empty_cache()
     if "sweep" in sections:
         sizes = [int(s) for s in args.sizes.split(",")]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import subprocess
 import time
@@ -87,6 +88,10 @@ def rotation_sets(bytes_per_set: int, l2_bytes: int | None, *, minimum: int = 2,
 
 
 def git_commit(cwd: str | Path | None = None) -> str:
+    """The checkout's commit (+dirty), or ``$TILECRAFT_COMMIT`` when set (a copy without .git, such
+    as the tree a remote GPU machine receives)."""
+    if os.environ.get("TILECRAFT_COMMIT"):
+        return os.environ["TILECRAFT_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
                              cwd=cwd or Path(__file__).resolve().parent, timeout=5)

@@ -296,6 +296,7 @@ def laplacian_zmarch_kernel(
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, SCALE: tl.constexpr, NONTEMPORAL: tl.constexpr, NUM_STAGES: tl.constexpr,
     GRID_ORDER: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr, Z_IN_REGS: tl.constexpr,
+    UNROLL_Z: tl.constexpr,
 ):
     """Streaming z-march (``auto``): one program owns a (BLOCK_Y, BLOCK_X) column of tiles and
     walks BLOCK_Z planes of it.
@@ -364,7 +365,28 @@ def laplacian_zmarch_kernel(
     wy = _weights(w_ptr, R, R)
     wx = _weights(w_ptr, 2 * R, R)
 
-    if Z_IN_REGS:
+    if UNROLL_Z:
+        # A short z-march unrolled at compile time: the BLOCK_Z + 2R plane loads of the program
+        # carry no loop dependency, so they are all in flight together like a one-tile program's,
+        # while each plane is still read once and its z terms stay in registers.
+        win = ()
+        for j in tl.static_range(0, 2 * R + 1):
+            win = win + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+        for q in tl.static_range(0, BLOCK_Z + 2 * R):
+            p = z_begin - R + q
+            base = u_ptr + p * su_z64
+            plane = tl.load(base + u_offs, mask=row_mask & (p < z_end + R), other=0.0)
+            win = _scatter_z(win, plane, wz, R)
+            if q >= R and q < BLOCK_Z + R:  # plane p owns an output of this chunk (if p < z_end)
+                own = p < z_end
+                xy = plane * w_centre + _strided_pairs_at(base, u_offs, su_y, row_mask & own, wy, R)
+                xy += _x_pairs_aligned(base + u_offs, plane, row_ok & own, xs, nx, wx, R, VEC, BLOCK_Y, BLOCK_X)
+                win = win[:R] + (win[R] + xy,) + win[R + 1:]
+            if q >= 2 * R:  # output p - R is complete
+                _store_tile(out_ptr + (p - R) * so_z64 + o_offs, win[0], row_mask & (p - R < z_end), x_in, full_x,
+                            NONTEMPORAL)
+            win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+    elif Z_IN_REGS:
         win = ()
         for j in tl.static_range(0, 2 * R + 1):
             win = win + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)

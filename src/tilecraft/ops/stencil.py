@@ -57,6 +57,7 @@ class StencilConfig:
     zorder: int = 0  # zmarch grid order: 0 z chunks fastest, 1 y tiles fastest, 2 x tiles fastest
     prefetch: int = 1  # zmarch: planes whose centre tiles are loaded ahead of use
     z_in_regs: bool = True  # zmarch: z terms in a register window (True) or through L1 (False)
+    unroll_z: bool = False  # zmarch: unroll the block_z planes at compile time (short marches)
     maxnreg: int | None = None  # register budget per thread (the seeds' launch bounds); CUDA only
     ascending: bool = False
     nontemporal: bool = False
@@ -278,7 +279,7 @@ def launch(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[float,
             R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z,
             VEC=vec, SCALE=scale, NONTEMPORAL=cfg.nontemporal,
             NUM_STAGES=max(1, cfg.num_stages), GRID_ORDER=cfg.zorder, PREFETCH=max(1, cfg.prefetch),
-            Z_IN_REGS=cfg.z_in_regs,
+            Z_IN_REGS=cfg.z_in_regs, UNROLL_Z=cfg.unroll_z,
             OFFS64=_plane_offsets_need_64bit(u, out, cfg.block_x), **opts))
         return handles
     if cfg.kernel != "plane":

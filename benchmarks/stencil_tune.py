@@ -158,6 +158,17 @@ def main() -> int:
                     f"x{ex.get('speedup_vs_baseline', float('nan')):.2f} regs={res[0].get('registers')} "
                     f"spills={res[0].get('spills')} err={ex.get('rel_error')} {ex.get('message')}")
                 summary["ladder"][f"{name}-{r.case['variant']}"] = r.ratio
+    if "orders" in sections:
+        # auto against baseline and torch at other orders and dtypes, 512^3 interior
+        for dtype, order in (("fp64", 4), ("fp64", 8), ("fp32", 4), ("fp32", 6), ("fp32", 16), ("fp64", 16)):
+            shape = (512 + order,) * 3
+            log(f"== orders {dtype} o{order} {shape}")
+            recs = sb.ladder(shape, dtype, order, variants=("baseline", "auto", "reference"), copy_TBps=copy,
+                             info=info, budget_s=args.budget)
+            write_results(recs, "stencil.orders", out / f"orders-{dtype}-o{order}.json", info)
+            for r in recs:
+                log(f"   {r.case['variant']:10s} {r.ours:6.3f} TB/s {r.ratio:6.1%} of copy "
+                    f"x{r.extra.get('speedup_vs_baseline', float('nan')):.2f} {r.extra.get('message')}")
     if "bigcheck" in sections:
         # A grid of more than 2**31 points: 64-bit offsets must hold. Checked on planes at the far end.
         from tilecraft import laplacian

@@ -117,9 +117,10 @@ def run_poisoned(u: torch.Tensor, order: int, spacing, variant: str, out: torch.
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("order", MAIN_ORDERS)
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_every_variant_poisoned_out(variant, order, dtype, shape_kind):
+def test_every_variant_poisoned_out(variant, order, dtype, shape_kind, poisoned_like):
     shape = small_shapes(order // 2)[shape_kind]
-    run_poisoned(make_field(shape, dtype, seed=order), order, SPACING, variant)
+    u = make_field(shape, dtype, seed=order)
+    run_poisoned(u, order, SPACING, variant, out=poisoned_like(u))
 
 
 @pytest.mark.parametrize("order", SPOT_ORDERS)
@@ -150,15 +151,27 @@ def test_default_arguments_are_order_2_unit_spacing_auto():
     assert torch.equal(result, laplacian(u, order=2, spacing=1.0, variant="auto"))
 
 
-def _multi_tile_shape(variant: str, dtype: torch.dtype, order: int) -> tuple[int, int, int]:
-    """A grid with at least three x tiles (one of them entirely interior), a partial last tile in
-    y and z, and more y tiles than one grid-order band / more planes than one z chunk."""
+def _multi_tile_shape(cfg: StencilConfig, order: int) -> tuple[int, int, int]:
+    """A grid on which ``cfg`` has at least three x tiles (one of them entirely interior), a
+    partial last tile in y and z, and more y tiles than one grid-order band / more planes than one
+    z chunk."""
     r = order // 2
-    cfg = ops.config_for(variant, dtype, order, (64, 64, 64))
     nx = 2 * cfg.block_x + r + 5
     if cfg.kernel == "zmarch":
         return (2 * r + cfg.block_z + 3, 2 * r + cfg.block_y + 3, nx)
     return (2 * r + 2, 2 * r + cfg.block_y * max(cfg.group_y, 1) + 3, nx)
+
+
+def _multi_tile_case(variant: str, dtype: torch.dtype, order: int) -> tuple[int, int, int]:
+    """``_multi_tile_shape`` for the configuration the variant picks on that very shape ("auto"
+    chooses by shape): iterate to a fixed point."""
+    shape = (64, 64, 64)
+    for _ in range(4):
+        new = _multi_tile_shape(ops.config_for(variant, dtype, order, shape), order)
+        if new == shape:
+            break
+        shape = new
+    return shape
 
 
 @pytest.mark.slow
@@ -166,14 +179,31 @@ def _multi_tile_shape(variant: str, dtype: torch.dtype, order: int) -> tuple[int
 @pytest.mark.parametrize("order", [2, 8])
 @pytest.mark.parametrize("variant", LADDER + ("auto",))
 def test_several_tiles_per_axis(variant, order, dtype):
-    shape = _multi_tile_shape(variant, dtype, order)
+    shape = _multi_tile_case(variant, dtype, order)
     run_poisoned(make_field(shape, dtype, seed=3), order, SPACING, variant)
 
 
 @pytest.mark.slow
 def test_several_tiles_per_axis_order_16_auto():
-    shape = _multi_tile_shape("auto", torch.float64, 16)
+    shape = _multi_tile_case("auto", torch.float64, 16)
     run_poisoned(make_field(shape, torch.float64, seed=4), 16, SPACING, "auto")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("order", [2, 4, 6])
+def test_auto_configs_of_large_planes(order, dtype):
+    """What "auto" runs on planes too large for the interpreter (chosen by plane size), launched
+    on a small grid with several tiles per axis."""
+    r = order // 2
+    cfg = ops.auto_config(dtype, order, (2 * r + 64, 8192, 8192))
+    shape = _multi_tile_shape(cfg, order)
+    u = make_field(shape, dtype, seed=6)
+    spacing = ops.validate(u, order, SPACING, None, "auto")[1]
+    out = poison(torch.empty_like(u))
+    ops.launch(u, out, order, spacing, cfg)
+    assert_interior_matches(out, u, order, spacing, f"auto config {cfg}")
+    assert_boundary(out, order, nan=True, what=f"auto config {cfg}")
 
 
 # Small explicit configurations run through ``launch``: many tiles, bands, slabs and z chunks on
@@ -194,6 +224,8 @@ SMALL_CONFIGS = {
     "zmarch-stages2": replace(_ZMARCH, num_stages=2),
     "zmarch-vec1": replace(_ZMARCH, vec=1),
     "zmarch-vec2": replace(_ZMARCH, vec=2),
+    "zmarch-unrolled-2": replace(_ZMARCH, unroll_z=True, block_z=2, zorder=2),
+    "zmarch-unrolled-4": replace(_ZMARCH, unroll_z=True, block_z=4, nontemporal=True),
 }
 
 
@@ -329,7 +361,7 @@ def test_strided_views(variant, dtype, layout):
 def test_strided_views_vector_aligned(variant, dtype):
     """nx and every stride a multiple of 16, x offset of the view a multiple of 4 (the z-march
     kernel's vectorised path), and the same with the out view's strides not aligned."""
-    order, r = 2, 1
+    order = 2
     shape = (5, 6, 16)
     u = padded_view(shape, dtype, pad=(1, 2, 16), offset=(1, 1, 8))
     assert all(s % 16 == 0 for s in u.stride()[:2])
@@ -337,6 +369,16 @@ def test_strided_views_vector_aligned(variant, dtype):
     run_poisoned(u, order, SPACING, variant, out=out)
     out_odd = torch.empty(5, 7, 21, dtype=dtype)[:, :-1, 1:17]
     run_poisoned(u, order, SPACING, variant, out=out_odd)
+
+
+@pytest.mark.parametrize("variant", ["baseline", "reordered", "auto", "reference"])
+def test_broadcast_input(variant):
+    """u with a zero z stride (one plane expanded) is a valid input: x is contiguous, nothing is
+    written to it. Constant along z, its Laplacian has no z part."""
+    base = make_field((1, 8, 9), torch.float64)
+    u = base.expand(7, 8, 9)
+    assert u.stride(0) == 0
+    run_poisoned(u, 2, SPACING, variant, out=torch.empty(7, 8, 9, dtype=torch.float64))
 
 
 def test_strided_brief_example():
@@ -487,6 +529,32 @@ def test_out_overlaps_u(no_launch, variant):
         laplacian(big2[..., :7], out=big2[..., 3:10], variant=variant)
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: ops/stencil.py _overlaps returns False whenever the two tensors have different storages, "
+    "but two storages can alias one buffer (torch.from_numpy of overlapping numpy views, DLPack); "
+    "the kernel then runs in place and reads values it has already written"))
+@pytest.mark.parametrize("variant", ["auto", "baseline"])
+def test_out_overlaps_u_through_another_storage(no_launch, variant):
+    import numpy as np
+
+    buf = np.random.default_rng(0).random((7, 6, 7))
+    u, out = torch.from_numpy(buf[:-1]), torch.from_numpy(buf[1:])  # shifted by one plane
+    assert u.data_ptr() < out.data_ptr() < u.data_ptr() + u.numel() * u.element_size()
+    with pytest.raises(ValueError, match="overlap"):
+        laplacian(u, out=out, variant=variant)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: ops/stencil.py validate does not reject an out whose elements share memory (a zero "
+    "stride): the kernels write every plane to the same place without an error, and the "
+    "'reference' path fails inside torch with a RuntimeError instead of a ValueError before launch"))
+@pytest.mark.parametrize("variant", ["auto", "baseline", "reference"])
+def test_out_with_internal_overlap(no_launch, variant):
+    out = torch.zeros(1, 6, 7, dtype=torch.float64).expand(5, 6, 7)  # stride 0 along z
+    with pytest.raises(ValueError):
+        laplacian(U(), out=out, variant=variant)
+
+
 @pytest.mark.parametrize("order", [3, 18, 0])
 def test_order_error_names_the_value(no_launch, order):
     with pytest.raises(ValueError, match=rf"\b{order}\b"):
@@ -525,8 +593,11 @@ def test_ladder_configs_carry_their_technique(dtype, order):
     assert cfgs["grid_order"].grid_order != 0 and cfgs["grid_order"].nontemporal
     assert cfgs["subdomains"].subdomain_bytes != 0 and cfgs["subdomains"].nontemporal
     small, huge = (64, 64, 64), (16, 8192, 8192)  # planes that fit in L2 three times / do not
-    assert ops.auto_config(dtype, order, small, 50 * 2**20).kernel == ("plane" if order <= 4 else "zmarch")
-    assert ops.auto_config(dtype, order, huge, 50 * 2**20).kernel == "zmarch", "no cache cliff: march large planes"
+    small_cfg = ops.auto_config(dtype, order, small, 50 * 2**20)
+    huge_cfg = ops.auto_config(dtype, order, huge, 50 * 2**20)
+    assert small_cfg.kernel == huge_cfg.kernel == "zmarch"
+    assert small_cfg.unroll_z == (order <= 4), "short unrolled marches while the chunk's planes fit in L2"
+    assert not huge_cfg.unroll_z and huge_cfg.block_z >= 32, "no cache cliff: long marches on large planes"
     with pytest.raises(ValueError):
         ops.ladder_config("auto", dtype, order)
 

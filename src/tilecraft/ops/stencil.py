@@ -100,12 +100,15 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
     """The configuration ``variant="auto"`` runs, chosen from measurements (H200, 2026-11-21;
     ``benchmarks/stencil_tune.py``, results under ``benchmarks/results/``).
 
-    * Orders 2 and 4 while the 2R+1 planes a z neighbour needs fit in half the L2: one tile per
-      program (the plane kernel, tiled, streaming stores). Programs that start together read
-      neighbouring addresses, which streams from DRAM best (a plain copy in this pattern reached
-      96-99% of cudaMemcpy, in the z-march pattern 80-92%).
-    * Larger planes, where that kernel falls off the cache cliff: the z-march with the z terms in
-      registers, whose working set does not grow with the plane.
+    * Orders 2 and 4, planes small enough that the BLOCK_Z + 2R planes of a z chunk fit in half the
+      L2: a short z-march unrolled at compile time (4 planes per program for fp64, 2 for fp32;
+      programs walk x, then y, then z chunks). Every plane load of a program is in flight at once,
+      as in a one-tile-per-program kernel, which streams from DRAM best (a plain copy reached
+      96-99% of cudaMemcpy in that pattern, 80-92% in a long march), and the z terms still come
+      from registers. The chunk's 2R halo planes are re-read from L2.
+    * Larger planes: those halo planes would be re-read from DRAM (the cache cliff), so a long
+      z-march (32 planes per program) with the z terms in a register window, whose working set does
+      not grow with the plane.
     * Orders 6 and up: the z-march with the z terms read through L1 and tall tiles, so a register
       window of 2R+1 tiles does not limit occupancy and few halo rows are read per row.
     """
@@ -114,9 +117,11 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
     vec = 16 // itemsize
     plane_bytes = shape[1] * shape[2] * itemsize
     l2 = l2_bytes or 50 * 2**20
-    if r <= 2 and (2 * r + 1) * plane_bytes <= l2 // 2:
-        return StencilConfig("plane", block_y=8, block_x=128, num_warps=4, nontemporal=True)
     if r <= 2:
+        bz, by, nw = (4, 4, 4) if dtype == torch.float64 else (2, 4, 2)
+        if (bz + 2 * r) * plane_bytes <= l2 // 2:
+            return StencilConfig("zmarch", block_y=by, block_x=128, num_warps=nw, block_z=bz, nontemporal=True,
+                                 zorder=2, unroll_z=True)
         if dtype == torch.float64:
             return StencilConfig("zmarch", block_y=2, block_x=128, num_warps=4, block_z=32, nontemporal=True, zorder=2)
         return StencilConfig("zmarch", block_y=4, block_x=128, num_warps=4, block_z=8, nontemporal=True, zorder=2)

@@ -124,7 +124,7 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
                                  zorder=2, unroll_z=True)
         if dtype == torch.float64:
             return StencilConfig("zmarch", block_y=2, block_x=128, num_warps=4, block_z=32, nontemporal=True, zorder=2)
-        return StencilConfig("zmarch", block_y=4, block_x=128, num_warps=4, block_z=8, nontemporal=True, zorder=2)
+        return StencilConfig("zmarch", block_y=4, block_x=128, num_warps=4, block_z=32, nontemporal=True, zorder=2)
     bx = 512 // itemsize  # rows of 512 bytes: 4 lines, x halos cost 1/8 more at most
     return StencilConfig("zmarch", block_y=16, block_x=bx, num_warps=16 * bx // (32 * vec), block_z=64,
                          nontemporal=True, zorder=2, z_in_regs=False)

@@ -191,7 +191,7 @@ def test_several_tiles_per_axis_order_16_auto():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("order", [2, 4, 6])
+@pytest.mark.parametrize("order", [2, 4])  # orders >= 6: one configuration, tested above
 def test_auto_configs_of_large_planes(order, dtype):
     """What "auto" runs on planes too large for the interpreter (chosen by plane size), launched
     on a small grid with several tiles per axis."""

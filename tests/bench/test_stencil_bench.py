@@ -124,3 +124,13 @@ def test_measure_config_reports_a_broken_config():
 def test_measure_config_rejects_unknown_check():
     with pytest.raises(ValueError, match="check"):
         sb.measure_config((6, 7, 8), torch.float64, 2, "auto", device="cpu", check="none")
+
+
+def test_cross_compiled_reports_sm90_registers():
+    from tilecraft.bench.stencil import cross_compiled
+
+    res = cross_compiled((64, 64, 64), torch.float64, 2, "auto", "sm90")
+    assert len(res) == 1 and res[0]["error"] is None, res
+    assert 16 <= res[0]["registers"] <= 255 and res[0]["spills"] == 0
+    assert res[0]["occupancy"] > 0 and res[0]["target"] == "sm90"
+    assert cross_compiled((64, 64, 64), torch.float64, 2, "reference") == []

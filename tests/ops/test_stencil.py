@@ -529,10 +529,6 @@ def test_out_overlaps_u(no_launch, variant):
         laplacian(big2[..., :7], out=big2[..., 3:10], variant=variant)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: ops/stencil.py _overlaps returns False whenever the two tensors have different storages, "
-    "but two storages can alias one buffer (torch.from_numpy of overlapping numpy views, DLPack); "
-    "the kernel then runs in place and reads values it has already written"))
 @pytest.mark.parametrize("variant", ["auto", "baseline"])
 def test_out_overlaps_u_through_another_storage(no_launch, variant):
     import numpy as np
@@ -544,10 +540,6 @@ def test_out_overlaps_u_through_another_storage(no_launch, variant):
         laplacian(u, out=out, variant=variant)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: ops/stencil.py validate does not reject an out whose elements share memory (a zero "
-    "stride): the kernels write every plane to the same place without an error, and the "
-    "'reference' path fails inside torch with a RuntimeError instead of a ValueError before launch"))
 @pytest.mark.parametrize("variant", ["auto", "baseline", "reference"])
 def test_out_with_internal_overlap(no_launch, variant):
     out = torch.zeros(1, 6, 7, dtype=torch.float64).expand(5, 6, 7)  # stride 0 along z
@@ -746,3 +738,42 @@ def test_64bit_offsets(layout):
         assert res["nan"] == 0, (v, res)
         assert res["boundary_written"] == 0, (v, res)
         assert res["err"] < REL_TOL[torch.float32], (v, res)
+
+
+# ----------------------------------------------------------------------------------------------
+# auto's choice depends on the grid: alignment and plane size
+# ----------------------------------------------------------------------------------------------
+def test_auto_routes_unaligned_high_orders_to_baseline():
+    aligned = ops.auto_config(torch.float32, 6, (528, 528, 528), 50 * 2**20, vector_aligned=True)
+    unaligned = ops.auto_config(torch.float32, 6, (518, 518, 518), 50 * 2**20, vector_aligned=False)
+    assert aligned.kernel == "zmarch" and not aligned.z_in_regs
+    assert unaligned == ops.ladder_config("baseline", torch.float32, 6)
+
+
+def test_vector_aligned_reads_shape_strides_and_pointers():
+    u = make_field((5, 6, 16), torch.float32)
+    assert ops.vector_aligned(u, torch.empty_like(u))
+    odd = make_field((5, 6, 18), torch.float32)
+    assert not ops.vector_aligned(odd, torch.empty_like(odd))
+    shifted = make_field((5, 6, 17), torch.float32)[..., 1:]  # nx = 16 but rows start 4 bytes in
+    assert not ops.vector_aligned(shifted, torch.empty(5, 6, 16))
+
+
+@pytest.mark.parametrize("order", [6, 8])
+def test_auto_unaligned_high_order_is_correct(order):
+    r = order // 2
+    shape = (2 * r + 3, 2 * r + 4, 2 * r + 7)  # nx not a multiple of 4: the baseline route
+    run_poisoned(make_field(shape, torch.float32, seed=9), order, SPACING, "auto")
+
+
+def test_compile_signature_carries_launch_hints():
+    u = torch.empty((8, 16, 32), dtype=torch.float64, device="meta")
+    cfg = ops.auto_config(torch.float64, 2, tuple(u.shape), 50 * 2**20)
+    plan = ops.launch_plan(u, torch.empty_like(u), 2, (1.0, 1.0, 1.0), cfg)
+    sig = ops.compile_signature(plan[0])
+    assert sig["u_ptr"] == "*fp64:16" and sig["out_ptr"] == "*fp64:16"
+    assert set(sig) | set(plan[0].constexprs) == set(plan[0].kernel.arg_names)
+    ints = {k: v for k, v in zip(plan[0].kernel.arg_names, plan[0].args) if not isinstance(v, torch.Tensor)}
+    for name, value in ints.items():
+        hint = sig[name].partition(":")[2]
+        assert hint == ("16" if value % 16 == 0 else "1" if value == 1 else ""), (name, value, sig[name])

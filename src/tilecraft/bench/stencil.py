@@ -90,11 +90,17 @@ def measure_config(shape: tuple[int, int, int], dtype: torch.dtype, order: int, 
         cfg_dict: dict = {"kernel": "torch slicing"}
         num_warps = 0
     else:
-        cfg = cfg or ops.config_for(variant, dtype, order, shape, l2_bytes)
-        cfg_dict, num_warps = cfg.as_dict(), cfg.num_warps
+        fixed = cfg
+
+        def config(u, out):  # "auto" chooses per grid (alignment, plane size) as laplacian() does
+            return fixed or ops.config_for(variant, dtype, order, tuple(u.shape), l2_bytes, ops.vector_aligned(u, out))
 
         def run(u, out):
-            return ops.launch(u, out, order, spacing, cfg)
+            return ops.launch(u, out, order, spacing, config(u, out))
+        # the timed grid is contiguous and freshly allocated: aligned exactly when nx is a multiple
+        aligned = shape[2] % (16 // (torch.finfo(dtype).bits // 8)) == 0
+        cfg = fixed or ops.config_for(variant, dtype, order, shape, l2_bytes, aligned)
+        cfg_dict, num_warps = cfg.as_dict(), cfg.num_warps
     gen = torch.Generator(device=device).manual_seed(hash((shape, order)) & 0xFFFF)
     small = tuple(min(n, 32 + n % 16) for n in shape[:2]) + (shape[2],)
     try:
@@ -192,3 +198,27 @@ def sweep(sizes: Sequence[int], dtype: str, order: int, *, variants: Sequence[st
             records.append(Record("stencil.sweep", case, "fom", "TB/s", res.fom_TBps if res.ok else float("nan"),
                                   ceiling="copy", ceiling_value=copy_TBps, extra=extra))
     return records
+
+
+def cross_compiled(shape: tuple[int, int, int], dtype: torch.dtype, order: int, variant: str,
+                   target: str = "sm90", cfg: ops.StencilConfig | None = None) -> list[dict]:
+    """Registers, spills and occupancy of a variant's kernel compiled for ``target`` (no GPU needed:
+    ``tilecraft.analysis.compiled.cross_compile`` runs Triton's compiler in a subprocess).
+
+    The grid is described by meta tensors (contiguous, 16-byte aligned), so the kernel compiled is
+    the one a launch on a freshly allocated grid of that shape would run.
+    """
+    from tilecraft.analysis.compiled import cross_compile
+
+    if variant == "reference":
+        return []
+    u = torch.empty(shape, dtype=dtype, device="meta")
+    out = torch.empty(shape, dtype=dtype, device="meta")
+    itemsize = torch.finfo(dtype).bits // 8
+    cfg = cfg or ops.config_for(variant, dtype, order, shape, None, shape[2] % (16 // itemsize) == 0)
+    launch = ops.launch_plan(u, out, order, (1.0, 1.0, 1.0), cfg)[0]
+    fn = getattr(launch.kernel, "fn", launch.kernel)
+    res = cross_compile(fn.__module__, fn.__name__, ops.compile_signature(launch), launch.constexprs, target,
+                        num_warps=launch.options["num_warps"], num_stages=launch.options["num_stages"],
+                        maxnreg=launch.options.get("maxnreg"))
+    return [res.as_dict()]

@@ -12,7 +12,7 @@ launch_bounds  + register budget fitted to the block (num_warps and maxnreg)
 nontemporal    + streaming (``.cs``, evict-first) stores of the output
 grid_order     + programs walk bands of rows through all z before the next band (no L2 cliff)
 subdomains     nontemporal + the plane cut into y-slabs whose 2R+1 planes fit in L2, launched in turn
-auto           streaming z-march: each plane read once, z terms in a rolling register window
+auto           z-march: each plane read once, z terms in registers (or L1), every access 128-bit
 reference      the torch slicing implementation (the peer; also the CPU path, see ``laplacian``)
 ============== =====================================================================================
 
@@ -96,7 +96,7 @@ def ladder_config(variant: str, dtype: torch.dtype, order: int) -> StencilConfig
 
 
 def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
-                l2_bytes: int | None = None) -> StencilConfig:
+                l2_bytes: int | None = None, vector_aligned: bool = True) -> StencilConfig:
     """The configuration ``variant="auto"`` runs, chosen from measurements (H200, 2026-11-21;
     ``benchmarks/stencil_tune.py``, results under ``benchmarks/results/``).
 
@@ -110,9 +110,14 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
       z-march (32 planes per program) with the z terms in a register window, whose working set does
       not grow with the plane.
     * Orders 6 and up: the z-march with the z terms read through L1 and tall tiles, so a register
-      window of 2R+1 tiles does not limit occupancy and few halo rows are read per row.
+      window of 2R+1 tiles does not limit occupancy and few halo rows are read per row. That needs
+      128-bit rows (``vector_aligned``: nx and the strides multiples of 16 bytes); without them it
+      measured slower than the baseline (fp32, order 6, 518^3: 12.6% against 20.6% of copy), so
+      unaligned grids at these orders run the baseline kernel.
     """
     r = order // 2
+    if r >= 3 and not vector_aligned:
+        return ladder_config("baseline", dtype, order)
     itemsize = torch.finfo(dtype).bits // 8
     vec = 16 // itemsize
     plane_bytes = shape[1] * shape[2] * itemsize
@@ -134,9 +139,9 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
 
 
 def config_for(variant: str, dtype: torch.dtype, order: int, shape: tuple[int, int, int],
-               l2_bytes: int | None = None) -> StencilConfig:
+               l2_bytes: int | None = None, vector_aligned: bool = True) -> StencilConfig:
     if variant == "auto":
-        return auto_config(dtype, order, shape, l2_bytes)
+        return auto_config(dtype, order, shape, l2_bytes, vector_aligned)
     return ladder_config(variant, dtype, order)
 
 
@@ -185,13 +190,29 @@ def _check_grid(u: object, name: str = "u") -> torch.Tensor:
 
 
 def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+    """Whether the memory spans of a and b intersect (also across storages that alias one buffer,
+    as torch.from_numpy of overlapping numpy views do)."""
+    if a.device != b.device:
         return False
+
     def span(t: torch.Tensor) -> tuple[int, int]:
         start = t.data_ptr()
-        return start, start + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) * t.element_size() + t.element_size()
+        last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+        return start, start + (last + 1) * t.element_size()
     (a0, a1), (b0, b1) = span(a), span(b)
     return a0 < b1 and b0 < a1
+
+
+def _self_overlapping(t: torch.Tensor) -> bool:
+    """True when two elements of t may share memory: with dims sorted by stride, each stride must
+    step over the whole extent of the dims below it (padded rows and planes are fine)."""
+    dims = sorted((st, n) for st, n in zip(t.stride(), t.shape) if n > 1)
+    reach = 1
+    for stride, n in dims:
+        if stride < reach:
+            return True
+        reach = stride * (n - 1) + reach
+    return False
 
 
 def validate(u: torch.Tensor, order: int, spacing: object, out: torch.Tensor | None, variant: str
@@ -215,6 +236,9 @@ def validate(u: torch.Tensor, order: int, spacing: object, out: torch.Tensor | N
             raise ValueError(f"out is on {out.device}, u on {u.device}")
         if _overlaps(u, out):
             raise ValueError("out overlaps u: the stencil reads neighbours, so it cannot run in place")
+        if _self_overlapping(out):
+            raise ValueError(f"out has elements that share memory (strides {out.stride()} for shape "
+                             f"{tuple(out.shape)}); pass a tensor with distinct elements")
     return order, spacing
 
 
@@ -261,41 +285,52 @@ def subdomain_rows(cfg: StencilConfig, shape: tuple[int, int, int], r: int, item
     return max(cfg.block_y, rows - rows % cfg.block_y)
 
 
-def launch(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[float, float, float],
-           cfg: StencilConfig) -> list:
-    """Launch the kernels of ``cfg`` on validated tensors; returns what each launch returned
-    (Triton's compiled kernels on a GPU: registers and spills can be read from them)."""
+@dataclass(frozen=True)
+class KernelLaunch:
+    """One kernel launch of a configuration: what ``launch`` runs, and what ``compile_signature``
+    turns into a signature for compiling the same kernel for another GPU."""
+
+    kernel: object  # the @triton.jit function
+    grid: tuple[int, ...]
+    args: tuple  # runtime arguments, in the kernel's order
+    constexprs: dict
+    options: dict
+
+    def run(self):
+        return self.kernel[self.grid](*self.args, **self.constexprs, **self.options)
+
+
+def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[float, float, float],
+                cfg: StencilConfig) -> list[KernelLaunch]:
+    """The kernel launches of ``cfg`` on validated tensors (one, or one per subdomain slab)."""
     r = order // 2
     nz, ny, nx = u.shape
     w = _weights(order, spacing, u.dtype, u.device)
     su_z, su_y, _ = u.stride()
     so_z, so_y, _ = out.stride()
     opts = {"num_warps": cfg.num_warps, "num_stages": max(1, cfg.num_stages)}
-    if cfg.maxnreg and u.device.type == "cuda" and torch.version.hip is None:
+    if cfg.maxnreg and u.device.type in ("cuda", "meta") and torch.version.hip is None:
         opts["maxnreg"] = cfg.maxnreg
-    common = (u, out, w, nz, ny, nx, su_z, su_y, so_z, so_y)
-    handles = []
     if cfg.kernel == "zmarch":
         n_prog = (triton_cdiv(nx, cfg.block_x) * triton_cdiv(ny - 2 * r, cfg.block_y)
                   * triton_cdiv(nz - 2 * r, cfg.block_z))
         vec = min(cfg.vec or 16 // u.element_size(), cfg.block_x)
         # Tell Triton nx and the strides are multiples of vec (see the kernel's docstring).
         scale = vec if all(v % vec == 0 for v in (nx, su_z, su_y, so_z, so_y)) else 1
-        handles.append(_k.laplacian_zmarch_kernel[(n_prog,)](
-            u, out, w, nz, ny, nx // scale, su_z // scale, su_y // scale, so_z // scale, so_y // scale,
-            r, ny - r, r, nx - r,
-            R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z,
-            VEC=vec, SCALE=scale, NONTEMPORAL=cfg.nontemporal,
-            NUM_STAGES=max(1, cfg.num_stages), GRID_ORDER=cfg.zorder, PREFETCH=max(1, cfg.prefetch),
-            Z_IN_REGS=cfg.z_in_regs, UNROLL_Z=cfg.unroll_z,
-            OFFS64=_plane_offsets_need_64bit(u, out, cfg.block_x), **opts))
-        return handles
+        args = (u, out, w, nz, ny, nx // scale, su_z // scale, su_y // scale, so_z // scale, so_y // scale,
+                r, ny - r, r, nx - r)
+        constexprs = dict(R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec, SCALE=scale,
+                          NONTEMPORAL=cfg.nontemporal, NUM_STAGES=max(1, cfg.num_stages), GRID_ORDER=cfg.zorder,
+                          PREFETCH=max(1, cfg.prefetch), Z_IN_REGS=cfg.z_in_regs, UNROLL_Z=cfg.unroll_z,
+                          OFFS64=_plane_offsets_need_64bit(u, out, cfg.block_x))
+        return [KernelLaunch(_k.laplacian_zmarch_kernel, (n_prog,), args, constexprs, opts)]
     if cfg.kernel != "plane":
         raise ValueError(f"unknown kernel {cfg.kernel!r}")
     slabs = [(r, ny - r)]
     if cfg.subdomain_bytes:
         rows = subdomain_rows(cfg, u.shape, r, u.element_size(), u.device)
         slabs = [(y, min(y + rows, ny - r)) for y in range(r, ny - r, rows)]
+    plan = []
     for y_lo, y_hi in slabs:
         n_tx = triton_cdiv(nx, cfg.block_x)
         n_ty = triton_cdiv(y_hi - y_lo, cfg.block_y)
@@ -306,11 +341,42 @@ def launch(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[float,
             grid = (n_tx, n_ty, nz - 2 * r)
         else:
             grid = (n_tx * n_ty * (nz - 2 * r),)
-        handles.append(_k.laplacian_plane_kernel[grid](
-            *common, y_lo, y_hi, r, nx - r,
-            R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, ASCENDING=cfg.ascending,
-            NONTEMPORAL=cfg.nontemporal, GRID_ORDER=cfg.grid_order, GROUP_Y=cfg.group_y, **opts))
-    return handles
+        args = (u, out, w, nz, ny, nx, su_z, su_y, so_z, so_y, y_lo, y_hi, r, nx - r)
+        constexprs = dict(R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, ASCENDING=cfg.ascending,
+                          NONTEMPORAL=cfg.nontemporal, GRID_ORDER=cfg.grid_order, GROUP_Y=cfg.group_y)
+        plan.append(KernelLaunch(_k.laplacian_plane_kernel, grid, args, constexprs, opts))
+    return plan
+
+
+def launch(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[float, float, float],
+           cfg: StencilConfig) -> list:
+    """Launch the kernels of ``cfg`` on validated tensors; returns what each launch returned
+    (Triton's compiled kernels on a GPU: registers and spills can be read from them)."""
+    return [k.run() for k in launch_plan(u, out, order, spacing, cfg)]
+
+
+_TRITON_TYPES = {torch.float32: "fp32", torch.float64: "fp64"}
+
+
+def compile_signature(k: KernelLaunch) -> dict[str, str]:
+    """Triton types of a launch's runtime arguments, with the hints a launch specialises on
+    (16-byte aligned pointers, integers that are multiples of 16 or equal to 1)."""
+    names = [n for n in k.kernel.arg_names if n not in k.constexprs]
+    sig = {}
+    for name, value in zip(names, k.args):
+        if isinstance(value, torch.Tensor):
+            sig[name] = f"*{_TRITON_TYPES[value.dtype]}" + (":16" if value.data_ptr() % 16 == 0 else "")
+        else:
+            ty = "i64" if abs(value) >= 2**31 else "i32"
+            sig[name] = ty + (":16" if value % 16 == 0 else ":1" if value == 1 else "")
+    return sig
+
+
+def vector_aligned(u: torch.Tensor, out: torch.Tensor) -> bool:
+    """Whether rows of u and out start on 16-byte boundaries (nx, strides and base pointers)."""
+    vec = 16 // u.element_size()
+    return (all(v % vec == 0 for v in (u.shape[2], *u.stride()[:2], *out.stride()[:2]))
+            and u.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0)
 
 
 def _plane_offsets_need_64bit(u: torch.Tensor, out: torch.Tensor, block_x: int) -> bool:
@@ -356,7 +422,7 @@ def laplacian(u: torch.Tensor, *, order: int = 2, spacing: float | tuple[float, 
         return laplacian_torch(u, order, spacing, out)
     if out is None:
         out = torch.zeros_like(u, memory_format=torch.contiguous_format)
-    cfg = config_for(variant, u.dtype, order, tuple(u.shape), _l2_bytes(u.device))
+    cfg = config_for(variant, u.dtype, order, tuple(u.shape), _l2_bytes(u.device), vector_aligned(u, out))
     if u.device.type == "cuda":
         with torch.cuda.device(u.device):
             launch(u, out, order, spacing, cfg)

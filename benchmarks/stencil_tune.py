@@ -68,16 +68,18 @@ def triton_copy_TBps(block: int, nw: int, nbytes: int = 2 * 2**30) -> float:
 
 
 def extra_space(dtype: str, order: int):
-    """Short z-marches unrolled at compile time: all plane loads of a program in flight at once."""
+    """Long z-marches whose loop loads the next plane's whole neighbourhood one step ahead."""
     itemsize = 8 if dtype == "fp64" else 4
     vec = 16 // itemsize
     r = order // 2
-    for bz, zo, by, bx, nw in itertools.product((2, 4, 8), (0, 2), (1, 2, 4, 8), (128, 256, 512), (2, 4, 8)):
+    for bz, zo, by, bx, nw, pf in itertools.product((16, 32, 64), (2, 0), (2, 4, 8), (128, 256), (2, 4, 8), (1, 2)):
         per_thread = by * bx / (32 * nw)
-        if not vec <= per_thread <= 2 * vec or bx * itemsize < 512 or (r >= 3 and bz < 4):
+        if not vec <= per_thread <= (vec if r >= 3 else 2 * vec) or bx * itemsize < 512:
+            continue
+        if zo == 0 and (bz != 32 or pf != 1):
             continue
         yield StencilConfig("zmarch", block_y=by, block_x=bx, num_warps=nw, block_z=bz, nontemporal=True,
-                            zorder=zo, unroll_z=True)
+                            zorder=zo, prefetch=pf, pipeline_xy=True)
 
 
 def plane_space(dtype: str, order: int):
@@ -143,7 +145,7 @@ def main() -> int:
                 for frac, cfg, res in rows[:10]:
                     r0 = res.resources[0] if res.resources else {}
                     log(f"   {frac:6.1%} by={cfg.block_y} bx={cfg.block_x} bz={cfg.block_z} w={cfg.num_warps} "
-                        f"zo={cfg.zorder} zr={int(cfg.z_in_regs)} u={int(cfg.unroll_z)} mr={cfg.maxnreg} regs={r0.get('registers')} spills={r0.get('spills')} "
+                        f"zo={cfg.zorder} pf={cfg.prefetch} pxy={int(cfg.pipeline_xy)} u={int(cfg.unroll_z)} mr={cfg.maxnreg} regs={r0.get('registers')} spills={r0.get('spills')} "
                         f"spread={res.timing.spread:.3f}")
                 summary["tune"][f"{name}-{space_name}"] = [(f, c.as_dict()) for f, c, _ in rows[:10]]
             write_results(records, f"stencil-tune-{name}", out / f"tune-{name}.json", info)

@@ -228,34 +228,58 @@ def _interleave(c, VEC: tl.constexpr, BY: tl.constexpr, BX: tl.constexpr):
 
 
 @triton.jit
-def _x_pairs_aligned(ptrs, centre, row_ok, xs, nx, wx, R: tl.constexpr, VEC: tl.constexpr,
-                     BY: tl.constexpr, BX: tl.constexpr):
-    """Sum_k wx_k * (u[x-k] + u[x+k]) from 128-bit loads only.
+def _plane_loads(base, offs, row_ok, row_mask, xs, nx, su_y, R: tl.constexpr, VEC: tl.constexpr):
+    """Every load one plane's xy stencil needs besides its centre tile, all 128-bit: (y rows, x chunks).
 
-    Instead of 2R unaligned (scalar) loads, load the tile shifted by whole vectors, m * VEC for
-    m = -NCH..NCH (NCH = ceil(R / VEC); m = 0 is ``centre``), split every tile into its VEC
-    column components and pick u[x+d] for column component j from tile (j+d) // VEC, component
-    (j+d) % VEC -- all indices are compile-time, so the shifts are register renames.
+    y rows: u[y-R..y-1] and u[y+1..y+R] (2R aligned tiles). x chunks: the tile shifted by whole
+    vectors, m * VEC for m = -NCH..-1, 1..NCH (NCH = ceil(R / VEC)), instead of 2R unaligned
+    (scalar) loads. Separate from the arithmetic (``_plane_xy``) so a loop can issue the next
+    plane's loads before it computes on the current one.
     """
     NCH: tl.constexpr = (R + VEC - 1) // VEC
+    rows = ()
+    for k in tl.static_range(-R, R + 1):
+        if k != 0:
+            rows = rows + (tl.load(base + k * su_y + offs, mask=row_mask, other=0.0),)
     chunks = ()
     for m in tl.static_range(-NCH, NCH + 1):
-        if m == 0:
-            chunks = chunks + (_components(centre, VEC, BY, BX),)
-        else:
+        if m != 0:
             xm = xs + m * VEC
             mask = row_ok[:, None] & ((xm >= 0) & (xm < nx))[None, :]
-            chunks = chunks + (_components(tl.load(ptrs + m * VEC, mask=mask, other=0.0), VEC, BY, BX),)
+            chunks = chunks + (tl.load(base + m * VEC + offs, mask=mask, other=0.0),)
+    return rows, chunks
+
+
+@triton.jit
+def _plane_xy(centre, rows, chunks, w_centre, wy, wx, R: tl.constexpr, VEC: tl.constexpr,
+              BY: tl.constexpr, BX: tl.constexpr):
+    """centre * w_c + y pairs + x pairs of one plane tile from ``_plane_loads``' tiles.
+
+    x: split every chunk tile into its VEC column components; u[x+d] for column component j is
+    component (j+d) % VEC of the tile shifted by (j+d) // VEC vectors -- compile-time indices, so
+    the shifts are register renames (checked in the PTX: no shared memory).
+    """
+    NCH: tl.constexpr = (R + VEC - 1) // VEC
+    acc = centre * w_centre
+    for k in tl.static_range(1, R + 1):
+        acc += (rows[R - k] + rows[R + k - 1]) * wy[k - 1]
+    comps = ()
+    for m in tl.static_range(-NCH, NCH + 1):
+        if m == 0:
+            comps = comps + (_components(centre, VEC, BY, BX),)
+        elif m < 0:
+            comps = comps + (_components(chunks[m + NCH], VEC, BY, BX),)
+        else:
+            comps = comps + (_components(chunks[m + NCH - 1], VEC, BY, BX),)
     outs = ()
     for j in tl.static_range(0, VEC):
-        acc = tl.zeros((BY, BX // VEC), dtype=centre.dtype)
+        xacc = tl.zeros((BY, BX // VEC), dtype=centre.dtype)
         for k in tl.static_range(1, R + 1):
-            # u[x-k] and u[x+k] of column component j (indices fold at compile time)
-            pair = (chunks[(j - k) // VEC + NCH][(j - k) % VEC]
-                    + chunks[(j + k) // VEC + NCH][(j + k) % VEC])
-            acc += pair * wx[k - 1]
-        outs = outs + (acc,)
-    return _interleave(outs, VEC, BY, BX)
+            pair = (comps[(j - k) // VEC + NCH][(j - k) % VEC]
+                    + comps[(j + k) // VEC + NCH][(j + k) % VEC])
+            xacc += pair * wx[k - 1]
+        outs = outs + (xacc,)
+    return acc + _interleave(outs, VEC, BY, BX)
 
 
 @triton.jit
@@ -277,17 +301,6 @@ def _scatter_z(win, plane, wz, R: tl.constexpr):
 
 
 @triton.jit
-def _strided_pairs_at(base, offs, stride, mask, w, R: tl.constexpr):
-    """``_strided_pairs`` for a scalar base pointer and int offsets: the shift k*stride is scalar
-    arithmetic, and a thread keeps one int offset per element instead of a 64-bit pointer."""
-    acc = tl.zeros(offs.shape, dtype=base.dtype.element_ty)
-    for k in tl.static_range(1, R + 1):
-        pair = tl.load(base - k * stride + offs, mask=mask, other=0.0) + tl.load(base + k * stride + offs, mask=mask, other=0.0)
-        acc += pair * w[k - 1]
-    return acc
-
-
-@triton.jit
 def laplacian_zmarch_kernel(
     u_ptr, out_ptr, w_ptr,
     nz, ny, nx_s,
@@ -296,7 +309,7 @@ def laplacian_zmarch_kernel(
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, SCALE: tl.constexpr, NONTEMPORAL: tl.constexpr, NUM_STAGES: tl.constexpr,
     GRID_ORDER: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr, Z_IN_REGS: tl.constexpr,
-    UNROLL_Z: tl.constexpr,
+    UNROLL_Z: tl.constexpr, PIPELINE_XY: tl.constexpr,
 ):
     """Streaming z-march (``auto``): one program owns a (BLOCK_Y, BLOCK_X) column of tiles and
     walks BLOCK_Z planes of it.
@@ -306,7 +319,7 @@ def laplacian_zmarch_kernel(
       stored. No z neighbour goes through a cache, so the working set is a few tiles per program
       whatever the plane size: no cache cliff.
     * Every access is 128 bits wide: the centre and the y neighbour rows are aligned tiles, and the
-      x neighbours come from tiles shifted by whole vectors (``_x_pairs_aligned``), served by L1.
+      x neighbours come from tiles shifted by whole vectors (``_plane_loads``, ``_plane_xy``), served by L1.
     * Addresses are a scalar 64-bit plane pointer plus per-element int32 offsets within the plane
       (int64 when OFFS64: planes of 2**31 elements or more), which keeps the register count low.
     * NUM_STAGES > 1 lets Triton software-pipeline the loop's loads (cp.async on sm80+); with 1 the
@@ -379,8 +392,8 @@ def laplacian_zmarch_kernel(
             win = _scatter_z(win, plane, wz, R)
             if q >= R and q < BLOCK_Z + R:  # plane p owns an output of this chunk (if p < z_end)
                 own = p < z_end
-                xy = plane * w_centre + _strided_pairs_at(base, u_offs, su_y, row_mask & own, wy, R)
-                xy += _x_pairs_aligned(base + u_offs, plane, row_ok & own, xs, nx, wx, R, VEC, BLOCK_Y, BLOCK_X)
+                rows, chunks = _plane_loads(base, u_offs, row_ok & own, row_mask & own, xs, nx, su_y, R, VEC)
+                xy = _plane_xy(plane, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
                 win = win[:R] + (win[R] + xy,) + win[R + 1:]
             if q >= 2 * R:  # output p - R is complete
                 _store_tile(out_ptr + (p - R) * so_z64 + o_offs, win[0], row_mask & (p - R < z_end), x_in, full_x,
@@ -404,6 +417,10 @@ def laplacian_zmarch_kernel(
         for d in tl.static_range(0, PREFETCH):
             pending = pending + (tl.load(u_ptr + (z_begin + d) * su_z64 + u_offs,
                                          mask=row_mask & (z_begin + d < nz), other=0.0),)
+        # PIPELINE_XY: the y rows and x chunks of the next plane are loaded one iteration ahead
+        # too, so no load of the loop body is waited for in the iteration that issues it.
+        if PIPELINE_XY:
+            nrows, nchunks = _plane_loads(u_ptr + z_begin * su_z64, u_offs, row_ok, row_mask, xs, nx, su_y, R, VEC)
         for p in tl.range(z_begin, z_end, num_stages=NUM_STAGES):
             base = u_ptr + p * su_z64
             if NUM_STAGES > 1:
@@ -411,10 +428,15 @@ def laplacian_zmarch_kernel(
             else:
                 plane = pending[0]
                 ahead = p + PREFETCH
-                pending = pending[1:] + (tl.load(u_ptr + ahead * su_z64 + u_offs, mask=row_mask & (ahead < nz), other=0.0),)
+                pending = pending[1:] + (tl.load(u_ptr + ahead * su_z64 + u_offs, mask=row_mask & (ahead < nz),
+                                                 other=0.0),)
             win = _scatter_z(win, plane, wz, R)
-            xy = plane * w_centre + _strided_pairs_at(base, u_offs, su_y, row_mask, wy, R)
-            xy += _x_pairs_aligned(base + u_offs, plane, row_ok, xs, nx, wx, R, VEC, BLOCK_Y, BLOCK_X)
+            if PIPELINE_XY:
+                rows, chunks = nrows, nchunks
+                nrows, nchunks = _plane_loads(base + su_z64, u_offs, row_ok, row_mask, xs, nx, su_y, R, VEC)
+            else:
+                rows, chunks = _plane_loads(base, u_offs, row_ok, row_mask, xs, nx, su_y, R, VEC)
+            xy = _plane_xy(plane, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
             win = win[:R] + (win[R] + xy,) + win[R + 1:]
             done = p - R >= z_begin
             _store_tile(out_ptr + (p - R) * so_z64 + o_offs, win[0], row_mask & done, x_in, full_x, NONTEMPORAL)
@@ -443,8 +465,8 @@ def laplacian_zmarch_kernel(
             ahead = p + R + PREFETCH
             pending = pending[1:] + (tl.load(u_ptr + ahead * su_z64 + u_offs, mask=row_mask & (ahead < nz), other=0.0),)
             centre = tl.load(base + u_offs, mask=row_mask, other=0.0)
-            acc = centre * w_centre + _strided_pairs_at(base, u_offs, su_y, row_mask, wy, R)
-            acc += _x_pairs_aligned(base + u_offs, centre, row_ok, xs, nx, wx, R, VEC, BLOCK_Y, BLOCK_X)
+            rows, chunks = _plane_loads(base, u_offs, row_ok, row_mask, xs, nx, su_y, R, VEC)
+            acc = _plane_xy(centre, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
             for k in tl.static_range(1, R + 1):
                 lo = tl.load(base - k * su_z64 + u_offs, mask=row_mask, other=0.0)
                 if k == R:

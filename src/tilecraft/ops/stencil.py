@@ -58,6 +58,7 @@ class StencilConfig:
     prefetch: int = 1  # zmarch: planes whose centre tiles are loaded ahead of use
     z_in_regs: bool = True  # zmarch: z terms in a register window (True) or through L1 (False)
     unroll_z: bool = False  # zmarch: unroll the block_z planes at compile time (short marches)
+    pipeline_xy: bool = False  # zmarch loop: load the next plane's y rows and x chunks a step ahead
     maxnreg: int | None = None  # register budget per thread (the seeds' launch bounds); CUDA only
     ascending: bool = False
     nontemporal: bool = False
@@ -322,6 +323,7 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
         constexprs = dict(R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec, SCALE=scale,
                           NONTEMPORAL=cfg.nontemporal, NUM_STAGES=max(1, cfg.num_stages), GRID_ORDER=cfg.zorder,
                           PREFETCH=max(1, cfg.prefetch), Z_IN_REGS=cfg.z_in_regs, UNROLL_Z=cfg.unroll_z,
+                          PIPELINE_XY=cfg.pipeline_xy,
                           OFFS64=_plane_offsets_need_64bit(u, out, cfg.block_x))
         return [KernelLaunch(_k.laplacian_zmarch_kernel, (n_prog,), args, constexprs, opts)]
     if cfg.kernel != "plane":

@@ -109,7 +109,8 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
       from registers. The chunk's 2R halo planes are re-read from L2.
     * Larger planes: those halo planes would be re-read from DRAM (the cache cliff), so a long
       z-march (32 planes per program) with the z terms in a register window, whose working set does
-      not grow with the plane.
+      not grow with the plane; its loop loads the next plane's centre two steps and its y rows and
+      x chunks one step ahead (``prefetch``, ``pipeline_xy``).
     * Orders 6 and up: the z-march with the z terms read through L1 and tall tiles, so a register
       window of 2R+1 tiles does not limit occupancy and few halo rows are read per row. That needs
       128-bit rows (``vector_aligned``: nx and the strides multiples of 16 bytes); without them it
@@ -131,9 +132,8 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
         if (bz + 2 * r) * plane_bytes <= l2 // 2:
             return StencilConfig("zmarch", block_y=by, block_x=128, num_warps=nw, block_z=bz, nontemporal=True,
                                  zorder=2, unroll_z=True)
-        if dtype == torch.float64:
-            return StencilConfig("zmarch", block_y=2, block_x=128, num_warps=4, block_z=32, nontemporal=True, zorder=2)
-        return StencilConfig("zmarch", block_y=4, block_x=128, num_warps=4, block_z=32, nontemporal=True, zorder=2)
+        return StencilConfig("zmarch", block_y=4, block_x=128, num_warps=8 if dtype == torch.float64 else 4,
+                             block_z=32, nontemporal=True, zorder=2, prefetch=2, pipeline_xy=True)
     bx = 512 // itemsize  # rows of 512 bytes: 4 lines, x halos cost 1/8 more at most
     return StencilConfig("zmarch", block_y=16, block_x=bx, num_warps=16 * bx // (32 * vec), block_z=64,
                          nontemporal=True, zorder=2, z_in_regs=False)

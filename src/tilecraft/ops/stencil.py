@@ -185,15 +185,22 @@ def _check_grid(u: object, name: str = "u") -> torch.Tensor:
         raise ValueError(f"{name} must be contiguous along x (stride(-1) == 1), got strides {u.stride()}")
     if any(s < 0 for s in u.stride()):
         raise ValueError(f"{name} has negative strides {u.stride()}")
-    if u.data_ptr() % u.element_size():
+    if _has_storage(u) and u.data_ptr() % u.element_size():
         raise ValueError(f"{name}'s data pointer is not aligned to its element size")
     return u
+
+
+def _has_storage(t: torch.Tensor) -> bool:
+    """False while torch.compile traces and for fake/meta tensors: there is no address to check."""
+    if torch.compiler.is_compiling():
+        return False
+    return t.device.type != "meta" and not torch._subclasses.fake_tensor.is_fake(t)
 
 
 def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether the memory spans of a and b intersect (also across storages that alias one buffer,
     as torch.from_numpy of overlapping numpy views do)."""
-    if a.device != b.device:
+    if a.device != b.device or not (_has_storage(a) and _has_storage(b)):
         return False
 
     def span(t: torch.Tensor) -> tuple[int, int]:
@@ -415,12 +422,21 @@ def laplacian(u: torch.Tensor, *, order: int = 2, spacing: float | tuple[float, 
         >>> lap = tilecraft.laplacian(u, order=8, spacing=(0.01, 0.01, 0.02))
     """
     order, spacing = validate(u, order, spacing, out, variant)
+    if variant not in ("auto", "reference") and u.device.type == "cpu" and not triton_on_cpu():
+        raise ValueError(
+            f"variant {variant!r} runs a Triton kernel, which needs a GPU tensor or the Triton "
+            "interpreter (set TRITON_INTERPRET=1 before importing tilecraft); on CPU use "
+            "variant='auto' or 'reference' (the torch implementation)")
+    if out is None:
+        return torch.ops.tilecraft.laplacian(u, order, list(spacing), variant)
+    torch.ops.tilecraft.laplacian_out(u, order, list(spacing), variant, out)
+    return out
+
+
+def _compute(u: torch.Tensor, order: int, spacing: tuple[float, float, float], out: torch.Tensor | None,
+             variant: str) -> torch.Tensor:
+    """The body of the registered ops, on validated arguments."""
     if variant == "reference" or (u.device.type == "cpu" and not triton_on_cpu()):
-        if variant not in ("auto", "reference"):
-            raise ValueError(
-                f"variant {variant!r} runs a Triton kernel, which needs a GPU tensor or the Triton "
-                "interpreter (set TRITON_INTERPRET=1 before importing tilecraft); on CPU use "
-                "variant='auto' or 'reference' (the torch implementation)")
         return laplacian_torch(u, order, spacing, out)
     if out is None:
         out = torch.zeros_like(u, memory_format=torch.contiguous_format)
@@ -431,6 +447,31 @@ def laplacian(u: torch.Tensor, *, order: int = 2, spacing: float | tuple[float, 
     else:
         launch(u, out, order, spacing, cfg)
     return out
+
+
+# Registered with torch.library, so the op traces under torch.compile (a fake implementation gives
+# the output's metadata without running a kernel) and shows up by name in profiles. ``laplacian``
+# validates before it calls them; the ops re-validate for callers that use torch.ops directly.
+@torch.library.custom_op("tilecraft::laplacian", mutates_args=())
+def _laplacian_op(u: torch.Tensor, order: int, spacing: list[float], variant: str) -> torch.Tensor:
+    order, spacing_t = validate(u, order, tuple(spacing), None, variant)
+    return _compute(u, order, spacing_t, None, variant)
+
+
+@_laplacian_op.register_fake
+def _laplacian_fake(u: torch.Tensor, order: int, spacing: list[float], variant: str) -> torch.Tensor:
+    return torch.empty_like(u, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("tilecraft::laplacian_out", mutates_args=("out",))
+def _laplacian_out_op(u: torch.Tensor, order: int, spacing: list[float], variant: str, out: torch.Tensor) -> None:
+    order, spacing_t = validate(u, order, tuple(spacing), out, variant)
+    _compute(u, order, spacing_t, out, variant)
+
+
+@_laplacian_out_op.register_fake
+def _laplacian_out_fake(u: torch.Tensor, order: int, spacing: list[float], variant: str, out: torch.Tensor) -> None:
+    return None
 
 
 __all__ = ["laplacian", "StencilConfig", "LADDER", "VARIANTS", "ladder_config", "auto_config", "launch",

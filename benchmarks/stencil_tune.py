@@ -174,6 +174,34 @@ def main() -> int:
                 log(f"   {r.case['variant']:10s} {r.ours:6.3f} TB/s {r.ratio:6.1%} of copy "
                     f"x{r.extra.get('speedup_vs_baseline', float('nan')):.2f} {r.extra.get('message')}")
         write_results(records, "stencil.orders", out / "orders.json", info)
+    if "unaligned" in sections:
+        # grids whose rows are not 16-byte aligned (nx not a multiple of 16 bytes): scalar loads
+        records = []
+        for dtype, order, n in (("fp64", 2, 515), ("fp32", 2, 514), ("fp32", 4, 518), ("fp32", 8, 522)):
+            itemsize = 8 if dtype == "fp64" else 4
+            shape = (n, n, n)
+            cands = {
+                "unrolled": StencilConfig("zmarch", block_y=4, block_x=128, num_warps=4 if itemsize == 8 else 2,
+                                          block_z=8 if order == 4 else (4 if itemsize == 8 else 2), nontemporal=True,
+                                          zorder=2, unroll_z=True),
+                "long-pipe": StencilConfig("zmarch", block_y=4, block_x=128, num_warps=8 if itemsize == 8 else 4,
+                                           block_z=32, nontemporal=True, zorder=2, prefetch=2, pipeline_xy=True),
+                "long": StencilConfig("zmarch", block_y=4, block_x=128, num_warps=4, block_z=32, nontemporal=True,
+                                      zorder=2),
+            }
+            log(f"== unaligned {dtype} o{order} {shape}")
+            for name in ("baseline", "tiling", "auto", *cands):
+                cfg = cands.get(name)
+                res = sb.measure_config(shape, sb.DTYPES[dtype], order, name if cfg is None else "auto", cfg,
+                                        l2_bytes=info.l2_bytes, budget_s=args.budget, check="small")
+                frac = res.fom_TBps / copy if res.ok else float("nan")
+                r0 = res.resources[0] if res.resources else {}
+                log(f"   {name:10s} {frac:6.1%} regs={r0.get('registers')} spills={r0.get('spills')} {res.message}")
+                records.append(Record("stencil.unaligned", {"shape": list(shape), "dtype": dtype, "order": order,
+                                                            "variant": name, "config": res.config}, "fom", "TB/s",
+                                      res.fom_TBps if res.ok else float("nan"), ceiling="copy", ceiling_value=copy,
+                                      extra={"ok": res.ok, "message": res.message, "resources": res.resources}))
+        write_results(records, "stencil.unaligned", out / "unaligned.json", info)
     if "bigcheck" in sections:
         # A grid of more than 2**31 points: 64-bit offsets must hold. Checked on planes at the far end.
         from tilecraft import laplacian

@@ -748,6 +748,10 @@ def test_auto_routes_unaligned_high_orders_to_baseline():
     unaligned = ops.auto_config(torch.float32, 6, (518, 518, 518), 50 * 2**20, vector_aligned=False)
     assert aligned.kernel == "zmarch" and not aligned.z_in_regs
     assert unaligned == ops.ladder_config("baseline", torch.float32, 6)
+    small = ops.auto_config(torch.float32, 2, (514, 514, 514), 50 * 2**20, vector_aligned=False)
+    big = ops.auto_config(torch.float32, 2, (16, 4098, 4098), 50 * 2**20, vector_aligned=False)
+    assert small == ops.ladder_config("tiling", torch.float32, 2)
+    assert big.kernel == "plane" and big.grid_order == 1, "unaligned large planes: banded, no cache cliff"
 
 
 def test_vector_aligned_reads_shape_strides_and_pointers():
@@ -759,8 +763,8 @@ def test_vector_aligned_reads_shape_strides_and_pointers():
     assert not ops.vector_aligned(shifted, torch.empty(5, 6, 16))
 
 
-@pytest.mark.parametrize("order", [6, 8])
-def test_auto_unaligned_high_order_is_correct(order):
+@pytest.mark.parametrize("order", [2, 4, 6, 8])
+def test_auto_unaligned_is_correct(order):
     r = order // 2
     shape = (2 * r + 3, 2 * r + 4, 2 * r + 7)  # nx not a multiple of 4: the baseline route
     run_poisoned(make_field(shape, torch.float32, seed=9), order, SPACING, "auto")

@@ -112,14 +112,24 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
       not grow with the plane; its loop loads the next plane's centre two steps and its y rows and
       x chunks one step ahead (``prefetch``, ``pipeline_xy``).
     * Orders 6 and up: the z-march with the z terms read through L1 and tall tiles, so a register
-      window of 2R+1 tiles does not limit occupancy and few halo rows are read per row. That needs
-      128-bit rows (``vector_aligned``: nx and the strides multiples of 16 bytes); without them it
-      measured slower than the baseline (fp32, order 6, 518^3: 12.6% against 20.6% of copy), so
-      unaligned grids at these orders run the baseline kernel.
+      window of 2R+1 tiles does not limit occupancy and few halo rows are read per row.
+    * Grids whose rows are not 16-byte aligned (``vector_aligned`` False: nx or a stride not a
+      multiple of 16 bytes) make every z-march load scalar and its register count explode; there the
+      plane kernels win (fp64 o2 515^3: tiling 59.8% of copy, z-marches 43-48%; fp32 o2 514^3:
+      44.9% against 30-35%; fp32 o4 518^3: 28.2% against 19-27%; fp32 o6 518^3 and o8 522^3: the
+      baseline as fast as any). Unaligned orders 2 and 4 take the tiled plane kernel, banded in y
+      (grid order 1) once the 2R+1 planes no longer fit in L2 (not measured unaligned); orders 6 and
+      up take the baseline. Pad nx to a multiple of 16 bytes for the fast path.
     """
     r = order // 2
-    if r >= 3 and not vector_aligned:
-        return ladder_config("baseline", dtype, order)
+    if not vector_aligned:
+        if r >= 3:
+            return ladder_config("baseline", dtype, order)
+        tiled = ladder_config("tiling", dtype, order)
+        itemsize_ = torch.finfo(dtype).bits // 8
+        if (2 * r + 1) * shape[1] * shape[2] * itemsize_ > (l2_bytes or 50 * 2**20) // 2:
+            return replace(tiled, grid_order=1, group_y=4)
+        return tiled
     itemsize = torch.finfo(dtype).bits // 8
     vec = 16 // itemsize
     plane_bytes = shape[1] * shape[2] * itemsize

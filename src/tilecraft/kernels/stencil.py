@@ -15,8 +15,9 @@ Conventions shared by every kernel
 * Only interior points (R from every face) are written.
 * x tiles are aligned to x = 0, not to the first interior point x = R: the centre row and the y/z
   neighbour rows then start on a multiple of BLOCK_X and, when nx and the row strides are multiples
-  of 16 (Triton specialises such integers), compile to 128-bit loads. Only the x-shifted loads are
-  unaligned; they are served by L1 from the lines the centre load brought in.
+  of 16 (Triton specialises such integers), compile to 128-bit loads. In the plane kernels (the
+  ladder) the x-shifted loads are unaligned and served by L1 from the lines the centre load brought
+  in; the z-march makes those 128-bit too.
 * Plane and row offsets are formed from 64-bit scalars, so grids of more than 2**31 points work;
   the per-element offsets inside a tile stay 32-bit.
 """
@@ -311,26 +312,31 @@ def laplacian_zmarch_kernel(
     GRID_ORDER: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr, Z_IN_REGS: tl.constexpr,
     UNROLL_Z: tl.constexpr, PIPELINE_XY: tl.constexpr,
 ):
-    """Streaming z-march (``auto``): one program owns a (BLOCK_Y, BLOCK_X) column of tiles and
-    walks BLOCK_Z planes of it.
+    """The z-march (``auto``): one program owns a (BLOCK_Y, BLOCK_X) column of tiles and walks
+    BLOCK_Z planes of it, so a plane's z neighbours come from this program, not from L2.
 
-    * Each plane p is read once from DRAM. Its z contributions are scattered into a rolling window
-      of 2R+1 register accumulators (output planes p-R .. p+R); the oldest is then complete and
-      stored. No z neighbour goes through a cache, so the working set is a few tiles per program
-      whatever the plane size: no cache cliff.
-    * Every access is 128 bits wide: the centre and the y neighbour rows are aligned tiles, and the
-      x neighbours come from tiles shifted by whole vectors (``_plane_loads``, ``_plane_xy``), served by L1.
-    * Addresses are a scalar 64-bit plane pointer plus per-element int32 offsets within the plane
-      (int64 when OFFS64: planes of 2**31 elements or more), which keeps the register count low.
-    * NUM_STAGES > 1 lets Triton software-pipeline the loop's loads (cp.async on sm80+); with 1 the
-      centre tiles of the next PREFETCH planes are loaded into registers ahead of use.
-    * nx and the strides arrive divided by SCALE (= VEC when they are all multiples of VEC, else 1)
-      and are multiplied back here: Triton then knows they are multiples of VEC, so rows start on
-      16-byte boundaries and every tile access is 128-bit even when nx is not a multiple of 16
-      (Triton's own specialisation only knows "divisible by 16").
+    Three forms (constexpr):
+    * Z_IN_REGS (loop): each plane p is read once; its z contributions are scattered into a rolling
+      window of 2R+1 register accumulators (output planes p-R .. p+R) and the oldest, now complete,
+      is stored. The working set is a few tiles per program whatever the plane size: no cache
+      cliff. PREFETCH centre tiles are loaded ahead; PIPELINE_XY loads the next plane's y rows and
+      x chunks one iteration ahead as well; NUM_STAGES > 1 hands the loop to Triton's software
+      pipeliner instead (cp.async through shared memory; measured slower).
+    * UNROLL_Z: the same window over BLOCK_Z + 2R planes unrolled at compile time, for short
+      marches: no load waits on a loop-carried value, so all of them are in flight together.
+    * neither: the z neighbours are re-read from L1 (planes this program loaded in the last 2R
+      iterations), which keeps registers low for the high orders.
+    Every tile access is 128 bits wide: the centre and the y neighbour rows are aligned tiles, and
+    the x neighbours come from tiles shifted by whole vectors (``_plane_loads``, ``_plane_xy``).
+    Addresses are a scalar 64-bit plane pointer plus per-element int32 offsets within the plane
+    (int64 when OFFS64: planes of 2**31 elements or more), which keeps the register count low.
+    nx and the strides arrive divided by SCALE (= VEC when they are all multiples of VEC, else 1)
+    and are multiplied back here: Triton then knows they are multiples of VEC, so rows start on
+    16-byte boundaries and every tile access is 128-bit even when nx is not a multiple of 16
+    (Triton's own specialisation only knows "divisible by 16").
     Grid: 1D. GRID_ORDER 0: the z chunk walks fastest (programs sharing halo planes run together);
-    1: y tiles fastest, then x tiles, then z chunks (the programs in flight read whole planes in
-    address order); 2: x tiles fastest, then y tiles, then z chunks.
+    1: y tiles fastest, then x tiles, then z chunks; 2: x tiles fastest, then y tiles, then z chunks
+    (the programs in flight read neighbouring addresses, which streams best).
     """
     nx = nx_s * SCALE
     su_z = su_z_s * SCALE

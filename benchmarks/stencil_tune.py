@@ -22,7 +22,8 @@ from tilecraft.bench import stencil as sb
 from tilecraft.bench.harness import Record, write_results
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
-from tilecraft.ops.stencil import StencilConfig
+from tilecraft.ops.stencil import StencilConfig, auto_config
+from tilecraft.bench.stencil import DTYPES
 
 CASES = {  # (dtype, order, shape): the issue's three targets
     "fp64-o2": ("fp64", 2, (512, 512, 512)),
@@ -68,18 +69,19 @@ def triton_copy_TBps(block: int, nw: int, nbytes: int = 2 * 2**30) -> float:
 
 
 def extra_space(dtype: str, order: int):
-    """Long z-marches whose loop loads the next plane's whole neighbourhood one step ahead."""
-    itemsize = 8 if dtype == "fp64" else 4
-    vec = 16 // itemsize
-    r = order // 2
-    for bz, zo, by, bx, nw, pf in itertools.product((16, 32, 64), (2, 0), (2, 4, 8), (128, 256), (2, 4, 8), (1, 2)):
-        per_thread = by * bx / (32 * nw)
-        if not vec <= per_thread <= (vec if r >= 3 else 2 * vec) or bx * itemsize < 512:
-            continue
-        if zo == 0 and (bz != 32 or pf != 1):
-            continue
-        yield StencilConfig("zmarch", block_y=by, block_x=bx, num_warps=nw, block_z=bz, nontemporal=True,
-                            zorder=zo, prefetch=pf, pipeline_xy=True)
+    """auto's configuration, and variations of it, with the strides compiled in."""
+    from dataclasses import replace
+
+    shape = CASES[f"{dtype}-o{order}"][2]
+    base = auto_config(DTYPES[dtype], order, shape, 60 * 2**20)
+    variants = [base, replace(base, static_strides=True)]
+    if base.z_in_regs is False:  # high orders: taller/shorter tiles and more planes with the cheaper loads
+        for by, nw, bz in ((8, 8, 64), (16, 16, 128), (32, 16, 64)):
+            variants.append(replace(base, block_y=by, num_warps=nw, block_z=bz, static_strides=True))
+    else:
+        for by, nw in ((8, 8), (2, 2)):
+            variants.append(replace(base, block_y=by, num_warps=nw, static_strides=True))
+    yield from variants
 
 
 def plane_space(dtype: str, order: int):
@@ -145,7 +147,7 @@ def main() -> int:
                 for frac, cfg, res in rows[:10]:
                     r0 = res.resources[0] if res.resources else {}
                     log(f"   {frac:6.1%} by={cfg.block_y} bx={cfg.block_x} bz={cfg.block_z} w={cfg.num_warps} "
-                        f"zo={cfg.zorder} pf={cfg.prefetch} pxy={int(cfg.pipeline_xy)} u={int(cfg.unroll_z)} mr={cfg.maxnreg} regs={r0.get('registers')} spills={r0.get('spills')} "
+                        f"zo={cfg.zorder} ss={int(cfg.static_strides)} zr={int(cfg.z_in_regs)} u={int(cfg.unroll_z)} mr={cfg.maxnreg} regs={r0.get('registers')} spills={r0.get('spills')} "
                         f"spread={res.timing.spread:.3f}")
                 summary["tune"][f"{name}-{space_name}"] = [(f, c.as_dict()) for f, c, _ in rows[:10]]
             write_results(records, f"stencil-tune-{name}", out / f"tune-{name}.json", info)

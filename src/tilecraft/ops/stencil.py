@@ -59,6 +59,7 @@ class StencilConfig:
     z_in_regs: bool = True  # zmarch: z terms in a register window (True) or through L1 (False)
     unroll_z: bool = False  # zmarch: unroll the block_z planes at compile time (short marches)
     pipeline_xy: bool = False  # zmarch loop: load the next plane's y rows and x chunks a step ahead
+    static_strides: bool = False  # zmarch: compile the y/z strides in (one compile per grid layout)
     maxnreg: int | None = None  # register budget per thread (the seeds' launch bounds); CUDA only
     ascending: bool = False
     nontemporal: bool = False
@@ -341,6 +342,7 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
                           NONTEMPORAL=cfg.nontemporal, NUM_STAGES=max(1, cfg.num_stages), GRID_ORDER=cfg.zorder,
                           PREFETCH=max(1, cfg.prefetch), Z_IN_REGS=cfg.z_in_regs, UNROLL_Z=cfg.unroll_z,
                           PIPELINE_XY=cfg.pipeline_xy,
+                          STATIC_STRIDES=(su_z, su_y, so_z, so_y) if cfg.static_strides else (0, 0, 0, 0),
                           OFFS64=_plane_offsets_need_64bit(u, out, cfg.block_x))
         return [KernelLaunch(_k.laplacian_zmarch_kernel, (n_prog,), args, constexprs, opts)]
     if cfg.kernel != "plane":

@@ -310,7 +310,8 @@ def laplacian_zmarch_kernel(
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, SCALE: tl.constexpr, NONTEMPORAL: tl.constexpr, NUM_STAGES: tl.constexpr,
     GRID_ORDER: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr, Z_IN_REGS: tl.constexpr,
-    UNROLL_Z: tl.constexpr, PIPELINE_XY: tl.constexpr, STATIC_STRIDES: tl.constexpr,
+    UNROLL_Z: tl.constexpr, PIPELINE_XY: tl.constexpr,
+    STATIC_SU_Z: tl.constexpr, STATIC_SU_Y: tl.constexpr, STATIC_SO_Z: tl.constexpr, STATIC_SO_Y: tl.constexpr,
 ):
     """The z-march (``auto``): one program owns a (BLOCK_Y, BLOCK_X) column of tiles and walks
     BLOCK_Z planes of it, so a plane's z neighbours come from this program, not from L2.
@@ -343,14 +344,14 @@ def laplacian_zmarch_kernel(
     su_y = su_y_s * SCALE
     so_z = so_z_s * SCALE
     so_y = so_y_s * SCALE
-    if STATIC_STRIDES[0] != 0:
+    if STATIC_SU_Z != 0:
         # Strides known at compile time (one compile per grid layout): every neighbour row or plane
         # is a constant byte offset from the tile, which the loads take as an immediate instead of
-        # computing a 64-bit address per load.
-        su_z = STATIC_STRIDES[0]
-        su_y = STATIC_STRIDES[1]
-        so_z = STATIC_STRIDES[2]
-        so_y = STATIC_STRIDES[3]
+        # computing a 64-bit address per load (measured: fewer instructions, no faster).
+        su_z = STATIC_SU_Z
+        su_y = STATIC_SU_Y
+        so_z = STATIC_SO_Z
+        so_y = STATIC_SO_Y
     n_tx = tl.cdiv(nx, BLOCK_X)
     n_ty = tl.cdiv(y_hi - y_lo, BLOCK_Y)
     nzi = nz - 2 * R

@@ -342,7 +342,8 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
                           NONTEMPORAL=cfg.nontemporal, NUM_STAGES=max(1, cfg.num_stages), GRID_ORDER=cfg.zorder,
                           PREFETCH=max(1, cfg.prefetch), Z_IN_REGS=cfg.z_in_regs, UNROLL_Z=cfg.unroll_z,
                           PIPELINE_XY=cfg.pipeline_xy,
-                          STATIC_STRIDES=(su_z, su_y, so_z, so_y) if cfg.static_strides else (0, 0, 0, 0),
+                          **dict(zip(("STATIC_SU_Z", "STATIC_SU_Y", "STATIC_SO_Z", "STATIC_SO_Y"),
+                                     (su_z, su_y, so_z, so_y) if cfg.static_strides else (0, 0, 0, 0))),
                           OFFS64=_plane_offsets_need_64bit(u, out, cfg.block_x))
         return [KernelLaunch(_k.laplacian_zmarch_kernel, (n_prog,), args, constexprs, opts)]
     if cfg.kernel != "plane":

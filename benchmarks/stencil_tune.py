@@ -69,19 +69,17 @@ def triton_copy_TBps(block: int, nw: int, nbytes: int = 2 * 2**30) -> float:
 
 
 def extra_space(dtype: str, order: int):
-    """auto's configuration, and variations of it, with the strides compiled in."""
+    """auto's configuration under register caps (Nsight Compute: long-scoreboard stalls dominate and
+    occupancy is limited by registers), and with more warps for the same tile."""
     from dataclasses import replace
 
     shape = CASES[f"{dtype}-o{order}"][2]
     base = auto_config(DTYPES[dtype], order, shape, 60 * 2**20)
-    variants = [base, replace(base, static_strides=True)]
-    if base.z_in_regs is False:  # high orders: taller/shorter tiles and more planes with the cheaper loads
-        for by, nw, bz in ((8, 8, 64), (16, 16, 128), (32, 16, 64)):
-            variants.append(replace(base, block_y=by, num_warps=nw, block_z=bz, static_strides=True))
-    else:
-        for by, nw in ((8, 8), (2, 2)):
-            variants.append(replace(base, block_y=by, num_warps=nw, static_strides=True))
-    yield from variants
+    yield base
+    for cap in (80, 64, 56, 48, 40):
+        yield replace(base, maxnreg=cap)
+    yield replace(base, num_warps=base.num_warps * 2)
+    yield replace(base, num_warps=base.num_warps * 2, maxnreg=48)
 
 
 def plane_space(dtype: str, order: int):

@@ -14,8 +14,8 @@ def _load(path: Path) -> dict:
 
 
 def ladder_table(docs: list[dict]) -> str:
-    lines = ["| case | variant | % of copy | TB/s | GPts/s | × baseline | × torch | regs | spills |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| case | variant | % of copy | TB/s | GPts/s | × baseline | × torch | regs | spills | commit |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for doc in docs:
         for r in doc["records"]:
             c, x = r["case"], r["extra"]
@@ -25,7 +25,7 @@ def ladder_table(docs: list[dict]) -> str:
             lines.append(f"| {case} | {c['variant']} | {100 * r['ratio']:.1f}% | {r['ours']:.3f} | "
                          f"{x.get('gpts', float('nan')):.1f} | {x.get('speedup_vs_baseline', float('nan')):.2f} | "
                          f"{'' if peer is None else f'{peer:.1f}'} | {res.get('registers', '')} | "
-                         f"{res.get('spills', '')} |")
+                         f"{res.get('spills', '')} | {r['commit'][:7]} |")
     return "\n".join(lines)
 
 
@@ -53,8 +53,8 @@ def main() -> None:
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")
     ladders = [_load(p) for p in sorted(folder.glob("ladder-*.json"))]
     first = (ladders or [_load(p) for p in folder.glob("*.json")])[0]["records"][0]
-    print(f"Device {first['device']}, torch {first['torch']}, triton {first['triton']}, commit {first['commit']}, "
-          f"{first['date'][:10]}; copy ceiling {first['ceiling_value']:.2f} TB/s measured in the same run.\n")
+    print(f"Device {first['device']}, torch {first['torch']}, triton {first['triton']}, {first['date'][:10]}; "
+          "each record's commit is in its row; the copy ceiling was measured in each run.\n")
     if ladders:
         print(ladder_table(ladders) + "\n")
     if (folder / "orders.json").exists():

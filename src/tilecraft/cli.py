@@ -32,6 +32,16 @@ stencil_app = typer.Typer(
     help="3D finite-difference Laplacian: the seeds' optimisation ladder and the cache-cliff sweep.")
 app.add_typer(stencil_app, name="stencil")
 
+
+def _register_subcommands() -> None:
+    """Command groups that live in their own modules (tilecraft mi, ...)."""
+    from tilecraft import cli_mi
+
+    cli_mi.register(app)
+
+
+_register_subcommands()
+
 INTERPRETER_LABEL = "CPU, Triton interpreter: correctness only, times are not performance figures"
 # Interpreter runs cost about a millisecond per point for the one-point-per-thread baseline.
 INTERPRETER_DEFAULT_SHAPE = (18, 22, 40)

@@ -1,0 +1,622 @@
+"""Matrix-instruction calculator: which lane and register hold which element of a matrix operand.
+
+Covers AMD CDNA1-3 MFMA/SMFMAC and RDNA3-4 WMMA/SWMMAC (instruction facts from
+``data/amd_matrix_instructions.json``), NVIDIA sm80 ``mma.sync`` and sm90 ``mma.sync`` + ``wgmma``,
+and Intel XMX DPAS (PVC, sub-group 16; DG2, sub-group 8).
+
+Layouts are computed from the formulas in ``shared/reference/matrix-layouts.md``, never stored as
+tables. Computed so far: AMD CDNA MFMA (all of A, B, C, D, with cbsz/abid/blgp), NVIDIA mma.sync
+(the shapes of the reference table), wgmma (accumulator and register-sourced A), Intel DPAS (the
+DPAS layout; SYCL ``joint_matrix`` leaves its mapping implementation-defined, and says so). AMD
+SMFMAC (sparse) and RDNA WMMA/SWMMAC layouts are not computed yet: asking for them is a ValueError.
+
+Conventions: matrices are A (M x K), B (K x N), C and D (M x N); ``row``/``col`` index the operand
+itself (for B, row = k and col = n). A location is ``Location(register, lane, bits)`` with
+``bits = (hi, lo)``, as in AMD's ``v1{17}.[15:0]``. For 64-bit elements on AMD ``register`` is the
+first VGPR of the pair; on NVIDIA it is the fragment's .f64 register.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import NamedTuple
+
+DATA_FILE = Path(__file__).resolve().parent / "data" / "amd_matrix_instructions.json"
+
+OPERANDS = ("A", "B", "C", "D")
+AMD_ARCHS = ("cdna1", "cdna2", "cdna3", "rdna3", "rdna4")
+NVIDIA_ARCHS = ("sm80", "sm90")
+INTEL_ARCHS = ("pvc", "dg2")
+ARCHS = AMD_ARCHS + NVIDIA_ARCHS + INTEL_ARCHS
+
+ALIASES = {
+    **{a: a for a in ARCHS},
+    "gfx908": "cdna1", "mi100": "cdna1",
+    "gfx90a": "cdna2", "mi200": "cdna2", "mi210": "cdna2", "mi250": "cdna2", "mi250x": "cdna2",
+    "gfx940": "cdna3", "gfx941": "cdna3", "gfx942": "cdna3", "mi300": "cdna3", "mi300a": "cdna3",
+    "mi300x": "cdna3",
+    "gfx1100": "rdna3", "rx7900": "rdna3",
+    "gfx1200": "rdna4",
+    "sm_80": "sm80", "a100": "sm80",
+    "sm_90": "sm90", "h100": "sm90", "h200": "sm90",
+    "xe-hpc": "pvc", "dg2": "dg2", "arc": "dg2", "xe-hpg": "dg2",
+}
+
+BITS = {"fp64": 64, "fp32": 32, "xf32": 32, "tf32": 32, "int32": 32, "s32": 32, "f32": 32,
+        "fp16": 16, "bf16": 16, "f16": 16, "int8": 8, "iu8": 8, "s8": 8, "u8": 8, "fp8": 8, "bf8": 8,
+        "amd_fp8": 8, "amd_bf8": 8, "e4m3": 8, "e5m2": 8, "iu4": 4, "s4": 4, "u4": 4, "f64": 64}
+
+
+class Location(NamedTuple):
+    register: int
+    lane: int
+    bits: tuple[int, int]  # (hi, lo)
+
+
+class Element(NamedTuple):
+    row: int
+    col: int
+    block: int
+
+
+def _fail(msg: str) -> None:
+    raise ValueError(msg)
+
+
+# ------------------------------------------------------------------------------------------------
+# architectures and instruction facts
+
+
+def resolve_arch(arch: str) -> str:
+    """Canonical architecture name for ``arch`` (case-insensitive alias); ValueError with close
+    matches when unknown."""
+    key = str(arch).strip().lower()
+    if key in ALIASES:
+        return ALIASES[key]
+    close = difflib.get_close_matches(key, list(ALIASES), n=5, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(ARCHS)}"
+    raise ValueError(f"unknown architecture {arch!r}{hint}")
+
+
+@lru_cache(maxsize=1)
+def _amd_data() -> dict:
+    return json.loads(DATA_FILE.read_text())
+
+
+@dataclass(frozen=True)
+class Instruction:
+    arch: str
+    name: str
+    family: str            # mfma, smfmac, wmma, swmmac, mma.sync, wgmma, dpas
+    m: int
+    n: int
+    k: int
+    blocks: int
+    in_type: str
+    in_type_b: str
+    out_type: str
+    lanes: int             # lanes (threads / work-items) that hold the operands
+    cycles: int | None
+    modifiers: tuple[str, ...]
+    coexec: bool | None
+    coexec_delay: int | None
+    sparse: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k * self.blocks
+
+    @property
+    def flops_per_unit_per_clock(self) -> float | None:
+        """FLOPs per CU per clock on AMD (CDNA: FLOPs*4/cycles; RDNA: FLOPs*2/cycles, two SIMD32
+        per CU); nominal dense tensor rate per SM per clock on NVIDIA; None for Intel."""
+        if self.arch in ("cdna1", "cdna2", "cdna3"):
+            return self.flops * 4 / self.cycles
+        if self.arch in ("rdna3", "rdna4"):
+            return self.flops * 2 / self.cycles
+        if self.arch in NVIDIA_ARCHS:
+            return _NV_RATE[self.arch].get(self.in_type)
+        return None
+
+    def registers(self, operand: str) -> int:
+        """32-bit registers per lane that the operand occupies."""
+        op = _operand(operand)
+        if op in ("C", "D"):
+            return max(1, self.m * self.n * self.blocks * BITS[self.out_type] // (32 * self.lanes))
+        rows, cols = (self.m, self.k) if op == "A" else (self.k, self.n)
+        if op == "A" and self.sparse:
+            cols //= 2
+        bits = BITS[self.in_type if op == "A" else self.in_type_b]
+        return max(1, math.ceil(rows * cols * self.blocks * bits / (32 * self.lanes)))
+
+    def shape(self, operand: str) -> tuple[int, int]:
+        op = _operand(operand)
+        return {"A": (self.m, self.k), "B": (self.k, self.n)}.get(op, (self.m, self.n))
+
+    def as_dict(self) -> dict:
+        return {
+            "arch": self.arch, "instruction": self.name, "family": self.family,
+            "m": self.m, "n": self.n, "k": self.k, "blocks": self.blocks,
+            "in_type_a": self.in_type, "in_type_b": self.in_type_b, "out_type": self.out_type,
+            "lanes": self.lanes, "cycles": self.cycles, "flops": self.flops,
+            "flops_per_unit_per_clock": self.flops_per_unit_per_clock,
+            "unit": _UNIT[self.arch],
+            "registers": {op: self.registers(op) for op in OPERANDS},
+            "modifiers": list(self.modifiers), "coexec": self.coexec, "coexec_delay": self.coexec_delay,
+            "sparse": self.sparse, "layout_computed": layout_supported(self),
+            "notes": list(self.notes),
+        }
+
+
+_UNIT = {**{a: "CU" for a in AMD_ARCHS}, "sm80": "SM", "sm90": "SM", "pvc": "Xe-core", "dg2": "Xe-core"}
+# Nominal dense tensor-core FLOPs per SM per clock (A100: 312 TF fp16 / (108 SM x 1.41 GHz);
+# H100 SXM: 989 TF fp16 / (132 SM x 1.83 GHz)); per SM, not per instruction.
+_NV_RATE = {
+    "sm80": {"f16": 2048, "bf16": 2048, "tf32": 1024, "s8": 4096, "u8": 4096, "f64": 128},
+    "sm90": {"f16": 4096, "bf16": 4096, "tf32": 2048, "s8": 8192, "u8": 8192, "e4m3": 8192,
+             "e5m2": 8192, "f64": 256},
+}
+
+
+def _amd_instruction(arch: str, name: str, rec: dict) -> Instruction:
+    mods = []
+    if rec["cbsz_abid"]:
+        mods += ["cbsz", "abid"]
+    if rec["blgp"]:
+        mods.append("blgp")
+    if rec["cd_opsel"]:
+        mods.append("opsel")
+    if rec["neg"]:
+        mods.append("neg")
+    family = name.split("_")[1]  # v_mfma_... -> mfma
+    notes = ()
+    if rec["sparse"]:
+        notes = ("sparse: A holds K/2 values per row (2:4); cbsz/abid select the index set",)
+    return Instruction(arch, name, family, rec["m"], rec["n"], rec["k"], rec["blocks"], rec["in_type"],
+                       rec["in_type_src1"], rec["out_type"], 64 if arch.startswith("cdna") else 32,
+                       rec["cycles"], tuple(mods), rec["coexec"],
+                       rec["coexec_delay"] if rec["coexec_delay"] >= 0 else None, rec["sparse"], notes)
+
+
+# NVIDIA mma.sync shapes of the reference table: (shape, types, sm90 only)
+_MMA_SHAPES = [
+    ("m16n8k16", ("f16", "bf16"), False), ("m16n8k8", ("f16", "bf16", "tf32"), False),
+    ("m16n8k4", ("tf32",), False), ("m16n8k32", ("s8", "u8"), False), ("m16n8k32", ("e4m3", "e5m2"), True),
+    ("m16n8k16", ("s8", "u8"), False), ("m8n8k4", ("f64",), False), ("m16n8k16", ("f64",), True),
+]
+_WGMMA_K = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
+_WGMMA_LIST_N = (8, 16, 32, 64, 128, 256)
+_DPAS_K = {"tf32": 8, "f16": 16, "bf16": 16, "s8": 32, "u8": 32, "s4": 64, "u4": 64}
+_DPAS_TYPES = {"pvc": ("f16", "bf16", "s8", "u8", "s4", "u4"), "dg2": ("f16", "bf16", "s8", "u8", "s4", "u4")}
+_SUBGROUP = {"pvc": 16, "dg2": 8}
+_DPAS_NOTE = "SYCL joint_matrix: mapping is implementation-defined; shown is the DPAS register layout"
+
+
+def _acc(t: str) -> str:
+    return {"s8": "s32", "u8": "s32", "s4": "s32", "u4": "s32", "f64": "f64"}.get(t, "f32")
+
+
+def _mma(arch: str, shape: str, t: str) -> Instruction:
+    m, n, k = map(int, re.fullmatch(r"m(\d+)n(\d+)k(\d+)", shape).groups())
+    return Instruction(arch, f"mma.sync.{shape}.{t}", "mma.sync", m, n, k, 1, t, t, _acc(t), 32, None,
+                       (), None, None)
+
+
+def _wgmma(arch: str, n: int, t: str) -> Instruction:
+    return Instruction(arch, f"wgmma.m64n{n}k{_WGMMA_K[t]}.{t}", "wgmma", 64, n, _WGMMA_K[t], 1, t, t,
+                       _acc(t), 128, None, (), None, None,
+                       notes=("B is read from shared memory (descriptor); A from registers or shared memory",))
+
+
+def _dpas(arch: str, m: int, t: str) -> Instruction:
+    s = _SUBGROUP[arch]
+    return Instruction(arch, f"dpas.m{m}n{s}k{_DPAS_K[t]}.{t}", "dpas", m, s, _DPAS_K[t], 1, t, t, _acc(t),
+                       s, None, (), None, None,
+                       notes=(_DPAS_NOTE,))
+
+
+@cache
+def _catalogue(arch: str) -> dict[str, Instruction]:
+    if arch in AMD_ARCHS:
+        return {name: _amd_instruction(arch, name, rec) for name, rec in _amd_data()[arch].items()}
+    out: dict[str, Instruction] = {}
+    if arch in NVIDIA_ARCHS:
+        for shape, types, sm90_only in _MMA_SHAPES:
+            if sm90_only and arch != "sm90":
+                continue
+            for t in types:
+                ins = _mma(arch, shape, t)
+                out[ins.name] = ins
+        if arch == "sm90":
+            for t in _WGMMA_K:
+                for n in _WGMMA_LIST_N:
+                    ins = _wgmma(arch, n, t)
+                    out[ins.name] = ins
+    if arch in INTEL_ARCHS:
+        for t in _DPAS_TYPES[arch]:
+            ins = _dpas(arch, 8, t)
+            out[ins.name] = ins
+    return out
+
+
+def list_instructions(arch: str) -> list[Instruction]:
+    """The instructions of ``arch`` (wgmma: a selection of N; any N = 8..256 step 8 is accepted by
+    :func:`instruction`; DPAS: repeat count 8 listed, 1..8 accepted)."""
+    return list(_catalogue(resolve_arch(arch)).values())
+
+
+def instruction(arch: str, name: str) -> Instruction:
+    a = resolve_arch(arch)
+    cat = _catalogue(a)
+    key = str(name).strip()
+    if key in cat:
+        return cat[key]
+    low = key.lower()
+    for n, ins in cat.items():
+        if n.lower() == low:
+            return ins
+    if a == "sm90":
+        mt = re.fullmatch(r"wgmma\.m64n(\d+)k(\d+)\.(\w+)", low)
+        if mt and mt.group(3) in _WGMMA_K and int(mt.group(2)) == _WGMMA_K[mt.group(3)]:
+            n = int(mt.group(1))
+            if n % 8 == 0 and 8 <= n <= 256:
+                return _wgmma(a, n, mt.group(3))
+            _fail(f"wgmma N must be a multiple of 8 in 8..256, got {n}")
+    if a in INTEL_ARCHS:
+        mt = re.fullmatch(r"dpas\.m(\d+)n(\d+)k(\d+)\.(\w+)", low)
+        if mt and mt.group(4) in _DPAS_TYPES[a] and int(mt.group(2)) == _SUBGROUP[a] \
+                and int(mt.group(3)) == _DPAS_K[mt.group(4)]:
+            m = int(mt.group(1))
+            if 1 <= m <= 8:
+                return _dpas(a, m, mt.group(4))
+            _fail(f"DPAS repeat count (M) must be 1..8, got {m}")
+    close = difflib.get_close_matches(key, list(cat), n=4, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; `tilecraft mi list {a}` lists them"
+    raise ValueError(f"unknown instruction {name!r} for {a}{hint}")
+
+
+def _operand(operand: str) -> str:
+    op = str(operand).strip().upper()
+    if op not in OPERANDS:
+        raise ValueError(f"unknown operand {operand!r}; expected one of A, B, C, D")
+    return op
+
+
+def layout_supported(ins: Instruction) -> bool:
+    return ins.family in ("mfma", "mma.sync", "wgmma", "dpas")
+
+
+# ------------------------------------------------------------------------------------------------
+# forward layouts without modifiers: (operand, row, col, block) -> list of Location
+
+
+def _packed(elem_index: int, bits: int, per_reg_bits: int = 32) -> tuple[int, tuple[int, int]]:
+    """Register and (hi, lo) bit range of element ``elem_index`` of a fragment packed low to high."""
+    if bits >= per_reg_bits:
+        return elem_index, (bits - 1, 0)
+    per = per_reg_bits // bits
+    lo = (elem_index % per) * bits
+    return elem_index // per, (lo + bits - 1, lo)
+
+
+def _amd_mfma(ins: Instruction, op: str, i: int, j: int, b: int) -> list[Location]:
+    M, N, K, B = ins.m, ins.n, ins.k, ins.blocks
+    if op in ("A", "B"):
+        bits = BITS[ins.in_type if op == "A" else ins.in_type_b]
+        rows = M if op == "A" else N
+        r, k = (i, j) if op == "A" else (j, i)   # r indexes M (A) or N (B); k the shared dimension
+        P = rows * K * B // 64
+        s = k % P
+        lane = rows * b + (k // P) * rows * B + r
+        if bits == 64:
+            return [Location(2 * s, lane, (63, 0))]
+        reg, rng = _packed(s, bits)
+        return [Location(reg, lane, rng)]
+    bits = BITS[ins.out_type]
+    H = 1 if bits == 64 else 4
+    R = 64 // N
+    BPR = math.ceil(64 / (M * N / H))
+    reg = b * ((M * N) // 64) + (i // (H * R)) * H + (i % H)
+    lane = (b % BPR) * N + ((i // H) % R) * BPR * N + j
+    if bits == 64:
+        return [Location(2 * reg, lane, (63, 0))]
+    return [Location(reg, lane, (31, 0))]
+
+
+def _mma_tables(shape: str, t: str):
+    """(A, B, CD) as (count, f(g, t, i) -> (row, col)) from the reference table."""
+    key = (shape, "f64" if t == "f64" else "tf32" if t == "tf32" else "i8" if t in ("s8", "u8", "e4m3", "e5m2") else "f16")
+    cd = (4, lambda g, q, i: (g + 8 * (i >> 1), 2 * q + (i & 1)))
+    tables = {
+        ("m16n8k16", "f16"): ((8, lambda g, q, i: (g + 8 * ((i >> 1) & 1), 2 * q + (i & 1) + 8 * (i >> 2))),
+                              (4, lambda g, q, i: (2 * q + (i & 1) + 8 * (i >> 1), g)), cd),
+        ("m16n8k8", "f16"): ((4, lambda g, q, i: (g + 8 * (i >> 1), 2 * q + (i & 1))),
+                             (2, lambda g, q, i: (2 * q + i, g)), cd),
+        ("m16n8k8", "tf32"): ((4, lambda g, q, i: (g + 8 * (i & 1), q + 4 * (i >> 1))),
+                              (2, lambda g, q, i: (q + 4 * i, g)), cd),
+        ("m16n8k4", "tf32"): ((2, lambda g, q, i: (g + 8 * i, q)), (1, lambda g, q, i: (q, g)), cd),
+        ("m16n8k32", "i8"): ((16, lambda g, q, i: (g + 8 * ((i >> 2) & 1), 4 * q + (i & 3) + 16 * (i >> 3))),
+                             (8, lambda g, q, i: (4 * q + (i & 3) + 16 * (i >> 2), g)), cd),
+        ("m16n8k16", "i8"): ((8, lambda g, q, i: (g + 8 * (i >> 2), 4 * q + (i & 3))),
+                             (4, lambda g, q, i: (4 * q + i, g)), cd),
+        ("m8n8k4", "f64"): ((1, lambda g, q, i: (g, q)), (1, lambda g, q, i: (q, g)),
+                            (2, lambda g, q, i: (g, 2 * q + i))),
+        ("m16n8k16", "f64"): ((8, lambda g, q, i: (g + 8 * (i & 1), 4 * (i >> 1) + q)),
+                              (4, lambda g, q, i: (q + 4 * i, g)), cd),
+    }
+    if key not in tables:
+        _fail(f"no mma.sync layout for {shape}.{t}")
+    return tables[key]
+
+
+@cache
+def _nv_inverse_table(shape: str, t: str, op: str) -> dict:
+    """Forward map of an mma.sync fragment by enumeration: (row, col) -> list of (lane, elem)."""
+    a, b, cd = _mma_tables(shape, t)
+    count, f = {"A": a, "B": b}.get(op, cd)
+    fwd: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for lane in range(32):
+        g, q = lane >> 2, lane & 3
+        for e in range(count):
+            fwd.setdefault(f(g, q, e), []).append((lane, e))
+    return fwd
+
+
+def _nv_bits(ins: Instruction, op: str) -> int:
+    return BITS[ins.out_type] if op in ("C", "D") else BITS[ins.in_type]
+
+
+def _nv_mma(ins: Instruction, op: str, i: int, j: int, b: int) -> list[Location]:
+    shape = ins.name.split(".")[2]
+    fwd = _nv_inverse_table(shape, ins.in_type, op)
+    bits = _nv_bits(ins, op)
+    per_bits = 64 if bits == 64 else 32
+    return [Location(*_nv_loc(lane, e, bits, per_bits)) for lane, e in fwd[(i, j)]]
+
+
+def _nv_loc(lane: int, e: int, bits: int, per_bits: int):
+    reg, rng = _packed(e, bits, per_bits)
+    return reg, lane, rng
+
+
+def _nv_wgmma(ins: Instruction, op: str, i: int, j: int, b: int) -> list[Location]:
+    if op == "B":
+        _fail(f"{ins.name}: B is read from shared memory through a descriptor; it has no register layout")
+    w, r = divmod(i, 16)
+    if op == "A":
+        shape = {16: "m16n8k16", 8: "m16n8k8", 32: "m16n8k32"}[ins.k]
+        fwd = _nv_inverse_table(shape, ins.in_type, "A")
+        bits = BITS[ins.in_type]
+        return [Location(*_nv_loc(32 * w + lane, e, bits, 32)) for lane, e in fwd[(r, j)]]
+    # accumulator: i (row) = 16w + g + 8*((e>>1)&1), col = 8*(e>>2) + 2t + (e&1)
+    g, h = r % 8, r // 8
+    q, lo = (j % 8) // 2, j % 2
+    e = 4 * (j // 8) + 2 * h + lo
+    return [Location(e, 32 * w + 4 * g + q, (31, 0))]
+
+
+def _intel_dpas(ins: Instruction, op: str, i: int, j: int, b: int) -> list[Location]:
+    S = ins.lanes
+    if op in ("C", "D"):
+        return [Location(i, j, (31, 0))]
+    bits = BITS[ins.in_type]
+    if op == "A":
+        wi_bits = 32 if S == 8 else 16
+        if bits > wi_bits:
+            _fail(f"{ins.name}: A layout for {bits}-bit elements with sub-group {S} is not in the reference")
+        per = wi_bits // bits
+        lo = (j % per) * bits
+        return [Location(i, j // per, (lo + bits - 1, lo))]
+    e = 32 // bits
+    lo = (i % e) * bits
+    return [Location(i // e, j, (lo + bits - 1, lo))]
+
+
+def _forward(ins: Instruction) -> Callable[[Instruction, str, int, int, int], list[Location]]:
+    if ins.family == "mfma":
+        return _amd_mfma
+    if ins.family == "mma.sync":
+        return _nv_mma
+    if ins.family == "wgmma":
+        return _nv_wgmma
+    if ins.family == "dpas":
+        return _intel_dpas
+    raise ValueError(f"{ins.name} ({ins.arch} {ins.family}): layout not computed yet "
+                     f"(computed: CDNA MFMA, NVIDIA mma.sync/wgmma, Intel DPAS)")
+
+
+# ------------------------------------------------------------------------------------------------
+# modifiers and the public queries
+
+
+@dataclass(frozen=True)
+class Modifiers:
+    cbsz: int = 0
+    abid: int = 0
+    blgp: int = 0
+
+
+def _check_modifiers(ins: Instruction, cbsz: int, abid: int, blgp: int) -> Modifiers:
+    for name, val in (("cbsz", cbsz), ("abid", abid), ("blgp", blgp)):
+        if val and name not in ins.modifiers:
+            sup = ", ".join(ins.modifiers) or "none"
+            _fail(f"{ins.name} on {ins.arch} does not support {name} (supported modifiers: {sup})")
+        if val < 0:
+            _fail(f"{name} must be >= 0, got {val}")
+    if cbsz or abid:
+        if 2 ** cbsz > ins.blocks:
+            _fail(f"cbsz={cbsz} broadcasts over {2 ** cbsz} blocks but {ins.name} has {ins.blocks}")
+        if abid >= 2 ** cbsz:
+            _fail(f"abid={abid} must be below 2**cbsz = {2 ** cbsz}")
+    if blgp > 7:
+        _fail(f"blgp must be 0..7, got {blgp}")
+    return Modifiers(cbsz, abid, blgp)
+
+
+def _blgp_source_lane(blgp: int, lane: int) -> int:
+    """Physical lane whose B data the instruction reads as lane ``lane`` under ``blgp``."""
+    if blgp == 0:
+        return lane
+    if blgp == 1:
+        return lane % 32
+    if blgp == 2:
+        return 32 + lane % 32
+    if blgp == 3:
+        return (lane + 16) % 64
+    return 16 * (blgp - 4) + lane % 16
+
+
+def _check_index(ins: Instruction, op: str, i: int, j: int, block: int) -> None:
+    rows, cols = ins.shape(op)
+    if not (0 <= i < rows and 0 <= j < cols):
+        _fail(f"{op}[{i}][{j}] is outside {ins.name}'s {op} ({rows}x{cols})")
+    if not 0 <= block < ins.blocks:
+        _fail(f"block {block} is beyond {ins.name}'s {ins.blocks} block(s) (0..{ins.blocks - 1})")
+
+
+def element_to_location(arch: str, instr: str, operand: str, i: int, j: int, block: int = 0,
+                        cbsz: int = 0, abid: int = 0, blgp: int = 0) -> list[Location]:
+    """Where element ``operand[i][j]`` of ``block`` lives: a list of (register, lane, (hi, lo))
+    (more than one where the hardware replicates). With cbsz/abid, A elements of a block are read
+    from the broadcasting block; with blgp, B elements the instruction reads at lane L are read
+    from the lane blgp maps L to."""
+    ins = instruction(arch, instr)
+    op = _operand(operand)
+    fwd = _forward(ins)
+    mods = _check_modifiers(ins, cbsz, abid, blgp)
+    _check_index(ins, op, i, j, block)
+    return _forward_mod(ins, fwd, op, i, j, block, mods)
+
+
+def _forward_mod(ins, fwd, op, i, j, block, mods: Modifiers) -> list[Location]:
+    if op == "A" and mods.cbsz:
+        group = 2 ** mods.cbsz
+        block = (block // group) * group + mods.abid
+    locs = fwd(ins, op, i, j, block)
+    if op == "B" and mods.blgp:
+        locs = [Location(l.register, _blgp_source_lane(mods.blgp, l.lane), l.bits) for l in locs]
+    return locs
+
+
+@lru_cache(maxsize=512)
+def _inverse(arch: str, name: str, op: str, mods: Modifiers) -> dict:
+    ins = instruction(arch, name)
+    fwd = _forward(ins)
+    rows, cols = ins.shape(op)
+    inv: dict[tuple[int, int], list[tuple[Element, tuple[int, int]]]] = {}
+    for b in range(ins.blocks):
+        for i in range(rows):
+            for j in range(cols):
+                for loc in _forward_mod(ins, fwd, op, i, j, b, mods):
+                    inv.setdefault((loc.register, loc.lane), []).append((Element(i, j, b), loc.bits))
+    return inv
+
+
+def location_to_elements(arch: str, instr: str, operand: str, register: int, lane: int,
+                         cbsz: int = 0, abid: int = 0, blgp: int = 0) -> list[tuple[Element, tuple[int, int]]]:
+    """Every (element, (hi, lo)) read from ``register`` at ``lane`` (several for packed types and
+    for broadcasts); empty when nothing there is read."""
+    ins = instruction(arch, instr)
+    op = _operand(operand)
+    _forward(ins)
+    mods = _check_modifiers(ins, cbsz, abid, blgp)
+    nreg, nlanes = _register_count(ins, op), ins.lanes
+    if not 0 <= lane < nlanes:
+        _fail(f"lane {lane} is outside 0..{nlanes - 1} for {ins.name}")
+    if not 0 <= register < nreg:
+        _fail(f"register {register} is outside 0..{nreg - 1} for {ins.name} operand {op}")
+    inv = _inverse(ins.arch, ins.name, op, mods)
+    key = register
+    if ins.arch in AMD_ARCHS and _elem_bits(ins, op) == 64:
+        key = register - register % 2   # either VGPR of the pair
+    return sorted(inv.get((key, lane), []), key=lambda eb: (eb[1][1], eb[0].block))
+
+
+def location_to_element(arch: str, instr: str, operand: str, register: int, lane: int, bit: int = 0,
+                        cbsz: int = 0, abid: int = 0, blgp: int = 0) -> Element | None:
+    """The (row, col, block) held at bit ``bit`` of ``register`` at ``lane``, or None when nothing
+    there is read. Under cbsz/abid a broadcast value feeds several blocks: the source block is
+    returned (all of them: :func:`location_to_elements`)."""
+    hits = location_to_elements(arch, instr, operand, register, lane, cbsz, abid, blgp)
+    for el, (hi, lo) in hits:
+        if lo <= bit % 64 <= hi or (hi - lo == 63):
+            if cbsz and operand.upper() == "A":
+                same = [e for e, _ in hits if (e.row, e.col) == (el.row, el.col) and e.block % 2 ** cbsz == abid]
+                if same:
+                    return same[0]
+            return el
+    return None
+
+
+def _elem_bits(ins: Instruction, op: str) -> int:
+    if op in ("C", "D"):
+        return BITS[ins.out_type]
+    return BITS[ins.in_type if op == "A" else ins.in_type_b]
+
+
+def _register_count(ins: Instruction, op: str) -> int:
+    """Registers the location's ``register`` index ranges over (AMD: VGPRs; NVIDIA: fragment
+    registers, .f64 ones for f64; Intel: components / 32-bit words)."""
+    if ins.family == "mfma":
+        return ins.registers(op)
+    rows, cols = ins.shape(op)
+    bits = _elem_bits(ins, op)
+    per_bits = 64 if bits == 64 else 32
+    return max(1, math.ceil(rows * cols * bits / (per_bits * ins.lanes))) if ins.family != "dpas" else \
+        (ins.m if op != "B" else ins.k * bits // 32)
+
+
+def amd_notation(register: int, lane: int, bits: tuple[int, int]) -> str:
+    """AMD's ``v{reg}{lane}.[hi:lo]`` (no bit suffix for a whole 32-bit VGPR, ``v[r:r+1]`` for 64)."""
+    hi, lo = bits
+    if hi - lo == 63:
+        return f"v[{register}:{register + 1}]{{{lane}}}"
+    if hi - lo == 31:
+        return f"v{register}{{{lane}}}"
+    return f"v{register}{{{lane}}}.[{hi}:{lo}]"
+
+
+def _notation(ins: Instruction, op: str, loc: Location) -> str:
+    if ins.arch in AMD_ARCHS:
+        return amd_notation(*loc)
+    hi, lo = loc.bits
+    frag = {"A": "a", "B": "b", "C": "c", "D": "d"}[op]
+    who = "WI" if ins.family == "dpas" else "T"
+    suffix = "" if hi - lo + 1 in (32, 64) else f"[{hi}:{lo}]"
+    return f"{who}{loc.lane}:{frag}{loc.register}{suffix}"
+
+
+def element_name(ins: Instruction, op: str, el: Element) -> str:
+    s = f"{op}[{el.row}][{el.col}]"
+    return s + (f".B{el.block}" if ins.blocks > 1 else "")
+
+
+def layout_table(arch: str, instr: str, operand: str, cbsz: int = 0, abid: int = 0,
+                 blgp: int = 0) -> list[dict]:
+    """One record per element of the operand (all blocks): row, column, block, register, lanes,
+    bits, and the location in vendor notation (AMD: ``v1{17}.[15:0]``)."""
+    ins = instruction(arch, instr)
+    op = _operand(operand)
+    fwd = _forward(ins)
+    mods = _check_modifiers(ins, cbsz, abid, blgp)
+    rows, cols = ins.shape(op)
+    out = []
+    for b in range(ins.blocks):
+        for i in range(rows):
+            for j in range(cols):
+                locs = _forward_mod(ins, fwd, op, i, j, b, mods)
+                out.append({
+                    "element": element_name(ins, op, Element(i, j, b)),
+                    "row": i, "column": j, "block": b,
+                    "register": locs[0].register, "lanes": [l.lane for l in locs],
+                    "bits": [locs[0].bits[0], locs[0].bits[1]],
+                    "location": " ".join(_notation(ins, op, l) for l in locs),
+                })
+    return out

@@ -1,0 +1,190 @@
+"""``tilecraft mi``: the matrix-instruction calculator (AMD MFMA, NVIDIA mma.sync/wgmma, Intel DPAS).
+
+    tilecraft mi list <arch>
+    tilecraft mi show <arch> <instruction> [--json]
+    tilecraft mi layout <arch> <instruction> --operand A|B|C|D [--format text|markdown|csv|json] [--cbsz --abid --blgp]
+    tilecraft mi where <arch> <instruction> --operand A --row I --col J [--block B] [--cbsz --abid --blgp]
+    tilecraft mi which <arch> <instruction> --operand D --register R --lane L [--cbsz --abid --blgp]
+
+Argument handling and formatting only; the calculator is ``tilecraft.analysis.matrix_instructions``.
+Every error is one line on stderr with exit code 2.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+from tilecraft.analysis import matrix_instructions as mi
+
+mi_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                     help="Matrix instructions: shapes, rates and which lane/register holds which element.")
+
+HELP = "Matrix-instruction calculator: AMD MFMA/WMMA, NVIDIA mma.sync/wgmma, Intel DPAS."
+
+
+class Fmt(str, Enum):
+    text = "text"
+    markdown = "markdown"
+    csv = "csv"
+    json = "json"
+
+
+class Operand(str, Enum):
+    A = "A"
+    B = "B"
+    C = "C"
+    D = "D"
+
+
+def _err(msg: str) -> None:
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(2)
+
+
+def _run(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except ValueError as exc:
+        _err(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+
+Cbsz = Annotated[int, typer.Option("--cbsz", help="AMD: broadcast one A block to 2**cbsz neighbours.")]
+Abid = Annotated[int, typer.Option("--abid", help="AMD: which block of each cbsz group broadcasts.")]
+Blgp = Annotated[int, typer.Option("--blgp", help="AMD: B lane-group pattern 0..7.")]
+OperandOpt = Annotated[Operand, typer.Option("--operand", "-o", case_sensitive=False, help="A, B, C or D.")]
+
+
+@mi_app.command("list")
+def list_cmd(arch: Annotated[str, typer.Argument(help="Architecture or alias (gfx90a, mi300x, sm_90, pvc ...).")],
+             as_json: Annotated[bool, typer.Option("--json", help="JSON records.")] = False) -> None:
+    """List the instructions of an architecture."""
+    ins = _run(mi.list_instructions, arch)
+    if as_json:
+        typer.echo(json.dumps([i.as_dict() for i in ins], indent=1))
+        return
+    a = ins[0].arch if ins else arch
+    typer.echo(f"{a}: {len(ins)} instructions")
+    w = max(len(i.name) for i in ins)
+    typer.echo(f"{'instruction':<{w}}  {'MxNxK':>10} {'blocks':>6} {'cycles':>6} {'FLOPs':>7} "
+               f"{'FLOPs/unit/clk':>14}  layout")
+    for i in ins:
+        rate = i.flops_per_unit_per_clock
+        typer.echo(f"{i.name:<{w}}  {f'{i.m}x{i.n}x{i.k}':>10} {i.blocks:>6} {i.cycles if i.cycles else '-':>6} "
+                   f"{i.flops:>7} {rate if rate is not None else '-':>14}  "
+                   f"{'computed' if mi.layout_supported(i) else 'not yet'}")
+
+
+@mi_app.command("show")
+def show_cmd(arch: str, instruction: str,
+             as_json: Annotated[bool, typer.Option("--json", help="JSON record.")] = False) -> None:
+    """Detail one instruction: shape, blocks, cycles, FLOPs, registers, modifiers, co-execution."""
+    ins = _run(mi.instruction, arch, instruction)
+    d = ins.as_dict()
+    if as_json:
+        typer.echo(json.dumps(d, indent=1))
+        return
+    rate = d["flops_per_unit_per_clock"]
+    lines = [
+        f"{ins.name} ({ins.arch}, {ins.family})",
+        f"  shape         {ins.m}x{ins.n}x{ins.k}, blocks {ins.blocks}",
+        f"  types         A {ins.in_type}, B {ins.in_type_b}, C/D {ins.out_type}",
+        f"  lanes         {ins.lanes}",
+        f"  cycles        {ins.cycles if ins.cycles else 'n/a'}",
+        f"  FLOPs         {ins.flops}",
+        f"  {'FLOPs/' + d['unit'] + '/clk':<13} {rate if rate is not None else 'n/a'}",
+        "  registers     " + ", ".join(f"{k} {v}" for k, v in d["registers"].items()),
+        f"  modifiers     {', '.join(ins.modifiers) or 'none'}",
+        f"  co-execution  {'n/a' if ins.coexec is None else ('yes' if ins.coexec else 'no')}"
+        + (f" (delay {ins.coexec_delay})" if ins.coexec_delay is not None else ""),
+        f"  layout        {'computed from formulas' if d['layout_computed'] else 'not computed yet'}",
+    ]
+    lines += [f"  note          {n}" for n in ins.notes]
+    typer.echo("\n".join(lines))
+
+
+@mi_app.command("layout")
+def layout_cmd(arch: str, instruction: str, operand: OperandOpt,
+               fmt: Annotated[Fmt, typer.Option("--format", "-f", help="text, markdown, csv or json.")] = Fmt.text,
+               cbsz: Cbsz = 0, abid: Abid = 0, blgp: Blgp = 0) -> None:
+    """Whole-operand layout: one record per element (json: one JSON object per line)."""
+    recs = _run(mi.layout_table, arch, instruction, operand.value, cbsz=cbsz, abid=abid, blgp=blgp)
+    ins = mi.instruction(arch, instruction)
+    if fmt is Fmt.json:
+        for r in recs:
+            typer.echo(json.dumps(r))
+        return
+    cols = ["element", "row", "column", "block", "register", "lanes", "bits", "location"]
+
+    def cell(r, c):
+        v = r[c]
+        if c == "lanes":
+            return " ".join(map(str, v))
+        if c == "bits":
+            return f"[{v[0]}:{v[1]}]"
+        return str(v)
+
+    if fmt is Fmt.csv:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(cols)
+        for r in recs:
+            w.writerow([cell(r, c) for c in cols])
+        typer.echo(buf.getvalue(), nl=False)
+        return
+    if ins.notes:
+        typer.echo("\n".join(f"# {n}" for n in ins.notes))
+    rows = [[cell(r, c) for c in cols] for r in recs]
+    if fmt is Fmt.markdown:
+        typer.echo("| " + " | ".join(cols) + " |")
+        typer.echo("| " + " | ".join("---" for _ in cols) + " |")
+        for row in rows:
+            typer.echo("| " + " | ".join(row) + " |")
+        return
+    widths = [max(len(c), *(len(row[k]) for row in rows)) for k, c in enumerate(cols)]
+    typer.echo("  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip())
+    for row in rows:
+        typer.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+
+@mi_app.command("where")
+def where_cmd(arch: str, instruction: str, operand: OperandOpt,
+              row: Annotated[int, typer.Option("--row", help="Row of the operand (for B: k).")],
+              col: Annotated[int, typer.Option("--col", help="Column of the operand (for A: k).")],
+              block: Annotated[int, typer.Option("--block", help="Block (AMD multi-block).")] = 0,
+              cbsz: Cbsz = 0, abid: Abid = 0, blgp: Blgp = 0) -> None:
+    """Element -> (register, lane, bits)."""
+    locs = _run(mi.element_to_location, arch, instruction, operand.value, row, col, block,
+                cbsz=cbsz, abid=abid, blgp=blgp)
+    ins = mi.instruction(arch, instruction)
+    name = mi.element_name(ins, operand.value, mi.Element(row, col, block))
+    for l in locs:
+        typer.echo(f"{name} = {mi._notation(ins, operand.value, l)}  "
+                   f"(register {l.register}, lane {l.lane}, bits [{l.bits[0]}:{l.bits[1]}])")
+
+
+@mi_app.command("which")
+def which_cmd(arch: str, instruction: str, operand: OperandOpt,
+              register: Annotated[int, typer.Option("--register", help="Register index.")],
+              lane: Annotated[int, typer.Option("--lane", help="Lane / thread / work-item.")],
+              cbsz: Cbsz = 0, abid: Abid = 0, blgp: Blgp = 0) -> None:
+    """(register, lane) -> element(s) held there."""
+    hits = _run(mi.location_to_elements, arch, instruction, operand.value, register, lane,
+                cbsz=cbsz, abid=abid, blgp=blgp)
+    ins = mi.instruction(arch, instruction)
+    if not hits:
+        typer.echo(f"register {register}, lane {lane}: not read by {ins.name}")
+        return
+    for el, bits in hits:
+        loc = mi.Location(register - (register % 2 if bits[0] - bits[1] == 63 and ins.arch in mi.AMD_ARCHS else 0),
+                          lane, bits)
+        typer.echo(f"{mi._notation(ins, operand.value, loc)} = {mi.element_name(ins, operand.value, el)}")
+
+
+def register(app: typer.Typer) -> None:
+    """Attach ``mi`` to the main ``tilecraft`` app."""
+    app.add_typer(mi_app, name="mi", help=HELP)

@@ -35,9 +35,10 @@ app.add_typer(stencil_app, name="stencil")
 
 def _register_subcommands() -> None:
     """Command groups that live in their own modules (tilecraft mi, ...)."""
-    from tilecraft import cli_mi
+    from tilecraft import cli_inspect, cli_mi
 
     cli_mi.register(app)
+    cli_inspect.register(app)
 
 
 _register_subcommands()

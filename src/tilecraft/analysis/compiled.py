@@ -39,22 +39,27 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "KernelResources",
-    "TARGETS",
-    "NvidiaSMLimits",
-    "AMDCULimits",
-    "NVIDIA_SM_LIMITS",
     "AMD_CU_LIMITS",
-    "resources_of_launched",
+    "NVIDIA_SM_LIMITS",
+    "TARGETS",
+    "AMDCULimits",
+    "KernelResources",
+    "NvidiaSMLimits",
+    "amd_unified_vgprs",
+    "amd_waves_per_simd",
+    "amd_waves_per_simd_by_registers",
+    "amd_workgroups_per_cu",
+    "census_amdgcn",
+    "census_ptx",
+    "census_sass",
+    "census_summary",
+    "check_function",
     "cross_compile",
     "nvidia_blocks_per_sm",
     "nvidia_resident_warps",
-    "amd_unified_vgprs",
-    "amd_waves_per_simd_by_registers",
-    "amd_workgroups_per_cu",
-    "amd_waves_per_simd",
-    "parse_ptxas_log",
     "parse_amdgcn",
+    "parse_ptxas_log",
+    "resources_of_launched",
 ]
 
 #: Cross-compile targets: name -> arguments of ``triton.backends.compiler.GPUTarget``
@@ -82,7 +87,8 @@ class KernelResources:
     per-lane private segment on AMD. ``shared_bytes`` is shared memory / LDS per program.
     ``occupancy`` is resident warps per SM on NVIDIA, waves per SIMD on AMD (``occupancy_unit``).
     When compiling failed or the compiler aborted, ``error`` says why and the measurement fields
-    are ``None``.
+    are ``None``. ``census`` (cross compiles only) counts instructions in the assembly: see
+    :func:`census_ptx`, :func:`census_sass`, :func:`census_amdgcn` for its keys.
     """
 
     target: str
@@ -97,6 +103,7 @@ class KernelResources:
     occupancy: float | None
     occupancy_unit: str
     error: str | None = None
+    census: dict[str, int] | None = None
 
     def as_dict(self) -> dict:
         """The fields as a plain dict (JSON-serialisable)."""
@@ -380,6 +387,215 @@ def _amdgcn_report(text: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# Instruction census of the assembly
+# --------------------------------------------------------------------------------------------
+#
+# Static counts (instructions in the text, not executed instructions: a load inside a loop counts
+# once), under keys shared by both vendors so that a table can put them side by side:
+#
+#   matrix:<mnemonic>                      matrix instructions by name (shape and types are in it)
+#   global_load_<bits>b, global_store_<bits>b   global-memory accesses by width per thread/lane
+#   global_load_nt, global_store_nt        of those, the streaming / nontemporal ones
+#   shared_load_<bits>b, shared_store_<bits>b   shared memory (NVIDIA) / LDS (AMD) by width
+#   ldmatrix, stmatrix, cp_async_<bits>b, tma   NVIDIA shared-memory movers (PTX)
+#   buffer_load, buffer_store              AMD buffer instructions (also counted in global_*)
+#   scratch_load, scratch_store            AMD scratch (private memory) accesses
+#   sass:<opcode>, sass_<...>              the same questions asked of the SASS (NVIDIA)
+
+_PTX_LINE = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)\s*(.*)$")
+_PTX_BITS = re.compile(r"\.[bfsu](\d+)(?:x\d+)?$")
+
+
+def _bump(census: dict[str, int], key: str, n: int = 1) -> None:
+    census[key] = census.get(key, 0) + n
+
+
+def _ptx_width(mnemonic: str) -> int | None:
+    parts = mnemonic.split(".")
+    bits = None
+    for part in reversed(parts):
+        if m := re.fullmatch(r"[bfsu](\d+)", part):
+            bits = int(m.group(1))
+            break
+    if bits is None:
+        return None
+    vec = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d+", p)), 1)
+    return bits * vec
+
+
+def _instructions(text: str, comment: str, pattern: re.Pattern):
+    """(mnemonic, operands) of each instruction line of an assembly listing, comments removed."""
+    for raw in text.splitlines():
+        m = pattern.match(raw.split(comment, 1)[0])
+        if m:
+            yield m.group(1), m.group(2)
+
+
+def census_ptx(text: str) -> dict[str, int]:
+    """Instruction census of PTX (see the key list above this function).
+
+    ``mma.*`` and ``wgmma.mma_async.*`` are matrix instructions (``wgmma.fence`` / ``commit_group``
+    / ``wait_group`` are not counted); ``ld.global`` / ``st.global`` widths are the element bits
+    times the vector length (``ld.global.v4.b32`` = 128 bits); nontemporal are the ``.cs``, ``.lu``,
+    ``.L1::no_allocate`` and ``evict_first`` forms; ``ld.shared`` / ``st.shared`` by width,
+    ``ldmatrix`` / ``stmatrix``, ``cp.async`` by its copy size, ``cp.async.bulk`` (TMA) as ``tma``.
+    """
+    census: dict[str, int] = {}
+    for op, rest in _instructions(text, "//", _PTX_LINE):
+        parts = op.split(".")
+        if parts[0] == "mma" or op.startswith("wgmma.mma_async"):
+            _bump(census, "matrix:" + op)
+        elif parts[0] in ("ld", "st") and len(parts) > 1 and parts[1] in ("global", "shared", "shared::cta",
+                                                                         "shared::cluster"):
+            kind = ("global_" if parts[1] == "global" else "shared_") + ("load" if parts[0] == "ld" else "store")
+            width = _ptx_width(op)
+            _bump(census, f"{kind}_{width}b" if width else kind)
+            if parts[1] == "global" and ({"cs", "lu", "L1::no_allocate"} & set(parts) or "evict_first" in op):
+                _bump(census, kind + "_nt")
+        elif parts[0] in ("ldmatrix", "stmatrix"):
+            _bump(census, parts[0])
+        elif op.startswith("cp.async.bulk"):
+            if "tensor" in parts or "global" in op:
+                _bump(census, "tma")
+        elif op.startswith("cp.async.c"):  # cp.async.ca / .cg: [dst], [src], bytes
+            size = re.match(r"\[[^\]]*\]\s*,\s*\[[^\]]*\]\s*,\s*(\d+)", rest)
+            _bump(census, f"cp_async_{int(size.group(1)) * 8}b" if size else "cp_async")
+    return census
+
+
+_SASS_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)")
+_SASS_MATRIX = ("HMMA", "HGMMA", "DMMA", "QGMMA", "IMMA", "IGMMA", "BMMA", "BGMMA", "OMMA", "UTCHMMA",
+                "UTCQMMA", "UTCIMMA")
+
+
+def _sass_width(parts: list[str]) -> int:
+    for part in reversed(parts[1:]):
+        if part in ("8", "16", "32", "64", "128"):
+            return int(part)
+        if part in ("U8", "S8"):
+            return 8
+        if part in ("U16", "S16"):
+            return 16
+    return 32
+
+
+def census_sass(text: str) -> dict[str, int]:
+    """Instruction census of ``cuobjdump --dump-sass`` output, under ``sass:`` / ``sass_`` keys:
+    matrix instructions by full opcode (``sass:HGMMA.64x64x16.F32``, ``sass:HMMA.16816.F32``,
+    ``sass:DMMA.8x8x4``), ``LDG``/``STG`` by width (``sass_global_load_128b``), evict-first /
+    no-allocate (``.EF`` / ``.NA``) ones as ``sass_global_*_nt``, ``LDS``/``STS`` by width,
+    ``LDSM``, ``LDGSTS`` (cp.async) and ``UTMALDG``/``UTMASTG`` (TMA)."""
+    census: dict[str, int] = {}
+    for line in text.splitlines():
+        m = _SASS_LINE.search(line)
+        if not m:
+            continue
+        op = m.group(1)
+        parts = op.split(".")
+        base = parts[0]
+        if base in _SASS_MATRIX:
+            _bump(census, "sass:" + op)
+        elif base in ("LDG", "STG"):
+            kind = "sass_global_" + ("load" if base == "LDG" else "store")
+            _bump(census, f"{kind}_{_sass_width(parts)}b")
+            if "EF" in parts or "NA" in parts:
+                _bump(census, kind + "_nt")
+        elif base in ("LDS", "STS"):
+            kind = "sass_shared_" + ("load" if base == "LDS" else "store")
+            _bump(census, f"{kind}_{_sass_width(parts)}b")
+        elif base in ("LDSM", "STSM", "LDGSTS", "UTMALDG", "UTMASTG"):
+            _bump(census, "sass:" + base)
+    return census
+
+
+_AMD_LINE = re.compile(r"^\s+([a-z][a-z0-9_]*)\b(.*)$")
+_AMD_WIDTH = {"dword": 32, "dwordx2": 64, "dwordx3": 96, "dwordx4": 128, "ubyte": 8, "sbyte": 8, "byte": 8,
+              "ushort": 16, "sshort": 16, "short": 16}
+
+
+def _amd_mem_width(suffix: str) -> int | None:
+    suffix = re.sub(r"_d16(_hi)?$", "", suffix)
+    if suffix in _AMD_WIDTH:
+        return _AMD_WIDTH[suffix]
+    if m := re.fullmatch(r"[biu](\d+)", suffix):
+        return int(m.group(1))
+    return None
+
+
+def census_amdgcn(text: str) -> dict[str, int]:
+    """Instruction census of AMDGCN assembly (see the key list above :func:`census_ptx`).
+
+    ``v_mfma_*`` / ``v_smfmac_*`` / ``v_wmma_*`` by name as ``matrix:``; ``global_load_*`` and
+    ``buffer_load_*`` (also counted as ``buffer_load``) by width (``dwordx4`` = 128 bits,
+    ``dwordx2`` = 64, ``dword`` = 32, ``ushort`` = 16, ...), the same for stores; nontemporal are
+    those with the ``nt`` (gfx942) or ``slc`` (gfx90a, usually ``glc slc``) flag; LDS
+    ``ds_read_*`` / ``ds_write_*`` (``ds_load``/``ds_store`` on newer chips) by bits moved
+    (``ds_read_b128`` = 128, ``ds_read2_b64`` = 128, ``ds_read_u16`` = 16); ``scratch_*``.
+    """
+    census: dict[str, int] = {}
+    for op, rest in _instructions(text, ";", _AMD_LINE):
+        if op.startswith(("v_mfma_", "v_smfmac_", "v_wmma_", "v_swmmac_")):
+            _bump(census, "matrix:" + op)
+        elif mm := re.fullmatch(r"(global|buffer|flat)_(load|store)_(?:lds_)?(\w+)", op):
+            space, direction, suffix = mm.groups()
+            kind = f"global_{direction}"
+            width = _amd_mem_width(suffix)
+            _bump(census, f"{kind}_{width}b" if width else kind)
+            if space == "buffer":
+                _bump(census, f"buffer_{direction}")
+            if re.search(r"\b(nt|slc)\b", rest):
+                _bump(census, kind + "_nt")
+        elif mm := re.fullmatch(r"ds_(read|write|load|store)(2st64|2)?_([biu])(\d+)(?:_d16(?:_hi)?)?", op):
+            direction, two, _, bits = mm.groups()
+            kind = "shared_load" if direction in ("read", "load") else "shared_store"
+            _bump(census, f"{kind}_{int(bits) * (2 if two else 1)}b")
+        elif mm := re.fullmatch(r"scratch_(load|store)_\w+", op):
+            _bump(census, f"scratch_{mm.group(1)}")
+    return census
+
+
+def census_summary(census: dict[str, int] | None) -> dict[str, Any]:
+    """The census' headline figures: ``matrix`` (``{mnemonic: count}``, PTX/AMDGCN names, or the
+    SASS opcodes when that is all there is), ``global_loads`` / ``global_loads_128b``,
+    ``global_stores`` / ``global_stores_128b`` and ``nontemporal_stores`` (static counts)."""
+    census = census or {}
+    matrix = {k.split(":", 1)[1]: v for k, v in census.items() if k.startswith("matrix:")}
+    if not matrix:
+        matrix = {k.split(":", 1)[1]: v for k, v in census.items()
+                  if k.startswith("sass:") and k.split(":", 1)[1].split(".")[0] in _SASS_MATRIX}
+
+    def total(prefix: str) -> int:
+        return sum(v for k, v in census.items() if re.fullmatch(prefix + r"_\d+b", k))
+
+    return {
+        "matrix": matrix,
+        "global_loads": total("global_load"),
+        "global_loads_128b": census.get("global_load_128b", 0),
+        "global_stores": total("global_store"),
+        "global_stores_128b": census.get("global_store_128b", 0),
+        "nontemporal_stores": census.get("global_store_nt", 0),
+    }
+
+
+def _cuobjdump_path() -> str:
+    import triton.backends.nvidia as nv
+    return str(Path(nv.__file__).parent / "bin" / "cuobjdump")
+
+
+def _sass_census(cubin: bytes) -> dict[str, int]:
+    """:func:`census_sass` of ``cuobjdump --dump-sass`` on the cubin; {} when that tool fails."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="tilecraft-sass-") as tmp:
+            path = os.path.join(tmp, "kernel.cubin")
+            Path(path).write_bytes(cubin)
+            proc = subprocess.run([_cuobjdump_path(), "--dump-sass", path], capture_output=True, text=True, check=False,
+                                  timeout=60)
+        return census_sass(proc.stdout) if proc.returncode == 0 else {}
+    except Exception:  # noqa: BLE001 - the SASS census is a bonus: no cuobjdump, no SASS keys
+        return {}
+
+
+# --------------------------------------------------------------------------------------------
 # Launched kernels
 # --------------------------------------------------------------------------------------------
 
@@ -415,8 +631,14 @@ def resources_of_launched(compiled_kernel: Any, num_warps: int) -> KernelResourc
     spills: int | None = n_spills
     scratch: int | None = None if n_spills is None else 4 * n_spills
     agprs = sgprs = None
+    asm = getattr(compiled_kernel, "asm", None) or {}
+    census: dict[str, int] | None = None
+    if hasattr(asm, "get"):
+        if isinstance(asm.get("ptx"), str):
+            census = census_ptx(asm["ptx"])
+        elif isinstance(asm.get("amdgcn"), str):
+            census = census_amdgcn(asm["amdgcn"])
     if backend == "hip":
-        asm = getattr(compiled_kernel, "asm", None) or {}
         text = asm.get("amdgcn") if hasattr(asm, "get") else None
         if text:
             rep = parse_amdgcn(text)
@@ -429,7 +651,7 @@ def resources_of_launched(compiled_kernel: Any, num_warps: int) -> KernelResourc
         target="device", kernel=name, num_warps=num_warps, registers=registers, agprs=agprs,
         sgprs=sgprs, spills=spills, scratch_bytes=scratch, shared_bytes=shared,
         occupancy=_occupancy(backend, arch, num_warps, registers, agprs, sgprs, shared),
-        occupancy_unit=_unit(backend))
+        occupancy_unit=_unit(backend), census=census)
 
 
 # --------------------------------------------------------------------------------------------
@@ -513,7 +735,7 @@ def _error_result(target: str, function: str, num_warps: int, message: str) -> K
 
 def cross_compile(module: str, function: str, signature: dict[str, str], constexprs: dict[str, object],
                   target: str, *, num_warps: int = 4, num_stages: int = 3, maxnreg: int | None = None,
-                  timeout_s: float = 120.0) -> KernelResources:
+                  timeout_s: float = 120.0, sass: bool = True) -> KernelResources:
     """Compile the ``@triton.jit`` function ``module.function`` for ``target`` and report its resources.
 
     ``signature`` maps argument names to Triton types (``{"x_ptr": "*fp32", "n": "i32"}``);
@@ -533,23 +755,55 @@ def cross_compile(module: str, function: str, signature: dict[str, str], constex
     ``triton.compile`` (using Triton's cache), runs ptxas for NVIDIA targets, and prints its
     findings as one JSON line; the numbers are parsed and the occupancy computed here.
     ``num_warps`` in the result is the compiled kernel's own (``metadata.num_warps``).
+
+    ``module`` is a dotted module name or the path of a ``.py`` file (loaded by path in the child,
+    with its folder first on the import path). ``census`` in the result counts the instructions of
+    the PTX (plus, with ``sass``, the SASS of the cubin via the ``cuobjdump`` Triton ships) or of
+    the AMDGCN: see :func:`census_ptx`, :func:`census_sass`, :func:`census_amdgcn`.
     """
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
-    backend, arch, _ = TARGETS[target]
+    backend = TARGETS[target][0]
     options: dict[str, object] = {"num_warps": num_warps, "num_stages": num_stages}
     if maxnreg is not None and backend == "cuda":
         options["maxnreg"] = maxnreg
-    request = {
+    request = _request(module, function, signature, constexprs)
+    request.update(target=list(TARGETS[target]), options=options, sass=sass)
+    result, failure = _run_child(request, timeout_s, f"compiling {module}.{function} for {target}")
+    if failure is not None:
+        return _error_result(target, function, num_warps, failure)
+    return _resources_from_child(result, target)
+
+
+def check_function(module: str, function: str, signature: dict[str, str], constexprs: dict[str, object],
+                   *, timeout_s: float = 120.0) -> list[str]:
+    """Check, without compiling, that ``module.function`` is a ``@triton.jit`` function that
+    ``signature`` and ``constexprs`` describe (the checks :func:`cross_compile` makes in its child:
+    the module imports, the function exists, every argument has a type or a value, no unknown
+    names, valid hints). Returns the function's argument names; ``ValueError`` with a one-line
+    reason otherwise. Runs in a child process too, so importing the module cannot hurt the caller."""
+    request = _request(module, function, signature, constexprs)
+    request["probe"] = True
+    result, failure = _run_child(request, timeout_s, f"loading {module}.{function}")
+    if failure is not None:
+        raise ValueError(failure.splitlines()[0])
+    return list(result["arg_names"])
+
+
+def _request(module: str, function: str, signature: dict[str, str], constexprs: dict[str, object]) -> dict:
+    """What the child needs to find and describe ``module.function``."""
+    return {
         "this_file": str(Path(__file__).resolve()),
         "sys_path": _child_sys_path(),
-        "module": module,
+        "module": str(Path(module).resolve()) if _is_module_path(module) else module,
         "function": function,
         "signature": dict(signature),
         "constexprs": {k: _encode_constexpr(v) for k, v in constexprs.items()},
-        "target": list(TARGETS[target]),
-        "options": options,
     }
+
+
+def _run_child(request: dict, timeout_s: float, what: str) -> tuple[dict | None, str | None]:
+    """Run the child on ``request``: (its JSON result, None) or (None, an error message)."""
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
     env["PYTHONUNBUFFERED"] = "1"
@@ -560,8 +814,7 @@ def cross_compile(module: str, function: str, signature: dict[str, str], constex
         stdout, stderr = proc.communicate(json.dumps(request), timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        return _error_result(target, function, num_warps,
-                             f"compiling {module}.{function} for {target} timed out after {timeout_s:g} s")
+        return None, f"{what} timed out after {timeout_s:g} s"
     except BaseException:  # e.g. KeyboardInterrupt: the child's own session does not get it
         _kill_group(proc)
         raise
@@ -576,14 +829,15 @@ def cross_compile(module: str, function: str, signature: dict[str, str], constex
         how = (f"killed by {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.valid_signals()
                else f"exited with status {rc}")
         diag = _diagnostics(stderr)
-        return _error_result(target, function, num_warps,
-                             f"the compiler process {how} while compiling {module}.{function} for "
-                             f"{target}" + (f":\n{diag}" if diag else ""))
+        return None, f"the compiler process {how} while {what}" + (f":\n{diag}" if diag else "")
     if not result["ok"]:
         diag = _diagnostics(stderr)
-        message = result["error"] + (f"\ncompiler output:\n{diag}" if diag else "")
-        return _error_result(target, function, num_warps, message)
+        return None, result["error"] + (f"\ncompiler output:\n{diag}" if diag else "")
+    return result, None
 
+
+def _resources_from_child(result: dict, target: str) -> KernelResources:
+    backend, arch, _ = TARGETS[target]
     kernel, warps, shared = result["kernel"], result["num_warps"], result["shared"]
     if backend == "cuda":
         rep = parse_ptxas_log(result["report"], kernel)
@@ -600,7 +854,7 @@ def cross_compile(module: str, function: str, signature: dict[str, str], constex
         target=target, kernel=kernel, num_warps=warps, registers=registers, agprs=agprs, sgprs=sgprs,
         spills=spills, scratch_bytes=scratch, shared_bytes=shared,
         occupancy=_occupancy(backend, arch, warps, registers, agprs, sgprs, shared),
-        occupancy_unit=_unit(backend))
+        occupancy_unit=_unit(backend), census=result.get("census"))
 
 
 # ---- the child's side ------------------------------------------------------------------------
@@ -631,21 +885,61 @@ def _run_ptxas(ptx: str, arch: int, metadata: Any) -> str:
         Path(src).write_text(ptx)
         proc = subprocess.run([_ptxas_path(arch), "-v", *flags, f"--gpu-name={gpu_name}", src,
                                "-o", os.path.join(tmp, "kernel.cubin")],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"ptxas failed with status {proc.returncode}:\n{proc.stderr}")
     return proc.stdout + proc.stderr
 
 
-def _compile_here(request: dict) -> dict:
+def _is_module_path(module: str) -> bool:
+    """Whether ``module`` names a Python file rather than a dotted module name."""
+    return module.endswith(".py") or os.sep in module or "/" in module
+
+
+def _bare_package(name: str, folder: Path) -> None:
+    """Register package ``name`` (at ``folder``) without running its ``__init__``: tilecraft's
+    imports torch (seconds per compile), and its kernel modules need only Triton. Submodules
+    import as usual."""
+    import types
+
+    pkg = types.ModuleType(name)
+    pkg.__path__ = [str(folder)]
+    pkg.__file__ = str(folder / "__init__.py")
+    pkg.__package__ = name
+    sys.modules[name] = pkg
+
+
+def _import_kernel_module(module: str) -> Any:
+    """The module named ``module``: a dotted name, or a ``.py`` file path (its folder goes first on
+    ``sys.path`` so that its own imports work; it is loaded under a name of its own, so that a file
+    called ``copy.py`` does not meet the standard library's ``copy``)."""
     import importlib
+    import importlib.util
 
+    if not _is_module_path(module):
+        if module.startswith("tilecraft.") and "tilecraft" not in sys.modules:
+            _bare_package("tilecraft", Path(__file__).resolve().parents[1])
+        return importlib.import_module(module)
+    path = Path(module).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"no such kernel file: {module}")
+    sys.path.insert(0, str(path.parent))
+    name = "_tilecraft_user_" + re.sub(r"\W", "_", path.stem)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _resolve_request(request: dict) -> tuple[Any, dict, dict, dict]:
+    """The JIT function, signature, constexprs and attrs a request names (errors for bad ones)."""
     import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
-    obj: Any = importlib.import_module(request["module"])
+    obj: Any = _import_kernel_module(request["module"])
     for part in request["function"].split("."):
+        if not hasattr(obj, part):
+            raise AttributeError(f"{request['module']} has no {request['function']!r}")
         obj = getattr(obj, part)
     fn = obj
     while not isinstance(fn, triton.runtime.JITFunction) and hasattr(fn, "fn"):
@@ -677,16 +971,31 @@ def _compile_here(request: dict) -> dict:
         else:
             raise ValueError(f"argument {name!r} of {fn.__name__} has no type in signature and no "
                              "value in constexprs")
+    return fn, signature, constexprs, attrs
+
+
+def _compile_here(request: dict) -> dict:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn, signature, constexprs, attrs = _resolve_request(request)
+    if request.get("probe"):
+        return {"ok": True, "kernel": fn.__name__, "arg_names": list(fn.arg_names)}
     backend, arch, warp_size = request["target"]
     compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
                               target=GPUTarget(backend, arch, warp_size), options=request["options"])
     meta = compiled.metadata
     if backend == "cuda":
         report = _run_ptxas(compiled.asm["ptx"], arch, meta)
+        census = census_ptx(compiled.asm["ptx"])
+        if request.get("sass", True) and compiled.asm.get("cubin"):
+            census.update(_sass_census(compiled.asm["cubin"]))
     else:
         report = _amdgcn_report(compiled.asm["amdgcn"])
+        census = census_amdgcn(compiled.asm["amdgcn"])
     return {"ok": True, "kernel": meta.name, "num_warps": meta.num_warps, "shared": meta.shared,
-            "report": report}
+            "report": report, "census": census}
 
 
 def _child_main(request: dict) -> None:

@@ -1,0 +1,173 @@
+"""``tilecraft inspect``: cross-target register / occupancy / instruction reports, no GPU needed.
+
+    tilecraft inspect stencil [--dtype fp64] [--order 2] [--shape NZ NY NX] [--variants a,b]
+                              [--targets sm90,sm80,gfx942,gfx90a] [--format text|markdown|json]
+    tilecraft inspect kernel FILE_OR_MODULE FUNCTION --signature 'x_ptr=*fp32:16,n=i32'
+                              [--constexpr BLOCK=128 ...] [--num-warps 4] [--num-stages 3]
+                              [--maxnreg N] [--targets ...] [--format ...]
+
+:func:`register` adds the command group to a typer app. Exit codes: 0 all compiled, 1 some
+(kernel, target) compile failed (its row shows the error, the other rows are printed), 2 bad input
+(a one-line ``error:`` on stderr, nothing compiled).
+"""
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+__all__ = ["inspect_app", "register"]
+
+FORMATS = ("text", "markdown", "json")
+
+inspect_app = typer.Typer(
+    no_args_is_help=True, add_completion=False,
+    help="Compile kernels for sm90/sm80/gfx942/gfx90a without the GPU: registers, spills, shared "
+         "memory, occupancy and an instruction census per target.")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``inspect`` command group (``stencil``, ``kernel``) to ``app``."""
+    app.add_typer(inspect_app, name="inspect")
+
+
+def _fail(message: str, code: int = 2) -> None:
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"error: {message}", markup=False)
+    raise typer.Exit(code)
+
+
+def _check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        _fail(f"unknown format {fmt!r}; choose from {','.join(FORMATS)}")
+    return fmt
+
+
+def _run_with_progress(jobs, description: str):
+    from tilecraft.analysis.inspect import run_compiles
+
+    err = Console(stderr=True, highlight=False)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task(description, total=len(jobs))
+
+        def done(row) -> None:
+            progress.update(task, advance=1, description=f"{row.target} {row.label}"[:60])
+
+        return run_compiles(jobs, progress=done)
+
+
+def _emit(rows, fmt: str, title: str, **meta) -> None:
+    from tilecraft.analysis.inspect import render_json, render_markdown, render_text
+
+    out = Console(highlight=False, soft_wrap=fmt != "text")
+    if fmt == "text" and not out.is_terminal:  # piped: do not squeeze the table into 80 columns
+        out = Console(highlight=False, width=240)
+    if fmt == "json":
+        out.print(render_json(rows, title=title, **meta), markup=False)
+    elif fmt == "markdown":
+        out.print(render_markdown(rows, title), markup=False)
+    else:
+        out.print(render_text(rows, title))
+        failed = [r for r in rows if r.error is not None]
+        for r in failed:
+            first = r.error.strip().splitlines()[0] if r.error.strip() else "failed"
+            out.print(f"[red]{r.target} {r.label}:[/] {first}", highlight=False)
+    if any(r.error is not None for r in rows):
+        raise typer.Exit(1)
+
+
+@inspect_app.command("stencil")
+def inspect_stencil_cmd(
+    dtype: Annotated[str, typer.Option(help="fp64 or fp32")] = "fp64",
+    order: Annotated[int, typer.Option(help="finite-difference order: 2, 4, 6 or 8")] = 2,
+    shape: Annotated[tuple[int, int, int] | None, typer.Option(
+        metavar="NZ NY NX", help="grid the kernels are compiled for [default: 512 512 512]")] = None,
+    variants: Annotated[str | None, typer.Option(
+        help="comma-separated variants [default: the ladder and auto]")] = None,
+    targets: Annotated[str, typer.Option(help="comma-separated targets")] = "sm90,sm80,gfx942,gfx90a",
+    fmt: Annotated[str, typer.Option("--format", help="text, markdown or json")] = "text",
+) -> None:
+    """The Laplacian variants compiled for each target, side by side."""
+    from tilecraft.analysis.inspect import parse_targets, stencil_jobs
+    from tilecraft.ops.stencil import LADDER, VARIANTS
+
+    fmt = _check_format(fmt)
+    try:
+        names = parse_targets(targets)
+    except ValueError as exc:
+        _fail(str(exc))
+    if dtype not in ("fp64", "fp32"):
+        _fail(f"unknown dtype {dtype!r}; choose fp64 or fp32")
+    if order not in (2, 4, 6, 8):
+        _fail(f"order must be 2, 4, 6 or 8, got {order}")
+    grid = tuple(shape) if shape is not None else (512, 512, 512)
+    if any(n <= order for n in grid):
+        _fail(f"every extent of --shape must exceed the order ({order}), got {' '.join(map(str, grid))}")
+    if variants is None:
+        chosen = [*LADDER, "auto"]
+    else:
+        chosen = list(dict.fromkeys(v.strip() for v in variants.split(",") if v.strip()))
+        unknown = [v for v in chosen if v not in VARIANTS]
+        if unknown or not chosen:
+            _fail(f"unknown variant(s) {', '.join(unknown) or repr(variants)}; choose from {','.join(VARIANTS)}")
+    try:
+        jobs = stencil_jobs(chosen, dtype, order, grid, names)
+    except ValueError as exc:
+        _fail(str(exc))
+    title = f"Laplacian order {order}, {dtype}, grid {grid[0]}x{grid[1]}x{grid[2]}"
+    rows = _run_with_progress(jobs, "compiling")
+    _emit(rows, fmt, title, dtype=dtype, order=order, shape=list(grid))
+
+
+@inspect_app.command("kernel")
+def inspect_kernel_cmd(
+    module: Annotated[str, typer.Argument(metavar="FILE_OR_MODULE",
+                                          help="a .py file or a dotted module name")],
+    function: Annotated[str, typer.Argument(metavar="FUNCTION", help="the @triton.jit function")],
+    signature: Annotated[str, typer.Option(
+        help="argument types, e.g. 'x_ptr=*fp32:16,y_ptr=*fp32:16,n=i32' (':16' = 16-byte aligned / "
+             "multiple of 16, as a launch on torch tensors specialises)")],
+    constexpr: Annotated[list[str] | None, typer.Option(
+        help="NAME=VALUE for a tl.constexpr argument (repeatable)")] = None,
+    num_warps: Annotated[int, typer.Option(help="warps (waves) per program")] = 4,
+    num_stages: Annotated[int, typer.Option(help="software-pipelining stages")] = 3,
+    maxnreg: Annotated[int | None, typer.Option(help="register budget per thread (CUDA only)")] = None,
+    targets: Annotated[str, typer.Option(help="comma-separated targets")] = "sm90,sm80,gfx942,gfx90a",
+    fmt: Annotated[str, typer.Option("--format", help="text, markdown or json")] = "text",
+) -> None:
+    """A user's own @triton.jit function compiled for each target."""
+    from tilecraft.analysis.inspect import (
+        function_jobs,
+        parse_constexprs,
+        parse_signature,
+        parse_targets,
+    )
+
+    fmt = _check_format(fmt)
+    try:
+        names = parse_targets(targets)
+        sig = parse_signature(signature)
+        consts = parse_constexprs(constexpr or [])
+    except ValueError as exc:
+        _fail(str(exc))
+    if num_warps <= 0 or num_warps & (num_warps - 1):
+        _fail(f"--num-warps must be a power of two, got {num_warps}")
+    if num_stages <= 0:
+        _fail(f"--num-stages must be positive, got {num_stages}")
+    try:
+        jobs = function_jobs(module, function, sig, consts, names, num_warps=num_warps,
+                             num_stages=num_stages, maxnreg=maxnreg)
+    except (ValueError, TypeError) as exc:
+        _fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+    rows = _run_with_progress(jobs, "compiling")
+    _emit(rows, fmt, f"{module}:{function}", module=module, function=function, signature=sig,
+          constexprs={k: str(v) for k, v in consts.items()}, num_warps=num_warps)

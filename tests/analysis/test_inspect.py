@@ -1,0 +1,279 @@
+"""Tests of the instruction census (tilecraft.analysis.compiled), tilecraft.analysis.inspect and the
+``tilecraft inspect`` command group (tilecraft.cli_inspect) on a fresh typer app.
+
+The kernels are written to a temporary .py file, which also exercises compiling a user's kernel
+given by file path. Compiles run in child processes without TRITON_INTERPRET; Triton's cache makes
+repeated ones cheap.
+"""
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from tilecraft.analysis.compiled import (
+    census_amdgcn,
+    census_ptx,
+    census_sass,
+    census_summary,
+    check_function,
+)
+from tilecraft.analysis.inspect import (
+    inspect_function,
+    inspect_stencil,
+    parse_constexprs,
+    parse_signature,
+    parse_targets,
+    render_json,
+    render_markdown,
+    render_text,
+)
+from tilecraft.cli_inspect import register
+
+KERNELS = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def stream_copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m, cache_modifier=".cs")
+
+
+@triton.jit
+def dot_tile(a_ptr, b_ptr, c_ptr, BLOCK: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    idx = r[:, None] * BLOCK + r[None, :]
+    tl.store(c_ptr + idx, tl.dot(tl.load(a_ptr + idx), tl.load(b_ptr + idx)))
+'''
+COPY_SIG = {"x_ptr": "*fp32:16", "y_ptr": "*fp32:16", "n": "i32:16"}
+DOT16_SIG = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16"}
+DOT64_SIG = {"a_ptr": "*fp64:16", "b_ptr": "*fp64:16", "c_ptr": "*fp64:16"}
+
+
+@pytest.fixture(scope="module")
+def kernel_file(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("user_kernels") / "copy.py"  # 'copy' must not clash with the stdlib
+    path.write_text(textwrap.dedent(KERNELS))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def copy_rows(kernel_file):
+    return {r.target: r for r in inspect_function(kernel_file, "stream_copy", COPY_SIG, {"BLOCK": 1024},
+                                                  ["sm90", "gfx942"])}
+
+
+@pytest.fixture(scope="module")
+def dot_rows(kernel_file):
+    return {r.target: r for r in inspect_function(kernel_file, "dot_tile", DOT16_SIG, {"BLOCK": 64},
+                                                  ["sm90", "sm80", "gfx942", "gfx90a"])}
+
+
+# ---- census parsers on text ------------------------------------------------------------------------
+
+
+def test_census_ptx_text() -> None:
+    ptx = textwrap.dedent("""\
+        @%p1 ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd1 + 0 ];
+        ld.global.nc.v2.b64 { %rd5, %rd6 }, [ %rd2 + 0 ];   // 128 bits too
+        ld.global.b32 %r9, [ %rd3 ];
+        @!%p2 st.global.cs.v2.b32 [ %rd3 + 0 ], { %r1, %r2 };
+        st.global.L1::no_allocate.b16 [ %rd4 ], %rs1;
+        ld.shared.v4.b32 { %r1, %r2, %r3, %r4 }, [ %r5 ];
+        st.shared.b32 [ %r5 ], %r1;
+        ldmatrix.sync.aligned.m8n8.x4.shared.b16 { %r1, %r2, %r3, %r4 }, [ %r6 ];
+        cp.async.cg.shared.global [ %r7 + 0 ], [ %rd8 + 0 ], 16, %r9;
+        cp.async.commit_group;
+        mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 { %f1, %f2, %f3, %f4 }, { %r1 }, { %r2 }, { %f1 };
+        wgmma.fence.sync.aligned;
+        wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {...}, %rd1, %rd2, 1, 1, 1, 0, 1;
+        wgmma.commit_group.sync.aligned;
+        """)
+    c = census_ptx(ptx)
+    assert c["global_load_128b"] == 2 and c["global_load_32b"] == 1
+    assert c["global_store_64b"] == 1 and c["global_store_16b"] == 1 and c["global_store_nt"] == 2
+    assert c["shared_load_128b"] == 1 and c["shared_store_32b"] == 1 and c["ldmatrix"] == 1
+    assert c["cp_async_128b"] == 1
+    assert c["matrix:mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"] == 1
+    assert c["matrix:wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"] == 1
+    assert sum(k.startswith("matrix:") for k in c) == 2  # fence / commit_group are not matrix ops
+    s = census_summary(c)
+    assert (s["global_loads"], s["global_loads_128b"], s["nontemporal_stores"]) == (3, 2, 2)
+
+
+def test_census_amdgcn_text() -> None:
+    gcn = textwrap.dedent("""\
+        \tglobal_load_dwordx4 v[0:3], v[0:1], off
+        \tglobal_load_dwordx2 v[4:5], v[0:1], off offset:16
+        \tbuffer_load_dword v6, v1, s[0:3], 0 offen
+        \tglobal_store_dwordx4 v[4:5], v[0:3], off nt
+        \tglobal_store_dwordx4 v[4:5], v[0:3], off glc slc
+        \tglobal_store_short v[4:5], v7, off
+        \tds_read_b128 v[8:11], v2
+        \tds_read2_b64 v[8:11], v2 offset1:8
+        \tds_write_b32 v2, v3 ; a comment with global_load_dword
+        \tv_mfma_f32_32x32x8_f16 a[0:15], v[0:1], v[2:3], a[0:15]
+        \tv_mfma_f64_16x16x4_f64 v[0:7], v[0:1], v[2:3], v[0:7]
+        \tscratch_store_dword off, v1, s33
+        ; NumVgprs: 12
+        """)
+    c = census_amdgcn(gcn)
+    assert c["global_load_128b"] == 1 and c["global_load_64b"] == 1 and c["global_load_32b"] == 1
+    assert c["buffer_load"] == 1
+    assert c["global_store_128b"] == 2 and c["global_store_16b"] == 1 and c["global_store_nt"] == 2
+    assert c["shared_load_128b"] == 2 and c["shared_store_32b"] == 1
+    assert c["matrix:v_mfma_f32_32x32x8_f16"] == 1 and c["matrix:v_mfma_f64_16x16x4_f64"] == 1
+    assert c["scratch_store"] == 1
+
+
+def test_census_sass_text() -> None:
+    sass = textwrap.dedent("""\
+        /*0110*/              @!P0 LDG.E.128 R4, desc[UR4][R8.64] ;   /* 0x0000000408048981 */
+        /*0120*/                   LDG.E.64 R6, desc[UR4][R8.64] ;    /* 0x0000000408048981 */
+        /*0150*/              @!P0 STG.E.EF.128 desc[UR4][R2.64], R4 ; /* 0x0000000402008986 */
+        /*0160*/                   LDS.128 R8, [R2] ;                 /* 0x0000000402008986 */
+        /*0170*/                   LDSM.16.M88.4 R8, [R2] ;           /* 0x0000000402008986 */
+        /*0350*/                   HGMMA.64x64x16.F32 R24, gdesc[UR4].tnspB, RZ, !UPT ;   /* 0x40e0 */
+        /*0360*/                   HMMA.16816.F32 R24, R4, R8, R24 ;  /* 0x40e0 */
+        """)
+    c = census_sass(sass)
+    assert c["sass_global_load_128b"] == 1 and c["sass_global_load_64b"] == 1
+    assert c["sass_global_store_128b"] == 1 and c["sass_global_store_nt"] == 1
+    assert c["sass_shared_load_128b"] == 1 and c["sass:LDSM"] == 1
+    assert c["sass:HGMMA.64x64x16.F32"] == 1 and c["sass:HMMA.16816.F32"] == 1
+
+
+# ---- compiled kernels --------------------------------------------------------------------------------
+
+
+def test_vectorised_streaming_copy(copy_rows) -> None:
+    sm90, gfx = copy_rows["sm90"].resources, copy_rows["gfx942"].resources
+    assert sm90.error is None and gfx.error is None, (sm90.error, gfx.error)
+    # sm90: ld.global.v4.b32 / st.global.cs.v4.b32, and the same in the SASS (LDG.E.128, STG.E.EF.128)
+    assert sm90.census["global_load_128b"] > 0 and sm90.census["global_store_128b"] > 0
+    assert sm90.census["global_store_nt"] == sm90.census["global_store_128b"]
+    assert sm90.census.get("sass_global_load_128b", 0) > 0  # SASS via the cuobjdump Triton ships
+    assert sm90.census.get("sass_global_store_nt", 0) > 0
+    # gfx942: global_load_dwordx4 / global_store_dwordx4 ... nt
+    assert gfx.census["global_load_128b"] > 0 and gfx.census["global_store_nt"] > 0
+    assert census_summary(gfx.census)["global_loads"] == gfx.census["global_load_128b"]
+
+
+def test_dot_fp16_matrix_instructions(dot_rows) -> None:
+    for row in dot_rows.values():
+        assert row.error is None, row.error
+    matrix = {t: census_summary(r.resources.census)["matrix"] for t, r in dot_rows.items()}
+    assert any(k.startswith("wgmma.mma_async") and ".m64n" in k and "k16.f32.f16.f16" in k for k in matrix["sm90"])
+    assert any(k.startswith("mma.sync.aligned.m16n8k16") and k.endswith("f32.f16.f16.f32") for k in matrix["sm80"])
+    for t in ("gfx942", "gfx90a"):
+        assert matrix[t] and all(k.startswith("v_mfma_f32_") and "f16" in k for k in matrix[t]), matrix[t]
+    assert any(k.startswith("sass:HGMMA") for k in dot_rows["sm90"].resources.census)
+    assert any(k.startswith("sass:HMMA.16816") for k in dot_rows["sm80"].resources.census)
+    # the plain cross_compile fields still work, and as_dict carries the census
+    d = dot_rows["gfx942"].resources.as_dict()
+    assert d["census"] and d["agprs"] is not None and d["occupancy_unit"] == "waves/SIMD"
+
+
+def test_renderers(dot_rows, copy_rows) -> None:
+    from rich.console import Console
+
+    rows = [*dot_rows.values(), *copy_rows.values()]
+    console = Console(width=250, record=True)
+    console.print(render_text(rows, "t"))
+    text = console.export_text()
+    assert "wgmma.mma_async.m64n" in text and "waves/SIMD" in text and "warps/SM" in text
+    md = render_markdown(rows, "t")
+    assert md.count("\n| ") == len(rows) + 1 and "v_mfma_f32" in md
+    data = json.loads(render_json(rows, shape=[1, 2, 3]))
+    assert data["shape"] == [1, 2, 3] and len(data["rows"]) == len(rows)
+    assert data["rows"][0]["summary"]["matrix"]
+
+
+def test_inspect_stencil_two_variants_two_targets() -> None:
+    rows = inspect_stencil(["baseline", "nontemporal"], "fp64", 2, (64, 64, 64), ["sm90", "gfx942"])
+    assert [(r.label.split()[0], r.target) for r in rows] == [
+        ("baseline", "sm90"), ("baseline", "gfx942"), ("nontemporal", "sm90"), ("nontemporal", "gfx942")]
+    for r in rows:
+        assert r.error is None, r.error
+        assert r.resources.registers and r.resources.census is not None
+        nt = census_summary(r.resources.census)["nontemporal_stores"]
+        assert (nt > 0) == r.label.startswith("nontemporal"), (r.label, r.target, r.resources.census)
+
+
+def test_check_function_and_parsers(kernel_file) -> None:
+    assert check_function(kernel_file, "stream_copy", COPY_SIG, {"BLOCK": 8}) == ["x_ptr", "y_ptr", "n", "BLOCK"]
+    with pytest.raises(ValueError, match="no 'missing'"):
+        check_function(kernel_file, "missing", COPY_SIG, {})
+    with pytest.raises(ValueError, match="does not have"):
+        check_function(kernel_file, "stream_copy", {**COPY_SIG, "zz": "i32"}, {"BLOCK": 8})
+    assert parse_signature("x_ptr=*fp32:16, n=i32") == {"x_ptr": "*fp32:16", "n": "i32"}
+    for bad in ("x_ptr", "x_ptr=*fp33", "x=i32,x=i32", "1x=i32"):
+        with pytest.raises(ValueError):
+            parse_signature(bad)
+    assert parse_constexprs(["BLOCK=128,EVEN=True", "S=1.5"]) == {"BLOCK": 128, "EVEN": True, "S": 1.5}
+    assert parse_targets("gfx942, sm90") == ["gfx942", "sm90"]
+    with pytest.raises(ValueError, match="unknown target"):
+        parse_targets("sm70")
+
+
+# ---- the command line --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cli():
+    app = typer.Typer()
+    register(app)
+    runner = CliRunner()
+    return lambda *args: runner.invoke(app, list(args))
+
+
+def test_cli_kernel_file(cli, kernel_file) -> None:
+    r = cli("inspect", "kernel", kernel_file, "stream_copy", "--signature", "x_ptr=*fp32:16,y_ptr=*fp32:16,n=i32:16",
+            "--constexpr", "BLOCK=1024", "--targets", "sm90,gfx942", "--format", "json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert [row["target"] for row in data["rows"]] == ["sm90", "gfx942"]
+    assert all(row["summary"]["nontemporal_stores"] > 0 for row in data["rows"])
+
+
+def test_cli_stencil_markdown(cli) -> None:
+    r = cli("inspect", "stencil", "--variants", "baseline,nontemporal", "--targets", "sm90,gfx942",
+            "--shape", "64", "64", "64", "--format", "markdown")
+    assert r.exit_code == 0, r.output
+    assert r.output.count("| sm90 |") == 2 and r.output.count("| gfx942 |") == 2
+
+
+def test_cli_compile_failure_is_a_row_and_exit_1(cli, kernel_file) -> None:
+    # fp64 tl.dot: Triton 3.6 cannot lower it for gfx942; sm90 still compiles and is printed
+    r = cli("inspect", "kernel", kernel_file, "dot_tile", "--signature", "a_ptr=*fp64:16,b_ptr=*fp64:16,c_ptr=*fp64:16",
+            "--constexpr", "BLOCK=32", "--targets", "sm90,gfx942", "--format", "json")
+    assert r.exit_code == 1, r.output
+    rows = {row["target"]: row for row in json.loads(r.output)["rows"]}
+    assert rows["sm90"]["error"] is None and rows["sm90"]["summary"]["matrix"]
+    assert rows["gfx942"]["error"]
+
+
+@pytest.mark.parametrize("args", [
+    ["stencil", "--targets", "sm70"],
+    ["stencil", "--variants", "bogus"],
+    ["stencil", "--format", "xml"],
+    ["stencil", "--dtype", "fp16"],
+    ["kernel", "{file}", "stream_copy", "--signature", "x_ptr=*fp33"],
+    ["kernel", "{file}", "stream_copy", "--signature", "x_ptr"],
+    ["kernel", "{file}", "no_such_function", "--signature", "x_ptr=*fp32"],
+    ["kernel", "{file}", "stream_copy", "--signature", "x_ptr=*fp32,y_ptr=*fp32,n=i32,zz=i32",
+     "--constexpr", "BLOCK=8"],
+    ["kernel", "{file}", "stream_copy", "--signature", "x_ptr=*fp32", "--constexpr", "BLOCK=8"],
+    ["kernel", "/no/such/file.py", "f", "--signature", "x_ptr=*fp32"],
+    ["kernel", "{file}", "stream_copy", "--signature", "x_ptr=*fp32", "--targets", "sm70"],
+])
+def test_cli_bad_input_exits_2(cli, kernel_file, args) -> None:
+    r = cli("inspect", *[a.replace("{file}", kernel_file) for a in args])
+    assert r.exit_code == 2, r.output
+    assert "error:" in r.output and "Traceback" not in r.output

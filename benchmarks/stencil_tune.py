@@ -69,17 +69,18 @@ def triton_copy_TBps(block: int, nw: int, nbytes: int = 2 * 2**30) -> float:
 
 
 def extra_space(dtype: str, order: int):
-    """auto's configuration under register caps (Nsight Compute: long-scoreboard stalls dominate and
-    occupancy is limited by registers), and with more warps for the same tile."""
+    """The long z-march handed to Triton's software pipeliner (cp.async into shared memory: loads
+    in flight without holding registers; Nsight Compute says the kernels wait on loads)."""
     from dataclasses import replace
 
-    shape = CASES[f"{dtype}-o{order}"][2]
-    base = auto_config(DTYPES[dtype], order, shape, 60 * 2**20)
+    itemsize = 8 if dtype == "fp64" else 4
+    base = StencilConfig("zmarch", block_y=4, block_x=128, num_warps=8 if itemsize == 8 else 4, block_z=32,
+                         nontemporal=True, zorder=2)
     yield base
-    for cap in (80, 64, 56, 48, 40):
-        yield replace(base, maxnreg=cap)
-    yield replace(base, num_warps=base.num_warps * 2)
-    yield replace(base, num_warps=base.num_warps * 2, maxnreg=48)
+    for stages, by, nw in itertools.product((2, 3, 4), (2, 4, 8), (4, 8)):
+        if by * 128 / (32 * nw) < 16 // itemsize:
+            continue
+        yield replace(base, num_stages=stages, block_y=by, num_warps=nw)
 
 
 def plane_space(dtype: str, order: int):
@@ -145,7 +146,7 @@ def main() -> int:
                 for frac, cfg, res in rows[:10]:
                     r0 = res.resources[0] if res.resources else {}
                     log(f"   {frac:6.1%} by={cfg.block_y} bx={cfg.block_x} bz={cfg.block_z} w={cfg.num_warps} "
-                        f"zo={cfg.zorder} ss={int(cfg.static_strides)} zr={int(cfg.z_in_regs)} u={int(cfg.unroll_z)} mr={cfg.maxnreg} regs={r0.get('registers')} spills={r0.get('spills')} "
+                        f"zo={cfg.zorder} ns={cfg.num_stages} zr={int(cfg.z_in_regs)} u={int(cfg.unroll_z)} mr={cfg.maxnreg} regs={r0.get('registers')} spills={r0.get('spills')} "
                         f"spread={res.timing.spread:.3f}")
                 summary["tune"][f"{name}-{space_name}"] = [(f, c.as_dict()) for f, c, _ in rows[:10]]
             write_results(records, f"stencil-tune-{name}", out / f"tune-{name}.json", info)

@@ -82,15 +82,21 @@ def parse_targets(text: str | Sequence[str]) -> list[str]:
     return names
 
 
-def parse_signature(text: str) -> dict[str, str]:
-    """``"x_ptr=*fp32:16,n=i32"`` -> ``{"x_ptr": "*fp32:16", "n": "i32"}`` (types checked)."""
-    sig: dict[str, str] = {}
+def _assignments(text: str, what: str, example: str):
+    """(name, value, item) of each comma-separated ``NAME=VALUE`` in ``text``."""
     for item in (p.strip() for p in text.split(",")):
         if not item:
             continue
-        name, eq, ty = (s.strip() for s in item.partition("="))
-        if not eq or not name.isidentifier() or not ty:
-            raise ValueError(f"bad signature entry {item!r}: expected NAME=TYPE, e.g. 'x_ptr=*fp32,n=i32'")
+        name, eq, value = (s.strip() for s in item.partition("="))
+        if not eq or not name.isidentifier() or not value:
+            raise ValueError(f"bad {what} {item!r}: expected NAME=VALUE, e.g. {example}")
+        yield name, value, item
+
+
+def parse_signature(text: str) -> dict[str, str]:
+    """``"x_ptr=*fp32:16,n=i32"`` -> ``{"x_ptr": "*fp32:16", "n": "i32"}`` (types checked)."""
+    sig: dict[str, str] = {}
+    for name, ty, _ in _assignments(text, "signature entry", "'x_ptr=*fp32,n=i32'"):
         if not _TYPE.fullmatch(ty):
             raise ValueError(f"bad type {ty!r} for {name!r}: expected e.g. *fp32, *fp16:16, i32, i64:16, fp32")
         if name in sig:
@@ -125,12 +131,7 @@ def parse_constexprs(items: Sequence[str]) -> dict[str, object]:
     also hold several, comma separated. Values: int, float, True/False/None, ``tl.<dtype>``, else str."""
     out: dict[str, object] = {}
     for item in items:
-        for part in (p.strip() for p in item.split(",")):
-            if not part:
-                continue
-            name, eq, value = (s.strip() for s in part.partition("="))
-            if not eq or not name.isidentifier() or not value:
-                raise ValueError(f"bad constexpr {part!r}: expected NAME=VALUE, e.g. BLOCK=128")
+        for name, value, _ in _assignments(item, "constexpr", "BLOCK=128"):
             out[name] = _constexpr_value(value)
     return out
 

@@ -22,8 +22,7 @@ from tilecraft.bench import stencil as sb
 from tilecraft.bench.harness import Record, write_results
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
-from tilecraft.ops.stencil import StencilConfig, auto_config
-from tilecraft.bench.stencil import DTYPES
+from tilecraft.ops.stencil import StencilConfig
 
 CASES = {  # (dtype, order, shape): the three targets
     "fp64-o2": ("fp64", 2, (512, 512, 512)),

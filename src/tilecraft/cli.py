@@ -33,12 +33,20 @@ stencil_app = typer.Typer(
 app.add_typer(stencil_app, name="stencil")
 
 
-def _register_subcommands() -> None:
-    """Command groups that live in their own modules (tilecraft mi, ...)."""
-    from tilecraft import cli_inspect, cli_mi
+# Command groups that live in their own modules; each module has ``register(app)``. A module named
+# here that is not in the tree yet is skipped (it is being written); one that fails to import fails loudly.
+SUBCOMMAND_MODULES = ("cli_mi", "cli_inspect", "cli_gemm", "cli_attention", "cli_wave", "cli_report")
 
-    cli_mi.register(app)
-    cli_inspect.register(app)
+
+def _register_subcommands() -> None:
+    """Command groups that live in their own modules (tilecraft mi, inspect, gemm, ...)."""
+    import importlib
+    import importlib.util
+
+    for name in SUBCOMMAND_MODULES:
+        if importlib.util.find_spec(f"tilecraft.{name}") is None:
+            continue
+        importlib.import_module(f"tilecraft.{name}").register(app)
 
 
 _register_subcommands()

@@ -13,7 +13,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
@@ -21,8 +20,17 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
+
+from tilecraft.bench import INTERPRETER_LABEL
 
 app = typer.Typer(
     name="tilecraft", no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
@@ -51,7 +59,6 @@ def _register_subcommands() -> None:
 
 _register_subcommands()
 
-INTERPRETER_LABEL = "CPU, Triton interpreter: correctness only, times are not performance figures"
 # Interpreter runs cost about a millisecond per point for the one-point-per-thread baseline.
 INTERPRETER_DEFAULT_SHAPE = (18, 22, 40)
 INTERPRETER_LARGE_POINTS = 64**3
@@ -360,12 +367,9 @@ def _print_gpu_ladder(records, dev, shape, dtype, order) -> None:
 def _ladder_interpreter(shape, dtype, order, names, out, as_json) -> None:
     """Each variant once through the Triton interpreter on CPU tensors, checked against the float64
     reference (the same check the GPU suite makes before timing); no timing loop."""
-    import torch
-
-    from tilecraft.bench.harness import Record, results_dir, write_results
-    from tilecraft.bench.stencil import DTYPES, TOLERANCE, check_case, cross_compiled
+    from tilecraft.bench.harness import results_dir, write_results
+    from tilecraft.bench.stencil import ladder_interpreter
     from tilecraft.hardware.device import detect
-    from tilecraft.ops import stencil as ops
 
     err = _stderr()
     if math.prod(shape) > INTERPRETER_LARGE_POINTS:
@@ -373,39 +377,9 @@ def _ladder_interpreter(shape, dtype, order, names, out, as_json) -> None:
                   f"time (about a millisecond per point for the baseline); try --shape "
                   f"{' '.join(map(str, INTERPRETER_DEFAULT_SHAPE))}")
     dev = detect()
-    torch_dtype = DTYPES[dtype]
-    spacing = (1.0, 1.0, 1.0)
-    gen = torch.Generator().manual_seed(0)
-    u = torch.rand(shape, dtype=torch_dtype, generator=gen) * 2 - 1
-    records = []
     with _progress(err) as progress:
         steps = _Steps(progress, len(names))
-        for v in names:
-            steps(v)
-            if v == "reference":
-                cfg: dict = {"kernel": "torch slicing"}
-
-                def run(a, b):
-                    return ops.laplacian(a, order=order, spacing=spacing, out=b, variant="reference")
-            else:
-                c = ops.config_for(v, torch_dtype, order, shape, None, ops.vector_aligned(u, u))
-                cfg = c.as_dict()
-
-                def run(a, b, c=c):
-                    return ops.launch(a, b, order, spacing, c)
-            t0 = time.perf_counter()
-            try:
-                ok, rel, msg = check_case(u, order, spacing, run)
-            except (RuntimeError, ValueError, TypeError) as exc:
-                ok, rel, msg = False, None, f"{type(exc).__name__}: {exc}"[:300]
-            wall = time.perf_counter() - t0
-            case = {"shape": list(shape), "dtype": dtype, "order": order, "variant": v, "config": cfg}
-            extra = {"ok": ok, "message": msg, "tolerance": TOLERANCE[torch_dtype], "mode": "triton-interpreter",
-                     "interpreter_wall_s": wall, "note": INTERPRETER_LABEL,
-                     # what the kernel needs on a Hopper GPU, from the compiler itself
-                     "sm90": cross_compiled(shape, torch_dtype, order, v, "sm90")}
-            records.append(Record("stencil.ladder", case, "rel_error", "1",
-                                  float("nan") if rel is None else rel, measured=False, extra=extra))
+        records = ladder_interpreter(shape, dtype, order, variants=names, progress=steps)
         steps.finish()
     if out is None:
         when = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from tilecraft.analysis.fom import stencil_fom, stencil_traffic
+from tilecraft.bench import INTERPRETER_LABEL
 from tilecraft.bench.harness import Record, Timing, rotation_sets, time_rotating
 from tilecraft.hardware.device import DeviceInfo, detect
 from tilecraft.ops import stencil as ops
@@ -46,6 +47,12 @@ def _resources(handles: Sequence[object], num_warps: int) -> list[dict]:
                     "spills": getattr(h, "n_spills", None), "num_warps": num_warps,
                     "shared_bytes": getattr(getattr(h, "metadata", None), "shared", None)})
     return out
+
+
+def _roofline_fields(shape: tuple[int, int, int], dtype: torch.dtype, order: int) -> dict:
+    """The least bytes and the FLOPs of one application: what a roofline places a record by."""
+    t = stencil_traffic(shape, order, torch.finfo(dtype).bits // 8)
+    return {"bytes": t.bytes, "flops": t.flops, "points": t.points}
 
 
 def check_case(u: torch.Tensor, order: int, spacing: tuple[float, float, float],
@@ -152,7 +159,8 @@ def ladder(shape: tuple[int, int, int], dtype: str, order: int, *, variants: Seq
             records.append(Record("stencil.ladder", case, "fom", "TB/s", float("nan"), extra=extra,
                                   ceiling="copy", ceiling_value=copy_TBps))
             continue
-        extra.update(time_ms=res.timing.median_ms, timing=res.timing.as_dict(), gpts=res.gpts)
+        extra.update(time_ms=res.timing.median_ms, timing=res.timing.as_dict(), gpts=res.gpts,
+                     **_roofline_fields(shape, torch_dtype, order))
         if base and base.ok and base.fom_TBps:
             extra["speedup_vs_baseline"] = res.fom_TBps / base.fom_TBps
         records.append(Record(
@@ -160,6 +168,51 @@ def ladder(shape: tuple[int, int, int], dtype: str, order: int, *, variants: Seq
             peer="torch slicing" if peer and peer.ok and v != "reference" else None,
             peer_value=peer.fom_TBps if peer and peer.ok and v != "reference" else None,
             ceiling="copy", ceiling_value=copy_TBps, extra=extra))
+    return records
+
+
+
+def ladder_interpreter(shape: tuple[int, int, int], dtype: str, order: int, *, variants: Sequence[str] | None = None,
+                       progress: Callable[[str], None] | None = None, target: str = "sm90") -> list[Record]:
+    """Each variant once through the Triton interpreter on CPU tensors, checked against the float64
+    reference (the same check the GPU suite makes before timing); no timing loop. Each record also
+    carries the kernel cross-compiled for ``target`` (registers, spills, occupancy): not measured."""
+    import time
+
+    torch_dtype = DTYPES[dtype]
+    variants = list(variants or (*ops.LADDER, "auto", "reference"))
+    say = progress or (lambda _m: None)
+    spacing = (1.0, 1.0, 1.0)
+    gen = torch.Generator().manual_seed(0)
+    u = torch.rand(shape, dtype=torch_dtype, generator=gen) * 2 - 1
+    records = []
+    for v in variants:
+        say(v)
+        if v == "reference":
+            cfg: dict = {"kernel": "torch slicing"}
+
+            def run(a, b):
+                return ops.laplacian(a, order=order, spacing=spacing, out=b, variant="reference")
+        else:
+            c = ops.config_for(v, torch_dtype, order, shape, None, ops.vector_aligned(u, u))
+            cfg = c.as_dict()
+
+            def run(a, b, c=c):
+                return ops.launch(a, b, order, spacing, c)
+        t0 = time.perf_counter()
+        try:
+            ok, rel, msg = check_case(u, order, spacing, run)
+        except (RuntimeError, ValueError, TypeError) as exc:
+            ok, rel, msg = False, None, f"{type(exc).__name__}: {exc}"[:300]
+        wall = time.perf_counter() - t0
+        case = {"shape": list(shape), "dtype": dtype, "order": order, "variant": v, "config": cfg}
+        extra = {"ok": ok, "message": msg, "tolerance": TOLERANCE[torch_dtype], "mode": "triton-interpreter",
+                 "interpreter_wall_s": wall, "note": INTERPRETER_LABEL,
+                 # what the kernel needs on the target GPU, from the compiler itself
+                 target: cross_compiled(shape, torch_dtype, order, v, target),
+                 **_roofline_fields(shape, torch_dtype, order)}
+        records.append(Record("stencil.ladder", case, "rel_error", "1",
+                              float("nan") if rel is None else rel, measured=False, extra=extra))
     return records
 
 
@@ -194,7 +247,7 @@ def sweep(sizes: Sequence[int], dtype: str, order: int, *, variants: Sequence[st
             case = {"shape": list(shape), "plane": shape[1] * shape[2], "dtype": dtype, "order": order, "variant": v}
             extra = {"ok": res.ok, "rel_error": res.error, "message": res.message}
             if res.ok:
-                extra.update(time_ms=res.timing.median_ms, gpts=res.gpts)
+                extra.update(time_ms=res.timing.median_ms, gpts=res.gpts, **_roofline_fields(shape, torch_dtype, order))
             records.append(Record("stencil.sweep", case, "fom", "TB/s", res.fom_TBps if res.ok else float("nan"),
                                   ceiling="copy", ceiling_value=copy_TBps, extra=extra))
     return records

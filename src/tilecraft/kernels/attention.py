@@ -1,0 +1,389 @@
+"""Flash attention in Triton: forward, and the FlashAttention-2 backward (preprocess, dK/dV, dQ).
+
+Conventions (``tilecraft.ops.attention`` validates and launches):
+
+* Q is (B, H, S_q, D), K and V (B, H_kv, S_k, D), with any batch/head/sequence strides and the head
+  dimension contiguous; query head h reads K/V head h // GROUP (GROUP = H / H_kv: grouped-query
+  attention, multi-query when H_kv = 1). With ``VARLEN`` the batch stride is 0 and sequence b is
+  rows CU_Q[b]:CU_Q[b+1] (CU_K for K/V) of a packed (total, H, D) tensor.
+* ``CAUSAL`` uses the bottom-right alignment of FlashAttention-2: query i sees key j when
+  j <= i + S_k - S_q. Rows that see no key (S_q > S_k) get output 0 and log-sum-exp -inf.
+* The head dimension D is padded to BLOCK_D, a power of two (D = 96 runs as 128 with the last 32
+  columns masked off in every load and store).
+
+Techniques, each where it happens:
+
+* online softmax in base 2: the logits' scale and log2(e) are folded into one multiplier
+  (``qk_scale``), so each element costs one multiply and one ``exp2`` (MUFU.EX2 on NVIDIA) and the
+  running maximum is kept in the same units;
+* causal split: the key blocks every query of a tile sees are walked first with no mask at all,
+  then the few blocks on the diagonal (and the key tail when S_k is not a multiple of BLOCK_N) with
+  the mask (``MASKED`` is a compile-time flag, so the unmasked loop carries no mask arithmetic);
+* causal tiles are launched heaviest first (the last query tiles see the most keys), so the tail of
+  the grid is short tiles;
+* K/V tiles are loaded in a loop the compiler software-pipelines (``num_stages``: cp.async /
+  TMA-backed multi-buffering on sm90, on sm80 cp.async), and the probabilities P feed the second
+  product straight from registers (the first product's accumulator layout converted in place);
+* backward as FlashAttention-2: delta = rowsum(dO * O) first; one kernel per key tile accumulates
+  dK and dV over every query tile (and every query head of its group), so they are written once,
+  without atomics; dQ either in its own kernel over key tiles (deterministic) or accumulated with
+  fp32 atomics from the dK/dV kernel (``ATOMIC_DQ``, fewer recomputed products, order not fixed).
+"""
+import triton
+import triton.language as tl
+
+LOG2E: tl.constexpr = 1.4426950408889634
+LN2: tl.constexpr = 0.6931471805599453
+
+
+@triton.jit
+def _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN: tl.constexpr):
+    """(first packed row of q, of k, length of q, of k) of sequence b."""
+    if VARLEN:
+        q0 = tl.load(CU_Q + b)
+        k0 = tl.load(CU_K + b)
+        len_q = tl.load(CU_Q + b + 1) - q0
+        len_k = tl.load(CU_K + b + 1) - k0
+    else:
+        q0 = b * 0
+        k0 = b * 0
+        len_q = S_Q + b * 0
+        len_k = S_K + b * 0
+    return q0, k0, len_q, len_k
+
+
+@triton.jit
+def _load_tile(ptrs, row_ok, d_ok, MASK_ROWS: tl.constexpr, MASK_D: tl.constexpr):
+    """A (rows, BLOCK_D) tile; masks only what may be out of range, so interior tiles of a full
+    head dimension load with no predicate at all."""
+    if MASK_ROWS:
+        return tl.load(ptrs, mask=row_ok & d_ok, other=0.0)
+    elif MASK_D:
+        return tl.load(ptrs, mask=d_ok, other=0.0)
+    else:
+        return tl.load(ptrs)
+
+
+@triton.jit
+def _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, lo, hi, offs_m, offs_d, len_k, diag,
+               qk_scale, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+               CAUSAL: tl.constexpr, MASKED: tl.constexpr):
+    """Key tiles [lo, hi) into the running (acc, l_i, m_i); m_i is in log2 units (scaled logits)."""
+    offs_n = tl.arange(0, BLOCK_N)
+    d_ok = offs_d[None, :] < HEAD_DIM
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        rows = start_n + offs_n
+        k_ptrs = k_base + rows[:, None].to(tl.int64) * stride_ks + offs_d[None, :]
+        v_ptrs = v_base + rows[:, None].to(tl.int64) * stride_vs + offs_d[None, :]
+        row_ok = rows[:, None] < len_k
+        k = _load_tile(k_ptrs, row_ok, d_ok, MASKED, BLOCK_D != HEAD_DIM)
+        qk = tl.dot(q, tl.trans(k))
+        if MASKED:
+            keep = rows[None, :] < len_k
+            if CAUSAL:
+                keep = keep & (rows[None, :] <= offs_m[:, None] + diag)
+            qk = tl.where(keep, qk * qk_scale, float("-inf"))
+            m_ij = tl.maximum(m_i, tl.max(qk, 1))
+            # A row with every key masked so far keeps m = -inf; subtract 0 there instead (its
+            # exp2 terms are all exp2(-inf) = 0), never -inf - -inf.
+            m_sub = tl.where(m_ij == float("-inf"), 0.0, m_ij)
+            p = tl.math.exp2(qk - m_sub[:, None])
+        else:
+            # scale > 0, so max(qk) * scale == max(qk * scale): one multiply-add per element.
+            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            m_sub = m_ij
+            p = tl.math.exp2(qk * qk_scale - m_sub[:, None])
+        alpha = tl.math.exp2(m_i - m_sub)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = _load_tile(v_ptrs, row_ok, d_ok, MASKED, BLOCK_D != HEAD_DIM)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_ij
+    return acc, l_i, m_i
+
+
+@triton.jit
+def attention_fwd_kernel(
+    Q, K, V, O, LSE, CU_Q, CU_K,
+    stride_qb, stride_qh, stride_qs,
+    stride_kb, stride_kh, stride_ks,
+    stride_vb, stride_vh, stride_vs,
+    stride_ob, stride_oh, stride_os,
+    stride_lb, stride_lh,
+    H, GROUP, S_Q, S_K, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr, VARLEN: tl.constexpr,
+):
+    """One program: BLOCK_M queries of one (batch, head). O = softmax(Q Kᵀ scale) V, LSE natural-log.
+
+    ``qk_scale`` = scale * log2(e). Grid: (cdiv(max S_q, BLOCK_M), B * H).
+    """
+    n_m = tl.num_programs(0)
+    pid_m = tl.program_id(0)
+    if CAUSAL:
+        pid_m = n_m - 1 - pid_m  # heaviest tiles first
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    h_kv = h // GROUP
+    q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
+    start_m = pid_m * BLOCK_M
+    if start_m >= len_q:
+        return
+    b64 = b.to(tl.int64)
+    q_base = Q + b64 * stride_qb + h.to(tl.int64) * stride_qh + q0.to(tl.int64) * stride_qs
+    k_base = K + b64 * stride_kb + h_kv.to(tl.int64) * stride_kh + k0.to(tl.int64) * stride_ks
+    v_base = V + b64 * stride_vb + h_kv.to(tl.int64) * stride_vh + k0.to(tl.int64) * stride_vs
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    io_mask = (offs_m[:, None] < len_q) & (offs_d[None, :] < HEAD_DIM)
+    q = tl.load(q_base + offs_m[:, None].to(tl.int64) * stride_qs + offs_d[None, :], mask=io_mask, other=0.0)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    diag = len_k - len_q  # bottom-right causal alignment: key j visible to query i iff j <= i + diag
+    if CAUSAL:
+        hi = tl.minimum(len_k, tl.maximum(start_m + BLOCK_M + diag, 0))
+        # keys every query of this tile sees: j <= start_m + diag
+        lo = tl.maximum(start_m + diag + 1, 0) // BLOCK_N * BLOCK_N
+        lo = tl.minimum(lo, hi // BLOCK_N * BLOCK_N)
+    else:
+        hi = len_k
+        lo = len_k // BLOCK_N * BLOCK_N
+    acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, 0, lo, offs_m, offs_d,
+                               len_k, diag, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, False)
+    acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, lo, hi, offs_m, offs_d,
+                               len_k, diag, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, True)
+
+    # Rows that saw no key: l = 0, acc = 0 -> output 0 and lse = -inf (log2(0) = -inf).
+    l_div = tl.where(l_i == 0.0, 1.0, l_i)
+    out = acc / l_div[:, None]
+    lse = (m_i + tl.math.log2(l_i)) * LN2
+    o_base = O + b64 * stride_ob + h.to(tl.int64) * stride_oh + q0.to(tl.int64) * stride_os
+    tl.store(o_base + offs_m[:, None].to(tl.int64) * stride_os + offs_d[None, :], out.to(O.dtype.element_ty),
+             mask=io_mask)
+    l_base = LSE + b64 * stride_lb + h.to(tl.int64) * stride_lh + q0.to(tl.int64)
+    tl.store(l_base + offs_m, lse, mask=offs_m < len_q)
+
+
+@triton.jit
+def attention_bwd_preprocess_kernel(
+    O, DO, DELTA, CU_Q,
+    stride_ob, stride_oh, stride_os,
+    stride_dob, stride_doh, stride_dos,
+    stride_lb, stride_lh,
+    H, S_Q,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, VARLEN: tl.constexpr,
+):
+    """delta = rowsum(dO * O) in fp32, laid out like the LSE. Grid: (cdiv(max S_q, BLOCK_M), B * H)."""
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    q0, _k0, len_q, _len_k = _seq_bounds(CU_Q, CU_Q, b, S_Q, S_Q, VARLEN)
+    start_m = pid_m * BLOCK_M
+    if start_m >= len_q:
+        return
+    b64 = b.to(tl.int64)
+    h64 = h.to(tl.int64)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask = (offs_m[:, None] < len_q) & (offs_d[None, :] < HEAD_DIM)
+    rows = (q0 + offs_m)[:, None].to(tl.int64)
+    o = tl.load(O + b64 * stride_ob + h64 * stride_oh + rows * stride_os + offs_d[None, :], mask=mask, other=0.0)
+    do = tl.load(DO + b64 * stride_dob + h64 * stride_doh + rows * stride_dos + offs_d[None, :], mask=mask,
+                 other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(DELTA + b64 * stride_lb + h64 * stride_lh + q0.to(tl.int64) + offs_m, delta, mask=offs_m < len_q)
+
+
+@triton.jit
+def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, dq_base, lse_base, delta_base, stride_qs, stride_dos,
+                    stride_dqs, lo, hi, offs_n, offs_d, len_q, diag, sm_scale, qk_scale,
+                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
+                    ATOMIC_DQ: tl.constexpr):
+    """Query tiles [lo, hi) into this key tile's dK, dV (transposed products: P is (N, M))."""
+    d_ok = offs_d[None, :] < HEAD_DIM
+    for start_m in range(lo, hi, BLOCK_M):
+        start_m = tl.multiple_of(start_m, BLOCK_M)
+        offs_m = start_m + tl.arange(0, BLOCK_M)
+        m_ok = offs_m < len_q
+        rows = offs_m[:, None].to(tl.int64)
+        q = tl.load(q_base + rows * stride_qs + offs_d[None, :], mask=m_ok[:, None] & d_ok, other=0.0)
+        # A query row past the end, or one that saw no key (lse = -inf), has P = 0: make its
+        # log2-sum-exp +inf so exp2(s - lse) is 0 for every finite or -inf logit.
+        lse = tl.load(lse_base + offs_m, mask=m_ok, other=float("-inf"))
+        lse2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2E)
+        qkT = tl.dot(k, tl.trans(q))
+        pT = tl.math.exp2(qkT * qk_scale - lse2[None, :])
+        if MASKED:
+            pT = tl.where(offs_n[:, None] <= offs_m[None, :] + diag, pT, 0.0)
+        do = tl.load(do_base + rows * stride_dos + offs_d[None, :], mask=m_ok[:, None] & d_ok, other=0.0)
+        dv += tl.dot(pT.to(do.dtype), do)
+        delta = tl.load(delta_base + offs_m, mask=m_ok, other=0.0)
+        dpT = tl.dot(v, tl.trans(do))
+        dsT = (pT * (dpT - delta[None, :])).to(q.dtype)
+        dk += tl.dot(dsT, q)
+        if ATOMIC_DQ:
+            dq = tl.dot(tl.trans(dsT), k) * sm_scale
+            tl.atomic_add(dq_base + rows * stride_dqs + offs_d[None, :], dq, mask=m_ok[:, None] & d_ok,
+                          sem="relaxed")
+    return dk, dv
+
+
+@triton.jit
+def attention_bwd_dkdv_kernel(
+    Q, K, V, DO, LSE, DELTA, DK, DV, DQ, CU_Q, CU_K,
+    stride_qb, stride_qh, stride_qs,
+    stride_kb, stride_kh, stride_ks,
+    stride_vb, stride_vh, stride_vs,
+    stride_dob, stride_doh, stride_dos,
+    stride_dkb, stride_dkh, stride_dks,
+    stride_dvb, stride_dvh, stride_dvs,
+    stride_dqb, stride_dqh, stride_dqs,
+    stride_lb, stride_lh,
+    H, GROUP, S_Q, S_K, sm_scale, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr, VARLEN: tl.constexpr, ATOMIC_DQ: tl.constexpr,
+):
+    """One program: BLOCK_N keys of one (batch, K/V head); dK and dV summed over the GROUP query
+    heads that read this K/V head and over all their query tiles. Grid: (cdiv(max S_k, BLOCK_N), B * H_kv).
+    With ``ATOMIC_DQ`` also adds each tile's dQ share into the fp32 DQ with atomics."""
+    pid_n = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    h_kvs = H // GROUP
+    b = pid_bh // h_kvs
+    h_kv = pid_bh % h_kvs
+    q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
+    start_n = pid_n * BLOCK_N
+    if start_n >= len_k:
+        return
+    b64 = b.to(tl.int64)
+    hk64 = h_kv.to(tl.int64)
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    kv_mask = (offs_n[:, None] < len_k) & (offs_d[None, :] < HEAD_DIM)
+    rows_n = (k0 + offs_n)[:, None].to(tl.int64)
+    k = tl.load(K + b64 * stride_kb + hk64 * stride_kh + rows_n * stride_ks + offs_d[None, :], mask=kv_mask,
+                other=0.0)
+    v = tl.load(V + b64 * stride_vb + hk64 * stride_vh + rows_n * stride_vs + offs_d[None, :], mask=kv_mask,
+                other=0.0)
+    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    diag = len_k - len_q
+    hi = len_q
+    if CAUSAL:
+        # query i sees key j iff i >= j - diag: tiles before the first such row skip, tiles whose
+        # first row sees the whole key tile need no mask.
+        lo = tl.maximum(start_n - diag, 0) // BLOCK_M * BLOCK_M
+        mid = tl.maximum(start_n + BLOCK_N - 1 - diag, 0)
+        mid = tl.minimum((mid + BLOCK_M - 1) // BLOCK_M * BLOCK_M, tl.maximum(hi, lo))
+        mid = tl.maximum(mid, lo)
+    else:
+        lo = hi * 0
+        mid = lo
+    for g in range(GROUP):
+        h64 = (h_kv * GROUP + g).to(tl.int64)
+        q_base = Q + b64 * stride_qb + h64 * stride_qh + q0.to(tl.int64) * stride_qs
+        do_base = DO + b64 * stride_dob + h64 * stride_doh + q0.to(tl.int64) * stride_dos
+        dq_base = DQ + b64 * stride_dqb + h64 * stride_dqh + q0.to(tl.int64) * stride_dqs
+        l_off = b64 * stride_lb + h64 * stride_lh + q0.to(tl.int64)
+        dk, dv = _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, dq_base, LSE + l_off, DELTA + l_off, stride_qs,
+                                 stride_dos, stride_dqs, lo, mid, offs_n, offs_d, len_q, diag, sm_scale, qk_scale,
+                                 HEAD_DIM, BLOCK_M, True, ATOMIC_DQ)
+        dk, dv = _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, dq_base, LSE + l_off, DELTA + l_off, stride_qs,
+                                 stride_dos, stride_dqs, mid, hi, offs_n, offs_d, len_q, diag, sm_scale, qk_scale,
+                                 HEAD_DIM, BLOCK_M, False, ATOMIC_DQ)
+    tl.store(DK + b64 * stride_dkb + hk64 * stride_dkh + rows_n * stride_dks + offs_d[None, :],
+             (dk * sm_scale).to(DK.dtype.element_ty), mask=kv_mask)
+    tl.store(DV + b64 * stride_dvb + hk64 * stride_dvh + rows_n * stride_dvs + offs_d[None, :],
+             dv.to(DV.dtype.element_ty), mask=kv_mask)
+
+
+@triton.jit
+def _bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base, stride_ks, stride_vs, lo, hi, offs_m, offs_d, len_k,
+                  diag, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                  MASKED: tl.constexpr):
+    """Key tiles [lo, hi) into this query tile's dQ (unscaled)."""
+    offs_n = tl.arange(0, BLOCK_N)
+    d_ok = offs_d[None, :] < HEAD_DIM
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        rows = start_n + offs_n
+        row_ok = rows[:, None] < len_k
+        k = _load_tile(k_base + rows[:, None].to(tl.int64) * stride_ks + offs_d[None, :], row_ok, d_ok, MASKED,
+                       BLOCK_D != HEAD_DIM)
+        v = _load_tile(v_base + rows[:, None].to(tl.int64) * stride_vs + offs_d[None, :], row_ok, d_ok, MASKED,
+                       BLOCK_D != HEAD_DIM)
+        qk = tl.dot(q, tl.trans(k))
+        p = tl.math.exp2(qk * qk_scale - lse2[:, None])
+        if MASKED:
+            keep = rows[None, :] < len_k
+            if CAUSAL:
+                keep = keep & (rows[None, :] <= offs_m[:, None] + diag)
+            p = tl.where(keep, p, 0.0)
+        dp = tl.dot(do, tl.trans(v))
+        ds = (p * (dp - delta[:, None])).to(k.dtype)
+        dq = tl.dot(ds, k, dq)
+    return dq
+
+
+@triton.jit
+def attention_bwd_dq_kernel(
+    Q, K, V, DO, LSE, DELTA, DQ, CU_Q, CU_K,
+    stride_qb, stride_qh, stride_qs,
+    stride_kb, stride_kh, stride_ks,
+    stride_vb, stride_vh, stride_vs,
+    stride_dob, stride_doh, stride_dos,
+    stride_dqb, stride_dqh, stride_dqs,
+    stride_lb, stride_lh,
+    H, GROUP, S_Q, S_K, sm_scale, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr, VARLEN: tl.constexpr,
+):
+    """One program: dQ of BLOCK_M queries of one (batch, head), over the key tiles they see (the
+    forward's split: unmasked tiles, then the diagonal and tail). Grid: (cdiv(max S_q, BLOCK_M), B * H)."""
+    n_m = tl.num_programs(0)
+    pid_m = tl.program_id(0)
+    if CAUSAL:
+        pid_m = n_m - 1 - pid_m
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    h_kv = h // GROUP
+    q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
+    start_m = pid_m * BLOCK_M
+    if start_m >= len_q:
+        return
+    b64 = b.to(tl.int64)
+    h64 = h.to(tl.int64)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    io_mask = (offs_m[:, None] < len_q) & (offs_d[None, :] < HEAD_DIM)
+    rows_m = (q0 + offs_m)[:, None].to(tl.int64)
+    q = tl.load(Q + b64 * stride_qb + h64 * stride_qh + rows_m * stride_qs + offs_d[None, :], mask=io_mask, other=0.0)
+    do = tl.load(DO + b64 * stride_dob + h64 * stride_doh + rows_m * stride_dos + offs_d[None, :], mask=io_mask,
+                 other=0.0)
+    l_off = b64 * stride_lb + h64 * stride_lh + q0.to(tl.int64)
+    lse = tl.load(LSE + l_off + offs_m, mask=offs_m < len_q, other=float("-inf"))
+    lse2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2E)
+    delta = tl.load(DELTA + l_off + offs_m, mask=offs_m < len_q, other=0.0)
+    k_base = K + b64 * stride_kb + h_kv.to(tl.int64) * stride_kh + k0.to(tl.int64) * stride_ks
+    v_base = V + b64 * stride_vb + h_kv.to(tl.int64) * stride_vh + k0.to(tl.int64) * stride_vs
+    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    diag = len_k - len_q
+    if CAUSAL:
+        hi = tl.minimum(len_k, tl.maximum(start_m + BLOCK_M + diag, 0))
+        lo = tl.maximum(start_m + diag + 1, 0) // BLOCK_N * BLOCK_N
+        lo = tl.minimum(lo, hi // BLOCK_N * BLOCK_N)
+    else:
+        hi = len_k
+        lo = len_k // BLOCK_N * BLOCK_N
+    dq = _bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base, stride_ks, stride_vs, 0, lo, offs_m, offs_d, len_k,
+                       diag, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, False)
+    dq = _bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base, stride_ks, stride_vs, lo, hi, offs_m, offs_d, len_k,
+                       diag, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, True)
+    tl.store(DQ + b64 * stride_dqb + h64 * stride_dqh + rows_m * stride_dqs + offs_d[None, :],
+             (dq * sm_scale).to(DQ.dtype.element_ty), mask=io_mask)

@@ -1,0 +1,539 @@
+"""``tilecraft.attention``: validation, configuration, launch, torch.library registration and autograd
+of the flash-attention kernels (``tilecraft.kernels.attention``).
+
+Layouts (``layout=``):
+
+====== ================================ ==============================================================
+layout q (k, v)                          notes
+====== ================================ ==============================================================
+bhsd   (B, H, S_q, D)  (B, H_kv, S_k, D) the default; lse is (B, H, S_q)
+bshd   (B, S_q, H, D)  (B, S_k, H_kv, D) FlashAttention's own layout; lse is (B, H, S_q)
+thd    (T_q, H, D)     (T_k, H_kv, D)    packed variable-length batch with ``cu_seqlens_q/k``; lse (H, T_q)
+====== ================================ ==============================================================
+
+Any batch/head/sequence strides are taken as they are (no copies); the head dimension must be
+contiguous. Causal masking is bottom-right aligned (FlashAttention-2): query i sees key j when
+j <= i + S_k - S_q; a query that sees no key (S_q > S_k) gets output 0 and lse -inf.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+
+from tilecraft.kernels import attention as _k
+from tilecraft.reference.attention import (
+    attention_reference,
+    attention_varlen_reference,
+)
+
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
+LAYOUTS = ("bhsd", "bshd", "thd")
+MAX_HEAD_DIM = 256
+LOG2E = 1.4426950408889634
+
+
+@dataclass(frozen=True)
+class FwdConfig:
+    """Forward launch: BLOCK_M queries per program, BLOCK_N keys per loop step."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class BwdConfig:
+    """Backward launch: the dK/dV kernel walks BLOCK_M1 queries at a time over a tile of BLOCK_N1
+    keys; the dQ kernel walks BLOCK_N2 keys at a time over a tile of BLOCK_M2 queries."""
+
+    block_m1: int
+    block_n1: int
+    block_m2: int
+    block_n2: int
+    num_warps: int
+    num_stages: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def triton_on_cpu() -> bool:
+    """True when the Triton interpreter is active (TRITON_INTERPRET=1 was set before import)."""
+    return type(_k.attention_fwd_kernel).__name__ == "InterpretedFunction"
+
+
+def _fix_interpreter_bf16_dot() -> None:
+    """Triton 3.6's interpreter multiplies bfloat16 operands of ``tl.dot`` as their raw uint16 bit
+    patterns (``InterpreterBuilder.create_dot`` calls ``np.matmul`` on the storage), so every bf16
+    product it returns is garbage. Convert bf16 operands to float32 first, as it already does for
+    fp8: bf16 products are exact in float32, so this is what a GPU's matrix unit computes. Applied
+    only when the interpreter is active; a no-op once Triton fixes it or when already patched."""
+    from triton.runtime import interpreter as interp
+
+    builder = interp.InterpreterBuilder
+    original = builder.create_dot
+    if getattr(original, "_tilecraft_bf16", False):
+        return
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        import triton.language as tl
+
+        def widen(x):
+            if x.dtype.scalar != tl.bfloat16:
+                return x
+            data = interp._convert_float(x.data, tl.bfloat16, tl.float32, None).view("float32")
+            return interp.TensorHandle(data, tl.float32)
+        return original(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    create_dot._tilecraft_bf16 = True
+    builder.create_dot = create_dot
+
+
+if triton_on_cpu():
+    _fix_interpreter_bf16_dot()
+
+
+def block_d(head_dim: int) -> int:
+    """The head dimension the kernels compute with: the next power of two, at least 16 (the
+    smallest matrix-instruction K); the padded columns are masked off."""
+    return max(16, 1 << (head_dim - 1).bit_length())
+
+
+# Interpreter runs: small tiles, so tiny test shapes still cross several tiles, the diagonal and the tails.
+INTERPRETER_FWD = FwdConfig(16, 16, 4, 1)
+INTERPRETER_BWD = BwdConfig(16, 16, 16, 16, 4, 1)
+
+
+def default_fwd_config(head_dim: int, device: torch.device) -> FwdConfig:
+    """Forward tiles by padded head dimension (H200, see ``benchmarks/attention_tune.py``)."""
+    if device.type != "cuda":
+        return INTERPRETER_FWD
+    d = block_d(head_dim)
+    if d <= 64:
+        return FwdConfig(128, 64, 4, 3)
+    if d <= 128:
+        return FwdConfig(128, 64, 8, 3)
+    return FwdConfig(64, 64, 4, 2)
+
+
+def default_bwd_config(head_dim: int, device: torch.device) -> BwdConfig:
+    """Backward tiles by padded head dimension (H200, see ``benchmarks/attention_tune.py``)."""
+    if device.type != "cuda":
+        return INTERPRETER_BWD
+    d = block_d(head_dim)
+    if d <= 128:
+        return BwdConfig(32, 128, 128, 32, 4, 3)
+    return BwdConfig(32, 64, 64, 32, 4, 2)
+
+
+# ----------------------------------------------------------------------------------------------
+# validation
+# ----------------------------------------------------------------------------------------------
+def _has_storage(t: torch.Tensor) -> bool:
+    """False while torch.compile traces and for fake/meta tensors: there are no values to read."""
+    if torch.compiler.is_compiling():
+        return False
+    return t.device.type != "meta" and not torch._subclasses.fake_tensor.is_fake(t)
+
+
+def _check_tensor(t: object, name: str, dims: int, layout: str) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != dims:
+        shape = "(T, H, D)" if layout == "thd" else ("(B, H, S, D)" if layout == "bhsd" else "(B, S, H, D)")
+        raise ValueError(f"{name} must be {dims}D {shape} for layout {layout!r}, got shape {tuple(t.shape)}")
+    if t.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{name} has dtype {t.dtype}; attention supports float16 and bfloat16")
+    if t.device.type not in ("cuda", "cpu", "meta"):
+        raise ValueError(f"{name} is on device {t.device}; tilecraft runs on CUDA/ROCm GPUs (and CPU)")
+    if t.shape[-1] > 1 and t.stride(-1) != 1:
+        raise ValueError(f"{name} must be contiguous in the head dimension (stride(-1) == 1), got strides {t.stride()}")
+    if any(s < 0 for s in t.stride()):
+        raise ValueError(f"{name} has negative strides {t.stride()}")
+    if _has_storage(t) and t.data_ptr() % t.element_size():
+        raise ValueError(f"{name}'s data pointer is not aligned to its element size")
+    return t
+
+
+def _check_cu(cu: object, name: str, device: torch.device, total: int) -> torch.Tensor:
+    if not isinstance(cu, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of int32 offsets, got {type(cu).__name__}")
+    if cu.dtype != torch.int32:
+        raise TypeError(f"{name} must be int32, got {cu.dtype}")
+    if cu.dim() != 1 or cu.shape[0] < 2:
+        raise ValueError(f"{name} must be 1D with batch + 1 >= 2 entries, got shape {tuple(cu.shape)}")
+    if cu.device != device:
+        raise ValueError(f"{name} is on {cu.device}, q on {device}")
+    if cu.stride(0) != 1:
+        raise ValueError(f"{name} must be contiguous, got stride {cu.stride(0)}")
+    # The values are checked where reading them costs no device synchronisation.
+    if cu.device.type == "cpu" and _has_storage(cu):
+        vals = cu.tolist()
+        if vals[0] != 0 or any(b < a for a, b in itertools.pairwise(vals)) or vals[-1] > total:
+            raise ValueError(f"{name} must start at 0, never decrease and end at most at {total} "
+                             f"(the packed length), got {vals[:8]}{'...' if len(vals) > 8 else ''}")
+    return cu
+
+
+def _check_scale(scale: object, head_dim: int) -> float:
+    if scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"scale must be a number or None, got {type(scale).__name__}")
+    if not (math.isfinite(scale) and scale > 0):
+        # The kernels take max(qk) * scale for max(qk * scale): true for positive scales only.
+        raise ValueError(f"scale must be finite and > 0, got {scale}")
+    return float(scale)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A validated call: sizes, and the (B, H, S, D)-ordered views the kernels index through."""
+
+    layout: str
+    batch: int
+    heads: int
+    kv_heads: int
+    seqlen_q: int  # the longest query sequence (varlen: max_seqlen_q)
+    seqlen_k: int
+    head_dim: int
+    causal: bool
+    scale: float
+    varlen: bool
+
+
+def validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, scale: float | None, layout: str,
+             cu_seqlens_q: torch.Tensor | None = None, cu_seqlens_k: torch.Tensor | None = None,
+             max_seqlen_q: int | None = None, max_seqlen_k: int | None = None) -> Problem:
+    """All checks ``attention`` makes before launching anything."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    varlen = layout == "thd"
+    dims = 3 if varlen else 4
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        _check_tensor(t, name, dims, layout)
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    d = q.shape[-1]
+    if k.shape[-1] != d:
+        raise ValueError(f"q has head dimension {d}, k and v {k.shape[-1]}")
+    if not 1 <= d <= MAX_HEAD_DIM:
+        raise ValueError(f"head dimension must be in [1, {MAX_HEAD_DIM}], got {d}")
+    if varlen:
+        if cu_seqlens_q is None or cu_seqlens_k is None:
+            raise ValueError("layout 'thd' (packed sequences) needs cu_seqlens_q and cu_seqlens_k")
+        cu_q = _check_cu(cu_seqlens_q, "cu_seqlens_q", q.device, q.shape[0])
+        cu_k = _check_cu(cu_seqlens_k, "cu_seqlens_k", q.device, k.shape[0])
+        if cu_q.shape != cu_k.shape:
+            raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length (batch + 1), got "
+                             f"{cu_q.shape[0]} and {cu_k.shape[0]}")
+        batch, h, h_kv = cu_q.shape[0] - 1, q.shape[1], k.shape[1]
+        s_q = _max_seqlen(max_seqlen_q, cu_q, "max_seqlen_q")
+        s_k = _max_seqlen(max_seqlen_k, cu_k, "max_seqlen_k")
+    else:
+        if cu_seqlens_q is not None or cu_seqlens_k is not None:
+            raise ValueError(f"cu_seqlens_q/cu_seqlens_k need layout='thd', got layout {layout!r}")
+        seq_axis, head_axis = (2, 1) if layout == "bhsd" else (1, 2)
+        batch, h, h_kv = q.shape[0], q.shape[head_axis], k.shape[head_axis]
+        s_q, s_k = q.shape[seq_axis], k.shape[seq_axis]
+        if k.shape[0] != batch:
+            raise ValueError(f"q has batch {batch}, k and v {k.shape[0]}")
+    if h_kv == 0 or h % h_kv:
+        raise ValueError(f"key/value heads ({h_kv}) must divide query heads ({h})")
+    return Problem(layout, batch, h, h_kv, s_q, s_k, d, causal, _check_scale(scale, d), varlen)
+
+
+def _max_seqlen(given: int | None, cu: torch.Tensor, name: str) -> int:
+    if given is None:
+        if not _has_storage(cu):
+            raise ValueError(f"{name} must be given under torch.compile (it sizes the launch grid)")
+        return int((cu[1:] - cu[:-1]).max().item())  # one device synchronisation
+    if isinstance(given, bool) or not isinstance(given, int) or given < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {given!r}")
+    return given
+
+
+# ----------------------------------------------------------------------------------------------
+# views and launches
+# ----------------------------------------------------------------------------------------------
+def _bhsd_strides(t: torch.Tensor, layout: str) -> tuple[int, int, int]:
+    """(batch, head, sequence) strides in elements; batch stride 0 for packed tensors."""
+    if layout == "bhsd":
+        return t.stride(0), t.stride(1), t.stride(2)
+    if layout == "bshd":
+        return t.stride(0), t.stride(2), t.stride(1)
+    return 0, t.stride(1), t.stride(0)
+
+
+def _lse_shape(p: Problem, total_q: int) -> tuple[int, ...]:
+    return (p.heads, total_q) if p.varlen else (p.batch, p.heads, p.seqlen_q)
+
+
+def _lse_strides(lse: torch.Tensor, varlen: bool) -> tuple[int, int]:
+    return (0, lse.stride(0)) if varlen else (lse.stride(0), lse.stride(1))
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _on_device(t: torch.Tensor):
+    return torch.cuda.device(t.device) if t.device.type == "cuda" else _NullContext()
+
+
+class _NullContext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
+    """The forward kernel on validated tensors; returns Triton's compiled kernel (or None)."""
+    if p.batch * p.heads == 0 or p.seqlen_q == 0:
+        return None
+    cu_q = cu_q if cu_q is not None else lse  # an unused pointer when not varlen
+    cu_k = cu_k if cu_k is not None else lse
+    grid = (_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)
+    with _on_device(q):
+        return _k.attention_fwd_kernel[grid](
+            q, k, v, out, lse, cu_q, cu_k,
+            *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout), *_bhsd_strides(v, p.layout),
+            *_bhsd_strides(out, p.layout), *_lse_strides(lse, p.varlen),
+            p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k, p.scale * LOG2E,
+            HEAD_DIM=p.head_dim, BLOCK_D=block_d(p.head_dim), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+            CAUSAL=p.causal, VARLEN=p.varlen, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+
+def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, cfg: BwdConfig,
+               deterministic: bool = True) -> list:
+    """Preprocess (delta = rowsum(dO * O) - dlse), dK/dV and dQ kernels on validated tensors; dq,
+    dk, dv are written. Returns Triton's compiled kernels."""
+    if p.batch * p.heads == 0:
+        return []
+    if p.seqlen_q == 0 or p.seqlen_k == 0:
+        dq.zero_(), dk.zero_(), dv.zero_()
+        return []
+    delta = torch.empty_like(lse)
+    cu_q = cu_q if cu_q is not None else lse
+    cu_k = cu_k if cu_k is not None else lse
+    bd = block_d(p.head_dim)
+    group = p.heads // p.kv_heads
+    handles = []
+    with _on_device(q):
+        handles.append(_k.attention_bwd_preprocess_kernel[(_cdiv(p.seqlen_q, 64), p.batch * p.heads)](
+            out, do, delta, cu_q, *_bhsd_strides(out, p.layout), *_bhsd_strides(do, p.layout),
+            *_lse_strides(lse, p.varlen), p.heads, p.seqlen_q,
+            HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=64, VARLEN=p.varlen, num_warps=4))
+        if dlse is not None:
+            # d lse_i / d s_ij = P_ij: a gradient on the lse joins dS = P (dP - delta) as -dlse.
+            delta -= dlse.to(delta.dtype)
+        # fp32 accumulator for the atomic dQ; the deterministic path writes dq directly.
+        dq_acc = torch.zeros(dq.shape, dtype=torch.float32, device=dq.device) if not deterministic else dq
+        sm = p.scale
+        handles.append(_k.attention_bwd_dkdv_kernel[(_cdiv(p.seqlen_k, cfg.block_n1), p.batch * p.kv_heads)](
+            q, k, v, do, lse, delta, dk, dv, dq_acc, cu_q, cu_k,
+            *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout), *_bhsd_strides(v, p.layout),
+            *_bhsd_strides(do, p.layout), *_bhsd_strides(dk, p.layout), *_bhsd_strides(dv, p.layout),
+            *_bhsd_strides(dq_acc, p.layout), *_lse_strides(lse, p.varlen),
+            p.heads, group, p.seqlen_q, p.seqlen_k, sm, sm * LOG2E,
+            HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, CAUSAL=p.causal,
+            VARLEN=p.varlen, ATOMIC_DQ=not deterministic, num_warps=cfg.num_warps, num_stages=cfg.num_stages))
+        if deterministic:
+            handles.append(_k.attention_bwd_dq_kernel[(_cdiv(p.seqlen_q, cfg.block_m2), p.batch * p.heads)](
+                q, k, v, do, lse, delta, dq, cu_q, cu_k,
+                *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout), *_bhsd_strides(v, p.layout),
+                *_bhsd_strides(do, p.layout), *_bhsd_strides(dq, p.layout), *_lse_strides(lse, p.varlen),
+                p.heads, group, p.seqlen_q, p.seqlen_k, sm, sm * LOG2E,
+                HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=cfg.block_m2, BLOCK_N=cfg.block_n2, CAUSAL=p.causal,
+                VARLEN=p.varlen, num_warps=cfg.num_warps, num_stages=cfg.num_stages))
+        else:
+            dq.copy_(dq_acc)
+    return handles
+
+
+def _uses_triton(t: torch.Tensor) -> bool:
+    return t.device.type == "cuda" or (t.device.type == "cpu" and triton_on_cpu())
+
+
+def _fwd_compute(q, k, v, cu_q, cu_k, p: Problem, cfg: FwdConfig | None = None):
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty(_lse_shape(p, q.shape[0]), dtype=torch.float32, device=q.device)
+    if not _uses_triton(q):
+        o_ref, l_ref = _reference(q, k, v, cu_q, cu_k, p)
+        out.copy_(o_ref)
+        lse.copy_(l_ref)
+        return out, lse
+    launch_fwd(q, k, v, out, lse, cu_q, cu_k, p, cfg or default_fwd_config(p.head_dim, q.device))
+    return out, lse
+
+
+def _reference(q, k, v, cu_q, cu_k, p: Problem):
+    """The CPU path without the interpreter: the torch reference in float32, in the given layout."""
+    if p.varlen:
+        return attention_varlen_reference(q, k, v, cu_q, cu_k, causal=p.causal, scale=p.scale, dtype=torch.float32)
+    if p.layout == "bshd":
+        o, lse = attention_reference(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=p.causal,
+                                     scale=p.scale, dtype=torch.float32)
+        return o.transpose(1, 2), lse
+    return attention_reference(q, k, v, causal=p.causal, scale=p.scale, dtype=torch.float32)
+
+
+def _bwd_compute(do, q, k, v, out, lse, dlse, cu_q, cu_k, p: Problem, deterministic: bool,
+                 cfg: BwdConfig | None = None):
+    dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+    dk = torch.empty_like(k, memory_format=torch.contiguous_format)
+    dv = torch.empty_like(v, memory_format=torch.contiguous_format)
+    if not _uses_triton(q):
+        with torch.enable_grad():
+            leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
+            o_ref, l_ref = _reference(*leaves, cu_q, cu_k, p)
+            grads = torch.autograd.grad((o_ref, l_ref), leaves, (do.float(), dlse if dlse is not None else
+                                        torch.zeros_like(l_ref)), allow_unused=True)
+        for dst, g in zip((dq, dk, dv), grads):
+            dst.copy_(g if g is not None else torch.zeros_like(dst))
+        return dq, dk, dv
+    do = do if do.stride(-1) == 1 else do.contiguous()
+    launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p,
+               cfg or default_bwd_config(p.head_dim, q.device), deterministic)
+    return dq, dk, dv
+
+
+# ----------------------------------------------------------------------------------------------
+# torch.library registration and autograd
+# ----------------------------------------------------------------------------------------------
+@torch.library.custom_op("tilecraft::attention_fwd", mutates_args=())
+def _attention_fwd_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor | None,
+                      cu_seqlens_k: torch.Tensor | None, max_seqlen_q: int, max_seqlen_k: int, causal: bool,
+                      scale: float, layout: str, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward; ``deterministic`` is the backward's choice, carried here so autograd sees it."""
+    p = validate(q, k, v, causal=causal, scale=scale, layout=layout, cu_seqlens_q=cu_seqlens_q,
+                 cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+    return _fwd_compute(q, k, v, cu_seqlens_q, cu_seqlens_k, p)
+
+
+@_attention_fwd_op.register_fake
+def _attention_fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale, layout,
+                        deterministic):
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if layout == "thd":
+        lse = q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+    else:
+        b, h, s = (q.shape[0], q.shape[1], q.shape[2]) if layout == "bhsd" else (q.shape[0], q.shape[2], q.shape[1])
+        lse = q.new_empty((b, h, s), dtype=torch.float32)
+    return out, lse
+
+
+@torch.library.custom_op("tilecraft::attention_bwd", mutates_args=())
+def _attention_bwd_op(grad_out: torch.Tensor, grad_lse: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor,
+                      v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, cu_seqlens_q: torch.Tensor | None,
+                      cu_seqlens_k: torch.Tensor | None, max_seqlen_q: int, max_seqlen_k: int, causal: bool,
+                      scale: float, layout: str, deterministic: bool
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    p = validate(q, k, v, causal=causal, scale=scale, layout=layout, cu_seqlens_q=cu_seqlens_q,
+                 cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+    if grad_out.shape != out.shape:
+        raise ValueError(f"grad_out has shape {tuple(grad_out.shape)}, out {tuple(out.shape)}")
+    return _bwd_compute(grad_out.to(q.dtype), q, k, v, out, lse, grad_lse, cu_seqlens_q, cu_seqlens_k, p,
+                        deterministic)
+
+
+@_attention_bwd_op.register_fake
+def _attention_bwd_fake(grad_out, grad_lse, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                        max_seqlen_k, causal, scale, layout, deterministic):
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            torch.empty_like(k, memory_format=torch.contiguous_format),
+            torch.empty_like(v, memory_format=torch.contiguous_format))
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, layout, deterministic = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
+    ctx.args = (max_q, max_k, causal, scale, layout, deterministic)
+
+
+def _backward(ctx, grad_out, grad_lse):
+    q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
+    max_q, max_k, causal, scale, layout, deterministic = ctx.args
+    dq, dk, dv = torch.ops.tilecraft.attention_bwd(grad_out, grad_lse, q, k, v, out, lse, cu_q, cu_k, max_q, max_k,
+                                                   causal, scale, layout, deterministic)
+    return dq, dk, dv, None, None, None, None, None, None, None, None
+
+
+torch.library.register_autograd("tilecraft::attention_fwd", _backward, setup_context=_setup_context)
+
+
+# ----------------------------------------------------------------------------------------------
+# public API
+# ----------------------------------------------------------------------------------------------
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
+              scale: float | None = None, layout: str = "bhsd", return_lse: bool = False,
+              cu_seqlens_q: torch.Tensor | None = None, cu_seqlens_k: torch.Tensor | None = None,
+              max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
+              deterministic: bool = True) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Flash attention: softmax(Q Kᵀ · scale) · V, fp16 or bf16, differentiable.
+
+    Shapes (``layout``): "bhsd" q (B, H, S_q, D), k and v (B, H_kv, S_k, D); "bshd" q (B, S_q, H, D),
+    k and v (B, S_k, H_kv, D); "thd" (packed variable-length batch) q (T_q, H, D), k and v (T_k, H_kv, D)
+    with ``cu_seqlens_q``/``cu_seqlens_k`` (int32, batch + 1 cumulative offsets) and optionally
+    ``max_seqlen_q``/``max_seqlen_k`` (computed from the offsets, with one device synchronisation,
+    when left out; give them under torch.compile). H_kv must divide H (grouped-query attention;
+    H_kv = 1 is multi-query). D is any size from 1 to 256 (powers of two run unpadded).
+
+    ``scale`` defaults to 1/sqrt(D) and must be > 0. ``causal`` is bottom-right aligned as in
+    FlashAttention-2: query i sees key j when j <= i + S_k - S_q; queries that see no key (the
+    first S_q - S_k when S_q > S_k) get output 0 and lse -inf (and zero gradients).
+
+    Returns the output (q's shape and dtype, contiguous in its layout), and with ``return_lse`` also
+    the natural-log log-sum-exp of the scaled logits, float32, (B, H, S_q) or (H, T_q) for "thd".
+    Gradients flow to q, k, v (through the lse too). ``deterministic=False`` accumulates dQ with
+    fp32 atomics inside the dK/dV kernel (one kernel fewer; summation order not fixed).
+
+    Devices: CUDA/ROCm tensors run the Triton kernels; CPU tensors run them in Triton's interpreter
+    when ``TRITON_INTERPRET=1`` was set before tilecraft was imported, and otherwise the float32
+    torch reference (``tilecraft.reference.attention``), forward and backward.
+
+    Example::
+
+        >>> q = torch.randn(2, 16, 1024, 128, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+        >>> k, v = (torch.randn(2, 4, 1024, 128, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+        >>> o = tilecraft.attention(q, k, v, causal=True)   # grouped-query: 16 query heads, 4 K/V heads
+        >>> o.sum().backward()
+    """
+    if cu_seqlens_q is not None and layout == "bhsd":
+        layout = "thd"  # packed sequences imply the packed layout
+    p = validate(q, k, v, causal=causal, scale=scale, layout=layout, cu_seqlens_q=cu_seqlens_q,
+                 cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be a bool, got {type(deterministic).__name__}")
+    out, lse = torch.ops.tilecraft.attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, p.seqlen_q, p.seqlen_k,
+                                                 p.causal, p.scale, p.layout, deterministic)
+    return (out, lse) if return_lse else out
+
+
+__all__ = [
+    "LAYOUTS",
+    "BwdConfig",
+    "FwdConfig",
+    "attention",
+    "default_bwd_config",
+    "default_fwd_config",
+    "launch_bwd",
+    "launch_fwd",
+    "validate",
+]

@@ -1,0 +1,266 @@
+"""Matrix-core GEMM kernels: ``out = act(alpha * sa[m] * sb[n] * (A @ B) + beta * C + bias[n])``.
+
+Three kernels share one fused epilogue (:func:`_epilogue`):
+
+* :func:`matmul_kernel` — the general kernel. Pointer loads with any strides (so transposed views
+  give NN/NT/TN/TT with no copy), one program per output tile, batched on grid axis 1, and split-K
+  on grid axis 2 (each split writes an accumulator-precision partial that
+  :func:`splitk_reduce_kernel` sums before the epilogue). Triton pipelines its K loop ``num_stages``
+  deep: the SGEMM patent's double buffering, generalised to N shared-memory stages.
+* :func:`matmul_tma_kernel` — the sm90 kernel: a persistent grid (one program per SM walking the
+  tiles), operands fetched by the tensor-memory accelerator (TMA) through host-built descriptors,
+  and ``wgmma`` on the tiles. Needs 16-byte aligned rows; the launcher checks and otherwise takes
+  :func:`matmul_kernel`.
+* :func:`splitk_reduce_kernel` — the second pass of split-K.
+
+Both GEMM kernels order their tiles in groups of ``GROUP_M`` tile rows (:func:`_tile_coords`): a
+group's programs share B's column tiles and A's row tiles while they sit in L2 (BitBLAS's block
+rasterisation; Triton tutorial 03's ``GROUP_SIZE_M``).
+
+Precision is a constexpr: ``INPUT_PRECISION`` is passed to ``tl.dot`` ("ieee": plain FMA or DMMA;
+"tf32": one tensor-core pass; "tf32x3": the 3xTF32 split, fp32-accurate; "bf16x3"/"bf16x6": the bf16
+splits, the fp32-accurate forms that AMD accepts). ``ACC`` is the accumulator type (fp32 for
+fp16/bf16/fp8/tf32, int32 for int8, fp64 for fp64).
+
+Epilogue arguments: ``alpha``/``beta`` reach the kernel as two fp32 halves each (``hi + lo``),
+because Triton passes Python floats as fp32; recombined in fp64 they keep 48 bits, enough for the
+fp64 GEMM. ``SCALE_A``/``SCALE_B``: 0 none, 1 one value (per tensor), 2 one per row of A / column
+of B. ``ACTIVATION``: 0 none, 1 relu, 2 gelu (erf), 3 gelu (tanh), 4 silu.
+
+``UPCAST`` (the Triton interpreter only): its ``tl.dot`` reads bf16 tiles as raw integers
+(Triton 3.6), so the launcher asks for bf16 tiles to be widened to fp32 first there.
+
+This module imports nothing of tilecraft's (the layering rule): the launchers live in
+``tilecraft.ops.gemm``.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
+
+
+@triton.jit
+def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Grouped rasterisation: tiles walk GROUP_M tile rows down a column of tiles, then move right."""
+    num_in_group = GROUP_M * num_pid_n
+    group = tile // num_in_group
+    first_m = group * GROUP_M
+    group_rows = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + ((tile % num_in_group) % group_rows)
+    pid_n = (tile % num_in_group) // group_rows
+    return pid_m, pid_n
+
+
+@triton.jit
+def _activation(x, ACTIVATION: tl.constexpr):
+    if ACTIVATION == 1:
+        x = tl.where(x > 0, x, 0)
+    elif ACTIVATION == 2:
+        x = 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+    elif ACTIVATION == 3:
+        # tanh(u) = 2 sigmoid(2u) - 1, written with exp so every backend has it
+        u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+        x = x * tl.sigmoid(2.0 * u)
+    elif ACTIVATION == 4:
+        x = x * tl.sigmoid(x)
+    return x
+
+
+@triton.jit
+def _epilogue(acc, offs_m, offs_n, M, N, pid_b,
+              out_ptr, stride_ob, stride_om, stride_on,
+              c_ptr, stride_cb, stride_cm, stride_cn,
+              bias_ptr, stride_bias_b, sa_ptr, stride_sa_b, sb_ptr, stride_sb_b,
+              alpha_hi, alpha_lo, beta_hi, beta_lo,
+              EPI: tl.constexpr, HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr,
+              SCALE_A: tl.constexpr, SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr):
+    """Scales, alpha, beta * C, bias and the activation in ``EPI`` (fp32, fp64 or int32), then a
+    masked store in the output's type. Rows and columns past M and N are never written."""
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    mask = mask_m[:, None] & mask_n[None, :]
+    x = acc.to(EPI)
+    if SCALE_A == 1:
+        x = x * tl.load(sa_ptr + pid_b * stride_sa_b).to(EPI)
+    elif SCALE_A == 2:
+        sa = tl.load(sa_ptr + pid_b * stride_sa_b + offs_m, mask=mask_m, other=0.0).to(EPI)
+        x = x * sa[:, None]
+    if SCALE_B == 1:
+        x = x * tl.load(sb_ptr + pid_b * stride_sb_b).to(EPI)
+    elif SCALE_B == 2:
+        sb = tl.load(sb_ptr + pid_b * stride_sb_b + offs_n, mask=mask_n, other=0.0).to(EPI)
+        x = x * sb[None, :]
+    if HAS_ALPHA:
+        alpha = tl.cast(alpha_hi, EPI) + tl.cast(alpha_lo, EPI)
+        x = x * alpha
+    if HAS_C:
+        beta = tl.cast(beta_hi, EPI) + tl.cast(beta_lo, EPI)
+        c_ptrs = (c_ptr + pid_b.to(tl.int64) * stride_cb + offs_m[:, None].to(tl.int64) * stride_cm
+                  + offs_n[None, :] * stride_cn)
+        c = tl.load(c_ptrs, mask=mask, other=0.0).to(EPI)
+        x = x + beta * c
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + pid_b * stride_bias_b + offs_n, mask=mask_n, other=0.0).to(EPI)
+        x = x + bias[None, :]
+    x = _activation(x, ACTIVATION)
+    out_ptrs = (out_ptr + pid_b.to(tl.int64) * stride_ob + offs_m[:, None].to(tl.int64) * stride_om
+                + offs_n[None, :] * stride_on)
+    tl.store(out_ptrs, x.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
+                  M, N, K, K_PER_SPLIT,
+                  stride_ab, stride_am, stride_ak,
+                  stride_bb, stride_bk, stride_bn,
+                  stride_ob, stride_om, stride_on,
+                  stride_cb, stride_cm, stride_cn,
+                  stride_bias_b, stride_sa_b, stride_sb_b,
+                  alpha_hi, alpha_lo, beta_hi, beta_lo,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                  SPLIT_K: tl.constexpr, ACC: tl.constexpr, EPI: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                  HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr,
+                  SCALE_A: tl.constexpr, SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr,
+                  OFFS64: tl.constexpr, UPCAST: tl.constexpr = False):
+    """One (BLOCK_M, BLOCK_N) output tile per program; grid (tiles, batch, SPLIT_K).
+
+    With SPLIT_K > 1 the program sums K in [pid_k * K_PER_SPLIT, (pid_k + 1) * K_PER_SPLIT) and
+    stores the raw accumulator into ``out_ptr`` (a (SPLIT_K * batch, M, N) workspace, strides
+    ``stride_ob`` per split-batch slice); the epilogue runs in :func:`splitk_reduce_kernel`.
+    ``OFFS64``: row offsets in 64-bit (a row index times its stride can pass 2**31).
+    """
+    pid = tl.program_id(0)
+    pid_b = tl.program_id(1)
+    pid_k = tl.program_id(2)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = _tile_coords(pid, num_pid_m, num_pid_n, GROUP_M)
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    # Rows/columns past M/N read row/column 0 instead of being masked: their results are never
+    # stored, and every load stays inside the tensor without a mask on M or N.
+    rows = tl.where(offs_m < M, offs_m, 0)
+    cols = tl.where(offs_n < N, offs_n, 0)
+    if OFFS64:
+        rows = rows.to(tl.int64)
+        cols = cols.to(tl.int64)
+    offs_k = tl.arange(0, BLOCK_K)
+    k_lo = pid_k * K_PER_SPLIT
+    k_hi = tl.minimum(K, k_lo + K_PER_SPLIT)
+    a_ptrs = (a_ptr + pid_b.to(tl.int64) * stride_ab + rows[:, None] * stride_am
+              + (k_lo + offs_k)[None, :].to(tl.int64) * stride_ak)
+    b_ptrs = (b_ptr + pid_b.to(tl.int64) * stride_bb + (k_lo + offs_k)[:, None].to(tl.int64) * stride_bk
+              + cols[None, :] * stride_bn)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+    for k in range(k_lo, k_hi, BLOCK_K):
+        k_left = k_hi - k
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        if UPCAST:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    if SPLIT_K > 1:
+        ws = out_ptr + (pid_k * tl.num_programs(1) + pid_b).to(tl.int64) * stride_ob
+        mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+        tl.store(ws + offs_m[:, None].to(tl.int64) * stride_om + offs_n[None, :] * stride_on, acc, mask=mask)
+    else:
+        _epilogue(acc, offs_m, offs_n, M, N, pid_b, out_ptr, stride_ob, stride_om, stride_on,
+                  c_ptr, stride_cb, stride_cm, stride_cn, bias_ptr, stride_bias_b, sa_ptr, stride_sa_b,
+                  sb_ptr, stride_sb_b, alpha_hi, alpha_lo, beta_hi, beta_lo,
+                  EPI, HAS_ALPHA, HAS_C, HAS_BIAS, SCALE_A, SCALE_B, ACTIVATION)
+
+
+@triton.jit
+def splitk_reduce_kernel(ws_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
+                         M, N, BATCH, stride_ws_split,
+                         stride_ob, stride_om, stride_on,
+                         stride_cb, stride_cm, stride_cn,
+                         stride_bias_b, stride_sa_b, stride_sb_b,
+                         alpha_hi, alpha_lo, beta_hi, beta_lo,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_K: tl.constexpr,
+                         EPI: tl.constexpr, HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr,
+                         HAS_BIAS: tl.constexpr, SCALE_A: tl.constexpr, SCALE_B: tl.constexpr,
+                         ACTIVATION: tl.constexpr):
+    """Sum the SPLIT_K partials of a contiguous (SPLIT_K, BATCH, M, N) workspace, in a fixed order
+    (the result does not depend on timing), then run the epilogue. Grid (tiles, batch)."""
+    pid = tl.program_id(0)
+    pid_b = tl.program_id(1)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    ptrs = ws_ptr + pid_b.to(tl.int64) * M * N + offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
+    acc = tl.load(ptrs, mask=mask, other=0.0)
+    for s in range(1, SPLIT_K):
+        acc += tl.load(ptrs + s * stride_ws_split, mask=mask, other=0.0)
+    _epilogue(acc, offs_m, offs_n, M, N, pid_b, out_ptr, stride_ob, stride_om, stride_on,
+              c_ptr, stride_cb, stride_cm, stride_cn, bias_ptr, stride_bias_b, sa_ptr, stride_sa_b,
+              sb_ptr, stride_sb_b, alpha_hi, alpha_lo, beta_hi, beta_lo,
+              EPI, HAS_ALPHA, HAS_C, HAS_BIAS, SCALE_A, SCALE_B, ACTIVATION)
+
+
+@triton.jit
+def matmul_tma_kernel(a_desc, b_desc, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
+                      M, N, K, BATCH,
+                      stride_ob, stride_om, stride_on,
+                      stride_cb, stride_cm, stride_cn,
+                      stride_bias_b, stride_sa_b, stride_sb_b,
+                      alpha_hi, alpha_lo, beta_hi, beta_lo,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                      NUM_SMS: tl.constexpr, A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr,
+                      A_BATCHED: tl.constexpr, B_BATCHED: tl.constexpr,
+                      ACC: tl.constexpr, EPI: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                      HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr,
+                      SCALE_A: tl.constexpr, SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr,
+                      FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, UPCAST: tl.constexpr = False):
+    """Persistent TMA GEMM: NUM_SMS programs walk all (batch, tile) pairs.
+
+    The descriptors are 3D, (batch, rows, cols) with a unit stride on cols, so a tile never reads
+    across batch entries and the TMA's zero fill covers the K tail. ``A_KMAJOR``: ``a_desc`` views
+    A as (batch, M, K) (K contiguous); otherwise as (batch, K, M) and the tile is transposed in
+    shared memory. ``B_KMAJOR``: ``b_desc`` views B as (batch, N, K); otherwise (batch, K, N).
+    ``A_BATCHED``/``B_BATCHED`` False: one matrix shared by every batch entry.
+    """
+    start = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    tiles_per_batch = num_pid_m * num_pid_n
+    num_tiles = tiles_per_batch * BATCH
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    for tile in tl.range(start, num_tiles, NUM_SMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
+        pid_b = tile // tiles_per_batch
+        pid_m, pid_n = _tile_coords(tile % tiles_per_batch, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        ab = pid_b if A_BATCHED else 0
+        bb = pid_b if B_BATCHED else 0
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+        for ki in range(k_tiles):
+            off_k = ki * BLOCK_K
+            if A_KMAJOR:
+                a = a_desc.load([ab, off_m, off_k]).reshape(BLOCK_M, BLOCK_K)
+            else:
+                a = a_desc.load([ab, off_k, off_m]).reshape(BLOCK_K, BLOCK_M).T
+            if B_KMAJOR:
+                b = b_desc.load([bb, off_n, off_k]).reshape(BLOCK_N, BLOCK_K).T
+            else:
+                b = b_desc.load([bb, off_k, off_n]).reshape(BLOCK_K, BLOCK_N)
+            if UPCAST:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
+        offs_m = off_m + tl.arange(0, BLOCK_M)
+        offs_n = off_n + tl.arange(0, BLOCK_N)
+        _epilogue(acc, offs_m, offs_n, M, N, pid_b, out_ptr, stride_ob, stride_om, stride_on,
+                  c_ptr, stride_cb, stride_cm, stride_cn, bias_ptr, stride_bias_b, sa_ptr, stride_sa_b,
+                  sb_ptr, stride_sb_b, alpha_hi, alpha_lo, beta_hi, beta_lo,
+                  EPI, HAS_ALPHA, HAS_C, HAS_BIAS, SCALE_A, SCALE_B, ACTIVATION)

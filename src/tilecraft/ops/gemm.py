@@ -1,0 +1,603 @@
+"""``tilecraft.matmul``: validation, dtype rules, config choice (heuristic or tuned) and launch of the
+GEMM kernels in ``tilecraft.kernels.gemm``.
+
+``out = act(alpha * scale_a[m] * scale_b[n] * (A @ B) + beta * C + bias[n])``
+
+Data types (operands must share one dtype; ``out_dtype`` default first):
+
+============ ===================== ========================= =================================
+operands     accumulate            out_dtype                 ``precision``
+============ ===================== ========================= =================================
+fp16, bf16   fp32                  same, fp16, bf16, fp32    None
+fp32         fp32                  fp32, fp16, bf16          "ieee" (default: FMA), "tf32",
+                                                             "fp32-accurate" (3xTF32; bf16x6 on
+                                                             AMD), or a tl.dot name: "tf32x3",
+                                                             "bf16x3", "bf16x6"
+fp64         fp64 (DMMA on sm80+)  fp64                      None or "ieee"
+int8         int32 (exact)         int32, fp32, fp16, bf16   None
+fp8 e4m3/e5m2 fp32                 bf16, fp16, fp32          None
+============ ===================== ========================= =================================
+
+Scales (fp8, and int8 with a float ``out_dtype``): float32 tensors, ``scale_a`` with 1 value (per
+tensor) or M (per row: shape (M,) or (M, 1)), ``scale_b`` with 1 or N (per column: (N,) or (1, N)).
+Integer outputs take integer ``alpha``/``beta`` (|x| < 2**24) and wrap like int32 arithmetic.
+
+Which kernel runs (:func:`choose_config` says, for given inputs): on sm90, operands whose rows are
+16-byte aligned with one unit stride go to the persistent TMA kernel; everything else (other
+strides, unaligned rows, other GPUs, the interpreter) to the pointer kernel, which takes any
+strides. Both are tuned kernels, not a fallback of last resort; the choice is returned by
+:func:`choose_config` and recorded by the benchmarks.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import torch
+
+from tilecraft.kernels import gemm as _k
+from tilecraft.reference.gemm import matmul_reference, relative_error
+from tilecraft.tuning import cache as _cache
+from tilecraft.tuning.gemm import (
+    GemmConfig,
+    Problem,
+    config_space,
+    heuristic,
+    shape_key,
+    tune,
+)
+
+DTYPE_NAMES: dict[torch.dtype, str] = {
+    torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64",
+    torch.int8: "int8", torch.float8_e4m3fn: "fp8_e4m3", torch.float8_e5m2: "fp8_e5m2",
+}
+OUT_DTYPES: dict[str, tuple[torch.dtype, ...]] = {
+    "fp16": (torch.float16, torch.bfloat16, torch.float32),
+    "bf16": (torch.bfloat16, torch.float16, torch.float32),
+    "fp32": (torch.float32, torch.float16, torch.bfloat16),
+    "fp64": (torch.float64,),
+    "int8": (torch.int32, torch.float32, torch.float16, torch.bfloat16),
+    "fp8_e4m3": (torch.bfloat16, torch.float16, torch.float32),
+    "fp8_e5m2": (torch.bfloat16, torch.float16, torch.float32),
+}
+PRECISIONS = ("ieee", "tf32", "fp32-accurate", "tf32x3", "bf16x3", "bf16x6")
+ACTIVATIONS = tuple(k for k in _k.ACTIVATIONS if k is not None)
+_SCALED = ("fp8_e4m3", "fp8_e5m2", "int8")
+# wgmma reads fp8 and int8 operands from shared memory only K-major: the TMA kernel takes them
+# only in that layout (A row-major, B column-major: the "NT" GEMM).
+_KMAJOR_ONLY = ("fp8_e4m3", "fp8_e5m2", "int8")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated call: shapes, dtypes and the epilogue, normalised."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+    out_shape: tuple[int, ...]
+    dtype: str
+    out_dtype: torch.dtype
+    precision: str | None  # the tl.dot input precision (None: the operand type's own)
+    alpha: float
+    beta: float
+    has_c: bool
+    has_bias: bool
+    scale_a: int  # 0 none, 1 per tensor, 2 per row
+    scale_b: int  # 0 none, 1 per tensor, 2 per column
+    activation: str | None
+
+
+# ----------------------------------------------------------------------------------------------
+# validation
+# ----------------------------------------------------------------------------------------------
+def _is_number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _dot_precision(dtype: str, precision: str | None, device_type: str) -> str:
+    if dtype == "fp32":
+        p = "ieee" if precision is None else precision
+        if p not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS} for float32 operands, got {precision!r}")
+        if p == "fp32-accurate":
+            return "bf16x6" if torch.version.hip and device_type == "cuda" else "tf32x3"
+        return p
+    if precision not in (None, "ieee") or (precision == "ieee" and dtype != "fp64"):
+        raise ValueError(f"precision={precision!r} applies to float32 operands only (and 'ieee' to fp64); "
+                         f"{dtype} operands take precision=None")
+    return None  # tl.dot's default: the operands' own tensor-core (or DMMA) form
+
+
+def _scale_mode(s: object, name: str, extent: int, what: str, device: torch.device) -> int:
+    if s is None:
+        return 0
+    if not isinstance(s, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(s).__name__}")
+    if s.dtype != torch.float32:
+        raise TypeError(f"{name} must be float32, got {s.dtype}")
+    if s.device != device:
+        raise ValueError(f"{name} is on {s.device}, the operands on {device}")
+    if s.numel() == 1 and s.dim() <= 1:
+        return 1
+    shapes = [(extent,), (extent, 1) if what == "row" else (1, extent)]
+    if tuple(s.shape) not in shapes:
+        raise ValueError(f"{name} must hold one value (shape () or (1,)) or one per {what} "
+                         f"(shape {shapes[0]} or {shapes[1]}), got shape {tuple(s.shape)}")
+    if s.dim() == 1 and s.stride(0) != 1 or s.dim() == 2 and s.stride(0 if what == "row" else 1) != 1:
+        raise ValueError(f"{name} must be contiguous, got strides {s.stride()}")
+    return 2
+
+
+def validate(a: object, b: object, *, out_dtype: torch.dtype | None = None, alpha: float = 1.0,
+             beta: float = 0.0, c: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+             activation: str | None = None, precision: str | None = None,
+             scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> Spec:
+    """Every check ``matmul`` makes before it launches anything; returns the normalised call."""
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() not in (2, 3):
+            raise ValueError(f"{name} must be 2D (rows, cols) or 3D (batch, rows, cols), got shape {tuple(t.shape)}")
+        if t.dtype not in DTYPE_NAMES:
+            raise TypeError(f"{name} has dtype {t.dtype}; supported: {', '.join(str(d) for d in DTYPE_NAMES)}")
+        if t.device.type not in ("cuda", "cpu", "meta"):
+            raise ValueError(f"{name} is on device {t.device}; tilecraft runs on CUDA/ROCm GPUs (and CPU)")
+        if any(s < 0 for s in t.stride()):
+            raise ValueError(f"{name} has negative strides {t.stride()}")
+    assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+    if a.device != b.device:
+        raise ValueError(f"a is on {a.device}, b on {b.device}: both must be on one device")
+    if a.dtype != b.dtype:
+        raise TypeError(f"a is {a.dtype}, b is {b.dtype}: operands must share one dtype (cast one; "
+                        "there is no implicit promotion rule)")
+    dtype = DTYPE_NAMES[a.dtype]
+    m, k = a.shape[-2:]
+    k2, n = b.shape[-2:]
+    if k != k2:
+        raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)} (K={k}), b is {tuple(b.shape)} (K={k2})")
+    ba = a.shape[0] if a.dim() == 3 else 1
+    bb = b.shape[0] if b.dim() == 3 else 1
+    if ba != bb and 1 not in (ba, bb):
+        raise ValueError(f"batch sizes differ: a has {ba}, b has {bb} (equal, or one of them 1)")
+    batch = max(ba, bb)
+    out_shape = (batch, m, n) if 3 in (a.dim(), b.dim()) else (m, n)
+
+    allowed = OUT_DTYPES[dtype]
+    if out_dtype is None:
+        out_dtype = allowed[0]
+    if not isinstance(out_dtype, torch.dtype):
+        raise TypeError(f"out_dtype must be a torch.dtype or None, got {out_dtype!r}")
+    if out_dtype not in allowed:
+        raise TypeError(f"{dtype} operands give out_dtype one of {[str(d) for d in allowed]}, got {out_dtype}")
+    dot_precision = _dot_precision(dtype, precision, a.device.type)
+    integer_out = not out_dtype.is_floating_point
+
+    if not _is_number(alpha) or not _is_number(beta):
+        raise TypeError(f"alpha and beta must be numbers, got {alpha!r} and {beta!r}")
+    if integer_out:
+        for nm, v in (("alpha", alpha), ("beta", beta)):
+            if not math.isfinite(v) or v != int(v) or abs(v) >= 2**24:
+                raise ValueError(f"{nm} must be an integer below 2**24 in magnitude for an int32 output, got {v!r}")
+    if beta != 0 and c is None:
+        raise ValueError(f"beta={beta} needs c (out = alpha * A @ B + beta * c)")
+    for name, t in (("c", c), ("bias", bias)):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor or None, got {type(t).__name__}")
+        if t.device != a.device:
+            raise ValueError(f"{name} is on {t.device}, the operands on {a.device}")
+        ok = (torch.int32,) if integer_out else tuple(dict.fromkeys((out_dtype, torch.float32)))
+        if out_dtype == torch.float64:
+            ok = (torch.float64,)
+        if t.dtype not in ok:
+            raise TypeError(f"{name} has dtype {t.dtype}; with out_dtype {out_dtype} it must be one of "
+                            f"{[str(d) for d in ok]}")
+        if any(s < 0 for s in t.stride()):
+            raise ValueError(f"{name} has negative strides {t.stride()}")
+    if c is not None and tuple(c.shape) not in (out_shape, out_shape[-2:]):
+        raise ValueError(f"c has shape {tuple(c.shape)}; expected the output's {out_shape}"
+                         + (f" or {out_shape[-2:]}" if len(out_shape) == 3 else ""))
+    if bias is not None and tuple(bias.shape) != (n,):
+        raise ValueError(f"bias must have shape (N,) = ({n},), got {tuple(bias.shape)}")
+    if activation not in _k.ACTIVATIONS:
+        raise ValueError(f"activation must be None or one of {ACTIVATIONS}, got {activation!r}")
+    if integer_out and activation not in (None, "relu"):
+        raise ValueError(f"an int32 output takes activation None or 'relu', got {activation!r}")
+    if (scale_a is not None or scale_b is not None):
+        if dtype not in _SCALED:
+            raise ValueError(f"scale_a/scale_b apply to fp8 and int8 operands, not {dtype}")
+        if integer_out:
+            raise ValueError("scales need a float out_dtype (int8 with scales: pass out_dtype=torch.bfloat16, ...)")
+    sa = _scale_mode(scale_a, "scale_a", m, "row", a.device)
+    sb = _scale_mode(scale_b, "scale_b", n, "column", a.device)
+    return Spec(batch, m, n, k, out_shape, dtype, out_dtype, dot_precision, float(alpha), float(beta),
+                c is not None and beta != 0, bias is not None, sa, sb, activation)
+
+
+# ----------------------------------------------------------------------------------------------
+# devices and layouts
+# ----------------------------------------------------------------------------------------------
+def triton_on_cpu() -> bool:
+    """True when the Triton interpreter is active (TRITON_INTERPRET=1 was set before import)."""
+    return type(_k.matmul_kernel).__name__ == "InterpretedFunction"
+
+
+@functools.cache
+def _device_facts(index: int) -> tuple[str, int, str, dict]:
+    """(arch family, SM count, device name, versions) of a CUDA/ROCm device."""
+    from tilecraft.hardware.device import software_versions
+
+    props = torch.cuda.get_device_properties(index)
+    if torch.version.hip:
+        arch = "cdna"
+    else:
+        arch = "sm90" if props.major == 9 else "sm80"
+    return arch, props.multi_processor_count, props.name, software_versions()
+
+
+def _facts(device: torch.device) -> tuple[str, int, str, dict]:
+    if device.type != "cuda":
+        return "interpreter", 4, "interpreter", {}
+    return _device_facts(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def _kmajor(t: torch.Tensor, k_dim: int) -> bool | None:
+    """True when t's K dimension has unit stride, False when its other matrix dimension does,
+    None when neither (a TMA descriptor needs a unit innermost stride)."""
+    other = -1 if k_dim == -2 else -2
+    if t.stride(k_dim) == 1 or t.shape[k_dim] == 1:
+        return True
+    if t.stride(other) == 1 or t.shape[other] == 1:
+        return False
+    return None
+
+
+def tma_layout(a: torch.Tensor, b: torch.Tensor, dtype: str) -> tuple[bool, bool, bool]:
+    """(ok, a_kmajor, b_kmajor): whether the TMA kernel can take these operands. Rules of a TMA
+    descriptor: 16-byte aligned base, a unit innermost stride, every other stride a multiple of
+    16 bytes; and of wgmma for 8-bit types: both operands K-major."""
+    ak, bk = _kmajor(a, -1), _kmajor(b, -2)
+    if ak is None or bk is None:
+        return False, bool(ak), bool(bk)
+    if dtype in _KMAJOR_ONLY and not (ak and bk):
+        return False, ak, bk
+    size = a.element_size()
+    for t, kmaj, k_dim in ((a, ak, -1), (b, bk, -2)):
+        if t.data_ptr() % 16:
+            return False, ak, bk
+        outer = (-2 if k_dim == -1 else -1) if kmaj else k_dim
+        strides = [t.stride(outer)] + ([t.stride(0)] if t.dim() == 3 and t.shape[0] > 1 else [])
+        if any((s * size) % 16 for s in strides):
+            return False, ak, bk
+    return True, ak, bk
+
+
+def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> Problem:
+    arch, sms, _, _ = _facts(a.device)
+    ok, ak, bk = tma_layout(a, b, spec.dtype) if arch == "sm90" else (False, *(tma_layout(a, b, spec.dtype)[1:]))
+    if spec.dtype == "fp64" or (spec.dtype == "fp32" and spec.precision != "tf32"):
+        ok = False  # wgmma has no fp64/FMA form; the split precisions stay on the pointer kernel
+    return Problem(spec.m, spec.n, spec.k, spec.batch, spec.dtype, spec.precision, arch, ok, ak, bk, sms)
+
+
+# ----------------------------------------------------------------------------------------------
+# launch
+# ----------------------------------------------------------------------------------------------
+_TL = {"fp32": _k.tl.float32, "fp64": _k.tl.float64, "int32": _k.tl.int32}
+
+
+def _acc_types(spec: Spec) -> tuple[object, object, torch.dtype]:
+    if spec.dtype == "fp64":
+        return _TL["fp64"], _TL["fp64"], torch.float64
+    if spec.dtype == "int8":
+        return _TL["int32"], (_TL["int32"] if not spec.out_dtype.is_floating_point else _TL["fp32"]), torch.int32
+    return _TL["fp32"], _TL["fp32"], torch.float32
+
+
+def _split(x: float) -> tuple[float, float]:
+    hi = float(torch.tensor(x, dtype=torch.float32))
+    return hi, float(torch.tensor(x - hi, dtype=torch.float32))
+
+
+def _as3d(t: torch.Tensor, batch: int) -> torch.Tensor:
+    if t.dim() == 2:
+        t = t.unsqueeze(0)
+    return t.expand(batch, *t.shape[1:]) if t.shape[0] != batch else t
+
+
+def _epilogue_args(spec: Spec, out3: torch.Tensor, c: torch.Tensor | None, bias: torch.Tensor | None,
+                   scale_a: torch.Tensor | None, scale_b: torch.Tensor | None) -> tuple[tuple, dict]:
+    dummy = out3
+    c3 = _as3d(c, spec.batch) if spec.has_c else dummy
+    ah, al = _split(spec.alpha)
+    bh, bl = _split(spec.beta)
+    args = (c3.stride(0), c3.stride(1), c3.stride(2), 0, 0, 0, ah, al, bh, bl)
+    ptrs = (c3, bias if spec.has_bias else dummy, scale_a if spec.scale_a else dummy,
+            scale_b if spec.scale_b else dummy)
+    _, epi, _ = _acc_types(spec)
+    constexprs = {"EPI": epi, "HAS_ALPHA": spec.alpha != 1.0, "HAS_C": spec.has_c, "HAS_BIAS": spec.has_bias,
+                      "SCALE_A": spec.scale_a, "SCALE_B": spec.scale_b, "ACTIVATION": _k.ACTIVATIONS[spec.activation]}
+    return ptrs, (args, constexprs)
+
+
+def _options(cfg: GemmConfig, device: torch.device) -> dict:
+    opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    if cfg.waves_per_eu and torch.version.hip and device.type == "cuda":
+        opts["waves_per_eu"] = cfg.waves_per_eu
+    return opts
+
+
+def _upcast(spec: Spec, a: torch.Tensor) -> bool:
+    """The interpreter's tl.dot misreads bf16 tiles (Triton 3.6): widen them to fp32 there."""
+    return spec.dtype == "bf16" and a.device.type == "cpu"
+
+
+def _needs_offs64(*ts: torch.Tensor) -> bool:
+    return any(max((n - 1) * s for n, s in zip(t.shape, t.stride())) >= 2**31 - 2**20 for t in ts if t.numel())
+
+
+def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg: GemmConfig,
+           c: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+           scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> None:
+    """Run ``cfg`` on validated tensors, writing ``out`` (shape spec.out_shape, any strides)."""
+    a3, b3, out3 = _as3d(a, spec.batch), _as3d(b, spec.batch), out.view(-1, spec.m, spec.n) if out.dim() == 2 else out
+    (c3, bias_t, sa_t, sb_t), (epi_args, epi_cx) = _epilogue_args(spec, out3, c, bias, scale_a, scale_b)
+    acc, _, acc_torch = _acc_types(spec)
+    opts = _options(cfg, a.device)
+    if cfg.kernel == "tma":
+        _launch_tma(a, b, out3, spec, cfg, acc, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, opts)
+        return
+    num_tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n)
+    split = cfg.split_k if spec.k > 0 else 1
+    k_per_split = math.ceil(spec.k / (split * cfg.block_k)) * cfg.block_k if spec.k else 0
+    if split > 1:
+        split = max(1, math.ceil(spec.k / k_per_split))
+    common = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
+                  "ACC": acc, "INPUT_PRECISION": spec.precision, "OFFS64": _needs_offs64(a3, b3, out3),
+                  "UPCAST": _upcast(spec, a)}
+    if split == 1:
+        _k.matmul_kernel[(num_tiles, spec.batch, 1)](
+            a3, b3, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, max(k_per_split, 1),
+            a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2),
+            out3.stride(0), out3.stride(1), out3.stride(2), *epi_args, SPLIT_K=1, **common, **epi_cx, **opts)
+        return
+    ws = torch.empty((split, spec.batch, spec.m, spec.n), dtype=acc_torch, device=a.device)
+    _k.matmul_kernel[(num_tiles, spec.batch, split)](
+        a3, b3, ws, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, k_per_split,
+        a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2),
+        spec.m * spec.n, spec.n, 1, *epi_args, SPLIT_K=split, **common, **epi_cx, **opts)
+    rbm = min(64, max(16, triton_next_pow2(spec.m)))
+    rbn = 128
+    grid = (math.ceil(spec.m / rbm) * math.ceil(spec.n / rbn), spec.batch)
+    _k.splitk_reduce_kernel[grid](
+        ws, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.batch, spec.batch * spec.m * spec.n,
+        out3.stride(0), out3.stride(1), out3.stride(2), *epi_args,
+        BLOCK_M=rbm, BLOCK_N=rbn, SPLIT_K=split, **epi_cx, num_warps=4)
+
+
+def _tma_desc(t: torch.Tensor, kmajor: bool, k_dim: int, block_rows: int, block_k: int):
+    """A 3D (batch, rows, cols) TMA descriptor of an operand; cols has the unit stride."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    t3 = t if t.dim() == 3 else t.unsqueeze(0)
+    batched = t3.shape[0] > 1 and t3.stride(0) != 0
+    nb = t3.shape[0] if batched else 1
+    other = -2 if k_dim == -1 else -1
+    if kmajor:  # (rows = M or N, cols = K)
+        rows, cols, row_stride = t3.shape[other], t3.shape[k_dim], t3.stride(other)
+        block = [1, block_rows, block_k]
+    else:  # (rows = K, cols = M or N)
+        rows, cols, row_stride = t3.shape[k_dim], t3.shape[other], t3.stride(k_dim)
+        block = [1, block_k, block_rows]
+    if rows == 1:
+        row_stride = cols
+    row_stride = -(-row_stride * t.element_size() // 16) * 16 // t.element_size()
+    bstride = t3.stride(0) if batched else -(-rows * row_stride * t.element_size() // 16) * 16 // t.element_size()
+    return TensorDescriptor(t3, [nb, rows, cols], [bstride, row_stride, 1], block), batched
+
+
+def _launch_tma(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts) -> None:
+    _, ak, bk = tma_layout(a, b, spec.dtype)
+    a_desc, a_batched = _tma_desc(a, ak, -1, cfg.block_m, cfg.block_k)
+    b_desc, b_batched = _tma_desc(b, bk, -2, cfg.block_n, cfg.block_k)
+    _, sms, _, _ = _facts(a.device)
+    tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n) * spec.batch
+    grid = (max(1, min(sms, tiles)),)
+    c3, bias_t, sa_t, sb_t = ptrs
+    _k.matmul_tma_kernel[grid](
+        a_desc, b_desc, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, spec.batch,
+        out3.stride(0), out3.stride(1), out3.stride(2), *epi_args,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m, NUM_SMS=grid[0],
+        A_KMAJOR=ak, B_KMAJOR=bk, A_BATCHED=a_batched, B_BATCHED=b_batched, ACC=acc,
+        INPUT_PRECISION=spec.precision, UPCAST=_upcast(spec, a), FLATTEN=cfg.flatten, WARP_SPECIALIZE=cfg.warp_spec, **epi_cx, **opts)
+
+
+def triton_next_pow2(x: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(x, 1))))
+
+
+# ----------------------------------------------------------------------------------------------
+# config choice: cache, tuning, heuristics
+# ----------------------------------------------------------------------------------------------
+_CHOSEN: dict[tuple, GemmConfig] = {}
+
+
+def _say(msg: str) -> None:
+    if os.environ.get("TILECRAFT_QUIET", "") not in ("1", "true"):
+        print(f"tilecraft: {msg}", file=sys.stderr, flush=True)
+
+
+def choose_config(a: torch.Tensor, b: torch.Tensor, spec: Spec, *, tune_now: bool | None = None,
+                  c: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+                  scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
+                  progress=None) -> GemmConfig:
+    """The configuration ``matmul`` runs for these inputs: a cached tuning result if there is one;
+    else, on a CUDA GPU with tuning on (``TILECRAFT_TUNE`` not 0), the fastest of the config space
+    timed now on these inputs (and cached); else the heuristic."""
+    p = problem_of(a, b, spec)
+    dev = a.device
+    memo = (p, str(dev))
+    cfg = _CHOSEN.get(memo)
+    if cfg is not None:
+        return cfg
+    if p.arch == "interpreter":
+        cfg = heuristic(p)
+        _CHOSEN[memo] = cfg
+        return cfg
+    _, _, name, versions = _facts(dev)
+    path = _cache.cache_file("gemm", name, versions)
+    key = shape_key(p)
+    entry = _cache.load(path).get(key)
+    if entry is not None:
+        cfg = GemmConfig.from_dict(entry["config"])
+    elif (tune_now if tune_now is not None else _cache.tuning_enabled()) and p.arch != "cdna":
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                f"tilecraft.matmul would tune {key} during CUDA-graph capture; call "
+                "tilecraft.ops.gemm.warmup(...) with the same shapes before capturing, or set TILECRAFT_TUNE=0")
+        cfg = _tune(a, b, spec, p, c, bias, scale_a, scale_b, progress)
+        _cache.store(path, key, {"config": cfg.as_dict(), "date": time.strftime("%Y-%m-%d")})
+    else:
+        cfg = heuristic(p)
+    _CHOSEN[memo] = cfg
+    return cfg
+
+
+def _tune(a, b, spec: Spec, p: Problem, c, bias, scale_a, scale_b, progress) -> GemmConfig:
+    cands = config_space(p)
+    _say(f"tuning gemm {shape_key(p)}: {len(cands)} configs (cached afterwards; TILECRAFT_TUNE=0 skips)")
+    out = torch.empty(spec.out_shape, dtype=spec.out_dtype, device=a.device)
+    first: list[torch.Tensor] = []
+
+    def time_config(cfg: GemmConfig) -> float | None:
+        out.fill_(float("nan") if spec.out_dtype.is_floating_point else -1)
+        try:
+            launch(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
+            torch.cuda.synchronize(a.device)
+        except Exception as exc:  # noqa: BLE001 - a config that does not compile is skipped
+            _say(f"  {cfg.short()}: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
+            return None
+        if not first:
+            first.append(out.clone())
+        elif relative_error(out, first[0]) > 1e-2:
+            _say(f"  {cfg.short()}: disagrees with {cands[0].short()}; skipped")
+            return None
+        times = []
+        for _ in range(6):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            launch(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
+            e1.record()
+            e1.synchronize()
+            times.append(e0.elapsed_time(e1))
+        return sorted(times)[len(times) // 2]
+
+    best, _ = tune(p, cands, time_config, progress)
+    return best
+
+
+# ----------------------------------------------------------------------------------------------
+# the public function and the registered op
+# ----------------------------------------------------------------------------------------------
+def matmul(a: torch.Tensor, b: torch.Tensor, *, out_dtype: torch.dtype | None = None, alpha: float = 1.0,
+           beta: float = 0.0, c: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+           activation: str | None = None, precision: str | None = None,
+           scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> torch.Tensor:
+    """``act(alpha * scale_a * scale_b * (a @ b) + beta * c + bias)`` on matrix cores.
+
+    Shapes: ``a`` (M, K) or (batch, M, K), ``b`` (K, N) or (batch, K, N) (a batch of 1 broadcasts);
+    the result is (M, N), or (batch, M, N) when either operand is 3D, contiguous, of ``out_dtype``.
+    Any strides: transposed views (``x.t()``, ``x.transpose(-1, -2)``) give the NT/TN/TT products
+    with no copy. ``c``: the output's shape (or (M, N) for every batch entry), read only when
+    ``beta != 0``; ``bias``: (N,), added to every row; ``activation``: None, "relu", "gelu",
+    "gelu_tanh" or "silu". dtypes, ``precision`` and scales: see the module docstring.
+
+    M = 0 or N = 0 gives an empty result; K = 0 gives ``act(beta * c + bias)``. NaN and Inf
+    propagate as IEEE arithmetic says. Bad arguments raise ``ValueError``/``TypeError`` before any
+    launch.
+
+    Devices: CUDA/ROCm tensors run the Triton kernels. CPU tensors run them through Triton's
+    interpreter when ``TRITON_INTERPRET=1`` was set before tilecraft was imported; otherwise the
+    float64 reference (``tilecraft.reference.gemm``) computes the result, rounded to ``out_dtype``.
+
+    Example::
+
+        >>> a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+        >>> y = tilecraft.matmul(a, a.t(), bias=torch.zeros(4096, device="cuda"), activation="gelu")
+    """
+    spec = validate(a, b, out_dtype=out_dtype, alpha=alpha, beta=beta, c=c, bias=bias, activation=activation,
+                    precision=precision, scale_a=scale_a, scale_b=scale_b)
+    return torch.ops.tilecraft.matmul(a, b, spec.out_dtype, float(alpha), float(beta), c, bias, activation,
+                                      precision, scale_a, scale_b)
+
+
+def compute(a, b, spec: Spec, c=None, bias=None, scale_a=None, scale_b=None,
+            cfg: GemmConfig | None = None) -> torch.Tensor:
+    """The body of the registered op, on validated arguments (``cfg`` pins a configuration)."""
+    out = torch.empty(spec.out_shape, dtype=spec.out_dtype, device=a.device)
+    if out.numel() == 0:
+        return out
+    if a.device.type == "cpu" and not triton_on_cpu():
+        return matmul_reference(a, b, out_dtype=spec.out_dtype, alpha=spec.alpha, beta=spec.beta,
+                                c=c if spec.has_c else None, bias=bias, activation=spec.activation,
+                                scale_a=scale_a, scale_b=scale_b)
+    cfg = cfg or choose_config(a, b, spec, c=c, bias=bias, scale_a=scale_a, scale_b=scale_b)
+    if a.device.type == "cuda":
+        with torch.cuda.device(a.device):
+            launch(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
+    else:
+        launch(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
+    return out
+
+
+def warmup(a: torch.Tensor, b: torch.Tensor, **kwargs) -> GemmConfig:
+    """Compile (and, with tuning on, tune) the kernel ``matmul(a, b, **kwargs)`` would run, so a
+    later call, e.g. inside CUDA-graph capture, neither compiles nor tunes. Returns the config."""
+    spec = validate(a, b, **kwargs)
+    if a.numel() == 0 or b.numel() == 0 or spec.m * spec.n == 0:
+        return heuristic(problem_of(a, b, spec))
+    cfg = choose_config(a, b, spec, c=kwargs.get("c"), bias=kwargs.get("bias"), scale_a=kwargs.get("scale_a"),
+                        scale_b=kwargs.get("scale_b"))
+    matmul(a, b, **kwargs)
+    if a.device.type == "cuda":
+        torch.cuda.synchronize(a.device)
+    return cfg
+
+
+@torch.library.custom_op("tilecraft::matmul", mutates_args=())
+def _matmul_op(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype, alpha: float, beta: float,
+               c: torch.Tensor | None, bias: torch.Tensor | None, activation: str | None,
+               precision: str | None, scale_a: torch.Tensor | None, scale_b: torch.Tensor | None) -> torch.Tensor:
+    spec = validate(a, b, out_dtype=out_dtype, alpha=alpha, beta=beta, c=c, bias=bias, activation=activation,
+                    precision=precision, scale_a=scale_a, scale_b=scale_b)
+    return compute(a, b, spec, c, bias, scale_a, scale_b)
+
+
+@_matmul_op.register_fake
+def _matmul_fake(a, b, out_dtype, alpha, beta, c, bias, activation, precision, scale_a, scale_b):
+    spec = validate(a, b, out_dtype=out_dtype, alpha=alpha, beta=beta, c=c, bias=bias, activation=activation,
+                    precision=precision, scale_a=scale_a, scale_b=scale_b)
+    return a.new_empty(spec.out_shape, dtype=spec.out_dtype)
+
+
+__all__ = [
+    "ACTIVATIONS",
+    "DTYPE_NAMES",
+    "OUT_DTYPES",
+    "PRECISIONS",
+    "Spec",
+    "choose_config",
+    "compute",
+    "launch",
+    "matmul",
+    "tma_layout",
+    "validate",
+    "warmup",
+]

@@ -1,0 +1,213 @@
+"""GEMM configurations: the knobs, the heuristics, the config spaces and the tuning loop.
+
+Every technique of the seeds is a visible field of :class:`GemmConfig`:
+
+=================== ==================================================================================
+field               technique
+=================== ==================================================================================
+kernel              ``"tma"``: persistent grid + TMA descriptors + wgmma (sm90); ``"pointer"``: one
+                    program per tile, pointer loads with any strides (every GPU, the interpreter)
+block_m/n/k         the block tile (the patent's register/shared tiles)
+num_stages          software-pipelining depth of the K loop (the patent's double buffering, generalised)
+group_m             grouped rasterisation: GROUP_M tile rows walked together so tiles reuse L2 (BitBLAS)
+split_k             split-K: K cut into split_k parts on separate programs, summed in a second pass
+                    (small M or large K: more programs than output tiles)
+flatten / warp_spec the persistent loop flattened (the next tile's loads overlap this tile's epilogue)
+                    / warp-specialised (producer and consumer warps), TMA kernel only
+num_warps           warps per program (8 = two warpgroups on sm90)
+=================== ==================================================================================
+
+Config spaces are per architecture family and operand size, pruned by whether the pipeline's
+shared memory (``num_stages`` A and B tiles) fits the device (:func:`shared_bytes`,
+:data:`SHARED_LIMIT`). Tuned choices are cached on disk (``tilecraft.tuning.cache``), keyed by
+device, versions and a bucketed shape (:func:`shape_key`).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+
+# Shared memory (or LDS) a program may use, bytes. sm90: 227 KB; sm80: 163 KB; CDNA: 64 KB LDS.
+SHARED_LIMIT = {"sm90": 232448, "sm80": 166912, "cdna": 65536, "interpreter": 1 << 30}
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    kernel: str = "pointer"
+    block_m: int = 64
+    block_n: int = 64
+    block_k: int = 32
+    group_m: int = 8
+    num_warps: int = 4
+    num_stages: int = 3
+    split_k: int = 1
+    flatten: bool = False
+    warp_spec: bool = False
+    waves_per_eu: int = 0  # AMD only: occupancy hint (0: the compiler's choice)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> GemmConfig:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+    def short(self) -> str:
+        s = f"{self.kernel} {self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages} g{self.group_m}"
+        if self.split_k > 1:
+            s += f" splitk{self.split_k}"
+        if self.flatten:
+            s += " flat"
+        if self.warp_spec:
+            s += " ws"
+        return s
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What the choice of configuration depends on."""
+
+    m: int
+    n: int
+    k: int
+    batch: int
+    dtype: str  # operand dtype name: fp16, bf16, fp32, fp64, int8, fp8_e4m3, fp8_e5m2
+    precision: str | None  # the tl.dot input precision ("ieee", "tf32", "tf32x3", ...; None: default)
+    arch: str  # "sm90", "sm80", "cdna" or "interpreter"
+    tma_ok: bool  # operands meet the TMA rules (see tilecraft.ops.gemm.tma_layout)
+    a_kmajor: bool
+    b_kmajor: bool
+    sms: int = 132
+
+    @property
+    def itemsize(self) -> int:
+        return {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8, "int8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}[self.dtype]
+
+
+def shared_bytes(cfg: GemmConfig, itemsize: int) -> int:
+    """Shared memory of the K-loop pipeline: ``num_stages`` copies of an A and a B tile (plus one
+    more stage of buffering that Triton's pipeliner keeps for the loads in flight)."""
+    stages = max(cfg.num_stages, 1)
+    return stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize
+
+
+def fits(cfg: GemmConfig, p: Problem) -> bool:
+    return shared_bytes(cfg, p.itemsize) <= SHARED_LIMIT[p.arch]
+
+
+def _pow2_at_least(x: int, lo: int = 16) -> int:
+    return max(lo, 1 << max(0, math.ceil(math.log2(max(x, 1)))))
+
+
+def shape_key(p: Problem) -> str:
+    """The cache key: shapes bucketed to the next power of two (M exact below 16), dtype,
+    precision, layout and whether TMA applies."""
+    m = p.m if p.m < 16 else _pow2_at_least(p.m)
+    return (f"{p.dtype}/{p.precision}/m{m}/n{_pow2_at_least(p.n)}/k{_pow2_at_least(p.k)}/b{min(p.batch, 2)}"
+            f"/{'T' if p.a_kmajor else 'N'}{'T' if p.b_kmajor else 'N'}/{'tma' if p.tma_ok else 'ptr'}/{p.arch}")
+
+
+def _small_m_config(p: Problem) -> GemmConfig:
+    """M <= 64: the GEMM is a stream over B (a matrix-vector product in all but name). One tile
+    row; BLOCK_N chosen so the output tiles alone nearly fill the device, and split-K for the
+    rest, with a deep pipeline so each SM keeps ~64 KB of B in flight."""
+    bm = 16 if p.m <= 16 else (32 if p.m <= 32 else 64)
+    bk = 256 if p.itemsize == 1 else 128
+    bn = 64 if p.itemsize <= 2 else 32
+    tiles = math.ceil(p.n / bn) * p.batch
+    split = 1
+    k_blocks = math.ceil(p.k / bk)
+    while tiles * split * 2 <= 2 * p.sms and k_blocks // (split * 2) >= 4:
+        split *= 2
+    return GemmConfig("pointer", bm, bn, bk, group_m=1, num_warps=4, num_stages=4, split_k=split)
+
+
+def heuristic(p: Problem) -> GemmConfig:
+    """The configuration used without tuning (``TILECRAFT_TUNE=0``, the interpreter, AMD)."""
+    if p.arch == "interpreter":
+        # Every Triton op is a numpy call per program: few, mid-sized programs run fastest.
+        bk = 32 if p.k > 16 else 16
+        return GemmConfig("pointer", 32, 32, bk, group_m=4, num_warps=4, num_stages=1)
+    if p.dtype == "fp64":
+        return GemmConfig("pointer", 64, 64, 16, num_warps=4, num_stages=3)
+    if p.precision == "ieee" and p.dtype == "fp32":
+        return GemmConfig("pointer", 128, 128, 16, num_warps=8, num_stages=3)
+    if p.m <= 64 and p.arch != "cdna":
+        return _small_m_config(p)
+    if p.arch == "cdna":
+        # 64 KB of LDS: two stages of 256x256x32 16-bit tiles would not fit; Triton's AMD stream
+        # pipeliner wants num_stages 2.
+        bk = 64 if p.itemsize == 1 else 32
+        return GemmConfig("pointer", 256, 256 if p.itemsize <= 2 else 128, bk, group_m=8, num_warps=8,
+                          num_stages=2, waves_per_eu=0)
+    big = p.m * p.n >= 16 * p.sms * 128 * 256
+    if p.arch == "sm90" and p.tma_ok:
+        bk = 128 if p.itemsize == 1 else (32 if p.itemsize == 4 else 64)
+        if big:
+            return GemmConfig("tma", 128, 256, bk, group_m=8, num_warps=8, num_stages=3)
+        return GemmConfig("tma", 128, 128, bk, group_m=8, num_warps=8, num_stages=4)
+    # The pointer kernel keeps its addresses in registers: 128x256 tiles spill (sm90 cross
+    # compile: 255 registers, 152 bytes spilled), 128x128 with 8 warps does not.
+    bk = 128 if p.itemsize == 1 else (32 if p.itemsize == 4 else 64)
+    return GemmConfig("pointer", 128, 128, bk, group_m=8, num_warps=8 if big else 4, num_stages=4)
+
+
+def config_space(p: Problem) -> list[GemmConfig]:
+    """Candidates for tuning on this problem, pruned by shared-memory fit; the heuristic first."""
+    cands: list[GemmConfig] = [heuristic(p)]
+    if p.arch == "interpreter":
+        return cands
+    if p.dtype == "fp64" or (p.dtype == "fp32" and p.precision == "ieee"):
+        bks = (8, 16, 32)
+        for bm, bn, w in ((64, 64, 4), (128, 64, 4), (128, 128, 8), (64, 128, 4)):
+            for bk in bks:
+                for st in (2, 3, 4):
+                    cands.append(GemmConfig("pointer", bm, bn, bk, num_warps=w, num_stages=st))
+    elif p.m <= 64:
+        bm = 16 if p.m <= 16 else (32 if p.m <= 32 else 64)
+        for bn in (32, 64, 128):
+            for bk in (64, 128, 256):
+                for st in (3, 4, 6):
+                    for split in (1, 2, 4, 8):
+                        cands.append(GemmConfig("pointer", bm, bn, bk, group_m=1, num_warps=4, num_stages=st,
+                                                split_k=split))
+    else:
+        bk = 128 if p.itemsize == 1 else (32 if p.itemsize == 4 else 64)
+        tiles = ((128, 256, 8), (256, 128, 8), (128, 128, 8), (128, 128, 4), (64, 256, 4), (128, 64, 4))
+        kinds = ("tma", "pointer") if (p.arch == "sm90" and p.tma_ok) else ("pointer",)
+        for kind in kinds:
+            for bm, bn, w in tiles:
+                if kind == "pointer" and bm * bn > 128 * 128:
+                    continue  # spills (see heuristic)
+                for st in (3, 4, 5):
+                    cfg = GemmConfig(kind, bm, bn, bk, group_m=8, num_warps=w, num_stages=st)
+                    cands.append(cfg)
+                    if kind == "tma":
+                        cands.append(replace(cfg, flatten=True))
+        if p.m * p.n <= 4 * p.sms * 128 * 128 and p.k >= 4 * bk:
+            for split in (2, 4):
+                cands.append(GemmConfig("pointer", 64, 128, bk, num_warps=4, num_stages=4, split_k=split))
+    seen, out = set(), []
+    for c in cands:
+        if c not in seen and fits(c, p):
+            seen.add(c)
+            out.append(c)
+    return out
+
+
+def tune(p: Problem, candidates: Sequence[GemmConfig], time_config: Callable[[GemmConfig], float | None],
+         progress: Callable[[int, int, GemmConfig], None] | None = None) -> tuple[GemmConfig, list[dict]]:
+    """Time every candidate (``time_config`` returns ms, or None when the candidate failed to
+    compile or to match the reference) and return the fastest with the table of timings."""
+    table, best, best_ms = [], None, math.inf
+    for i, cfg in enumerate(candidates):
+        if progress:
+            progress(i, len(candidates), cfg)
+        ms = time_config(cfg)
+        table.append({"config": cfg.as_dict(), "ms": ms})
+        if ms is not None and ms < best_ms:
+            best, best_ms = cfg, ms
+    if progress:
+        progress(len(candidates), len(candidates), best or candidates[0])
+    return best or candidates[0], table

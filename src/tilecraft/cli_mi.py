@@ -2,9 +2,12 @@
 
     tilecraft mi list <arch>
     tilecraft mi show <arch> <instruction> [--json]
-    tilecraft mi layout <arch> <instruction> --operand A|B|C|D [--format text|markdown|csv|json] [--cbsz --abid --blgp]
-    tilecraft mi where <arch> <instruction> --operand A --row I --col J [--block B] [--cbsz --abid --blgp]
-    tilecraft mi which <arch> <instruction> --operand D --register R --lane L [--cbsz --abid --blgp]
+    tilecraft mi layout <arch> <instruction> --operand A|B|C|D|K [--format text|markdown|csv|json] [modifiers]
+    tilecraft mi where <arch> <instruction> --operand A --row I --col J [--block B] [modifiers]
+    tilecraft mi which <arch> <instruction> --operand D --register R --lane L [modifiers]
+
+Modifiers: --cbsz --abid --blgp (CDNA), --opsel --neg (RDNA); K is the index operand of a sparse
+instruction (SMFMAC/SWMMAC). RDNA wave64: append _w64 to the instruction name.
 
 Argument handling and formatting only; the calculator is ``tilecraft.analysis.matrix_instructions``.
 Every error is one line on stderr with exit code 2.
@@ -39,6 +42,7 @@ class Operand(str, Enum):
     B = "B"
     C = "C"
     D = "D"
+    K = "K"
 
 
 def _err(msg: str) -> None:
@@ -55,8 +59,15 @@ def _run(fn, *args, **kwargs):
 
 Cbsz = Annotated[int, typer.Option("--cbsz", help="AMD: broadcast one A block to 2**cbsz neighbours.")]
 Abid = Annotated[int, typer.Option("--abid", help="AMD: which block of each cbsz group broadcasts.")]
-Blgp = Annotated[int, typer.Option("--blgp", help="AMD: B lane-group pattern 0..7.")]
-OperandOpt = Annotated[Operand, typer.Option("--operand", "-o", case_sensitive=False, help="A, B, C or D.")]
+Blgp = Annotated[int, typer.Option("--blgp", help="AMD: B lane-group pattern 0..7 (CDNA3 fp64: negate bits).")]
+Opsel = Annotated[int, typer.Option("--opsel", help="RDNA3: 4 puts 16-bit C/D in bits [31:16]; RDNA4 SWMMAC: index set.")]
+Neg = Annotated[int, typer.Option("--neg", help="RDNA: negate bits (1 A, 2 B, 4 C); integer: A/B signed.")]
+OperandOpt = Annotated[Operand, typer.Option("--operand", "-o", case_sensitive=False,
+                                            help="A, B, C, D, or K (sparse index).")]
+
+
+def _signed_name(name: str, value: str | None) -> str:
+    return ("-" + name) if value == "negated" else name
 
 
 @mi_app.command("list")
@@ -110,18 +121,23 @@ def show_cmd(arch: str, instruction: str,
 @mi_app.command("layout")
 def layout_cmd(arch: str, instruction: str, operand: OperandOpt,
                fmt: Annotated[Fmt, typer.Option("--format", "-f", help="text, markdown, csv or json.")] = Fmt.text,
-               cbsz: Cbsz = 0, abid: Abid = 0, blgp: Blgp = 0) -> None:
+               cbsz: Cbsz = 0, abid: Abid = 0, blgp: Blgp = 0, opsel: Opsel = 0, neg: Neg = 0) -> None:
     """Whole-operand layout: one record per element (json: one JSON object per line)."""
-    recs = _run(mi.layout_table, arch, instruction, operand.value, cbsz=cbsz, abid=abid, blgp=blgp)
+    recs = _run(mi.layout_table, arch, instruction, operand.value, cbsz=cbsz, abid=abid, blgp=blgp,
+                opsel=opsel, neg=neg)
     ins = mi.instruction(arch, instruction)
     if fmt is Fmt.json:
         for r in recs:
             typer.echo(json.dumps(r))
         return
     cols = ["element", "row", "column", "block", "register", "lanes", "bits", "location"]
+    if any(r["value"] for r in recs):
+        cols.append("value")
 
     def cell(r, c):
         v = r[c]
+        if c == "element":
+            return _signed_name(v, r["value"])
         if c == "lanes":
             return " ".join(map(str, v))
         if c == "bits":
@@ -154,14 +170,26 @@ def layout_cmd(arch: str, instruction: str, operand: OperandOpt,
 @mi_app.command("where")
 def where_cmd(arch: str, instruction: str, operand: OperandOpt,
               row: Annotated[int, typer.Option("--row", help="Row of the operand (for B: k).")],
-              col: Annotated[int, typer.Option("--col", help="Column of the operand (for A: k).")],
+              col: Annotated[int | None, typer.Option("--col", help="Column of the operand (for A: k).")] = None,
+              k: Annotated[int | None, typer.Option("--k", help="K only: uncompressed column (AMD's K[i][k]).")] = None,
               block: Annotated[int, typer.Option("--block", help="Block (AMD multi-block).")] = 0,
-              cbsz: Cbsz = 0, abid: Abid = 0, blgp: Blgp = 0) -> None:
-    """Element -> (register, lane, bits)."""
+              cbsz: Cbsz = 0, abid: Abid = 0, blgp: Blgp = 0, opsel: Opsel = 0, neg: Neg = 0) -> None:
+    """Element -> (register, lane, bits). For K (sparse index) --col is the stored (compressed)
+    column; --k takes AMD's calculator form K[i][k] with k uncompressed (the chunk's 4 bits)."""
+    if k is not None:
+        if operand is not Operand.K or col is not None:
+            _err("--k is for the index operand K only, instead of --col")
+        loc = _run(mi.index_bits_for_column, arch, instruction, row, k, cbsz=cbsz, abid=abid, opsel=opsel)
+        typer.echo(f"K[{row}][{k}] = {mi.amd_notation(*loc)}  (register {loc.register}, lane {loc.lane}, "
+                   f"bits [{loc.bits[0]}:{loc.bits[1]}]: both indices of chunk {k // 4})")
+        return
+    if col is None:
+        _err("give --col (or, for the index operand K, --k)")
     locs = _run(mi.element_to_location, arch, instruction, operand.value, row, col, block,
-                cbsz=cbsz, abid=abid, blgp=blgp)
+                cbsz=cbsz, abid=abid, blgp=blgp, opsel=opsel, neg=neg)
     ins = mi.instruction(arch, instruction)
-    name = mi.element_name(ins, operand.value, mi.Element(row, col, block))
+    value = mi.value_modifier(ins, operand.value, mi.Modifiers(cbsz, abid, blgp, opsel, neg))
+    name = _signed_name(mi.element_name(ins, operand.value, mi.Element(row, col, block)), value)
     for l in locs:
         typer.echo(f"{name} = {mi._notation(ins, operand.value, l)}  "
                    f"(register {l.register}, lane {l.lane}, bits [{l.bits[0]}:{l.bits[1]}])")
@@ -171,18 +199,20 @@ def where_cmd(arch: str, instruction: str, operand: OperandOpt,
 def which_cmd(arch: str, instruction: str, operand: OperandOpt,
               register: Annotated[int, typer.Option("--register", help="Register index.")],
               lane: Annotated[int, typer.Option("--lane", help="Lane / thread / work-item.")],
-              cbsz: Cbsz = 0, abid: Abid = 0, blgp: Blgp = 0) -> None:
+              cbsz: Cbsz = 0, abid: Abid = 0, blgp: Blgp = 0, opsel: Opsel = 0, neg: Neg = 0) -> None:
     """(register, lane) -> element(s) held there."""
     hits = _run(mi.location_to_elements, arch, instruction, operand.value, register, lane,
-                cbsz=cbsz, abid=abid, blgp=blgp)
+                cbsz=cbsz, abid=abid, blgp=blgp, opsel=opsel, neg=neg)
     ins = mi.instruction(arch, instruction)
+    value = mi.value_modifier(ins, operand.value, mi.Modifiers(cbsz, abid, blgp, opsel, neg))
     if not hits:
         typer.echo(f"register {register}, lane {lane}: not read by {ins.name}")
         return
     for el, bits in hits:
         loc = mi.Location(register - (register % 2 if bits[0] - bits[1] == 63 and ins.arch in mi.AMD_ARCHS else 0),
                           lane, bits)
-        typer.echo(f"{mi._notation(ins, operand.value, loc)} = {mi.element_name(ins, operand.value, el)}")
+        typer.echo(f"{mi._notation(ins, operand.value, loc)} = "
+                   f"{_signed_name(mi.element_name(ins, operand.value, el), value)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -8,11 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
-import typer
-from typer.testing import CliRunner
+from _mi_cli import mi_invoker
 
 from tilecraft.analysis import matrix_instructions as mi
-from tilecraft.cli_mi import register
 
 CDNA_MFMA = [(a, i.name) for a in ("cdna1", "cdna2", "cdna3") for i in mi.list_instructions(a)
              if i.family == "mfma"]
@@ -151,7 +149,7 @@ def test_wgmma_accumulator_formula():
 
 @pytest.mark.parametrize("arch,name", DPAS)
 def test_dpas_bijection(arch, name):
-    for op in "ABCD":
+    for op in ("BCD" if name.endswith(".tf32") else "ABCD"):
         _check_bijection(arch, name, op)
 
 
@@ -279,10 +277,10 @@ def test_bad_indices_and_uncomputed_layouts():
         mi.location_to_element("cdna2", n, "D", 0, 64)
     with pytest.raises(ValueError, match="register 16"):
         mi.location_to_element("cdna2", n, "D", 16, 0)
-    with pytest.raises(ValueError, match="not computed yet"):
-        mi.layout_table("rdna3", "v_wmma_f32_16x16x16_f16", "A")
-    with pytest.raises(ValueError, match="not computed yet"):
-        mi.element_to_location("cdna3", "v_smfmac_f32_16x16x32_f16", "A", 0, 0)
+    with pytest.raises(ValueError, match="wave64 layouts are not computed"):
+        mi.layout_table("rdna4", "v_wmma_f32_16x16x16_f16_w64", "A")
+    with pytest.raises(ValueError, match="tf32 A layout"):
+        mi.element_to_location("pvc", "dpas.m8n16k8.tf32", "A", 0, 0)
 
 
 def test_data_shipped_in_package():
@@ -296,15 +294,7 @@ def test_data_shipped_in_package():
 
 @pytest.fixture(scope="module")
 def cli():
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        pass
-
-    register(app)
-    runner = CliRunner()
-    return lambda *args: runner.invoke(app, ["mi", *args])
+    return mi_invoker()
 
 
 def test_cli_list_and_show(cli):
@@ -351,7 +341,7 @@ def test_cli_where_which(cli):
     ("list", "mi3000"),
     ("show", "cdna3", "v_mfma_nope"),
     ("layout", "cdna2", "v_mfma_f32_16x16x4f32", "--operand", "A", "--cbsz", "1"),
-    ("layout", "rdna3", "v_wmma_f32_16x16x16_f16", "--operand", "A"),
+    ("layout", "rdna4", "v_wmma_f32_16x16x16_f16_w64", "--operand", "A"),
     ("where", "cdna2", "v_mfma_f32_16x16x4f32", "--operand", "A", "--row", "99", "--col", "0"),
     ("where", "cdna2", "v_mfma_f32_16x16x1f32", "--operand", "A", "--row", "0", "--col", "0", "--block", "9"),
     ("which", "cdna2", "v_mfma_f32_16x16x4f32", "--operand", "D", "--register", "9", "--lane", "0"),

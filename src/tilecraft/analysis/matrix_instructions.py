@@ -5,10 +5,23 @@ Covers AMD CDNA1-3 MFMA/SMFMAC and RDNA3-4 WMMA/SWMMAC (instruction facts from
 and Intel XMX DPAS (PVC, sub-group 16; DG2, sub-group 8).
 
 Layouts are computed from the formulas in ``shared/reference/matrix-layouts.md``, never stored as
-tables. Computed so far: AMD CDNA MFMA (all of A, B, C, D, with cbsz/abid/blgp), NVIDIA mma.sync
-(the shapes of the reference table), wgmma (accumulator and register-sourced A), Intel DPAS (the
-DPAS layout; SYCL ``joint_matrix`` leaves its mapping implementation-defined, and says so). AMD
-SMFMAC (sparse) and RDNA WMMA/SWMMAC layouts are not computed yet: asking for them is a ValueError.
+tables. Computed: AMD CDNA MFMA (A, B, C, D with cbsz/abid/blgp; on CDNA3 fp64 blgp negates),
+CDNA3 SMFMAC (A compressed 2:4, the index operand ``K``, B, C/D; cbsz/abid pick the index set),
+RDNA3 WMMA (wave32 and wave64 with the documented replication of A/B across 16-lane groups; 16-bit
+C/D in one half of each VGPR chosen by opsel[2]; neg), RDNA4 WMMA/SWMMAC (wave32; opsel picks the
+SWMMAC index set; neg), NVIDIA mma.sync (the shapes of the reference table), wgmma (accumulator and
+register-sourced A), Intel DPAS (the DPAS layout; SYCL ``joint_matrix`` leaves its mapping
+implementation-defined, and says so). What is not computed (RDNA4 wave64, PVC tf32 A) is a
+ValueError naming why, never a guess.
+
+Sparse instructions: A is stored compressed, M x K/2 (two kept values of every four along K);
+``K`` is the compression index, M x K/2 two-bit entries, K[i][c] saying which of the four columns
+4*(c//2) .. 4*(c//2)+3 the stored value A[i][c] came from. AMD's calculator names index bits by the
+uncompressed column k instead (``K[2][31] = v0{50}.[7:4]``): both entries 2*(k//4) and 2*(k//4)+1;
+:func:`index_bits_for_column` answers in that form.
+
+Wave64 on RDNA: append ``_w64`` to the instruction name (``v_wmma_f32_16x16x16_f16_w64``); the
+plain name and ``_w32`` are wave32.
 
 Conventions: matrices are A (M x K), B (K x N), C and D (M x N); ``row``/``col`` index the operand
 itself (for B, row = k and col = n). A location is ``Location(register, lane, bits)`` with
@@ -30,6 +43,7 @@ from typing import NamedTuple
 DATA_FILE = Path(__file__).resolve().parent / "data" / "amd_matrix_instructions.json"
 
 OPERANDS = ("A", "B", "C", "D")
+SPARSE_OPERANDS = OPERANDS + ("K",)   # K: the compression index of a sparse instruction
 AMD_ARCHS = ("cdna1", "cdna2", "cdna3", "rdna3", "rdna4")
 NVIDIA_ARCHS = ("sm80", "sm90")
 INTEL_ARCHS = ("pvc", "dg2")
@@ -41,8 +55,8 @@ ALIASES = {
     "gfx90a": "cdna2", "mi200": "cdna2", "mi210": "cdna2", "mi250": "cdna2", "mi250x": "cdna2",
     "gfx940": "cdna3", "gfx941": "cdna3", "gfx942": "cdna3", "mi300": "cdna3", "mi300a": "cdna3",
     "mi300x": "cdna3",
-    "gfx1100": "rdna3", "rx7900": "rdna3",
-    "gfx1200": "rdna4",
+    "gfx1100": "rdna3", "gfx1101": "rdna3", "gfx1102": "rdna3", "gfx1103": "rdna3", "rx7900": "rdna3",
+    "rx7900xtx": "rdna3", "gfx1200": "rdna4", "gfx1201": "rdna4", "rx9070": "rdna4", "rx9070xt": "rdna4",
     "sm_80": "sm80", "a100": "sm80",
     "sm_90": "sm90", "h100": "sm90", "h200": "sm90",
     "xe-hpc": "pvc", "dg2": "dg2", "arc": "dg2", "xe-hpg": "dg2",
@@ -115,8 +129,12 @@ class Instruction:
 
     @property
     def flops_per_unit_per_clock(self) -> float | None:
-        """FLOPs per CU per clock on AMD (CDNA: FLOPs*4/cycles; RDNA: FLOPs*2/cycles, two SIMD32
-        per CU); nominal dense tensor rate per SM per clock on NVIDIA; None for Intel."""
+        """FLOPs per CU per clock on AMD (CDNA: FLOPs*4/cycles, four SIMDs per CU; RDNA:
+        FLOPs*2/cycles, two SIMD32 per CU; None where the cycle count is not known, e.g. RDNA wave64);
+        nominal dense tensor rate per SM per clock on NVIDIA; None for Intel. Sparse instructions
+        count the dense-equivalent FLOPs (2*M*N*K)."""
+        if self.cycles is None and self.arch in AMD_ARCHS:
+            return None
         if self.arch in ("cdna1", "cdna2", "cdna3"):
             return self.flops * 4 / self.cycles
         if self.arch in ("rdna3", "rdna4"):
@@ -125,19 +143,29 @@ class Instruction:
             return _NV_RATE[self.arch].get(self.in_type)
         return None
 
+    @property
+    def operands(self) -> tuple[str, ...]:
+        return SPARSE_OPERANDS if self.sparse else OPERANDS
+
     def registers(self, operand: str) -> int:
-        """32-bit registers per lane that the operand occupies."""
-        op = _operand(operand)
+        """32-bit registers per lane that the operand occupies (VGPRs on AMD)."""
+        op = _operand(operand, self)
+        if op == "K":
+            return 1
+        if self.family == "wmma" or self.family == "swmmac":
+            return _rdna_registers(self, op)
         if op in ("C", "D"):
             return max(1, self.m * self.n * self.blocks * BITS[self.out_type] // (32 * self.lanes))
-        rows, cols = (self.m, self.k) if op == "A" else (self.k, self.n)
-        if op == "A" and self.sparse:
-            cols //= 2
+        rows, cols = self.shape(op)
         bits = BITS[self.in_type if op == "A" else self.in_type_b]
         return max(1, math.ceil(rows * cols * self.blocks * bits / (32 * self.lanes)))
 
     def shape(self, operand: str) -> tuple[int, int]:
-        op = _operand(operand)
+        """(rows, columns) of the operand as held in registers: a sparse A and its index K are
+        M x K/2."""
+        op = _operand(operand, self)
+        if op in ("K",) or (op == "A" and self.sparse):
+            return (self.m, self.k // 2)
         return {"A": (self.m, self.k), "B": (self.k, self.n)}.get(op, (self.m, self.n))
 
     def as_dict(self) -> dict:
@@ -148,7 +176,8 @@ class Instruction:
             "lanes": self.lanes, "cycles": self.cycles, "flops": self.flops,
             "flops_per_unit_per_clock": self.flops_per_unit_per_clock,
             "unit": _UNIT[self.arch],
-            "registers": {op: self.registers(op) for op in OPERANDS},
+            "registers": {op: self.registers(op) for op in self.operands},
+            "wave": self.lanes if self.family in ("wmma", "swmmac", "mfma", "smfmac") else None,
             "modifiers": list(self.modifiers), "coexec": self.coexec, "coexec_delay": self.coexec_delay,
             "sparse": self.sparse, "layout_computed": layout_supported(self),
             "notes": list(self.notes),
@@ -165,24 +194,39 @@ _NV_RATE = {
 }
 
 
-def _amd_instruction(arch: str, name: str, rec: dict) -> Instruction:
+def _amd_instruction(arch: str, name: str, rec: dict, lanes: int | None = None) -> Instruction:
     mods = []
     if rec["cbsz_abid"]:
         mods += ["cbsz", "abid"]
     if rec["blgp"]:
         mods.append("blgp")
-    if rec["cd_opsel"]:
+    # RDNA3: OPSEL[2] picks the half of each C/D VGPR for 16-bit results (cd_opsel); RDNA4 SWMMAC:
+    # OPSEL picks the compression-index set in the index VGPR (AMD calculator README).
+    if rec["cd_opsel"] or (arch == "rdna4" and rec["sparse"]):
         mods.append("opsel")
     if rec["neg"]:
         mods.append("neg")
-    family = name.split("_")[1]  # v_mfma_... -> mfma
-    notes = ()
+    family = name.split("_")[1]  # v_mfma_... -> mfma, v_swmmac_... -> swmmac
+    notes: list[str] = []
     if rec["sparse"]:
-        notes = ("sparse: A holds K/2 values per row (2:4); cbsz/abid select the index set",)
+        how = "cbsz/abid pick the index set" if arch == "cdna3" else "opsel picks the index set"
+        notes.append(f"sparse: A holds K/2 values per row (2:4), the index operand K says which; {how}; "
+                     "C is D (accumulate in place), src2 is the index VGPR")
+    if arch == "cdna3" and rec["in_type"] == "fp64" and rec["blgp"]:
+        notes.append("CDNA3 fp64: blgp bits negate A (bit 0), B (bit 1), C (bit 2) instead of moving B's lanes")
+    if arch == "rdna3":
+        notes.append("RDNA3: A and B are replicated in every 16-lane group (lanes i, i+16; also i+32, i+48 "
+                     "in wave64); append _w64 to the name for wave64")
+    if lanes is None:
+        lanes = 64 if arch.startswith("cdna") else 32
+    cycles = rec["cycles"]
+    if lanes == 64 and arch.startswith("rdna"):
+        name, cycles = name + "_w64", None   # the tables list wave32 cycles only
+        notes.append("wave64: cycles not listed (wave32 figures in the tables)")
     return Instruction(arch, name, family, rec["m"], rec["n"], rec["k"], rec["blocks"], rec["in_type"],
-                       rec["in_type_src1"], rec["out_type"], 64 if arch.startswith("cdna") else 32,
-                       rec["cycles"], tuple(mods), rec["coexec"],
-                       rec["coexec_delay"] if rec["coexec_delay"] >= 0 else None, rec["sparse"], notes)
+                       rec["in_type_src1"], rec["out_type"], lanes,
+                       cycles, tuple(mods), rec["coexec"],
+                       rec["coexec_delay"] if rec["coexec_delay"] >= 0 else None, rec["sparse"], tuple(notes))
 
 
 # NVIDIA mma.sync shapes of the reference table: (shape, types, sm90 only)
@@ -194,7 +238,8 @@ _MMA_SHAPES = [
 _WGMMA_K = {"f16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
 _WGMMA_LIST_N = (8, 16, 32, 64, 128, 256)
 _DPAS_K = {"tf32": 8, "f16": 16, "bf16": 16, "s8": 32, "u8": 32, "s4": 64, "u4": 64}
-_DPAS_TYPES = {"pvc": ("f16", "bf16", "s8", "u8", "s4", "u4"), "dg2": ("f16", "bf16", "s8", "u8", "s4", "u4")}
+# PVC (Xe-HPC) XMX adds tf32 (K = 8); DG2 (Xe-HPG) has none.
+_DPAS_TYPES = {"pvc": ("tf32", "f16", "bf16", "s8", "u8", "s4", "u4"), "dg2": ("f16", "bf16", "s8", "u8", "s4", "u4")}
 _SUBGROUP = {"pvc": 16, "dg2": 8}
 _DPAS_NOTE = "SYCL joint_matrix: mapping is implementation-defined; shown is the DPAS register layout"
 
@@ -262,6 +307,15 @@ def instruction(arch: str, name: str) -> Instruction:
     for n, ins in cat.items():
         if n.lower() == low:
             return ins
+    if a in ("rdna3", "rdna4") and low.endswith(("_w32", "_w64")):
+        base, wave = low[:-4], int(low[-2:])
+        if base in _amd_data()[a]:
+            if wave == 32:
+                return cat[base]
+            if a == "rdna4":
+                _fail(f"{base}_w64: RDNA4 wave64 layouts are not computed (no public source found here); "
+                      "use the wave32 form")
+            return _amd_instruction(a, base, _amd_data()[a][base], lanes=64)
     if a == "sm90":
         mt = re.fullmatch(r"wgmma\.m64n(\d+)k(\d+)\.(\w+)", low)
         if mt and mt.group(3) in _WGMMA_K and int(mt.group(2)) == _WGMMA_K[mt.group(3)]:
@@ -282,15 +336,22 @@ def instruction(arch: str, name: str) -> Instruction:
     raise ValueError(f"unknown instruction {name!r} for {a}{hint}")
 
 
-def _operand(operand: str) -> str:
+def _operand(operand: str, ins: Instruction | None = None) -> str:
     op = str(operand).strip().upper()
-    if op not in OPERANDS:
-        raise ValueError(f"unknown operand {operand!r}; expected one of A, B, C, D")
+    if op in ("IDX", "INDEX"):
+        op = "K"
+    if op == "K" and ins is not None and not ins.sparse:
+        raise ValueError(f"operand K (compression index) exists only for sparse instructions; "
+                         f"{ins.name} is dense (A, B, C, D)")
+    if op not in SPARSE_OPERANDS:
+        raise ValueError(f"unknown operand {operand!r}; expected one of A, B, C, D (K: sparse index)")
     return op
 
 
 def layout_supported(ins: Instruction) -> bool:
-    return ins.family in ("mfma", "mma.sync", "wgmma", "dpas")
+    if ins.family == "dpas" and ins.in_type == "tf32":
+        return False   # B, C, D are; A is not in the reference (see _intel_dpas)
+    return ins.family in ("mfma", "smfmac", "wmma", "swmmac", "mma.sync", "wgmma", "dpas")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -307,12 +368,20 @@ def _packed(elem_index: int, bits: int, per_reg_bits: int = 32) -> tuple[int, tu
 
 
 def _amd_mfma(ins: Instruction, op: str, i: int, j: int, b: int) -> list[Location]:
+    """CDNA MFMA and SMFMAC (matrix-layouts.md). SMFMAC: the compressed A (M x K/2) follows the
+    MFMA input formula with K/2 for K; B the dense one with K; the index K[i][c] sits in the lane of
+    A[i][c], two bits per stored value, packed low to high (index set 0; see _forward_mod)."""
     M, N, K, B = ins.m, ins.n, ins.k, ins.blocks
+    if op == "K":
+        P = M * (K // 2) // 64            # stored A values per lane
+        lo = 2 * (j % P)
+        return [Location(0, i + M * (j // P), (lo + 1, lo))]
     if op in ("A", "B"):
         bits = BITS[ins.in_type if op == "A" else ins.in_type_b]
         rows = M if op == "A" else N
         r, k = (i, j) if op == "A" else (j, i)   # r indexes M (A) or N (B); k the shared dimension
-        P = rows * K * B // 64
+        kdim = ins.shape("A")[1] if op == "A" else K
+        P = rows * kdim * B // 64
         s = k % P
         lane = rows * b + (k // P) * rows * B + r
         if bits == 64:
@@ -328,6 +397,49 @@ def _amd_mfma(ins: Instruction, op: str, i: int, j: int, b: int) -> list[Locatio
     if bits == 64:
         return [Location(2 * reg, lane, (63, 0))]
     return [Location(reg, lane, (31, 0))]
+
+
+def _rdna_per_lane(ins: Instruction, op: str) -> int:
+    """Values of one A row / B column (stored, for a sparse A) that one lane holds: RDNA3 the
+    whole K (each 16-lane group holds a copy); RDNA4 half of it, lanes 16-31 the second half."""
+    cols = ins.shape(op)[1] if op in ("A", "K") else ins.k
+    return cols if ins.arch == "rdna3" else cols // 2
+
+
+def _rdna_registers(ins: Instruction, op: str) -> int:
+    if op in ("C", "D"):
+        if ins.arch == "rdna3":   # one row per 16 lanes per VGPR; 16-bit results use half a VGPR
+            return ins.m * ins.n // ins.lanes
+        return ins.m * ins.n * BITS[ins.out_type] // (32 * ins.lanes)
+    bits = BITS[ins.in_type if op == "A" else ins.in_type_b]
+    return max(1, _rdna_per_lane(ins, op) * bits // 32)
+
+
+def _amd_wmma(ins: Instruction, op: str, i: int, j: int, b: int) -> list[Location]:
+    """RDNA WMMA/SWMMAC. RDNA3 (AMD calculator's gfx11 formulas; GPUOpen "WMMA on RDNA3"): A[i][k]
+    in lanes i + 16c for every 16-lane group c, element k packed low to high; B the same with j;
+    C/D[i][j] in VGPR floor(16i / wave), lane (16i mod wave) + j, 16-bit results in bits [15:0].
+    RDNA4 wave32 (GPUOpen "Matrix Cores of RDNA 4"; llama.cpp's RDNA4 tiles): A[i][k] in lane
+    i + 16*(k // (K/2)), element k mod K/2; C/D[i][j] element i mod 8 of lane j + 16*(i // 8),
+    16-bit results packed two per VGPR. SWMMAC: the compressed A with K/2 for K; the index K[i][c]
+    in A[i][c]'s lane, two bits per stored value (set 0; see _forward_mod)."""
+    L = ins.lanes
+    if op in ("C", "D"):
+        bits = BITS[ins.out_type]
+        if ins.arch == "rdna3":
+            return [Location(16 * i // L, (16 * i) % L + j, (31, 0) if bits == 32 else (15, 0))]
+        reg, rng = _packed(i % 8, bits)
+        return [Location(reg, j + 16 * (i // 8), rng)]
+    per = _rdna_per_lane(ins, op)
+    if op == "K":
+        lo = 2 * (j % per)
+        return [Location(0, i + 16 * (j // per), (lo + 1, lo))]
+    bits = BITS[ins.in_type if op == "A" else ins.in_type_b]
+    r, k = (i, j) if op == "A" else (j, i)
+    reg, rng = _packed(k % per, bits)
+    if ins.arch == "rdna3":
+        return [Location(reg, r + 16 * c, rng) for c in range(L // 16)]
+    return [Location(reg, r + 16 * (k // per), rng)]
 
 
 def _mma_tables(shape: str, t: str):
@@ -407,6 +519,9 @@ def _intel_dpas(ins: Instruction, op: str, i: int, j: int, b: int) -> list[Locat
     if op in ("C", "D"):
         return [Location(i, j, (31, 0))]
     bits = BITS[ins.in_type]
+    if op == "A" and bits == 32:
+        _fail(f"{ins.name}: the tf32 A layout (a 32-bit value where each work-item carries {32 if S == 8 else 16} "
+              "bits of a row) is not in the reference; B, C and D are computed")
     if op == "A":
         wi_bits = 32 if S == 8 else 16
         if bits > wi_bits:
@@ -420,8 +535,10 @@ def _intel_dpas(ins: Instruction, op: str, i: int, j: int, b: int) -> list[Locat
 
 
 def _forward(ins: Instruction) -> Callable[[Instruction, str, int, int, int], list[Location]]:
-    if ins.family == "mfma":
+    if ins.family in ("mfma", "smfmac"):
         return _amd_mfma
+    if ins.family in ("wmma", "swmmac"):
+        return _amd_wmma
     if ins.family == "mma.sync":
         return _nv_mma
     if ins.family == "wgmma":
@@ -429,7 +546,7 @@ def _forward(ins: Instruction) -> Callable[[Instruction, str, int, int, int], li
     if ins.family == "dpas":
         return _intel_dpas
     raise ValueError(f"{ins.name} ({ins.arch} {ins.family}): layout not computed yet "
-                     f"(computed: CDNA MFMA, NVIDIA mma.sync/wgmma, Intel DPAS)")
+                     f"(computed: AMD MFMA/SMFMAC/WMMA/SWMMAC, NVIDIA mma.sync/wgmma, Intel DPAS)")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -441,23 +558,71 @@ class Modifiers:
     cbsz: int = 0
     abid: int = 0
     blgp: int = 0
+    opsel: int = 0
+    neg: int = 0
 
 
-def _check_modifiers(ins: Instruction, cbsz: int, abid: int, blgp: int) -> Modifiers:
-    for name, val in (("cbsz", cbsz), ("abid", abid), ("blgp", blgp)):
+def _index_sets(ins: Instruction) -> int:
+    """Compression-index sets one 32-bit index VGPR holds (2 bits per stored A value per lane)."""
+    per = _rdna_per_lane(ins, "K") if ins.family == "swmmac" else ins.m * (ins.k // 2) // 64
+    return 32 // (2 * per)
+
+
+def _is_integer(ins: Instruction) -> bool:
+    return ins.out_type in ("int32", "s32")
+
+
+def _neg_bits(ins: Instruction, mods: Modifiers) -> int:
+    """The 3-bit negate field (bit 0 A, bit 1 B, bit 2 C): NEG on RDNA, BLGP for CDNA3 fp64."""
+    if ins.arch == "cdna3" and ins.in_type == "fp64":
+        return mods.blgp
+    return mods.neg
+
+
+def _check_modifiers(ins: Instruction, cbsz: int = 0, abid: int = 0, blgp: int = 0, opsel: int = 0,
+                     neg: int = 0) -> Modifiers:
+    for name, val in (("cbsz", cbsz), ("abid", abid), ("blgp", blgp), ("opsel", opsel), ("neg", neg)):
+        if val < 0:
+            _fail(f"{name} must be >= 0, got {val}")
         if val and name not in ins.modifiers:
             sup = ", ".join(ins.modifiers) or "none"
             _fail(f"{ins.name} on {ins.arch} does not support {name} (supported modifiers: {sup})")
-        if val < 0:
-            _fail(f"{name} must be >= 0, got {val}")
-    if cbsz or abid:
+    if ins.family == "smfmac":
+        # SMFMAC: cbsz/abid choose the compression-index set (AMD calculator README); no broadcast
+        sets = _index_sets(ins)
+        if cbsz > 7 or abid > 15:
+            _fail(f"cbsz must be 0..7 and abid 0..15, got cbsz={cbsz} abid={abid}")
+        if cbsz == 0 and abid >= sets:
+            _fail(f"abid={abid}: {ins.name} holds {sets} index sets per VGPR (abid 0..{sets - 1})")
+    elif cbsz or abid:
         if 2 ** cbsz > ins.blocks:
             _fail(f"cbsz={cbsz} broadcasts over {2 ** cbsz} blocks but {ins.name} has {ins.blocks}")
         if abid >= 2 ** cbsz:
             _fail(f"abid={abid} must be below 2**cbsz = {2 ** cbsz}")
     if blgp > 7:
         _fail(f"blgp must be 0..7, got {blgp}")
-    return Modifiers(cbsz, abid, blgp)
+    if opsel:
+        if ins.family == "swmmac":
+            sets = _index_sets(ins)
+            if opsel >= sets:
+                _fail(f"opsel={opsel}: {ins.name} holds {sets} index set(s) per VGPR (opsel 0..{sets - 1})")
+        elif opsel != 4:
+            _fail(f"opsel must be 0 or 4 for {ins.name} (OPSEL[2] picks the half of each C/D VGPR), got {opsel}")
+    if neg > 7:
+        _fail(f"neg must be 0..7 (bit 0 A, bit 1 B, bit 2 C), got {neg}")
+    if neg & 4 and _is_integer(ins):
+        _fail(f"neg bit 2 (C) is not allowed for integer {ins.name}; bits 0 and 1 mark A and B signed")
+    return Modifiers(cbsz, abid, blgp, opsel, neg)
+
+
+def value_modifier(ins: Instruction, operand: str, mods: Modifiers) -> str | None:
+    """How the modifiers change the values read from ``operand`` (not where they are): 'negated'
+    for a float operand whose negate bit is set, 'signed'/'unsigned' for an integer RDNA input whose
+    NEG bit says so, None otherwise."""
+    bit = {"A": 1, "B": 2, "C": 4}.get(operand, 0)
+    if "neg" in ins.modifiers and _is_integer(ins) and operand in ("A", "B"):
+        return "signed" if mods.neg & bit else "unsigned"
+    return "negated" if _neg_bits(ins, mods) & bit else None
 
 
 def _blgp_source_lane(blgp: int, lane: int) -> int:
@@ -482,26 +647,37 @@ def _check_index(ins: Instruction, op: str, i: int, j: int, block: int) -> None:
 
 
 def element_to_location(arch: str, instr: str, operand: str, i: int, j: int, block: int = 0,
-                        cbsz: int = 0, abid: int = 0, blgp: int = 0) -> list[Location]:
+                        cbsz: int = 0, abid: int = 0, blgp: int = 0, opsel: int = 0,
+                        neg: int = 0) -> list[Location]:
     """Where element ``operand[i][j]`` of ``block`` lives: a list of (register, lane, (hi, lo))
-    (more than one where the hardware replicates). With cbsz/abid, A elements of a block are read
-    from the broadcasting block; with blgp, B elements the instruction reads at lane L are read
-    from the lane blgp maps L to."""
+    (more than one where the hardware replicates: RDNA3 A/B). With cbsz/abid, A elements of a block
+    are read from the broadcasting block (SMFMAC: the index set moves instead); with blgp, B
+    elements the instruction reads at lane L are read from the lane blgp maps L to; opsel moves
+    RDNA3 16-bit C/D to bits [31:16] and the RDNA4 SWMMAC index to another set. ``neg`` changes
+    values, not places (:func:`value_modifier`)."""
     ins = instruction(arch, instr)
-    op = _operand(operand)
+    op = _operand(operand, ins)
     fwd = _forward(ins)
-    mods = _check_modifiers(ins, cbsz, abid, blgp)
+    mods = _check_modifiers(ins, cbsz, abid, blgp, opsel, neg)
     _check_index(ins, op, i, j, block)
     return _forward_mod(ins, fwd, op, i, j, block, mods)
 
 
 def _forward_mod(ins, fwd, op, i, j, block, mods: Modifiers) -> list[Location]:
-    if op == "A" and mods.cbsz:
+    if op == "A" and mods.cbsz and ins.family == "mfma":
         group = 2 ** mods.cbsz
         block = (block // group) * group + mods.abid
     locs = fwd(ins, op, i, j, block)
-    if op == "B" and mods.blgp:
+    if op == "B" and mods.blgp and _neg_bits(ins, mods) != mods.blgp:
         locs = [Location(l.register, _blgp_source_lane(mods.blgp, l.lane), l.bits) for l in locs]
+    shift = 0
+    if op == "K":
+        index_set = mods.opsel if ins.family == "swmmac" else (mods.abid if mods.cbsz == 0 else 0)
+        shift = index_set * 32 // _index_sets(ins)
+    elif op in ("C", "D") and mods.opsel & 4:
+        shift = 16
+    if shift:
+        locs = [Location(l.register, l.lane, (l.bits[0] + shift, l.bits[1] + shift)) for l in locs]
     return locs
 
 
@@ -520,13 +696,14 @@ def _inverse(arch: str, name: str, op: str, mods: Modifiers) -> dict:
 
 
 def location_to_elements(arch: str, instr: str, operand: str, register: int, lane: int,
-                         cbsz: int = 0, abid: int = 0, blgp: int = 0) -> list[tuple[Element, tuple[int, int]]]:
+                         cbsz: int = 0, abid: int = 0, blgp: int = 0, opsel: int = 0,
+                         neg: int = 0) -> list[tuple[Element, tuple[int, int]]]:
     """Every (element, (hi, lo)) read from ``register`` at ``lane`` (several for packed types and
     for broadcasts); empty when nothing there is read."""
     ins = instruction(arch, instr)
-    op = _operand(operand)
+    op = _operand(operand, ins)
     _forward(ins)
-    mods = _check_modifiers(ins, cbsz, abid, blgp)
+    mods = _check_modifiers(ins, cbsz, abid, blgp, opsel, neg)
     nreg, nlanes = _register_count(ins, op), ins.lanes
     if not 0 <= lane < nlanes:
         _fail(f"lane {lane} is outside 0..{nlanes - 1} for {ins.name}")
@@ -540,14 +717,15 @@ def location_to_elements(arch: str, instr: str, operand: str, register: int, lan
 
 
 def location_to_element(arch: str, instr: str, operand: str, register: int, lane: int, bit: int = 0,
-                        cbsz: int = 0, abid: int = 0, blgp: int = 0) -> Element | None:
+                        cbsz: int = 0, abid: int = 0, blgp: int = 0, opsel: int = 0,
+                        neg: int = 0) -> Element | None:
     """The (row, col, block) held at bit ``bit`` of ``register`` at ``lane``, or None when nothing
     there is read. Under cbsz/abid a broadcast value feeds several blocks: the source block is
     returned (all of them: :func:`location_to_elements`)."""
-    hits = location_to_elements(arch, instr, operand, register, lane, cbsz, abid, blgp)
+    hits = location_to_elements(arch, instr, operand, register, lane, cbsz, abid, blgp, opsel, neg)
     for el, (hi, lo) in hits:
         if lo <= bit % 64 <= hi or (hi - lo == 63):
-            if cbsz and operand.upper() == "A":
+            if cbsz and operand.upper() == "A" and instruction(arch, instr).family == "mfma":
                 same = [e for e, _ in hits if (e.row, e.col) == (el.row, el.col) and e.block % 2 ** cbsz == abid]
                 if same:
                     return same[0]
@@ -555,7 +733,25 @@ def location_to_element(arch: str, instr: str, operand: str, register: int, lane
     return None
 
 
+def index_bits_for_column(arch: str, instr: str, i: int, k: int, cbsz: int = 0, abid: int = 0,
+                          opsel: int = 0) -> Location:
+    """AMD's calculator form of a sparse index query, ``K[i][k]`` with k the uncompressed column:
+    the 4 bits that hold both 2-bit indices of the 2:4 chunk k//4 of row i (the first kept value's
+    index in the low two)."""
+    ins = instruction(arch, instr)
+    if not ins.sparse:
+        _fail(f"{ins.name} is dense: it has no compression index")
+    if not (0 <= i < ins.m and 0 <= k < ins.k):
+        _fail(f"K[{i}][{k}] is outside {ins.name}'s uncompressed A ({ins.m}x{ins.k})")
+    lo_loc, hi_loc = (element_to_location(arch, instr, "K", i, 2 * (k // 4) + h, cbsz=cbsz, abid=abid,
+                                          opsel=opsel)[0] for h in (0, 1))
+    assert (lo_loc.register, lo_loc.lane) == (hi_loc.register, hi_loc.lane)
+    return Location(lo_loc.register, lo_loc.lane, (hi_loc.bits[0], lo_loc.bits[1]))
+
+
 def _elem_bits(ins: Instruction, op: str) -> int:
+    if op == "K":
+        return 2
     if op in ("C", "D"):
         return BITS[ins.out_type]
     return BITS[ins.in_type if op == "A" else ins.in_type_b]
@@ -564,7 +760,7 @@ def _elem_bits(ins: Instruction, op: str) -> int:
 def _register_count(ins: Instruction, op: str) -> int:
     """Registers the location's ``register`` index ranges over (AMD: VGPRs; NVIDIA: fragment
     registers, .f64 ones for f64; Intel: components / 32-bit words)."""
-    if ins.family == "mfma":
+    if ins.family in ("mfma", "smfmac", "wmma", "swmmac"):
         return ins.registers(op)
     rows, cols = ins.shape(op)
     bits = _elem_bits(ins, op)
@@ -587,7 +783,7 @@ def _notation(ins: Instruction, op: str, loc: Location) -> str:
     if ins.arch in AMD_ARCHS:
         return amd_notation(*loc)
     hi, lo = loc.bits
-    frag = {"A": "a", "B": "b", "C": "c", "D": "d"}[op]
+    frag = op.lower()
     who = "WI" if ins.family == "dpas" else "T"
     suffix = "" if hi - lo + 1 in (32, 64) else f"[{hi}:{lo}]"
     return f"{who}{loc.lane}:{frag}{loc.register}{suffix}"
@@ -599,13 +795,15 @@ def element_name(ins: Instruction, op: str, el: Element) -> str:
 
 
 def layout_table(arch: str, instr: str, operand: str, cbsz: int = 0, abid: int = 0,
-                 blgp: int = 0) -> list[dict]:
+                 blgp: int = 0, opsel: int = 0, neg: int = 0) -> list[dict]:
     """One record per element of the operand (all blocks): row, column, block, register, lanes,
-    bits, and the location in vendor notation (AMD: ``v1{17}.[15:0]``)."""
+    bits, the location in vendor notation (AMD: ``v1{17}.[15:0]``; several locations where the
+    hardware replicates) and ``value`` (negated / signed / unsigned under neg, else None)."""
     ins = instruction(arch, instr)
-    op = _operand(operand)
+    op = _operand(operand, ins)
     fwd = _forward(ins)
-    mods = _check_modifiers(ins, cbsz, abid, blgp)
+    mods = _check_modifiers(ins, cbsz, abid, blgp, opsel, neg)
+    value = value_modifier(ins, op, mods)
     rows, cols = ins.shape(op)
     out = []
     for b in range(ins.blocks):
@@ -618,5 +816,6 @@ def layout_table(arch: str, instr: str, operand: str, cbsz: int = 0, abid: int =
                     "register": locs[0].register, "lanes": [l.lane for l in locs],
                     "bits": [locs[0].bits[0], locs[0].bits[1]],
                     "location": " ".join(_notation(ins, op, l) for l in locs),
+                    "value": value,
                 })
     return out

@@ -1,0 +1,273 @@
+"""CDNA3 SMFMAC, RDNA3/RDNA4 WMMA and RDNA4 SWMMAC in the matrix-instruction calculator.
+
+Published examples (AMD's matrix instruction calculator README, MIT): the sparse index of
+v_smfmac_f32_16x16x32_f16 and v_swmmac_f32_16x16x32_f16, the RDNA3 v_wmma_f16_16x16x16_f16 D layout
+with and without OPSEL[2], the RDNA3 B layout under NEG, CDNA3 fp64 BLGP as negate bits. Then every
+layout exhaustively: a bijection, or the documented RDNA3 replication across 16-lane groups.
+"""
+from __future__ import annotations
+
+import pytest
+from _mi_cli import mi_invoker
+
+from tilecraft.analysis import matrix_instructions as mi
+
+SMFMAC = [i.name for i in mi.list_instructions("cdna3") if i.family == "smfmac"]
+RDNA3 = [i.name for i in mi.list_instructions("rdna3")]
+RDNA4 = [i.name for i in mi.list_instructions("rdna4")]
+
+
+# ------------------------------------------------------------------------------------------------
+# published examples
+
+
+def test_published_sparse_index_examples():
+    # CDNA3: K[2][31] = v0{50}.[7:4]; with cbsz 0, abid 3: v0{50}.[31:28]
+    assert mi.amd_notation(*mi.index_bits_for_column("cdna3", "v_smfmac_f32_16x16x32_f16", 2, 31)) == "v0{50}.[7:4]"
+    assert mi.amd_notation(*mi.index_bits_for_column("mi300x", "v_smfmac_f32_16x16x32_f16", 2, 31, abid=3)) \
+        == "v0{50}.[31:28]"
+    # cbsz != 0: abid is ignored, the low set is used
+    assert mi.index_bits_for_column("cdna3", "v_smfmac_f32_16x16x32_f16", 2, 31, cbsz=1, abid=3).bits == (7, 4)
+    # RDNA4: K[2][31] = v0{18}.[15:12]; with opsel 1: v0{18}.[31:28]
+    assert mi.amd_notation(*mi.index_bits_for_column("rdna4", "v_swmmac_f32_16x16x32_f16", 2, 31)) == "v0{18}.[15:12]"
+    assert mi.amd_notation(*mi.index_bits_for_column("gfx1201", "v_swmmac_f32_16x16x32_f16", 2, 31, opsel=1)) \
+        == "v0{18}.[31:28]"
+
+
+@pytest.mark.parametrize("opsel,bits", [(0, "[15:0]"), (4, "[31:16]")])
+def test_published_rdna3_f16_d_with_opsel(opsel, bits):
+    recs = {(r["row"], r["column"]): r["location"]
+            for r in mi.layout_table("rdna3", "v_wmma_f16_16x16x16_f16", "D", opsel=opsel)}
+    assert recs[(0, 0)] == f"v0{{0}}.{bits}" and recs[(1, 15)] == f"v0{{31}}.{bits}"
+    assert recs[(2, 4)] == f"v1{{4}}.{bits}" and recs[(15, 15)] == f"v7{{31}}.{bits}"
+    for (i, j), loc in recs.items():
+        assert loc == f"v{i // 2}{{{16 * (i % 2) + j}}}.{bits}"
+
+
+def test_published_rdna3_b_with_neg():
+    # --neg 6: B negated; lane l holds column l % 16, VGPR k//2, half k%2 (lanes 16-31 repeat)
+    for r in mi.layout_table("rdna3", "v_wmma_f32_16x16x16_f16", "B", neg=6):
+        k, j = r["row"], r["column"]
+        half = "[15:0]" if k % 2 == 0 else "[31:16]"
+        assert r["location"] == f"v{k // 2}{{{j}}}.{half} v{k // 2}{{{j + 16}}}.{half}"
+        assert r["value"] == "negated"
+    assert all(r["value"] is None for r in mi.layout_table("rdna3", "v_wmma_f32_16x16x16_f16", "A", neg=6))
+
+
+def test_published_cdna3_fp64_blgp_negates():
+    recs = mi.layout_table("cdna3", "v_mfma_f64_16x16x4_f64", "B", blgp=6)
+    for r in recs:   # lanes do not move: B[k][j] at lane 16k + j, v[1:0]
+        assert r["lanes"] == [16 * r["row"] + r["column"]] and r["location"].startswith("v[0:1]")
+        assert r["value"] == "negated"
+    assert all(r["value"] is None for r in mi.layout_table("cdna3", "v_mfma_f64_16x16x4_f64", "A", blgp=6))
+    assert all(r["value"] == "negated" for r in mi.layout_table("cdna3", "v_mfma_f64_16x16x4_f64", "C", blgp=4))
+
+
+def test_gpuopen_rdna3_fragment_rules():
+    # GPUOpen Orochi WMMA sample: a_frag[e] = A[lane % 16][e], b_frag[e] = B[e][lane % 16],
+    # result element 2e of lane l is C[2e + l // 16][l % 16] (fp16 result, low halves)
+    for lane in range(32):
+        for e in range(16):
+            reg, lo = e // 2, 16 * (e % 2)
+            got = mi.location_to_elements("rdna3", "v_wmma_f16_16x16x16_f16", "A", reg, lane)
+            assert (mi.Element(lane % 16, e, 0), (lo + 15, lo)) in got
+            got = mi.location_to_elements("rdna3", "v_wmma_f16_16x16x16_f16", "B", reg, lane)
+            assert (mi.Element(e, lane % 16, 0), (lo + 15, lo)) in got
+        for e in range(8):
+            assert mi.location_to_element("rdna3", "v_wmma_f16_16x16x16_f16", "D", e, lane) \
+                == (2 * e + lane // 16, lane % 16, 0)
+
+
+def test_rdna4_accumulator_and_inputs():
+    # llama.cpp RDNA4 tiles: C row 8*(lane//16) + l, column lane % 16; A/B half2 index 4*(lane//16) + l
+    for lane in range(32):
+        for e in range(8):
+            assert mi.location_to_element("rdna4", "v_wmma_f32_16x16x16_f16", "D", e, lane) \
+                == (8 * (lane // 16) + e, lane % 16, 0)
+        for h2 in range(4):
+            k = 2 * (4 * (lane // 16) + h2)
+            assert mi.location_to_element("rdna4", "v_wmma_f32_16x16x16_bf16", "A", h2, lane, bit=0) == (lane % 16, k, 0)
+            assert mi.location_to_element("rdna4", "v_wmma_f32_16x16x16_bf16", "A", h2, lane, bit=16) == (lane % 16, k + 1, 0)
+    # fp16 results on RDNA4 are packed two rows per VGPR (no OPSEL choice)
+    assert mi.element_to_location("rdna4", "v_wmma_f16_16x16x16_f16", "D", 9, 3) == [(0, 19, (31, 16))]
+    ins = mi.instruction("rdna4", "v_swmmac_f32_16x16x32_f16")
+    assert (ins.registers("A"), ins.registers("B"), ins.registers("D"), ins.registers("K")) == (4, 8, 8, 1)
+
+
+def test_register_counts():
+    ins = mi.instruction("rdna3", "v_wmma_f16_16x16x16_f16")
+    assert (ins.registers("A"), ins.registers("B"), ins.registers("D")) == (8, 8, 8)
+    ins = mi.instruction("rdna3", "v_wmma_f32_16x16x16_f16_w64")
+    assert (ins.lanes, ins.registers("A"), ins.registers("D"), ins.cycles) == (64, 8, 4, None)
+    assert mi.instruction("rdna3", "v_wmma_i32_16x16x16_iu4").registers("A") == 2
+    ins = mi.instruction("cdna3", "v_smfmac_f32_32x32x16_bf16")
+    assert (ins.registers("A"), ins.registers("B"), ins.registers("D"), ins.registers("K")) == (2, 4, 16, 1)
+    assert ins.shape("A") == (32, 8) and ins.shape("K") == (32, 8) and ins.shape("B") == (16, 32)
+
+
+# ------------------------------------------------------------------------------------------------
+# exhaustive: bijection, or the documented replication
+
+
+def _check(arch: str, name: str, op: str, **mods) -> None:
+    ins = mi.instruction(arch, name)
+    rows, cols = ins.shape(op)
+    copies = ins.lanes // 16 if (ins.arch == "rdna3" and op in "AB") else 1
+    seen: dict = {}
+    for rec in mi.layout_table(arch, name, op, **mods):
+        assert len(rec["lanes"]) == copies, rec
+        if copies > 1:   # the copies: same register and bits, one per 16-lane group
+            assert sorted(lane // 16 for lane in rec["lanes"]) == list(range(copies))
+            assert len({lane % 16 for lane in rec["lanes"]}) == 1
+        for lane in rec["lanes"]:
+            key = (rec["register"], lane)
+            hi, lo = rec["bits"]
+            for other_hi, other_lo in seen.get(key, []):
+                assert hi < other_lo or lo > other_hi, (op, rec)   # no two elements share a bit
+            seen.setdefault(key, []).append((hi, lo))
+            assert 0 <= lane < ins.lanes
+            assert mi.location_to_element(arch, name, op, rec["register"], lane, bit=lo, **mods) \
+                == (rec["row"], rec["column"], rec["block"])
+    used = sum(hi - lo + 1 for ranges in seen.values() for hi, lo in ranges)
+    assert used == rows * cols * ins.blocks * copies * mi._elem_bits(ins, op)
+    # the operand fills its registers exactly, less the documented unused parts: the other index
+    # sets of K, and the other half of RDNA3 16-bit C/D VGPRs
+    fill = 1.0
+    if op == "K":
+        fill = 1 / mi._index_sets(ins)
+    elif ins.arch == "rdna3" and op in "CD" and mi._elem_bits(ins, op) == 16:
+        fill = 0.5
+    assert used == ins.registers(op) * ins.lanes * 32 * fill
+    assert max(r for r, _ in seen) < ins.registers(op)
+
+
+@pytest.mark.parametrize("name", SMFMAC)
+def test_smfmac_exhaustive(name):
+    for op in "ABCDK":
+        _check("cdna3", name, op)
+    sets = mi._index_sets(mi.instruction("cdna3", name))
+    assert sets == (4 if "f16" in name and "bf8" not in name else 2)
+    # every index set lands in its own bits: together they fill the VGPR
+    bits = set()
+    for abid in range(sets):
+        _check("cdna3", name, "K", abid=abid)
+        for r in mi.layout_table("cdna3", name, "K", abid=abid):
+            bits |= {(r["lanes"][0], b) for b in range(r["bits"][1], r["bits"][0] + 1)}
+    assert len(bits) == 64 * 32
+
+
+def test_smfmac_shares_b_and_k_lane_groups():
+    # A[i][c] (stored column c of chunk c//2) meets B rows 4*(c//2)..+3 in the same lane group
+    for name in SMFMAC:
+        ins = mi.instruction("cdna3", name)
+        for c in range(ins.k // 2):
+            a_lane = mi.element_to_location("cdna3", name, "A", 0, c)[0].lane
+            k_lane = mi.element_to_location("cdna3", name, "K", 0, c)[0].lane
+            assert a_lane == k_lane
+            for k in range(4 * (c // 2), 4 * (c // 2) + 4):
+                assert mi.element_to_location("cdna3", name, "B", k, 0)[0].lane // ins.m == a_lane // ins.m
+
+
+@pytest.mark.parametrize("name", RDNA3)
+def test_rdna3_exhaustive(name):
+    for wave in ("", "_w64"):
+        for op in "ABCD":
+            _check("rdna3", name + wave, op)
+    ins = mi.instruction("rdna3", name)
+    if "opsel" in ins.modifiers:
+        for op in "CD":
+            _check("rdna3", name, op, opsel=4)
+
+
+@pytest.mark.parametrize("name", RDNA4)
+def test_rdna4_exhaustive(name):
+    ins = mi.instruction("rdna4", name)
+    for op in ins.operands:
+        _check("rdna4", name, op)
+    if ins.sparse:
+        for opsel in range(1, mi._index_sets(ins)):
+            _check("rdna4", name, "K", opsel=opsel)
+
+
+def test_every_amd_instruction_has_a_layout():
+    for arch in ("cdna1", "cdna2", "cdna3", "rdna3", "rdna4"):
+        assert all(mi.layout_supported(i) for i in mi.list_instructions(arch))
+
+
+# ------------------------------------------------------------------------------------------------
+# bad input
+
+
+@pytest.mark.parametrize("arch,name,op,kwargs,match", [
+    ("rdna3", "v_wmma_f32_16x16x16_f16", "D", {"opsel": 4}, "does not support opsel"),
+    ("rdna3", "v_wmma_f16_16x16x16_f16", "D", {"opsel": 2}, "opsel must be 0 or 4"),
+    ("rdna4", "v_wmma_f16_16x16x16_f16", "D", {"opsel": 4}, "does not support opsel"),
+    ("rdna4", "v_swmmac_f32_16x16x32_f16", "K", {"opsel": 2}, "opsel 0..1"),
+    ("rdna4", "v_swmmac_i32_16x16x64_iu4", "K", {"opsel": 1}, "opsel 0..0"),
+    ("rdna4", "v_wmma_f32_16x16x16_fp8_fp8", "A", {"neg": 1}, "does not support neg"),
+    ("rdna3", "v_wmma_i32_16x16x16_iu8", "A", {"neg": 4}, "not allowed for integer"),
+    ("rdna3", "v_wmma_f32_16x16x16_f16", "A", {"neg": 8}, "0..7"),
+    ("cdna3", "v_smfmac_f32_16x16x32_f16", "K", {"abid": 4}, "abid 0..3"),
+    ("cdna3", "v_smfmac_i32_16x16x64_i8", "K", {"abid": 2}, "abid 0..1"),
+    ("cdna3", "v_smfmac_f32_16x16x32_f16", "B", {"blgp": 1}, "does not support blgp"),
+    ("cdna2", "v_mfma_f32_16x16x4f32", "A", {"neg": 1}, "does not support neg"),
+    ("sm90", "mma.sync.m16n8k16.f16", "A", {"opsel": 4}, "does not support opsel"),
+])
+def test_modifiers_rejected(arch, name, op, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        mi.layout_table(arch, name, op, **kwargs)
+
+
+def test_bad_operands_and_names():
+    with pytest.raises(ValueError, match="only for sparse"):
+        mi.layout_table("rdna3", "v_wmma_f32_16x16x16_f16", "K")
+    with pytest.raises(ValueError, match="outside"):
+        mi.element_to_location("cdna3", "v_smfmac_f32_16x16x32_f16", "A", 0, 16)   # A is 16 x 16 stored
+    with pytest.raises(ValueError, match="outside"):
+        mi.index_bits_for_column("cdna3", "v_smfmac_f32_16x16x32_f16", 0, 32)
+    with pytest.raises(ValueError, match="dense"):
+        mi.index_bits_for_column("cdna3", "v_mfma_f32_16x16x16_f16", 0, 0)
+    with pytest.raises(ValueError, match="did you mean v_wmma_f32_16x16x16_f16"):
+        mi.instruction("rdna3", "v_wmma_f32_16x16x16_f15")
+    assert mi.instruction("rdna3", "v_wmma_f32_16x16x16_f16_w32") is mi.instruction("rdna3", "v_wmma_f32_16x16x16_f16")
+
+
+# ------------------------------------------------------------------------------------------------
+# CLI
+
+
+@pytest.fixture(scope="module")
+def cli():
+    return mi_invoker()
+
+
+def test_cli_sparse_and_rdna(cli):
+    r = cli("where", "cdna3", "v_smfmac_f32_16x16x32_f16", "-o", "K", "--row", "2", "--k", "31", "--abid", "3")
+    assert r.exit_code == 0 and "K[2][31] = v0{50}.[31:28]" in r.output
+    r = cli("where", "rdna4", "v_swmmac_f32_16x16x32_f16", "-o", "K", "--row", "2", "--col", "14")
+    assert r.exit_code == 0 and "v0{18}.[13:12]" in r.output
+    r = cli("layout", "rdna3", "v_wmma_f16_16x16x16_f16", "-o", "D", "--opsel", "4", "--format", "csv")
+    assert r.exit_code == 0 and "v0{16}.[31:16]" in r.output
+    r = cli("layout", "rdna3", "v_wmma_f32_16x16x16_f16", "-o", "B", "--neg", "2")
+    assert r.exit_code == 0 and "-B[0][0]" in r.output and "v0{0}.[15:0] v0{16}.[15:0]" in r.output
+    r = cli("which", "rdna3", "v_wmma_f32_16x16x16_f16_w64", "-o", "A", "--register", "1", "--lane", "50")
+    assert r.exit_code == 0 and "A[2][2]" in r.output and "A[2][3]" in r.output
+    r = cli("show", "gfx942", "v_smfmac_f32_16x16x32_f16")
+    assert r.exit_code == 0 and "K 1" in r.output and "index" in r.output
+
+
+@pytest.mark.parametrize("args", [
+    ("layout", "rdna3", "v_wmma_f32_16x16x16_f16", "-o", "K"),
+    ("layout", "rdna3", "v_wmma_f16_16x16x16_f16", "-o", "D", "--opsel", "1"),
+    ("where", "cdna3", "v_smfmac_f32_16x16x32_f16", "-o", "A", "--row", "0", "--k", "3"),
+    ("where", "cdna3", "v_smfmac_f32_16x16x32_f16", "-o", "A", "--row", "0"),
+    ("where", "rdna4", "v_swmmac_f32_16x16x32_f16", "-o", "K", "--row", "0", "--k", "32"),
+    ("layout", "rdna4", "v_wmma_f32_16x16x16_fp8_fp8", "-o", "A", "--neg", "1"),
+    ("show", "rdna4", "v_wmma_f32_16x16x16_f16_w64"),
+])
+def test_cli_bad_input(cli, args):
+    r = cli(*args)
+    assert r.exit_code == 2, r.output
+    assert not isinstance(r.exception, ValueError)
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), r.output

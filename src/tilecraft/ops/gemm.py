@@ -352,6 +352,11 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg:
     acc, _, acc_torch = _acc_types(spec)
     opts = _options(cfg, a.device)
     if cfg.kernel == "tma":
+        if not tma_layout(a, b, spec.dtype)[0] or spec.dtype == "fp64" or (
+                spec.dtype == "fp32" and spec.precision != "tf32"):
+            raise ValueError(f"the TMA kernel cannot take these operands ({spec.dtype}, precision "
+                             f"{spec.precision}, strides {a.stride()} and {b.stride()}): it needs 16-byte "
+                             "aligned rows with a unit stride; use a pointer config")
         _launch_tma(a, b, out3, spec, cfg, acc, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, opts)
         return
     num_tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n)

@@ -1,0 +1,287 @@
+"""GEMM on the GPU in one call: correctness grid, then config sweeps against the torch peers.
+
+    PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/gemm_tune.py --sections check,bf16,smallm --out $OUT
+
+Sections (comma list):
+  check   every dtype x layout x kernel (pointer, split-K, TMA) at odd and tiny shapes, batched,
+          epilogue: against the float64 reference, output poisoned. Stops the run on a failure.
+  bf16    bf16 8192^3, NN/NT/TN/TT, TMA and pointer configs; fp16 NN the same way
+  smallm  M in {1, 16, 64}, N = K in {4096, 8192}, bf16: pointer/split-K configs; copy bandwidth
+  fp8, int8, tf32, fp32acc, ieee, fp64: 8192^3 configs of each against its torch peer
+  accuracy  fp32-accurate (tf32x3, bf16x6) and cuBLAS fp32 against float64 at K = 16384
+Every kernel is compiled first by a pool of processes (Triton's cache is shared), so the timed
+process only loads them. Writes gemm-tune-<sections>.json and a log under --out.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+import traceback
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from tilecraft.bench import gemm as bench
+from tilecraft.bench.harness import stamp, write_results
+from tilecraft.hardware.ceilings import measure_copy_bandwidth
+from tilecraft.hardware.device import detect
+from tilecraft.ops import gemm as ops
+from tilecraft.reference.gemm import matmul_reference, relative_error
+from tilecraft.tuning.gemm import GemmConfig
+
+T = GemmConfig
+
+
+def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]:
+    items = []
+    big = 8192
+    if "bf16" in sections:
+        tma = [T("tma", 128, 256, 64, 8, 8, 3), T("tma", 128, 256, 64, 8, 8, 4), T("tma", 128, 256, 64, 8, 8, 3, flatten=True),
+               T("tma", 256, 128, 64, 8, 8, 3), T("tma", 128, 128, 64, 8, 8, 4), T("tma", 128, 128, 64, 8, 4, 4),
+               T("tma", 128, 256, 64, 16, 8, 3)]
+        for lay in bench.LAYOUTS:
+            for cfg in tma:
+                items.append(("bf16", bench.Case("bf16", big, big, big, lay), cfg))
+        for cfg in (T("pointer", 128, 128, 64, 8, 8, 4), T("pointer", 128, 128, 64, 8, 4, 4), T("pointer", 128, 256, 64, 8, 8, 3)):
+            items.append(("bf16", bench.Case("bf16", big, big, big, "NN"), cfg))
+        for cfg in tma[:3]:
+            items.append(("bf16", bench.Case("fp16", big, big, big, "NN"), cfg))
+    if "smallm" in sections:
+        for m in (1, 16, 64):
+            bm = 16 if m <= 16 else 64
+            for nk in (4096, 8192):
+                for bn in (32, 64):
+                    for bk in (128, 256):
+                        for split in (1, 2, 4):
+                            for st in (4, 6):
+                                items.append(("smallm", bench.Case("bf16", m, nk, nk, "NN"),
+                                              T("pointer", bm, bn, bk, 1, 4, st, split)))
+    if "fp8" in sections:
+        for cfg in (T("tma", 128, 256, 128, 8, 8, 3), T("tma", 128, 256, 128, 8, 8, 4), T("tma", 256, 128, 128, 8, 8, 3),
+                    T("tma", 128, 128, 128, 8, 8, 4)):
+            items.append(("fp8", bench.Case("fp8", big, big, big, "NT"), cfg))
+    if "int8" in sections:
+        for cfg in (T("tma", 128, 256, 128, 8, 8, 3), T("tma", 128, 256, 128, 8, 8, 4), T("tma", 256, 128, 128, 8, 8, 3),
+                    T("tma", 128, 128, 128, 8, 8, 4)):
+            items.append(("int8", bench.Case("int8", big, big, big, "NT"), cfg))
+    if "tf32" in sections:
+        for cfg in (T("tma", 128, 128, 32, 8, 8, 3), T("tma", 128, 128, 32, 8, 8, 4), T("tma", 128, 256, 32, 8, 8, 3),
+                    T("tma", 128, 256, 32, 8, 8, 4)):
+            items.append(("tf32", bench.Case("tf32", big, big, big, "NN"), cfg))
+    if "fp32acc" in sections:
+        for cfg in (T("pointer", 128, 128, 32, 8, 8, 3), T("pointer", 128, 128, 32, 8, 4, 3), T("pointer", 128, 128, 16, 8, 8, 4),
+                    T("pointer", 64, 128, 32, 8, 4, 3), T("pointer", 128, 64, 32, 8, 4, 4)):
+            items.append(("fp32acc", bench.Case("fp32-accurate", big, big, big, "NN"), cfg))
+    if "ieee" in sections:
+        for cfg in (T("pointer", 128, 128, 16, 8, 8, 3), T("pointer", 128, 128, 32, 8, 8, 2), T("pointer", 64, 64, 16, 8, 4, 3),
+                    T("pointer", 128, 64, 16, 8, 4, 3)):
+            items.append(("ieee", bench.Case("fp32", big, big, big, "NN"), cfg))
+    if "fp64" in sections:
+        for cfg in (T("pointer", 64, 64, 16, 8, 4, 3), T("pointer", 128, 64, 16, 8, 4, 3), T("pointer", 64, 64, 32, 8, 4, 3),
+                    T("pointer", 128, 128, 16, 8, 8, 3), T("pointer", 64, 128, 16, 8, 4, 4)):
+            items.append(("fp64", bench.Case("fp64", big, big, big, "NN"), cfg))
+    return items
+
+
+def check_items() -> list[tuple[bench.Case, GemmConfig, dict]]:
+    """(case, pinned config, extra matmul kwargs) for the correctness grid."""
+    out = []
+    shapes = [(1, 7, 129), (129, 1000, 7), (1000, 129, 1000), (7, 1, 33), (257, 263, 520)]
+    ptr = {"fp16": T("pointer", 64, 64, 32, 8, 4, 3), "bf16": T("pointer", 128, 128, 64, 8, 8, 4),
+           "fp32": T("pointer", 64, 64, 16, 8, 4, 3), "tf32": T("pointer", 64, 64, 32, 8, 4, 3),
+           "fp32-accurate": T("pointer", 64, 64, 32, 8, 4, 3), "fp64": T("pointer", 64, 64, 16, 8, 4, 3),
+           "int8": T("pointer", 64, 64, 64, 8, 4, 3), "fp8": T("pointer", 64, 64, 64, 8, 4, 3),
+           "fp8_e5m2": T("pointer", 64, 64, 64, 8, 4, 3)}
+    tma = {"fp16": T("tma", 128, 256, 64, 8, 8, 3), "bf16": T("tma", 128, 128, 64, 8, 8, 4),
+           "tf32": T("tma", 128, 128, 32, 8, 8, 3), "int8": T("tma", 128, 256, 128, 8, 8, 3),
+           "fp8": T("tma", 128, 256, 128, 8, 8, 3), "fp8_e5m2": T("tma", 128, 128, 128, 8, 8, 3)}
+    for dt, cfg in ptr.items():
+        for lay in bench.LAYOUTS:
+            for (m, n, k) in shapes:
+                out.append((bench.Case(dt, m, n, k, lay), cfg, {}))
+            out.append((bench.Case(dt, 48, 4096, 4096, lay), replace(cfg, split_k=4), {}))
+    # TMA: aligned shapes (16-byte rows) incl. M/N/K tails inside the tensor
+    for dt, cfg in tma.items():
+        for lay in (bench.LAYOUTS if dt in ("fp16", "bf16", "tf32") else ("NT",)):
+            for (m, n, k) in [(1000, 1016, 1040), (8, 264, 136), (4096, 4096, 2048), (300, 200, 4104)]:
+                out.append((bench.Case(dt, m, n, k, lay), cfg, {}))
+    return out
+
+
+def _make(case: bench.Case, seed: int = 5):
+    dev = torch.device("cuda")
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    a, b = bench.make_operands(case.m, case.n, case.k, case.dtype, case.layout, dev, gen)
+    kw = bench.call_kwargs(case.dtype, case.m, case.n, dev)
+    return a, b, kw
+
+
+def _compile_job(job):
+    """In a pool worker: launch (and so compile) one case with its config once."""
+    case, cfg = job
+    try:
+        a, b, kw = _make(case)
+        spec = ops.validate(a, b, **kw)
+        ops.compute(a, b, spec, scale_a=kw.get("scale_a"), scale_b=kw.get("scale_b"), cfg=cfg)
+        torch.cuda.synchronize()
+        return None
+    except Exception as exc:  # noqa: BLE001
+        return f"{case.name} {cfg.short()}: {type(exc).__name__}: {str(exc)[:300]}"
+
+
+def precompile(jobs, log):
+    t0 = time.time()
+    uniq = list({(j[0].dtype, j[0].layout, j[0].m == 1, j[1], j[0].m % 16 == 0, j[0].n % 16 == 0, j[0].k % 16 == 0): j
+                 for j in jobs}.values())
+    errors = []
+    ctx = mp.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=min(14, os.cpu_count() or 4), mp_context=ctx) as pool:
+        for r in pool.map(_compile_job, uniq):
+            if r:
+                errors.append(r)
+    log(f"precompiled {len(uniq)} kernels in {time.time() - t0:.0f} s; {len(errors)} failed")
+    for e in errors:
+        log("  " + e)
+
+
+def run_checks(log) -> list[dict]:
+    rows, bad = [], 0
+    for case, cfg, extra in check_items():
+        a, b, kw = _make(case, seed=11)
+        kw.update(extra)
+        try:
+            ok, err, _ = bench.check(case, a, b, kw, cfg)
+        except Exception as exc:  # noqa: BLE001
+            ok, err = False, float("nan")
+            log(f"CHECK ERROR {case.name} {cfg.short()}: {type(exc).__name__}: {str(exc)[:200]}")
+        rows.append({"case": case.name, "config": cfg.short(), "ok": ok, "rel_err": err})
+        if not ok:
+            bad += 1
+            log(f"CHECK FAILED {case.name} {cfg.short()}: rel err {err:.2e}")
+    # batched, broadcast B, epilogue (c, bias, alpha, beta, activation), split-K epilogue, scales per row/col
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(3)
+
+    def rnd(*s, dt=torch.bfloat16):
+        return (torch.rand(*s, device=dev, generator=g) * 2 - 1).to(dt)
+    a, b, c, bias = rnd(3, 136, 264), rnd(264, 520).t().contiguous().t(), rnd(3, 136, 520, dt=torch.float32), rnd(520)
+    for cfg in (T("tma", 128, 128, 64, 8, 8, 3), T("pointer", 64, 64, 32, 8, 4, 3), T("pointer", 64, 64, 32, 8, 4, 3, 3)):
+        for act in (None, "relu", "gelu", "gelu_tanh", "silu"):
+            kw = {"alpha": 0.7, "beta": -1.3, "c": c, "bias": bias, "activation": act}
+            spec = ops.validate(a, b, **kw)
+            out = ops.compute(a, b, spec, c=c, bias=bias, cfg=cfg)
+            ref = matmul_reference(a, b, out_dtype=torch.float64, **kw)
+            err = relative_error(out, ref)
+            ok = err < 1e-2
+            bad += not ok
+            rows.append({"case": f"epilogue batched {act}", "config": cfg.short(), "ok": ok, "rel_err": err})
+            if not ok:
+                log(f"CHECK FAILED epilogue {act} {cfg.short()}: {err:.2e}")
+    f8a, f8b = rnd(200, 256, dt=torch.float8_e4m3fn), rnd(520, 256, dt=torch.float8_e4m3fn).t()
+    sa, sb = torch.rand(200, 1, device=dev) + 0.5, torch.rand(1, 520, device=dev) + 0.5
+    for cfg in (T("tma", 128, 128, 128, 8, 8, 3), T("pointer", 64, 64, 64, 8, 4, 3)):
+        spec = ops.validate(f8a, f8b, scale_a=sa, scale_b=sb)
+        out = ops.compute(f8a, f8b, spec, scale_a=sa, scale_b=sb, cfg=cfg)
+        err = relative_error(out, matmul_reference(f8a, f8b, out_dtype=torch.float64, scale_a=sa, scale_b=sb))
+        bad += err > 1e-2
+        rows.append({"case": "fp8 row/col scales", "config": cfg.short(), "ok": err <= 1e-2, "rel_err": err})
+    log(f"correctness: {len(rows) - bad}/{len(rows)} passed")
+    return rows
+
+
+def accuracy(log) -> list[dict]:
+    """fp32-accurate modes and cuBLAS fp32 against float64, uniform [-1, 1], K up to 16384."""
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(9)
+    rows = []
+    for k in (4096, 16384):
+        a = torch.rand(1024, k, device=dev, generator=g) * 2 - 1
+        b = torch.rand(k, 1024, device=dev, generator=g) * 2 - 1
+        ref = a.double() @ b.double()
+        prev = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        cub = relative_error(a @ b, ref)
+        torch.backends.cuda.matmul.allow_tf32 = prev
+        row = {"k": k, "cublas_fp32": cub}
+        for p in ("tf32x3", "bf16x6", "bf16x3", "tf32", "ieee"):
+            row[p] = relative_error(ops.matmul(a, b, precision=p), ref)
+        rows.append(row)
+        log(f"accuracy K={k}: " + ", ".join(f"{key} {v:.2e}" for key, v in row.items() if key != "k"))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sections", default="check,bf16,smallm")
+    ap.add_argument("--out", default="benchmarks/results/gemm-tune")
+    ap.add_argument("--budget", type=float, default=0.25)
+    args = ap.parse_args()
+    sections = args.sections.split(",")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    logf = open(out / f"gemm-tune-{'-'.join(sections)}.log", "w")
+
+    def log(msg):
+        print(msg, flush=True)
+        logf.write(msg + "\n")
+        logf.flush()
+    os.environ.setdefault("TILECRAFT_TUNE", "0")
+    info = detect()
+    log(f"{info.name} torch {info.versions.get('torch')} triton {info.versions.get('triton')}")
+    items = sweep_items(sections)
+    jobs = [(c, cfg) for _, c, cfg in items]
+    if "check" in sections:
+        jobs += [(c, cfg) for c, cfg, _ in check_items()]
+    precompile(jobs, log)
+    doc = {"sections": sections, "checks": None, "accuracy": None}
+    if "check" in sections:
+        doc["checks"] = run_checks(log)
+        if not all(r["ok"] for r in doc["checks"]):
+            log("correctness failures: sweeps still run, but read them with care")
+    if "accuracy" in sections:
+        doc["accuracy"] = accuracy(log)
+    copy = measure_copy_bandwidth() if "smallm" in sections else None
+    if copy:
+        log(f"copy bandwidth {copy:.3f} TB/s")
+    records, peers = [], {}
+    for section, case, cfg in items:
+        try:
+            key = (case.dtype, case.layout, case.m, case.n, case.k)
+            rec = bench.run_case(case, info, copy_TBps=copy, cfg=cfg, budget_s=args.budget, peer_ms=peers.get(key))
+            if rec.peer_value:
+                peers[key] = rec.extra["peer_time_ms"]
+            rec.extra["section"] = section
+            records.append(rec)
+            frac = rec.extra.get("fraction_of_copy")
+            log(f"{section:7s} {case.name:28s} {cfg.short():40s} ours {rec.ours:7.1f} peer {rec.peer_value or 0:7.1f} "
+                f"x{rec.ratio or 0:.3f}" + (f" copy {frac:.1%}" if frac else "") + f" err {rec.extra['rel_err']:.1e}")
+        except Exception as exc:  # noqa: BLE001
+            log(f"{section} {case.name} {cfg.short()}: {type(exc).__name__}: {str(exc)[:300]}")
+            traceback.print_exc()
+    stamp(records, info)
+    path = write_results(records, "gemm-tune", out / f"gemm-tune-{'-'.join(sections)}.json", info,
+                         meta={"checks": doc["checks"], "accuracy": doc["accuracy"], "copy_TBps": copy})
+    log(f"wrote {path}")
+    best = {}
+    for r in records:
+        k = (r.case["dtype"], r.case["layout"], r.case["m"], r.case["n"], r.case["k"])
+        if r.ratio and (k not in best or r.ratio > best[k].ratio):
+            best[k] = r
+    log("best per case:")
+    for k, r in best.items():
+        frac = r.extra.get("fraction_of_copy")
+        log(f"  {k}: {r.extra['config']['kernel']} {GemmConfig.from_dict(r.extra['config']).short()} "
+            f"ours {r.ours:.1f} peer {r.peer_value:.1f} x{r.ratio:.3f}" + (f" copy {frac:.1%}" if frac else ""))
+    print(json.dumps({"n_records": len(records)}))
+
+
+if __name__ == "__main__":
+    main()

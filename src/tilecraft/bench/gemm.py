@@ -1,0 +1,264 @@
+"""GEMM suites: tilecraft.matmul against the torch call for the same dtype, shape and transpose.
+
+Peers (measured in the same run): ``torch.matmul`` (fp16, bf16, fp64; fp32 with TF32 off, and
+with TF32 on for ``precision="tf32"``), ``torch._int_mm`` (int8), ``torch._scaled_mm`` (fp8).
+Every case is checked against the float64 reference (output poisoned first) before it is timed.
+
+Timing: each timed call is one replay of a CUDA graph holding ``reps`` calls that cycle through
+several input sets (their total larger than twice the L2, so caches do not flatter), bracketed
+by events; time per call = replay time / reps, median over replays (``time_rotating``). The graph
+takes Python's launch cost out of both sides, which matters for the microsecond small-M cases.
+
+Layouts: ``"NN"``, ``"NT"``, ``"TN"``, ``"TT"`` as in BLAS: the first letter says whether A is
+given transposed (a (K, M) row-major buffer viewed as (M, K)), the second the same for B (an
+(N, K) buffer viewed as (K, N)).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from tilecraft.bench import INTERPRETER_LABEL
+from tilecraft.bench.harness import Record, Timing, rotation_sets, time_rotating
+from tilecraft.hardware.device import DeviceInfo
+from tilecraft.ops import gemm as ops
+from tilecraft.reference.gemm import TOLERANCES, matmul_reference, relative_error
+from tilecraft.tuning.gemm import GemmConfig
+
+DTYPES: dict[str, torch.dtype] = {
+    "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32,
+    "fp32-accurate": torch.float32, "fp64": torch.float64, "int8": torch.int8,
+    "fp8": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2,
+}
+PRECISION = {"fp32": "ieee", "tf32": "tf32", "fp32-accurate": "fp32-accurate"}
+DATASHEET_KEY = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "tf32": "tf32", "fp32-accurate": "tf32",
+                 "fp64": "fp64", "int8": "int8", "fp8": "fp8", "fp8_e5m2": "fp8"}
+LAYOUTS = ("NN", "NT", "TN", "TT")
+# Layout each peer takes without a copy: cuBLASLt's int8 and fp8 kernels want A row-major and B
+# column-major ("NT"); the suites give those dtypes that layout (ours runs the same inputs).
+PEER_LAYOUT = {"int8": "NT", "fp8": "NT", "fp8_e5m2": "NT"}
+
+SUITES: dict[str, list[tuple[int, int, int]]] = {
+    "square": [(8192, 8192, 8192), (4096, 4096, 4096)],
+    "llm": [(m, n, k) for m in (1, 16, 128, 4096) for (n, k) in ((4096, 4096), (11008, 4096), (4096, 11008),
+                                                                  (14336, 4096), (4096, 14336))],
+    "odd": [(1000, 1000, 1000), (3000, 7000, 5000), (997, 1009, 1013), (4099, 4111, 4127), (8191, 8191, 8191)],
+    "smallm": [(m, nk, nk) for m in (1, 16, 32, 64) for nk in (4096, 8192)],
+}
+SUITES["all"] = SUITES["square"] + SUITES["llm"] + SUITES["odd"] + SUITES["smallm"]
+
+
+def gemm_flops(m: int, n: int, k: int, batch: int = 1) -> int:
+    return 2 * m * n * k * batch
+
+
+def gemm_bytes(m: int, n: int, k: int, in_size: int, out_size: int, batch: int = 1) -> int:
+    """Least bytes a GEMM moves: A and B read once, the output written once."""
+    return batch * ((m * k + k * n) * in_size + m * n * out_size)
+
+
+def make_operands(m: int, n: int, k: int, dtype: str, layout: str, device: str | torch.device,
+                  gen: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random operands (uniform [-1, 1); int8 uniform in [-64, 64)) in the given layout."""
+    dt = DTYPES[dtype]
+    shape_a = (k, m) if layout[0] == "T" else (m, k)
+    shape_b = (n, k) if layout[1] == "T" else (k, n)
+
+    def rnd(shape):
+        if dt == torch.int8:
+            return torch.randint(-64, 64, shape, device=device, dtype=torch.int8, generator=gen)
+        x = torch.rand(shape, device=device, dtype=torch.float32, generator=gen).mul_(2).sub_(1)
+        return x.to(dt)
+    a, b = rnd(shape_a), rnd(shape_b)
+    return (a.t() if layout[0] == "T" else a), (b.t() if layout[1] == "T" else b)
+
+
+def call_kwargs(dtype: str, m: int, n: int, device) -> dict:
+    """The matmul keyword arguments of a suite case (fp8: per-tensor scales, bf16 out)."""
+    kw: dict = {}
+    if dtype in PRECISION:
+        kw["precision"] = PRECISION[dtype]
+    if dtype.startswith("fp8"):
+        kw.update(scale_a=torch.tensor(0.5, device=device), scale_b=torch.tensor(2.0, device=device),
+                  out_dtype=torch.bfloat16)
+    return kw
+
+
+def peer(dtype: str, a: torch.Tensor, b: torch.Tensor, kw: dict) -> tuple[str, Callable[[], torch.Tensor]]:
+    """The torch call ours is compared with, for these operands."""
+    if dtype == "int8":
+        return "torch._int_mm", lambda: torch._int_mm(a, b)
+    if dtype.startswith("fp8"):
+        sa, sb = kw["scale_a"], kw["scale_b"]
+        return "torch._scaled_mm", lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    if dtype in ("fp32", "fp32-accurate"):
+        return "torch.matmul (TF32 off)", lambda: _with_tf32(False, a, b)
+    if dtype == "tf32":
+        return "torch.matmul (TF32 on)", lambda: _with_tf32(True, a, b)
+    return "torch.matmul", lambda: torch.matmul(a, b)
+
+
+def _with_tf32(on: bool, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = on
+    try:
+        return torch.matmul(a, b)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+
+
+def time_graph(calls: Sequence[Callable[[], object]], device, *, reps: int | None = None,
+               budget_s: float = 0.5, est_ms: float | None = None) -> Timing:
+    """Per-call time of ``calls`` (one per input set) replayed from a CUDA graph, ``reps`` calls per
+    replay cycling through the sets; median over replays. The calls must not tune or compile
+    (run each once before)."""
+    n = len(calls)
+    if reps is None:
+        reps = n * max(1, math.ceil(0.2 / max(est_ms or 0.2, 1e-3) / n)) if est_ms is not None else n * 4
+        reps = min(reps, 512)
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        for f in calls:  # warm-up on the capture stream (allocator pools, cuBLAS workspaces)
+            f()
+    torch.cuda.current_stream(device).wait_stream(stream)
+    torch.cuda.synchronize(device)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(reps):
+            calls[i % n]()
+    t = time_rotating(lambda _i: graph.replay(), 1, device=device, warmup=2, min_runs=5, budget_s=budget_s)
+    return Timing(median_ms=t.median_ms / reps, min_ms=t.min_ms / reps, max_ms=t.max_ms / reps, runs=t.runs * reps,
+                  spread=t.spread)
+
+
+@dataclass
+class Case:
+    dtype: str
+    m: int
+    n: int
+    k: int
+    layout: str = "NN"
+    batch: int = 1
+
+    @property
+    def name(self) -> str:
+        return f"{self.dtype} {self.layout} {self.m}x{self.n}x{self.k}"
+
+
+def check(case: Case, a: torch.Tensor, b: torch.Tensor, kw: dict, cfg: GemmConfig | None = None
+          ) -> tuple[bool, float, torch.Tensor]:
+    """One call of ours into a poisoned output, against the float64 reference."""
+    spec = ops.validate(a, b, **kw)
+    out = ops.compute(a, b, spec, scale_a=kw.get("scale_a"), scale_b=kw.get("scale_b"), cfg=cfg)
+    ref = matmul_reference(a, b, out_dtype=torch.float64 if spec.out_dtype.is_floating_point else torch.int64,
+                           scale_a=kw.get("scale_a"), scale_b=kw.get("scale_b"))
+    err = relative_error(out, ref)
+    key = {"fp32": "fp32-ieee", "fp8": "fp8_e4m3"}.get(case.dtype, case.dtype)
+    tol = TOLERANCES[key]
+    if out.dtype in (torch.bfloat16, torch.float16):
+        tol = max(tol, 1e-2 if out.dtype == torch.bfloat16 else 2e-3)
+    return err <= tol, err, out
+
+
+def run_case(case: Case, info: DeviceInfo, *, copy_TBps: float | None = None, cfg: GemmConfig | None = None,
+             budget_s: float = 0.5, say: Callable[[str], None] = lambda _m: None,
+             peer_ms: float | None = None) -> Record:
+    """Check, then time ours and the peer on one case; a Record with both, the ratio and the
+    datasheet peak. ``cfg`` pins our configuration (else tuned/heuristic as matmul would);
+    ``peer_ms`` reuses a peer time measured earlier in the same run (config sweeps)."""
+    dev = torch.device("cuda")
+    gen = torch.Generator(device=dev).manual_seed(1234)
+    layout = PEER_LAYOUT.get(case.dtype, case.layout)
+    kw = call_kwargs(case.dtype, case.m, case.n, dev)
+    in_size = torch.empty((), dtype=DTYPES[case.dtype]).element_size()
+    out_dtype = kw.get("out_dtype") or ops.OUT_DTYPES[ops.DTYPE_NAMES[DTYPES[case.dtype]]][0]
+    out_size = torch.empty((), dtype=out_dtype).element_size()
+    nbytes = gemm_bytes(case.m, case.n, case.k, in_size, out_size)
+    flops = gemm_flops(case.m, case.n, case.k)
+    n_sets = rotation_sets(nbytes, info.l2_bytes, maximum=8)
+    sets = [make_operands(case.m, case.n, case.k, case.dtype, layout, dev, gen) for _ in range(n_sets)]
+    ok, err, _ = check(case, *sets[0], kw, cfg)
+    spec = ops.validate(*sets[0], **kw)
+    chosen = cfg or ops.choose_config(*sets[0], spec, scale_a=kw.get("scale_a"), scale_b=kw.get("scale_b"))
+    peer_name, _ = peer(case.dtype, *sets[0], kw)
+    base = {"dtype": case.dtype, "layout": layout, "m": case.m, "n": case.n, "k": case.k, "batch": case.batch}
+    extra = {"flops": flops, "bytes": nbytes, "rel_err": err, "config": chosen.as_dict(), "kernel": chosen.kernel}
+    sheet = info.datasheet or {}
+    peak = sheet.get(DATASHEET_KEY[case.dtype])
+    if not ok:
+        say(f"{case.name}: FAILED the correctness check (relative error {err:.2e})")
+        return Record(suite="gemm", case=base, metric="TFLOP/s", unit="TFLOP/s", ours=float("nan"), peer=peer_name,
+                      extra={**extra, "failed": True})
+    ours_calls = [(lambda s=s: ops.compute(s[0], s[1], spec, scale_a=kw.get("scale_a"),
+                                           scale_b=kw.get("scale_b"), cfg=chosen)) for s in sets]
+    peer_calls = [peer(case.dtype, s[0], s[1], kw)[1] for s in sets]
+    est = flops / (500e12 if in_size <= 2 else 40e12) * 1e3
+    t_ours = time_graph(ours_calls, dev, budget_s=budget_s, est_ms=est)
+    if peer_ms is None:
+        peer_ms = time_graph(peer_calls, dev, budget_s=budget_s, est_ms=est).median_ms
+    tf_ours = flops / (t_ours.median_ms * 1e-3) / 1e12
+    tf_peer = flops / (peer_ms * 1e-3) / 1e12
+    extra.update(time_ms=t_ours.median_ms, peer_time_ms=peer_ms, spread=t_ours.spread,
+                 TBps=nbytes / (t_ours.median_ms * 1e-3) / 1e12, peer_TBps=nbytes / (peer_ms * 1e-3) / 1e12,
+                 datasheet_peak=peak, fraction_of_peak=(tf_ours / peak) if peak else None)
+    if copy_TBps:
+        extra.update(copy_TBps=copy_TBps, fraction_of_copy=extra["TBps"] / copy_TBps)
+    rec = Record(suite="gemm", case=base, metric="TFLOP/s", unit="TFLOP/s", ours=tf_ours, peer=peer_name,
+                 peer_value=tf_peer, ceiling=f"datasheet {DATASHEET_KEY[case.dtype]}" if peak else None,
+                 ceiling_value=peak, extra=extra)
+    rec.ratio = tf_ours / tf_peer
+    say(f"{case.name}: ours {tf_ours:.1f} vs {peer_name} {tf_peer:.1f} TFLOP/s ({rec.ratio:.2f}x), err {err:.1e}")
+    return rec
+
+
+def cases_for(suite: str, dtypes: Sequence[str], layouts: Sequence[str] = ("NN",)) -> list[Case]:
+    if suite not in SUITES:
+        raise ValueError(f"unknown suite {suite!r}; choose one of {tuple(SUITES)}")
+    out = []
+    for dt in dtypes:
+        for (m, n, k) in SUITES[suite]:
+            for lay in (layouts if dt not in PEER_LAYOUT else ("NT",)):
+                if dt == "int8" and m <= 16:
+                    continue  # torch._int_mm needs M > 16
+                out.append(Case(dt, m, n, k, lay))
+    return out
+
+
+def interpreter_check(dtypes: Sequence[str], say: Callable[[str], None] = print) -> list[Record]:
+    """Without a GPU: each dtype and layout once through Triton's interpreter on a tiny odd shape,
+    against the float64 reference. Records are ``measured: False`` and carry no speed."""
+    records = []
+    gen = torch.Generator().manual_seed(7)
+    for dt in dtypes:
+        for lay in LAYOUTS:
+            case = Case(dt, 19, 23, 37, lay)
+            a, b = make_operands(case.m, case.n, case.k, dt, lay, "cpu", gen)
+            kw = call_kwargs(dt, case.m, case.n, "cpu")
+            ok, err, _ = check(case, a, b, kw)
+            records.append(Record(suite="gemm-interpreter", case={"dtype": dt, "layout": lay, "m": 19, "n": 23, "k": 37},
+                                  metric="relative error", unit="", ours=err, measured=False,
+                                  extra={"ok": ok, "label": INTERPRETER_LABEL}))
+            say(f"{case.name}: {'ok' if ok else 'FAILED'} (relative error {err:.1e})")
+    return records
+
+
+__all__ = [
+    "DTYPES",
+    "LAYOUTS",
+    "SUITES",
+    "Case",
+    "call_kwargs",
+    "cases_for",
+    "check",
+    "gemm_bytes",
+    "gemm_flops",
+    "interpreter_check",
+    "make_operands",
+    "peer",
+    "run_case",
+    "time_graph",
+]

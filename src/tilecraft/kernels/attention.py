@@ -32,8 +32,8 @@ Techniques, each where it happens:
 import triton
 import triton.language as tl
 
-LOG2E: tl.constexpr = 1.4426950408889634
-LN2: tl.constexpr = 0.6931471805599453
+LOG2E = tl.constexpr(1.4426950408889634)
+LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit
@@ -157,10 +157,10 @@ def attention_fwd_kernel(
     acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, lo, hi, offs_m, offs_d,
                                len_k, diag, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, True)
 
-    # Rows that saw no key: l = 0, acc = 0 -> output 0 and lse = -inf (log2(0) = -inf).
+    # Rows that saw no key: l = 0, acc = 0 -> output 0 and lse = -inf.
     l_div = tl.where(l_i == 0.0, 1.0, l_i)
     out = acc / l_div[:, None]
-    lse = (m_i + tl.math.log2(l_i)) * LN2
+    lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.math.log2(l_div)) * LN2)
     o_base = O + b64 * stride_ob + h.to(tl.int64) * stride_oh + q0.to(tl.int64) * stride_os
     tl.store(o_base + offs_m[:, None].to(tl.int64) * stride_os + offs_d[None, :], out.to(O.dtype.element_ty),
              mask=io_mask)

@@ -25,6 +25,7 @@ import torch
 
 from tilecraft.kernels import attention as _k
 from tilecraft.reference.attention import (
+    attention_backward_reference,
     attention_reference,
     attention_varlen_reference,
 )
@@ -393,19 +394,34 @@ def _reference(q, k, v, cu_q, cu_k, p: Problem):
     return attention_reference(q, k, v, causal=p.causal, scale=p.scale, dtype=torch.float32)
 
 
+def _reference_backward(do, dlse, q, k, v, cu_q, cu_k, p: Problem):
+    """The CPU path's backward: the reference formulas in float32, in the given layout."""
+    def one(q, k, v, do, dlse):
+        return attention_backward_reference(q, k, v, do, dlse, causal=p.causal, scale=p.scale, dtype=torch.float32)
+    if p.varlen:
+        cq, ck = cu_q.tolist(), cu_k.tolist()
+        grads = [torch.zeros(t.shape, dtype=torch.float32) for t in (q, k, v)]
+        for b in range(len(cq) - 1):
+            rq, rk = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
+            seq = [t.transpose(0, 1)[None] for t in (q[rq], k[rk], v[rk], do[rq])]
+            g = one(*seq, dlse[:, rq][None] if dlse is not None else None)
+            for dst, src, rows in zip(grads, g, (rq, rk, rk)):
+                dst[rows] = src[0].transpose(0, 1)
+        return grads
+    if p.layout == "bshd":
+        g = one(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), do.transpose(1, 2), dlse)
+        return [t.transpose(1, 2) for t in g]
+    return one(q, k, v, do, dlse)
+
+
 def _bwd_compute(do, q, k, v, out, lse, dlse, cu_q, cu_k, p: Problem, deterministic: bool,
                  cfg: BwdConfig | None = None):
     dq = torch.empty_like(q, memory_format=torch.contiguous_format)
     dk = torch.empty_like(k, memory_format=torch.contiguous_format)
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     if not _uses_triton(q):
-        with torch.enable_grad():
-            leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
-            o_ref, l_ref = _reference(*leaves, cu_q, cu_k, p)
-            grads = torch.autograd.grad((o_ref, l_ref), leaves, (do.float(), dlse if dlse is not None else
-                                        torch.zeros_like(l_ref)), allow_unused=True)
-        for dst, g in zip((dq, dk, dv), grads):
-            dst.copy_(g if g is not None else torch.zeros_like(dst))
+        for dst, g in zip((dq, dk, dv), _reference_backward(do, dlse, q, k, v, cu_q, cu_k, p)):
+            dst.copy_(g)
         return dq, dk, dv
     do = do if do.stride(-1) == 1 else do.contiguous()
     launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p,

@@ -55,6 +55,44 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, ca
     return torch.matmul(p, v), lse
 
 
+def attention_backward_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad_out: torch.Tensor,
+                                 grad_lse: torch.Tensor | None = None, *, causal: bool = False,
+                                 scale: float | None = None, dtype: torch.dtype | None = torch.float64
+                                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) by the explicit formulas the kernels use (no autograd), in ``dtype``:
+    P = softmax(S), dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP - rowsum(dO ∘ O) + dlse), dQ = dS K · scale,
+    dK = dSᵀ Q · scale; with grouped K/V heads, dK and dV sum over the query heads of each group."""
+    if dtype is not None:
+        q, k, v, grad_out = q.to(dtype), k.to(dtype), v.to(dtype), grad_out.to(dtype)
+    h, h_kv = q.shape[1], k.shape[1]
+    group = h // h_kv
+    ke = k.repeat_interleave(group, dim=1) if group > 1 else k
+    ve = v.repeat_interleave(group, dim=1) if group > 1 else v
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    logits = torch.matmul(q, ke.transpose(-1, -2)) * scale
+    if causal:
+        logits = logits.masked_fill(~causal_mask(q.shape[2], k.shape[2], q.device), float("-inf"))
+    m = logits.amax(dim=-1, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    e = torch.exp(logits - m)
+    denom = e.sum(dim=-1, keepdim=True)
+    p = e / torch.where(denom > 0, denom, torch.ones_like(denom))
+    out = torch.matmul(p, ve)
+    delta = (grad_out * out).sum(-1, keepdim=True)
+    if grad_lse is not None:
+        delta = delta - grad_lse.to(delta.dtype)[..., None]
+    dp = torch.matmul(grad_out, ve.transpose(-1, -2))
+    ds = p * (dp - delta)
+    dq = torch.matmul(ds, ke) * scale
+    dk = torch.matmul(ds.transpose(-1, -2), q) * scale
+    dv = torch.matmul(p.transpose(-1, -2), grad_out)
+    if group > 1:
+        b, _, s_k, d = dk.shape
+        dk = dk.view(b, h_kv, group, s_k, d).sum(2)
+        dv = dv.view(b, h_kv, group, s_k, d).sum(2)
+    return dq, dk, dv
+
+
 def attention_varlen_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                                cu_seqlens_k: torch.Tensor, *, causal: bool = False, scale: float | None = None,
                                dtype: torch.dtype | None = torch.float64) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,343 @@
+"""tilecraft.attention: the Triton kernels in the interpreter against the float64 reference.
+
+Tiny shapes with the interpreter's 16x16 tiles (and explicit other tiles), so every case crosses
+several tiles, the causal diagonal and the ragged tails; outputs are poisoned with NaN first.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import tilecraft
+from tilecraft.ops import attention as ops
+from tilecraft.reference.attention import (
+    attention_reference,
+    attention_varlen_reference,
+    causal_mask,
+)
+
+FWD_TOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+GRAD_TOL = {torch.float16: 3e-3, torch.bfloat16: 2.5e-2}
+DTYPES = (torch.float16, torch.bfloat16)
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+def make(gen, b, h, h_kv, s_q, s_k, d, dtype, scale=1.0):
+    def one(heads, n):
+        return (torch.randn(b, heads, n, d, generator=gen, dtype=torch.float64) * scale).to(dtype)
+    return one(h, s_q), one(h_kv, s_k), one(h_kv, s_k)
+
+
+def run_poisoned(q, k, v, causal, cfg=None, scale=None):
+    """Launch the forward kernel into NaN-poisoned out and lse (bhsd)."""
+    p = ops.validate(q, k, v, causal=causal, scale=scale, layout="bhsd")
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((p.batch, p.heads, p.seqlen_q), float("nan"), dtype=torch.float32)
+    ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg or ops.INTERPRETER_FWD)
+    return out, lse
+
+
+def check_lse(lse, ref_lse):
+    fin = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), fin), "lse must be -inf exactly on rows that see no key"
+    assert (lse[~fin] == float("-inf")).all()
+    if fin.any():
+        assert (lse.double()[fin] - ref_lse[fin]).abs().max().item() < 1e-4
+
+
+# (B, H, H_kv, S_q, S_k, D, causal)
+FWD_CASES = [
+    (1, 2, 2, 1, 1, 64, False),        # length 1
+    (1, 2, 2, 1, 1, 64, True),
+    (1, 4, 1, 17, 17, 64, False),      # multi-query, ragged tail
+    (2, 4, 2, 100, 37, 96, True),      # grouped-query, S_q > S_k (all-masked rows), D padded to 128
+    (1, 2, 2, 33, 100, 128, True),     # S_q < S_k
+    (1, 2, 1, 64, 64, 32, True),       # lengths a multiple of the tile
+    (1, 1, 1, 20, 23, 40, False),      # odd head dimension
+    (1, 1, 1, 17, 17, 256, True),      # the largest head dimension
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("case", FWD_CASES, ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
+def test_forward_matches_reference(case, dtype, gen):
+    b, h, h_kv, s_q, s_k, d, causal = case
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
+    out, lse = run_poisoned(q, k, v, causal)
+    ref, ref_lse = attention_reference(q, k, v, causal=causal)
+    assert not torch.isnan(out).any(), "unwritten output elements"
+    assert rel(out, ref) < FWD_TOL[dtype]
+    check_lse(lse, ref_lse)
+
+
+def test_all_masked_rows_are_zero_with_minus_inf_lse(gen):
+    """Causal with S_q > S_k: the first S_q - S_k queries see no key (bottom-right alignment)."""
+    q, k, v = make(gen, 1, 2, 2, 40, 9, 64, torch.float16)
+    out, lse = tilecraft.attention(q, k, v, causal=True, return_lse=True)
+    assert torch.equal(out[:, :, :31], torch.zeros_like(out[:, :, :31]))
+    assert (lse[:, :, :31] == float("-inf")).all()
+    assert torch.isfinite(lse[:, :, 31:]).all()
+    # the last query sees every key
+    ref, _ = attention_reference(q, k, v, causal=True)
+    assert rel(out[:, :, 31:], ref[:, :, 31:]) < FWD_TOL[torch.float16]
+
+
+def test_causal_convention_is_bottom_right():
+    m = causal_mask(3, 5)
+    assert m.tolist() == [[True, True, True, False, False], [True, True, True, True, False], [True] * 5]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+def test_large_magnitude_logits(dtype, gen):
+    """Logits of hundreds (exp would overflow float32 at 89): the online softmax must not overflow."""
+    q, k, v = make(gen, 1, 2, 2, 30, 45, 64, dtype, scale=12.0)
+    q2, k2, v2 = q, k, v / 12
+    out, lse = run_poisoned(q2, k2, v2, causal=True)
+    ref, ref_lse = attention_reference(q2, k2, v2, causal=True)
+    assert ref_lse[torch.isfinite(ref_lse)].abs().max() > 200
+    assert rel(out, ref) < 4 * FWD_TOL[dtype]
+    fin = torch.isfinite(ref_lse)
+    assert ((lse.double()[fin] - ref_lse[fin]).abs() / ref_lse[fin].abs().clamp_min(1)).max() < 1e-5
+
+
+@pytest.mark.parametrize("cfg", [ops.FwdConfig(32, 16, 4, 1), ops.FwdConfig(16, 32, 4, 1)], ids=["M32N16", "M16N32"])
+def test_other_tiles_and_explicit_scale(cfg, gen):
+    """BLOCK_M != BLOCK_N moves the diagonal inside a tile differently; the causal split must hold."""
+    q, k, v = make(gen, 1, 2, 1, 70, 53, 64, torch.float16)
+    for causal in (True, False):
+        out, lse = run_poisoned(q, k, v, causal, cfg, scale=0.3)
+        ref, ref_lse = attention_reference(q, k, v, causal=causal, scale=0.3)
+        assert rel(out, ref) < FWD_TOL[torch.float16]
+        check_lse(lse, ref_lse)
+
+
+def test_bshd_layout_and_strided_views(gen):
+    """q, k, v as views into one packed (B, S, 3, H, D) projection: strides taken as they are."""
+    qkv = torch.randn(2, 29, 3, 4, 64, generator=gen).to(torch.float16)
+    q, k, v = qkv.unbind(2)  # (B, S, H, D) views, sequence stride 3*H*D
+    out = tilecraft.attention(q, k, v, causal=True, layout="bshd")
+    assert out.shape == q.shape and out.is_contiguous()
+    ref, _ = attention_reference(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True)
+    assert rel(out.transpose(1, 2), ref) < FWD_TOL[torch.float16]
+    # the same through bhsd views
+    out2 = tilecraft.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True)
+    assert torch.equal(out2, out.transpose(1, 2))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_varlen_forward(causal, gen):
+    lens_q = [1, 17, 0, 40]
+    lens_k = [5, 17, 3, 26]
+    cu_q = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32)
+    cu_k = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32)
+    q = torch.randn(sum(lens_q), 4, 64, generator=gen).to(torch.bfloat16)
+    k = torch.randn(sum(lens_k), 2, 64, generator=gen).to(torch.bfloat16)
+    v = torch.randn(sum(lens_k), 2, 64, generator=gen).to(torch.bfloat16)
+    out, lse = tilecraft.attention(q, k, v, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, return_lse=True)
+    ref, ref_lse = attention_varlen_reference(q, k, v, cu_q, cu_k, causal=causal)
+    assert out.shape == q.shape and lse.shape == (4, sum(lens_q))
+    assert rel(out, ref) < FWD_TOL[torch.bfloat16]
+    check_lse(lse, ref_lse)
+
+
+def _grads(fn, q, k, v, do, dlse=None):
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out, lse = fn(*leaves)
+    loss = (out.double() * do.double()).sum()
+    if dlse is not None:
+        loss = loss + (torch.where(torch.isfinite(lse), lse, 0).double() * dlse).sum()
+    return torch.autograd.grad(loss, leaves)
+
+
+# (B, H, H_kv, S_q, S_k, D, causal)
+BWD_CASES = [
+    (1, 2, 2, 17, 17, 64, False),
+    (2, 4, 2, 37, 21, 96, True),       # GQA, all-masked rows, padded head dim
+    (1, 2, 1, 20, 50, 32, True),       # MQA, S_q < S_k
+]
+
+
+@pytest.mark.parametrize("deterministic", [True, False], ids=["det", "atomic"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("case", BWD_CASES, ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
+def test_backward_matches_reference(case, dtype, deterministic, gen):
+    b, h, h_kv, s_q, s_k, d, causal = case
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
+    do = torch.randn(b, h, s_q, d, generator=gen).to(dtype)
+    ours = _grads(lambda *t: tilecraft.attention(*t, causal=causal, return_lse=True, deterministic=deterministic),
+                  q, k, v, do)
+    ref = _grads(lambda *t: attention_reference(*t, causal=causal), q.double(), k.double(), v.double(), do)
+    for name, a, r in zip("qkv", ours, ref):
+        assert not torch.isnan(a).any(), f"d{name} has NaN"
+        assert rel(a, r) < GRAD_TOL[dtype], f"d{name}: {rel(a, r):.2e}"
+
+
+def test_gradient_through_lse(gen):
+    q, k, v = make(gen, 1, 2, 2, 19, 19, 64, torch.float16)
+    do = torch.randn(1, 2, 19, 64, generator=gen).to(torch.float16)
+    dlse = torch.randn(1, 2, 19, generator=gen, dtype=torch.float64)
+    ours = _grads(lambda *t: tilecraft.attention(*t, causal=True, return_lse=True), q, k, v, do, dlse)
+    ref = _grads(lambda *t: attention_reference(*t, causal=True), q.double(), k.double(), v.double(), do, dlse)
+    for a, r in zip(ours, ref):
+        assert rel(a, r) < GRAD_TOL[torch.float16]
+
+
+def test_backward_other_tiles_and_deterministic(gen):
+    q, k, v = make(gen, 1, 2, 1, 45, 33, 64, torch.float16)
+    do = torch.randn(1, 2, 45, 64, generator=gen).to(torch.float16)
+    p = ops.validate(q, k, v, causal=True, scale=None, layout="bhsd")
+    out, lse = run_poisoned(q, k, v, True)
+    ref = _grads(lambda *t: attention_reference(*t, causal=True), q.double(), k.double(), v.double(), do)
+    results = []
+    for cfg in (ops.BwdConfig(16, 32, 32, 16, 4, 1), ops.BwdConfig(32, 16, 16, 32, 4, 1)):
+        grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+        ops.launch_bwd(do, q, k, v, out, lse, None, *grads, None, None, p, cfg, deterministic=True)
+        for a, r in zip(grads, ref):
+            assert rel(a, r) < GRAD_TOL[torch.float16]
+        results.append(grads)
+        again = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+        ops.launch_bwd(do, q, k, v, out, lse, None, *again, None, None, p, cfg, deterministic=True)
+        assert all(torch.equal(a, b) for a, b in zip(grads, again)), "deterministic backward must repeat bitwise"
+
+
+def test_varlen_backward(gen):
+    lens_q, lens_k = [3, 20, 9], [7, 20, 1]
+    cu_q = torch.tensor([0, 3, 23, 32], dtype=torch.int32)
+    cu_k = torch.tensor([0, 7, 27, 28], dtype=torch.int32)
+    q = torch.randn(sum(lens_q), 2, 32, generator=gen).to(torch.float16)
+    k = torch.randn(sum(lens_k), 1, 32, generator=gen).to(torch.float16)
+    v = torch.randn(sum(lens_k), 1, 32, generator=gen).to(torch.float16)
+    do = torch.randn_like(q, dtype=torch.float32).to(torch.float16)
+    ours = _grads(lambda *t: tilecraft.attention(*t, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                                                 max_seqlen_q=20, max_seqlen_k=20, return_lse=True), q, k, v, do)
+    ref = _grads(lambda *t: attention_varlen_reference(*t, cu_q, cu_k, causal=True), q.double(), k.double(),
+                 v.double(), do)
+    for a, r in zip(ours, ref):
+        assert rel(a, r) < GRAD_TOL[torch.float16]
+
+
+def test_reference_path_without_interpreter(monkeypatch, gen):
+    """CPU tensors with the interpreter off run the float32 torch reference, forward and backward."""
+    monkeypatch.setattr(ops, "triton_on_cpu", lambda: False)
+    q, k, v = make(gen, 1, 2, 1, 12, 9, 24, torch.bfloat16)
+    do = torch.randn(1, 2, 12, 24, generator=gen).to(torch.bfloat16)
+    ours = _grads(lambda *t: tilecraft.attention(*t, causal=True, return_lse=True), q, k, v, do)
+    ref = _grads(lambda *t: attention_reference(*t, causal=True), q.double(), k.double(), v.double(), do)
+    for a, r in zip(ours, ref):
+        assert rel(a, r) < GRAD_TOL[torch.bfloat16]
+    # packed sequences and the bshd layout take the same path
+    cu = torch.tensor([0, 5, 12], dtype=torch.int32)
+    qp = q[0].transpose(0, 1).reshape(12, 2, 24)
+    kp, vp = (t[0].transpose(0, 1)[:, :, :].reshape(9, 1, 24)[:12] for t in (k, v))
+    cu_k = torch.tensor([0, 4, 9], dtype=torch.int32)
+    dop = do[0].transpose(0, 1).reshape(12, 2, 24)
+    ours = _grads(lambda *t: tilecraft.attention(*t, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu_k,
+                                                 return_lse=True), qp, kp, vp, dop)
+    ref = _grads(lambda *t: attention_varlen_reference(*t, cu, cu_k, causal=True), qp.double(), kp.double(),
+                 vp.double(), dop)
+    for a, r in zip(ours, ref):
+        assert rel(a, r) < GRAD_TOL[torch.bfloat16]
+    tr = [t.transpose(1, 2) for t in (q, k, v, do)]
+    ours = _grads(lambda *t: tilecraft.attention(*t, layout="bshd", return_lse=True), *tr)
+    ref = _grads(lambda *t: attention_reference(*t), q.double(), k.double(), v.double(), do)
+    for a, r in zip(ours, ref):
+        assert rel(a.transpose(1, 2), r) < GRAD_TOL[torch.bfloat16]
+
+
+# ----------------------------------------------------------------------------------------------
+# bad input: clear errors before any launch
+# ----------------------------------------------------------------------------------------------
+def _qkv(b=1, h=2, h_kv=2, s=8, d=64, dtype=torch.float16):
+    return (torch.randn(b, h, s, d).to(dtype), torch.randn(b, h_kv, s, d).to(dtype),
+            torch.randn(b, h_kv, s, d).to(dtype))
+
+
+@pytest.mark.parametrize("mutate,exc,match", [
+    (lambda q, k, v: (q.float(), k.float(), v.float()), TypeError, "float16 and bfloat16"),
+    (lambda q, k, v: (q, k.bfloat16(), v), TypeError, "share a dtype"),
+    (lambda q, k, v: (q, k[:, :, :5], v), ValueError, "same shape"),
+    (lambda q, k, v: (q, k[..., :32], v[..., :32]), ValueError, "head dimension"),
+    (lambda q, k, v: (q[:1], k[:1, :1].expand(1, 1, 8, 64).contiguous(), v[:1, :1].contiguous()), None, None),
+    (lambda q, k, v: (q.repeat(1, 3, 1, 1)[:, :3], k, v), ValueError, "must divide"),
+    (lambda q, k, v: (q[0], k[0], v[0]), ValueError, "must be 4D"),
+    (lambda q, k, v: (q.transpose(2, 3), k, v), ValueError, "contiguous in the head dimension"),
+    (lambda q, k, v: (q, k.repeat(2, 1, 1, 1), v.repeat(2, 1, 1, 1)), ValueError, "batch"),
+    (lambda q, k, v: (q, k.to("meta"), v), ValueError, "one device"),
+    (lambda q, k, v: ([1.0], k, v), TypeError, "torch.Tensor"),
+], ids=["fp32", "mixed", "kv-shape", "head-dim", "mqa-ok", "heads", "3d", "stride", "batch", "device", "list"])
+def test_validation(mutate, exc, match):
+    q, k, v = mutate(*_qkv())
+    if exc is None:
+        ops.validate(q, k, v, causal=False, scale=None, layout="bhsd")
+        return
+    with pytest.raises(exc, match=match):
+        tilecraft.attention(q, k, v)
+
+
+def test_validation_of_options():
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="head dimension must be in"):
+        big = torch.zeros(1, 1, 2, 300, dtype=torch.float16)
+        tilecraft.attention(big, big, big)
+    with pytest.raises(ValueError, match="scale must be finite and > 0"):
+        tilecraft.attention(q, k, v, scale=-1.0)
+    with pytest.raises(ValueError, match="scale must be finite"):
+        tilecraft.attention(q, k, v, scale=math.nan)
+    with pytest.raises(ValueError, match="unknown layout"):
+        tilecraft.attention(q, k, v, layout="sbhd")
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        tilecraft.attention(q, k, v, causal=1)
+    with pytest.raises(ValueError, match="need layout='thd'"):
+        tilecraft.attention(q, k, v, layout="bshd", cu_seqlens_q=torch.tensor([0, 8], dtype=torch.int32),
+                            cu_seqlens_k=torch.tensor([0, 8], dtype=torch.int32))
+    t = torch.randn(8, 2, 64).to(torch.float16)
+    with pytest.raises(TypeError, match="int32"):
+        tilecraft.attention(t, t, t, cu_seqlens_q=torch.tensor([0, 8]), cu_seqlens_k=torch.tensor([0, 8]))
+    with pytest.raises(ValueError, match="never decrease"):
+        cu = torch.tensor([0, 5, 3], dtype=torch.int32)
+        tilecraft.attention(t, t, t, cu_seqlens_q=cu, cu_seqlens_k=cu)
+    with pytest.raises(ValueError, match="needs cu_seqlens_q"):
+        tilecraft.attention(t, t, t, layout="thd")
+
+
+# ----------------------------------------------------------------------------------------------
+# torch.library and torch.compile
+# ----------------------------------------------------------------------------------------------
+def test_opcheck_forward_and_backward(gen):
+    q, k, v = make(gen, 1, 2, 1, 9, 17, 32, torch.float16)
+    q.requires_grad_()
+    k.requires_grad_()
+    v.requires_grad_()
+    args = (q, k, v, None, None, 9, 17, True, 0.25, "bhsd", True)
+    torch.library.opcheck(torch.ops.tilecraft.attention_fwd.default, args,
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+    out, lse = torch.ops.tilecraft.attention_fwd(*[a.detach() if isinstance(a, torch.Tensor) else a for a in args])
+    do = torch.randn_like(out, dtype=torch.float32).to(out.dtype)
+    torch.library.opcheck(torch.ops.tilecraft.attention_bwd.default,
+                          (do, None, q.detach(), k.detach(), v.detach(), out, lse, None, None, 9, 17, True, 0.25,
+                           "bhsd", True), test_utils=("test_schema", "test_faketensor"))
+
+
+def test_torch_compile_forward_and_backward(gen):
+    q, k, v = make(gen, 1, 2, 2, 20, 20, 32, torch.float16)
+    do = torch.randn(1, 2, 20, 32, generator=gen).to(torch.float16)
+
+    def f(q, k, v):
+        return tilecraft.attention(q, k, v, causal=True) * 2
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = compiled(*leaves)
+    grads = torch.autograd.grad(out, leaves, do)
+    ref_leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    ref_out = attention_reference(*ref_leaves, causal=True)[0] * 2
+    ref_grads = torch.autograd.grad(ref_out, ref_leaves, do.double())
+    assert rel(out, ref_out) < FWD_TOL[torch.float16]
+    for a, r in zip(grads, ref_grads):
+        assert rel(a, r) < GRAD_TOL[torch.float16]

@@ -280,7 +280,7 @@ def _short_matrix(name: str) -> str:
     return name.replace(".sync.aligned", "").replace(".aligned", "")
 
 
-def _cells(row: InspectRow) -> list[str]:
+def row_cells(row: InspectRow) -> list[str]:
     r = row.resources
     if r.error is not None:
         return [row.target, row.label, "error", *[""] * (len(COLUMNS) - 4), _first_line(r.error)][:len(COLUMNS)]
@@ -315,7 +315,7 @@ def render_text(rows: Sequence[InspectRow], title: str | None = None):
         table.add_column(name, justify="left" if wide or name == "target" else "right", overflow="fold",
                          no_wrap=not wide)
     for row in rows:
-        cells = _cells(row)
+        cells = row_cells(row)
         if row.error is not None:
             cells = [c if i < 2 else f"[red]{c}[/]" for i, c in enumerate(cells)]
         table.add_row(*cells)
@@ -329,7 +329,7 @@ def render_markdown(rows: Sequence[InspectRow], title: str | None = None) -> str
     lines.append("|" + "|".join(":--" if c in ("target", "kernel / config", "matrix instructions") else "--:"
                                 for c in COLUMNS) + "|")
     for row in rows:
-        cells = [c.replace("|", "\\|") for c in _cells(row)]
+        cells = [c.replace("|", "\\|") for c in row_cells(row)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,210 @@
+"""``tilecraft report`` and ``tilecraft profile``.
+
+    tilecraft report [--quick|--full] [--target h100] [--out out/report] [--only a,b] [--skip a,b]
+                     [--no-profile]
+    tilecraft profile laplacian [--variant auto] [--dtype fp64] [--order 2] [--shape NZ NY NX] [--json]
+
+``report`` exit codes: 0 every section ok or skipped (skips say why), 1 a section failed (the page
+and the terminal say which; the rest of the report was still written), 2 bad input. On a machine
+without a GPU it re-runs itself with ``TRITON_INTERPRET=1`` so the kernels run in the interpreter.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+__all__ = ["register"]
+
+_STATUS_STYLE = {"ok": "green", "failed": "bold red", "skipped": "yellow"}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)
+    app.command("profile")(profile)
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    _err().print(f"error: {message}", markup=False)
+    raise typer.Exit(code)
+
+
+def _split(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def _needs_interpreter() -> bool:
+    """No GPU, and this process's Triton is not the interpreter: the kernels cannot run here."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return False
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+def _rerun_interpreted(argv: list[str]) -> None:
+    import tilecraft
+
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    src = str(Path(tilecraft.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    try:
+        rc = subprocess.call([sys.executable, "-m", "tilecraft", *argv], env=env)
+    except KeyboardInterrupt:
+        rc = 130
+    raise typer.Exit(rc)
+
+
+def report(
+    full: Annotated[bool, typer.Option("--full/--quick", help="--quick (default): one case per suite, under 10 min "
+                                       "on a GPU; --full: every dtype/order and the whole sweep.")] = False,
+    target: Annotated[str | None, typer.Option(help="GPU the roofline model is for when there is no GPU here "
+                                                "(h100, h200, a100, mi250x, mi300x). Default: this GPU, or h100.")] = None,
+    out: Annotated[Path, typer.Option(help="Folder for report.html, report.md and report.json.")] = Path("out/report"),
+    only: Annotated[str | None, typer.Option(help="Comma-separated suites to run (the rest are left out).")] = None,
+    skip: Annotated[str | None, typer.Option(help="Comma-separated suites to leave out.")] = None,
+    no_profile: Annotated[bool, typer.Option("--no-profile", help="Do not run Nsight Compute.")] = False,
+) -> None:
+    """Measure this machine and explain every kernel against its roofline: one HTML page, JSON and markdown.
+
+    Suites: device, ceilings, stencil ladder, cache-cliff sweep, GEMM / attention / wave where present,
+    cross-target inspection, hardware counters (ncu). Without a GPU: interpreter correctness, compiler
+    reports and the roofline model of --target, each labelled as not measured.
+    """
+    from tilecraft.report import run_report, suite_keys
+    from tilecraft.report.model import resolve_target
+
+    keys = suite_keys()
+    for name in [*_split(only), *_split(skip)]:
+        if name not in keys:
+            _fail(f"unknown suite {name!r}; choose from {', '.join(keys)}")
+    if target is not None:
+        try:
+            resolve_target(target)
+        except ValueError as exc:
+            _fail(str(exc))
+    if _needs_interpreter():
+        _err().print("No GPU is visible to torch: the report runs the kernels in Triton's interpreter "
+                     "(TRITON_INTERPRET=1), for correctness only, and models the speeds.")
+        _rerun_interpreted(["report", *_argv(full, target, out, only, skip, no_profile)])
+    err = _err()
+    console = Console(highlight=False)
+
+    def show(sec) -> None:
+        style = _STATUS_STYLE[sec.status]
+        msg = f" — {sec.message}" if sec.message else ""
+        console.print(f"[{style}]{sec.status:>7}[/] {sec.title} [dim]({sec.seconds:.1f} s)[/]{msg}", markup=True)
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                  transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task("report", total=None)
+        result = run_report("full" if full else "quick", target=target, out_dir=out, only=_split(only) or None,
+                            skip=_split(skip), profile=not no_profile,
+                            progress=lambda m: progress.update(task, description=m), on_section=show)
+    _print_roofline(console, result)
+    console.print(result.meta["headline"])
+    console.print(f"wrote {result.html}, {result.markdown}, {result.json}")
+    if result.failed:
+        raise typer.Exit(1)
+
+
+def _argv(full, target, out, only, skip, no_profile) -> list[str]:
+    args = ["--full" if full else "--quick", "--out", str(out)]
+    args += ["--target", target] if target else []
+    args += ["--only", only] if only else []
+    args += ["--skip", skip] if skip else []
+    args += ["--no-profile"] if no_profile else []
+    return args
+
+
+def _print_roofline(console: Console, result) -> None:
+    sec = next((s for s in result.sections if s.key == "roofline"), None)
+    if not sec or not sec.tables:
+        return
+    t = sec.tables[0]
+    table = Table(title=f"{sec.title} ({'measured' if sec.source == 'measured' else 'model, not measured'})",
+                  title_justify="left")
+    keep = [i for i, c in enumerate(t.columns) if c in ("kernel", "ms", "TFLOP/s", "TB/s", "% of roof", "time is")]
+    for i in keep:
+        table.add_column(t.columns[i], justify="left" if i == 0 else "right")
+    for row in t.rows:
+        table.add_row(*[str(row[i]) for i in keep])
+    console.print(table)
+
+
+def profile(
+    op: Annotated[str, typer.Argument(help="The op to profile: laplacian.")],
+    variant: Annotated[str, typer.Option(help="Laplacian variant (a ladder step, or auto).")] = "auto",
+    dtype: Annotated[str, typer.Option(help="fp64 or fp32.")] = "fp64",
+    order: Annotated[int, typer.Option(help="Stencil order (even, 2..16).")] = 2,
+    shape: Annotated[tuple[int, int, int], typer.Option(metavar="NZ NY NX", help="Grid shape.")] = (512, 512, 512),
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Hardware counters of one kernel with Nsight Compute: DRAM bytes read and written against the least
+    (FETCH_SIZE, WRITE_SIZE, fetch efficiency), L2 hit rate, shared-memory bank conflicts. NVIDIA GPUs."""
+    from tilecraft.analysis.profile import (
+        PROFILE_OPS,
+        ProfileError,
+        find_ncu,
+        profile_op,
+    )
+
+    if op not in PROFILE_OPS:
+        _fail(f"cannot profile {op!r}; choose from {', '.join(PROFILE_OPS)}")
+    if dtype not in ("fp64", "fp32"):
+        _fail(f"unknown dtype {dtype!r}; choose fp64 or fp32")
+    from tilecraft.ops.stencil import VARIANTS
+
+    if variant not in VARIANTS:
+        _fail(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
+    if order % 2 or not 2 <= order <= 16:
+        _fail(f"order must be even, 2..16, got {order}")
+    if min(shape) < order + 1:
+        _fail(f"every extent must be at least {order + 1} for order {order}, got {shape}")
+    import torch
+
+    if not torch.cuda.is_available() or torch.version.hip:
+        _fail("profiling needs an NVIDIA GPU (Nsight Compute); none is visible to torch", 1)
+    if find_ncu() is None:
+        _fail("Nsight Compute (ncu) was not found: install it or set TILECRAFT_NCU", 1)
+    case = {"variant": variant, "dtype": dtype, "order": order, "shape": list(shape)}
+    try:
+        with _err().status(f"ncu: {op} {variant} {dtype} o{order} {'×'.join(map(str, shape))}"):
+            res = profile_op(op, case)
+    except ProfileError as exc:
+        _fail(str(exc), 1)
+    if as_json:
+        print(json.dumps(res.as_dict(), indent=1, default=str))
+        return
+    m = res.metrics
+
+    def mb(x):
+        return "–" if x is None else f"{x / 1e6:,.1f} MB"
+
+    def pct(x):
+        return "–" if x is None else f"{100 * x:.1f} %"
+    table = Table(title=f"{op} {variant}, {dtype} order {order}, {'×'.join(map(str, shape))}: {res.kernel}",
+                  title_justify="left", caption="ncu --clock-control none; efficiency = least / measured")
+    table.add_column("counter")
+    table.add_column("value", justify="right")
+    for name, value in (("FETCH_SIZE (DRAM read)", mb(m["dram_read_bytes"])), ("least fetch", mb(res.least_fetch_bytes)),
+                        ("fetch efficiency", pct(res.fetch_efficiency)), ("WRITE_SIZE (DRAM write)", mb(m["dram_write_bytes"])),
+                        ("least write", mb(res.least_write_bytes)), ("write efficiency", pct(res.write_efficiency)),
+                        ("L2 hit rate", "–" if m["l2_hit_rate_pct"] is None else f"{m['l2_hit_rate_pct']:.1f} %"),
+                        ("shared-memory bank conflicts (ld/st)",
+                         f"{m['smem_bank_conflicts_ld'] or 0:.0f} / {m['smem_bank_conflicts_st'] or 0:.0f}"),
+                        ("kernel time under the profiler", "–" if m["time_ns"] is None else f"{m['time_ns'] / 1e3:.1f} µs")):
+        table.add_row(name, value)
+    Console(highlight=False).print(table)

@@ -1,8 +1,9 @@
 # tilecraft: the README's commands. Each one first makes sure the virtual environment .venv exists
 # and holds this checkout (the first run installs; later runs start at once).
 #
-#   make ladder   the seeds' Laplacian ladder: timed on a GPU, checked in the Triton interpreter on a CPU
+#   make report   the main job: measure this machine, run every suite, write out/report/report.html (+ .md, .json)
 #   make test     the tests, kernels in the Triton interpreter (TRITON_INTERPRET=1); no GPU needed
+#   make ladder   the seeds' Laplacian ladder: timed on a GPU, checked in the Triton interpreter on a CPU
 #   make info     the device, versions and (GPU) measured ceilings
 #   make sweep    the cache-cliff sweep (GPU only)
 #
@@ -14,7 +15,8 @@
 #   PYTHON=...       the interpreter that creates the venv (>= 3.10)
 #   NOVENV=1         use $(PYTHON) as it is, with src/ on PYTHONPATH, and install nothing
 #                    (a GPU image whose python3 already has torch, triton, typer, rich, matplotlib)
-#   ARGS="..."       extra arguments: make ladder ARGS="--dtype fp32 --order 8", make test ARGS="-k cli"
+#   ARGS="..."       extra arguments: make report ARGS="--full", make ladder ARGS="--dtype fp32 --order 8",
+#                    make test ARGS="-k cli"
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -46,10 +48,10 @@ $(shell rm -f $(READY))
 endif
 endif
 
-.PHONY: help ladder test info sweep venv clean-venv
+.PHONY: help report ladder test info sweep venv clean-venv
 
 help:
-	@sed -n '3,8p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,9p' Makefile | sed 's/^# \{0,1\}//'
 
 venv: $(READY)
 
@@ -66,6 +68,9 @@ $(VENV)/.tilecraft-ready: pyproject.toml constraints.txt
 	@echo "make: installing tilecraft (editable) and its test tools, pinned by constraints.txt"
 	$(PY) -m pip install $(PIP_FLAGS) -c constraints.txt -e '.[test]'
 	@touch $@
+
+report: $(READY)
+	$(TILECRAFT) report $(ARGS)
 
 ladder: $(READY)
 	$(TILECRAFT) stencil ladder $(ARGS)

@@ -5,6 +5,7 @@
     tilecraft mi layout <arch> <instruction> --operand A|B|C|D|K [--format text|markdown|csv|json] [modifiers]
     tilecraft mi where <arch> <instruction> --operand A --row I --col J [--block B] [modifiers]
     tilecraft mi which <arch> <instruction> --operand D --register R --lane L [modifiers]
+    tilecraft mi peaks [device] [--json]
 
 Modifiers: --cbsz --abid --blgp (CDNA), --opsel --neg (RDNA); K is the index operand of a sparse
 instruction (SMFMAC/SWMMAC). RDNA wave64: append _w64 to the instruction name.
@@ -23,6 +24,7 @@ from typing import Annotated
 import typer
 
 from tilecraft.analysis import matrix_instructions as mi
+from tilecraft.hardware import peaks as hw_peaks
 
 mi_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                      help="Matrix instructions: shapes, rates and which lane/register holds which element.")
@@ -213,6 +215,22 @@ def which_cmd(arch: str, instruction: str, operand: OperandOpt,
                           lane, bits)
         typer.echo(f"{mi._notation(ins, operand.value, loc)} = "
                    f"{_signed_name(mi.element_name(ins, operand.value, el), value)}")
+
+
+@mi_app.command("peaks")
+def peaks_cmd(device: Annotated[str | None, typer.Argument(help="H100, H200, A100, MI250X, MI300X (default: all).")] = None,
+              as_json: Annotated[bool, typer.Option("--json", help="JSON records.")] = False) -> None:
+    """Peak rates (rate x units x clock) and memory bandwidth, against the datasheet."""
+    rows = _run(hw_peaks.peak_table, device)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=1))
+        return
+    typer.echo(f"{'device':<7} {'dtype':<12} {'peak':>9} {'unit':<8} {'datasheet':>9} {'ratio':>6}  formula")
+    for r in rows:
+        ref = "-" if r["datasheet"] is None else f"{r['datasheet']:g}"
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}"
+        typer.echo(f"{r['device']:<7} {r['dtype']:<12} {r['value']:>9.2f} {r['unit']:<8} {ref:>9} {ratio:>6}  "
+                   f"{r['formula']}")
 
 
 def register(app: typer.Typer) -> None:

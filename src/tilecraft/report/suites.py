@@ -291,26 +291,31 @@ def profile_suite(ctx: Context) -> Section:
     if find_ncu() is None:
         return Section("profile", title, status="skipped", message="Nsight Compute (ncu) was not found")
     sec = Section("profile", title, source="measured")
-    shape = list(_gpu_shape(ctx))
+    # the seeds' grid, and a grid past the cache cliff (4096² planes: the baseline's plane reuse no
+    # longer fits in L2, which is what the seeds' FETCH_SIZE table showed on an 8 MB-L2 GPU)
+    grids = [list(_gpu_shape(ctx))]
+    if not (ctx.info.memory_bytes and ctx.info.memory_bytes < 32 * 2**30):
+        grids.append([40, 4096, 4096])
     rows = []
-    for variant in ("baseline", "auto"):
+    for shape, variant in [(g, v) for g in grids for v in ("baseline", "auto")]:
         case = {"variant": variant, "dtype": "fp64", "order": 2, "shape": shape}
-        ctx.progress(f"ncu laplacian {variant}")
+        grid = "×".join(map(str, shape))
+        ctx.progress(f"ncu laplacian {variant} {grid}")
         try:
             res = profile_op("laplacian", case)
         except ProfileError as exc:
-            sec.status, sec.message = "failed", f"{variant}: {exc}"
+            sec.status, sec.message = "failed", f"{variant} {grid}: {exc}"
             continue
         m = res.metrics
         sec.records.append(res.as_dict())
-        rows.append([variant, fmt(m["dram_read_bytes"] and m["dram_read_bytes"] / 1e6, ".1f"),
+        rows.append([grid, variant, fmt(m["dram_read_bytes"] and m["dram_read_bytes"] / 1e6, ".1f"),
                      fmt(res.least_fetch_bytes / 1e6, ".1f"), _pct(res.fetch_efficiency),
                      fmt(m["dram_write_bytes"] and m["dram_write_bytes"] / 1e6, ".1f"),
                      fmt(res.least_write_bytes / 1e6, ".1f"), _pct(res.write_efficiency),
                      fmt(m["l2_hit_rate_pct"], ".1f"), fmt(m["smem_bank_conflicts_ld"], ".0f"),
                      fmt(m["time_ns"] and m["time_ns"] / 1e3, ".1f")])
-    sec.tables.append(Table(f"Laplacian fp64 order 2, {'×'.join(map(str, shape))}: ncu --clock-control none",
-                            ["variant", "FETCH MB", "least fetch MB", "fetch eff. %", "WRITE MB", "least write MB",
+    sec.tables.append(Table("Laplacian fp64 order 2: ncu --clock-control none",
+                            ["grid", "variant", "FETCH MB", "least fetch MB", "fetch eff. %", "WRITE MB", "least write MB",
                              "write eff. %", "L2 hit %", "smem bank confl.", "kernel µs (profiled)"], rows,
                             "FETCH/WRITE = dram__bytes_read/write.sum; efficiency = least / measured (SPEC.md's least "
                             "traffic). The profiled kernel time is under the profiler, not a benchmark"))

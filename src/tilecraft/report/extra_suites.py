@@ -1,0 +1,132 @@
+"""Report suites for the kernels beyond the stencil: GEMM, attention and the wave solver. Each runs
+the kernel family's own bench functions (``tilecraft.bench.<family>``), so the report measures
+exactly what ``tilecraft <family> bench`` does; on a CPU each checks the kernels in the interpreter
+and models the target GPU.
+"""
+from __future__ import annotations
+
+import importlib.util
+
+from tilecraft.report.model import Point, datasheet_roofline, point_from_record
+from tilecraft.report.sections import Context, Figure, Section, Table, fmt
+from tilecraft.report.suites import Suite, register
+
+
+def _pct(x: float | None) -> str:
+    return fmt(None if x is None else 100 * x, ".1f")
+
+
+# ------------------------------------------------------------------------------------------------
+# GEMM
+# ------------------------------------------------------------------------------------------------
+GEMM_DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp32-accurate", "fp64", "int8", "fp8")
+GEMM_PEAK = {"bf16": "bf16", "fp16": "fp16", "tf32": "tf32", "fp32": "fp32", "fp32-accurate": "tf32",
+             "fp64": "fp64", "int8": "int8", "fp8": "fp8", "fp8_e5m2": "fp8"}
+
+
+def _gemm_cases(ctx: Context):
+    from tilecraft.bench import gemm as gb
+
+    big = (8192, 8192, 8192)
+    mid = (4096, 4096, 4096)
+    cases = [gb.Case("bf16", *big, lay) for lay in gb.LAYOUTS]
+    cases += [gb.Case("fp16", *big), gb.Case("tf32", *big), gb.Case("fp32-accurate", *mid), gb.Case("fp32", *mid),
+              gb.Case("fp64", *mid), gb.Case("int8", *big, "NT"), gb.Case("fp8", *big, "NT")]
+    llm = [(1, 4096, 4096), (16, 11008, 4096), (128, 4096, 14336), (4096, 14336, 4096)]
+    odd = [(1000, 1000, 1000), (3000, 7000, 5000), (997, 1009, 1013)]
+    if ctx.quick:
+        cases += [gb.Case("bf16", *s) for s in llm + odd[:2]]
+    else:
+        cases += [gb.Case(c.dtype, c.m, c.n, c.k, c.layout) for c in gb.cases_for("all", ["bf16"])
+                  if (c.m, c.n, c.k) != big]
+        cases += [gb.Case("fp16", *big, lay) for lay in gb.LAYOUTS[1:]]
+    return cases
+
+
+def gemm_suite(ctx: Context) -> Section:
+    from tilecraft.bench import gemm as gb
+    from tilecraft.report import plots
+
+    title = "GEMM: tilecraft.matmul against torch"
+    if not ctx.gpu:
+        sec = Section("gemm", title, source="interpreter")
+        records = gb.interpreter_check(GEMM_DTYPES, say=lambda m: ctx.progress(f"gemm {m.split(':')[0]} (interp.)"))
+        rows = [[r.case["dtype"], r.case["layout"], f"{r.case['m']}×{r.case['n']}×{r.case['k']}",
+                 "ok" if r.extra["ok"] else "FAILED", fmt(r.ours, ".1e")] for r in records]
+        bad = [r for r in records if not r.extra["ok"]]
+        if bad:
+            sec.status, sec.message = "failed", f"{len(bad)} case(s) failed the float64 check"
+        from tilecraft.bench import INTERPRETER_LABEL
+
+        sec.tables.append(Table(f"Every dtype and transpose: {INTERPRETER_LABEL}",
+                                ["dtype", "layout", "shape", "check", "rel. error"], rows,
+                                "against the float64 reference, output poisoned first"))
+        sec.records = [r.as_dict() for r in records]
+        roof = ctx.roofline or datasheet_roofline(ctx.target)
+        mrows = []
+        for dt in ("bf16", "fp16", "fp8", "int8", "tf32", "fp32", "fp64"):
+            m = n = k = 8192
+            isz = {"fp8": 1, "int8": 1, "bf16": 2, "fp16": 2}.get(dt, 8 if dt == "fp64" else 4)
+            osz = 4 if dt in ("int8", "tf32", "fp32") else (8 if dt == "fp64" else 2)
+            flops, nbytes = gb.gemm_flops(m, n, k), gb.gemm_bytes(m, n, k, isz, osz)
+            least = roof.least_time_ms(flops, nbytes, GEMM_PEAK[dt])
+            pk = roof.peak(GEMM_PEAK[dt])
+            if least is None or pk is None:
+                continue
+            sec.points.append(Point(f"gemm {dt} 8192³", "gemm", flops, nbytes, least, GEMM_PEAK[dt], False))
+            mrows.append([dt, "8192³", fmt(least, ".3f"), fmt(flops / (least * 1e-3) / 1e12, ".0f"), pk.source])
+        sec.tables.append(Table(f"Model: least time on a {roof.device} (not measured)",
+                                ["dtype", "shape", "least ms", "TFLOP/s at that time", "peak from"], mrows,
+                                "max(least bytes / bandwidth, FLOPs / peak)"))
+        return sec
+
+    sec = Section("gemm", title, source="measured")
+    cases = _gemm_cases(ctx)
+    records = []
+    for i, c in enumerate(cases):
+        ctx.progress(f"gemm {i + 1}/{len(cases)} {c.name}")
+        try:
+            rec = gb.run_case(c, ctx.info, copy_TBps=ctx.copy_TBps, budget_s=0.3 if ctx.quick else 0.5)
+        except Exception as exc:  # noqa: BLE001 - one case failing is a row, the suite goes on
+            sec.status, sec.message = "failed", f"{c.name}: {type(exc).__name__}: {exc}"[:300]
+            continue
+        records.append(rec)
+    rows = []
+    heat: dict[tuple[str, str], float] = {}
+    for r in records:
+        x, cs = r.extra, r.case
+        shape = f"{cs['m']}×{cs['n']}×{cs['k']}"
+        failed = bool(x.get("failed"))
+        if failed:
+            sec.status, sec.message = "failed", f"{cs['dtype']} {cs['layout']} {shape} failed the float64 check"
+        rows.append([cs["dtype"], cs["layout"], shape, "FAILED" if failed else fmt(x.get("time_ms"), ".4g"),
+                     fmt(r.ours, ".1f"), r.peer or "–", fmt(r.peer_value, ".1f"), fmt(r.ratio, ".2f"),
+                     _pct(x.get("fraction_of_peak")), _pct(x.get("fraction_of_copy")), fmt(x.get("rel_err"), ".1e"),
+                     x.get("kernel", "–")])
+        if not failed and r.ratio:
+            heat[(f"{shape} {cs['layout']}", cs["dtype"])] = r.ratio
+            d = r.as_dict()
+            p = point_from_record({**d, "extra": {**x, "ok": True}}, f"{cs['dtype']} {cs['layout']} {shape}",
+                                  GEMM_PEAK.get(cs["dtype"]))
+            if p:
+                sec.points.append(p)
+        sec.records.append(r.as_dict())
+    sec.tables.append(Table("Ours against the torch call, same inputs, same run",
+                            ["dtype", "layout", "shape", "ms", "TFLOP/s", "peer", "peer TFLOP/s", "× peer",
+                             "% datasheet", "% copy BW", "rel. error", "kernel"], rows,
+                            "time per call from CUDA-graph replays over rotated inputs (median); % copy BW: least "
+                            "bytes / time against the copy bandwidth measured in this run (the small-M figure)"))
+    if heat:
+        row_keys = sorted({k[0] for k in heat}, key=lambda s: (len(s), s))
+        col_keys = [d for d in GEMM_DTYPES if any(k[1] == d for k in heat)]
+        sec.figures.append(Figure("GEMM ratio to torch", "heatmap", plots.heatmap(
+            row_keys, col_keys, [[heat.get((r, c)) for c in col_keys] for r in row_keys],
+            title="tilecraft.matmul / torch (TFLOP/s ratio, same run)")))
+    return sec
+
+
+# ------------------------------------------------------------------------------------------------
+# registration: only the families whose bench module is in the tree
+# ------------------------------------------------------------------------------------------------
+if importlib.util.find_spec("tilecraft.bench.gemm") is not None:
+    register(Suite("gemm", "GEMM: tilecraft.matmul against torch", gemm_suite), before="inspect")

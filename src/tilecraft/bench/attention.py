@@ -196,3 +196,262 @@ def check_forward(s: Shape, dtype: torch.dtype, run: Callable[[torch.Tensor, tor
             return False, err, f"lse differs from the reference by {lerr:.2e}"
     tol = TOLERANCE[dtype]
     return err <= tol, err, "" if err <= tol else f"relative error {err:.2e} > {tol:.0e}"
+
+
+def check_backward(s: Shape, dtype: torch.dtype, run: Callable[..., tuple], device: str = "cuda",
+                   seed: int = 1) -> tuple[bool, float, str]:
+    """``run(q, k, v, do) -> (dq, dk, dv)`` on fresh random inputs against the float64 formulas;
+    the error is the largest of the three relative errors."""
+    from tilecraft.reference.attention import attention_backward_reference
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    q, k, v = make_inputs(s, dtype, device, gen)
+    do = torch.randn(q.shape, device=device, generator=gen).to(dtype)
+    grads = run(q, k, v, do)
+    ref = attention_backward_reference(q, k, v, do, causal=s.causal)
+    errs = []
+    for name, g, r in zip(("dq", "dk", "dv"), grads, ref):
+        if torch.isnan(g).any():
+            return False, float("nan"), f"NaN in {name} (unwritten or invalid)"
+        errs.append(rel_error(g, r))
+    err = max(errs)
+    tol = 1.5 * TOLERANCE[dtype]
+    return err <= tol, err, "" if err <= tol else f"relative error {err:.2e} > {tol:.0e}"
+
+
+# ----------------------------------------------------------------------------------------------
+# timing: ours and SDPA's backends on the same rotated inputs
+# ----------------------------------------------------------------------------------------------
+#: The issue's target shapes (B, H, H_kv, S_q, S_k, D, causal); decode shapes are measured
+#: against the copy bandwidth over their K/V bytes.
+ISSUE_SHAPES = (
+    Shape(4, 16, 16, 4096, 4096, 128), Shape(4, 16, 16, 4096, 4096, 128, True),
+    Shape(8, 16, 16, 2048, 2048, 64), Shape(8, 16, 16, 2048, 2048, 64, True),
+    Shape(2, 16, 16, 4096, 4096, 256), Shape(2, 16, 16, 4096, 4096, 256, True),
+    Shape(8, 32, 8, 1, 8192, 128), Shape(8, 32, 8, 16, 8192, 128),
+    Shape(16, 32, 32, 1, 4096, 128), Shape(4, 32, 8, 4, 32768, 128),
+)
+
+
+def is_decode(s: Shape) -> bool:
+    """Few queries against a long key sequence: bound by reading K and V."""
+    return s.seqlen_q <= 16 and s.seqlen_k >= 1024
+
+
+def _check_shape(s: Shape) -> Shape:
+    """The shape the float64 check runs on: the timed one with batch 1 and at most 2 K/V head groups
+    (same lengths, head dim and grouping, so the same kernel specialisation)."""
+    group = s.heads // s.kv_heads
+    kv = min(s.kv_heads, 2)
+    return Shape(1, kv * group, kv, s.seqlen_q, s.seqlen_k, s.head_dim, s.causal)
+
+
+def _sdpa(backend: str):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    kind = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}[backend]
+
+    def run(q, k, v, causal):
+        with sdpa_kernel([kind]):
+            return torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=causal, enable_gqa=q.shape[1] != k.shape[1])
+    return run
+
+
+def _sdpa_causal_ok(s: Shape) -> bool:
+    # SDPA's is_causal is top-left aligned; it equals ours (bottom-right) only when S_q == S_k.
+    return not s.causal or s.seqlen_q == s.seqlen_k
+
+
+@dataclass
+class Timed:
+    impl: str
+    ok: bool
+    rel_error: float | None
+    time_ms: float | None = None
+    timing: dict | None = None
+    message: str = ""
+    resources: list | None = None
+
+
+def _ours_fwd(s: Shape, cfg: ops.FwdConfig | None):
+    def run(q, k, v, out=None, lse=None):
+        p = ops.validate(q, k, v, causal=s.causal, scale=None, layout="bhsd")
+        out = torch.empty_like(q) if out is None else out
+        lse = torch.empty(p.batch, p.heads, p.seqlen_q, device=q.device, dtype=torch.float32) if lse is None else lse
+        handle = ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg or ops.default_fwd_config(p.head_dim, q.device))
+        return out, lse, handle
+    return run
+
+
+def _ours_bwd(s: Shape, cfg: ops.BwdConfig | None, deterministic: bool):
+    def run(q, k, v, do, out, lse, grads=None):
+        p = ops.validate(q, k, v, causal=s.causal, scale=None, layout="bhsd")
+        grads = grads or (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))
+        handles = ops.launch_bwd(do, q, k, v, out, lse, None, *grads, None, None, p,
+                                 cfg or ops.default_bwd_config(p.head_dim, q.device), deterministic)
+        return grads, handles
+    return run
+
+
+def _resources(handles, num_warps: int) -> list[dict]:
+    out = []
+    for h in handles:
+        if h is None or getattr(h, "n_regs", None) is None:
+            continue
+        out.append({"kernel": getattr(getattr(h, "metadata", None), "name", "?"), "registers": h.n_regs,
+                    "spills": getattr(h, "n_spills", None), "num_warps": num_warps,
+                    "shared_bytes": getattr(getattr(h, "metadata", None), "shared", None)})
+    return out
+
+
+def measure(s: Shape, dtype: torch.dtype, direction: str = "fwd", *, backends: Sequence[str] = SDPA_BACKENDS,
+            fwd: ops.FwdConfig | None = None, bwd: ops.BwdConfig | None = None, deterministic: bool = True,
+            budget_s: float = 1.0, device: str = "cuda", l2_bytes: int | None = None) -> list[Timed]:
+    """Check, then time ours and each SDPA backend on one shape, one direction (fwd or bwd)."""
+    from tilecraft.bench.harness import rotation_sets, time_rotating
+
+    if direction not in ("fwd", "bwd"):
+        raise ValueError(f"direction must be 'fwd' or 'bwd', got {direction!r}")
+    results: list[Timed] = []
+    small = _check_shape(s)
+    ours_f = _ours_fwd(s, fwd)
+    ours_b = _ours_bwd(s, bwd, deterministic)
+    try:
+        if direction == "fwd":
+            ok, err, msg = check_forward(small, dtype, lambda q, k, v: ours_f(q, k, v)[:2], device)
+        else:
+            def run_b(q, k, v, do):
+                out, lse, _ = ours_f(q, k, v)
+                return ours_b(q, k, v, do, out, lse)[0]
+            ok, err, msg = check_backward(small, dtype, run_b, device)
+    except (RuntimeError, ValueError) as exc:  # compile failure, out of resources
+        ok, err, msg = False, None, f"{type(exc).__name__}: {exc}"[:300]
+    ours = Timed("tilecraft", ok, err, message=msg)
+    results.append(ours)
+
+    per_set = attention_bytes(s, torch.finfo(dtype).bits // 8, backward=direction == "bwd")
+    n_sets = rotation_sets(per_set, l2_bytes)
+    gen = torch.Generator(device=device).manual_seed(7)
+    sets = [make_inputs(s, dtype, device, gen) for _ in range(n_sets)]
+    dos = [torch.randn(x[0].shape, device=device, generator=gen).to(dtype) for x in sets] if direction == "bwd" else []
+    if ours.ok:
+        try:
+            outs = [ours_f(*x) for x in sets]
+            if direction == "fwd":
+                ours.resources = _resources([outs[0][2]], (fwd or ops.default_fwd_config(s.head_dim, sets[0][0].device)).num_warps)
+                t = time_rotating(lambda i: ours_f(*sets[i], outs[i][0], outs[i][1]), n_sets, device=device,
+                                  budget_s=budget_s)
+            else:
+                grads = [(torch.empty_like(x[0]), torch.empty_like(x[1]), torch.empty_like(x[2])) for x in sets]
+                _, handles = ours_b(*sets[0], dos[0], outs[0][0], outs[0][1], grads[0])
+                ours.resources = _resources(handles, (bwd or ops.default_bwd_config(s.head_dim, sets[0][0].device)).num_warps)
+                t = time_rotating(lambda i: ours_b(*sets[i], dos[i], outs[i][0], outs[i][1], grads[i]), n_sets,
+                                  device=device, budget_s=budget_s)
+            ours.time_ms, ours.timing = t.median_ms, t.as_dict()
+            del outs
+        except (RuntimeError, ValueError) as exc:
+            ours.ok, ours.message = False, f"{type(exc).__name__}: {exc}"[:300]
+
+    for name in backends:
+        res = Timed(f"sdpa-{name}", False, None)
+        results.append(res)
+        if not _sdpa_causal_ok(s):
+            res.message = "SDPA's causal mask is top-left aligned; not the same problem when S_q != S_k"
+            continue
+        fn = _sdpa(name)
+        try:
+            if direction == "fwd":
+                res.ok, res.rel_error, res.message = check_forward(
+                    small, dtype, lambda q, k, v, fn=fn: (fn(q, k, v, s.causal), None), device)
+                if res.ok:
+                    t = time_rotating(lambda i, fn=fn: fn(*sets[i], s.causal), n_sets, device=device,
+                                      budget_s=budget_s)
+            else:
+                def grads_of(q, k, v, do, fn=fn):
+                    leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+                    out = fn(*leaves, s.causal)
+                    return torch.autograd.grad(out, leaves, do)
+                res.ok, res.rel_error, res.message = check_backward(small, dtype, grads_of, device)
+                if res.ok:
+                    leaves = [[x.detach().requires_grad_() for x in xs] for xs in sets]
+                    outs_p = [fn(*lv, s.causal) for lv in leaves]
+                    t = time_rotating(lambda i, o=outs_p, lv=leaves: torch.autograd.grad(o[i], lv[i], dos[i], retain_graph=True),
+                                      n_sets, device=device, budget_s=budget_s)
+                    del outs_p, leaves
+            if res.ok:
+                res.time_ms, res.timing = t.median_ms, t.as_dict()
+        except (RuntimeError, ValueError, NotImplementedError) as exc:  # backend cannot take the shape
+            res.ok, res.message = False, f"unsupported: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+    return results
+
+
+def records_for(s: Shape, dtype: str, direction: str, results: Sequence[Timed], copy_TBps: float | None = None,
+                config: dict | None = None) -> list:
+    """One Record per implementation: TFLOP/s (decode shapes: TB/s over the least bytes against the
+    copy bandwidth), each with flops, bytes and time_ms in ``extra``; ours carries the ratio to
+    every SDPA backend and the best one as its peer."""
+    from tilecraft.bench.harness import Record
+
+    torch_dtype = DTYPES[dtype]
+    flops = attention_flops(s, backward=direction == "bwd")
+    nbytes = attention_bytes(s, torch.finfo(torch_dtype).bits // 8, backward=direction == "bwd")
+    decode = is_decode(s) and direction == "fwd"
+    value = {}
+    for r in results:
+        if r.ok and r.time_ms:
+            value[r.impl] = (nbytes / (r.time_ms * 1e-3) / 1e12) if decode else (flops / (r.time_ms * 1e-3) / 1e12)
+    peers = {k: v for k, v in value.items() if k != "tilecraft"}
+    best = max(peers, key=peers.get) if peers else None
+    records = []
+    for r in results:
+        case = {**s.as_dict(), "label": s.label, "dtype": dtype, "direction": direction, "impl": r.impl}
+        if r.impl == "tilecraft" and config:
+            case["config"] = config
+        extra = {"ok": r.ok, "rel_error": r.rel_error, "message": r.message, "flops": flops, "bytes": nbytes,
+                 "time_ms": r.time_ms, "timing": r.timing, "decode": decode}
+        if r.resources:
+            extra["resources"] = r.resources
+        ours_v = value.get(r.impl, float("nan"))
+        if r.impl == "tilecraft" and r.impl in value:
+            extra["ratio_to"] = {k: value["tilecraft"] / v for k, v in peers.items()}
+        extra["tflops"] = flops / (r.time_ms * 1e-3) / 1e12 if r.time_ms else None
+        extra["bandwidth_TBps"] = nbytes / (r.time_ms * 1e-3) / 1e12 if r.time_ms else None
+        is_ours = r.impl == "tilecraft"
+        records.append(Record(
+            "attention." + direction, case, "bandwidth" if decode else "tflops", "TB/s" if decode else "TFLOP/s",
+            ours_v, peer=best if is_ours and best and r.ok else None,
+            peer_value=peers[best] if is_ours and best and r.ok else None,
+            ceiling="copy" if decode and copy_TBps else None, ceiling_value=copy_TBps if decode else None,
+            extra=extra))
+    return records
+
+
+def bench(shapes: Sequence[Shape] = ISSUE_SHAPES, dtype: str = "bf16", directions: Sequence[str] = ("fwd", "bwd"),
+          *, backends: Sequence[str] = SDPA_BACKENDS, deterministic: bool = True, budget_s: float = 1.0,
+          info=None, progress: Callable[[str], None] | None = None) -> list:
+    """The ``tilecraft attention bench`` suite: every shape and direction, ours and SDPA's backends
+    (decode shapes forward only, against the copy bandwidth measured in the same run)."""
+    from tilecraft.hardware.ceilings import measure_copy_bandwidth
+    from tilecraft.hardware.device import detect
+
+    info = info or detect()
+    say = progress or (lambda _m: None)
+    copy = None
+    if any(is_decode(s) for s in shapes):
+        say("copy bandwidth")
+        copy = measure_copy_bandwidth()
+    records = []
+    for s in shapes:
+        for direction in directions:
+            if direction == "bwd" and is_decode(s):
+                continue
+            say(f"{direction} {s.label}")
+            results = measure(s, DTYPES[dtype], direction, backends=backends, deterministic=deterministic,
+                              budget_s=budget_s, l2_bytes=info.l2_bytes)
+            cfg = (ops.default_fwd_config(s.head_dim, torch.device("cuda")) if direction == "fwd"
+                   else ops.default_bwd_config(s.head_dim, torch.device("cuda"))).as_dict()
+            records += records_for(s, dtype, direction, results, copy, cfg)
+            torch.cuda.empty_cache()
+    return records

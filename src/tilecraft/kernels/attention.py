@@ -387,3 +387,89 @@ def attention_bwd_dq_kernel(
                        diag, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, True)
     tl.store(DQ + b64 * stride_dqb + h64 * stride_dqh + rows_m * stride_dqs + offs_d[None, :],
              (dq * sm_scale).to(DQ.dtype.element_ty), mask=io_mask)
+
+
+@triton.jit
+def attention_decode_kernel(
+    Q, K, V, O_PART, LSE_PART,
+    stride_qb, stride_qh, stride_qs,
+    stride_kb, stride_kh, stride_ks,
+    stride_vb, stride_vh, stride_vs,
+    stride_ps, stride_pb, stride_ph, stride_pm,
+    H, GROUP, S_Q, S_K, keys_per_split, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+):
+    """Split-KV forward for few queries (decode): one program takes one key chunk of one (batch,
+    K/V head), and its rows are the GROUP query heads x S_q queries that read that K/V head, so
+    K and V are read from memory once per chunk however many query heads share them. Writes the
+    chunk's normalised output (fp32) and log2-sum-exp; ``attention_combine_kernel`` merges chunks.
+    Grid: (splits, B * H_kv, cdiv(GROUP * S_q, BLOCK_M)). Partials are (splits, B, H, S_q, D)."""
+    pid_s = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    pid_m = tl.program_id(2)
+    h_kvs = H // GROUP
+    b = pid_bh // h_kvs
+    h_kv = pid_bh % h_kvs
+    b64 = b.to(tl.int64)
+    r = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    r_ok = r < GROUP * S_Q
+    g = r // S_Q
+    i = r % S_Q  # the query index of each row, for the causal mask
+    h = (h_kv * GROUP + g).to(tl.int64)
+    offs_d = tl.arange(0, BLOCK_D)
+    io_mask = r_ok[:, None] & (offs_d[None, :] < HEAD_DIM)
+    q = tl.load(Q + b64 * stride_qb + h[:, None] * stride_qh + i[:, None].to(tl.int64) * stride_qs + offs_d[None, :],
+                mask=io_mask, other=0.0)
+    k_base = K + b64 * stride_kb + h_kv.to(tl.int64) * stride_kh
+    v_base = V + b64 * stride_vb + h_kv.to(tl.int64) * stride_vh
+    k_lo = pid_s * keys_per_split
+    k_hi = tl.minimum(k_lo + keys_per_split, S_K)
+    diag = S_K - S_Q
+    # keys j <= diag are visible to every query (i >= 0): only the last S_q keys need the mask
+    vis = tl.minimum(k_hi, diag + 1) if CAUSAL else k_hi
+    full_hi = k_lo + tl.maximum(vis - k_lo, 0) // BLOCK_N * BLOCK_N
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, k_lo, full_hi, i, offs_d,
+                               k_hi, diag, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, False)
+    acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, full_hi, k_hi, i, offs_d,
+                               k_hi, diag, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, True)
+    l_div = tl.where(l_i == 0.0, 1.0, l_i)
+    lse2 = tl.where(l_i == 0.0, float("-inf"), m_i + tl.math.log2(l_div))
+    p_row = pid_s.to(tl.int64) * stride_ps + b64 * stride_pb + h * stride_ph + i.to(tl.int64) * stride_pm
+    tl.store(O_PART + p_row[:, None] * BLOCK_D + offs_d[None, :], acc / l_div[:, None], mask=io_mask)
+    tl.store(LSE_PART + p_row, lse2, mask=r_ok)
+
+
+@triton.jit
+def attention_combine_kernel(
+    O_PART, LSE_PART, O, LSE,
+    stride_ob, stride_oh, stride_os,
+    stride_lb, stride_lh,
+    stride_ps, H, S_Q, splits,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
+):
+    """Merge the split-KV partials of one query row: weights 2^(lse_s - max), output the weighted
+    mean, lse = log of the total (natural). A row no chunk saw keeps 0 and -inf. Grid: (B * H * S_q,)."""
+    row = tl.program_id(0).to(tl.int64)  # = (b * H + h) * S_Q + i, the partials' row index
+    i = row % S_Q
+    bh = row // S_Q
+    b = bh // H
+    h = bh % H
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, BLOCK_D)
+    s_ok = offs_s < splits
+    lse_s = tl.load(LSE_PART + offs_s.to(tl.int64) * stride_ps + row, mask=s_ok, other=float("-inf"))
+    m = tl.max(lse_s, 0)
+    m_sub = tl.where(m == float("-inf"), 0.0, m)
+    w = tl.math.exp2(lse_s - m_sub)
+    total = tl.sum(w, 0)
+    o_s = tl.load(O_PART + (offs_s.to(tl.int64) * stride_ps + row)[:, None] * BLOCK_D + offs_d[None, :],
+                  mask=s_ok[:, None] & (offs_d[None, :] < HEAD_DIM), other=0.0)
+    out = tl.sum(o_s * w[:, None], 0) / tl.where(total == 0.0, 1.0, total)
+    tl.store(O + b * stride_ob + h * stride_oh + i * stride_os + offs_d, out.to(O.dtype.element_ty),
+             mask=offs_d < HEAD_DIM)
+    lse = tl.where(total == 0.0, float("-inf"), (m_sub + tl.math.log2(tl.where(total == 0.0, 1.0, total))) * LN2)
+    tl.store(LSE + b * stride_lb + h * stride_lh + i, lse)

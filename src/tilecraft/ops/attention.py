@@ -65,6 +65,20 @@ class BwdConfig:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Split-KV (decode) launch: the key sequence cut into ``splits`` chunks (0: enough chunks to
+    give every SM two programs), BLOCK_N keys per loop step, rows = query heads of a group x S_q."""
+
+    block_n: int
+    num_warps: int
+    num_stages: int
+    splits: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
 def triton_on_cpu() -> bool:
     """True when the Triton interpreter is active (TRITON_INTERPRET=1 was set before import)."""
     return type(_k.attention_fwd_kernel).__name__ == "InterpretedFunction"
@@ -121,17 +135,38 @@ def default_fwd_config(head_dim: int, device: torch.device) -> FwdConfig:
         return FwdConfig(128, 64, 4, 3)
     if d <= 128:
         return FwdConfig(128, 64, 8, 3)
-    return FwdConfig(64, 64, 4, 2)
+    return FwdConfig(64, 32, 4, 3)  # D = 256: larger tiles spill or overflow shared memory
 
 
 def default_bwd_config(head_dim: int, device: torch.device) -> BwdConfig:
-    """Backward tiles by padded head dimension (H200, see ``benchmarks/attention_tune.py``)."""
+    """Backward tiles by padded head dimension. dK and dV (BLOCK_N1 x D each, fp32) live in
+    registers for the whole query walk: 8 warps keep them there without spills on sm90 (4 warps
+    spilled 3.9 KB per thread at D = 128; ``bench.attention.compile_report``)."""
     if device.type != "cuda":
         return INTERPRETER_BWD
     d = block_d(head_dim)
+    if d <= 64:
+        return BwdConfig(64, 128, 128, 64, 8, 2)
     if d <= 128:
-        return BwdConfig(32, 128, 128, 32, 4, 3)
-    return BwdConfig(32, 64, 64, 32, 4, 2)
+        return BwdConfig(32, 128, 128, 32, 8, 2)
+    return BwdConfig(32, 64, 64, 32, 8, 2)
+
+
+INTERPRETER_DECODE = DecodeConfig(16, 4, 1, 3)
+#: The split-KV path takes calls with at most this many queries against at least DECODE_MIN_KEYS keys.
+DECODE_MAX_QUERIES = 16
+DECODE_MIN_KEYS = 1024
+
+
+def default_decode_config(head_dim: int, device: torch.device) -> DecodeConfig:
+    if device.type != "cuda":
+        return INTERPRETER_DECODE
+    return DecodeConfig(64 if block_d(head_dim) <= 128 else 32, 4, 3)
+
+
+def uses_decode(p: Problem) -> bool:
+    """Whether ``attention`` takes the split-KV path: few queries against many keys (not packed)."""
+    return not p.varlen and p.seqlen_q <= DECODE_MAX_QUERIES and p.seqlen_k >= DECODE_MIN_KEYS
 
 
 # ----------------------------------------------------------------------------------------------
@@ -320,6 +355,46 @@ def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
             CAUSAL=p.causal, VARLEN=p.varlen, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
+def _sm_count(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+
+
+def decode_splits(p: Problem, cfg: DecodeConfig, device: torch.device) -> tuple[int, int, int]:
+    """(splits, keys per split, row tile): enough chunks for two programs per SM, each chunk at
+    least 4 key tiles long."""
+    rows = (p.heads // p.kv_heads) * p.seqlen_q
+    block_m = max(16, min(64, 1 << (rows - 1).bit_length()))
+    programs = p.batch * p.kv_heads * _cdiv(rows, block_m)
+    splits = cfg.splits or max(1, _cdiv(2 * _sm_count(device), programs))
+    splits = max(1, min(splits, _cdiv(p.seqlen_k, 4 * cfg.block_n)))
+    per = _cdiv(_cdiv(p.seqlen_k, splits), cfg.block_n) * cfg.block_n
+    return _cdiv(p.seqlen_k, per), per, block_m
+
+
+def launch_decode(q, k, v, out, lse, p: Problem, cfg: DecodeConfig) -> list:
+    """Split-KV forward (bhsd/bshd): partial outputs per key chunk, then the combine kernel."""
+    if p.batch * p.heads == 0 or p.seqlen_q == 0:
+        return []
+    splits, per, block_m = decode_splits(p, cfg, q.device)
+    bd = block_d(p.head_dim)
+    group = p.heads // p.kv_heads
+    o_part = torch.empty((splits, p.batch, p.heads, p.seqlen_q, bd), dtype=torch.float32, device=q.device)
+    l_part = torch.empty((splits, p.batch, p.heads, p.seqlen_q), dtype=torch.float32, device=q.device)
+    with _on_device(q):
+        h1 = _k.attention_decode_kernel[(splits, p.batch * p.kv_heads, _cdiv(group * p.seqlen_q, block_m))](
+            q, k, v, o_part, l_part, *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout),
+            *_bhsd_strides(v, p.layout), *l_part.stride(), p.heads, group, p.seqlen_q, p.seqlen_k, per,
+            p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
+            CAUSAL=p.causal, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        h2 = _k.attention_combine_kernel[(p.batch * p.heads * p.seqlen_q,)](
+            o_part, l_part, out, lse, *_bhsd_strides(out, p.layout), *_lse_strides(lse, False), l_part.stride(0),
+            p.heads, p.seqlen_q, splits, HEAD_DIM=p.head_dim, BLOCK_D=bd,
+            BLOCK_S=max(2, 1 << (splits - 1).bit_length()), num_warps=4 if bd >= 128 else 2)
+    return [h1, h2]
+
+
 def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, cfg: BwdConfig,
                deterministic: bool = True) -> list:
     """Preprocess (delta = rowsum(dO * O) - dlse), dK/dV and dQ kernels on validated tensors; dq,
@@ -379,7 +454,10 @@ def _fwd_compute(q, k, v, cu_q, cu_k, p: Problem, cfg: FwdConfig | None = None):
         out.copy_(o_ref)
         lse.copy_(l_ref)
         return out, lse
-    launch_fwd(q, k, v, out, lse, cu_q, cu_k, p, cfg or default_fwd_config(p.head_dim, q.device))
+    if uses_decode(p):
+        launch_decode(q, k, v, out, lse, p, default_decode_config(p.head_dim, q.device))
+    else:
+        launch_fwd(q, k, v, out, lse, cu_q, cu_k, p, cfg or default_fwd_config(p.head_dim, q.device))
     return out, lse
 
 

@@ -42,6 +42,7 @@ class Ceiling:
     name: str  # "copy", "bf16", "fp64_vector", ...
     value: float  # TB/s for bandwidth, TFLOP/s (TOPS) for compute
     source: str  # "measured" or "datasheet"
+    formula: str = ""  # how a paper peak is made up (units x rate x clock), or how it was measured
 
 
 @dataclass
@@ -80,7 +81,22 @@ class Roofline:
 
 
 def datasheet_roofline(key: str) -> Roofline:
-    """The datasheet ceilings of a DATASHEET device."""
+    """The peak ceilings of a device: ``tilecraft.hardware.peaks`` (rate x units x clock from the
+    instruction tables; bus width x data rate) where it knows the device, else the DATASHEET
+    figures. Both are labelled "datasheet": paper numbers, not measurements."""
+    try:
+        from tilecraft.hardware import peaks
+
+        rows = peaks.peak_table(key)
+    except (ImportError, ValueError):
+        rows = []
+    if rows:
+        roof = Roofline(device=key)
+        for r in rows:
+            c = Ceiling("copy" if r["dtype"] == "bandwidth" else r["dtype"], float(r["value"]), "datasheet",
+                        r["formula"])
+            (roof.bandwidth if r["dtype"] == "bandwidth" else roof.compute).append(c)
+        return roof
     sheet = DATASHEET[key]
     roof = Roofline(device=key, bandwidth=[Ceiling("copy", sheet["bandwidth_TBps"], "datasheet")])
     for name, value in sheet.items():

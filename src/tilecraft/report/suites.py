@@ -74,14 +74,17 @@ def ceilings_suite(ctx: Context) -> Section:
 
     key = datasheet_key(ctx.info.name)
     if not ctx.gpu:
-        ctx.roofline = datasheet_roofline(ctx.target)
-        sheet = DATASHEET[ctx.target]
-        rows = [[name, fmt(v, ".4g"), "TB/s" if name == "bandwidth_TBps" else "TFLOP/s"]
-                for name, v in sheet.items() if name not in ("sms", "cus")]
+        roof = ctx.roofline = datasheet_roofline(ctx.target)
+        sheet = DATASHEET.get(ctx.target, {})
+        rows = [[c.name, fmt(c.value, ".4g"), "TB/s", fmt(sheet.get("bandwidth_TBps")), c.formula] for c in roof.bandwidth]
+        rows += [[c.name, fmt(c.value, ".4g"), "TOPS" if c.name == "int8" else "TFLOP/s", fmt(sheet.get(c.name)), c.formula]
+                 for c in roof.compute]
         return Section("ceilings", f"Ceilings of the model's target, {ctx.target} (datasheet)", source="model",
                        status="skipped", message="no GPU here: the ceilings cannot be measured; the model uses the "
-                       f"{ctx.target} datasheet", tables=[Table(f"{ctx.target} datasheet (not measured)",
-                                                               ["ceiling", "value", "unit"], rows)])
+                       f"{ctx.target}'s paper peaks", tables=[Table(
+                           f"{ctx.target} peaks (not measured)", ["ceiling", "value", "unit", "vendor datasheet", "made of"],
+                           rows, "rate × units × clock from the instruction tables (tilecraft.hardware.peaks), "
+                           "next to the vendor's figure")])
     from tilecraft.hardware.ceilings import measure_copy_bandwidth, measure_matmul
 
     dtypes = ("bf16", "fp32", "fp64") if ctx.quick else ("bf16", "fp16", "tf32", "fp32", "fp64")

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -54,19 +52,6 @@ def _needs_interpreter() -> bool:
     return not torch.cuda.is_available()
 
 
-def _rerun_interpreted(argv: list[str]) -> None:
-    import tilecraft
-
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    src = str(Path(tilecraft.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    try:
-        rc = subprocess.call([sys.executable, "-m", "tilecraft", *argv], env=env)
-    except KeyboardInterrupt:
-        rc = 130
-    raise typer.Exit(rc)
-
-
 def report(
     full: Annotated[bool, typer.Option("--full/--quick", help="--quick (default): one case per suite, under 10 min "
                                        "on a GPU; --full: every dtype/order and the whole sweep.")] = False,
@@ -98,7 +83,9 @@ def report(
     if _needs_interpreter():
         _err().print("No GPU is visible to torch: the report runs the kernels in Triton's interpreter "
                      "(TRITON_INTERPRET=1), for correctness only, and models the speeds.")
-        _rerun_interpreted(["report", *_argv(full, target, out, only, skip, no_profile)])
+        from tilecraft.cli import _rerun_with_interpreter
+
+        _rerun_with_interpreter(["report", *_argv(full, target, out, only, skip, no_profile)])
     err = _err()
     console = Console(highlight=False)
 

@@ -43,51 +43,56 @@ T = GemmConfig
 def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]:
     items = []
     big = 8192
+
+    def add(section, case, cfgs):
+        items.extend((section, case, c) for c in cfgs)
     if "bf16" in sections:
-        tma = [T("tma", 128, 256, 64, 8, 8, 3), T("tma", 128, 256, 64, 8, 8, 4), T("tma", 128, 256, 64, 8, 8, 3, flatten=True),
-               T("tma", 256, 128, 64, 8, 8, 3), T("tma", 128, 128, 64, 8, 8, 4), T("tma", 128, 128, 64, 8, 4, 4),
-               T("tma", 128, 256, 64, 16, 8, 3)]
+        base = T("tma", 128, 256, 64, 8, 8, 3)
+        tma = [base, replace(base, flatten=True), replace(base, group_m=16), replace(base, group_m=16, flatten=True)]
         for lay in bench.LAYOUTS:
-            for cfg in tma:
-                items.append(("bf16", bench.Case("bf16", big, big, big, lay), cfg))
-        for cfg in (T("pointer", 128, 128, 64, 8, 8, 4), T("pointer", 128, 128, 64, 8, 4, 4), T("pointer", 128, 256, 64, 8, 8, 3)):
-            items.append(("bf16", bench.Case("bf16", big, big, big, "NN"), cfg))
-        for cfg in tma[:3]:
-            items.append(("bf16", bench.Case("fp16", big, big, big, "NN"), cfg))
+            add("bf16", bench.Case("bf16", big, big, big, lay), tma)
+        add("bf16", bench.Case("bf16", big, big, big, "NN"),
+            [T("pointer", 128, 128, 64, 8, 8, 4), T("pointer", 128, 128, 64, 8, 4, 4), T("pointer", 128, 128, 64, 8, 8, 3),
+             T("pointer", 128, 256, 64, 8, 8, 3)])
+        for lay in ("NN", "NT"):
+            add("bf16", bench.Case("fp16", big, big, big, lay), tma[:3])
     if "smallm" in sections:
         for m in (1, 16, 64):
             bm = 16 if m <= 16 else 64
             for nk in (4096, 8192):
-                for bn in (32, 64):
-                    for bk in (128, 256):
-                        for split in (1, 2, 4):
-                            for st in (4, 6):
-                                items.append(("smallm", bench.Case("bf16", m, nk, nk, "NN"),
-                                              T("pointer", bm, bn, bk, 1, 4, st, split)))
+                cfgs = [T("pointer", bm, bn, bk, 1, 4, 4, split) for bn in (32, 64, 128) for bk in (64, 128, 256)
+                        for split in (1, 2, 4)]
+                add("smallm", bench.Case("bf16", m, nk, nk, "NN"), cfgs)
+                if m == 16 and nk == 8192:
+                    add("smallm", bench.Case("bf16", m, nk, nk, "NT"), cfgs)
     if "fp8" in sections:
-        for cfg in (T("tma", 128, 256, 128, 8, 8, 3), T("tma", 128, 256, 128, 8, 8, 4), T("tma", 256, 128, 128, 8, 8, 3),
-                    T("tma", 128, 128, 128, 8, 8, 4)):
-            items.append(("fp8", bench.Case("fp8", big, big, big, "NT"), cfg))
+        base = T("tma", 128, 256, 128, 8, 8, 3)
+        add("fp8", bench.Case("fp8", big, big, big, "NT"),
+            [base, replace(base, flatten=True), replace(base, group_m=16), replace(base, num_stages=4, flatten=True)])
     if "int8" in sections:
-        for cfg in (T("tma", 128, 256, 128, 8, 8, 3), T("tma", 128, 256, 128, 8, 8, 4), T("tma", 256, 128, 128, 8, 8, 3),
-                    T("tma", 128, 128, 128, 8, 8, 4)):
-            items.append(("int8", bench.Case("int8", big, big, big, "NT"), cfg))
+        base = T("tma", 128, 256, 128, 8, 8, 3)
+        add("int8", bench.Case("int8", big, big, big, "NT"),
+            [base, replace(base, flatten=True), replace(base, num_stages=4), replace(base, num_stages=4, flatten=True),
+             replace(base, group_m=16, flatten=True), T("tma", 256, 128, 128, 8, 8, 3, flatten=True)])
     if "tf32" in sections:
-        for cfg in (T("tma", 128, 128, 32, 8, 8, 3), T("tma", 128, 128, 32, 8, 8, 4), T("tma", 128, 256, 32, 8, 8, 3),
-                    T("tma", 128, 256, 32, 8, 8, 4)):
-            items.append(("tf32", bench.Case("tf32", big, big, big, "NN"), cfg))
+        for lay in ("NN", "NT"):
+            add("tf32", bench.Case("tf32", big, big, big, lay),
+                [T("tma", 128, 256, 32, 8, 8, 3), T("tma", 128, 256, 32, 8, 8, 4), T("tma", 128, 256, 32, 8, 8, 3, flatten=True),
+                 T("tma", 128, 128, 32, 8, 8, 4)])
     if "fp32acc" in sections:
-        for cfg in (T("pointer", 128, 128, 32, 8, 8, 3), T("pointer", 128, 128, 32, 8, 4, 3), T("pointer", 128, 128, 16, 8, 8, 4),
-                    T("pointer", 64, 128, 32, 8, 4, 3), T("pointer", 128, 64, 32, 8, 4, 4)):
-            items.append(("fp32acc", bench.Case("fp32-accurate", big, big, big, "NN"), cfg))
+        for lay in ("NN", "NT"):
+            add("fp32acc", bench.Case("fp32-accurate", big, big, big, lay),
+                [T("tma", 128, 128, 32, 8, 8, 3), T("tma", 128, 128, 32, 8, 8, 4), T("tma", 128, 128, 16, 8, 8, 4),
+                 T("tma", 128, 256, 32, 8, 8, 3), T("tma", 128, 128, 32, 8, 4, 3)])
+        add("fp32acc", bench.Case("fp32-accurate", big, big, big, "NN"), [T("pointer", 128, 128, 32, 8, 8, 3)])
     if "ieee" in sections:
-        for cfg in (T("pointer", 128, 128, 16, 8, 8, 3), T("pointer", 128, 128, 32, 8, 8, 2), T("pointer", 64, 64, 16, 8, 4, 3),
-                    T("pointer", 128, 64, 16, 8, 4, 3)):
-            items.append(("ieee", bench.Case("fp32", big, big, big, "NN"), cfg))
+        add("ieee", bench.Case("fp32", big, big, big, "NN"),
+            [T("pointer", 128, 128, 16, 8, 8, 3), T("pointer", 128, 128, 32, 8, 8, 3), T("pointer", 128, 64, 16, 8, 4, 3),
+             T("pointer", 64, 64, 32, 8, 4, 3), T("pointer", 128, 128, 16, 8, 8, 2), T("pointer", 256, 128, 16, 8, 8, 2)])
     if "fp64" in sections:
-        for cfg in (T("pointer", 64, 64, 16, 8, 4, 3), T("pointer", 128, 64, 16, 8, 4, 3), T("pointer", 64, 64, 32, 8, 4, 3),
-                    T("pointer", 128, 128, 16, 8, 8, 3), T("pointer", 64, 128, 16, 8, 4, 4)):
-            items.append(("fp64", bench.Case("fp64", big, big, big, "NN"), cfg))
+        add("fp64", bench.Case("fp64", big, big, big, "NN"),
+            [T("pointer", 64, 64, 16, 8, 4, 3), T("pointer", 128, 64, 16, 8, 4, 3), T("pointer", 128, 128, 16, 8, 8, 3),
+             T("pointer", 64, 64, 32, 8, 4, 3), T("pointer", 128, 128, 32, 8, 8, 2), T("pointer", 64, 128, 16, 8, 4, 3)])
     return items
 
 
@@ -102,6 +107,7 @@ def check_items() -> list[tuple[bench.Case, GemmConfig, dict]]:
            "fp8_e5m2": T("pointer", 64, 64, 64, 8, 4, 3)}
     tma = {"fp16": T("tma", 128, 256, 64, 8, 8, 3), "bf16": T("tma", 128, 128, 64, 8, 8, 4),
            "tf32": T("tma", 128, 128, 32, 8, 8, 3), "int8": T("tma", 128, 256, 128, 8, 8, 3),
+           "fp32-accurate": T("tma", 128, 128, 32, 8, 8, 3),
            "fp8": T("tma", 128, 256, 128, 8, 8, 3), "fp8_e5m2": T("tma", 128, 128, 128, 8, 8, 3)}
     for dt, cfg in ptr.items():
         for lay in bench.LAYOUTS:
@@ -110,7 +116,7 @@ def check_items() -> list[tuple[bench.Case, GemmConfig, dict]]:
             out.append((bench.Case(dt, 48, 4096, 4096, lay), replace(cfg, split_k=4), {}))
     # TMA: aligned shapes (16-byte rows) incl. M/N/K tails inside the tensor
     for dt, cfg in tma.items():
-        for lay in (bench.LAYOUTS if dt in ("fp16", "bf16", "tf32") else ("NT",)):
+        for lay in bench.LAYOUTS:
             for (m, n, k) in [(1000, 1016, 1040), (8, 264, 136), (4096, 4096, 2048), (300, 200, 4104)]:
                 out.append((bench.Case(dt, m, n, k, lay), cfg, {}))
     return out
@@ -154,9 +160,13 @@ def precompile(jobs, log):
 
 def run_checks(log) -> list[dict]:
     rows, bad = [], 0
+    skipped = 0
     for case, cfg, extra in check_items():
         a, b, kw = _make(case, seed=11)
         kw.update(extra)
+        if cfg.kernel == "tma" and not ops.tma_layout(a, b, ops.DTYPE_NAMES[a.dtype])[0]:
+            skipped += 1  # launch() refuses these (tested); nothing to check
+            continue
         try:
             ok, err, _ = bench.check(case, a, b, kw, cfg)
         except Exception as exc:  # noqa: BLE001
@@ -193,7 +203,7 @@ def run_checks(log) -> list[dict]:
         err = relative_error(out, matmul_reference(f8a, f8b, out_dtype=torch.float64, scale_a=sa, scale_b=sb))
         bad += err > 1e-2
         rows.append({"case": "fp8 row/col scales", "config": cfg.short(), "ok": err <= 1e-2, "rel_err": err})
-    log(f"correctness: {len(rows) - bad}/{len(rows)} passed")
+    log(f"correctness: {len(rows) - bad}/{len(rows)} passed ({skipped} TMA cases with unaligned rows skipped)")
     return rows
 
 
@@ -227,7 +237,7 @@ def main() -> None:
     sections = args.sections.split(",")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    logf = open(out / f"gemm-tune-{'-'.join(sections)}.log", "w")
+    logf = open(out / f"gemm-tune-{'-'.join(sections)}.log", "w")  # noqa: SIM115 - lives as long as main
 
     def log(msg):
         print(msg, flush=True)

@@ -123,13 +123,14 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                   SPLIT_K: tl.constexpr, ACC: tl.constexpr, EPI: tl.constexpr, INPUT_PRECISION: tl.constexpr,
                   HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr,
                   SCALE_A: tl.constexpr, SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr,
-                  OFFS64: tl.constexpr, UPCAST: tl.constexpr = False):
+                  OFFS64: tl.constexpr, EVEN_K: tl.constexpr = False, UPCAST: tl.constexpr = False):
     """One (BLOCK_M, BLOCK_N) output tile per program; grid (tiles, batch, SPLIT_K).
 
     With SPLIT_K > 1 the program sums K in [pid_k * K_PER_SPLIT, (pid_k + 1) * K_PER_SPLIT) and
     stores the raw accumulator into ``out_ptr`` (a (SPLIT_K * batch, M, N) workspace, strides
     ``stride_ob`` per split-batch slice); the epilogue runs in :func:`splitk_reduce_kernel`.
-    ``OFFS64``: row offsets in 64-bit (a row index times its stride can pass 2**31).
+    ``OFFS64``: row offsets in 64-bit (a row index times its stride can pass 2**31). ``EVEN_K``:
+    K is a multiple of BLOCK_K, so every K block is full and the loads carry no K mask.
     """
     pid = tl.program_id(0)
     pid_b = tl.program_id(1)
@@ -140,13 +141,13 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    # Rows/columns past M/N read row/column 0 instead of being masked: their results are never
-    # stored, and every load stays inside the tensor without a mask on M or N.
-    rows = tl.where(offs_m < M, offs_m, 0)
-    cols = tl.where(offs_n < N, offs_n, 0)
-    if OFFS64:
-        rows = rows.to(tl.int64)
-        cols = cols.to(tl.int64)
+    # Rows/columns past M/N are masked, not clamped: a clamped index (tl.where) hides from
+    # Triton that the addresses are contiguous, and every load becomes scalar (measured on the
+    # H200: 48 TFLOP/s for bf16 8192^3 against 690 for the TMA kernel).
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    rows = offs_m.to(tl.int64) if OFFS64 else offs_m
+    cols = offs_n.to(tl.int64) if OFFS64 else offs_n
     offs_k = tl.arange(0, BLOCK_K)
     k_lo = pid_k * K_PER_SPLIT
     k_hi = tl.minimum(K, k_lo + K_PER_SPLIT)
@@ -157,8 +158,12 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
     for k in range(k_lo, k_hi, BLOCK_K):
         k_left = k_hi - k
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        if EVEN_K:  # no K mask: it would vary along a K-contiguous operand and split its vector loads
+            a = tl.load(a_ptrs, mask=mask_m[:, None], other=0.0)
+            b = tl.load(b_ptrs, mask=mask_n[None, :], other=0.0)
+        else:
+            a = tl.load(a_ptrs, mask=mask_m[:, None] & (offs_k[None, :] < k_left), other=0.0)
+            b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & mask_n[None, :], other=0.0)
         if UPCAST:
             a = a.to(tl.float32)
             b = b.to(tl.float32)

@@ -67,9 +67,9 @@ OUT_DTYPES: dict[str, tuple[torch.dtype, ...]] = {
 PRECISIONS = ("ieee", "tf32", "fp32-accurate", "tf32x3", "bf16x3", "bf16x6")
 ACTIVATIONS = tuple(k for k in _k.ACTIVATIONS if k is not None)
 _SCALED = ("fp8_e4m3", "fp8_e5m2", "int8")
-# wgmma reads fp8 and int8 operands from shared memory only K-major: the TMA kernel takes them
-# only in that layout (A row-major, B column-major: the "NT" GEMM).
-_KMAJOR_ONLY = ("fp8_e4m3", "fp8_e5m2", "int8")
+# wgmma reads tf32, fp8 and int8 operands from shared memory only K-major (A row-major, B
+# column-major: the "NT" GEMM); the TMA path makes K-major copies of other layouts.
+_KMAJOR_ONLY = ("fp8_e4m3", "fp8_e5m2", "int8", "fp32")
 
 
 @dataclass(frozen=True)
@@ -259,31 +259,53 @@ def _kmajor(t: torch.Tensor, k_dim: int) -> bool | None:
     return None
 
 
+def _aligned_for_tma(t: torch.Tensor, kmajor: bool, k_dim: int) -> bool:
+    size = t.element_size()
+    if t.data_ptr() % 16:
+        return False
+    outer = (-2 if k_dim == -1 else -1) if kmajor else k_dim
+    strides = [t.stride(outer)] + ([t.stride(0)] if t.dim() == 3 and t.shape[0] > 1 and t.stride(0) else [])
+    return not any((s * size) % 16 for s in strides)
+
+
 def tma_layout(a: torch.Tensor, b: torch.Tensor, dtype: str) -> tuple[bool, bool, bool]:
-    """(ok, a_kmajor, b_kmajor): whether the TMA kernel can take these operands. Rules of a TMA
+    """(ok, a_kmajor, b_kmajor) of the operands the TMA kernel would read. Rules of a TMA
     descriptor: 16-byte aligned base, a unit innermost stride, every other stride a multiple of
-    16 bytes; and of wgmma for 8-bit types: both operands K-major."""
+    16 bytes. wgmma reads 32- and 8-bit operands (tf32, fp8, int8) K-major only: for those an
+    MN-major operand is transposed into a K-major copy first (:func:`kmajor_copy`; one pass over
+    that operand, inside the call), so it counts as K-major here if the copy would be aligned."""
     ak, bk = _kmajor(a, -1), _kmajor(b, -2)
+    if dtype in _KMAJOR_ONLY:
+        ok = True
+        for t, kmaj, k_dim in ((a, ak, -1), (b, bk, -2)):
+            if kmaj:
+                ok = ok and _aligned_for_tma(t, True, k_dim)
+            else:  # the K-major copy is contiguous: rows of K elements
+                ok = ok and (t.shape[k_dim] * t.element_size()) % 16 == 0
+        return ok, True, True
     if ak is None or bk is None:
         return False, bool(ak), bool(bk)
-    if dtype in _KMAJOR_ONLY and not (ak and bk):
-        return False, ak, bk
-    size = a.element_size()
-    for t, kmaj, k_dim in ((a, ak, -1), (b, bk, -2)):
-        if t.data_ptr() % 16:
-            return False, ak, bk
-        outer = (-2 if k_dim == -1 else -1) if kmaj else k_dim
-        strides = [t.stride(outer)] + ([t.stride(0)] if t.dim() == 3 and t.shape[0] > 1 else [])
-        if any((s * size) % 16 for s in strides):
-            return False, ak, bk
-    return True, ak, bk
+    ok = _aligned_for_tma(a, ak, -1) and _aligned_for_tma(b, bk, -2)
+    return ok, ak, bk
+
+
+def kmajor_copy(t: torch.Tensor, k_dim: int) -> torch.Tensor:
+    """t with its K dimension contiguous (a copy, unless it already is). A broadcast batch
+    (stride 0) stays one matrix."""
+    if _kmajor(t, k_dim):
+        return t
+    if t.dim() == 3 and t.stride(0) == 0:
+        t = t[:1]
+    if k_dim == -1:
+        return t.contiguous()
+    return t.transpose(-1, -2).contiguous().transpose(-1, -2)
 
 
 def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> Problem:
     arch, sms, _, _ = _facts(a.device)
     ok, ak, bk = tma_layout(a, b, spec.dtype) if arch == "sm90" else (False, *(tma_layout(a, b, spec.dtype)[1:]))
-    if spec.dtype == "fp64" or (spec.dtype == "fp32" and spec.precision != "tf32"):
-        ok = False  # wgmma has no fp64/FMA form; the split precisions stay on the pointer kernel
+    if spec.dtype == "fp64" or (spec.dtype == "fp32" and spec.precision not in ("tf32", "tf32x3")):
+        ok = False  # wgmma has no fp64/FMA form; the bf16 splits stay on the pointer kernel
     return Problem(spec.m, spec.n, spec.k, spec.batch, spec.dtype, spec.precision, arch, ok, ak, bk, sms)
 
 
@@ -353,7 +375,7 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg:
     opts = _options(cfg, a.device)
     if cfg.kernel == "tma":
         if not tma_layout(a, b, spec.dtype)[0] or spec.dtype == "fp64" or (
-                spec.dtype == "fp32" and spec.precision != "tf32"):
+                spec.dtype == "fp32" and spec.precision not in ("tf32", "tf32x3")):
             raise ValueError(f"the TMA kernel cannot take these operands ({spec.dtype}, precision "
                              f"{spec.precision}, strides {a.stride()} and {b.stride()}): it needs 16-byte "
                              "aligned rows with a unit stride; use a pointer config")
@@ -366,7 +388,7 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg:
         split = max(1, math.ceil(spec.k / k_per_split))
     common = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
                   "ACC": acc, "INPUT_PRECISION": spec.precision, "OFFS64": _needs_offs64(a3, b3, out3),
-                  "UPCAST": _upcast(spec, a)}
+                  "EVEN_K": spec.k % cfg.block_k == 0, "UPCAST": _upcast(spec, a)}
     if split == 1:
         _k.matmul_kernel[(num_tiles, spec.batch, 1)](
             a3, b3, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, max(k_per_split, 1),
@@ -410,6 +432,8 @@ def _tma_desc(t: torch.Tensor, kmajor: bool, k_dim: int, block_rows: int, block_
 
 def _launch_tma(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts) -> None:
     _, ak, bk = tma_layout(a, b, spec.dtype)
+    if spec.dtype in _KMAJOR_ONLY:
+        a, b = kmajor_copy(a, -1), kmajor_copy(b, -2)
     a_desc, a_batched = _tma_desc(a, ak, -1, cfg.block_m, cfg.block_k)
     b_desc, b_batched = _tma_desc(b, bk, -2, cfg.block_n, cfg.block_k)
     _, sms, _, _ = _facts(a.device)

@@ -275,14 +275,55 @@ class Timed:
     resources: list | None = None
 
 
-def _ours_fwd(s: Shape, cfg: ops.FwdConfig | None):
+def _ours_fwd(s: Shape, cfg: ops.FwdConfig | ops.DecodeConfig | None):
+    """Ours forward into given (or new) out/lse; ``cfg`` picks the path: a FwdConfig the tiled
+    kernel, a DecodeConfig the split-KV one, None what ``tilecraft.attention`` would run."""
     def run(q, k, v, out=None, lse=None):
         p = ops.validate(q, k, v, causal=s.causal, scale=None, layout="bhsd")
         out = torch.empty_like(q) if out is None else out
         lse = torch.empty(p.batch, p.heads, p.seqlen_q, device=q.device, dtype=torch.float32) if lse is None else lse
-        handle = ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg or ops.default_fwd_config(p.head_dim, q.device))
-        return out, lse, handle
+        c = cfg
+        if c is None:
+            c = (ops.default_decode_config(p.head_dim, q.device) if ops.uses_decode(p)
+                 else ops.default_fwd_config(p.head_dim, q.device))
+        if isinstance(c, ops.DecodeConfig):
+            handles = ops.launch_decode(q, k, v, out, lse, p, c)
+        else:
+            handles = [ops.launch_fwd(q, k, v, out, lse, None, None, p, c)]
+        return out, lse, handles
     return run
+
+
+def graphed(fn: Callable[[int], object], n_sets: int) -> Callable[[int], object] | None:
+    """``fn(i)`` captured once per input set as a CUDA graph; calling the result replays graph i.
+    Takes the host's launch overhead out of short kernels' times (decode shapes: tens of µs).
+    None when capture fails."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for i in range(n_sets):
+                fn(i)
+        torch.cuda.current_stream().wait_stream(side)
+        graphs = []
+        for i in range(n_sets):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                fn(i)
+            graphs.append(g)
+    except RuntimeError:
+        return None
+    return lambda i: graphs[i].replay()
+
+
+def _time(fn: Callable[[int], object], n_sets: int, device: str, budget_s: float, use_graphs: bool):
+    from tilecraft.bench.harness import time_rotating
+
+    replay = graphed(fn, n_sets) if use_graphs and torch.device(device).type == "cuda" else None
+    t = time_rotating(replay or fn, n_sets, device=device, budget_s=budget_s)
+    d = t.as_dict()
+    d["method"] = "cuda-graph replay" if replay else "eager"
+    return t.median_ms, d
 
 
 def _ours_bwd(s: Shape, cfg: ops.BwdConfig | None, deterministic: bool):
@@ -295,22 +336,28 @@ def _ours_bwd(s: Shape, cfg: ops.BwdConfig | None, deterministic: bool):
     return run
 
 
-def _resources(handles, num_warps: int) -> list[dict]:
+def _resources(handles) -> list[dict]:
+    """Registers, spills and shared memory of the launched kernels (Triton's compiled kernels)."""
     out = []
     for h in handles:
         if h is None or getattr(h, "n_regs", None) is None:
             continue
-        out.append({"kernel": getattr(getattr(h, "metadata", None), "name", "?"), "registers": h.n_regs,
-                    "spills": getattr(h, "n_spills", None), "num_warps": num_warps,
-                    "shared_bytes": getattr(getattr(h, "metadata", None), "shared", None)})
+        meta = getattr(h, "metadata", None)
+        out.append({"kernel": getattr(meta, "name", "?"), "registers": h.n_regs,
+                    "spills": getattr(h, "n_spills", None), "num_warps": getattr(meta, "num_warps", None),
+                    "shared_bytes": getattr(meta, "shared", None)})
     return out
 
 
 def measure(s: Shape, dtype: torch.dtype, direction: str = "fwd", *, backends: Sequence[str] = SDPA_BACKENDS,
-            fwd: ops.FwdConfig | None = None, bwd: ops.BwdConfig | None = None, deterministic: bool = True,
-            budget_s: float = 1.0, device: str = "cuda", l2_bytes: int | None = None) -> list[Timed]:
-    """Check, then time ours and each SDPA backend on one shape, one direction (fwd or bwd)."""
-    from tilecraft.bench.harness import rotation_sets, time_rotating
+            fwd: ops.FwdConfig | ops.DecodeConfig | None = None, bwd: ops.BwdConfig | None = None,
+            deterministic: bool = True, budget_s: float = 1.0, device: str = "cuda", l2_bytes: int | None = None,
+            graphs: bool = True) -> list[Timed]:
+    """Check, then time ours and each SDPA backend on one shape, one direction (fwd or bwd).
+
+    Forward times are CUDA-graph replays (``graphs``) for ours and SDPA alike, so host launch
+    overhead stays out of short kernels; backward times are eager (SDPA's through autograd)."""
+    from tilecraft.bench.harness import rotation_sets
 
     if direction not in ("fwd", "bwd"):
         raise ValueError(f"direction must be 'fwd' or 'bwd', got {direction!r}")
@@ -340,16 +387,15 @@ def measure(s: Shape, dtype: torch.dtype, direction: str = "fwd", *, backends: S
         try:
             outs = [ours_f(*x) for x in sets]
             if direction == "fwd":
-                ours.resources = _resources([outs[0][2]], (fwd or ops.default_fwd_config(s.head_dim, sets[0][0].device)).num_warps)
-                t = time_rotating(lambda i: ours_f(*sets[i], outs[i][0], outs[i][1]), n_sets, device=device,
-                                  budget_s=budget_s)
+                ours.resources = _resources(outs[0][2])
+                ours.time_ms, ours.timing = _time(lambda i: ours_f(*sets[i], outs[i][0], outs[i][1]), n_sets, device,
+                                                  budget_s, graphs)
             else:
                 grads = [(torch.empty_like(x[0]), torch.empty_like(x[1]), torch.empty_like(x[2])) for x in sets]
                 _, handles = ours_b(*sets[0], dos[0], outs[0][0], outs[0][1], grads[0])
-                ours.resources = _resources(handles, (bwd or ops.default_bwd_config(s.head_dim, sets[0][0].device)).num_warps)
-                t = time_rotating(lambda i: ours_b(*sets[i], dos[i], outs[i][0], outs[i][1], grads[i]), n_sets,
-                                  device=device, budget_s=budget_s)
-            ours.time_ms, ours.timing = t.median_ms, t.as_dict()
+                ours.resources = _resources(handles)
+                ours.time_ms, ours.timing = _time(lambda i: ours_b(*sets[i], dos[i], outs[i][0], outs[i][1], grads[i]),
+                                                  n_sets, device, budget_s, False)
             del outs
         except (RuntimeError, ValueError) as exc:
             ours.ok, ours.message = False, f"{type(exc).__name__}: {exc}"[:300]
@@ -366,8 +412,8 @@ def measure(s: Shape, dtype: torch.dtype, direction: str = "fwd", *, backends: S
                 res.ok, res.rel_error, res.message = check_forward(
                     small, dtype, lambda q, k, v, fn=fn: (fn(q, k, v, s.causal), None), device)
                 if res.ok:
-                    t = time_rotating(lambda i, fn=fn: fn(*sets[i], s.causal), n_sets, device=device,
-                                      budget_s=budget_s)
+                    res.time_ms, res.timing = _time(lambda i, fn=fn: fn(*sets[i], s.causal), n_sets, device,
+                                                    budget_s, graphs)
             else:
                 def grads_of(q, k, v, do, fn=fn):
                     leaves = [x.detach().requires_grad_() for x in (q, k, v)]
@@ -377,11 +423,10 @@ def measure(s: Shape, dtype: torch.dtype, direction: str = "fwd", *, backends: S
                 if res.ok:
                     leaves = [[x.detach().requires_grad_() for x in xs] for xs in sets]
                     outs_p = [fn(*lv, s.causal) for lv in leaves]
-                    t = time_rotating(lambda i, o=outs_p, lv=leaves: torch.autograd.grad(o[i], lv[i], dos[i], retain_graph=True),
-                                      n_sets, device=device, budget_s=budget_s)
+                    res.time_ms, res.timing = _time(
+                        lambda i, o=outs_p, lv=leaves: torch.autograd.grad(o[i], lv[i], dos[i], retain_graph=True),
+                        n_sets, device, budget_s, False)
                     del outs_p, leaves
-            if res.ok:
-                res.time_ms, res.timing = t.median_ms, t.as_dict()
         except (RuntimeError, ValueError, NotImplementedError) as exc:  # backend cannot take the shape
             res.ok, res.message = False, f"unsupported: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
     return results
@@ -428,6 +473,16 @@ def records_for(s: Shape, dtype: str, direction: str, results: Sequence[Timed], 
     return records
 
 
+def default_config(s: Shape, direction: str):
+    """The configuration ``tilecraft.attention`` runs on a GPU for this shape and direction."""
+    dev = torch.device("cuda")
+    if direction == "bwd":
+        return ops.default_bwd_config(s.head_dim, dev)
+    if s.seqlen_q <= ops.DECODE_MAX_QUERIES and s.seqlen_k >= ops.DECODE_MIN_KEYS:
+        return ops.default_decode_config(s.head_dim, dev)
+    return ops.default_fwd_config(s.head_dim, dev)
+
+
 def bench(shapes: Sequence[Shape] = ISSUE_SHAPES, dtype: str = "bf16", directions: Sequence[str] = ("fwd", "bwd"),
           *, backends: Sequence[str] = SDPA_BACKENDS, deterministic: bool = True, budget_s: float = 1.0,
           info=None, progress: Callable[[str], None] | None = None) -> list:
@@ -450,8 +505,7 @@ def bench(shapes: Sequence[Shape] = ISSUE_SHAPES, dtype: str = "bf16", direction
             say(f"{direction} {s.label}")
             results = measure(s, DTYPES[dtype], direction, backends=backends, deterministic=deterministic,
                               budget_s=budget_s, l2_bytes=info.l2_bytes)
-            cfg = (ops.default_fwd_config(s.head_dim, torch.device("cuda")) if direction == "fwd"
-                   else ops.default_bwd_config(s.head_dim, torch.device("cuda"))).as_dict()
+            cfg = default_config(s, direction).as_dict()
             records += records_for(s, dtype, direction, results, copy, cfg)
             torch.cuda.empty_cache()
     return records

@@ -1,0 +1,167 @@
+"""Attention on a GPU in one call: correctness of every path, then tile configurations timed against
+SDPA's backends (forward, backward, decode). Writes JSON as it goes (a timeout keeps what was done).
+
+    PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/attention_tune.py OUT_DIR [sections]
+
+sections: any of check,fwd,bwd,decode (default all). Each configuration is checked against the
+float64 reference (``bench.attention.measure``) before it is timed.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from tilecraft.bench import attention as ba
+from tilecraft.bench.harness import stamp
+from tilecraft.hardware.device import detect
+from tilecraft.ops import attention as ops
+from tilecraft.reference.attention import (
+    attention_reference,
+    attention_varlen_reference,
+)
+
+OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "out")
+SECTIONS = set((sys.argv[2] if len(sys.argv) > 2 else "check,fwd,bwd,decode").split(","))
+BUDGET = 0.3
+F, B, D = ops.FwdConfig, ops.BwdConfig, ops.DecodeConfig
+
+FWD_CONFIGS = {
+    128: [F(128, 64, 8, 3), F(128, 128, 8, 3), F(128, 64, 8, 4), F(128, 128, 8, 2), F(64, 64, 4, 3)],
+    64: [F(128, 64, 4, 3), F(128, 128, 8, 3), F(128, 64, 8, 3), F(64, 64, 4, 4)],
+    256: [F(64, 32, 4, 3), F(128, 32, 8, 3), F(64, 64, 4, 2)],
+}
+FWD_SHAPES = {128: (4, 16, 4096), 64: (8, 16, 2048), 256: (2, 16, 4096)}
+BWD_CONFIGS = {
+    128: [B(32, 128, 128, 32, 8, 2), B(64, 128, 128, 64, 8, 2), B(32, 128, 128, 32, 8, 3), B(64, 64, 64, 64, 8, 2)],
+    64: [B(64, 128, 128, 64, 8, 2), B(32, 128, 128, 32, 4, 3), B(64, 64, 64, 64, 4, 3)],
+    256: [B(32, 64, 64, 32, 8, 2)],
+}
+DECODE_CONFIGS = [D(64, 4, 3), D(128, 4, 3), D(64, 8, 4), D(32, 4, 4)]
+DECODE_SHAPES = [ba.Shape(8, 32, 8, 1, 8192, 128), ba.Shape(8, 32, 8, 16, 8192, 128),
+                 ba.Shape(16, 32, 32, 1, 4096, 128), ba.Shape(4, 32, 8, 4, 32768, 128)]
+
+doc: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "checks": [], "records": []}
+
+
+def save() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "attention-tune.json").write_text(json.dumps(doc, indent=1, default=str))
+
+
+def rel(a, b) -> float:
+    return ((a.double() - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+def check_paths() -> None:
+    """Public API on the GPU: every path against float64, forward and backward."""
+    g = torch.Generator(device="cuda").manual_seed(3)
+    cases = [("gqa causal Sq>Sk D96", (2, 8, 2, 300, 170, 96), True, "bhsd"),
+             ("mha D64 ragged", (1, 4, 4, 1000, 1000, 64), False, "bhsd"),
+             ("causal D128 Sq<Sk", (1, 4, 4, 257, 1000, 128), True, "bhsd"),
+             ("D256 causal", (1, 2, 2, 333, 333, 256), True, "bhsd"),
+             ("bshd mqa D40", (2, 4, 1, 77, 77, 40), True, "bshd"),
+             ("decode gqa", (2, 8, 2, 3, 3000, 128), True, "bhsd")]
+    for name, (b, h, hk, sq, sk, d), causal, layout in cases:
+        for dtype in (torch.bfloat16, torch.float16):
+            q = torch.randn(b, h, sq, d, device="cuda", generator=g).to(dtype)
+            k = torch.randn(b, hk, sk, d, device="cuda", generator=g).to(dtype)
+            v = torch.randn(b, hk, sk, d, device="cuda", generator=g).to(dtype)
+            do = torch.randn(b, h, sq, d, device="cuda", generator=g).to(dtype)
+            leaves = [t.double().requires_grad_() for t in (q, k, v)]
+            ref_o, _ = attention_reference(*leaves, causal=causal)
+            ref_g = torch.autograd.grad(ref_o, leaves, do.double())
+            for det in (True, False):
+                lv = [t.clone().requires_grad_() for t in (q, k, v)]
+                if layout == "bshd":
+                    o = ops.attention(*(t.transpose(1, 2) for t in lv), causal=causal, layout="bshd",
+                                      deterministic=det).transpose(1, 2)
+                else:
+                    o = ops.attention(*lv, causal=causal, deterministic=det)
+                grads = torch.autograd.grad(o, lv, do)
+                errs = [rel(o, ref_o)] + [rel(a, r) for a, r in zip(grads, ref_g)]
+                doc["checks"].append({"case": name, "dtype": str(dtype), "deterministic": det, "errors": errs,
+                                      "nan": any(torch.isnan(x).any().item() for x in (o, *grads))})
+                print(f"check {name:24s} {dtype!s:15s} det={det!s:5s} " + " ".join(f"{e:.1e}" for e in errs),
+                      flush=True)
+    # packed variable-length batch
+    lens_q, lens_k = [1, 300, 17, 1000], [5, 300, 600, 999]
+    cu_q = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    q = torch.randn(sum(lens_q), 8, 128, device="cuda", generator=g).to(torch.bfloat16)
+    k = torch.randn(sum(lens_k), 2, 128, device="cuda", generator=g).to(torch.bfloat16)
+    v = torch.randn(sum(lens_k), 2, 128, device="cuda", generator=g).to(torch.bfloat16)
+    lv = [t.clone().requires_grad_() for t in (q, k, v)]
+    o = ops.attention(*lv, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    do = torch.randn_like(o)
+    grads = torch.autograd.grad(o, lv, do)
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    ro, _ = attention_varlen_reference(*leaves, cu_q, cu_k, causal=True)
+    rg = torch.autograd.grad(ro, leaves, do.double())
+    errs = [rel(o, ro)] + [rel(a, r) for a, r in zip(grads, rg)]
+    doc["checks"].append({"case": "varlen gqa causal", "dtype": "bf16", "errors": errs})
+    print("check varlen gqa causal bf16 " + " ".join(f"{e:.1e}" for e in errs), flush=True)
+    save()
+
+
+def run(shape: ba.Shape, direction: str, cfgs, backends, deterministic: bool = True) -> None:
+    for i, cfg in enumerate(cfgs):
+        t0 = time.time()
+        kw = {"bwd": cfg} if direction == "bwd" else {"fwd": cfg}
+        res = ba.measure(shape, torch.bfloat16, direction, backends=backends if i == 0 else (),
+                         deterministic=deterministic, budget_s=BUDGET, l2_bytes=INFO.l2_bytes, **kw)
+        recs = stamp(ba.records_for(shape, "bf16", direction, res, COPY, cfg.as_dict()), INFO)
+        tag = "" if deterministic else " atomic-dQ"
+        for r in recs:
+            r.case["tune_index"] = i
+            r.extra["deterministic"] = deterministic
+            doc["records"].append(r.as_dict())
+        for r in res:
+            val = (ba.attention_bytes(shape, 2, direction == "bwd") if ba.is_decode(shape) and direction == "fwd"
+                   else ba.attention_flops(shape, direction == "bwd")) / (r.time_ms * 1e-3) / 1e12 if r.time_ms else None
+            unit = "TB/s" if ba.is_decode(shape) and direction == "fwd" else "TFLOP/s"
+            extra = f" {100 * val / COPY:.1f}% copy" if unit == "TB/s" and val and COPY else ""
+            regs = ",".join(f"{x['registers']}r/{x['spills']}s" for x in (r.resources or []))
+            print(f"{direction} {shape.label:30s} {r.impl:16s} {cfg.as_dict() if r.impl == 'tilecraft' else '':60s}"
+                  f"{tag} ok={r.ok} err={r.rel_error if r.rel_error is None else f'{r.rel_error:.1e}'} "
+                  f"{'' if val is None else f'{val:.1f} {unit}'}{extra} {regs} {r.message[:80]} ({time.time() - t0:.1f}s)",
+                  flush=True)
+        save()
+        torch.cuda.empty_cache()
+
+
+INFO = detect()
+COPY = None
+if __name__ == "__main__":
+    t_start = time.time()
+    doc["device"] = INFO.as_dict()
+    if "check" in SECTIONS:
+        check_paths()
+    if "decode" in SECTIONS or "fwd" in SECTIONS:
+        from tilecraft.hardware.ceilings import measure_copy_bandwidth
+        COPY = measure_copy_bandwidth()
+        doc["copy_TBps"] = COPY
+        print(f"copy bandwidth {COPY:.2f} TB/s", flush=True)
+    if "fwd" in SECTIONS:
+        for d in (128, 64, 256):
+            b, h, s = FWD_SHAPES[d]
+            for causal in (False, True):
+                run(ba.Shape(b, h, h, s, s, d, causal), "fwd", FWD_CONFIGS[d], ("cudnn", "flash"))
+    if "bwd" in SECTIONS:
+        for d in (128, 64, 256):
+            b, h, s = FWD_SHAPES[d]
+            for causal in (False, True):
+                run(ba.Shape(b, h, h, s, s, d, causal), "bwd", BWD_CONFIGS[d], ("cudnn", "flash"))
+            if d == 128:
+                for causal in (False, True):
+                    run(ba.Shape(b, h, h, s, s, d, causal), "bwd", BWD_CONFIGS[d][:1], (), deterministic=False)
+    if "decode" in SECTIONS:
+        for shape in DECODE_SHAPES:
+            run(shape, "fwd", DECODE_CONFIGS, ("cudnn", "flash", "efficient"))
+            run(shape, "fwd", [FWD_CONFIGS[128][0]], ())  # the tiled kernel on the same shape, for contrast
+    doc["wall_s"] = time.time() - t_start
+    save()
+    print(f"done in {doc['wall_s']:.0f}s", flush=True)

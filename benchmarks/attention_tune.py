@@ -30,17 +30,17 @@ BUDGET = 0.3
 F, B, D = ops.FwdConfig, ops.BwdConfig, ops.DecodeConfig
 
 FWD_CONFIGS = {
-    128: [F(128, 64, 8, 3), F(128, 128, 8, 3), F(128, 64, 8, 4), F(128, 128, 8, 2), F(64, 64, 4, 3)],
-    64: [F(128, 64, 4, 3), F(128, 128, 8, 3), F(128, 64, 8, 3), F(64, 64, 4, 4)],
-    256: [F(64, 32, 4, 3), F(128, 32, 8, 3), F(64, 64, 4, 2)],
+    128: [F(128, 64, 8, 3), F(128, 128, 8, 3), F(128, 64, 8, 4), F(128, 128, 8, 2)],
+    64: [F(128, 64, 4, 3), F(128, 128, 8, 3), F(128, 64, 8, 3)],
+    256: [F(64, 32, 4, 3), F(128, 32, 8, 3)],
 }
 FWD_SHAPES = {128: (4, 16, 4096), 64: (8, 16, 2048), 256: (2, 16, 4096)}
 BWD_CONFIGS = {
-    128: [B(32, 128, 128, 32, 8, 2), B(64, 128, 128, 64, 8, 2), B(32, 128, 128, 32, 8, 3), B(64, 64, 64, 64, 8, 2)],
-    64: [B(64, 128, 128, 64, 8, 2), B(32, 128, 128, 32, 4, 3), B(64, 64, 64, 64, 4, 3)],
+    128: [B(32, 128, 128, 32, 8, 2), B(64, 128, 128, 64, 8, 2), B(64, 64, 64, 64, 8, 2)],
+    64: [B(64, 128, 128, 64, 8, 2), B(32, 128, 128, 32, 4, 3)],
     256: [B(32, 64, 64, 32, 8, 2)],
 }
-DECODE_CONFIGS = [D(64, 4, 3), D(128, 4, 3), D(64, 8, 4), D(32, 4, 4)]
+DECODE_CONFIGS = [D(64, 4, 3), D(128, 4, 3), D(64, 8, 4)]
 DECODE_SHAPES = [ba.Shape(8, 32, 8, 1, 8192, 128), ba.Shape(8, 32, 8, 16, 8192, 128),
                  ba.Shape(16, 32, 32, 1, 4096, 128), ba.Shape(4, 32, 8, 4, 32768, 128)]
 
@@ -65,8 +65,8 @@ def check_paths() -> None:
              ("D256 causal", (1, 2, 2, 333, 333, 256), True, "bhsd"),
              ("bshd mqa D40", (2, 4, 1, 77, 77, 40), True, "bshd"),
              ("decode gqa", (2, 8, 2, 3, 3000, 128), True, "bhsd")]
-    for name, (b, h, hk, sq, sk, d), causal, layout in cases:
-        for dtype in (torch.bfloat16, torch.float16):
+    for n, (name, (b, h, hk, sq, sk, d), causal, layout) in enumerate(cases):
+        for dtype in (torch.bfloat16, torch.float16)[:2 if n == 0 else 1]:
             q = torch.randn(b, h, sq, d, device="cuda", generator=g).to(dtype)
             k = torch.randn(b, hk, sk, d, device="cuda", generator=g).to(dtype)
             v = torch.randn(b, hk, sk, d, device="cuda", generator=g).to(dtype)
@@ -74,7 +74,7 @@ def check_paths() -> None:
             leaves = [t.double().requires_grad_() for t in (q, k, v)]
             ref_o, _ = attention_reference(*leaves, causal=causal)
             ref_g = torch.autograd.grad(ref_o, leaves, do.double())
-            for det in (True, False):
+            for det in (True, False)[:2 if n == 0 else 1]:
                 lv = [t.clone().requires_grad_() for t in (q, k, v)]
                 if layout == "bshd":
                     o = ops.attention(*(t.transpose(1, 2) for t in lv), causal=causal, layout="bshd",

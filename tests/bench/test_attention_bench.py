@@ -1,0 +1,87 @@
+"""The attention suite's bookkeeping (FLOPs, bytes, records), its CLI on a machine without a GPU, and
+the kernels compiling for sm90 and gfx942 (cross-compiled in child processes, no GPU needed)."""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tilecraft.bench import attention as ba
+from tilecraft.cli_attention import parse_shape
+from tilecraft.kernels import attention as kernels
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_visible_pairs_and_flops():
+    assert ba.visible_pairs(4, 4, False) == 16
+    assert ba.visible_pairs(4, 4, True) == 10  # 1 + 2 + 3 + 4
+    assert ba.visible_pairs(5, 3, True) == 0 + 0 + 1 + 2 + 3  # bottom-right: two rows see nothing
+    assert ba.visible_pairs(2, 5, True) == 4 + 5
+    s = ba.Shape(4, 16, 16, 4096, 4096, 128)
+    assert ba.attention_flops(s) == 4 * 4 * 16 * 4096 * 4096 * 128
+    causal = ba.Shape(4, 16, 16, 4096, 4096, 128, True)
+    assert math.isclose(ba.attention_flops(causal) / ba.attention_flops(s), 0.5, rel_tol=1e-3)
+    assert ba.attention_flops(s, backward=True) == 2.5 * ba.attention_flops(s)
+    gqa = ba.Shape(2, 8, 2, 3, 100, 64)
+    assert ba.attention_bytes(gqa) == 2 * (2 * 8 * 3 * 64) * 2 + 2 * (2 * 2 * 100 * 64) * 2
+
+
+def test_records_carry_flops_bytes_time_and_ratios():
+    s = ba.Shape(1, 2, 2, 64, 64, 32)
+    res = [ba.Timed("tilecraft", True, 1e-3, time_ms=2.0), ba.Timed("sdpa-cudnn", True, 1e-3, time_ms=1.0),
+           ba.Timed("sdpa-flash", True, 1e-3, time_ms=4.0), ba.Timed("sdpa-efficient", False, None, message="x")]
+    recs = ba.records_for(s, "bf16", "fwd", res)
+    ours = recs[0]
+    assert ours.peer == "sdpa-cudnn" and math.isclose(ours.ratio, 0.5)
+    assert ours.extra["ratio_to"] == {"sdpa-cudnn": 0.5, "sdpa-flash": 2.0}
+    for r in recs:
+        assert {"flops", "bytes", "time_ms"} <= set(r.extra)
+    decode = ba.Shape(1, 8, 2, 1, 4096, 128)
+    rec = ba.records_for(decode, "bf16", "fwd", res[:1], copy_TBps=4.0)[0]
+    assert rec.metric == "bandwidth" and rec.ceiling == "copy"
+    assert math.isclose(rec.ratio, ba.attention_bytes(decode) / 2e-3 / 1e12 / 4.0)
+
+
+def test_signatures_name_every_kernel_argument():
+    for sig in ba.kernel_signatures(ba.Shape(2, 8, 2, 300, 300, 96, True), torch.bfloat16, deterministic=True):
+        fn = getattr(kernels, sig["kernel"])
+        assert set(fn.arg_names) == set(sig["signature"]) | set(sig["constexprs"]), sig["kernel"]
+
+
+def test_parse_shape():
+    s = parse_shape("B=4,H=16,HKV=4,SQ=1,SK=8192,D=128,causal")
+    assert (s.batch, s.heads, s.kv_heads, s.seqlen_q, s.seqlen_k, s.head_dim, s.causal) == (4, 16, 4, 1, 8192, 128, True)
+    for bad in ("B=4,H=16,S=10", "B=4,H=16,HKV=3,S=10,D=64", "B=x", "B=1,H=1,S=1,D=512", "Q=3"):
+        with pytest.raises(ValueError):
+            parse_shape(bad)
+
+
+def test_bench_cli_needs_a_gpu():
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    run = subprocess.run([sys.executable, "-m", "tilecraft", "attention", "bench"], capture_output=True, text=True, check=False,
+                         env=env, timeout=120)
+    assert run.returncode == 2 and "needs a GPU" in run.stderr and "Traceback" not in run.stderr
+    bad = subprocess.run([sys.executable, "-m", "tilecraft", "attention", "bench", "--shape", "B=1,H=3,HKV=2,S=4,D=8"],
+                         capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert bad.returncode == 2 and "must divide" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("target", ["sm90", "gfx942"])
+def test_kernels_compile_for_hopper_and_cdna3(target):
+    """Forward (causal, padded head dim) and the backward kernels, compiled for a GPU that is not
+    here: no compiler error; on sm90 no register spills in the forward."""
+    s = ba.Shape(2, 8, 2, 1024, 1024, 96, True)
+    reports = ba.compile_report(s, torch.bfloat16, target, kernels=("attention_fwd_kernel", "attention_bwd_dkdv_kernel"))
+    assert len(reports) == 2
+    for r in reports:
+        assert r["error"] is None, (r["kernel"], r["error"])
+        assert r["registers"]
+    if target == "sm90":
+        assert reports[0]["spills"] == 0
+        assert any(k.startswith("sass:HGMMA") for k in reports[0]["census"]), "forward must use wgmma on sm90"

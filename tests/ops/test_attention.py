@@ -117,6 +117,24 @@ def test_other_tiles_and_explicit_scale(cfg, gen):
         check_lse(lse, ref_lse)
 
 
+@pytest.mark.parametrize("case", [(2, 4, 2, 40, 21, 96, True), (1, 2, 1, 17, 50, 64, False)], ids=["gqa-c", "mqa"])
+def test_tma_forward_matches_reference(case, gen):
+    """The tensor-descriptor forward (TMA on sm90): ragged tails come in as zeros, stores are clipped."""
+    b, h, h_kv, s_q, s_k, d, causal = case
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, torch.bfloat16)
+    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+    assert ops.tma_ok(p, q, k, v)
+    out, lse = run_poisoned(q, k, v, causal, ops.FwdConfig(16, 32, 4, 1, tma=True))
+    ref, ref_lse = attention_reference(q, k, v, causal=causal)
+    assert rel(out, ref) < FWD_TOL[torch.bfloat16]
+    check_lse(lse, ref_lse)
+    # a layout descriptors cannot address (rows of 8 bytes) falls back to pointer loads
+    q4, k4, v4 = make(gen, 1, 2, 2, 9, 9, 4, torch.bfloat16)
+    assert not ops.tma_ok(ops.validate(q4, k4, v4, causal=False, scale=None, layout="bhsd"), q4, k4, v4)
+    out4, _ = run_poisoned(q4, k4, v4, False, ops.FwdConfig(16, 16, 4, 1, tma=True))
+    assert rel(out4, attention_reference(q4, k4, v4)[0]) < FWD_TOL[torch.bfloat16]
+
+
 def test_bshd_layout_and_strided_views(gen):
     """q, k, v as views into one packed (B, S, 3, H, D) projection: strides taken as they are."""
     qkv = torch.randn(2, 29, 3, 4, 64, generator=gen).to(torch.float16)

@@ -67,17 +67,22 @@ def _load_tile(ptrs, row_ok, d_ok, MASK_ROWS: tl.constexpr, MASK_D: tl.constexpr
 @triton.jit
 def _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, lo, hi, offs_m, offs_d, len_k, diag,
                qk_scale, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
-               CAUSAL: tl.constexpr, MASKED: tl.constexpr):
-    """Key tiles [lo, hi) into the running (acc, l_i, m_i); m_i is in log2 units (scaled logits)."""
+               CAUSAL: tl.constexpr, MASKED: tl.constexpr, k_desc=None, v_desc=None, b=0, h_kv=0,
+               TMA: tl.constexpr = False):
+    """Key tiles [lo, hi) into the running (acc, l_i, m_i); m_i is in log2 units (scaled logits).
+    With ``TMA`` the K/V tiles come through tensor descriptors (the copy engine on sm90; rows and
+    columns past the tensor's end arrive as zeros) instead of pointer loads."""
     offs_n = tl.arange(0, BLOCK_N)
     d_ok = offs_d[None, :] < HEAD_DIM
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         rows = start_n + offs_n
-        k_ptrs = k_base + rows[:, None].to(tl.int64) * stride_ks + offs_d[None, :]
-        v_ptrs = v_base + rows[:, None].to(tl.int64) * stride_vs + offs_d[None, :]
         row_ok = rows[:, None] < len_k
-        k = _load_tile(k_ptrs, row_ok, d_ok, MASKED, BLOCK_D != HEAD_DIM)
+        if TMA:
+            k = k_desc.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
+        else:
+            k = _load_tile(k_base + rows[:, None].to(tl.int64) * stride_ks + offs_d[None, :], row_ok, d_ok, MASKED,
+                           BLOCK_D != HEAD_DIM)
         qk = tl.dot(q, tl.trans(k))
         if MASKED:
             keep = rows[None, :] < len_k
@@ -97,7 +102,11 @@ def _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, lo, hi, o
         alpha = tl.math.exp2(m_i - m_sub)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        v = _load_tile(v_ptrs, row_ok, d_ok, MASKED, BLOCK_D != HEAD_DIM)
+        if TMA:
+            v = v_desc.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
+        else:
+            v = _load_tile(v_base + rows[:, None].to(tl.int64) * stride_vs + offs_d[None, :], row_ok, d_ok, MASKED,
+                           BLOCK_D != HEAD_DIM)
         acc = tl.dot(p.to(v.dtype), v, acc)
         m_i = m_ij
     return acc, l_i, m_i
@@ -166,6 +175,52 @@ def attention_fwd_kernel(
              mask=io_mask)
     l_base = LSE + b64 * stride_lb + h.to(tl.int64) * stride_lh + q0.to(tl.int64)
     tl.store(l_base + offs_m, lse, mask=offs_m < len_q)
+
+
+@triton.jit
+def attention_fwd_tma_kernel(
+    Q_DESC, K_DESC, V_DESC, O_DESC, LSE,
+    stride_lb, stride_lh,
+    H, GROUP, S_Q, S_K, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+):
+    """``attention_fwd_kernel`` with every Q/K/V/O tile moved by tensor descriptors over the 4D
+    (B, H, S, D) tensors (TMA on sm90): the copy engine computes addresses, clips the ragged ends
+    (zeros in, nothing out) and frees registers. Dense layouts with 16-byte aligned strides only."""
+    n_m = tl.num_programs(0)
+    pid_m = tl.program_id(0)
+    if CAUSAL:
+        pid_m = n_m - 1 - pid_m
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    h_kv = h // GROUP
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    q = Q_DESC.load([b, h, start_m, 0]).reshape(BLOCK_M, BLOCK_D)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    diag = S_K - S_Q
+    if CAUSAL:
+        hi = tl.minimum(S_K, tl.maximum(start_m + BLOCK_M + diag, 0))
+        lo = tl.maximum(start_m + diag + 1, 0) // BLOCK_N * BLOCK_N
+        lo = tl.minimum(lo, hi // BLOCK_N * BLOCK_N)
+    else:
+        hi = S_K
+        lo = S_K // BLOCK_N * BLOCK_N
+    acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, Q_DESC, Q_DESC, 0, 0, 0, lo, offs_m, offs_d, S_K, diag, qk_scale,
+                               HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, False, K_DESC, V_DESC, b, h_kv, True)
+    acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, Q_DESC, Q_DESC, 0, 0, lo, hi, offs_m, offs_d, S_K, diag, qk_scale,
+                               HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, True, K_DESC, V_DESC, b, h_kv, True)
+    l_div = tl.where(l_i == 0.0, 1.0, l_i)
+    out = acc / l_div[:, None]
+    lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.math.log2(l_div)) * LN2)
+    O_DESC.store([b, h, start_m, 0], out.to(O_DESC.dtype).reshape(1, 1, BLOCK_M, BLOCK_D))
+    l_base = LSE + b.to(tl.int64) * stride_lb + h.to(tl.int64) * stride_lh
+    tl.store(l_base + offs_m, lse, mask=offs_m < S_Q)
 
 
 @triton.jit

@@ -38,12 +38,15 @@ LOG2E = 1.4426950408889634
 
 @dataclass(frozen=True)
 class FwdConfig:
-    """Forward launch: BLOCK_M queries per program, BLOCK_N keys per loop step."""
+    """Forward launch: BLOCK_M queries per program, BLOCK_N keys per loop step; ``tma`` moves the
+    tiles with tensor descriptors (dense layouts whose strides are 16-byte multiples; others fall
+    back to pointer loads)."""
 
     block_m: int
     block_n: int
     num_warps: int
     num_stages: int
+    tma: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -338,10 +341,38 @@ class _NullContext:
         return False
 
 
+def tma_ok(p: Problem, *tensors: torch.Tensor) -> bool:
+    """Whether tensor descriptors can address these (B, H, S, D)-ordered tensors: a dense layout,
+    16-byte aligned base pointers and strides, rows of at least 16 bytes."""
+    if p.varlen or p.head_dim * 2 < 16 or p.seqlen_k == 0:
+        return False
+    for t in tensors:
+        if t.data_ptr() % 16 or any((st * t.element_size()) % 16 for st in _bhsd_strides(t, p.layout)):
+            return False
+    return True
+
+
+def _descriptor(t: torch.Tensor, p: Problem, seqlen: int, heads: int, block: int):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    sb, sh, ss = _bhsd_strides(t, p.layout)
+    return TensorDescriptor(t, [p.batch, heads, seqlen, p.head_dim], [sb, sh, ss, 1],
+                            [1, 1, block, block_d(p.head_dim)])
+
+
 def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
     """The forward kernel on validated tensors; returns Triton's compiled kernel (or None)."""
     if p.batch * p.heads == 0 or p.seqlen_q == 0:
         return None
+    if cfg.tma and tma_ok(p, q, k, v, out):
+        grid = (_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)
+        with _on_device(q):
+            return _k.attention_fwd_tma_kernel[grid](
+                _descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m), _descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n),
+                _descriptor(v, p, p.seqlen_k, p.kv_heads, cfg.block_n), _descriptor(out, p, p.seqlen_q, p.heads, cfg.block_m),
+                lse, *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k,
+                p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_D=block_d(p.head_dim), BLOCK_M=cfg.block_m,
+                BLOCK_N=cfg.block_n, CAUSAL=p.causal, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     cu_q = cu_q if cu_q is not None else lse  # an unused pointer when not varlen
     cu_k = cu_k if cu_k is not None else lse
     grid = (_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)

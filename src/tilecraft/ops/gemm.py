@@ -165,7 +165,7 @@ def validate(a: object, b: object, *, out_dtype: torch.dtype | None = None, alph
     bb = b.shape[0] if b.dim() == 3 else 1
     if ba != bb and 1 not in (ba, bb):
         raise ValueError(f"batch sizes differ: a has {ba}, b has {bb} (equal, or one of them 1)")
-    batch = max(ba, bb)
+    batch = ba if bb == 1 else bb  # a batch of 1 broadcasts (also against a batch of 0)
     out_shape = (batch, m, n) if 3 in (a.dim(), b.dim()) else (m, n)
 
     allowed = OUT_DTYPES[dtype]
@@ -356,6 +356,14 @@ def _options(cfg: GemmConfig, device: torch.device) -> dict:
     return opts
 
 
+def _dot_input_precision(spec: Spec, a: torch.Tensor) -> str | None:
+    """The interpreter's tl.dot knows only tf32/tf32x3/ieee and computes all of them in fp32:
+    the bf16 splits run as "ieee" there."""
+    if a.device.type == "cpu" and spec.precision in ("bf16x3", "bf16x6"):
+        return "ieee"
+    return spec.precision
+
+
 def _upcast(spec: Spec, a: torch.Tensor) -> bool:
     """The interpreter's tl.dot misreads bf16 tiles (Triton 3.6): widen them to fp32 there."""
     return spec.dtype == "bf16" and a.device.type == "cpu"
@@ -387,7 +395,7 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg:
     if split > 1:
         split = max(1, math.ceil(spec.k / k_per_split))
     common = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
-                  "ACC": acc, "INPUT_PRECISION": spec.precision, "OFFS64": _needs_offs64(a3, b3, out3),
+                  "ACC": acc, "INPUT_PRECISION": _dot_input_precision(spec, a), "OFFS64": _needs_offs64(a3, b3, out3),
                   "EVEN_K": spec.k % cfg.block_k == 0, "UPCAST": _upcast(spec, a)}
     if split == 1:
         _k.matmul_kernel[(num_tiles, spec.batch, 1)](
@@ -445,7 +453,7 @@ def _launch_tma(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts) -> Non
         out3.stride(0), out3.stride(1), out3.stride(2), *epi_args,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m, NUM_SMS=grid[0],
         A_KMAJOR=ak, B_KMAJOR=bk, A_BATCHED=a_batched, B_BATCHED=b_batched, ACC=acc,
-        INPUT_PRECISION=spec.precision, UPCAST=_upcast(spec, a), FLATTEN=cfg.flatten, WARP_SPECIALIZE=cfg.warp_spec, **epi_cx, **opts)
+        INPUT_PRECISION=_dot_input_precision(spec, a), UPCAST=_upcast(spec, a), FLATTEN=cfg.flatten, WARP_SPECIALIZE=cfg.warp_spec, **epi_cx, **opts)
 
 
 def triton_next_pow2(x: int) -> int:

@@ -113,7 +113,7 @@ def _small_m_config(p: Problem) -> GemmConfig:
     row; BLOCK_N chosen so the output tiles alone nearly fill the device, and split-K for the
     rest, with a deep pipeline so each SM keeps ~64 KB of B in flight."""
     bm = 16 if p.m <= 16 else (32 if p.m <= 32 else 64)
-    bk = 256 if p.itemsize == 1 else 128
+    bk = 256 // p.itemsize  # 256-byte rows of A
     bn = 64 if p.itemsize <= 2 else 32
     tiles = math.ceil(p.n / bn) * p.batch
     split = 1
@@ -136,11 +136,12 @@ def heuristic(p: Problem) -> GemmConfig:
     if p.m <= 64 and p.arch != "cdna":
         return _small_m_config(p)
     if p.arch == "cdna":
-        # 64 KB of LDS: two stages of 256x256x32 16-bit tiles would not fit; Triton's AMD stream
-        # pipeliner wants num_stages 2.
+        # 64 KB of LDS and Triton's AMD stream pipeliner (num_stages 2): two stages of the A and B
+        # tiles must fit, so the tile shrinks as the element grows.
+        if p.itemsize >= 4:
+            return GemmConfig("pointer", 128, 128, 16, group_m=8, num_warps=8, num_stages=2)
         bk = 64 if p.itemsize == 1 else 32
-        return GemmConfig("pointer", 256, 256 if p.itemsize <= 2 else 128, bk, group_m=8, num_warps=8,
-                          num_stages=2, waves_per_eu=0)
+        return GemmConfig("pointer", 256, 256, bk, group_m=8, num_warps=8, num_stages=2)
     big = p.m * p.n >= 16 * p.sms * 128 * 256
     if p.arch == "sm90" and p.tma_ok:
         # Measured on the H200 (2026-11-21, benchmarks/gemm_tune.py): 128x256 tiles, two

@@ -1,0 +1,304 @@
+"""tilecraft.matmul in Triton's interpreter: every dtype and precision, every transpose, odd and
+tiny shapes, batches, the fused epilogue, split-K and the TMA kernel, empty dimensions, NaN/Inf,
+bad input, torch.library (opcheck, torch.compile). Outputs are checked against the float64
+reference; every kernel writes into a fresh ``torch.empty`` result, and the pinned-config tests
+poison the output they compare first (unwritten elements stay NaN and fail)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import tilecraft
+from tilecraft.ops import gemm as ops
+from tilecraft.reference.gemm import TOLERANCES, matmul_reference, relative_error
+from tilecraft.tuning.gemm import GemmConfig
+
+FLOAT_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}
+FP8 = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
+
+
+def _operands(field, m, n, k, dtype, layout="NN", batch=None):
+    lead = (batch,) if batch else ()
+    a = field((*lead, k, m)).transpose(-1, -2) if layout[0] == "T" else field((*lead, m, k))
+    b = field((*lead, n, k)).transpose(-1, -2) if layout[1] == "T" else field((*lead, k, n))
+    if dtype == torch.int8:
+        return (a * 100).round().to(dtype), (b * 100).round().to(dtype)
+    return a.to(dtype), b.to(dtype)
+
+
+def _ref(a, b, out_dtype, **kw):
+    return matmul_reference(a, b, out_dtype=torch.float64 if out_dtype.is_floating_point else torch.int64, **kw)
+
+
+def _run_pinned(a, b, cfg, **kw):
+    """Launch ``cfg`` into a NaN-poisoned output (any unwritten element fails the comparison)."""
+    spec = ops.validate(a, b, **kw)
+    out = torch.full(spec.out_shape, float("nan")).to(spec.out_dtype) if spec.out_dtype.is_floating_point \
+        else torch.full(spec.out_shape, -(2**31), dtype=spec.out_dtype)
+    ops.launch(a, b, out, spec, cfg, kw.get("c"), kw.get("bias"), kw.get("scale_a"), kw.get("scale_b"))
+    return out
+
+
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+@pytest.mark.parametrize("name", ["fp16", "bf16", "fp32", "fp64"])
+def test_float_dtypes_every_layout(field, name, layout):
+    dtype = FLOAT_DTYPES[name]
+    a, b = _operands(field, 37, 29, 45, dtype, layout)
+    out = tilecraft.matmul(a, b)
+    assert out.dtype == dtype and out.shape == (37, 29) and out.is_contiguous()
+    tol = TOLERANCES["fp32-ieee" if name == "fp32" else name]
+    assert relative_error(out, _ref(a, b, dtype)) <= tol
+
+
+@pytest.mark.parametrize("precision", ["ieee", "tf32", "fp32-accurate", "tf32x3", "bf16x3", "bf16x6"])
+def test_fp32_precisions(field, precision):
+    a, b = _operands(field, 19, 33, 70, torch.float32, "NT")
+    out = tilecraft.matmul(a, b, precision=precision)
+    # The interpreter computes every precision in fp32 (it has no TF32 rounding): the bound is the
+    # documented one of each mode, which the GPU runs are checked against.
+    tol = TOLERANCES.get(precision, TOLERANCES["tf32"])
+    assert relative_error(out, _ref(a, b, torch.float32)) <= tol
+
+
+def test_fp32_accurate_maps_to_3xtf32():
+    a = torch.zeros(4, 4)
+    assert ops.validate(a, a, precision="fp32-accurate").precision == "tf32x3"
+    assert ops.validate(a, a).precision == "ieee"
+    assert ops.validate(a.half(), a.half()).precision is None
+
+
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN"])
+def test_int8_exact(field, layout):
+    a, b = _operands(field, 33, 17, 65, torch.int8, layout)
+    out = tilecraft.matmul(a, b)
+    assert out.dtype == torch.int32
+    assert torch.equal(out, _ref(a, b, torch.int32).to(torch.int32))
+
+
+def test_int8_epilogue_integer(field):
+    a, b = _operands(field, 9, 11, 40, torch.int8)
+    c = (field((9, 11)) * 1000).round().to(torch.int32)
+    bias = (field((11,)) * 1000).round().to(torch.int32)
+    out = tilecraft.matmul(a, b, alpha=3, beta=-2, c=c, bias=bias, activation="relu")
+    assert torch.equal(out, _ref(a, b, torch.int32, alpha=3, beta=-2, c=c, bias=bias, activation="relu").to(torch.int32))
+
+
+def test_int8_with_scales_float_out(field):
+    a, b = _operands(field, 12, 20, 48, torch.int8)
+    sa, sb = field((12, 1)).abs() + 0.5, field((1, 20)).abs() + 0.5
+    out = tilecraft.matmul(a, b, out_dtype=torch.float32, scale_a=sa.float(), scale_b=sb.float())
+    assert relative_error(out, _ref(a, b, torch.float32, scale_a=sa.float(), scale_b=sb.float())) <= 1e-6
+
+
+@pytest.mark.parametrize("name", ["fp8_e4m3", "fp8_e5m2"])
+@pytest.mark.parametrize("scales", ["tensor", "row_col", "none"])
+def test_fp8_scales(field, name, scales):
+    a, b = _operands(field, 20, 24, 64, FP8[name], "NT")
+    kw = {}
+    if scales == "tensor":
+        kw = {"scale_a": torch.tensor(0.5), "scale_b": torch.tensor([2.0])}
+    elif scales == "row_col":
+        kw = {"scale_a": (field((20,)).abs() + 0.5).float(), "scale_b": (field((1, 24)).abs() + 0.5).float()}
+    out = tilecraft.matmul(a, b, **kw)
+    assert out.dtype == torch.bfloat16
+    # Against the exact product of the fp8 values; only the bf16 output rounding remains.
+    assert relative_error(out, _ref(a, b, torch.bfloat16, **kw)) <= 1e-2
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (1, 7, 129), (7, 1, 16), (129, 7, 1), (65, 33, 100)])
+def test_odd_and_tiny_shapes(field, m, n, k):
+    a, b = _operands(field, m, n, k, torch.float32)
+    out = tilecraft.matmul(a, b)
+    assert relative_error(out, _ref(a, b, torch.float32)) <= 1e-5
+
+
+def test_batched_and_broadcast(field):
+    a, b = _operands(field, 13, 21, 30, torch.float16, "TN", batch=3)
+    out = tilecraft.matmul(a, b)
+    assert out.shape == (3, 13, 21)
+    assert relative_error(out, _ref(a, b, torch.float16)) <= 2e-3
+    b2 = field((30, 21)).half()
+    out2 = tilecraft.matmul(a, b2)  # one B for every batch entry
+    assert relative_error(out2, _ref(a, b2, torch.float16)) <= 2e-3
+    a1 = a[:1]
+    out3 = tilecraft.matmul(a1, b)  # a batch of 1 broadcasts
+    assert out3.shape == (3, 13, 21)
+    assert relative_error(out3, _ref(a1.expand(3, -1, -1), b, torch.float16)) <= 2e-3
+
+
+def test_non_contiguous_strided_views(field):
+    big_a, big_b = field((40, 60)), field((70, 50))
+    a = big_a[1::2, 3:50:1]  # rows stride 2, a column offset: no unit-stride promise on rows
+    b = big_b[2:49, ::2]  # column stride 2: neither dimension has unit stride
+    out = tilecraft.matmul(a, b)
+    assert relative_error(out, _ref(a, b, torch.float32)) <= 1e-5
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu", "gelu_tanh", "silu"])
+def test_epilogue(field, activation):
+    a, b = _operands(field, 17, 23, 31, torch.float32, "TT", batch=2)
+    c = field((2, 17, 23)).float().transpose(1, 2).contiguous().transpose(1, 2)  # column-major C
+    bias = field((23,)).float()
+    kw = {"alpha": 0.75, "beta": -1.5, "c": c, "bias": bias, "activation": activation}
+    out = tilecraft.matmul(a, b, **kw)
+    assert relative_error(out, _ref(a, b, torch.float32, **kw)) <= 1e-5
+
+
+def test_out_dtype_and_fp32_c_with_bf16(field):
+    a, b = _operands(field, 16, 24, 32, torch.bfloat16)
+    c = field((16, 24)).float()
+    out = tilecraft.matmul(a, b, out_dtype=torch.float32, beta=1.0, c=c)
+    assert out.dtype == torch.float32
+    assert relative_error(out, _ref(a, b, torch.float32, beta=1.0, c=c)) <= 1e-5
+
+
+def test_fp64_alpha_beta_keep_double_precision(field):
+    a, b = _operands(field, 8, 8, 16, torch.float64)
+    c = field((8, 8))
+    kw = {"alpha": 1 / 3, "beta": math.pi, "c": c}
+    out = tilecraft.matmul(a, b, **kw)
+    assert relative_error(out, _ref(a, b, torch.float64, **kw)) <= 1e-12
+
+
+@pytest.mark.parametrize("split", [2, 3, 5])
+def test_split_k_with_epilogue(field, split):
+    a, b = _operands(field, 20, 40, 200, torch.float32, "NT", batch=2)
+    c, bias = field((2, 20, 40)).float(), field((40,)).float()
+    kw = {"alpha": 0.5, "beta": 2.0, "c": c, "bias": bias, "activation": "silu"}
+    out = _run_pinned(a, b, GemmConfig("pointer", 16, 32, 16, 2, 4, 1, split), **kw)
+    assert relative_error(out, _ref(a, b, torch.float32, **kw)) <= 1e-5
+
+
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+@pytest.mark.parametrize("name", ["fp16", "bf16", "tf32", "int8", "fp8_e4m3"])
+def test_tma_kernel_in_interpreter(field, name, layout):
+    """The persistent TMA kernel's logic (descriptors, K tail, tile walk, transposes, the K-major
+    copies for 32/8-bit types), on aligned odd shapes with ragged tiles."""
+    dtype = {"tf32": torch.float32, "int8": torch.int8, **FP8, **FLOAT_DTYPES}[name]
+    a, b = _operands(field, 48, 40, 80, dtype, layout, batch=2)
+    kw = {"precision": "tf32"} if name == "tf32" else {}
+    assert ops.tma_layout(a, b, ops.DTYPE_NAMES[dtype])[0]
+    out = _run_pinned(a, b, GemmConfig("tma", 32, 16, 32, 2, 4, 2), **kw)
+    spec = ops.validate(a, b, **kw)
+    ref = _ref(a, b, spec.out_dtype)
+    if dtype == torch.int8:
+        assert torch.equal(out, ref.to(torch.int32))
+    else:
+        assert relative_error(out, ref) <= 1e-2
+
+
+def test_tma_refuses_unaligned_rows(field):
+    a, b = _operands(field, 8, 8, 7, torch.float16)  # 14-byte rows
+    assert not ops.tma_layout(a, b, "fp16")[0]
+    spec = ops.validate(a, b)
+    with pytest.raises(ValueError, match="TMA kernel cannot take"):
+        ops.launch(a, b, torch.empty(8, 8, dtype=torch.float16), spec, GemmConfig("tma", 16, 16, 16))
+
+
+def test_empty_dimensions(field):
+    a, b = field((0, 5)), field((5, 3))
+    assert tilecraft.matmul(a, b).shape == (0, 3)
+    assert tilecraft.matmul(field((4, 5)), field((5, 0))).shape == (4, 0)
+    assert tilecraft.matmul(field((0, 4, 5)), field((5, 3))).shape == (0, 4, 3)
+    # K = 0: the product is empty, so out = act(beta * c + bias)
+    c, bias = field((4, 3)).float(), field((3,)).float()
+    out = tilecraft.matmul(field((4, 0)).float(), field((0, 3)).float(), beta=2.0, c=c, bias=bias, activation="relu")
+    assert torch.allclose(out, torch.relu(2.0 * c + bias))
+    assert torch.equal(tilecraft.matmul(field((4, 0)), field((0, 3))), torch.zeros(4, 3, dtype=torch.float64))
+
+
+def test_nan_inf_propagate(field):
+    a, b = field((16, 16)), field((16, 16))
+    a[3, 5] = float("nan")
+    a[7, 2] = float("inf")
+    b[2, :] = 1.0
+    out = tilecraft.matmul(a, b)
+    ref = torch.matmul(a.double(), b.double())
+    assert torch.equal(torch.isnan(out), torch.isnan(ref))
+    assert torch.equal(torch.isinf(out), torch.isinf(ref))
+    # beta == 0: NaN in c is not read (as in torch.addmm)
+    c = torch.full((16, 16), float("nan"), dtype=torch.float64)
+    assert not torch.isnan(tilecraft.matmul(field((16, 16)), field((16, 16)), c=c, beta=0.0)).any()
+
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    ({"b": torch.zeros(6, 3)}, ValueError, "inner dimensions"),
+    ({"b": torch.zeros(5, 3, dtype=torch.float64)}, TypeError, "share one dtype"),
+    ({"b": torch.zeros(5, 3, 2)}, ValueError, "batch sizes|inner"),
+    ({"out_dtype": torch.int32}, TypeError, "out_dtype"),
+    ({"precision": "tf33"}, ValueError, "precision"),
+    ({"beta": 1.0}, ValueError, "needs c"),
+    ({"beta": 1.0, "c": torch.zeros(3, 4)}, ValueError, "c has shape"),
+    ({"bias": torch.zeros(4)}, ValueError, "bias must have shape"),
+    ({"activation": "tanh"}, ValueError, "activation"),
+    ({"scale_a": torch.tensor(1.0)}, ValueError, "fp8 and int8"),
+    ({"alpha": "2"}, TypeError, "numbers"),
+])
+def test_bad_input(kwargs, exc, match):
+    args = {"a": torch.zeros(4, 5), "b": torch.zeros(5, 3)}
+    args.update({k: v for k, v in kwargs.items() if k in ("a", "b")})
+    kw = {k: v for k, v in kwargs.items() if k not in ("a", "b")}
+    with pytest.raises(exc, match=match):
+        tilecraft.matmul(args["a"], args["b"], **kw)
+
+
+def test_bad_scales_and_integer_epilogue():
+    a = torch.zeros(4, 32, dtype=torch.float8_e4m3fn)
+    b = torch.zeros(32, 6, dtype=torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="scale_a must hold"):
+        tilecraft.matmul(a, b, scale_a=torch.ones(5))
+    with pytest.raises(TypeError, match="float32"):
+        tilecraft.matmul(a, b, scale_b=torch.ones(6, dtype=torch.float64))
+    i8 = torch.zeros(4, 32, dtype=torch.int8)
+    with pytest.raises(ValueError, match="integer"):
+        tilecraft.matmul(i8, torch.zeros(32, 4, dtype=torch.int8), alpha=0.5)
+    with pytest.raises(ValueError, match="float out_dtype"):
+        tilecraft.matmul(i8, torch.zeros(32, 4, dtype=torch.int8), scale_a=torch.tensor(1.0))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        tilecraft.matmul([[1.0]], torch.zeros(1, 1))
+
+
+def test_different_devices():
+    a = torch.zeros(4, 5)
+    with pytest.raises(ValueError, match="device"):
+        tilecraft.matmul(a, torch.zeros(5, 3, device="meta"))
+
+
+def test_opcheck(field):
+    a, b = _operands(field, 9, 12, 20, torch.float32, "TN")
+    c, bias = field((9, 12)).float(), field((12,)).float()
+    torch.library.opcheck(torch.ops.tilecraft.matmul.default,
+                          (a, b, torch.float32, 0.5, 1.0, c, bias, "relu", None, None, None))
+
+
+def test_torch_compile(field):
+    a, b = _operands(field, 9, 12, 20, torch.float16, "NT")
+    bias = field((12,)).half()
+
+    def f(x, y):
+        return tilecraft.matmul(x, y, bias=bias, activation="gelu") * 2
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    assert relative_error(compiled(a, b), f(a, b)) == 0
+
+
+def test_heuristic_configs_fit_and_interpreter_choice(field):
+    from tilecraft.tuning.gemm import (
+        SHARED_LIMIT,
+        Problem,
+        config_space,
+        fits,
+        heuristic,
+    )
+    for arch in ("sm90", "sm80", "cdna"):
+        for dt in ("bf16", "fp32", "fp64", "int8", "fp8_e4m3"):
+            for m in (1, 64, 4096):
+                p = Problem(m, 4096, 4096, 1, dt, "tf32" if dt == "fp32" else None, arch, arch == "sm90", True, False)
+                assert fits(heuristic(p), p), (arch, dt, m)
+                assert all(fits(c, p) for c in config_space(p))
+    assert SHARED_LIMIT["cdna"] == 65536
+    a, b = field((8, 8)), field((8, 8))
+    cfg = ops.choose_config(a, b, ops.validate(a, b))
+    assert cfg.kernel == "pointer"

@@ -142,7 +142,7 @@ def heuristic(p: Problem) -> GemmConfig:
             return GemmConfig("pointer", 128, 128, 16, group_m=8, num_warps=8, num_stages=2)
         bk = 64 if p.itemsize == 1 else 32
         return GemmConfig("pointer", 256, 256, bk, group_m=8, num_warps=8, num_stages=2)
-    big = p.m * p.n >= 16 * p.sms * 128 * 256
+    big = p.m * p.n >= 2 * p.sms * 128 * 256  # two waves of 128x256 tiles or more
     if p.arch == "sm90" and p.tma_ok:
         # Measured on the H200 (2026-11-21, benchmarks/gemm_tune.py): 128x256 tiles, two
         # warpgroups, 3 stages led for bf16/fp16 (K=64), fp8/int8 (K=128) and tf32 (K=32).
@@ -164,32 +164,28 @@ def config_space(p: Problem) -> list[GemmConfig]:
     if p.arch == "interpreter":
         return cands
     if p.dtype == "fp64" or (p.dtype == "fp32" and p.precision == "ieee"):
-        bks = (8, 16, 32)
         for bm, bn, w in ((64, 64, 4), (128, 64, 4), (128, 128, 8), (64, 128, 4)):
-            for bk in bks:
-                for st in (2, 3, 4):
+            for bk in (16, 32):
+                for st in (2, 3):
                     cands.append(GemmConfig("pointer", bm, bn, bk, num_warps=w, num_stages=st))
     elif p.m <= 64:
         bm = 16 if p.m <= 16 else (32 if p.m <= 32 else 64)
         for bn in (32, 64, 128):
-            for bk in (64, 128, 256):
-                for st in (3, 4, 6):
-                    for split in (1, 2, 4, 8):
-                        cands.append(GemmConfig("pointer", bm, bn, bk, group_m=1, num_warps=4, num_stages=st,
-                                                split_k=split))
+            for bk in (128 // p.itemsize, 256 // p.itemsize):
+                for split in (1, 2, 4):
+                    cands.append(GemmConfig("pointer", bm, bn, bk, group_m=1, num_warps=4, num_stages=4,
+                                            split_k=split))
     else:
         bk = 128 if p.itemsize == 1 else (32 if p.itemsize == 4 else 64)
-        tiles = ((128, 256, 8), (256, 128, 8), (128, 128, 8), (128, 128, 4), (64, 256, 4), (128, 64, 4))
-        kinds = ("tma", "pointer") if (p.arch == "sm90" and p.tma_ok) else ("pointer",)
-        for kind in kinds:
-            for bm, bn, w in tiles:
-                if kind == "pointer" and bm * bn > 128 * 128:
-                    continue  # spills (see heuristic)
-                for st in (3, 4, 5):
-                    cfg = GemmConfig(kind, bm, bn, bk, group_m=8, num_warps=w, num_stages=st)
-                    cands.append(cfg)
-                    if kind == "tma":
-                        cands.append(replace(cfg, flatten=True))
+        if p.arch == "sm90" and p.tma_ok:
+            for bm, bn in ((128, 256), (256, 128), (128, 128)):
+                for st in (3, 4):
+                    for flat in (False, True):
+                        cands.append(GemmConfig("tma", bm, bn, bk, group_m=8, num_warps=8, num_stages=st, flatten=flat))
+        else:
+            for bm, bn, w in ((128, 128, 8), (128, 128, 4), (64, 128, 4), (128, 64, 4)):
+                for st in (3, 4):
+                    cands.append(GemmConfig("pointer", bm, bn, bk, group_m=8, num_warps=w, num_stages=st))
         if p.m * p.n <= 4 * p.sms * 128 * 128 and p.k >= 4 * bk:
             for split in (2, 4):
                 cands.append(GemmConfig("pointer", 64, 128, bk, num_warps=4, num_stages=4, split_k=split))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 # Shared memory (or LDS) a program may use, bytes. sm90: 227 KB; sm80: 163 KB; CDNA: 64 KB LDS.
 SHARED_LIMIT = {"sm90": 232448, "sm80": 166912, "cdna": 65536, "interpreter": 1 << 30}

@@ -1,7 +1,7 @@
 """tilecraft: GPU kernels at the hardware limit, and the tools that show how close they are."""
-from tilecraft.ops.gemm import matmul
 from tilecraft.ops.attention import attention
+from tilecraft.ops.gemm import matmul
 from tilecraft.ops.stencil import laplacian
 
 __version__ = "0.1.0"
-__all__ = ["laplacian", "matmul", "__version__"]
+__all__ = ["__version__", "attention", "laplacian", "matmul"]

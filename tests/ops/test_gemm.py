@@ -302,3 +302,11 @@ def test_heuristic_configs_fit_and_interpreter_choice(field):
     a, b = field((8, 8)), field((8, 8))
     cfg = ops.choose_config(a, b, ops.validate(a, b))
     assert cfg.kernel == "pointer"
+
+
+def test_tma_epilogue_in_halves(field):
+    a, b = _operands(field, 40, 64, 48, torch.float16, "TN")
+    c, bias = field((40, 64)).half(), field((64,)).half()
+    kw = {"alpha": 2.0, "beta": 0.5, "c": c, "bias": bias, "activation": "gelu_tanh"}
+    out = _run_pinned(a, b, GemmConfig("tma", 16, 32, 16, 2, 4, 2, epilogue_split=True), **kw)
+    assert relative_error(out, _ref(a, b, torch.float16, **kw)) <= 2e-3

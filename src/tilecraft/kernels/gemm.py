@@ -226,7 +226,8 @@ def matmul_tma_kernel(a_desc, b_desc, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                       ACC: tl.constexpr, EPI: tl.constexpr, INPUT_PRECISION: tl.constexpr,
                       HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr,
                       SCALE_A: tl.constexpr, SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr,
-                      FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, UPCAST: tl.constexpr = False):
+                      FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, UPCAST: tl.constexpr = False,
+                      EPILOGUE_SPLIT: tl.constexpr = False):
     """Persistent TMA GEMM: NUM_SMS programs walk all (batch, tile) pairs.
 
     The descriptors are 3D, (batch, rows, cols) with a unit stride on cols, so a tile never reads
@@ -264,8 +265,23 @@ def matmul_tma_kernel(a_desc, b_desc, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
         offs_m = off_m + tl.arange(0, BLOCK_M)
-        offs_n = off_n + tl.arange(0, BLOCK_N)
-        _epilogue(acc, offs_m, offs_n, M, N, pid_b, out_ptr, stride_ob, stride_om, stride_on,
-                  c_ptr, stride_cb, stride_cm, stride_cn, bias_ptr, stride_bias_b, sa_ptr, stride_sa_b,
-                  sb_ptr, stride_sb_b, alpha_hi, alpha_lo, beta_hi, beta_lo,
-                  EPI, HAS_ALPHA, HAS_C, HAS_BIAS, SCALE_A, SCALE_B, ACTIVATION)
+        if EPILOGUE_SPLIT:
+            # The epilogue in two column halves: C, bias and the activation of a 128x256 tile
+            # at once take more registers than the accumulators leave (sm90: 688 bytes spilled).
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+            acc0, acc1 = tl.split(halves)
+            offs_n0 = off_n + tl.arange(0, BLOCK_N // 2)
+            _epilogue(acc0, offs_m, offs_n0, M, N, pid_b, out_ptr, stride_ob, stride_om, stride_on,
+                      c_ptr, stride_cb, stride_cm, stride_cn, bias_ptr, stride_bias_b, sa_ptr, stride_sa_b,
+                      sb_ptr, stride_sb_b, alpha_hi, alpha_lo, beta_hi, beta_lo,
+                      EPI, HAS_ALPHA, HAS_C, HAS_BIAS, SCALE_A, SCALE_B, ACTIVATION)
+            _epilogue(acc1, offs_m, offs_n0 + BLOCK_N // 2, M, N, pid_b, out_ptr, stride_ob, stride_om, stride_on,
+                      c_ptr, stride_cb, stride_cm, stride_cn, bias_ptr, stride_bias_b, sa_ptr, stride_sa_b,
+                      sb_ptr, stride_sb_b, alpha_hi, alpha_lo, beta_hi, beta_lo,
+                      EPI, HAS_ALPHA, HAS_C, HAS_BIAS, SCALE_A, SCALE_B, ACTIVATION)
+        else:
+            offs_n = off_n + tl.arange(0, BLOCK_N)
+            _epilogue(acc, offs_m, offs_n, M, N, pid_b, out_ptr, stride_ob, stride_om, stride_on,
+                      c_ptr, stride_cb, stride_cm, stride_cn, bias_ptr, stride_bias_b, sa_ptr, stride_sa_b,
+                      sb_ptr, stride_sb_b, alpha_hi, alpha_lo, beta_hi, beta_lo,
+                      EPI, HAS_ALPHA, HAS_C, HAS_BIAS, SCALE_A, SCALE_B, ACTIVATION)

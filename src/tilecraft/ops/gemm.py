@@ -453,7 +453,16 @@ def _launch_tma(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts) -> Non
         out3.stride(0), out3.stride(1), out3.stride(2), *epi_args,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m, NUM_SMS=grid[0],
         A_KMAJOR=ak, B_KMAJOR=bk, A_BATCHED=a_batched, B_BATCHED=b_batched, ACC=acc,
-        INPUT_PRECISION=_dot_input_precision(spec, a), UPCAST=_upcast(spec, a), FLATTEN=cfg.flatten, WARP_SPECIALIZE=cfg.warp_spec, **epi_cx, **opts)
+        INPUT_PRECISION=_dot_input_precision(spec, a), UPCAST=_upcast(spec, a), FLATTEN=cfg.flatten,
+        WARP_SPECIALIZE=cfg.warp_spec, EPILOGUE_SPLIT=_epilogue_split(cfg, spec), **epi_cx, **opts)
+
+
+def _epilogue_split(cfg: GemmConfig, spec: Spec) -> bool:
+    """Run the TMA kernel's epilogue in two column halves: always when the config asks, and for a
+    256-wide tile whose epilogue reads C or bias or applies an activation (sm90 cross compile,
+    128x256 bf16 with C, bias and gelu: 255 registers and 760 bytes spilled at once, 8 in halves)."""
+    heavy = spec.has_c or spec.has_bias or spec.activation is not None or spec.scale_a == 2 or spec.scale_b == 2
+    return cfg.epilogue_split or (cfg.block_n >= 256 and heavy)
 
 
 def triton_next_pow2(x: int) -> int:

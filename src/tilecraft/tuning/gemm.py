@@ -12,6 +12,7 @@ num_stages          software-pipelining depth of the K loop (the patent's double
 group_m             grouped rasterisation: GROUP_M tile rows walked together so tiles reuse L2 (BitBLAS)
 split_k             split-K: K cut into split_k parts on separate programs, summed in a second pass
                     (small M or large K: more programs than output tiles)
+epilogue_split      the TMA kernel's fused epilogue in two column halves (fewer live registers)
 flatten / warp_spec the persistent loop flattened (the next tile's loads overlap this tile's epilogue)
                     / warp-specialised (producer and consumer warps), TMA kernel only
 num_warps           warps per program (8 = two warpgroups on sm90)
@@ -44,6 +45,7 @@ class GemmConfig:
     split_k: int = 1
     flatten: bool = False
     warp_spec: bool = False
+    epilogue_split: bool = False  # TMA kernel: epilogue in two column halves (fewer live registers)
     waves_per_eu: int = 0  # AMD only: occupancy hint (0: the compiler's choice)
 
     def as_dict(self) -> dict:

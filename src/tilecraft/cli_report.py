@@ -123,7 +123,7 @@ def _print_roofline(console: Console, result) -> None:
     t = sec.tables[0]
     table = Table(title=f"{sec.title} ({'measured' if sec.source == 'measured' else 'model, not measured'})",
                   title_justify="left")
-    keep = [i for i, c in enumerate(t.columns) if c in ("kernel", "ms", "TFLOP/s", "TB/s", "% of roof", "time is")]
+    keep = [i for i, c in enumerate(t.columns) if c in ("#", "kernel", "ms", "TFLOP/s", "TB/s", "% of roof", "time is")]
     for i in keep:
         table.add_column(t.columns[i], justify="left" if i == 0 else "right")
     for row in t.rows:

@@ -68,18 +68,19 @@ def _roofline_section(ctx: Context, sections: Sequence[Section]) -> Section:
     sec.figures.append(Figure(title, "roofline", plots.roofline(roof, points, f"{roof.device}: every kernel against its roofline"),
                               "solid: measured ceilings; dashed/dotted: datasheet; filled: measured; hollow: model"))
     rows = []
-    for p in points:
+    for i, p in enumerate(points):
         frac = p.fraction_of_roof(roof)
         pk = roof.peak(p.peak_key) if p.peak_key else None
-        rows.append([p.label, p.suite, fmt(p.flops / 1e9, ".3g"), fmt(p.nbytes / 2**20, ".4g"), fmt(p.intensity, ".3g"),
+        rows.append([str(i + 1), p.label, p.suite, fmt(p.flops / 1e9, ".3g"), fmt(p.nbytes / 2**20, ".4g"), fmt(p.intensity, ".3g"),
                      fmt(p.time_ms, ".4g"), fmt(p.tflops, ".4g"), fmt(p.tbps, ".3f"),
                      fmt(None if frac is None else 100 * frac, ".1f"),
                      f"{pk.name} {pk.source}" if pk else "–", "measured" if p.measured else "model"])
     bw = roof.best_bandwidth()
-    sec.tables.append(Table("Kernels on the roofline", ["kernel", "suite", "GFLOP", "least MiB", "FLOP/B", "ms",
+    sec.tables.append(Table("Kernels on the roofline", ["#", "kernel", "suite", "GFLOP", "least MiB", "FLOP/B", "ms",
                                                         "TFLOP/s", "TB/s", "% of roof", "compute roof", "time is"], rows,
-                            f"% of roof = least time on the roofline (bandwidth {bw.value:.2f} TB/s {bw.source}, "
-                            "compute roof named) / time"))
+                            f"#: the point's number in the plot. % of roof = least time on the roofline (bandwidth "
+                            f"{bw.value:.2f} TB/s {bw.source}, compute roof named) / time; a measured compute roof is "
+                            "torch.matmul's rate in this run, so a kernel can pass it"))
     sec.records = [p.as_dict() for p in points]
     return sec
 

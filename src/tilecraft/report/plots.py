@@ -55,6 +55,7 @@ def roofline(roof: Roofline, points: Sequence[Point], title: str) -> str:
                     color="0.25" if source == "measured" else "0.5")
         suites = sorted({p.suite for p in points})
         colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        number = {id(p): i + 1 for i, p in enumerate(points)}  # the "#" column of the report's table
         for i, suite in enumerate(suites):
             col = colors[(i + 1) % len(colors)]
             for measured in (True, False):
@@ -65,7 +66,8 @@ def roofline(roof: Roofline, points: Sequence[Point], title: str) -> str:
                            facecolors=col if measured else "none", edgecolors=col,
                            label=f"{suite} ({'measured' if measured else 'model'})")
                 for p in sel:
-                    ax.annotate(p.label, (p.intensity, p.tflops), fontsize=6, xytext=(3, 2),
+                    text = p.label if len(points) <= 8 else str(number[id(p)])
+                    ax.annotate(text, (p.intensity, p.tflops), fontsize=6, xytext=(3, 2),
                                 textcoords="offset points")
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -1,0 +1,131 @@
+"""The padded grid and the absorbing boundaries: damping sponge, convolutional PML, free surface.
+
+Layout along each axis of the arrays the solver steps (``Layout``)::
+
+    | R halo | W absorbing layer | model points | W absorbing layer | R halo |
+
+The halo points are never updated (they stay 0, a rigid wall the layer keeps waves from reaching);
+the layer and the model are. The model's velocities are extended into the layer by repeating the
+edge values. With a free surface the top of axis 0 has no layer: the model's first plane is the
+surface (p = 0) and the halo above it holds the mirror image -p (the image method), which keeps the
+stencil's accuracy up to the surface.
+
+Absorbing profiles (depth q in (0, 1] through the layer, 1 at the outer edge):
+
+* CPML (Komatitsch & Martin 2007 damping profile, the second-order formulation of Pasalic &
+  McGarry 2010): d(q) = d0 q**2, d0 = -3 vmax ln(Rc) / (2 L), alpha(q) = pi f0 (1 - q),
+  b = exp(-(d + alpha) dt), a = d (b - 1) / (d + alpha); memory variables psi, zeta per axis.
+* sponge: p_tt + 2 eta p_t = v**2 lap p with eta = d(q) (the same profile): g = eta dt / 2 enters the
+  update (2 p - (1 - g) p_prev + m lap p) / (1 + g).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+BOUNDARIES = ("pml", "sponge", "none")
+# Theoretical reflection coefficient the damping profile is designed for (Collino & Tsogka 2001).
+PML_REFLECTION = 1e-3
+PML_POWER = 2
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the model sits in the padded arrays."""
+
+    model_shape: tuple[int, ...]
+    order: int
+    width: int  # absorbing layer width W in points (0: none)
+    free_surface: bool
+
+    @property
+    def radius(self) -> int:
+        return self.order // 2
+
+    @property
+    def pad_lo(self) -> tuple[int, ...]:
+        r, w = self.radius, self.width
+        return tuple(r if (d == 0 and self.free_surface) else r + w for d in range(len(self.model_shape)))
+
+    @property
+    def pad_hi(self) -> tuple[int, ...]:
+        return (self.radius + self.width,) * len(self.model_shape)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(n + a + b for n, a, b in zip(self.model_shape, self.pad_lo, self.pad_hi))
+
+    @property
+    def updated(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(lo, hi): the box of points the step updates (R from every face)."""
+        r = self.radius
+        return (r,) * len(self.shape), tuple(n - r for n in self.shape)
+
+    def depth(self, axis: int) -> torch.Tensor:
+        """q per array index along ``axis``: 0 outside the layers, (0, 1] inside (float64)."""
+        n, r, w = self.shape[axis], self.radius, self.width
+        q = torch.zeros(n, dtype=torch.float64)
+        if w == 0:
+            return q
+        i = torch.arange(n, dtype=torch.float64)
+        hi = (i - (n - r - w - 1)) / w
+        q = torch.where((i >= n - r - w) & (i < n - r), hi, q)
+        if not (axis == 0 and self.free_surface):
+            lo = (r + w - i) / w
+            q = torch.where((i >= r) & (i < r + w), lo, q)
+        return q
+
+    def slabs(self, axis: int, extra: int = 0) -> list[tuple[int, int]]:
+        """Index ranges along ``axis`` of its absorbing layers, widened by ``extra`` towards the model."""
+        n, r, w = self.shape[axis], self.radius, self.width
+        if w == 0:
+            return []
+        out = [] if (axis == 0 and self.free_surface) else [(r, min(r + w + extra, n - r))]
+        lo = max(n - r - w - extra, r)
+        if out and lo < out[0][1]:
+            return [(r, n - r)]
+        return out + [(lo, n - r)]
+
+    def pad_model(self, velocity: torch.Tensor) -> torch.Tensor:
+        """The velocities on the padded grid (edge values repeated into the layers and halo)."""
+        v = velocity
+        for d in range(v.dim()):
+            lo, hi = self.pad_lo[d], self.pad_hi[d]
+            first = v.narrow(d, 0, 1).expand(*[lo if k == d else s for k, s in enumerate(v.shape)])
+            last = v.narrow(d, v.shape[d] - 1, 1).expand(*[hi if k == d else s for k, s in enumerate(v.shape)])
+            v = torch.cat([first, v, last], dim=d)
+        return v.contiguous()
+
+
+def damping(q: torch.Tensor, vmax: float, h: float, width: int) -> torch.Tensor:
+    """d(q) = d0 q**2 with d0 = -(N+1) vmax ln(Rc) / (2 L), L = W h (1/s, float64)."""
+    if width == 0:
+        return torch.zeros_like(q)
+    d0 = -(PML_POWER + 1) * vmax * math.log(PML_REFLECTION) / (2 * width * h)
+    return d0 * q**PML_POWER
+
+
+def cpml_profiles(layout: Layout, axis: int, vmax: float, h: float, dt: float, f0: float
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a, b) per array index along ``axis`` (float64); a = 0, b = 1 outside the layers."""
+    q = layout.depth(axis)
+    d = damping(q, vmax, h, layout.width)
+    alpha = math.pi * f0 * (1 - q)
+    inside = q > 0
+    b = torch.where(inside, torch.exp(-(d + alpha) * dt), torch.ones_like(q))
+    a = torch.where(inside & (d > 0), d * (b - 1) / (d + alpha).clamp_min(1e-300), torch.zeros_like(q))
+    return a, b
+
+
+def sponge_profile(layout: Layout, axis: int, vmax: float, h: float, dt: float) -> torch.Tensor:
+    """g = eta dt / 2 per array index along ``axis`` (float64)."""
+    return damping(layout.depth(axis), vmax, h, layout.width) * dt / 2
+
+
+def apply_free_surface(p: torch.Tensor, radius: int) -> None:
+    """p = 0 on the surface plane (index R of axis 0) and the mirror image -p above it."""
+    p[radius] = 0
+    for k in range(1, radius + 1):
+        p[radius - k] = -p[radius + k]

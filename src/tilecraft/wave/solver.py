@@ -1,0 +1,374 @@
+"""``simulate``: time-stepping of the acoustic wave equation on one device or several.
+
+One step (leapfrog, m = v**2 dt**2)::
+
+    p[n+1] = 2 p[n] - p[n-1] + m lap(p[n])             fused kernel (+ sponge damping)
+             + m sum_a (dpsi_a/dx_a + zeta_a)          CPML slabs only
+             + dt**2 s[n] / cell volume               sources (a tiny index_add)
+
+then the free surface (if any), then the receivers read p[n+1] at the next step. Several processes
+(``torch.distributed`` initialised with world size > 1) split axis 0 (depth) into slabs: each rank
+holds its slab and R halo planes on each side, exchanges the halos of p (and of the CPML's psi_z)
+with its neighbours every step, and computes the planes that need no halo while the exchange is in
+flight. Every point is computed by the same arithmetic as in one process, so the shot record is
+bit-identical to the one-process run (tested on CPU with gloo).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from tilecraft.ops.stencil import _check_order
+from tilecraft.ops.wave import cpml_correct, cpml_psi, resolve_backend, step_into
+from tilecraft.reference.stencil import second_derivative_coefficients
+from tilecraft.wave.boundaries import (
+    BOUNDARIES,
+    Layout,
+    apply_free_surface,
+    cpml_profiles,
+    sponge_profile,
+)
+from tilecraft.wave.model import Model
+from tilecraft.wave.source import Receivers, Source, point_weights
+
+DEFAULT_COURANT = 0.6  # default dt as a fraction of the stable limit
+
+
+def stencil_symbol_max(order: int) -> float:
+    """max over wavenumbers of |c_0 + 2 sum_k c_k cos(k theta)|: the largest eigenvalue (per 1/h**2)
+    of the second-difference operator of ``order``."""
+    c = [float(x) for x in second_derivative_coefficients(order)]
+    theta = np.linspace(0, np.pi, 4097)
+    sym = c[0] + 2 * sum(ck * np.cos(k * theta) for k, ck in enumerate(c[1:], start=1))
+    return float(np.abs(sym).max())
+
+
+def stable_dt(vmax: float, spacing: Sequence[float], order: int) -> float:
+    """The largest stable leapfrog time step: v**2 dt**2 S sum_a 1/h_a**2 <= 4 (S =
+    ``stencil_symbol_max``), i.e. dt_max = 2 / (vmax sqrt(S sum_a 1/h_a**2))."""
+    s = stencil_symbol_max(_check_order(order))
+    return 2.0 / (vmax * math.sqrt(s * sum(1.0 / h**2 for h in spacing)))
+
+
+@dataclass
+class Result:
+    """What ``simulate`` returns.
+
+    ``record``: (nt, n_receivers) float64 (CPU), pressure at each receiver at t = n dt.
+    ``snapshots``: [(n, field)] with the model-region wavefield p(t = n dt) (CPU, the fields' dtype).
+    ``backend``: which step ran ("triton" or "torch"); ``info``: grid, dt limit, ranks, ...
+    """
+
+    record: torch.Tensor
+    dt: float
+    nt: int
+    snapshots: list[tuple[int, torch.Tensor]] = field(default_factory=list)
+    backend: str = ""
+    info: dict = field(default_factory=dict)
+
+    @property
+    def times(self) -> torch.Tensor:
+        return torch.arange(self.nt, dtype=torch.float64) * self.dt
+
+
+# ------------------------------------------------------------------------------------------------
+# slabs along axis 0
+# ------------------------------------------------------------------------------------------------
+def partition(n_updated: int, ranks: int, radius: int, free_surface: bool = False) -> list[tuple[int, int]]:
+    """Split ``n_updated`` planes into ``ranks`` contiguous slabs (offsets from the first updated
+    plane), the first ones one plane larger when it does not divide. Every slab must hold at least R
+    planes (its neighbours' halo comes from it alone; R + 1 for the top slab under a free surface)."""
+    if ranks < 1:
+        raise ValueError(f"ranks must be >= 1, got {ranks}")
+    base, extra = divmod(n_updated, ranks)
+    sizes = [base + (1 if i < extra else 0) for i in range(ranks)]
+    need = radius + 1 if free_surface else radius
+    if min(sizes) < radius or (ranks > 1 and sizes[0] < need):
+        most = n_updated // max(radius, 1)
+        raise ValueError(f"{ranks} ranks split the {n_updated} updated planes of axis 0 into slabs of "
+                         f"{min(sizes)} planes, narrower than the stencil radius R={radius}; use at most "
+                         f"{most} ranks for this grid and order")
+    out, start = [], 0
+    for s in sizes:
+        out.append((start, start + s))
+        start += s
+    return out
+
+
+def _world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+# ------------------------------------------------------------------------------------------------
+# validation
+# ------------------------------------------------------------------------------------------------
+def _check_inputs(model, sources, receivers, nt, order, boundary, pml_width):
+    if not isinstance(model, Model):
+        raise TypeError(f"model must be a tilecraft.wave.Model, got {type(model).__name__}")
+    if isinstance(sources, Source):
+        sources = [sources]
+    if not sources or not all(isinstance(s, Source) for s in sources):
+        raise TypeError("sources must be a Source or a non-empty list of Source")
+    if not isinstance(receivers, Receivers):
+        raise TypeError(f"receivers must be a tilecraft.wave.Receivers, got {type(receivers).__name__}")
+    if isinstance(nt, bool) or not isinstance(nt, int) or nt < 1:
+        raise ValueError(f"nt must be a positive integer, got {nt!r}")
+    order = _check_order(order)
+    if boundary not in BOUNDARIES:
+        raise ValueError(f"boundary must be one of {BOUNDARIES}, got {boundary!r}")
+    if isinstance(pml_width, bool) or not isinstance(pml_width, int) or pml_width < 0:
+        raise ValueError(f"pml_width must be an integer >= 0, got {pml_width!r}")
+    if boundary != "none" and pml_width < 1:
+        raise ValueError(f"boundary {boundary!r} needs pml_width >= 1")
+    if min(model.shape) < order + 1:
+        raise ValueError(f"order {order} needs every model extent >= {order + 1}, got {model.shape}")
+    return sources, order
+
+
+def _points(layout: Layout, positions: torch.Tensor, spacing, method: str, what: str
+            ) -> tuple[list[tuple[int, ...]], list[list[tuple[int, float]]]]:
+    """Unique array points and, per position, [(point index, weight)]; checks each point is updated."""
+    lo, hi = layout.updated
+    table = point_weights(positions, layout.model_shape, spacing, method, what)
+    points: dict[tuple[int, ...], int] = {}
+    per = []
+    for row, (pts, ws) in zip(positions.tolist(), table):
+        entries = []
+        for pt, w in zip(pts, ws):
+            a = tuple(i + p for i, p in zip(pt, layout.pad_lo))
+            if not all(l_ <= i < h_ for i, l_, h_ in zip(a, lo, hi)):
+                raise ValueError(f"{what} at {tuple(row)} m: its {method} interpolation reaches past the grid's "
+                                 "updated points (too close to the free surface or the edge); move it inward "
+                                 "or use interpolation='trilinear'")
+            entries.append((points.setdefault(a, len(points)), w))
+        per.append(entries)
+    return list(points), per
+
+
+def _weights_matrix(n_points: int, per: list[list[tuple[int, float]]]) -> torch.Tensor:
+    w = torch.zeros(n_points, len(per), dtype=torch.float64)
+    for j, entries in enumerate(per):
+        for i, wt in entries:
+            w[i, j] += wt
+    return w
+
+
+# ------------------------------------------------------------------------------------------------
+# the solver
+# ------------------------------------------------------------------------------------------------
+def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receivers, nt: int,
+             dt: float | None = None, *, order: int = 8, boundary: str = "pml", pml_width: int = 20,
+             free_surface: bool = False, snapshots: int | Sequence[int] | None = None, backend: str = "auto",
+             courant: float = DEFAULT_COURANT, progress: Callable[[int, int], None] | None = None) -> Result:
+    """Model ``nt`` steps of p_tt = v**2 lap p + s and return the shot record (and snapshots).
+
+    ``model``: a ``Model`` (2D or 3D) on the device to run on. ``sources``: one ``Source`` or a list.
+    ``receivers``: ``Receivers``. ``dt``: seconds; default ``courant`` x the stable limit
+    (``stable_dt``); a dt above the limit is a ValueError. ``order``: space order 2..16 (even).
+    ``boundary``: "pml" (convolutional PML), "sponge" (damping layer) or "none" (rigid walls);
+    ``pml_width`` points of it outside the model on every side (not above a ``free_surface``).
+    ``snapshots``: every k-th step (int) or the listed steps. ``backend``: "auto", "triton", "torch"
+    (``tilecraft.ops.wave``). ``progress(step, nt)`` is called every step.
+
+    When ``torch.distributed`` is initialised with several ranks, axis 0 is split into slabs (one per
+    rank; every rank passes the same arguments) and every rank gets the same record.
+    """
+    sources, order = _check_inputs(model, sources, receivers, nt, order, boundary, pml_width)
+    spacing, device, dtype = model.spacing, model.velocity.device, model.velocity.dtype
+    dt_max = stable_dt(model.vmax, spacing, order)
+    if dt is None:
+        if not 0 < courant <= 1:
+            raise ValueError(f"courant must be in (0, 1], got {courant}")
+        dt = courant * dt_max
+    if not (isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0):
+        raise ValueError(f"dt must be a positive number of seconds, got {dt!r}")
+    if dt > dt_max:
+        raise ValueError(f"dt={dt:.6g} s is unstable: the CFL limit for vmax={model.vmax:g} m/s, order {order} "
+                         f"and spacing {spacing} is dt <= {dt_max:.6g} s")
+    backend = resolve_backend(backend, device)
+    width = pml_width if boundary != "none" else 0
+    layout = Layout(model.shape, order, width, free_surface)
+    r, ndim, shape = layout.radius, model.ndim, layout.shape
+    glo, ghi = layout.updated
+    rank, world = _world()
+    slabs = partition(ghi[0] - glo[0], world, r, free_surface)
+    z0, z1 = glo[0] + slabs[rank][0], glo[0] + slabs[rank][1]  # owned planes, global indices
+    off = z0 - r  # global index of local plane 0
+    lshape = (z1 - z0 + 2 * r,) + shape[1:]
+
+    src_pts, src_per = _points(layout, torch.cat([s.positions for s in sources]), spacing,
+                               sources[0].interpolation, "source")
+    if len({s.interpolation for s in sources}) > 1:
+        raise ValueError("all sources must use the same interpolation")
+    rec_pts, rec_per = _points(layout, receivers.positions, spacing, receivers.interpolation, "receiver")
+    snap_steps = _snapshot_steps(snapshots, nt)
+
+    # --- fields (local slab + halos) -------------------------------------------------------------
+    v_local = layout.pad_model(model.velocity)[off:off + lshape[0]]
+    m = (v_local.to(torch.float64) ** 2 * dt**2).to(dtype).contiguous()
+    p = torch.zeros(lshape, dtype=dtype, device=device)
+    pp = torch.zeros_like(p)
+    sponge = None
+    pml = []
+    f0 = min(float(s.f0) for s in sources)
+    for axis in range(ndim):
+        h = spacing[axis]
+        cut = slice(off, off + lshape[0]) if axis == 0 else slice(None)
+        if boundary == "sponge":
+            g = sponge_profile(layout, axis, model.vmax, h, dt)[cut]
+            sponge = (sponge or []) + [g.to(dtype=dtype, device=device)]
+        elif boundary == "pml":
+            a, b = cpml_profiles(layout, axis, model.vmax, h, dt, f0)
+            pml.append({"axis": axis, "h": h, "a": a[cut].to(dtype=dtype, device=device),
+                            "b": b[cut].to(dtype=dtype, device=device),
+                            "psi": torch.zeros_like(p), "zeta": torch.zeros_like(p),
+                            "psi_boxes": _axis_boxes(layout, axis, 0, z0, z1, off),
+                            "corr_boxes": _axis_boxes(layout, axis, r, z0, z1, off)})
+
+    # --- sources and receivers, as flat indices into the local arrays ---------------------------
+    cell = math.prod(spacing)
+    wsrc = _weights_matrix(len(src_pts), src_per)
+    ft = torch.cat([s.samples(nt, dt) for s in sources], dim=1)  # (nt, n_sources)
+    inj_all = (ft @ wsrc.T) * (dt**2 / cell)  # (nt, n_points), float64
+    src_own = [i for i, pt in enumerate(src_pts) if z0 <= pt[0] < z1]
+    src_idx = torch.tensor([_flat(src_pts[i], off, lshape) for i in src_own], dtype=torch.long, device=device)
+    inj = inj_all[:, src_own].to(dtype=dtype, device=device)
+    rec_own = torch.tensor([z0 <= pt[0] < z1 for pt in rec_pts], dtype=torch.bool, device=device)
+    rec_idx = torch.tensor([_flat(pt, off, lshape) if z0 <= pt[0] < z1 else 0 for pt in rec_pts],
+                           dtype=torch.long, device=device)
+    samples = torch.zeros(nt, len(rec_pts), dtype=dtype, device=device)
+    snaps: list[tuple[int, torch.Tensor]] = []
+
+    lo_other, hi_other = glo[1:], ghi[1:]
+    own = z1 - z0
+    interior = (2 * r, own) if own > 2 * r else None  # planes that need no halo (local indices)
+    edges = [(r, min(2 * r, r + own))] + ([(max(own, 2 * r), own + r)] if own + r > max(own, 2 * r) else [])
+    if world == 1:
+        interior, edges = (r, own + r), []
+    exchanger = _Halo(rank, world, r) if world > 1 else None
+
+    for n in range(nt):
+        samples[n] = torch.where(rec_own, p.reshape(-1)[rec_idx], torch.zeros((), dtype=dtype, device=device))
+        if n in snap_steps:
+            snaps.append((n, _gather_model(p, layout, z0, z1, off, rank, world)))
+        out = pp  # in place: each point reads its own p_prev before writing p_next
+        if interior is not None:
+            step_into(p, pp, m, out, order, spacing, (interior[0],) + lo_other, (interior[1],) + hi_other,
+                      sponge, backend)
+        if exchanger is not None:
+            exchanger.wait()
+        for e0, e1 in edges:
+            step_into(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, sponge, backend)
+        for ax in pml:
+            for lo, hi in ax["psi_boxes"]:
+                cpml_psi(p, ax["psi"], ax["a"], ax["b"], ax["axis"], order, ax["h"], lo, hi, backend)
+        if pml and exchanger is not None:
+            exchanger.start(pml[0]["psi"])  # psi_z's halo planes feed dpsi_z/dz near the slab faces
+            exchanger.wait()
+        for ax in pml:
+            for lo, hi in ax["corr_boxes"]:
+                cpml_correct(p, ax["psi"], ax["zeta"], ax["a"], ax["b"], m, out, ax["axis"], order, ax["h"], lo, hi,
+                             backend)
+        if src_idx.numel():
+            out.view(-1).index_add_(0, src_idx, inj[n])
+        if free_surface and rank == 0:
+            apply_free_surface(out, r)
+        if exchanger is not None:
+            exchanger.start(out)
+        p, pp = out, p
+        if progress is not None:
+            progress(n + 1, nt)
+    if exchanger is not None:
+        exchanger.wait()
+
+    if world > 1:
+        dist.all_reduce(samples)  # one rank holds each point, the others add exact zeros
+    wrec = _weights_matrix(len(rec_pts), rec_per)
+    record = samples.cpu().to(torch.float64) @ wrec
+    info = {"grid": list(shape), "model_shape": list(model.shape), "order": order, "boundary": boundary,
+                "pml_width": width, "free_surface": free_surface, "dt_max": dt_max, "courant": dt / dt_max, "ranks": world,
+                "slab": [z0, z1], "device": str(device), "dtype": str(dtype).replace("torch.", "")}
+    return Result(record=record, dt=float(dt), nt=nt, snapshots=snaps, backend=backend, info=info)
+
+
+def _flat(pt: tuple[int, ...], off: int, lshape: tuple[int, ...]) -> int:
+    idx = (pt[0] - off,) + tuple(pt[1:])
+    return int(np.ravel_multi_index(idx, lshape))
+
+
+def _snapshot_steps(snapshots, nt: int) -> set[int]:
+    if snapshots is None:
+        return set()
+    if isinstance(snapshots, int) and not isinstance(snapshots, bool):
+        if snapshots < 1:
+            raise ValueError(f"snapshots must be a positive step interval or a list of steps, got {snapshots}")
+        return set(range(0, nt, snapshots))
+    steps = {int(s) for s in snapshots}
+    bad = [s for s in steps if not 0 <= s < nt]
+    if bad:
+        raise ValueError(f"snapshot steps must lie in [0, nt={nt}), got {sorted(bad)}")
+    return steps
+
+
+def _axis_boxes(layout: Layout, axis: int, extra: int, z0: int, z1: int, off: int
+                ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Local boxes of one axis's CPML slabs (widened by ``extra``), cut to the owned planes [z0, z1)."""
+    glo, ghi = layout.updated
+    boxes = []
+    for s0, s1 in layout.slabs(axis, extra):
+        lo, hi = list(glo), list(ghi)
+        lo[axis], hi[axis] = s0, s1
+        lo[0], hi[0] = max(lo[0], z0), min(hi[0], z1)
+        if lo[0] < hi[0]:
+            lo[0] -= off
+            hi[0] -= off
+            boxes.append((tuple(lo), tuple(hi)))
+    return boxes
+
+
+class _Halo:
+    """Asynchronous exchange of the R halo planes of axis 0 with the neighbouring ranks."""
+
+    def __init__(self, rank: int, world: int, radius: int):
+        self.rank, self.world, self.r = rank, world, radius
+        self.works: list = []
+
+    def start(self, t: torch.Tensor) -> None:
+        r, n = self.r, t.shape[0]
+        ops = []
+        if self.rank > 0:
+            ops += [dist.P2POp(dist.isend, t[r:2 * r], self.rank - 1), dist.P2POp(dist.irecv, t[0:r], self.rank - 1)]
+        if self.rank < self.world - 1:
+            ops += [dist.P2POp(dist.isend, t[n - 2 * r:n - r], self.rank + 1),
+                    dist.P2POp(dist.irecv, t[n - r:n], self.rank + 1)]
+        self.works = dist.batch_isend_irecv(ops) if ops else []
+
+    def wait(self) -> None:
+        for w in self.works:
+            w.wait()
+        self.works = []
+
+
+def _gather_model(p: torch.Tensor, layout: Layout, z0: int, z1: int, off: int, rank: int, world: int) -> torch.Tensor:
+    """The model region of p (all ranks' slabs joined), on the CPU."""
+    crop = tuple(slice(a, a + n) for a, n in zip(layout.pad_lo[1:], layout.model_shape[1:]))
+    m0, m1 = layout.pad_lo[0], layout.pad_lo[0] + layout.model_shape[0]
+    a, b = max(z0, m0), min(z1, m1)
+    part = p[(slice(a - off, b - off),) + crop] if a < b else p[(slice(0, 0),) + crop]
+    if world == 1:
+        return part.cpu().clone()
+    sizes = [None] * world
+    dist.all_gather_object(sizes, int(part.shape[0]))
+    big = max(sizes)
+    buf = torch.zeros((big,) + tuple(part.shape[1:]), dtype=p.dtype, device=p.device)
+    buf[:part.shape[0]] = part
+    bufs = [torch.empty_like(buf) for _ in range(world)]
+    dist.all_gather(bufs, buf)
+    return torch.cat([b_[:s] for b_, s in zip(bufs, sizes)]).cpu()

@@ -126,7 +126,7 @@ def run(shape: ba.Shape, direction: str, cfgs, backends, deterministic: bool = T
             unit = "TB/s" if ba.is_decode(shape) and direction == "fwd" else "TFLOP/s"
             extra = f" {100 * val / COPY:.1f}% copy" if unit == "TB/s" and val and COPY else ""
             regs = ",".join(f"{x['registers']}r/{x['spills']}s" for x in (r.resources or []))
-            print(f"{direction} {shape.label:30s} {r.impl:16s} {cfg.as_dict() if r.impl == 'tilecraft' else '':60s}"
+            print(f"{direction} {shape.label:30s} {r.impl:16s} {str(cfg.as_dict()) if r.impl == 'tilecraft' else '':60s}"
                   f"{tag} ok={r.ok} err={r.rel_error if r.rel_error is None else f'{r.rel_error:.1e}'} "
                   f"{'' if val is None else f'{val:.1f} {unit}'}{extra} {regs} {r.message[:80]} ({time.time() - t0:.1f}s)",
                   flush=True)

@@ -85,6 +85,20 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
                 [T("tma", 128, 128, 32, 8, 8, 3), T("tma", 128, 128, 32, 8, 8, 4), T("tma", 128, 128, 16, 8, 8, 4),
                  T("tma", 128, 256, 32, 8, 8, 3), T("tma", 128, 128, 32, 8, 4, 3)])
         add("fp32acc", bench.Case("fp32-accurate", big, big, big, "NN"), [T("pointer", 128, 128, 32, 8, 8, 3)])
+    if "int8b" in sections:  # second round: epilogue in halves lets the flattened loop fit
+        base = T("tma", 128, 256, 128, 8, 8, 3, epilogue_split=True)
+        add("int8b", bench.Case("int8", big, big, big, "NT"),
+            [base, replace(base, num_stages=2, flatten=True), replace(base, group_m=16),
+             T("tma", 128, 256, 64, 8, 8, 4, epilogue_split=True), T("tma", 128, 256, 64, 8, 8, 5, epilogue_split=True),
+             T("tma", 256, 128, 128, 8, 8, 3, epilogue_split=True)])
+    if "fp32accb" in sections:
+        add("fp32accb", bench.Case("fp32-accurate", big, big, big, "NT"),
+            [T("tma", 128, 128, 64, 8, 8, 2), T("tma", 128, 64, 32, 8, 4, 4), T("tma", 64, 128, 32, 8, 4, 4),
+             T("tma", 128, 128, 32, 8, 8, 3, flatten=True), T("tma", 128, 128, 32, 16, 8, 3)])
+    if "ieeeb" in sections:
+        add("ieeeb", bench.Case("fp32", big, big, big, "NN"),
+            [T("pointer", 128, 128, 32, 8, 8, 4), T("pointer", 128, 64, 32, 8, 4, 4), T("pointer", 64, 128, 32, 8, 4, 3),
+             T("pointer", 128, 128, 64, 8, 8, 2), T("pointer", 256, 64, 32, 8, 8, 3), T("pointer", 64, 64, 64, 8, 4, 3)])
     if "ieee" in sections:
         add("ieee", bench.Case("fp32", big, big, big, "NN"),
             [T("pointer", 128, 128, 16, 8, 8, 3), T("pointer", 128, 128, 32, 8, 8, 3), T("pointer", 128, 64, 16, 8, 4, 3),
@@ -145,8 +159,11 @@ def _compile_job(job):
 
 def precompile(jobs, log):
     t0 = time.time()
-    uniq = list({(j[0].dtype, j[0].layout, j[0].m == 1, j[1], j[0].m % 16 == 0, j[0].n % 16 == 0, j[0].k % 16 == 0): j
-                 for j in jobs}.values())
+    def key(j):
+        c, cfg = j
+        shape = (c.m, c.n, c.k) if cfg is None else (c.m == 1, c.m % 16 == 0, c.n % 16 == 0, c.k % 16 == 0)
+        return (c.dtype, c.layout, cfg, shape)
+    uniq = list({key(j): j for j in jobs}.values())
     errors = []
     ctx = mp.get_context("spawn")
     with cf.ProcessPoolExecutor(max_workers=min(14, os.cpu_count() or 4), mp_context=ctx) as pool:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 # Shared memory (or LDS) a program may use, bytes. sm90: 227 KB; sm80: 163 KB; CDNA: 64 KB LDS.
 SHARED_LIMIT = {"sm90": 232448, "sm80": 166912, "cdna": 65536, "interpreter": 1 << 30}
@@ -88,9 +88,10 @@ class Problem:
 
 
 def shared_bytes(cfg: GemmConfig, itemsize: int) -> int:
-    """Shared memory of the K-loop pipeline: ``num_stages`` copies of an A and a B tile (plus one
-    more stage of buffering that Triton's pipeliner keeps for the loads in flight)."""
-    stages = max(cfg.num_stages, 1)
+    """Shared memory of the K-loop pipeline: ``num_stages`` copies of an A and a B tile; one more
+    when the persistent loop is flattened (sm90 compile of 128x256x64 bf16, 3 stages: 147480 bytes,
+    flattened 180248)."""
+    stages = max(cfg.num_stages, 1) + (1 if cfg.flatten else 0)
     return stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize
 
 
@@ -112,29 +113,62 @@ def shape_key(p: Problem) -> str:
 
 def _small_m_config(p: Problem) -> GemmConfig:
     """M <= 64: the GEMM is a stream over B (a matrix-vector product in all but name). One tile
-    row; BLOCK_N chosen so the output tiles alone nearly fill the device, and split-K for the
-    rest, with a deep pipeline so each SM keeps ~64 KB of B in flight."""
+    row; BLOCK_N chosen so the output tiles alone about fill the device, 512-byte rows of A per
+    K step and a 4-deep pipeline, so each SM keeps 100-200 KB of B in flight.
+
+    Measured on the H200 (bf16, 2026-11-21, benchmarks/gemm_tune.py smallm): N = K = 8192 with
+    16x64x256 tiles and no split 94-95% of the copy bandwidth (M = 1, 16), 64x64x128 92% (M = 64);
+    N = K = 4096 with BLOCK_N 32 (128 tiles) 67%. Split-K lost everywhere once the tiles alone
+    fill the device (its second pass costs more than it gains), so it is used only below half a
+    wave of tiles."""
     bm = 16 if p.m <= 16 else (32 if p.m <= 32 else 64)
-    bk = 256 // p.itemsize  # 256-byte rows of A
-    bn = 64 if p.itemsize <= 2 else 32
+    bn = 64 if math.ceil(p.n / 64) * p.batch >= 0.9 * p.sms else 32
+    bk = 512 // p.itemsize
+    cfg = GemmConfig("pointer", bm, bn, bk, group_m=1, num_warps=4, num_stages=4)
+    while not fits(cfg, p) and cfg.block_k > 32:
+        cfg = replace(cfg, block_k=cfg.block_k // 2)
     tiles = math.ceil(p.n / bn) * p.batch
     split = 1
-    k_blocks = math.ceil(p.k / bk)
-    while tiles * split * 2 <= 2 * p.sms and k_blocks // (split * 2) >= 4:
+    k_blocks = math.ceil(p.k / cfg.block_k)
+    while tiles * split * 2 <= p.sms and k_blocks // (split * 2) >= 4:
         split *= 2
-    return GemmConfig("pointer", bm, bn, bk, group_m=1, num_warps=4, num_stages=4, split_k=split)
+    return replace(cfg, split_k=split)
+
+
+def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
+    """Below two waves of 128x256 tiles: the largest tile that still gives every SM a program
+    (128x128, 64x128, 64x64), else 64x64 with split-K."""
+    for bm, bn in ((128, 128), (64, 128), (64, 64)):
+        tiles = math.ceil(p.m / bm) * math.ceil(p.n / bn) * p.batch
+        if tiles >= p.sms:
+            return GemmConfig(kind, bm, bn, bk, group_m=8, num_warps=8 if bm * bn >= 128 * 128 else 4,
+                              num_stages=4)
+    tiles = math.ceil(p.m / 64) * math.ceil(p.n / 64) * p.batch
+    split = 1
+    while tiles * split * 2 <= p.sms and math.ceil(p.k / bk) // (split * 2) >= 4:
+        split *= 2
+    return GemmConfig(kind if split == 1 else "pointer", 64, 64, bk, group_m=8, num_warps=4, num_stages=4,
+                      split_k=split)
 
 
 def heuristic(p: Problem) -> GemmConfig:
-    """The configuration used without tuning (``TILECRAFT_TUNE=0``, the interpreter, AMD)."""
+    """The configuration used without tuning (``TILECRAFT_TUNE=0``, the interpreter, AMD).
+
+    sm90 choices measured on the H200 (2026-11-21, ``benchmarks/gemm_tune.py``, 8192^3): TMA
+    128x256 tiles, two warpgroups, 3 stages for bf16/fp16 (K step 64; 1.01-1.05x torch in all four
+    transposes), fp8/int8 (K step 128) and tf32 (32); 3xTF32 128x128x32 (a 128x256 accumulator
+    set with the split operands spills: 57.7 against 74.9 TFLOP/s); fp64 64x128x16 DMMA (0.97x
+    cuBLAS); fp32 FMA 128x128x32 (0.86x)."""
     if p.arch == "interpreter":
         # Every Triton op is a numpy call per program: few, mid-sized programs run fastest.
         bk = 32 if p.k > 16 else 16
         return GemmConfig("pointer", 32, 32, bk, group_m=4, num_warps=4, num_stages=1)
     if p.dtype == "fp64":
-        return GemmConfig("pointer", 64, 64, 16, num_warps=4, num_stages=3)
+        return GemmConfig("pointer", 64, 128 if p.arch == "sm90" else 64, 16, num_warps=4, num_stages=3)
     if p.precision == "ieee" and p.dtype == "fp32":
-        return GemmConfig("pointer", 128, 128, 16, num_warps=8, num_stages=3)
+        if p.arch == "cdna":
+            return GemmConfig("pointer", 128, 128, 16, group_m=8, num_warps=8, num_stages=2)
+        return GemmConfig("pointer", 128, 128, 32, num_warps=8, num_stages=3)
     if p.m <= 64 and p.arch != "cdna":
         return _small_m_config(p)
     if p.arch == "cdna":
@@ -144,20 +178,19 @@ def heuristic(p: Problem) -> GemmConfig:
             return GemmConfig("pointer", 128, 128, 16, group_m=8, num_warps=8, num_stages=2)
         bk = 64 if p.itemsize == 1 else 32
         return GemmConfig("pointer", 256, 256, bk, group_m=8, num_warps=8, num_stages=2)
-    big = p.m * p.n >= 2 * p.sms * 128 * 256  # two waves of 128x256 tiles or more
-    if p.arch == "sm90" and p.tma_ok:
-        # Measured on the H200 (2026-11-21, benchmarks/gemm_tune.py): 128x256 tiles, two
-        # warpgroups, 3 stages led for bf16/fp16 (K=64), fp8/int8 (K=128) and tf32 (K=32).
-        bk = 128 if p.itemsize == 1 else (32 if p.itemsize == 4 else 64)
-        if p.precision == "tf32x3":  # three wgmmas per step: a 128x256 accumulator set would spill
-            return GemmConfig("tma", 128, 128, 32, group_m=8, num_warps=8, num_stages=3)
-        if big:
-            return GemmConfig("tma", 128, 256, bk, group_m=8, num_warps=8, num_stages=3, flatten=True)
-        return GemmConfig("tma", 128, 128, bk, group_m=8, num_warps=8, num_stages=4)
-    # The pointer kernel keeps its addresses in registers: 128x256 tiles spill (sm90 cross
-    # compile: 255 registers, 152 bytes spilled), 128x128 with 8 warps does not.
+    big = p.m * p.n * p.batch >= 2 * p.sms * 128 * 256  # two waves of 128x256 tiles or more
     bk = 128 if p.itemsize == 1 else (32 if p.itemsize == 4 else 64)
-    return GemmConfig("pointer", 128, 128, bk, group_m=8, num_warps=8 if big else 4, num_stages=4)
+    tma = p.arch == "sm90" and p.tma_ok
+    if tma and p.precision == "tf32x3":  # three wgmmas per step: a 128x256 accumulator set spills
+        return GemmConfig("tma", 128, 128, 32, group_m=8, num_warps=8, num_stages=3)
+    if big and tma:
+        return GemmConfig("tma", 128, 256, bk, group_m=8, num_warps=8, num_stages=3)
+    if big:
+        # pointer kernel, 16-bit: 128x256x64 w8 s3 627 TFLOP/s (0.92x torch), 128x128x64 w8 s4 614
+        if p.itemsize == 2:
+            return GemmConfig("pointer", 128, 256, 64, group_m=8, num_warps=8, num_stages=3)
+        return GemmConfig("pointer", 128, 128, bk, group_m=8, num_warps=8, num_stages=4)
+    return _fill_config(p, "tma" if tma else "pointer", bk)
 
 
 def config_space(p: Problem) -> list[GemmConfig]:

@@ -1,0 +1,71 @@
+"""GEMM tuning: config spaces pruned by shared memory, the shape key, the tuning loop, the on-disk
+cache and the TILECRAFT_TUNE switch (the timing itself needs a GPU; here it is a stand-in)."""
+from __future__ import annotations
+
+import torch
+
+from tilecraft.ops import gemm as ops
+from tilecraft.tuning import cache
+from tilecraft.tuning.gemm import (
+    SHARED_LIMIT,
+    GemmConfig,
+    Problem,
+    config_space,
+    fits,
+    shape_key,
+    shared_bytes,
+    tune,
+)
+
+
+def _p(m=4096, n=4096, k=4096, dtype="bf16", arch="sm90"):
+    return Problem(m, n, k, 1, dtype, None, arch, arch == "sm90", True, False)
+
+
+def test_shared_memory_pruning():
+    p = _p()
+    big = GemmConfig("tma", 256, 256, 128, num_stages=4)
+    assert shared_bytes(big, 2) > SHARED_LIMIT["sm90"] and not fits(big, p)
+    assert shared_bytes(GemmConfig("tma", 128, 256, 64, num_stages=3, flatten=True), 2) == 4 * 384 * 64 * 2
+    for arch in ("sm90", "sm80", "cdna"):
+        space = config_space(_p(arch=arch))
+        assert space and all(fits(c, _p(arch=arch)) for c in space)
+
+
+def test_shape_key_buckets():
+    assert shape_key(_p(5000, 4100, 4097)) == shape_key(_p(8000, 8192, 5000))
+    assert shape_key(_p(1)) != shape_key(_p(2))  # small M is exact
+    assert shape_key(_p(dtype="fp16")) != shape_key(_p())
+
+
+def test_tune_picks_fastest_and_skips_failures():
+    cands = [GemmConfig(block_m=m) for m in (16, 32, 64, 128)]
+    times = {16: 3.0, 32: None, 64: 1.0, 128: 2.0}
+    seen = []
+    best, table = tune(_p(), cands, lambda c: times[c.block_m], lambda i, n, c: seen.append(i))
+    assert best.block_m == 64 and len(table) == 4 and seen[-1] == 4
+
+
+def test_cache_roundtrip_and_switch(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILECRAFT_CACHE", str(tmp_path))
+    cache.clear_memory()
+    path = cache.cache_file("gemm", "NVIDIA H200", {"torch": "2.11", "triton": "3.6.0"})
+    assert path.parent == tmp_path / "tuning"
+    cfg = GemmConfig("tma", 128, 256, 64, num_warps=8)
+    cache.store(path, "k", {"config": cfg.as_dict()})
+    cache.clear_memory()
+    assert GemmConfig.from_dict(cache.load(path)["k"]["config"]) == cfg
+    monkeypatch.setenv("TILECRAFT_TUNE", "0")
+    assert not cache.tuning_enabled()
+    monkeypatch.setenv("TILECRAFT_TUNE", "1")
+    assert cache.tuning_enabled()
+    cache.clear_memory()
+
+
+def test_warmup_returns_the_config_matmul_runs(field):
+    a, b = field((24, 40)).float(), field((40, 8)).float()
+    cfg = ops.warmup(a, b, precision="tf32")
+    assert cfg == ops.choose_config(a, b, ops.validate(a, b, precision="tf32"))
+    assert ops.warmup(a[:0], b).kernel == "pointer"
+    assert isinstance(cfg, GemmConfig)
+    assert torch.isfinite(ops.matmul(a, b)).all()

@@ -42,6 +42,16 @@ BWD_CONFIGS = {
     256: [B(32, 64, 64, 32, 8, 2)],
 }
 DECODE_CONFIGS = [D(64, 4, 3), D(128, 4, 3), D(64, 8, 4)]
+# second round (after the first run's results): warp specialisation, TMA at 128x128, split dQ launches
+FWD2_CONFIGS = {
+    128: [F(128, 128, 8, 3), F(128, 128, 8, 3, False, True), F(128, 64, 8, 3, True, True), F(128, 128, 8, 3, True)],
+    64: [F(128, 64, 8, 3), F(128, 64, 8, 3, True), F(128, 64, 8, 3, False, True)],
+}
+BWD2_CONFIGS = {
+    128: [B(64, 128, 128, 64, 8, 2), B(64, 128, 128, 64, 8, 3, 8, 3), B(128, 64, 128, 64, 8, 2),
+          B(64, 128, 64, 128, 8, 2, 4, 2), B(64, 128, 64, 64, 8, 2, 4, 3)],
+    256: [B(32, 64, 64, 32, 8, 2), B(32, 64, 128, 32, 8, 2), B(32, 64, 64, 64, 8, 2)],
+}
 DECODE_SHAPES = [ba.Shape(8, 32, 8, 1, 8192, 128), ba.Shape(8, 32, 8, 16, 8192, 128),
                  ba.Shape(16, 32, 32, 1, 4096, 128), ba.Shape(4, 32, 8, 4, 32768, 128)]
 
@@ -141,7 +151,7 @@ if __name__ == "__main__":
     doc["device"] = INFO.as_dict()
     if "check" in SECTIONS:
         check_paths()
-    if "decode" in SECTIONS or "fwd" in SECTIONS:
+    if SECTIONS & {"decode", "fwd"}:
         from tilecraft.hardware.ceilings import measure_copy_bandwidth
         COPY = measure_copy_bandwidth()
         doc["copy_TBps"] = COPY
@@ -159,6 +169,16 @@ if __name__ == "__main__":
             if d == 128:
                 for causal in (False, True):
                     run(ba.Shape(b, h, h, s, s, d, causal), "bwd", BWD_CONFIGS[d][:1], (), deterministic=False)
+    if "fwd2" in SECTIONS:
+        for d in (128, 64):
+            b, h, s = FWD_SHAPES[d]
+            for causal in (False, True):
+                run(ba.Shape(b, h, h, s, s, d, causal), "fwd", FWD2_CONFIGS[d], ())
+    if "bwd2" in SECTIONS:
+        for d in (128, 256):
+            b, h, s = FWD_SHAPES[d]
+            for causal in (False, True):
+                run(ba.Shape(b, h, h, s, s, d, causal), "bwd", BWD2_CONFIGS[d], ("flash",) if d == 128 else ())
     if "decode" in SECTIONS:
         for shape in DECODE_SHAPES:
             run(shape, "fwd", DECODE_CONFIGS, ("cudnn", "flash", "efficient"))

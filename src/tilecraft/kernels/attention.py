@@ -68,13 +68,13 @@ def _load_tile(ptrs, row_ok, d_ok, MASK_ROWS: tl.constexpr, MASK_D: tl.constexpr
 def _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, lo, hi, offs_m, offs_d, len_k, diag,
                qk_scale, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
                CAUSAL: tl.constexpr, MASKED: tl.constexpr, k_desc=None, v_desc=None, b=0, h_kv=0,
-               TMA: tl.constexpr = False):
+               TMA: tl.constexpr = False, WARP_SPECIALIZE: tl.constexpr = False):
     """Key tiles [lo, hi) into the running (acc, l_i, m_i); m_i is in log2 units (scaled logits).
     With ``TMA`` the K/V tiles come through tensor descriptors (the copy engine on sm90; rows and
     columns past the tensor's end arrive as zeros) instead of pointer loads."""
     offs_n = tl.arange(0, BLOCK_N)
     d_ok = offs_d[None, :] < HEAD_DIM
-    for start_n in range(lo, hi, BLOCK_N):
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         rows = start_n + offs_n
         row_ok = rows[:, None] < len_k
@@ -122,7 +122,7 @@ def attention_fwd_kernel(
     stride_lb, stride_lh,
     H, GROUP, S_Q, S_K, qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr, VARLEN: tl.constexpr,
+    CAUSAL: tl.constexpr, VARLEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
 ):
     """One program: BLOCK_M queries of one (batch, head). O = softmax(Q Kᵀ scale) V, LSE natural-log.
 
@@ -162,7 +162,8 @@ def attention_fwd_kernel(
         hi = len_k
         lo = len_k // BLOCK_N * BLOCK_N
     acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, 0, lo, offs_m, offs_d,
-                               len_k, diag, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, False)
+                               len_k, diag, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, False,
+                               WARP_SPECIALIZE=WARP_SPECIALIZE)
     acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, lo, hi, offs_m, offs_d,
                                len_k, diag, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, True)
 
@@ -183,7 +184,7 @@ def attention_fwd_tma_kernel(
     stride_lb, stride_lh,
     H, GROUP, S_Q, S_K, qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr,
+    CAUSAL: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
 ):
     """``attention_fwd_kernel`` with every Q/K/V/O tile moved by tensor descriptors over the 4D
     (B, H, S, D) tensors (TMA on sm90): the copy engine computes addresses, clips the ragged ends
@@ -212,7 +213,8 @@ def attention_fwd_tma_kernel(
         hi = S_K
         lo = S_K // BLOCK_N * BLOCK_N
     acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, Q_DESC, Q_DESC, 0, 0, 0, lo, offs_m, offs_d, S_K, diag, qk_scale,
-                               HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, False, K_DESC, V_DESC, b, h_kv, True)
+                               HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, False, K_DESC, V_DESC, b, h_kv, True,
+                               WARP_SPECIALIZE)
     acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, Q_DESC, Q_DESC, 0, 0, lo, hi, offs_m, offs_d, S_K, diag, qk_scale,
                                HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, True, K_DESC, V_DESC, b, h_kv, True)
     l_div = tl.where(l_i == 0.0, 1.0, l_i)

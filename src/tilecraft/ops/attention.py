@@ -47,6 +47,7 @@ class FwdConfig:
     num_warps: int
     num_stages: int
     tma: bool = False
+    warp_specialize: bool = False  # Triton's automatic warp specialisation of the unmasked key loop
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -63,6 +64,8 @@ class BwdConfig:
     block_n2: int
     num_warps: int
     num_stages: int
+    dq_num_warps: int = 0  # the dQ kernel's; 0: the same as the dK/dV kernel's
+    dq_num_stages: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -129,29 +132,63 @@ INTERPRETER_FWD = FwdConfig(16, 16, 4, 1)
 INTERPRETER_BWD = BwdConfig(16, 16, 16, 16, 4, 1)
 
 
+def _hopper_or_later(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.version.hip is None and torch.cuda.get_device_capability(device)[0] >= 9
+
+
 def default_fwd_config(head_dim: int, device: torch.device) -> FwdConfig:
-    """Forward tiles by padded head dimension (H200, see ``benchmarks/attention_tune.py``)."""
+    """Forward tiles by padded head dimension, measured on an H200 (2026-11-21,
+    ``benchmarks/attention_tune.py``; bf16, causal and not):
+
+    * D <= 64 (B8 H16 S2048): 128x64 tiles, 8 warps: 399 / 315 TFLOP/s (128x128: 336 / 257);
+    * D = 128 (B4 H16 S4096): 128x128 tiles, 8 warps, 3 stages: 474 / 425 (128x64: 446-472 / 393-420);
+    * D = 256 (B2 H16 S4096): 128x64 tiles through tensor descriptors (TMA), 8 warps, 2 stages:
+      530 / 455 (pointer loads, 128x32: 448 / 383; 128x64 with pointers spills).
+
+    Other GPUs (less shared memory than sm90's 227 KB) get the pointer tiles of ``pointer_fwd_config``."""
     if device.type != "cuda":
         return INTERPRETER_FWD
     d = block_d(head_dim)
+    if not _hopper_or_later(device):
+        return pointer_fwd_config(head_dim, device)
+    if d <= 64:
+        return FwdConfig(128, 64, 8, 3)
+    if d <= 128:
+        return FwdConfig(128, 128, 8, 3)
+    return FwdConfig(128, 64, 8, 2, tma=True)
+
+
+def pointer_fwd_config(head_dim: int, device: torch.device) -> FwdConfig:
+    """Tiles with pointer loads only: the fallback of a TMA configuration on tensors descriptors
+    cannot address, and the choice on GPUs other than sm90 (tiles sized for 100-160 KB of shared
+    memory; not measured here)."""
+    if device.type != "cuda":
+        return INTERPRETER_FWD
+    d = block_d(head_dim)
+    if _hopper_or_later(device):
+        return FwdConfig(128, 64, 8, 3) if d <= 128 else FwdConfig(128, 32, 8, 3)
     if d <= 64:
         return FwdConfig(128, 64, 4, 3)
-    if d <= 128:
-        return FwdConfig(128, 64, 8, 3)
-    return FwdConfig(64, 32, 4, 3)  # D = 256: larger tiles spill or overflow shared memory
+    return FwdConfig(128, 64, 8, 2) if d <= 128 else FwdConfig(64, 32, 4, 2)
 
 
 def default_bwd_config(head_dim: int, device: torch.device) -> BwdConfig:
-    """Backward tiles by padded head dimension. dK and dV (BLOCK_N1 x D each, fp32) live in
-    registers for the whole query walk: 8 warps keep them there without spills on sm90 (4 warps
-    spilled 3.9 KB per thread at D = 128; ``bench.attention.compile_report``)."""
+    """Backward tiles by padded head dimension, measured on an H200 (2026-11-21, bf16):
+
+    * D <= 64 (B8 H16 S2048): dK/dV over 32-query steps of 128-key tiles, dQ over 32-key steps of
+      128-query tiles, 4 warps: 302 / 206 TFLOP/s (8 warps, 64/128 tiles: 247 / 202);
+    * D = 128 (B4 H16 S4096): 64/128 tiles, 8 warps: 337 / 282 (32/128: 266 / 212; 64/64: 169);
+    * D = 256: 32/64 tiles, 8 warps (143 / 113: far under SDPA; larger tiles spill).
+
+    dK and dV (BLOCK_N1 x D each, fp32) stay in registers for the whole query walk: 4 warps spilled
+    3.9 KB per thread at D = 128 (``bench.attention.compile_report``)."""
     if device.type != "cuda":
         return INTERPRETER_BWD
     d = block_d(head_dim)
     if d <= 64:
-        return BwdConfig(64, 128, 128, 64, 8, 2)
+        return BwdConfig(32, 128, 128, 32, 4, 3)
     if d <= 128:
-        return BwdConfig(32, 128, 128, 32, 8, 2)
+        return BwdConfig(64, 128, 128, 64, 8, 2)
     return BwdConfig(32, 64, 64, 32, 8, 2)
 
 
@@ -364,7 +401,9 @@ def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
     """The forward kernel on validated tensors; returns Triton's compiled kernel (or None)."""
     if p.batch * p.heads == 0 or p.seqlen_q == 0:
         return None
-    if cfg.tma and tma_ok(p, q, k, v, out):
+    if cfg.tma and not tma_ok(p, q, k, v, out):
+        cfg = pointer_fwd_config(p.head_dim, q.device)
+    if cfg.tma:
         grid = (_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)
         with _on_device(q):
             return _k.attention_fwd_tma_kernel[grid](
@@ -372,7 +411,8 @@ def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
                 _descriptor(v, p, p.seqlen_k, p.kv_heads, cfg.block_n), _descriptor(out, p, p.seqlen_q, p.heads, cfg.block_m),
                 lse, *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k,
                 p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_D=block_d(p.head_dim), BLOCK_M=cfg.block_m,
-                BLOCK_N=cfg.block_n, CAUSAL=p.causal, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+                BLOCK_N=cfg.block_n, CAUSAL=p.causal, WARP_SPECIALIZE=cfg.warp_specialize, num_warps=cfg.num_warps,
+                num_stages=cfg.num_stages)
     cu_q = cu_q if cu_q is not None else lse  # an unused pointer when not varlen
     cu_k = cu_k if cu_k is not None else lse
     grid = (_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)
@@ -383,7 +423,8 @@ def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
             *_bhsd_strides(out, p.layout), *_lse_strides(lse, p.varlen),
             p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k, p.scale * LOG2E,
             HEAD_DIM=p.head_dim, BLOCK_D=block_d(p.head_dim), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-            CAUSAL=p.causal, VARLEN=p.varlen, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            CAUSAL=p.causal, VARLEN=p.varlen, WARP_SPECIALIZE=cfg.warp_specialize, num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages)
 
 
 def _sm_count(device: torch.device) -> int:
@@ -467,7 +508,8 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
                 *_bhsd_strides(do, p.layout), *_bhsd_strides(dq, p.layout), *_lse_strides(lse, p.varlen),
                 p.heads, group, p.seqlen_q, p.seqlen_k, sm, sm * LOG2E,
                 HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=cfg.block_m2, BLOCK_N=cfg.block_n2, CAUSAL=p.causal,
-                VARLEN=p.varlen, num_warps=cfg.num_warps, num_stages=cfg.num_stages))
+                VARLEN=p.varlen, num_warps=cfg.dq_num_warps or cfg.num_warps,
+                num_stages=cfg.dq_num_stages or cfg.num_stages))
         else:
             dq.copy_(dq_acc)
     return handles

@@ -179,7 +179,9 @@ def test_tma_kernel_in_interpreter(field, name, layout):
     dtype = {"tf32": torch.float32, "int8": torch.int8, **FP8, **FLOAT_DTYPES}[name]
     a, b = _operands(field, 48, 40, 80, dtype, layout, batch=2)
     kw = {"precision": "tf32"} if name == "tf32" else {}
-    assert ops.tma_layout(a, b, ops.DTYPE_NAMES[dtype])[0]
+    copies = ops.tma_plan(a, b, ops.DTYPE_NAMES[dtype])[0]
+    # 16-bit operands are read in either layout; tf32/int8/fp8 MN-major ones are copied K-major
+    assert copies == (0 if name in ("fp16", "bf16") else (layout[0] == "T") + (layout[1] == "N"))
     out = _run_pinned(a, b, GemmConfig("tma", 32, 16, 32, 2, 4, 2), **kw)
     spec = ops.validate(a, b, **kw)
     ref = _ref(a, b, spec.out_dtype)
@@ -189,12 +191,20 @@ def test_tma_kernel_in_interpreter(field, name, layout):
         assert relative_error(out, ref) <= 1e-2
 
 
-def test_tma_refuses_unaligned_rows(field):
-    a, b = _operands(field, 8, 8, 7, torch.float16)  # 14-byte rows
-    assert not ops.tma_layout(a, b, "fp16")[0]
-    spec = ops.validate(a, b)
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+def test_tma_copies_unaligned_operands(field, layout):
+    """Rows that are not 16-byte aligned (K = 7 fp16: 14 bytes) cannot be described to the TMA: the
+    kernel reads aligned K-major copies instead, and still gives the right answer."""
+    a, b = _operands(field, 9, 12, 7, torch.float16, layout, batch=2)
+    assert ops.tma_plan(a, b, "fp16")[0] >= 1
+    out = _run_pinned(a, b, GemmConfig("tma", 16, 16, 16, 2, 4, 2))
+    assert relative_error(out, _ref(a, b, torch.float16)) <= 2e-3
+
+
+def test_tma_refuses_fp64():
+    a = torch.zeros(16, 16, dtype=torch.float64)
     with pytest.raises(ValueError, match="TMA kernel cannot take"):
-        ops.launch(a, b, torch.empty(8, 8, dtype=torch.float16), spec, GemmConfig("tma", 16, 16, 16))
+        ops.launch(a, a, torch.empty(16, 16, dtype=torch.float64), ops.validate(a, a), GemmConfig("tma", 16, 16, 16))
 
 
 def test_empty_dimensions(field):

@@ -268,45 +268,61 @@ def _aligned_for_tma(t: torch.Tensor, kmajor: bool, k_dim: int) -> bool:
     return not any((s * size) % 16 for s in strides)
 
 
+def _tma_direct(t: torch.Tensor, k_dim: int, dtype: str) -> bool | None:
+    """How the TMA kernel can read t as it is: True K-major, False MN-major, None not at all
+    (no unit stride, unaligned rows, or an MN-major operand of a type wgmma reads K-major only)."""
+    km = _kmajor(t, k_dim)
+    if km is None or (dtype in _KMAJOR_ONLY and not km) or not _aligned_for_tma(t, km, k_dim):
+        return None
+    return km
+
+
+def tma_plan(a: torch.Tensor, b: torch.Tensor, dtype: str) -> tuple[int, bool, bool]:
+    """(copies, a_kmajor, b_kmajor) for the TMA kernel: how many operands it must first copy into
+    an aligned K-major buffer (:func:`aligned_kmajor_copy`), and the layout it then reads.
+
+    A TMA descriptor needs a 16-byte aligned base, a unit innermost stride and every other stride a
+    multiple of 16 bytes; wgmma reads 32- and 8-bit operands (tf32, fp8, int8) K-major only. An
+    operand that breaks a rule is copied (one pass over it, inside the call and its timing)."""
+    ak, bk = _tma_direct(a, -1, dtype), _tma_direct(b, -2, dtype)
+    return (ak is None) + (bk is None), True if ak is None else ak, True if bk is None else bk
+
+
 def tma_layout(a: torch.Tensor, b: torch.Tensor, dtype: str) -> tuple[bool, bool, bool]:
-    """(ok, a_kmajor, b_kmajor) of the operands the TMA kernel would read. Rules of a TMA
-    descriptor: 16-byte aligned base, a unit innermost stride, every other stride a multiple of
-    16 bytes. wgmma reads 32- and 8-bit operands (tf32, fp8, int8) K-major only: for those an
-    MN-major operand is transposed into a K-major copy first (:func:`kmajor_copy`; one pass over
-    that operand, inside the call), so it counts as K-major here if the copy would be aligned."""
-    ak, bk = _kmajor(a, -1), _kmajor(b, -2)
-    if dtype in _KMAJOR_ONLY:
-        ok = True
-        for t, kmaj, k_dim in ((a, ak, -1), (b, bk, -2)):
-            if kmaj:
-                ok = ok and _aligned_for_tma(t, True, k_dim)
-            else:  # the K-major copy is contiguous: rows of K elements
-                ok = ok and (t.shape[k_dim] * t.element_size()) % 16 == 0
-        return ok, True, True
-    if ak is None or bk is None:
-        return False, bool(ak), bool(bk)
-    ok = _aligned_for_tma(a, ak, -1) and _aligned_for_tma(b, bk, -2)
-    return ok, ak, bk
+    """(ok, a_kmajor, b_kmajor): whether the TMA kernel reads both operands as they are (no copy)."""
+    copies, ak, bk = tma_plan(a, b, dtype)
+    return copies == 0, ak, bk
 
 
-def kmajor_copy(t: torch.Tensor, k_dim: int) -> torch.Tensor:
-    """t with its K dimension contiguous (a copy, unless it already is). A broadcast batch
-    (stride 0) stays one matrix."""
-    if _kmajor(t, k_dim):
-        return t
+def aligned_kmajor_copy(t: torch.Tensor, k_dim: int) -> torch.Tensor:
+    """A copy of t with K contiguous and rows padded to 16 bytes (the view has t's shape; the
+    padding is never read: the TMA descriptor's bounds stop at K). A broadcast batch (stride 0)
+    stays one matrix."""
     if t.dim() == 3 and t.stride(0) == 0:
         t = t[:1]
+    k = t.shape[k_dim]
+    per = max(1, 16 // t.element_size())
+    kp = -(-max(k, 1) // per) * per
     if k_dim == -1:
-        return t.contiguous()
-    return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+        buf = t.new_empty(*t.shape[:-1], kp)
+        buf[..., :k].copy_(t)
+        return buf[..., :k]
+    buf = t.new_empty(*t.shape[:-2], t.shape[-1], kp)
+    buf[..., :k].copy_(t.transpose(-1, -2))
+    return buf[..., :k].transpose(-1, -2)
 
 
 def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> Problem:
     arch, sms, _, _ = _facts(a.device)
-    ok, ak, bk = tma_layout(a, b, spec.dtype) if arch == "sm90" else (False, *(tma_layout(a, b, spec.dtype)[1:]))
-    if spec.dtype == "fp64" or (spec.dtype == "fp32" and spec.precision not in ("tf32", "tf32x3")):
-        ok = False  # wgmma has no fp64/FMA form; the bf16 splits stay on the pointer kernel
-    return Problem(spec.m, spec.n, spec.k, spec.batch, spec.dtype, spec.precision, arch, ok, ak, bk, sms)
+    copies, ak, bk = tma_plan(a, b, spec.dtype)
+    ok = arch == "sm90" and tma_dtype_ok(spec)
+    return Problem(spec.m, spec.n, spec.k, spec.batch, spec.dtype, spec.precision, arch, ok, ak, bk, sms,
+                   tma_copies=copies)
+
+
+def tma_dtype_ok(spec: Spec) -> bool:
+    """wgmma has no fp64 or FMA form, and the bf16 splits stay on the pointer kernel."""
+    return not (spec.dtype == "fp64" or (spec.dtype == "fp32" and spec.precision not in ("tf32", "tf32x3")))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -382,11 +398,9 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg:
     acc, _, acc_torch = _acc_types(spec)
     opts = _options(cfg, a.device)
     if cfg.kernel == "tma":
-        if not tma_layout(a, b, spec.dtype)[0] or spec.dtype == "fp64" or (
-                spec.dtype == "fp32" and spec.precision not in ("tf32", "tf32x3")):
-            raise ValueError(f"the TMA kernel cannot take these operands ({spec.dtype}, precision "
-                             f"{spec.precision}, strides {a.stride()} and {b.stride()}): it needs 16-byte "
-                             "aligned rows with a unit stride; use a pointer config")
+        if not tma_dtype_ok(spec):
+            raise ValueError(f"the TMA kernel cannot take {spec.dtype} operands with precision "
+                             f"{spec.precision!r} (wgmma has no such form); use a pointer config")
         _launch_tma(a, b, out3, spec, cfg, acc, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, opts)
         return
     num_tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n)
@@ -439,9 +453,11 @@ def _tma_desc(t: torch.Tensor, kmajor: bool, k_dim: int, block_rows: int, block_
 
 
 def _launch_tma(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts) -> None:
-    _, ak, bk = tma_layout(a, b, spec.dtype)
-    if spec.dtype in _KMAJOR_ONLY:
-        a, b = kmajor_copy(a, -1), kmajor_copy(b, -2)
+    _, ak, bk = tma_plan(a, b, spec.dtype)
+    if _tma_direct(a, -1, spec.dtype) is None:
+        a = aligned_kmajor_copy(a, -1)
+    if _tma_direct(b, -2, spec.dtype) is None:
+        b = aligned_kmajor_copy(b, -2)
     a_desc, a_batched = _tma_desc(a, ak, -1, cfg.block_m, cfg.block_k)
     b_desc, b_batched = _tma_desc(b, bk, -2, cfg.block_n, cfg.block_k)
     _, sms, _, _ = _facts(a.device)
@@ -644,6 +660,7 @@ __all__ = [
     "launch",
     "matmul",
     "tma_layout",
+    "tma_plan",
     "validate",
     "warmup",
 ]

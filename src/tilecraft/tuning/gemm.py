@@ -81,6 +81,7 @@ class Problem:
     a_kmajor: bool
     b_kmajor: bool
     sms: int = 132
+    tma_copies: int = 0  # operands the TMA kernel must first copy (unaligned, or MN-major 8/32-bit)
 
     @property
     def itemsize(self) -> int:
@@ -108,7 +109,8 @@ def shape_key(p: Problem) -> str:
     precision, layout and whether TMA applies."""
     m = p.m if p.m < 16 else _pow2_at_least(p.m)
     return (f"{p.dtype}/{p.precision}/m{m}/n{_pow2_at_least(p.n)}/k{_pow2_at_least(p.k)}/b{min(p.batch, 2)}"
-            f"/{'T' if p.a_kmajor else 'N'}{'T' if p.b_kmajor else 'N'}/{'tma' if p.tma_ok else 'ptr'}/{p.arch}")
+            f"/{'T' if p.a_kmajor else 'N'}{'T' if p.b_kmajor else 'N'}/{'tma' if p.tma_ok else 'ptr'}"
+            f"{p.tma_copies}/{p.arch}")
 
 
 def _small_m_config(p: Problem) -> GemmConfig:
@@ -157,8 +159,8 @@ def heuristic(p: Problem) -> GemmConfig:
     sm90 choices measured on the H200 (2026-11-21, ``benchmarks/gemm_tune.py``, 8192^3): TMA
     128x256 tiles, two warpgroups, 3 stages for bf16/fp16 (K step 64; 1.01-1.05x torch in all four
     transposes), fp8/int8 (K step 128) and tf32 (32); 3xTF32 128x128x32 (a 128x256 accumulator
-    set with the split operands spills: 57.7 against 74.9 TFLOP/s); fp64 64x128x16 DMMA (0.97x
-    cuBLAS); fp32 FMA 128x128x32 (0.86x)."""
+    set with the split operands spills: 57.7 against 80.5 for 128x128x64); fp64 64x128x16 DMMA
+    (0.95-0.97x cuBLAS); fp32 FMA 64x128x32 (0.91x)."""
     if p.arch == "interpreter":
         # Every Triton op is a numpy call per program: few, mid-sized programs run fastest.
         bk = 32 if p.k > 16 else 16
@@ -168,7 +170,7 @@ def heuristic(p: Problem) -> GemmConfig:
     if p.precision == "ieee" and p.dtype == "fp32":
         if p.arch == "cdna":
             return GemmConfig("pointer", 128, 128, 16, group_m=8, num_warps=8, num_stages=2)
-        return GemmConfig("pointer", 128, 128, 32, num_warps=8, num_stages=3)
+        return GemmConfig("pointer", 64, 128, 32, num_warps=4, num_stages=3)  # 46.7 TFLOP/s, 0.91x
     if p.m <= 64 and p.arch != "cdna":
         return _small_m_config(p)
     if p.arch == "cdna":
@@ -180,9 +182,13 @@ def heuristic(p: Problem) -> GemmConfig:
         return GemmConfig("pointer", 256, 256, bk, group_m=8, num_warps=8, num_stages=2)
     big = p.m * p.n * p.batch >= 2 * p.sms * 128 * 256  # two waves of 128x256 tiles or more
     bk = 128 if p.itemsize == 1 else (32 if p.itemsize == 4 else 64)
-    tma = p.arch == "sm90" and p.tma_ok
-    if tma and p.precision == "tf32x3":  # three wgmmas per step: a 128x256 accumulator set spills
-        return GemmConfig("tma", 128, 128, 32, group_m=8, num_warps=8, num_stages=3)
+    # Copies for the TMA kernel cost a pass over an operand: worth it against the pointer kernel's
+    # scalar loads on unaligned rows (8191^3 bf16: 30 TFLOP/s), not for thin products.
+    tma = p.arch == "sm90" and p.tma_ok and (p.tma_copies == 0 or min(p.m, p.n) >= 1024
+                                             or p.dtype in ("fp32", "int8", "fp8_e4m3", "fp8_e5m2"))
+    if tma and p.precision == "tf32x3":
+        # three wgmmas per step: 128x128x64, 2 stages, 80.5 TFLOP/s; 128x256x32 spills (57.7)
+        return GemmConfig("tma", 128, 128, 64, group_m=8, num_warps=8, num_stages=2)
     if big and tma:
         return GemmConfig("tma", 128, 256, bk, group_m=8, num_warps=8, num_stages=3)
     if big:
@@ -213,17 +219,17 @@ def config_space(p: Problem) -> list[GemmConfig]:
     else:
         bk = 128 if p.itemsize == 1 else (32 if p.itemsize == 4 else 64)
         if p.arch == "sm90" and p.tma_ok:
-            for bm, bn in ((128, 256), (256, 128), (128, 128)):
+            for bm, bn, w in ((128, 256, 8), (256, 128, 8), (128, 128, 8), (64, 128, 4), (128, 64, 4), (64, 64, 4)):
                 for st in (3, 4):
-                    for flat in (False, True):
-                        cands.append(GemmConfig("tma", bm, bn, bk, group_m=8, num_warps=8, num_stages=st, flatten=flat))
-        else:
+                    cands.append(GemmConfig("tma", bm, bn, bk, group_m=8, num_warps=w, num_stages=st))
+        if not (p.arch == "sm90" and p.tma_ok) or p.tma_copies:
             for bm, bn, w in ((128, 128, 8), (128, 128, 4), (64, 128, 4), (128, 64, 4)):
                 for st in (3, 4):
                     cands.append(GemmConfig("pointer", bm, bn, bk, group_m=8, num_warps=w, num_stages=st))
         if p.m * p.n <= 4 * p.sms * 128 * 128 and p.k >= 4 * bk:
             for split in (2, 4):
                 cands.append(GemmConfig("pointer", 64, 128, bk, num_warps=4, num_stages=4, split_k=split))
+                cands.append(GemmConfig("pointer", 128, 128, bk, num_warps=8, num_stages=3, split_k=split))
     seen, out = set(), []
     for c in cands:
         if c not in seen and fits(c, p):

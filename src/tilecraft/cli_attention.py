@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -189,4 +190,5 @@ def _print_table(records, dev, dtype: str, peers: list[str]) -> None:
         note = ours.extra.get("message", "") if ours and not ours.extra.get("ok") else ""
         table.add_row(label, direction, *cells, _fmt(pct, ".1f"), _fmt(ours.extra.get("rel_error") if ours else None,
                                                                            ".1e"), note[:60])
-    Console(highlight=False).print(table)
+    # A pipe or a log file gets the whole table, not one squeezed to 80 columns.
+    Console(highlight=False, width=None if sys.stdout.isatty() else 200).print(table)

@@ -141,7 +141,8 @@ def default_fwd_config(head_dim: int, device: torch.device) -> FwdConfig:
     ``benchmarks/attention_tune.py``; bf16, causal and not):
 
     * D <= 64 (B8 H16 S2048): 128x64 tiles, 8 warps: 399 / 315 TFLOP/s (128x128: 336 / 257);
-    * D = 128 (B4 H16 S4096): 128x128 tiles, 8 warps, 3 stages: 474 / 425 (128x64: 446-472 / 393-420);
+    * D = 128 (B4 H16 S4096): 128x128 tiles through tensor descriptors (TMA), 8 warps, 3 stages:
+      494 / 434 (pointer loads 466-474 / 425; 128x64: 446-472 / 393-420; warp specialisation: no change);
     * D = 256 (B2 H16 S4096): 128x64 tiles through tensor descriptors (TMA), 8 warps, 2 stages:
       530 / 455 (pointer loads, 128x32: 448 / 383; 128x64 with pointers spills).
 
@@ -154,7 +155,7 @@ def default_fwd_config(head_dim: int, device: torch.device) -> FwdConfig:
     if d <= 64:
         return FwdConfig(128, 64, 8, 3)
     if d <= 128:
-        return FwdConfig(128, 128, 8, 3)
+        return FwdConfig(128, 128, 8, 3, tma=True)
     return FwdConfig(128, 64, 8, 2, tma=True)
 
 
@@ -166,7 +167,7 @@ def pointer_fwd_config(head_dim: int, device: torch.device) -> FwdConfig:
         return INTERPRETER_FWD
     d = block_d(head_dim)
     if _hopper_or_later(device):
-        return FwdConfig(128, 64, 8, 3) if d <= 128 else FwdConfig(128, 32, 8, 3)
+        return FwdConfig(128, 64, 8, 3) if d <= 64 else FwdConfig(128, 128, 8, 3) if d <= 128 else FwdConfig(128, 32, 8, 3)
     if d <= 64:
         return FwdConfig(128, 64, 4, 3)
     return FwdConfig(128, 64, 8, 2) if d <= 128 else FwdConfig(64, 32, 4, 2)
@@ -177,8 +178,10 @@ def default_bwd_config(head_dim: int, device: torch.device) -> BwdConfig:
 
     * D <= 64 (B8 H16 S2048): dK/dV over 32-query steps of 128-key tiles, dQ over 32-key steps of
       128-query tiles, 4 warps: 302 / 206 TFLOP/s (8 warps, 64/128 tiles: 247 / 202);
-    * D = 128 (B4 H16 S4096): 64/128 tiles, 8 warps: 337 / 282 (32/128: 266 / 212; 64/64: 169);
-    * D = 256: 32/64 tiles, 8 warps (143 / 113: far under SDPA; larger tiles spill).
+    * D = 128 (B4 H16 S4096): 64/128 tiles, 8 warps, 3 stages in both kernels: 373 / 306 (2 stages:
+      337-340 / 282; 32/128: 266 / 212; 64/64: 169; dQ with 4 warps: 313-325);
+    * D = 256: dK/dV 32/64 tiles, dQ 128/32, 8 warps: 191 / 145 (64/32: 143 / 113; far under SDPA;
+      larger dK/dV tiles spill).
 
     dK and dV (BLOCK_N1 x D each, fp32) stay in registers for the whole query walk: 4 warps spilled
     3.9 KB per thread at D = 128 (``bench.attention.compile_report``)."""
@@ -188,8 +191,8 @@ def default_bwd_config(head_dim: int, device: torch.device) -> BwdConfig:
     if d <= 64:
         return BwdConfig(32, 128, 128, 32, 4, 3)
     if d <= 128:
-        return BwdConfig(64, 128, 128, 64, 8, 2)
-    return BwdConfig(32, 64, 64, 32, 8, 2)
+        return BwdConfig(64, 128, 128, 64, 8, 3)
+    return BwdConfig(32, 64, 128, 32, 8, 2)
 
 
 INTERPRETER_DECODE = DecodeConfig(16, 4, 1, 3)

@@ -77,11 +77,14 @@ def test_kernels_compile_for_hopper_and_cdna3(target):
     """Forward (causal, padded head dim) and the backward kernels, compiled for a GPU that is not
     here: no compiler error; on sm90 no register spills in the forward."""
     s = ba.Shape(2, 8, 2, 1024, 1024, 96, True)
-    reports = ba.compile_report(s, torch.bfloat16, target, kernels=("attention_fwd_kernel", "attention_bwd_dkdv_kernel"))
-    assert len(reports) == 2
+    names = ("attention_fwd_kernel", "attention_bwd_dkdv_kernel") + (("attention_fwd_tma_kernel",) if target == "sm90" else ())
+    reports = ba.compile_report(s, torch.bfloat16, target, kernels=names)
+    assert len(reports) == len(names)
     for r in reports:
         assert r["error"] is None, (r["kernel"], r["error"])
         assert r["registers"]
     if target == "sm90":
         assert reports[0]["spills"] == 0
         assert any(k.startswith("sass:HGMMA") for k in reports[0]["census"]), "forward must use wgmma on sm90"
+        tma = next(r for r in reports if r["kernel"] == "attention_fwd_tma_kernel")
+        assert tma["spills"] == 0 and tma["census"].get("sass:UTMALDG"), "the TMA forward must load through the copy engine"

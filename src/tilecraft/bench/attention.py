@@ -91,12 +91,15 @@ def _int_hint(value: int) -> str:
 
 
 def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = None,
-                      bwd: ops.BwdConfig | None = None, deterministic: bool = True) -> list[dict]:
-    """What ``launch_fwd``/``launch_bwd`` would compile for contiguous "bhsd" tensors of shape s on a
-    GPU: per kernel its name, Triton signature (with the alignment hints a launch specialises on),
-    constexprs, num_warps and num_stages — the input of ``analysis.compiled.cross_compile``."""
+                      bwd: ops.BwdConfig | None = None, deterministic: bool = True, tma: bool = True) -> list[dict]:
+    """What ``launch_fwd``/``launch_bwd`` would compile for contiguous "bhsd" tensors of shape s on an
+    sm90 GPU: per kernel its name, Triton signature (with the alignment hints a launch specialises
+    on), constexprs, num_warps and num_stages — the input of ``analysis.compiled.cross_compile``.
+    ``fwd`` sets the pointer forward's tiles; ``tma`` adds the tensor-descriptor forward with its
+    default tiles."""
     dev = torch.device("cuda")
-    fwd = fwd or ops.default_fwd_config(s.head_dim, dev)
+    # the pointer kernel's tiles as sm90 would run them (the TMA variant takes descriptor arguments)
+    fwd = fwd or ops.pointer_fwd_config(s.head_dim, dev, hopper=True)
     bwd = bwd or ops.default_bwd_config(s.head_dim, dev)
     t = "*" + _TRITON[dtype] + ":16"
     d = s.head_dim
@@ -124,27 +127,40 @@ def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = 
               "CU_K": "*i32:16", **strides("q", q_str), **strides("k", k_str), **strides("v", k_str),
               **strides("do", q_str), **strides("dq", q_str), **lse, **ints, "sm_scale": "fp32", "qk_scale": "fp32"}
     out = [{"kernel": "attention_fwd_kernel", "signature": fwd_sig,
-            "constexprs": dict(shared, BLOCK_M=fwd.block_m, BLOCK_N=fwd.block_n),
+            "constexprs": dict(shared, BLOCK_M=fwd.block_m, BLOCK_N=fwd.block_n, WARP_SPECIALIZE=fwd.warp_specialize),
             "num_warps": fwd.num_warps, "num_stages": fwd.num_stages},
            {"kernel": "attention_bwd_dkdv_kernel", "signature": dkdv_sig,
             "constexprs": dict(shared, BLOCK_M=bwd.block_m1, BLOCK_N=bwd.block_n1, ATOMIC_DQ=not deterministic),
             "num_warps": bwd.num_warps, "num_stages": bwd.num_stages}]
+    if tma:
+        tma_cfg = ops.default_fwd_config(s.head_dim, dev, hopper=True)
+        bd = ops.block_d(d)
+
+        def desc(rows: int) -> str:
+            return f"tensordesc<{_TRITON[dtype]}[1,1,{rows},{bd}]>"
+        out.append({"kernel": "attention_fwd_tma_kernel",
+                    "signature": {"Q_DESC": desc(tma_cfg.block_m), "K_DESC": desc(tma_cfg.block_n),
+                                  "V_DESC": desc(tma_cfg.block_n), "O_DESC": desc(tma_cfg.block_m),
+                                  "LSE": "*fp32:16", **lse, **ints, "qk_scale": "fp32"},
+                    "constexprs": {"HEAD_DIM": d, "BLOCK_D": bd, "CAUSAL": s.causal, "BLOCK_M": tma_cfg.block_m,
+                                   "BLOCK_N": tma_cfg.block_n, "WARP_SPECIALIZE": tma_cfg.warp_specialize},
+                    "num_warps": tma_cfg.num_warps, "num_stages": tma_cfg.num_stages})
     if deterministic:
         out.append({"kernel": "attention_bwd_dq_kernel", "signature": dq_sig,
                     "constexprs": dict(shared, BLOCK_M=bwd.block_m2, BLOCK_N=bwd.block_n2),
-                    "num_warps": bwd.num_warps, "num_stages": bwd.num_stages})
+                    "num_warps": bwd.dq_num_warps or bwd.num_warps, "num_stages": bwd.dq_num_stages or bwd.num_stages})
     return out
 
 
 def compile_report(s: Shape, dtype: torch.dtype, target: str = "sm90", fwd: ops.FwdConfig | None = None,
                    bwd: ops.BwdConfig | None = None, deterministic: bool = True, kernels: Sequence[str] | None = None,
-                   timeout_s: float = 300.0) -> list[dict]:
+                   timeout_s: float = 300.0, tma: bool = True) -> list[dict]:
     """Each kernel cross-compiled for ``target`` (a child process each): registers, spills, shared
     memory, occupancy, instruction census; ``error`` set when the compiler failed or aborted."""
     from tilecraft.analysis.compiled import cross_compile
 
     out = []
-    for k in kernel_signatures(s, dtype, fwd, bwd, deterministic):
+    for k in kernel_signatures(s, dtype, fwd, bwd, deterministic, tma):
         if kernels and k["kernel"] not in kernels:
             continue
         res = cross_compile("tilecraft.kernels.attention", k["kernel"], k["signature"], k["constexprs"], target,

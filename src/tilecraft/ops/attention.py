@@ -132,11 +132,13 @@ INTERPRETER_FWD = FwdConfig(16, 16, 4, 1)
 INTERPRETER_BWD = BwdConfig(16, 16, 16, 16, 4, 1)
 
 
-def _hopper_or_later(device: torch.device) -> bool:
+def _hopper_or_later(device: torch.device, hopper: bool | None = None) -> bool:
+    if hopper is not None:
+        return hopper
     return device.type == "cuda" and torch.version.hip is None and torch.cuda.get_device_capability(device)[0] >= 9
 
 
-def default_fwd_config(head_dim: int, device: torch.device) -> FwdConfig:
+def default_fwd_config(head_dim: int, device: torch.device, hopper: bool | None = None) -> FwdConfig:
     """Forward tiles by padded head dimension, measured on an H200 (2026-11-21,
     ``benchmarks/attention_tune.py``; bf16, causal and not):
 
@@ -146,12 +148,13 @@ def default_fwd_config(head_dim: int, device: torch.device) -> FwdConfig:
     * D = 256 (B2 H16 S4096): 128x64 tiles through tensor descriptors (TMA), 8 warps, 2 stages:
       530 / 455 (pointer loads, 128x32: 448 / 383; 128x64 with pointers spills).
 
-    Other GPUs (less shared memory than sm90's 227 KB) get the pointer tiles of ``pointer_fwd_config``."""
+    Other GPUs (less shared memory than sm90's 227 KB) get the pointer tiles of ``pointer_fwd_config``.
+    ``hopper`` overrides the detection (for cross-compiling on a machine without the GPU)."""
     if device.type != "cuda":
         return INTERPRETER_FWD
     d = block_d(head_dim)
-    if not _hopper_or_later(device):
-        return pointer_fwd_config(head_dim, device)
+    if not _hopper_or_later(device, hopper):
+        return pointer_fwd_config(head_dim, device, hopper)
     if d <= 64:
         return FwdConfig(128, 64, 8, 3)
     if d <= 128:
@@ -159,14 +162,14 @@ def default_fwd_config(head_dim: int, device: torch.device) -> FwdConfig:
     return FwdConfig(128, 64, 8, 2, tma=True)
 
 
-def pointer_fwd_config(head_dim: int, device: torch.device) -> FwdConfig:
+def pointer_fwd_config(head_dim: int, device: torch.device, hopper: bool | None = None) -> FwdConfig:
     """Tiles with pointer loads only: the fallback of a TMA configuration on tensors descriptors
     cannot address, and the choice on GPUs other than sm90 (tiles sized for 100-160 KB of shared
     memory; not measured here)."""
     if device.type != "cuda":
         return INTERPRETER_FWD
     d = block_d(head_dim)
-    if _hopper_or_later(device):
+    if _hopper_or_later(device, hopper):
         return FwdConfig(128, 64, 8, 3) if d <= 64 else FwdConfig(128, 128, 8, 3) if d <= 128 else FwdConfig(128, 32, 8, 3)
     if d <= 64:
         return FwdConfig(128, 64, 4, 3)

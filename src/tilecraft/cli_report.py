@@ -125,7 +125,7 @@ def _print_roofline(console: Console, result) -> None:
                   title_justify="left")
     keep = [i for i, c in enumerate(t.columns) if c in ("#", "kernel", "ms", "TFLOP/s", "TB/s", "% of roof", "time is")]
     for i in keep:
-        table.add_column(t.columns[i], justify="left" if i == 0 else "right")
+        table.add_column(t.columns[i], justify="left" if t.columns[i] == "kernel" else "right")
     for row in t.rows:
         table.add_row(*[str(row[i]) for i in keep])
     console.print(table)

@@ -126,7 +126,103 @@ def gemm_suite(ctx: Context) -> Section:
 
 
 # ------------------------------------------------------------------------------------------------
+# attention
+# ------------------------------------------------------------------------------------------------
+def _attention_interpreter(ctx: Context, sec: Section) -> None:
+    import torch
+
+    import tilecraft
+    from tilecraft.bench import INTERPRETER_LABEL
+    from tilecraft.bench import attention as ab
+
+    shapes = [ab.Shape(1, 2, 1, 17, 33, 64), ab.Shape(1, 2, 2, 40, 40, 64, True), ab.Shape(1, 4, 1, 3, 70, 128),
+              ab.Shape(1, 1, 1, 33, 17, 96, True)]
+    rows = []
+    for s in shapes:
+        ctx.progress(f"attention {s.label} (interp.)")
+
+        def run(q, k, v, s=s):
+            return tilecraft.attention(q, k, v, causal=s.causal, return_lse=True)
+        try:
+            ok, err, msg = ab.check_forward(s, torch.float16, run, device="cpu")
+        except Exception as exc:  # noqa: BLE001 - a failing case is a failed row
+            ok, err, msg = False, None, f"{type(exc).__name__}: {exc}"[:200]
+        if not ok:
+            sec.status, sec.message = "failed", f"{s.label}: {msg}"
+        rows.append([s.label, "fp16", "ok" if ok else f"FAILED {msg}", fmt(err, ".1e"), fmt(ab.TOLERANCE[torch.float16], ".0e")])
+        sec.records.append({"case": s.as_dict(), "ok": ok, "rel_error": err, "message": msg, "measured": False})
+    sec.tables.append(Table(f"Forward against the float64 reference: {INTERPRETER_LABEL}",
+                            ["shape", "dtype", "check", "rel. error", "tolerance"], rows,
+                            "lengths not multiples of the block, grouped-query heads, causal with S_q ≠ S_k, head dim 96"))
+    roof = ctx.roofline or datasheet_roofline(ctx.target)
+    mrows = []
+    for s in (ab.Shape(4, 16, 16, 4096, 4096, 128), ab.Shape(4, 16, 16, 4096, 4096, 128, True),
+              ab.Shape(8, 32, 8, 1, 8192, 128)):
+        flops, nbytes = ab.attention_flops(s), ab.attention_bytes(s, 2)
+        least = roof.least_time_ms(flops, nbytes, "bf16")
+        if least is None:
+            continue
+        sec.points.append(Point(f"attention {s.label}", "attention", flops, nbytes, least, "bf16", False))
+        mrows.append([s.label, fmt(least, ".4g"), fmt(flops / (least * 1e-3) / 1e12, ".0f"),
+                      fmt(nbytes / (least * 1e-3) / 1e12, ".2f")])
+    sec.tables.append(Table(f"Model: least forward time on a {roof.device}, bf16 (not measured)",
+                            ["shape", "least ms", "TFLOP/s at that time", "TB/s at that time"], mrows,
+                            "max(least bytes / bandwidth, FLOPs / bf16 peak)"))
+
+
+def attention_suite(ctx: Context) -> Section:
+    from tilecraft.bench import attention as ab
+    from tilecraft.report import plots
+
+    title = "Attention: tilecraft.attention against SDPA"
+    if not ctx.gpu:
+        sec = Section("attention", title, source="interpreter")
+        _attention_interpreter(ctx, sec)
+        return sec
+    sec = Section("attention", title, source="measured")
+    shapes = list(ab.ISSUE_SHAPES)
+    records = []
+    for direction in ("fwd", "bwd"):
+        chosen = shapes if direction == "fwd" or not ctx.quick else [s for s in shapes if s.head_dim == 128]
+        records += ab.bench(chosen, "bf16", (direction,), budget_s=0.4 if ctx.quick else 1.0, info=ctx.info,
+                            progress=lambda m: ctx.progress(f"attention {m}"))
+    ours = [r for r in records if r.case["impl"] == "tilecraft"]
+    backends = [f"sdpa-{b}" for b in ab.SDPA_BACKENDS]
+    rows, heat_rows, heat = [], [], []
+    for r in ours:
+        x, cs = r.extra, r.case
+        name = f"{cs['direction']} {cs['label']}"
+        if not x.get("ok"):
+            sec.status, sec.message = "failed", f"{name}: {x.get('message')}"
+        same = {o.case["impl"]: o for o in records if o.case["label"] == cs["label"]
+                and o.case["direction"] == cs["direction"]}
+        vals = [same[b].ours if b in same and same[b].extra.get("ok") else None for b in backends]
+        ratios = x.get("ratio_to") or {}
+        rows.append([name, r.unit, "FAILED" if not x.get("ok") else fmt(r.ours, ".1f"),
+                     *[fmt(v, ".1f") for v in vals], fmt(ratios.get("sdpa-cudnn"), ".2f"),
+                     fmt(r.extra.get("ratio_to_peer"), ".2f"), r.peer or "–",
+                     fmt(r.extra.get("ratio_to_ceiling") and 100 * r.extra["ratio_to_ceiling"], ".1f")])
+        heat_rows.append(name)
+        heat.append([ratios.get(b) for b in backends])
+        p = point_from_record(r.as_dict(), name, "bf16")
+        if p:
+            sec.points.append(p)
+    sec.records = [r.as_dict() for r in records]
+    sec.tables.append(Table("Ours against SDPA's backends, bf16, same inputs, same run",
+                            ["case", "unit", "ours", *backends, "× cuDNN", "× best", "best peer", "% copy"], rows,
+                            "TFLOP/s (forward 4·B·H·S_q·S_k·D over visible pairs, backward 2.5×); decode shapes in TB/s "
+                            "over the least bytes, against the copy bandwidth measured in this run; – : the backend "
+                            "does not take the shape"))
+    if heat_rows:
+        sec.figures.append(Figure("Attention ratio to SDPA", "heatmap", plots.heatmap(
+            heat_rows, backends, heat, title="tilecraft.attention / SDPA backend (same run)")))
+    return sec
+
+
+# ------------------------------------------------------------------------------------------------
 # registration: only the families whose bench module is in the tree
 # ------------------------------------------------------------------------------------------------
 if importlib.util.find_spec("tilecraft.bench.gemm") is not None:
     register(Suite("gemm", "GEMM: tilecraft.matmul against torch", gemm_suite), before="inspect")
+if importlib.util.find_spec("tilecraft.bench.attention") is not None:
+    register(Suite("attention", "Attention: tilecraft.attention against SDPA", attention_suite), before="inspect")

@@ -53,6 +53,40 @@ def _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN: tl.constexpr):
 
 
 @triton.jit
+def _query_tile(H, GROUP, CAUSAL: tl.constexpr):
+    """(query tile index, batch, head, K/V head) of this program; causal grids run the last query
+    tiles (the ones that see the most keys) first, so the grid's tail is short tiles."""
+    pid_m = tl.program_id(0)
+    if CAUSAL:
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    pid_bh = tl.program_id(1)
+    h = pid_bh % H
+    return pid_m, pid_bh // H, h, h // GROUP
+
+
+@triton.jit
+def _key_range(start_m, len_q, len_k, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The causal split of a query tile's keys: [0, lo) every query of the tile sees (no mask),
+    [lo, hi) the diagonal and the ragged tail (masked). Bottom-right: j visible to i iff
+    j <= i + len_k - len_q."""
+    diag = len_k - len_q
+    if CAUSAL:
+        hi = tl.minimum(len_k, tl.maximum(start_m + BLOCK_M + diag, 0))
+        lo = tl.maximum(start_m + diag + 1, 0) // BLOCK_N * BLOCK_N
+        lo = tl.minimum(lo, hi // BLOCK_N * BLOCK_N)
+    else:
+        hi = len_k
+        lo = len_k // BLOCK_N * BLOCK_N
+    return lo, hi
+
+
+@triton.jit
+def _tile_ptrs(X, b64, h64, stride_b, stride_h, rows, stride_s, offs_d):
+    """Pointers of a (rows, D) tile of the (batch, head) slice; 64-bit offsets."""
+    return X + b64 * stride_b + h64 * stride_h + rows[:, None].to(tl.int64) * stride_s + offs_d[None, :]
+
+
+@triton.jit
 def _load_tile(ptrs, row_ok, d_ok, MASK_ROWS: tl.constexpr, MASK_D: tl.constexpr):
     """A (rows, BLOCK_D) tile; masks only what may be out of range, so interior tiles of a full
     head dimension load with no predicate at all."""
@@ -128,14 +162,7 @@ def attention_fwd_kernel(
 
     ``qk_scale`` = scale * log2(e). Grid: (cdiv(max S_q, BLOCK_M), B * H).
     """
-    n_m = tl.num_programs(0)
-    pid_m = tl.program_id(0)
-    if CAUSAL:
-        pid_m = n_m - 1 - pid_m  # heaviest tiles first
-    pid_bh = tl.program_id(1)
-    b = pid_bh // H
-    h = pid_bh % H
-    h_kv = h // GROUP
+    pid_m, b, h, h_kv = _query_tile(H, GROUP, CAUSAL)
     q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
     start_m = pid_m * BLOCK_M
     if start_m >= len_q:
@@ -153,14 +180,7 @@ def attention_fwd_kernel(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     diag = len_k - len_q  # bottom-right causal alignment: key j visible to query i iff j <= i + diag
-    if CAUSAL:
-        hi = tl.minimum(len_k, tl.maximum(start_m + BLOCK_M + diag, 0))
-        # keys every query of this tile sees: j <= start_m + diag
-        lo = tl.maximum(start_m + diag + 1, 0) // BLOCK_N * BLOCK_N
-        lo = tl.minimum(lo, hi // BLOCK_N * BLOCK_N)
-    else:
-        hi = len_k
-        lo = len_k // BLOCK_N * BLOCK_N
+    lo, hi = _key_range(start_m, len_q, len_k, CAUSAL, BLOCK_M, BLOCK_N)
     acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, 0, lo, offs_m, offs_d,
                                len_k, diag, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, False,
                                WARP_SPECIALIZE=WARP_SPECIALIZE)
@@ -189,14 +209,7 @@ def attention_fwd_tma_kernel(
     """``attention_fwd_kernel`` with every Q/K/V/O tile moved by tensor descriptors over the 4D
     (B, H, S, D) tensors (TMA on sm90): the copy engine computes addresses, clips the ragged ends
     (zeros in, nothing out) and frees registers. Dense layouts with 16-byte aligned strides only."""
-    n_m = tl.num_programs(0)
-    pid_m = tl.program_id(0)
-    if CAUSAL:
-        pid_m = n_m - 1 - pid_m
-    pid_bh = tl.program_id(1)
-    b = pid_bh // H
-    h = pid_bh % H
-    h_kv = h // GROUP
+    pid_m, b, h, h_kv = _query_tile(H, GROUP, CAUSAL)
     start_m = pid_m * BLOCK_M
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
@@ -205,13 +218,7 @@ def attention_fwd_tma_kernel(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     diag = S_K - S_Q
-    if CAUSAL:
-        hi = tl.minimum(S_K, tl.maximum(start_m + BLOCK_M + diag, 0))
-        lo = tl.maximum(start_m + diag + 1, 0) // BLOCK_N * BLOCK_N
-        lo = tl.minimum(lo, hi // BLOCK_N * BLOCK_N)
-    else:
-        hi = S_K
-        lo = S_K // BLOCK_N * BLOCK_N
+    lo, hi = _key_range(start_m, S_Q, S_K, CAUSAL, BLOCK_M, BLOCK_N)
     acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, Q_DESC, Q_DESC, 0, 0, 0, lo, offs_m, offs_d, S_K, diag, qk_scale,
                                HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, False, K_DESC, V_DESC, b, h_kv, True,
                                WARP_SPECIALIZE)
@@ -248,10 +255,9 @@ def attention_bwd_preprocess_kernel(
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     mask = (offs_m[:, None] < len_q) & (offs_d[None, :] < HEAD_DIM)
-    rows = (q0 + offs_m)[:, None].to(tl.int64)
-    o = tl.load(O + b64 * stride_ob + h64 * stride_oh + rows * stride_os + offs_d[None, :], mask=mask, other=0.0)
-    do = tl.load(DO + b64 * stride_dob + h64 * stride_doh + rows * stride_dos + offs_d[None, :], mask=mask,
-                 other=0.0)
+    rows = q0 + offs_m
+    o = tl.load(_tile_ptrs(O, b64, h64, stride_ob, stride_oh, rows, stride_os, offs_d), mask=mask, other=0.0)
+    do = tl.load(_tile_ptrs(DO, b64, h64, stride_dob, stride_doh, rows, stride_dos, offs_d), mask=mask, other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
     tl.store(DELTA + b64 * stride_lb + h64 * stride_lh + q0.to(tl.int64) + offs_m, delta, mask=offs_m < len_q)
 
@@ -322,11 +328,9 @@ def attention_bwd_dkdv_kernel(
     offs_n = start_n + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     kv_mask = (offs_n[:, None] < len_k) & (offs_d[None, :] < HEAD_DIM)
-    rows_n = (k0 + offs_n)[:, None].to(tl.int64)
-    k = tl.load(K + b64 * stride_kb + hk64 * stride_kh + rows_n * stride_ks + offs_d[None, :], mask=kv_mask,
-                other=0.0)
-    v = tl.load(V + b64 * stride_vb + hk64 * stride_vh + rows_n * stride_vs + offs_d[None, :], mask=kv_mask,
-                other=0.0)
+    rows_n = k0 + offs_n
+    k = tl.load(_tile_ptrs(K, b64, hk64, stride_kb, stride_kh, rows_n, stride_ks, offs_d), mask=kv_mask, other=0.0)
+    v = tl.load(_tile_ptrs(V, b64, hk64, stride_vb, stride_vh, rows_n, stride_vs, offs_d), mask=kv_mask, other=0.0)
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     diag = len_k - len_q
@@ -353,9 +357,9 @@ def attention_bwd_dkdv_kernel(
         dk, dv = _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, dq_base, LSE + l_off, DELTA + l_off, stride_qs,
                                  stride_dos, stride_dqs, mid, hi, offs_n, offs_d, len_q, diag, sm_scale, qk_scale,
                                  HEAD_DIM, BLOCK_M, False, ATOMIC_DQ)
-    tl.store(DK + b64 * stride_dkb + hk64 * stride_dkh + rows_n * stride_dks + offs_d[None, :],
+    tl.store(_tile_ptrs(DK, b64, hk64, stride_dkb, stride_dkh, rows_n, stride_dks, offs_d),
              (dk * sm_scale).to(DK.dtype.element_ty), mask=kv_mask)
-    tl.store(DV + b64 * stride_dvb + hk64 * stride_dvh + rows_n * stride_dvs + offs_d[None, :],
+    tl.store(_tile_ptrs(DV, b64, hk64, stride_dvb, stride_dvh, rows_n, stride_dvs, offs_d),
              dv.to(DV.dtype.element_ty), mask=kv_mask)
 
 
@@ -402,14 +406,7 @@ def attention_bwd_dq_kernel(
 ):
     """One program: dQ of BLOCK_M queries of one (batch, head), over the key tiles they see (the
     forward's split: unmasked tiles, then the diagonal and tail). Grid: (cdiv(max S_q, BLOCK_M), B * H)."""
-    n_m = tl.num_programs(0)
-    pid_m = tl.program_id(0)
-    if CAUSAL:
-        pid_m = n_m - 1 - pid_m
-    pid_bh = tl.program_id(1)
-    b = pid_bh // H
-    h = pid_bh % H
-    h_kv = h // GROUP
+    pid_m, b, h, h_kv = _query_tile(H, GROUP, CAUSAL)
     q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
     start_m = pid_m * BLOCK_M
     if start_m >= len_q:
@@ -419,10 +416,9 @@ def attention_bwd_dq_kernel(
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     io_mask = (offs_m[:, None] < len_q) & (offs_d[None, :] < HEAD_DIM)
-    rows_m = (q0 + offs_m)[:, None].to(tl.int64)
-    q = tl.load(Q + b64 * stride_qb + h64 * stride_qh + rows_m * stride_qs + offs_d[None, :], mask=io_mask, other=0.0)
-    do = tl.load(DO + b64 * stride_dob + h64 * stride_doh + rows_m * stride_dos + offs_d[None, :], mask=io_mask,
-                 other=0.0)
+    rows_m = q0 + offs_m
+    q = tl.load(_tile_ptrs(Q, b64, h64, stride_qb, stride_qh, rows_m, stride_qs, offs_d), mask=io_mask, other=0.0)
+    do = tl.load(_tile_ptrs(DO, b64, h64, stride_dob, stride_doh, rows_m, stride_dos, offs_d), mask=io_mask, other=0.0)
     l_off = b64 * stride_lb + h64 * stride_lh + q0.to(tl.int64)
     lse = tl.load(LSE + l_off + offs_m, mask=offs_m < len_q, other=float("-inf"))
     lse2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2E)
@@ -431,18 +427,12 @@ def attention_bwd_dq_kernel(
     v_base = V + b64 * stride_vb + h_kv.to(tl.int64) * stride_vh + k0.to(tl.int64) * stride_vs
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     diag = len_k - len_q
-    if CAUSAL:
-        hi = tl.minimum(len_k, tl.maximum(start_m + BLOCK_M + diag, 0))
-        lo = tl.maximum(start_m + diag + 1, 0) // BLOCK_N * BLOCK_N
-        lo = tl.minimum(lo, hi // BLOCK_N * BLOCK_N)
-    else:
-        hi = len_k
-        lo = len_k // BLOCK_N * BLOCK_N
+    lo, hi = _key_range(start_m, len_q, len_k, CAUSAL, BLOCK_M, BLOCK_N)
     dq = _bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base, stride_ks, stride_vs, 0, lo, offs_m, offs_d, len_k,
                        diag, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, False)
     dq = _bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base, stride_ks, stride_vs, lo, hi, offs_m, offs_d, len_k,
                        diag, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_N, CAUSAL, True)
-    tl.store(DQ + b64 * stride_dqb + h64 * stride_dqh + rows_m * stride_dqs + offs_d[None, :],
+    tl.store(_tile_ptrs(DQ, b64, h64, stride_dqb, stride_dqh, rows_m, stride_dqs, offs_d),
              (dq * sm_scale).to(DQ.dtype.element_ty), mask=io_mask)
 
 

@@ -532,6 +532,30 @@ def choose_config(a: torch.Tensor, b: torch.Tensor, spec: Spec, *, tune_now: boo
     return cfg
 
 
+def _graph_time_ms(fn, device: torch.device, calls: int = 8, replays: int = 5) -> float:
+    """Median time of one ``fn()`` from a CUDA graph of ``calls`` calls (no launch overhead, which
+    would swamp microsecond kernels and let the tuner pick noise)."""
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream(device).wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    times = []
+    for _ in range(replays):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        graph.replay()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) / calls)
+    return sorted(times)[len(times) // 2]
+
+
 def _tune(a, b, spec: Spec, p: Problem, c, bias, scale_a, scale_b, progress) -> GemmConfig:
     cands = config_space(p)
     _say(f"tuning gemm {shape_key(p)}: {len(cands)} configs (cached afterwards; TILECRAFT_TUNE=0 skips)")
@@ -551,15 +575,7 @@ def _tune(a, b, spec: Spec, p: Problem, c, bias, scale_a, scale_b, progress) -> 
         elif relative_error(out, first[0]) > 1e-2:
             _say(f"  {cfg.short()}: disagrees with {cands[0].short()}; skipped")
             return None
-        times = []
-        for _ in range(6):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            launch(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
-            e1.record()
-            e1.synchronize()
-            times.append(e0.elapsed_time(e1))
-        return sorted(times)[len(times) // 2]
+        return _graph_time_ms(lambda: launch(a, b, out, spec, cfg, c, bias, scale_a, scale_b), a.device)
 
     best, _ = tune(p, cands, time_config, progress)
     return best

@@ -370,6 +370,7 @@ DECODE_CASES = [
     (1, 8, 2, 3, 150, 96, True),      # rows = 4 heads x 3 queries, padded head dim
     (1, 2, 2, 16, 130, 32, True),     # 16 queries: the last 16 keys on the diagonal
     (1, 4, 1, 5, 3, 32, True),        # S_q > S_k: all-masked rows through the combine
+    (1, 32, 1, 3, 70, 16, False),     # multi-query: 96 rows, two row tiles per chunk
 ]
 
 
@@ -395,3 +396,14 @@ def test_decode_is_taken_for_few_queries_and_many_keys(gen):
     ref, ref_lse = attention_reference(q, k, v, causal=True)
     assert rel(out, ref) < FWD_TOL[torch.bfloat16]
     check_lse(lse, ref_lse)
+
+
+def test_decode_path_backward(gen):
+    """Gradients of a call that took the split-KV forward (its lse feeds the tiled backward)."""
+    q, k, v = make(gen, 1, 4, 2, 2, ops.DECODE_MIN_KEYS + 3, 16, torch.float16)
+    do = torch.randn(1, 4, 2, 16, generator=gen).to(torch.float16)
+    assert ops.uses_decode(ops.validate(q, k, v, causal=True, scale=None, layout="bhsd"))
+    ours = _grads(lambda *t: tilecraft.attention(*t, causal=True, return_lse=True), q, k, v, do)
+    ref = _grads(lambda *t: attention_reference(*t, causal=True), q.double(), k.double(), v.double(), do)
+    for a, r in zip(ours, ref):
+        assert rel(a, r) < GRAD_TOL[torch.float16]

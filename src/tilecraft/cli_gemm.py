@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -94,7 +92,8 @@ def bench_cmd(
                 args += ["--out", str(out)]
             if as_json:
                 args.append("--json")
-            _rerun_interpreted(args)
+            from tilecraft.cli import _rerun_with_interpreter  # the command again, interpreted
+            _rerun_with_interpreter(args)
         records = bench.interpreter_check(dtypes, say=lambda m: err.print(m))
         table = Table(title=INTERPRETER_LABEL)
         for col in ("dtype", "layout", "shape", "relative error", "ok"):
@@ -159,20 +158,6 @@ def results_table(records, title: str) -> Table:
                       f"{frac_peak:.0%}" if frac_peak else "", f"{frac_copy:.0%}" if frac_copy else "",
                       f"{e['rel_err']:.1e}")
     return table
-
-
-def _rerun_interpreted(args: list[str]) -> None:
-    """Triton reads TRITON_INTERPRET when kernels are defined: run the command again in a child."""
-    import tilecraft
-
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    src = str(Path(tilecraft.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    try:
-        rc = subprocess.call([sys.executable, "-m", "tilecraft", *args], env=env)
-    except KeyboardInterrupt:
-        rc = 130
-    raise typer.Exit(rc)
 
 
 @gemm_app.command("config")

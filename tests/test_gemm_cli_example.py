@@ -23,6 +23,7 @@ def test_bench_without_gpu_runs_a_labelled_interpreter_check(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["records"] and all(r["measured"] is False for r in doc["records"])
     assert {r["case"]["dtype"] for r in doc["records"]} == {"bf16", "int8"}
+    assert {r["case"]["layout"] for r in doc["records"]} == {"NN"}
 
 
 def test_bench_bad_arguments_exit_2():

@@ -92,9 +92,9 @@ def bench_cmd(
                 args += ["--out", str(out)]
             if as_json:
                 args.append("--json")
-            from tilecraft.cli import _rerun_with_interpreter  # the command again, interpreted
+            from tilecraft.cli import _rerun_with_interpreter
             _rerun_with_interpreter(args)
-        records = bench.interpreter_check(dtypes, say=lambda m: err.print(m))
+        records = bench.interpreter_check(dtypes, say=lambda m: err.print(m), layouts=lays)
         table = Table(title=INTERPRETER_LABEL)
         for col in ("dtype", "layout", "shape", "relative error", "ok"):
             table.add_column(col)

@@ -228,13 +228,14 @@ def cases_for(suite: str, dtypes: Sequence[str], layouts: Sequence[str] = ("NN",
     return out
 
 
-def interpreter_check(dtypes: Sequence[str], say: Callable[[str], None] = print) -> list[Record]:
+def interpreter_check(dtypes: Sequence[str], say: Callable[[str], None] = print,
+                      layouts: Sequence[str] = LAYOUTS) -> list[Record]:
     """Without a GPU: each dtype and layout once through Triton's interpreter on a tiny odd shape,
     against the float64 reference. Records are ``measured: False`` and carry no speed."""
     records = []
     gen = torch.Generator().manual_seed(7)
     for dt in dtypes:
-        for lay in LAYOUTS:
+        for lay in layouts:
             case = Case(dt, 19, 23, 37, lay)
             a, b = make_operands(case.m, case.n, case.k, dt, lay, "cpu", gen)
             kw = call_kwargs(dt, case.m, case.n, "cpu")

@@ -124,10 +124,12 @@ def test_tma_forward_matches_reference(case, gen):
     q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, torch.bfloat16)
     p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
     assert ops.tma_ok(p, q, k, v)
-    out, lse = run_poisoned(q, k, v, causal, ops.FwdConfig(16, 32, 4, 1, tma=True))
     ref, ref_lse = attention_reference(q, k, v, causal=causal)
-    assert rel(out, ref) < FWD_TOL[torch.bfloat16]
-    check_lse(lse, ref_lse)
+    # one tile per program, and persistent programs (4 in the interpreter) walking all the tiles
+    for cfg in (ops.FwdConfig(16, 32, 4, 1, tma=True), ops.FwdConfig(16, 16, 4, 1, tma=True, persistent=True)):
+        out, lse = run_poisoned(q, k, v, causal, cfg)
+        assert rel(out, ref) < FWD_TOL[torch.bfloat16]
+        check_lse(lse, ref_lse)
     # a layout descriptors cannot address (rows of 8 bytes) falls back to pointer loads
     q4, k4, v4 = make(gen, 1, 2, 2, 9, 9, 4, torch.bfloat16)
     assert not ops.tma_ok(ops.validate(q4, k4, v4, causal=False, scale=None, layout="bhsd"), q4, k4, v4)

@@ -141,9 +141,11 @@ def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = 
         out.append({"kernel": "attention_fwd_tma_kernel",
                     "signature": {"Q_DESC": desc(tma_cfg.block_m), "K_DESC": desc(tma_cfg.block_n),
                                   "V_DESC": desc(tma_cfg.block_n), "O_DESC": desc(tma_cfg.block_m),
-                                  "LSE": "*fp32:16", **lse, **ints, "qk_scale": "fp32"},
+                                  "LSE": "*fp32:16", **lse, **ints, "qk_scale": "fp32",
+                                  "BH": _int_hint(s.batch * s.heads)},
                     "constexprs": {"HEAD_DIM": d, "BLOCK_D": bd, "CAUSAL": s.causal, "BLOCK_M": tma_cfg.block_m,
-                                   "BLOCK_N": tma_cfg.block_n, "WARP_SPECIALIZE": tma_cfg.warp_specialize},
+                                   "BLOCK_N": tma_cfg.block_n, "WARP_SPECIALIZE": tma_cfg.warp_specialize,
+                                   "PERSISTENT": tma_cfg.persistent},
                     "num_warps": tma_cfg.num_warps, "num_stages": tma_cfg.num_stages})
     if deterministic:
         out.append({"kernel": "attention_bwd_dq_kernel", "signature": dq_sig,

@@ -199,17 +199,10 @@ def attention_fwd_kernel(
 
 
 @triton.jit
-def attention_fwd_tma_kernel(
-    Q_DESC, K_DESC, V_DESC, O_DESC, LSE,
-    stride_lb, stride_lh,
-    H, GROUP, S_Q, S_K, qk_scale,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
-):
-    """``attention_fwd_kernel`` with every Q/K/V/O tile moved by tensor descriptors over the 4D
-    (B, H, S, D) tensors (TMA on sm90): the copy engine computes addresses, clips the ragged ends
-    (zeros in, nothing out) and frees registers. Dense layouts with 16-byte aligned strides only."""
-    pid_m, b, h, h_kv = _query_tile(H, GROUP, CAUSAL)
+def _fwd_tma_tile(Q_DESC, K_DESC, V_DESC, O_DESC, LSE, stride_lb, stride_lh, pid_m, b, h, h_kv, S_Q, S_K, qk_scale,
+                  HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  CAUSAL: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+    """One query tile through tensor descriptors (the body of ``attention_fwd_tma_kernel``)."""
     start_m = pid_m * BLOCK_M
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
@@ -230,6 +223,40 @@ def attention_fwd_tma_kernel(
     O_DESC.store([b, h, start_m, 0], out.to(O_DESC.dtype).reshape(1, 1, BLOCK_M, BLOCK_D))
     l_base = LSE + b.to(tl.int64) * stride_lb + h.to(tl.int64) * stride_lh
     tl.store(l_base + offs_m, lse, mask=offs_m < S_Q)
+
+
+@triton.jit
+def attention_fwd_tma_kernel(
+    Q_DESC, K_DESC, V_DESC, O_DESC, LSE,
+    stride_lb, stride_lh,
+    H, GROUP, S_Q, S_K, qk_scale, BH,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False, PERSISTENT: tl.constexpr = False,
+):
+    """``attention_fwd_kernel`` with every Q/K/V/O tile moved by tensor descriptors over the 4D
+    (B, H, S, D) tensors (TMA on sm90): the copy engine computes addresses, clips the ragged ends
+    (zeros in, nothing out) and frees registers. Dense layouts with 16-byte aligned strides only.
+
+    Grid: (cdiv(S_q, BLOCK_M), B * H), one tile per program; or with ``PERSISTENT`` a fixed number
+    of programs (about one per SM) that each walk tiles t = pid, pid + programs, ... of the B * H *
+    cdiv(S_q, BLOCK_M) tiles (``BH`` = B * H): no launch tail of idle SMs when there are few tiles
+    (small batches), consecutive tiles of one head sharing K/V in L2, and causal tiles heaviest first."""
+    if PERSISTENT:
+        n_m = tl.cdiv(S_Q, BLOCK_M)
+        for t in tl.range(tl.program_id(0), n_m * BH, tl.num_programs(0)):
+            if CAUSAL:
+                pid_m = n_m - 1 - t // BH
+                bh = t % BH
+            else:
+                pid_m = t % n_m
+                bh = t // n_m
+            h = bh % H
+            _fwd_tma_tile(Q_DESC, K_DESC, V_DESC, O_DESC, LSE, stride_lb, stride_lh, pid_m, bh // H, h, h // GROUP,
+                          S_Q, S_K, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, WARP_SPECIALIZE)
+    else:
+        pid_m, b, h, h_kv = _query_tile(H, GROUP, CAUSAL)
+        _fwd_tma_tile(Q_DESC, K_DESC, V_DESC, O_DESC, LSE, stride_lb, stride_lh, pid_m, b, h, h_kv, S_Q, S_K,
+                      qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, WARP_SPECIALIZE)
 
 
 @triton.jit

@@ -48,6 +48,9 @@ class FwdConfig:
     num_stages: int
     tma: bool = False
     warp_specialize: bool = False  # Triton's automatic warp specialisation of the unmasked key loop
+    # TMA only: about one program per SM walking the tiles (not measured yet). The loop across tiles
+    # takes more shared memory: 128x128 tiles at D = 128 fit sm90 with 2 stages (197 KB), not 3 (263 KB).
+    persistent: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -410,15 +413,17 @@ def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
     if cfg.tma and not tma_ok(p, q, k, v, out):
         cfg = pointer_fwd_config(p.head_dim, q.device)
     if cfg.tma:
-        grid = (_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)
+        tiles = _cdiv(p.seqlen_q, cfg.block_m) * p.batch * p.heads
+        grid = ((min(tiles, _sm_count(q.device)),) if cfg.persistent
+                else (_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads))
         with _on_device(q):
             return _k.attention_fwd_tma_kernel[grid](
                 _descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m), _descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n),
                 _descriptor(v, p, p.seqlen_k, p.kv_heads, cfg.block_n), _descriptor(out, p, p.seqlen_q, p.heads, cfg.block_m),
                 lse, *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k,
-                p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_D=block_d(p.head_dim), BLOCK_M=cfg.block_m,
-                BLOCK_N=cfg.block_n, CAUSAL=p.causal, WARP_SPECIALIZE=cfg.warp_specialize, num_warps=cfg.num_warps,
-                num_stages=cfg.num_stages)
+                p.scale * LOG2E, p.batch * p.heads, HEAD_DIM=p.head_dim, BLOCK_D=block_d(p.head_dim),
+                BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CAUSAL=p.causal, WARP_SPECIALIZE=cfg.warp_specialize,
+                PERSISTENT=cfg.persistent, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     cu_q = cu_q if cu_q is not None else lse  # an unused pointer when not varlen
     cu_k = cu_k if cu_k is not None else lse
     grid = (_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)

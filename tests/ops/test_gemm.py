@@ -9,6 +9,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tilecraft
 from tilecraft.ops import gemm as ops
@@ -320,3 +322,27 @@ def test_tma_epilogue_in_halves(field):
     kw = {"alpha": 2.0, "beta": 0.5, "c": c, "bias": bias, "activation": "gelu_tanh"}
     out = _run_pinned(a, b, GemmConfig("tma", 16, 32, 16, 2, 4, 2, epilogue_split=True), **kw)
     assert relative_error(out, _ref(a, b, torch.float16, **kw)) <= 2e-3
+
+
+def test_batches_beyond_the_grid_limit_launch_in_slices(field, monkeypatch):
+    monkeypatch.setattr(ops, "MAX_GRID_BATCH", 2)
+    a, b = _operands(field, 9, 10, 20, torch.float32, "NT", batch=5)
+    c = field((5, 9, 10)).float()
+    for split in (1, 2):
+        out = _run_pinned(a, b[:1], GemmConfig("pointer", 16, 16, 16, 2, 4, 1, split), beta=1.0, c=c)
+        assert relative_error(out, _ref(a, b[:1], torch.float32, beta=1.0, c=c)) <= 1e-5
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(m=st.integers(1, 40), n=st.integers(1, 40), k=st.integers(0, 70), layout=st.sampled_from(["NN", "NT", "TN", "TT"]),
+       batch=st.sampled_from([None, 1, 3]), name=st.sampled_from(["fp16", "fp32", "int8"]),
+       split=st.sampled_from([1, 3]))
+def test_any_shape_layout_batch_split_matches_reference(field, m, n, k, layout, batch, name, split):
+    dtype = {"int8": torch.int8, **FLOAT_DTYPES}[name]
+    a, b = _operands(field, m, n, k, dtype, layout, batch=batch)
+    out = _run_pinned(a, b, GemmConfig("pointer", 16, 16, 16, 2, 4, 1, split))
+    ref = _ref(a, b, out.dtype)
+    if dtype == torch.int8:
+        assert torch.equal(out, ref.to(torch.int32))
+    else:
+        assert relative_error(out, ref) <= (2e-3 if name == "fp16" else 1e-5)

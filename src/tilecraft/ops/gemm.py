@@ -30,6 +30,7 @@ strides. Both are tuned kernels, not a fallback of last resort; the choice is re
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -328,6 +329,7 @@ def tma_dtype_ok(spec: Spec) -> bool:
 # ----------------------------------------------------------------------------------------------
 # launch
 # ----------------------------------------------------------------------------------------------
+MAX_GRID_BATCH = 65535
 _TL = {"fp32": _k.tl.float32, "fp64": _k.tl.float64, "int32": _k.tl.int32}
 
 
@@ -393,6 +395,17 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg:
            c: torch.Tensor | None = None, bias: torch.Tensor | None = None,
            scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> None:
     """Run ``cfg`` on validated tensors, writing ``out`` (shape spec.out_shape, any strides)."""
+    if cfg.kernel == "pointer" and spec.batch > MAX_GRID_BATCH:
+        # the batch is grid axis 1 of the pointer kernels (CUDA: at most 65535): launch in slices
+        a3, b3 = _as3d(a, spec.batch), _as3d(b, spec.batch)
+        out3 = out if out.dim() == 3 else out.unsqueeze(0)
+        c3 = _as3d(c, spec.batch) if spec.has_c else c
+        for lo in range(0, spec.batch, MAX_GRID_BATCH):
+            hi = min(spec.batch, lo + MAX_GRID_BATCH)
+            part = dataclasses.replace(spec, batch=hi - lo, out_shape=(hi - lo, spec.m, spec.n))
+            launch(a3[lo:hi], b3[lo:hi], out3[lo:hi], part, cfg, c3[lo:hi] if spec.has_c else c3, bias,
+                   scale_a, scale_b)
+        return
     a3, b3, out3 = _as3d(a, spec.batch), _as3d(b, spec.batch), out.view(-1, spec.m, spec.n) if out.dim() == 2 else out
     (c3, bias_t, sa_t, sb_t), (epi_args, epi_cx) = _epilogue_args(spec, out3, c, bias, scale_a, scale_b)
     acc, _, acc_torch = _acc_types(spec)

@@ -22,11 +22,12 @@ Scales (fp8, and int8 with a float ``out_dtype``): float32 tensors, ``scale_a`` 
 tensor) or M (per row: shape (M,) or (M, 1)), ``scale_b`` with 1 or N (per column: (N,) or (1, N)).
 Integer outputs take integer ``alpha``/``beta`` (|x| < 2**24) and wrap like int32 arithmetic.
 
-Which kernel runs (:func:`choose_config` says, for given inputs): on sm90, operands whose rows are
-16-byte aligned with one unit stride go to the persistent TMA kernel; everything else (other
-strides, unaligned rows, other GPUs, the interpreter) to the pointer kernel, which takes any
-strides. Both are tuned kernels, not a fallback of last resort; the choice is returned by
-:func:`choose_config` and recorded by the benchmarks.
+Which kernel runs (:func:`choose_config` says, for given inputs): on sm90 the persistent TMA kernel
+for fp16/bf16/fp8/int8/tf32/3xTF32 products of some size; it reads operands as they are when their
+rows are 16-byte aligned with a unit stride (and, for 8- and 32-bit types, K-major), and otherwise
+an aligned K-major copy made inside the call (:func:`tma_plan`). The pointer kernel, which takes any
+strides, runs the rest: small M (a stream over B), fp32 FMA, fp64, the bf16 splits, thin unaligned
+products, other GPUs and the interpreter. The choice is recorded by the benchmarks.
 """
 from __future__ import annotations
 

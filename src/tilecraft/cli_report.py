@@ -17,7 +17,14 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 __all__ = ["register"]
@@ -94,12 +101,17 @@ def report(
         msg = f" — {sec.message}" if sec.message else ""
         console.print(f"[{style}]{sec.status:>7}[/] {sec.title} [dim]({sec.seconds:.1f} s)[/]{msg}", markup=True)
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
-                  transient=True, disable=not err.is_terminal) as progress:
-        task = progress.add_task("report", total=None)
+    n_suites = len([k for k in keys if (not _split(only) or k in _split(only)) and k not in _split(skip)])
+    with Progress(SpinnerColumn(), TextColumn("{task.description:<44}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task("report", total=n_suites + 1)  # + the roofline
+
+        def section_done(sec) -> None:
+            progress.advance(task)
+            show(sec)
         result = run_report("full" if full else "quick", target=target, out_dir=out, only=_split(only) or None,
                             skip=_split(skip), profile=not no_profile,
-                            progress=lambda m: progress.update(task, description=m), on_section=show)
+                            progress=lambda m: progress.update(task, description=m[:44]), on_section=section_done)
     _print_roofline(console, result)
     console.print(result.meta["headline"])
     console.print(f"wrote {result.html}, {result.markdown}, {result.json}")

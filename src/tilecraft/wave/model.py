@@ -103,7 +103,8 @@ class Model:
                 spacing: float | Sequence[float] = 10.0, *, dtype: torch.dtype = torch.float32,
                 device: str | torch.device = "cpu") -> Model:
         """Flat layers: ``velocities[i]`` above depth ``interfaces[i]`` (metres, increasing), the last
-        velocity below the last interface. ``len(velocities) == len(interfaces) + 1``."""
+        velocity below the last interface (a point on an interface belongs to the layer below).
+        ``len(velocities) == len(interfaces) + 1``."""
         shape = _check_shape(tuple(shape))
         velocities, interfaces = [float(v) for v in velocities], [float(d) for d in interfaces]
         if len(velocities) != len(interfaces) + 1:

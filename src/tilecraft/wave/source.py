@@ -132,7 +132,8 @@ def _axis_weights(x: float, n: int, method: str) -> tuple[list[int], list[float]
     for i in idx:
         d = x - i
         kaiser = float(np.i0(b * math.sqrt(max(0.0, 1 - (d / r) ** 2)))) / float(np.i0(b)) if abs(d) <= r else 0.0
-        w.append(float(np.sinc(d)) * kaiser)
+        # sin(pi d) is not exactly 0 in floating point at whole d: make an on-grid point a delta.
+        w.append(0.0 if d != 0 and d == round(d) else float(np.sinc(d)) * kaiser)
     return idx, w
 
 

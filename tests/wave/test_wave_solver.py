@@ -1,0 +1,164 @@
+"""simulate(): inputs, errors before any step, the CFL limit, sources/receivers, backends agree."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tilecraft import wave
+from tilecraft.ops import wave as ops
+from tilecraft.wave.solver import stable_dt, stencil_symbol_max
+from tilecraft.wave.source import point_weights
+
+
+def _setup(shape=(30, 40), v=1500.0, h=10.0, dtype=torch.float64):
+    nd = len(shape)
+    model = wave.Model.constant(shape, v, spacing=h, dtype=dtype)
+    src = wave.Source([[150.0] + [200.0] * (nd - 1)], f0=20.0)
+    rec = wave.Receivers([[100.0] + [50.0 + 40.0 * i] * (nd - 1) for i in range(5)])
+    return model, src, rec
+
+
+# ---------------------------------------------------------------------------------------------
+# errors, all before any step runs
+# ---------------------------------------------------------------------------------------------
+def test_unstable_dt_is_an_error():
+    model, src, rec = _setup()
+    dt_max = stable_dt(model.vmax, model.spacing, 8)
+    with pytest.raises(ValueError, match="unstable.*CFL"):
+        wave.simulate(model, src, rec, 10, dt=dt_max * 1.001, backend="torch")
+    res = wave.simulate(model, src, rec, 3, dt=dt_max, backend="torch")
+    assert res.dt == dt_max and res.info["courant"] == 1.0
+
+
+def test_model_errors():
+    with pytest.raises(ValueError, match="> 0"):
+        wave.Model(torch.tensor([[1500.0, 0.0], [1.0, 1.0]]), 10.0)
+    with pytest.raises(ValueError, match="> 0"):
+        wave.Model.constant((5, 5), -1.0)
+    with pytest.raises(ValueError, match="non-finite"):
+        wave.Model(torch.tensor([[1500.0, math.nan], [1.0, 1.0]]), 10.0)
+    with pytest.raises(TypeError, match="spacing"):
+        wave.Model.constant((5, 5, 5), 1500.0, spacing=(10.0, 10.0))
+    with pytest.raises(ValueError, match="2D .* or 3D"):
+        wave.Model(torch.ones(5), 10.0)
+    with pytest.raises(TypeError, match="dtype"):
+        wave.Model(torch.ones(5, 5, dtype=torch.float16), 10.0)
+    with pytest.raises(ValueError, match="one more velocity"):
+        wave.Model.layered((10, 10), [1500.0, 2000.0], [10.0, 20.0])
+
+
+def test_source_receiver_outside_and_shape_errors():
+    model, src, rec = _setup()
+    with pytest.raises(ValueError, match="source at .* outside the model"):
+        wave.simulate(model, wave.Source([[150.0, 390.1]]), rec, 5, backend="torch")
+    with pytest.raises(ValueError, match="receiver at .* outside the model"):
+        wave.simulate(model, src, wave.Receivers([[-1.0, 10.0]]), 5, backend="torch")
+    with pytest.raises(ValueError, match="3 coordinates, the model is 2D"):
+        wave.simulate(model, wave.Source([[1.0, 1.0, 1.0]]), rec, 5, backend="torch")
+    with pytest.raises(ValueError, match="free surface"):
+        wave.simulate(model, wave.Source([[12.0, 200.0]], interpolation="sinc"), rec, 5, free_surface=True,
+                      backend="torch")
+
+
+def test_argument_errors():
+    model, src, rec = _setup()
+    for kwargs, match in [({"order": 5}, "order"), ({"order": 18}, "order"), ({"boundary": "abc"}, "boundary"),
+                          ({"pml_width": -1}, "pml_width"), ({"dt": -1.0}, "dt"), ({"snapshots": 0}, "snapshots"),
+                          ({"snapshots": [99]}, "snapshot"), ({"backend": "gpu"}, "backend")]:
+        with pytest.raises(ValueError, match=match):
+            wave.simulate(model, src, rec, 10, **kwargs)
+    with pytest.raises(ValueError, match="nt"):
+        wave.simulate(model, src, rec, 0)
+    with pytest.raises(TypeError, match="Model"):
+        wave.simulate(model.velocity, src, rec, 3)
+
+
+def test_more_ranks_than_slabs_is_an_error():
+    assert wave.partition(10, 2, 4) == [(0, 5), (5, 10)]
+    with pytest.raises(ValueError, match="narrower than the stencil radius R=4.*at most 2 ranks"):
+        wave.partition(10, 3, 4)
+    with pytest.raises(ValueError, match="narrower"):
+        wave.partition(8, 2, 4, free_surface=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the CFL limit is the real stability limit
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("order", [2, 8])
+def test_cfl_limit_is_sharp(order):
+    """Random start, rigid walls: 2% under the limit stays bounded, 2% over it blows up."""
+    assert stencil_symbol_max(2) == pytest.approx(4.0)
+    shape, h, v = (40, 41), (10.0, 7.0), 2000.0
+    dt_max = stable_dt(v, h, order)
+    gen = torch.Generator().manual_seed(3)
+    for factor, grows in ((0.98, False), (1.02, True)):
+        p = torch.rand(shape, dtype=torch.float64, generator=gen) - 0.5
+        pp = p.clone()
+        m = torch.full(shape, (v * factor * dt_max) ** 2, dtype=torch.float64)
+        for _ in range(600):
+            nxt = ops.wave_step(p, pp, m, order=order, spacing=h, backend="torch")
+            p, pp = nxt, p
+        assert (float(p.abs().max()) > 1e3) == grows, (factor, float(p.abs().max()))
+
+
+# ---------------------------------------------------------------------------------------------
+# sources, receivers, models
+# ---------------------------------------------------------------------------------------------
+def test_ricker_and_interpolation_weights():
+    t = torch.linspace(0, 0.2, 2001, dtype=torch.float64)
+    w = wave.ricker(t, 15.0)
+    assert float(t[w.argmax()]) == pytest.approx(1.5 / 15.0, abs=1e-4) and float(w.max()) == pytest.approx(1.0)
+    pos = torch.tensor([[12.5, 33.0]], dtype=torch.float64)
+    (pts, ws), = point_weights(pos, (10, 10), (10.0, 10.0), "trilinear", "source")
+    got = dict(zip(pts, ws))
+    want = {(1, 3): 0.75 * 0.7, (1, 4): 0.75 * 0.3, (2, 3): 0.25 * 0.7, (2, 4): 0.25 * 0.3}
+    assert got.keys() == want.keys() and all(abs(got[k] - want[k]) < 1e-12 for k in want)
+    (pts, ws), = point_weights(pos, (20, 20), (10.0, 10.0), "sinc", "source")
+    assert sum(ws) == pytest.approx(1.0, abs=0.02) and len(pts) == 64
+    (pts, ws), = point_weights(torch.tensor([[50.0, 50.0]]), (20, 20), (10.0, 10.0), "sinc", "source")
+    assert pts == [(5, 5)] and ws == [1.0]  # on a grid point, the windowed sinc is a delta
+
+
+def test_layered_model():
+    m = wave.Model.layered((10, 3, 4), [1500.0, 2500.0, 3000.0], [25.0, 60.0], spacing=10.0)
+    col = m.velocity[:, 0, 0].tolist()
+    assert col == [1500.0] * 3 + [2500.0] * 3 + [3000.0] * 4  # a point on an interface is below it
+    assert m.velocity.shape == (10, 3, 4) and m.vmax == 3000.0
+
+
+def test_on_grid_sinc_equals_trilinear_and_linearity():
+    model, src, rec = _setup()
+    a = wave.simulate(model, src, rec, 40, backend="torch")
+    b = wave.simulate(model, wave.Source(src.positions, f0=20.0, interpolation="sinc"),
+                      wave.Receivers(rec.positions, "sinc"), 40, backend="torch")
+    assert torch.equal(a.record, b.record)
+    two = wave.simulate(model, [src, wave.Source(src.positions, f0=20.0, amplitude=2.0)], rec, 40, backend="torch")
+    assert torch.allclose(two.record, 3 * a.record, rtol=1e-12, atol=1e-20)
+    assert a.record.abs().max() > 0 and a.record.shape == (40, 5)
+
+
+# ---------------------------------------------------------------------------------------------
+# the Triton step (interpreter) gives the torch path's record
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape,boundary,free_surface,nt", [
+    ((20, 25), "pml", True, 25),
+    ((20, 25), "sponge", False, 25),
+    ((11, 10, 13), "pml", False, 3),
+])
+def test_triton_backend_matches_torch(shape, boundary, free_surface, nt):
+    nd = len(shape)
+    v = torch.rand(shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 1000 + 1500
+    model = wave.Model(v, 10.0)
+    src = wave.Source([[55.0] + [52.0] * (nd - 1)], f0=30.0)
+    rec = wave.Receivers([[10.0 * i] + [60.0] * (nd - 1) for i in range(0, shape[0], 3)])
+    kw = {"order": 4, "boundary": boundary, "pml_width": 4, "free_surface": free_surface, "snapshots": [nt - 1]}
+    a = wave.simulate(model, src, rec, nt, backend="torch", **kw)
+    b = wave.simulate(model, src, rec, nt, backend="triton", **kw)
+    assert a.backend == "torch" and b.backend == "triton"
+    assert float(a.record.abs().max()) > 0
+    assert float((a.record - b.record).abs().max() / a.record.abs().max()) < 1e-12
+    assert torch.allclose(a.snapshots[0][1], b.snapshots[0][1], rtol=0, atol=1e-12 * float(a.snapshots[0][1].abs().max()))
+    if free_surface:
+        assert float(b.snapshots[0][1][0].abs().max()) == 0.0  # the surface plane is p = 0

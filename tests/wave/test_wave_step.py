@@ -1,0 +1,117 @@
+"""The fused Triton step and the CPML slab kernels against the float64 torch reference (interpreter)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tilecraft.ops import wave as ops
+from tilecraft.ops.wave import WaveConfig
+from tilecraft.reference.wave import cpml_correct_torch, cpml_psi_torch, wave_step_torch
+
+TOL = {torch.float32: 2e-6, torch.float64: 1e-13}
+SMALL = WaveConfig(block_y=4, block_x=16, block_z=3, num_warps=1)  # several tiles per axis: edge tiles run
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b).abs().max() / b.abs().max())
+
+
+def _fields(field, shape, dtype):
+    p, pp = field(shape, dtype), field(shape, dtype)
+    m = (field(shape, dtype) * 0.05 + 0.1).to(dtype)
+    return p, pp, m
+
+
+@pytest.mark.parametrize("shape,order,dtype,sponge", [
+    ((11, 13, 37), 2, torch.float64, False),
+    ((11, 13, 37), 8, torch.float32, True),
+    ((17, 18, 19), 16, torch.float64, False),
+    ((13, 29), 8, torch.float32, False),
+    ((9, 21), 4, torch.float64, True),
+])
+def test_step_matches_reference(field, shape, order, dtype, sponge):
+    p, pp, m = _fields(field, shape, dtype)
+    spacing = tuple(1.0 + 0.25 * i for i in range(len(shape)))
+    g = [(field((n,), dtype).abs() * 0.2).to(dtype) for n in shape] if sponge else None
+    out = torch.full_like(pp, math.nan)
+    ops.step_into(p, pp, m, out, order, spacing, (order // 2,) * len(shape), tuple(n - order // 2 for n in shape),
+                  g, "triton", SMALL)
+    ref = torch.full(shape, math.nan, dtype=torch.float64)
+    wave_step_torch(p.double(), pp.double(), m.double(), ref, order, spacing, (order // 2,) * len(shape),
+                    tuple(n - order // 2 for n in shape), [x.double() for x in g] if g else None)
+    r = order // 2
+    box = tuple(slice(r, n - r) for n in shape)
+    assert not torch.isnan(out[box]).any()
+    assert _rel(out[box], ref[box]) < TOL[dtype]
+    # outside the box: never written (still NaN)
+    mask = torch.ones(shape, dtype=torch.bool)
+    mask[box] = False
+    assert torch.isnan(out[mask]).all()
+
+
+def test_step_in_place_and_sub_boxes_are_bitwise_the_whole(field):
+    """out = p_prev in place; a box split in two (as the slabs do) gives the same bits as one launch."""
+    shape, order = (14, 12, 23), 6
+    p, pp, m = _fields(field, shape, torch.float32)
+    whole = pp.clone()
+    ops.step_into(p, pp.clone(), m, whole, order, (1.0, 1.0, 1.0), (3, 3, 3), (11, 9, 20), None, "triton", SMALL)
+    split = pp.clone()
+    for z0, z1 in ((3, 5), (5, 11)):
+        ops.step_into(p, split, m, split, order, (1.0, 1.0, 1.0), (z0, 3, 3), (z1, 9, 20), None, "triton", SMALL)
+    assert torch.equal(whole, split)
+
+
+def test_public_op_defaults_and_torch_backend(field):
+    shape = (10, 11, 12)
+    p, pp, m = _fields(field, shape, torch.float64)
+    a = ops.wave_step(p, pp, m, order=4, spacing=2.0, backend="triton")
+    b = ops.wave_step(p, pp, m, order=4, spacing=2.0, backend="torch")
+    assert torch.allclose(a, b, rtol=0, atol=1e-13)
+    # outside the updated box the result holds p_prev
+    assert torch.equal(a[:2], pp[:2]) and torch.equal(a[:, :, -2:], pp[:, :, -2:])
+    c = torch.ops.tilecraft.wave_step  # registered with torch.library
+    assert c is not None
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_cpml_kernels_match_reference(field, axis):
+    shape, order, dtype = (12, 13, 14), 4, torch.float64
+    p, psi, zeta = field(shape, dtype), field(shape, dtype), field(shape, dtype)
+    m, out = field(shape, dtype), field(shape, dtype)
+    a, b = field((shape[axis],), dtype), field((shape[axis],), dtype)
+    lo, hi = (2, 3, 2), (9, 11, 12)
+    got = [t.clone() for t in (psi, zeta, out)]
+    ref = [t.clone() for t in (psi, zeta, out)]
+    ops.cpml_psi(p, got[0], a, b, axis, order, 1.5, lo, hi, "triton")
+    cpml_psi_torch(p, ref[0], a, b, axis, order, 1.5, lo, hi)
+    ops.cpml_correct(p, got[0], got[1], a, b, m, got[2], axis, order, 1.5, lo, hi, "triton")
+    cpml_correct_torch(p, ref[0], ref[1], a, b, m, ref[2], axis, order, 1.5, lo, hi)
+    for g_, r_ in zip(got, ref):
+        assert torch.allclose(g_, r_, rtol=1e-12, atol=1e-12)
+
+
+def test_bad_inputs(field):
+    shape = (10, 11, 12)
+    p, pp, m = _fields(field, shape, torch.float32)
+    with pytest.raises(ValueError, match="shape"):
+        ops.wave_step(p, pp, m[:, :, :-1])
+    with pytest.raises(TypeError, match="dtype"):
+        ops.wave_step(p, pp, m.double())
+    with pytest.raises(ValueError, match="order"):
+        ops.wave_step(p, pp, m, order=3)
+    with pytest.raises(ValueError, match="order"):
+        ops.wave_step(p, pp, m, order=18)
+    with pytest.raises(ValueError, match="2R\\+1"):
+        ops.wave_step(p, pp, m, order=16)
+    with pytest.raises(ValueError, match="box"):
+        ops.wave_step(p, pp, m, order=4, lo=(1, 2, 2))
+    with pytest.raises(ValueError, match="must not be p"):
+        ops.wave_step(p, pp, m, p)
+    with pytest.raises(ValueError, match="contiguous"):
+        ops.wave_step(p, pp.transpose(1, 2).contiguous().transpose(1, 2), m)
+    with pytest.raises(ValueError, match="backend"):
+        ops.wave_step(p, pp, m, backend="cuda")
+    with pytest.raises(ValueError, match="sponge"):
+        ops.wave_step(p, pp, m, sponge=[torch.zeros(3)])

@@ -193,6 +193,29 @@ def test_tma_kernel_in_interpreter(field, name, layout):
         assert relative_error(out, ref) <= 1e-2
 
 
+@pytest.mark.parametrize("split", [2, 3, 7])
+@pytest.mark.parametrize("name", ["bf16", "int8"])
+def test_tma_split_k(field, name, split):
+    """Split-K inside the persistent TMA kernel: ragged M/N tiles, a K tail inside the last split,
+    a batch, the epilogue after the reduce; 7 splits of K = 88 in 16-steps clamp to 6 units per tile
+    (a split with no K would otherwise write zeros, harmlessly, but must not read past K)."""
+    dtype = {"int8": torch.int8, **FLOAT_DTYPES}[name]
+    a, b = _operands(field, 40, 48, 88, dtype, "NT", batch=2)
+    if dtype == torch.int8:
+        kw = {"alpha": 3, "beta": -2, "c": (field((2, 40, 48)) * 50).round().to(torch.int32), "activation": "relu"}
+    else:
+        kw = {"alpha": 0.5, "beta": 2.0, "c": field((2, 40, 48)).float(), "bias": field((48,)).float(),
+              "activation": "silu", "out_dtype": torch.float32}
+    cfg = GemmConfig("tma", 32, 16, 16, 2, 4, 2, split)
+    spec = ops.validate(a, b, **kw)
+    out = _run_pinned(a, b, cfg, **kw)
+    ref = _ref(a, b, spec.out_dtype, **{k: v for k, v in kw.items() if k != "out_dtype"})
+    if dtype == torch.int8:
+        assert torch.equal(out, ref.to(torch.int32))
+    else:
+        assert relative_error(out, ref) <= 1e-5
+
+
 @pytest.mark.parametrize("layout", ["NN", "TT"])
 def test_tma_copies_unaligned_operands(field, layout):
     """Rows that are not 16-byte aligned (K = 7 fp16: 14 bytes) cannot be described to the TMA: the

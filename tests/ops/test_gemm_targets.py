@@ -55,11 +55,11 @@ def test_tma_kernel_sm90_uses_wgmma_and_tma():
     assert cfg.kernel == "tma"
     sig = {"a_desc": f"tensordesc<bf16[1,{cfg.block_m},{cfg.block_k}]>",
            "b_desc": f"tensordesc<bf16[1,{cfg.block_k},{cfg.block_n}]>",
-           "M": "i32:16", "N": "i32:16", "K": "i32:16", "BATCH": "i32", **_EPI_SIG}
+           "M": "i32:16", "N": "i32:16", "K": "i32:16", "BATCH": "i32", "K_PER_SPLIT": "i32:16", **_EPI_SIG}
     cx = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
           "NUM_SMS": 132, "A_KMAJOR": True, "B_KMAJOR": False, "A_BATCHED": False, "B_BATCHED": False,
           "ACC": tl.float32, "INPUT_PRECISION": None, "FLATTEN": cfg.flatten, "WARP_SPECIALIZE": False,
-          "EPILOGUE_SPLIT": True, **_EPI_CX}
+          "EPILOGUE_SPLIT": True, "SPLIT_K": 1, **_EPI_CX}
     res = cross_compile(MODULE, "matmul_tma_kernel", sig, cx, "sm90", num_warps=cfg.num_warps,
                         num_stages=cfg.num_stages, sass=False)
     assert res.error is None, res.error

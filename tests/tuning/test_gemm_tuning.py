@@ -69,3 +69,18 @@ def test_warmup_returns_the_config_matmul_runs(field):
     assert ops.warmup(a[:0], b).kernel == "pointer"
     assert isinstance(cfg, GemmConfig)
     assert torch.isfinite(ops.matmul(a, b)).all()
+
+
+def test_few_tiles_take_split_k_in_the_tma_kernel():
+    """M = 128, N = K = 4096 is 32 tiles of 128x128 on 132 SMs: the heuristic splits K four ways
+    inside the persistent TMA kernel (128 work units); big products stay unsplit, and the tuner's
+    space holds split-K TMA candidates for few-tile shapes only."""
+    from tilecraft.tuning.gemm import heuristic, tma_split
+
+    cfg = heuristic(_p(128, 4096, 4096))
+    assert (cfg.kernel, cfg.block_m, cfg.block_n, cfg.split_k) == ("tma", 128, 128, 4)
+    assert tma_split(32, 64, 132) == 4 and tma_split(132, 64, 132) == 1
+    assert tma_split(32, 12, 132) == 1  # fewer than 8 K steps per unit: no split
+    assert heuristic(_p(8192, 8192, 8192)).split_k == 1
+    assert any(c.kernel == "tma" and c.split_k > 1 for c in config_space(_p(128, 4096, 4096)))
+    assert not any(c.split_k > 1 for c in config_space(_p(8192, 8192, 8192)))

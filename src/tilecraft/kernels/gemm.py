@@ -10,8 +10,9 @@ Three kernels share one fused epilogue (:func:`_epilogue`):
 * :func:`matmul_tma_kernel` — the sm90 kernel: a persistent grid (one program per SM walking the
   tiles), operands fetched by the tensor-memory accelerator (TMA) through host-built descriptors,
   and ``wgmma`` on the tiles. Needs 16-byte aligned rows; the launcher checks and otherwise takes
-  :func:`matmul_kernel`.
-* :func:`splitk_reduce_kernel` — the second pass of split-K.
+  :func:`matmul_kernel`. Split-K too (``SPLIT_K`` work units per tile in the persistent walk, the
+  partials summed by :func:`splitk_reduce_kernel`), for products of fewer tiles than SMs.
+* :func:`splitk_reduce_kernel` — the second pass of split-K (of either kernel).
 
 Both GEMM kernels order their tiles in groups of ``GROUP_M`` tile rows (:func:`_tile_coords`): a
 group's programs share B's column tiles and A's row tiles while they sit in L2 (BitBLAS's block
@@ -215,7 +216,7 @@ def splitk_reduce_kernel(ws_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
 
 @triton.jit
 def matmul_tma_kernel(a_desc, b_desc, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
-                      M, N, K, BATCH,
+                      M, N, K, BATCH, K_PER_SPLIT,
                       stride_ob, stride_om, stride_on,
                       stride_cb, stride_cm, stride_cn,
                       stride_bias_b, stride_sa_b, stride_sb_b,
@@ -227,7 +228,7 @@ def matmul_tma_kernel(a_desc, b_desc, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                       HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr,
                       SCALE_A: tl.constexpr, SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr,
                       FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, UPCAST: tl.constexpr = False,
-                      EPILOGUE_SPLIT: tl.constexpr = False):
+                      EPILOGUE_SPLIT: tl.constexpr = False, SPLIT_K: tl.constexpr = 1):
     """Persistent TMA GEMM: NUM_SMS programs walk all (batch, tile) pairs.
 
     The descriptors are 3D, (batch, rows, cols) with a unit stride on cols, so a tile never reads
@@ -235,6 +236,12 @@ def matmul_tma_kernel(a_desc, b_desc, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
     A as (batch, M, K) (K contiguous); otherwise as (batch, K, M) and the tile is transposed in
     shared memory. ``B_KMAJOR``: ``b_desc`` views B as (batch, N, K); otherwise (batch, K, N).
     ``A_BATCHED``/``B_BATCHED`` False: one matrix shared by every batch entry.
+
+    ``SPLIT_K`` > 1 (split-K inside the persistent grid, for products with fewer output tiles than
+    SMs, such as M = 128): the programs walk ``SPLIT_K`` work units per tile, unit ``u`` summing K
+    in [s * K_PER_SPLIT, (s + 1) * K_PER_SPLIT) for s = u // tiles (K_PER_SPLIT a multiple of
+    BLOCK_K), and store the raw accumulator into ``out_ptr``, a (SPLIT_K * BATCH, M, N) workspace;
+    :func:`splitk_reduce_kernel` sums the partials in order and runs the epilogue.
     """
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -242,7 +249,16 @@ def matmul_tma_kernel(a_desc, b_desc, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
     tiles_per_batch = num_pid_m * num_pid_n
     num_tiles = tiles_per_batch * BATCH
     k_tiles = tl.cdiv(K, BLOCK_K)
-    for tile in tl.range(start, num_tiles, NUM_SMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
+    k_tiles_split = tl.cdiv(K_PER_SPLIT, BLOCK_K)
+    for unit in tl.range(start, num_tiles * SPLIT_K, NUM_SMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
+        if SPLIT_K > 1:
+            tile = unit % num_tiles
+            k_first = (unit // num_tiles) * k_tiles_split
+            k_steps = tl.minimum(k_tiles - k_first, k_tiles_split)
+        else:
+            tile = unit
+            k_first = 0
+            k_steps = k_tiles
         pid_b = tile // tiles_per_batch
         pid_m, pid_n = _tile_coords(tile % tiles_per_batch, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
@@ -250,8 +266,8 @@ def matmul_tma_kernel(a_desc, b_desc, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
         ab = pid_b if A_BATCHED else 0
         bb = pid_b if B_BATCHED else 0
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
-        for ki in range(k_tiles):
-            off_k = ki * BLOCK_K
+        for ki in range(k_steps):
+            off_k = (k_first + ki) * BLOCK_K
             if A_KMAJOR:
                 a = a_desc.load([ab, off_m, off_k]).reshape(BLOCK_M, BLOCK_K)
             else:
@@ -265,7 +281,12 @@ def matmul_tma_kernel(a_desc, b_desc, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
         offs_m = off_m + tl.arange(0, BLOCK_M)
-        if EPILOGUE_SPLIT:
+        if SPLIT_K > 1:
+            offs_n = off_n + tl.arange(0, BLOCK_N)
+            ws = out_ptr + ((unit // num_tiles) * BATCH + pid_b).to(tl.int64) * stride_ob
+            mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+            tl.store(ws + offs_m[:, None].to(tl.int64) * stride_om + offs_n[None, :] * stride_on, acc, mask=mask)
+        elif EPILOGUE_SPLIT:
             # The epilogue in two column halves: C, bias and the activation of a 128x256 tile
             # at once take more registers than the accumulators leave (sm90: 688 bytes spilled).
             halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))

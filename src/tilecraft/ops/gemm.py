@@ -411,17 +411,22 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg:
     (c3, bias_t, sa_t, sb_t), (epi_args, epi_cx) = _epilogue_args(spec, out3, c, bias, scale_a, scale_b)
     acc, _, acc_torch = _acc_types(spec)
     opts = _options(cfg, a.device)
-    if cfg.kernel == "tma":
-        if not tma_dtype_ok(spec):
-            raise ValueError(f"the TMA kernel cannot take {spec.dtype} operands with precision "
-                             f"{spec.precision!r} (wgmma has no such form); use a pointer config")
-        _launch_tma(a, b, out3, spec, cfg, acc, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, opts)
-        return
-    num_tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n)
     split = cfg.split_k if spec.k > 0 else 1
     k_per_split = math.ceil(spec.k / (split * cfg.block_k)) * cfg.block_k if spec.k else 0
     if split > 1:
         split = max(1, math.ceil(spec.k / k_per_split))
+    ws = torch.empty((split, spec.batch, spec.m, spec.n), dtype=acc_torch, device=a.device) if split > 1 else None
+    if cfg.kernel == "tma":
+        if not tma_dtype_ok(spec):
+            raise ValueError(f"the TMA kernel cannot take {spec.dtype} operands with precision "
+                             f"{spec.precision!r} (wgmma has no such form); use a pointer config")
+        dest = out3 if ws is None else ws.view(split * spec.batch, spec.m, spec.n)
+        _launch_tma(a, b, dest, spec, cfg, acc, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, opts, split,
+                    max(k_per_split, 1))
+        if ws is not None:
+            _launch_reduce(ws, out3, spec, split, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, _facts(a.device)[1])
+        return
+    num_tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n)
     common = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
                   "ACC": acc, "INPUT_PRECISION": _dot_input_precision(spec, a), "OFFS64": _needs_offs64(a3, b3, out3),
                   "EVEN_K": spec.k % cfg.block_k == 0, "UPCAST": _upcast(spec, a)}
@@ -431,13 +436,21 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg:
             a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2),
             out3.stride(0), out3.stride(1), out3.stride(2), *epi_args, SPLIT_K=1, **common, **epi_cx, **opts)
         return
-    ws = torch.empty((split, spec.batch, spec.m, spec.n), dtype=acc_torch, device=a.device)
     _k.matmul_kernel[(num_tiles, spec.batch, split)](
         a3, b3, ws, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, k_per_split,
         a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2),
         spec.m * spec.n, spec.n, 1, *epi_args, SPLIT_K=split, **common, **epi_cx, **opts)
-    rbm = min(64, max(16, triton_next_pow2(spec.m)))
+    _launch_reduce(ws, out3, spec, split, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, _facts(a.device)[1])
+
+
+def _launch_reduce(ws, out3, spec: Spec, split: int, ptrs, epi_args, epi_cx, sms: int) -> None:
+    """split-K's second pass over the (split, batch, M, N) workspace: 128-wide tiles, 64 rows or
+    fewer, so that (where the output allows) every SM gets a program."""
     rbn = 128
+    rbm = min(64, max(16, triton_next_pow2(spec.m)))
+    while rbm > 16 and math.ceil(spec.m / rbm) * math.ceil(spec.n / rbn) * spec.batch < sms:
+        rbm //= 2
+    c3, bias_t, sa_t, sb_t = ptrs
     grid = (math.ceil(spec.m / rbm) * math.ceil(spec.n / rbn), spec.batch)
     _k.splitk_reduce_kernel[grid](
         ws, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.batch, spec.batch * spec.m * spec.n,
@@ -466,7 +479,10 @@ def _tma_desc(t: torch.Tensor, kmajor: bool, k_dim: int, block_rows: int, block_
     return TensorDescriptor(t3, [nb, rows, cols], [bstride, row_stride, 1], block), batched
 
 
-def _launch_tma(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts) -> None:
+def _launch_tma(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, split: int = 1,
+                k_per_split: int = 1) -> None:
+    """The persistent TMA kernel; with ``split`` > 1, ``out3`` is the (split * batch, M, N) split-K
+    workspace and the grid walks ``split`` work units per tile."""
     _, ak, bk = tma_plan(a, b, spec.dtype)
     if _tma_direct(a, -1, spec.dtype) is None:
         a = aligned_kmajor_copy(a, -1)
@@ -476,15 +492,16 @@ def _launch_tma(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts) -> Non
     b_desc, b_batched = _tma_desc(b, bk, -2, cfg.block_n, cfg.block_k)
     _, sms, _, _ = _facts(a.device)
     tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n) * spec.batch
-    grid = (max(1, min(sms, tiles)),)
+    grid = (max(1, min(sms, tiles * split)),)
     c3, bias_t, sa_t, sb_t = ptrs
     _k.matmul_tma_kernel[grid](
-        a_desc, b_desc, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, spec.batch,
+        a_desc, b_desc, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, spec.batch, k_per_split,
         out3.stride(0), out3.stride(1), out3.stride(2), *epi_args,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m, NUM_SMS=grid[0],
         A_KMAJOR=ak, B_KMAJOR=bk, A_BATCHED=a_batched, B_BATCHED=b_batched, ACC=acc,
         INPUT_PRECISION=_dot_input_precision(spec, a), UPCAST=_upcast(spec, a), FLATTEN=cfg.flatten,
-        WARP_SPECIALIZE=cfg.warp_spec, EPILOGUE_SPLIT=_epilogue_split(cfg, spec), **epi_cx, **opts)
+        WARP_SPECIALIZE=cfg.warp_spec, EPILOGUE_SPLIT=_epilogue_split(cfg, spec) and split == 1, SPLIT_K=split,
+        **epi_cx, **opts)
 
 
 def _epilogue_split(cfg: GemmConfig, spec: Spec) -> bool:

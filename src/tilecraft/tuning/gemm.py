@@ -137,9 +137,31 @@ def _small_m_config(p: Problem) -> GemmConfig:
     return replace(cfg, split_k=split)
 
 
+def tma_split(tiles: int, k_blocks: int, sms: int, max_split: int = 8, min_steps: int = 8) -> int:
+    """Split-K factor for ``tiles`` output tiles of ``k_blocks`` K steps on ``sms`` persistent
+    programs: the fewest step-times, counting every wave of work units in full, a pipeline fill
+    of about 4 steps per unit and about 8 steps for the reduce pass (its launch and the workspace
+    round trip), with at least ``min_steps`` K steps per unit. M = 128, N = K = 4096 (32 tiles of
+    128x128, 64 steps): 4 splits, 128 units in one wave (16 + 4 + 8 step-times against 68)."""
+    best, best_cost = 1, math.inf
+    for s in range(1, max_split + 1):
+        if s > 1 and k_blocks / s < min_steps:
+            break
+        cost = math.ceil(tiles * s / sms) * (k_blocks / s + 4) + (8 if s > 1 else 0)
+        if cost < best_cost - 1e-9:
+            best, best_cost = s, cost
+    return best
+
+
 def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
-    """Below two waves of 128x256 tiles: the largest tile that still gives every SM a program
-    (128x128, 64x128, 64x64), else 64x64 with split-K."""
+    """Below two waves of 128x256 tiles. TMA: 128x128 tiles with split-K inside the persistent
+    grid where that fills the SMs (:func:`tma_split`). Otherwise the largest tile that still gives
+    every SM a program (128x128, 64x128, 64x64), else 64x64 with split-K on the pointer kernel."""
+    if kind == "tma":
+        tiles = math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch
+        split = tma_split(tiles, math.ceil(p.k / bk), p.sms)
+        if split > 1:
+            return GemmConfig("tma", 128, 128, bk, group_m=8, num_warps=8, num_stages=4, split_k=split)
     for bm, bn in ((128, 128), (64, 128), (64, 64)):
         tiles = math.ceil(p.m / bm) * math.ceil(p.n / bn) * p.batch
         if tiles >= p.sms:
@@ -226,6 +248,16 @@ def config_space(p: Problem) -> list[GemmConfig]:
             for bm, bn, w in ((128, 256, 8), (256, 128, 8), (128, 128, 8), (64, 128, 4), (128, 64, 4), (64, 64, 4)):
                 for st in (3, 4):
                     cands.append(GemmConfig("tma", bm, bn, bk, group_m=8, num_warps=w, num_stages=st))
+            if p.m * p.n * p.batch < 2 * p.sms * 128 * 256:
+                # few tiles: split-K inside the persistent grid, and deeper pipelines on small tiles
+                for bm, bn, w in ((128, 128, 8), (128, 64, 4), (64, 128, 4)):
+                    tiles = math.ceil(p.m / bm) * math.ceil(p.n / bn) * p.batch
+                    for split in sorted({tma_split(tiles, math.ceil(p.k / bk), p.sms), 2, 4}):
+                        if split > 1 and math.ceil(p.k / bk) >= 4 * split:
+                            cands.append(GemmConfig("tma", bm, bn, bk, group_m=8, num_warps=w, num_stages=4,
+                                                    split_k=split))
+                for bm, bn in ((128, 64), (64, 128), (64, 64)):
+                    cands.append(GemmConfig("tma", bm, bn, bk, group_m=8, num_warps=4, num_stages=6))
         if not (p.arch == "sm90" and p.tma_ok) or p.tma_copies:
             for bm, bn, w in ((128, 128, 8), (128, 128, 4), (64, 128, 4), (128, 64, 4)):
                 for st in (3, 4):

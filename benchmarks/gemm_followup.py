@@ -210,6 +210,9 @@ def main() -> None:
             best[case.name] = rec
         log(f"sweep {case.name:28s} {cfg.short():38s} ours {rec.ours:6.1f} x{rec.ratio:.3f} "
             f"copy {rec.extra.get('fraction_of_copy', 0):.1%}")
+        if len(records) % 40 == 0:  # a run cut off at its time limit keeps what it measured
+            write_results(records, "gemm-llm-followup", out / "gemm-llm-followup.json", info,
+                          meta={"checks": checks, "copy_TBps": copy, "summary": summary})
     write_results(records, "gemm-llm-followup", out / "gemm-llm-followup.json", info,
                   meta={"checks": checks, "copy_TBps": copy, "summary": summary})
     log("best swept config per case (heuristic in brackets):")

@@ -97,7 +97,7 @@ def check_split_tma(log) -> list[dict]:
             else torch.full(spec.out_shape, -(2**31), dtype=spec.out_dtype, device=dev)
         ops.launch(a, b, out, spec, cfg, kw.get("c"), kw.get("bias"), kw.get("scale_a"), kw.get("scale_b"))
         ref = matmul_reference(a, b, out_dtype=torch.float64 if spec.out_dtype.is_floating_point else torch.int64,
-                               **{k: v for k, v in kw.items() if k != "out_dtype"})
+                               **{k: v for k, v in kw.items() if k not in ("out_dtype", "precision")})
         if spec.out_dtype.is_floating_point:
             err = relative_error(out, ref)
             ok = err <= {torch.bfloat16: 1e-2, torch.float16: 2e-3}.get(spec.out_dtype, 3e-3)

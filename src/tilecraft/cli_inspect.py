@@ -2,6 +2,10 @@
 
     tilecraft inspect stencil [--dtype fp64] [--order 2] [--shape NZ NY NX] [--variants a,b]
                               [--targets sm90,sm80,gfx942,gfx90a] [--format text|markdown|json]
+    tilecraft inspect gemm [--dtype bf16] [--shape M N K] [--layout NN|NT|TN|TT]
+                              [--targets ...] [--format ...]
+    tilecraft inspect attention [--head-dim 128] [--causal] [--seqlen 4096] [--batch 4]
+                              [--heads 16] [--kv-heads 16] [--dtype bf16] [--targets ...] [--format ...]
     tilecraft inspect kernel FILE_OR_MODULE FUNCTION --signature 'x_ptr=*fp32:16,n=i32'
                               [--constexpr BLOCK=128 ...] [--num-warps 4] [--num-stages 3]
                               [--maxnreg N] [--targets ...] [--format ...]
@@ -36,7 +40,7 @@ inspect_app = typer.Typer(
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``inspect`` command group (``stencil``, ``kernel``) to ``app``."""
+    """Add the ``inspect`` command group (``stencil``, ``gemm``, ``attention``, ``kernel``) to ``app``."""
     app.add_typer(inspect_app, name="inspect")
 
 
@@ -66,7 +70,14 @@ def _run_with_progress(jobs, description: str):
 
 
 def _emit(rows, fmt: str, title: str, **meta) -> None:
-    from tilecraft.analysis.inspect import render_json, render_markdown, render_text
+    from rich.markup import escape
+
+    from tilecraft.analysis.inspect import (
+        error_summary,
+        render_json,
+        render_markdown,
+        render_text,
+    )
 
     out = Console(highlight=False, soft_wrap=fmt != "text")
     if fmt == "text" and not out.is_terminal:  # piped: do not squeeze the table into 80 columns
@@ -79,8 +90,7 @@ def _emit(rows, fmt: str, title: str, **meta) -> None:
         out.print(render_text(rows, title))
         failed = [r for r in rows if r.error is not None]
         for r in failed:
-            first = r.error.strip().splitlines()[0] if r.error.strip() else "failed"
-            out.print(f"[red]{r.target} {r.label}:[/] {first}", highlight=False)
+            out.print(f"[red]{r.target} {r.label}:[/] {escape(error_summary(r.error, 400))}", highlight=False)
     if any(r.error is not None for r in rows):
         raise typer.Exit(1)
 
@@ -126,6 +136,72 @@ def inspect_stencil_cmd(
     title = f"Laplacian order {order}, {dtype}, grid {grid[0]}x{grid[1]}x{grid[2]}"
     rows = _run_with_progress(jobs, "compiling")
     _emit(rows, fmt, title, dtype=dtype, order=order, shape=list(grid))
+
+
+def _positive_ints(values: tuple[str, ...], option: str) -> tuple[int, ...]:
+    try:
+        ints = tuple(int(v) for v in values)
+    except ValueError:
+        _fail(f"{option} takes integers, got {' '.join(values)}")
+    if any(v <= 0 for v in ints):
+        _fail(f"{option} takes positive integers, got {' '.join(values)}")
+    return ints
+
+
+@inspect_app.command("gemm")
+def inspect_gemm_cmd(
+    dtype: Annotated[str, typer.Option(
+        help="bf16, fp16, tf32, fp32 (FMA), fp32-accurate (3xTF32; bf16x6 on AMD), fp64, int8, fp8, fp8_e5m2")] = "bf16",
+    shape: Annotated[tuple[str, str, str] | None, typer.Option(
+        metavar="M N K", help="problem size [default: 8192 8192 8192]")] = None,
+    layout: Annotated[str, typer.Option(
+        help="BLAS transposes: NN, NT (B given as an (N, K) row-major buffer), TN, TT")] = "NN",
+    targets: Annotated[str, typer.Option(help="comma-separated targets")] = "sm90,sm80,gfx942,gfx90a",
+    fmt: Annotated[str, typer.Option("--format", help="text, markdown or json")] = "text",
+) -> None:
+    """The GEMM tilecraft.matmul would run on each target: the configuration it chooses there
+    (no tuning cache) and the kernel(s) its launch compiles."""
+    from tilecraft.analysis.inspect import gemm_jobs, parse_targets
+
+    fmt = _check_format(fmt)
+    m, n, k = _positive_ints(shape, "--shape") if shape is not None else (8192, 8192, 8192)
+    try:
+        names = parse_targets(targets)
+        jobs = gemm_jobs(dtype, (m, n, k), layout, names)
+    except (ValueError, TypeError) as exc:
+        _fail(str(exc).strip().splitlines()[0])
+    rows = _run_with_progress(jobs, "compiling")
+    _emit(rows, fmt, f"GEMM {dtype} {m}x{n}x{k} {layout}", dtype=dtype, shape=[m, n, k], layout=layout)
+
+
+@inspect_app.command("attention")
+def inspect_attention_cmd(
+    head_dim: Annotated[int, typer.Option(help="head dimension (1..256)")] = 128,
+    causal: Annotated[bool, typer.Option(help="causal mask")] = False,
+    seqlen: Annotated[int, typer.Option(help="query and key length")] = 4096,
+    batch: Annotated[int, typer.Option(help="batch")] = 4,
+    heads: Annotated[int, typer.Option(help="query heads")] = 16,
+    kv_heads: Annotated[int | None, typer.Option(help="key/value heads (divides --heads) [default: --heads]")] = None,
+    dtype: Annotated[str, typer.Option(help="bf16 or fp16")] = "bf16",
+    targets: Annotated[str, typer.Option(help="comma-separated targets")] = "sm90,sm80,gfx942,gfx90a",
+    fmt: Annotated[str, typer.Option("--format", help="text, markdown or json")] = "text",
+) -> None:
+    """The attention forward and backward kernels tilecraft.attention would run on each target
+    (contiguous "bhsd" tensors, deterministic backward), with the tiles it chooses there."""
+    from tilecraft.analysis.inspect import attention_jobs, parse_targets
+
+    fmt = _check_format(fmt)
+    kv = heads if kv_heads is None else kv_heads
+    try:
+        names = parse_targets(targets)
+        jobs = attention_jobs(batch, heads, kv, seqlen, head_dim, causal, dtype, names)
+    except (ValueError, TypeError) as exc:
+        _fail(str(exc).strip().splitlines()[0])
+    gqa = f"/{kv}" if kv != heads else ""
+    title = f"attention {dtype} B{batch} H{heads}{gqa} S{seqlen} D{head_dim}" + (" causal" if causal else "")
+    rows = _run_with_progress(jobs, "compiling")
+    _emit(rows, fmt, title, dtype=dtype, batch=batch, heads=heads, kv_heads=kv, seqlen=seqlen, head_dim=head_dim,
+          causal=causal)
 
 
 @inspect_app.command("kernel")

@@ -1,4 +1,5 @@
-"""Tests of the instruction census (tilecraft.analysis.compiled), tilecraft.analysis.inspect and the
+"""Tests of the instruction census (tilecraft.analysis.compiled), tilecraft.analysis.inspect (the
+ladder, user kernels, GEMM and attention as tilecraft launches them) and the
 ``tilecraft inspect`` command group (tilecraft.cli_inspect) on a fresh typer app.
 
 The kernels are written to a temporary .py file, which also exercises compiling a user's kernel
@@ -22,7 +23,12 @@ from tilecraft.analysis.compiled import (
     check_function,
 )
 from tilecraft.analysis.inspect import (
+    attention_jobs,
+    error_summary,
+    gemm_jobs,
+    inspect_attention,
     inspect_function,
+    inspect_gemm,
     inspect_stencil,
     parse_constexprs,
     parse_signature,
@@ -272,8 +278,92 @@ def test_cli_compile_failure_is_a_row_and_exit_1(cli, kernel_file) -> None:
     ["kernel", "{file}", "stream_copy", "--signature", "x_ptr=*fp32", "--constexpr", "BLOCK=8"],
     ["kernel", "/no/such/file.py", "f", "--signature", "x_ptr=*fp32"],
     ["kernel", "{file}", "stream_copy", "--signature", "x_ptr=*fp32", "--targets", "sm70"],
+    ["gemm", "--dtype", "bf17"],
+    ["gemm", "--layout", "NX"],
+    ["gemm", "--targets", "sm90,sm70"],
+    ["gemm", "--shape", "0", "8", "8"],
+    ["gemm", "--shape", "8", "x", "8"],
+    ["gemm", "--shape", "100000000000", "100000000000", "100000000000"],
+    ["gemm", "--format", "xml"],
+    ["attention", "--dtype", "fp32"],
+    ["attention", "--head-dim", "300"],
+    ["attention", "--heads", "16", "--kv-heads", "5"],
+    ["attention", "--seqlen", "0"],
+    ["attention", "--targets", "gfx1100"],
 ])
 def test_cli_bad_input_exits_2(cli, kernel_file, args) -> None:
     r = cli("inspect", *[a.replace("{file}", kernel_file) for a in args])
     assert r.exit_code == 2, r.output
-    assert "error:" in r.output and "Traceback" not in r.output
+    assert r.output.startswith("error:") and r.output.count("\n") == 1 and "Traceback" not in r.output
+
+
+# ---- GEMM and attention as tilecraft would launch them --------------------------------------------
+
+
+def test_inspect_gemm_sm90_wgmma_and_gfx942_mfma() -> None:
+    rows = {r.target: r for r in inspect_gemm("bf16", (8192, 8192, 8192), "NN", ["sm90", "gfx942"])}
+    sm90, gfx = rows["sm90"], rows["gfx942"]
+    assert sm90.error is None and gfx.error is None, (sm90.error, gfx.error)
+    # sm90: the persistent TMA kernel with the heuristic's 128x256 tile, wgmma, no global loads (TMA)
+    assert sm90.label.startswith("matmul_tma_kernel (tma 128x256x64 w8 s3")
+    s = census_summary(sm90.resources.census)
+    assert any(k.startswith("wgmma.mma_async") and "bf16" in k for k in s["matrix"]) and s["global_loads"] == 0
+    # gfx942: the pointer kernel with the CDNA config (256x256x32, 2 stages in 64 KB of LDS), MFMA
+    assert gfx.label.startswith("matmul_kernel (pointer 256x256x32 w8 s2")
+    assert any(k.startswith("v_mfma_f32_") and "bf16" in k for k in census_summary(gfx.resources.census)["matrix"])
+    assert gfx.resources.shared_bytes <= 65536 and gfx.resources.occupancy_unit == "waves/SIMD"
+
+
+def test_gemm_jobs_follow_the_target() -> None:
+    """No compiling: the labels say which config each target gets; split-K adds its reduction."""
+    jobs = gemm_jobs("fp32-accurate", (4096, 4096, 4096), "NT", ["sm90", "gfx90a"])
+    assert [(t, label.split(" (")[0]) for label, t, _ in jobs] == [("sm90", "matmul_tma_kernel"),
+                                                                   ("gfx90a", "matmul_kernel")]
+    jobs = gemm_jobs("bf16", (16, 256, 8192), "NN", ["sm80"])
+    assert [label.split(" (")[0] for label, _, _ in jobs] == ["matmul_kernel", "splitk_reduce_kernel"]
+    for args in (("bf17", (8, 8, 8), "NN"), ("bf16", (0, 8, 8), "NN"), ("bf16", (8, 8, 8), "NX")):
+        with pytest.raises(ValueError):
+            gemm_jobs(*args, ["sm90"])
+
+
+def test_inspect_attention_sm80_mma() -> None:
+    rows = inspect_attention(1, 4, 2, 1024, 64, True, "fp16", ["sm80"])
+    assert [r.label.split(":")[0] for r in rows] == ["fwd", "bwd dK/dV", "bwd dQ"]
+    for r in rows:
+        assert r.error is None, r.error
+        matrix = census_summary(r.resources.census)["matrix"]
+        assert any(k.startswith("mma.sync.aligned.m16n8k16") and ".f16" in k for k in matrix), (r.label, matrix)
+
+
+def test_attention_jobs_sm90_runs_the_tma_forward() -> None:
+    labels = [label for label, _, _ in attention_jobs(4, 16, 16, 4096, 128, False, "bf16", ["sm90", "gfx942"])]
+    assert labels[0].startswith("fwd TMA: attention_fwd_tma_kernel (128x128 w8 s3)")
+    assert labels[1].startswith("fwd (fallback): attention_fwd_kernel")
+    assert [lb.split(":")[0] for lb in labels[4:]] == ["fwd", "bwd dK/dV", "bwd dQ"]
+    with pytest.raises(ValueError, match="must divide"):
+        attention_jobs(1, 16, 5, 128, 64, False, "bf16", ["sm90"])
+
+
+def test_error_summary_says_why_a_compile_failed() -> None:
+    text = ("CompilationError: at 57:14:\n    acc = tl.dot(a, b)\n          ^\n"
+            "input_precision must be one of ('ieee', 'bf16x3', 'bf16x6'). Got tf32\ncompiler output:\nnoise")
+    assert error_summary(text) == ("CompilationError at 57:14: input_precision must be one of "
+                                   "('ieee', 'bf16x3', 'bf16x6'). Got tf32")
+    assert error_summary("the compiler process killed by SIGABRT\nLLVM ERROR") == \
+        "the compiler process killed by SIGABRT"
+
+
+def test_cli_gemm_compile_failure_is_a_row_and_exit_1(cli) -> None:
+    # fp8 e4m3 has no sm80 form: Triton refuses it; the row says why, exit 1
+    r = cli("inspect", "gemm", "--dtype", "fp8", "--shape", "256", "256", "256", "--targets", "sm80",
+            "--format", "json")
+    assert r.exit_code == 1, r.output
+    (row,) = json.loads(r.output)["rows"]
+    assert "fp8e4nv not supported" in row["error"] and row["summary"] is None
+
+
+def test_cli_attention_markdown(cli) -> None:
+    r = cli("inspect", "attention", "--head-dim", "64", "--seqlen", "1024", "--heads", "4", "--kv-heads", "2",
+            "--causal", "--dtype", "fp16", "--targets", "sm80", "--format", "markdown")
+    assert r.exit_code == 0, r.output
+    assert r.output.count("| sm80 |") == 3 and "H4/2 S1024 D64 causal" in r.output

@@ -1,67 +1,78 @@
 """The GEMM kernels compile for every target, each compile in its own process (no GPU needed):
 sm90 (the persistent TMA kernel issues wgmma with TMA loads), sm80 (mma.sync), and CDNA gfx942 /
 gfx90a (MFMA) with the AMD configuration of ``tilecraft.tuning.gemm``. AMD is compiled, never run
-here: it is untested on hardware."""
+here: it is untested on hardware.
+
+What is compiled is what a launch would run: ``ops.gemm.target_plan`` builds the launch arguments
+with the launch code itself (on meta tensors) and ``ops.gemm.compile_signature`` specialises them
+as Triton does; no signature is written by hand here."""
 from __future__ import annotations
 
 import pytest
-import triton.language as tl
+import torch
 
 from tilecraft.analysis.compiled import cross_compile
-from tilecraft.tuning.gemm import Problem, heuristic
+from tilecraft.ops import gemm as ops
 
-MODULE = "tilecraft.kernels.gemm"
-_EPI_SIG = {"out_ptr": "*bf16:16", "c_ptr": "*bf16:16", "bias_ptr": "*bf16:16", "sa_ptr": "*fp32:16",
-            "sb_ptr": "*fp32:16", "stride_ob": "i32:16", "stride_om": "i32:16", "stride_on": "i32:1",
-            "stride_cb": "i32:16", "stride_cm": "i32:16", "stride_cn": "i32:1", "stride_bias_b": "i32",
-            "stride_sa_b": "i32", "stride_sb_b": "i32", "alpha_hi": "fp32", "alpha_lo": "fp32",
-            "beta_hi": "fp32", "beta_lo": "fp32"}
-_EPI_CX = {"EPI": tl.float32, "HAS_ALPHA": True, "HAS_C": True, "HAS_BIAS": True, "SCALE_A": 0, "SCALE_B": 0,
-           "ACTIVATION": 2, "UPCAST": False}
+ARCH = {"sm90": "sm90", "sm80": "sm80", "gfx942": "cdna", "gfx90a": "cdna"}
 
 
-def _pointer(dtype: str, target: str, precision=None):
-    arch = {"sm90": "sm90", "sm80": "sm80"}.get(target, "cdna")
-    cfg = heuristic(Problem(4096, 4096, 4096, 1, {"bf16": "bf16", "fp32": "fp32"}[dtype], precision, arch, False,
-                            True, False))
-    sig = {"a_ptr": f"*{dtype}:16", "b_ptr": f"*{dtype}:16", "M": "i32:16", "N": "i32:16", "K": "i32:16",
-           "K_PER_SPLIT": "i32:16", "stride_ab": "i32:16", "stride_am": "i32:16", "stride_ak": "i32:1",
-           "stride_bb": "i32:16", "stride_bk": "i32:16", "stride_bn": "i32:1", **_EPI_SIG}
-    cx = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
-          "SPLIT_K": 1, "ACC": tl.float32, "INPUT_PRECISION": precision, "OFFS64": False, "EVEN_K": True, **_EPI_CX}
-    return cross_compile(MODULE, "matmul_kernel", sig, cx, target, num_warps=cfg.num_warps,
-                         num_stages=cfg.num_stages, sass=False)
+def _compile(target: str, dtype: torch.dtype, size: int = 4096, **kwargs):
+    """(config, resources) of ``matmul`` on contiguous size^3 operands for ``target``, with the full
+    epilogue (alpha, C, bias, gelu) unless ``kwargs`` says otherwise."""
+    a = torch.empty(size, size, dtype=dtype, device="meta")
+    b = torch.empty(size, size, dtype=dtype, device="meta")
+    out_dtype = ops.OUT_DTYPES[ops.DTYPE_NAMES[dtype]][0]
+    epilogue = {"alpha": 2.0, "beta": 1.0, "c": torch.empty(size, size, dtype=out_dtype, device="meta"),
+                "bias": torch.empty(size, dtype=out_dtype, device="meta"), "activation": "gelu"}
+    _, cfg, plan = ops.target_plan(a, b, ARCH[target], sms=132, **{**epilogue, **kwargs})
+    (launch,) = plan
+    res = cross_compile("tilecraft.kernels.gemm", launch.kernel.__name__, ops.compile_signature(launch),
+                        launch.constexprs, target, num_warps=launch.options["num_warps"],
+                        num_stages=launch.options["num_stages"], sass=False)
+    return cfg, launch, res
 
 
 @pytest.mark.parametrize("target", ["gfx942", "gfx90a"])
 def test_pointer_kernel_compiles_for_cdna(target):
-    res = _pointer("bf16", target)
+    cfg, launch, res = _compile(target, torch.bfloat16)
+    assert cfg.kernel == "pointer" and launch.kernel.__name__ == "matmul_kernel"
     assert res.error is None, res.error
     assert any(k.startswith("matrix:v_mfma") for k in res.census), res.census
     assert res.shared_bytes <= 65536
     # fp32-accurate on AMD is the bf16x6 split (tf32x3 does not exist there)
-    res = _pointer("fp32", target, "bf16x6")
+    _, launch, res = _compile(target, torch.float32, precision="fp32-accurate")
+    assert launch.constexprs["INPUT_PRECISION"] == "bf16x6"
     assert res.error is None, res.error
 
 
 def test_pointer_kernel_sm80_uses_mma():
-    res = _pointer("bf16", "sm80")
+    cfg, _, res = _compile("sm80", torch.bfloat16)
+    assert cfg.kernel == "pointer"
     assert res.error is None, res.error
     assert any("mma.sync" in k for k in res.census), res.census
 
 
 def test_tma_kernel_sm90_uses_wgmma_and_tma():
-    cfg = heuristic(Problem(8192, 8192, 8192, 1, "bf16", None, "sm90", True, True, False))
-    assert cfg.kernel == "tma"
-    sig = {"a_desc": f"tensordesc<bf16[1,{cfg.block_m},{cfg.block_k}]>",
-           "b_desc": f"tensordesc<bf16[1,{cfg.block_k},{cfg.block_n}]>",
-           "M": "i32:16", "N": "i32:16", "K": "i32:16", "BATCH": "i32", "K_PER_SPLIT": "i32:16", **_EPI_SIG}
-    cx = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
-          "NUM_SMS": 132, "A_KMAJOR": True, "B_KMAJOR": False, "A_BATCHED": False, "B_BATCHED": False,
-          "ACC": tl.float32, "INPUT_PRECISION": None, "FLATTEN": cfg.flatten, "WARP_SPECIALIZE": False,
-          "EPILOGUE_SPLIT": True, "SPLIT_K": 1, **_EPI_CX}
-    res = cross_compile(MODULE, "matmul_tma_kernel", sig, cx, "sm90", num_warps=cfg.num_warps,
-                        num_stages=cfg.num_stages, sass=False)
+    cfg, launch, res = _compile("sm90", torch.bfloat16, size=8192)
+    assert cfg.kernel == "tma" and (cfg.block_m, cfg.block_n) == (128, 256)
+    assert launch.constexprs["EPILOGUE_SPLIT"] and launch.constexprs["NUM_SMS"] == 132
+    sig = ops.compile_signature(launch)
+    assert sig["a_desc"] == "tensordesc<bf16[1,128,64]>" and sig["b_desc"] == "tensordesc<bf16[1,64,256]>"
     assert res.error is None, res.error
     assert any("wgmma" in k for k in res.census), res.census
     assert res.spills <= 8  # the full epilogue (C, bias, gelu) in halves: 8 bytes (760 at once)
+
+
+def test_compile_signature_specialises_as_a_launch():
+    """16-byte aligned pointers and multiples of 16 get ':16', an integer 1 ':1', a float none."""
+    a = torch.empty(100, 48, dtype=torch.float16, device="meta")
+    b = torch.empty(48, 8, dtype=torch.float16, device="meta").t().contiguous().t()  # column-major: NT
+    _, _, plan = ops.target_plan(a, b, "sm80", sms=108, alpha=0.5)
+    sig = ops.compile_signature(plan[0])
+    assert sig["a_ptr"] == "*fp16:16" and sig["M"] == "i32" and sig["N"] == "i32" and sig["K"] == "i32:16"
+    assert sig["stride_ak"] == "i32:1" and sig["stride_bk"] == "i32:1" and sig["stride_bn"] == "i32:16"
+    assert sig["alpha_hi"] == "fp32"
+    assert len(sig) + len(plan[0].constexprs) == len(plan[0].kernel.arg_names)
+    with pytest.raises(ValueError, match="unknown GPU family"):
+        ops.target_plan(a, b, "sm70")

@@ -1,6 +1,8 @@
 """``tilecraft inspect``: compile kernels for GPUs that are not here and tabulate what came out.
 
 * :func:`inspect_stencil` compiles Laplacian variants (the ladder, ``auto``) for several targets;
+* :func:`inspect_gemm` and :func:`inspect_attention` compile what ``tilecraft.matmul`` and
+  ``tilecraft.attention`` would launch on each target, with the configuration chosen there;
 * :func:`inspect_function` compiles a user's own ``@triton.jit`` function, given by a dotted module
   name or a ``.py`` file path, a signature and constexprs;
 * :func:`render_text` (a rich table), :func:`render_markdown`, :func:`render_json` show the rows.
@@ -30,8 +32,15 @@ from tilecraft.analysis.compiled import (
 
 __all__ = [
     "DEFAULT_TARGETS",
+    "GEMM_LAYOUTS",
+    "GEMM_TARGETS",
     "InspectRow",
+    "attention_jobs",
+    "error_summary",
+    "gemm_jobs",
+    "inspect_attention",
     "inspect_function",
+    "inspect_gemm",
     "inspect_stencil",
     "parse_constexprs",
     "parse_signature",
@@ -228,6 +237,134 @@ def inspect_stencil(variants: Sequence[str], dtype: str, order: int, shape: tupl
     return run_compiles(stencil_jobs(variants, dtype, order, shape, targets), workers=workers, progress=progress)
 
 
+# GEMM: the GPU family and SM/CU count tilecraft's config choice sees on each target (H100/H200,
+# A100, MI300X, one MI250X GCD): the persistent TMA grid and the small-problem tiles depend on it.
+GEMM_TARGETS: dict[str, tuple[str, int]] = {"sm90": ("sm90", 132), "sm80": ("sm80", 108),
+                                            "gfx942": ("cdna", 304), "gfx90a": ("cdna", 110)}
+GEMM_LAYOUTS = ("NN", "NT", "TN", "TT")
+
+
+def _gemm_label(kernel: Any, cfg: Any, launch: Any) -> str:
+    name = getattr(kernel, "__name__", str(kernel))
+    if name == "splitk_reduce_kernel":
+        c = launch.constexprs
+        return f"{name} ({c['BLOCK_M']}x{c['BLOCK_N']} w{launch.options['num_warps']}, split {c['SPLIT_K']})"
+    return f"{name} ({cfg.short()})"
+
+
+def gemm_jobs(dtype: str, shape: tuple[int, int, int], layout: str, targets: Sequence[str], *,
+              config: Any = None, sms: int | None = None) -> list[Job]:
+    """The (label, target, compile) jobs of ``tilecraft.matmul`` on (M, K) x (K, N) operands of
+    ``dtype`` (a ``tilecraft.bench.gemm.DTYPES`` name: bf16, fp16, tf32, fp32, fp32-accurate, fp64,
+    int8, fp8, fp8_e5m2) in BLAS ``layout`` (NN, NT, TN, TT), as freshly allocated tensors: per
+    target, the configuration tilecraft chooses there without a tuning cache (``config``, a
+    ``GemmConfig``, pins one) and the kernel(s) its launch compiles (the persistent TMA kernel on
+    sm90 where it applies, the pointer kernel elsewhere; split-K adds its reduction kernel). The
+    launch arguments come from ``tilecraft.ops.gemm.target_plan``, the code a launch runs.
+    ``sms`` replaces the SM/CU count of :data:`GEMM_TARGETS` (another model of the GPU)."""
+    from tilecraft.bench import gemm as bench
+    from tilecraft.ops import gemm as ops
+
+    if dtype not in bench.DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; choose from {','.join(bench.DTYPES)}")
+    if layout not in GEMM_LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose from {','.join(GEMM_LAYOUTS)}")
+    if len(shape) != 3 or any(not isinstance(x, int) or x <= 0 for x in shape):
+        raise ValueError(f"shape must be three positive integers M N K, got {' '.join(map(str, shape))}")
+    targets = parse_targets(targets)
+    m, n, k = shape
+    try:
+        a, b = bench.make_operands(m, n, k, dtype, layout, "meta")
+    except RuntimeError as exc:  # e.g. a storage size past int64
+        raise ValueError(f"shape {m} {n} {k} is too large: {str(exc).splitlines()[0]}") from None
+    kwargs = bench.call_kwargs(dtype, m, n, "meta")
+    jobs: list[Job] = []
+    for target in targets:
+        arch, units = GEMM_TARGETS[target]
+        _, cfg, plan = ops.target_plan(a, b, arch, sms=sms or units, cfg=config, **kwargs)
+        for launch in plan:
+            fn = getattr(launch.kernel, "fn", launch.kernel)
+            sig = ops.compile_signature(launch)
+
+            def job(fn=fn, sig=sig, launch=launch, target=target) -> KernelResources:
+                return cross_compile(fn.__module__, fn.__name__, sig, launch.constexprs, target,
+                                     num_warps=launch.options["num_warps"],
+                                     num_stages=launch.options.get("num_stages", 3))
+            jobs.append((_gemm_label(fn, cfg, launch), target, job))
+    return jobs
+
+
+def inspect_gemm(dtype: str, shape: tuple[int, int, int], layout: str = "NN",
+                 targets: Sequence[str] = DEFAULT_TARGETS, *, config: Any = None, workers: int | None = None,
+                 progress: Callable[[InspectRow], None] | None = None) -> list[InspectRow]:
+    """Rows (target x kernel) of the GEMM tilecraft would run on each target (:func:`gemm_jobs`)."""
+    return run_compiles(gemm_jobs(dtype, shape, layout, targets, config=config), workers=workers,
+                        progress=progress)
+
+
+_ATTENTION_LABELS = {"attention_fwd_tma_kernel": "fwd TMA", "attention_fwd_kernel": "fwd",
+                     "attention_bwd_dkdv_kernel": "bwd dK/dV", "attention_bwd_dq_kernel": "bwd dQ"}
+
+
+def attention_jobs(batch: int, heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool,
+                   dtype: str, targets: Sequence[str], *, deterministic: bool = True) -> list[Job]:
+    """The (label, target, compile) jobs of ``tilecraft.attention`` forward and backward on
+    contiguous "bhsd" tensors (``seqlen`` queries and keys, ``dtype`` fp16 or bf16), per target
+    with the tiles tilecraft chooses there: on sm90 the tensor-descriptor (TMA) forward where
+    it is the default (and the pointer forward it falls back on), elsewhere the pointer forward
+    with the tiles for less shared memory. Signatures from
+    ``tilecraft.bench.attention.kernel_signatures``."""
+    import torch
+
+    from tilecraft.bench import attention as bench
+    from tilecraft.ops import attention as ops
+
+    if dtype not in bench.DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; choose from {','.join(bench.DTYPES)}")
+    for name, value in (("batch", batch), ("heads", heads), ("kv-heads", kv_heads), ("seqlen", seqlen)):
+        if value <= 0:
+            raise ValueError(f"{name} must be positive, got {value}")
+    try:
+        q = torch.empty(batch, heads, seqlen, head_dim, dtype=bench.DTYPES[dtype], device="meta")
+        kv = torch.empty(batch, kv_heads, seqlen, head_dim, dtype=bench.DTYPES[dtype], device="meta")
+    except RuntimeError as exc:  # e.g. a storage size past int64
+        raise ValueError(f"the tensors are too large: {str(exc).splitlines()[0]}") from None
+    ops.validate(q, kv, kv, causal=causal, scale=None, layout="bhsd")  # the checks a call makes
+    targets = parse_targets(targets)
+    shape = bench.Shape(batch, heads, kv_heads, seqlen, seqlen, head_dim, causal)
+    dev = torch.device("cuda")  # the configs of a CUDA/ROCm device; ``hopper`` says which
+    jobs: list[Job] = []
+    for target in targets:
+        hopper = target == "sm90"
+        tma = hopper and ops.default_fwd_config(head_dim, dev, hopper=True).tma
+        fwd = ops.pointer_fwd_config(head_dim, dev, hopper=hopper)
+        kernels = bench.kernel_signatures(shape, bench.DTYPES[dtype], fwd=fwd, deterministic=deterministic, tma=tma)
+        order = list(_ATTENTION_LABELS)  # forward (the TMA one first: a contiguous call runs it), backward
+        kernels.sort(key=lambda k: order.index(k["kernel"]) if k["kernel"] in order else len(order))
+        for k in kernels:
+            cx = k["constexprs"]
+            role = _ATTENTION_LABELS.get(k["kernel"], k["kernel"])
+            if tma and k["kernel"] == "attention_fwd_kernel":
+                role += " (fallback)"
+            label = f"{role}: {k['kernel']} ({cx['BLOCK_M']}x{cx['BLOCK_N']} w{k['num_warps']} s{k['num_stages']})"
+
+            def job(k=k, target=target) -> KernelResources:
+                return cross_compile("tilecraft.kernels.attention", k["kernel"], k["signature"], k["constexprs"],
+                                     target, num_warps=k["num_warps"], num_stages=k["num_stages"])
+            jobs.append((label, target, job))
+    return jobs
+
+
+def inspect_attention(batch: int, heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool,
+                      dtype: str = "bf16", targets: Sequence[str] = DEFAULT_TARGETS, *, deterministic: bool = True,
+                      workers: int | None = None,
+                      progress: Callable[[InspectRow], None] | None = None) -> list[InspectRow]:
+    """Rows (target x kernel) of the attention kernels on each target (:func:`attention_jobs`)."""
+    jobs = attention_jobs(batch, heads, kv_heads, seqlen, head_dim, causal, dtype, targets,
+                          deterministic=deterministic)
+    return run_compiles(jobs, workers=workers, progress=progress)
+
+
 def function_jobs(module: str, function: str, signature: dict[str, str], constexprs: dict[str, object],
                   targets: Sequence[str], *, num_warps: int = 4, num_stages: int = 3,
                   maxnreg: int | None = None, check: bool = True) -> list[Job]:
@@ -283,7 +420,7 @@ def _short_matrix(name: str) -> str:
 def row_cells(row: InspectRow) -> list[str]:
     r = row.resources
     if r.error is not None:
-        return [row.target, row.label, "error", *[""] * (len(COLUMNS) - 4), _first_line(r.error)][:len(COLUMNS)]
+        return [row.target, row.label, "error", *[""] * (len(COLUMNS) - 4), error_summary(r.error)][:len(COLUMNS)]
     s = census_summary(r.census) if r.census is not None else None
     amd = TARGETS.get(row.target, ("cuda",))[0] == "hip"
     occ = "–" if r.occupancy is None else f"{r.occupancy:g} {r.occupancy_unit}"
@@ -299,8 +436,20 @@ def row_cells(row: InspectRow) -> list[str]:
             _bytes(r.shared_bytes), occ, matrix, loads, stores, nt]
 
 
-def _first_line(text: str, limit: int = 160) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else "failed"
+_COMPILATION_ERROR = re.compile(r"^(\w*CompilationError): at (\d+:\d+):$")
+
+
+def error_summary(text: str, limit: int = 160) -> str:
+    """One line for a failed compile: its first line, except for Triton's ``CompilationError``,
+    whose first line only says where (the kernel source follows) and whose last says why:
+    ``CompilationError at 57:14: input_precision must be one of ...``."""
+    lines = [ln.strip() for ln in text.strip().splitlines()]
+    line = lines[0] if lines else "failed"
+    m = _COMPILATION_ERROR.match(line)
+    if m:
+        body = lines[1:lines.index("compiler output:")] if "compiler output:" in lines else lines[1:]
+        reason = next((ln for ln in reversed(body) if ln and ln != "^"), "")
+        line = f"{m.group(1)} at {m.group(2)}: {reason}"
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import torch
 
 from tilecraft.kernels import gemm as _k
+from tilecraft.ops.launch import KernelLaunch
 from tilecraft.reference.gemm import matmul_reference, relative_error
 from tilecraft.tuning import cache as _cache
 from tilecraft.tuning.gemm import (
@@ -102,13 +103,18 @@ def _is_number(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+def fp32_accurate_precision(amd: bool) -> str:
+    """The tl.dot split behind ``precision="fp32-accurate"``: 3xTF32 on NVIDIA, bf16x6 on AMD."""
+    return "bf16x6" if amd else "tf32x3"
+
+
 def _dot_precision(dtype: str, precision: str | None, device_type: str) -> str:
     if dtype == "fp32":
         p = "ieee" if precision is None else precision
         if p not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS} for float32 operands, got {precision!r}")
         if p == "fp32-accurate":
-            return "bf16x6" if torch.version.hip and device_type == "cuda" else "tf32x3"
+            return fp32_accurate_precision(bool(torch.version.hip) and device_type == "cuda")
         return p
     if precision not in (None, "ieee") or (precision == "ieee" and dtype != "fp64"):
         raise ValueError(f"precision={precision!r} applies to float32 operands only (and 'ieee' to fp64); "
@@ -314,8 +320,12 @@ def aligned_kmajor_copy(t: torch.Tensor, k_dim: int) -> torch.Tensor:
     return buf[..., :k].transpose(-1, -2)
 
 
-def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> Problem:
-    arch, sms, _, _ = _facts(a.device)
+def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec, arch: str | None = None,
+               sms: int | None = None) -> Problem:
+    """What the config choice depends on; ``arch`` ("sm90", "sm80", "cdna") and ``sms`` stand
+    for the device's own (to choose for a GPU that is not here)."""
+    dev_arch, dev_sms, _, _ = _facts(a.device)
+    arch, sms = arch or dev_arch, sms or dev_sms
     copies, ak, bk = tma_plan(a, b, spec.dtype)
     ok = arch == "sm90" and tma_dtype_ok(spec)
     return Problem(spec.m, spec.n, spec.k, spec.batch, spec.dtype, spec.precision, arch, ok, ak, bk, sms,
@@ -394,68 +404,111 @@ def _needs_offs64(*ts: torch.Tensor) -> bool:
 
 def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg: GemmConfig,
            c: torch.Tensor | None = None, bias: torch.Tensor | None = None,
-           scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> None:
-    """Run ``cfg`` on validated tensors, writing ``out`` (shape spec.out_shape, any strides)."""
+           scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> list:
+    """Run ``cfg`` on validated tensors, writing ``out`` (shape spec.out_shape, any strides).
+    Returns Triton's compiled kernel of each launch, in order."""
+    return [k.run() for k in launch_plan(a, b, out, spec, cfg, c, bias, scale_a, scale_b)]
+
+
+def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg: GemmConfig,
+                c: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+                scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None, *,
+                sms: int | None = None) -> list[KernelLaunch]:
+    """The kernel launches of ``cfg`` on validated tensors, without running them (the TMA
+    kernel's operand copies and split-K's workspace are made here). ``sms``: the SM count the
+    persistent TMA grid is sized for (default: the device's)."""
     if cfg.kernel == "pointer" and spec.batch > MAX_GRID_BATCH:
         # the batch is grid axis 1 of the pointer kernels (CUDA: at most 65535): launch in slices
         a3, b3 = _as3d(a, spec.batch), _as3d(b, spec.batch)
         out3 = out if out.dim() == 3 else out.unsqueeze(0)
         c3 = _as3d(c, spec.batch) if spec.has_c else c
+        plan = []
         for lo in range(0, spec.batch, MAX_GRID_BATCH):
             hi = min(spec.batch, lo + MAX_GRID_BATCH)
             part = dataclasses.replace(spec, batch=hi - lo, out_shape=(hi - lo, spec.m, spec.n))
-            launch(a3[lo:hi], b3[lo:hi], out3[lo:hi], part, cfg, c3[lo:hi] if spec.has_c else c3, bias,
-                   scale_a, scale_b)
-        return
+            plan += launch_plan(a3[lo:hi], b3[lo:hi], out3[lo:hi], part, cfg, c3[lo:hi] if spec.has_c else c3, bias,
+                                scale_a, scale_b, sms=sms)
+        return plan
     a3, b3, out3 = _as3d(a, spec.batch), _as3d(b, spec.batch), out.view(-1, spec.m, spec.n) if out.dim() == 2 else out
     (c3, bias_t, sa_t, sb_t), (epi_args, epi_cx) = _epilogue_args(spec, out3, c, bias, scale_a, scale_b)
     acc, _, acc_torch = _acc_types(spec)
     opts = _options(cfg, a.device)
-    split = cfg.split_k if spec.k > 0 else 1
-    k_per_split = math.ceil(spec.k / (split * cfg.block_k)) * cfg.block_k if spec.k else 0
-    if split > 1:
-        split = max(1, math.ceil(spec.k / k_per_split))
-    ws = torch.empty((split, spec.batch, spec.m, spec.n), dtype=acc_torch, device=a.device) if split > 1 else None
     if cfg.kernel == "tma":
         if not tma_dtype_ok(spec):
             raise ValueError(f"the TMA kernel cannot take {spec.dtype} operands with precision "
                              f"{spec.precision!r} (wgmma has no such form); use a pointer config")
-        dest = out3 if ws is None else ws.view(split * spec.batch, spec.m, spec.n)
-        _launch_tma(a, b, dest, spec, cfg, acc, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, opts, split,
-                    max(k_per_split, 1))
-        if ws is not None:
-            _launch_reduce(ws, out3, spec, split, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, _facts(a.device)[1])
-        return
+        return [_tma_launch(a, b, out3, spec, cfg, acc, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, opts, sms)]
     num_tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n)
+    split = cfg.split_k if spec.k > 0 else 1
+    k_per_split = math.ceil(spec.k / (split * cfg.block_k)) * cfg.block_k if spec.k else 0
+    if split > 1:
+        split = max(1, math.ceil(spec.k / k_per_split))
     common = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
                   "ACC": acc, "INPUT_PRECISION": _dot_input_precision(spec, a), "OFFS64": _needs_offs64(a3, b3, out3),
                   "EVEN_K": spec.k % cfg.block_k == 0, "UPCAST": _upcast(spec, a)}
+    strides_ab = (a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2))
     if split == 1:
-        _k.matmul_kernel[(num_tiles, spec.batch, 1)](
-            a3, b3, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, max(k_per_split, 1),
-            a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2),
-            out3.stride(0), out3.stride(1), out3.stride(2), *epi_args, SPLIT_K=1, **common, **epi_cx, **opts)
-        return
-    _k.matmul_kernel[(num_tiles, spec.batch, split)](
-        a3, b3, ws, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, k_per_split,
-        a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2),
-        spec.m * spec.n, spec.n, 1, *epi_args, SPLIT_K=split, **common, **epi_cx, **opts)
-    _launch_reduce(ws, out3, spec, split, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, _facts(a.device)[1])
-
-
-def _launch_reduce(ws, out3, spec: Spec, split: int, ptrs, epi_args, epi_cx, sms: int) -> None:
-    """split-K's second pass over the (split, batch, M, N) workspace: 128-wide tiles, 64 rows or
-    fewer, so that (where the output allows) every SM gets a program."""
-    rbn = 128
+        return [KernelLaunch(_k.matmul_kernel, (num_tiles, spec.batch, 1), (
+            a3, b3, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, max(k_per_split, 1), *strides_ab,
+            out3.stride(0), out3.stride(1), out3.stride(2), *epi_args), {"SPLIT_K": 1, **common, **epi_cx}, opts)]
+    ws = torch.empty((split, spec.batch, spec.m, spec.n), dtype=acc_torch, device=a.device)
     rbm = min(64, max(16, triton_next_pow2(spec.m)))
-    while rbm > 16 and math.ceil(spec.m / rbm) * math.ceil(spec.n / rbn) * spec.batch < sms:
-        rbm //= 2
-    c3, bias_t, sa_t, sb_t = ptrs
-    grid = (math.ceil(spec.m / rbm) * math.ceil(spec.n / rbn), spec.batch)
-    _k.splitk_reduce_kernel[grid](
-        ws, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.batch, spec.batch * spec.m * spec.n,
-        out3.stride(0), out3.stride(1), out3.stride(2), *epi_args,
-        BLOCK_M=rbm, BLOCK_N=rbn, SPLIT_K=split, **epi_cx, num_warps=4)
+    rbn = 128
+    return [KernelLaunch(_k.matmul_kernel, (num_tiles, spec.batch, split), (
+                a3, b3, ws, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, k_per_split, *strides_ab,
+                spec.m * spec.n, spec.n, 1, *epi_args), {"SPLIT_K": split, **common, **epi_cx}, opts),
+            KernelLaunch(_k.splitk_reduce_kernel, (math.ceil(spec.m / rbm) * math.ceil(spec.n / rbn), spec.batch), (
+                ws, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.batch, spec.batch * spec.m * spec.n,
+                out3.stride(0), out3.stride(1), out3.stride(2), *epi_args),
+                {"BLOCK_M": rbm, "BLOCK_N": rbn, "SPLIT_K": split, **epi_cx}, {"num_warps": 4})]
+
+
+# ----------------------------------------------------------------------------------------------
+# what a launch compiles, for a GPU that is not here
+# ----------------------------------------------------------------------------------------------
+ARCHS = ("sm90", "sm80", "cdna")
+
+
+def target_plan(a: torch.Tensor, b: torch.Tensor, arch: str, *, sms: int | None = None,
+                cfg: GemmConfig | None = None, **kwargs) -> tuple[Spec, GemmConfig, list[KernelLaunch]]:
+    """(spec, config, launches) of ``matmul(a, b, **kwargs)`` on a GPU of family ``arch``
+    ("sm90", "sm80" or "cdna") with ``sms`` SMs/CUs: the config :func:`choose_config` takes there
+    without a tuning cache (the heuristic; ``cfg`` pins another) and the launches :func:`launch`
+    would make. ``a``/``b`` (and ``c``, ``bias``, scales) may be ``meta`` tensors, which stand for
+    16-byte aligned allocations of their shape and strides. The TMA kernel is chosen where a launch
+    on that device would choose it (sm90, dtype and layout permitting)."""
+    if arch not in ARCHS:
+        raise ValueError(f"unknown GPU family {arch!r}; choose from {', '.join(ARCHS)}")
+    spec = validate(a, b, **kwargs)
+    if kwargs.get("precision") == "fp32-accurate":
+        spec = dataclasses.replace(spec, precision=fp32_accurate_precision(arch == "cdna"))
+    p = problem_of(a, b, spec, arch=arch, sms=sms)
+    cfg = cfg or heuristic(p)
+    out = torch.empty(spec.out_shape, dtype=spec.out_dtype, device=a.device)
+    plan = launch_plan(a, b, out, spec, cfg, kwargs.get("c"), kwargs.get("bias"), kwargs.get("scale_a"),
+                       kwargs.get("scale_b"), sms=p.sms)
+    return spec, cfg, plan
+
+
+def compile_signature(k: KernelLaunch) -> dict[str, str]:
+    """The Triton signature of a launch's runtime arguments, as the launch specialises them
+    (Triton's own rule: ``*bf16:16`` for a 16-byte aligned pointer, ``i32:16`` for an integer
+    that is a multiple of 16, ``i32:1`` for one equal to 1, ``tensordesc<...>`` for a TMA
+    descriptor, ``fp32`` for a float), in the form ``analysis.compiled.cross_compile`` takes."""
+    from triton.backends.compiler import BaseBackend
+    from triton.runtime.jit import native_specialize_impl
+
+    names = [n for n in k.kernel.arg_names if n not in k.constexprs]
+    if len(names) != len(k.args):
+        raise ValueError(f"{k.kernel.__name__} takes {len(names)} runtime arguments, the launch has {len(k.args)}")
+    sig: dict[str, str] = {}
+    for name, value in zip(names, k.args):  # the GEMM kernels mark no argument do_not_specialize
+        ty, spec = native_specialize_impl(BaseBackend, value, False, True, True)
+        if ty == "constexpr":  # an integer equal to 1
+            sig[name] = "i32:1"
+        else:
+            sig[name] = ty.replace(" ", "") + (":16" if spec and "D" in spec else "")
+    return sig
 
 
 def _tma_desc(t: torch.Tensor, kmajor: bool, k_dim: int, block_rows: int, block_k: int):
@@ -479,10 +532,7 @@ def _tma_desc(t: torch.Tensor, kmajor: bool, k_dim: int, block_rows: int, block_
     return TensorDescriptor(t3, [nb, rows, cols], [bstride, row_stride, 1], block), batched
 
 
-def _launch_tma(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, split: int = 1,
-                k_per_split: int = 1) -> None:
-    """The persistent TMA kernel; with ``split`` > 1, ``out3`` is the (split * batch, M, N) split-K
-    workspace and the grid walks ``split`` work units per tile."""
+def _tma_launch(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, sms: int | None) -> KernelLaunch:
     _, ak, bk = tma_plan(a, b, spec.dtype)
     if _tma_direct(a, -1, spec.dtype) is None:
         a = aligned_kmajor_copy(a, -1)
@@ -490,18 +540,17 @@ def _launch_tma(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, split:
         b = aligned_kmajor_copy(b, -2)
     a_desc, a_batched = _tma_desc(a, ak, -1, cfg.block_m, cfg.block_k)
     b_desc, b_batched = _tma_desc(b, bk, -2, cfg.block_n, cfg.block_k)
-    _, sms, _, _ = _facts(a.device)
+    sms = sms or _facts(a.device)[1]
     tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n) * spec.batch
-    grid = (max(1, min(sms, tiles * split)),)
+    grid = (max(1, min(sms, tiles)),)
     c3, bias_t, sa_t, sb_t = ptrs
-    _k.matmul_tma_kernel[grid](
-        a_desc, b_desc, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, spec.batch, k_per_split,
-        out3.stride(0), out3.stride(1), out3.stride(2), *epi_args,
+    return KernelLaunch(_k.matmul_tma_kernel, grid, (
+        a_desc, b_desc, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, spec.batch,
+        out3.stride(0), out3.stride(1), out3.stride(2), *epi_args), dict(
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m, NUM_SMS=grid[0],
         A_KMAJOR=ak, B_KMAJOR=bk, A_BATCHED=a_batched, B_BATCHED=b_batched, ACC=acc,
         INPUT_PRECISION=_dot_input_precision(spec, a), UPCAST=_upcast(spec, a), FLATTEN=cfg.flatten,
-        WARP_SPECIALIZE=cfg.warp_spec, EPILOGUE_SPLIT=_epilogue_split(cfg, spec) and split == 1, SPLIT_K=split,
-        **epi_cx, **opts)
+        WARP_SPECIALIZE=cfg.warp_spec, EPILOGUE_SPLIT=_epilogue_split(cfg, spec), **epi_cx), opts)
 
 
 def _epilogue_split(cfg: GemmConfig, spec: Spec) -> bool:
@@ -698,14 +747,20 @@ def _matmul_fake(a, b, out_dtype, alpha, beta, c, bias, activation, precision, s
 
 __all__ = [
     "ACTIVATIONS",
+    "ARCHS",
     "DTYPE_NAMES",
     "OUT_DTYPES",
     "PRECISIONS",
     "Spec",
     "choose_config",
+    "compile_signature",
     "compute",
+    "fp32_accurate_precision",
     "launch",
+    "launch_plan",
     "matmul",
+    "problem_of",
+    "target_plan",
     "tma_layout",
     "tma_plan",
     "validate",

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from tilecraft.kernels import stencil as _k
+from tilecraft.ops.launch import KernelLaunch
 from tilecraft.reference.stencil import (
     MAX_ORDER,
     MIN_ORDER,
@@ -304,21 +305,6 @@ def subdomain_rows(cfg: StencilConfig, shape: tuple[int, int, int], r: int, item
     budget = cfg.subdomain_bytes if cfg.subdomain_bytes > 0 else _l2_bytes(device) // 2
     rows = budget // ((2 * r + 1) * shape[2] * itemsize)
     return max(cfg.block_y, rows - rows % cfg.block_y)
-
-
-@dataclass(frozen=True)
-class KernelLaunch:
-    """One kernel launch of a configuration: what ``launch`` runs, and what ``compile_signature``
-    turns into a signature for compiling the same kernel for another GPU."""
-
-    kernel: object  # the @triton.jit function
-    grid: tuple[int, ...]
-    args: tuple  # runtime arguments, in the kernel's order
-    constexprs: dict
-    options: dict
-
-    def run(self):
-        return self.kernel[self.grid](*self.args, **self.constexprs, **self.options)
 
 
 def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[float, float, float],

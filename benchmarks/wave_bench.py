@@ -1,0 +1,75 @@
+"""One GPU: the fused wave step (fp32, order 8, 512**3 model + PML) against the copy ceiling and the
+plain torch step, measured in one run; then whole simulate() steps with the CPML (widths 10 and 20).
+
+    PYTHONPATH=src python benchmarks/wave_bench.py [--n 512] [--out DIR]
+
+Writes wave-step.json (Records: device, versions, commit, date, ours, peer, ceiling, ratio; extra has
+flops, bytes, time_ms, gpts) and prints a table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from tilecraft.bench.harness import write_results
+from tilecraft.bench.wave import simulate_suite, step_suite
+from tilecraft.hardware.ceilings import measure_copy_bandwidth
+from tilecraft.hardware.device import detect
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=512)
+    ap.add_argument("--order", type=int, default=8)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--budget", type=float, default=1.0)
+    ap.add_argument("--skip-simulate", action="store_true")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("needs a GPU", file=sys.stderr)
+        return 2
+    info = detect()
+    say = lambda m: print(m, flush=True)
+    say("copy bandwidth")
+    copy = measure_copy_bandwidth()
+    say(f"  {copy:.3f} TB/s")
+    records = step_suite(args.n, args.order, torch.float32, 20, device="cuda", copy_tbps=copy, budget_s=args.budget,
+                         say=say)
+    torch.cuda.empty_cache()
+    if not args.skip_simulate:
+        for width in (10, 20):
+            records += simulate_suite(args.n, args.order, torch.float32, width, nt=50, device="cuda", copy_tbps=copy,
+                                      say=say)
+            torch.cuda.empty_cache()
+    copy2 = measure_copy_bandwidth()
+    path = write_results(records, "wave", (args.out / "wave-step.json") if args.out else None, info,
+                         meta={"copy_TBps_start": copy, "copy_TBps_end": copy2,
+                               "least_bytes": "16 B per updated point (read p, p_prev, m; write p_next), fp32",
+                               "points": "every point R or more from the faces of the padded grid "
+                                         "(model + PML + R halo per side)"})
+    print(f"\ncopy {copy:.3f} / {copy2:.3f} TB/s (start/end)")
+    print(f"{'variant':<16}{'config':<34}{'ms':>9}{'TB/s':>8}{'%copy':>7}{'GPts/s':>8}{'x torch':>9}{'regs':>6}")
+    for r in records:
+        cfg = r.extra.get("config") or {}
+        cs = (f"{cfg['block_y']}x{cfg['block_x']}x{cfg['block_z']} w{cfg['num_warps']}"
+              f"{' r' + str(cfg['maxnreg']) if cfg.get('maxnreg') else ''}{' nt' if cfg.get('nontemporal') else ''}"
+              if cfg else f"W={r.case.get('pml_width')}")
+        ok = r.extra.get("ok", True)
+        tp = r.extra.get("ratio_to_peer")
+        print(f"{r.case.get('variant', ''):<16}{cs:<34}{r.extra['time_ms']:>9.3f}{r.ours:>8.3f}"
+              f"{(r.ours / copy * 100 if ok else float('nan')):>7.1f}{r.extra['gpts']:>8.2f}"
+              f"{(tp if tp else float('nan')):>9.2f}{r.extra.get('registers', '')!s:>6}"
+              + ("" if ok else f"  FAILED {r.extra.get('message', r.extra.get('error'))}"))
+    print(f"wrote {path}")
+    print(json.dumps({"best_fused_pct_copy": max((r.ours / copy * 100 for r in records
+                                                  if r.case.get("variant") == "fused" and r.extra.get("ok")),
+                                                 default=None)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

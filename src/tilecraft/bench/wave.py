@@ -1,0 +1,166 @@
+"""Wave-step suites: the fused kernel (launch configurations), the whole step with its absorbing
+boundary, and the plain torch implementation of the same step (the peer).
+
+Least traffic of a step (``step_traffic``): read p, p_prev and m = v**2 dt**2 once, write p_next
+once, i.e. 4 words per updated point (16 B in fp32); the R-wide halo faces of p are ignored (0.3% at
+552**3). FOM = that traffic / median time, compared with the device-to-device copy bandwidth
+measured in the same run. The CPML's memory variables are extra traffic the FOM does not count as
+useful (the whole-step records carry it against us). Every case is checked against the torch step
+before it is timed.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from tilecraft.bench.harness import Record, time_rotating
+from tilecraft.ops import wave as ops
+from tilecraft.ops.wave import WaveConfig
+from tilecraft.reference.wave import wave_step_torch
+from tilecraft.wave.boundaries import Layout
+
+# Configurations swept on a GPU: (block_y, block_x, block_z, num_warps[, maxnreg]).
+GPU_CONFIGS = (
+    WaveConfig(8, 128, 32, 8), WaveConfig(16, 128, 32, 16), WaveConfig(4, 256, 32, 8), WaveConfig(2, 256, 32, 4),
+    WaveConfig(8, 64, 32, 4), WaveConfig(4, 128, 32, 4), WaveConfig(8, 128, 16, 8), WaveConfig(8, 128, 64, 8),
+    WaveConfig(16, 128, 32, 16, maxnreg=56), WaveConfig(8, 128, 32, 8, nontemporal=True), WaveConfig(16, 128, 32, 8),
+)
+
+
+@dataclass(frozen=True)
+class StepTraffic:
+    points: int
+    bytes: int
+    flops: int
+
+
+def step_traffic(points: int, order: int, itemsize: int) -> StepTraffic:
+    """4 words per point; 9R+1 flops of the Laplacian plus 4 of the update (2p - pp + m lap)."""
+    r = order // 2
+    return StepTraffic(points=points, bytes=4 * points * itemsize, flops=points * (9 * r + 1 + 4))
+
+
+def _record(case: dict, traffic: StepTraffic, time_ms: float, spread: float, copy_tbps: float | None,
+            peer_tbps: float | None, measured: bool, extra: dict | None = None) -> Record:
+    fom = traffic.bytes / (time_ms * 1e-3) / 1e12
+    x = {"flops": traffic.flops, "bytes": traffic.bytes, "time_ms": time_ms, "gpts": traffic.points / time_ms / 1e6,
+         "points": traffic.points, "spread": spread}
+    x.update(extra or {})
+    return Record(suite="wave", case=case, metric="FOM (least bytes / time)", unit="TB/s", ours=fom,
+                  peer="torch step (same arithmetic, elementwise ops)" if peer_tbps else None, peer_value=peer_tbps,
+                  ceiling="copy bandwidth (measured, same run)" if copy_tbps else None, ceiling_value=copy_tbps,
+                  measured=measured, extra=x)
+
+
+def _fields(shape, dtype, device, gen):
+    p = (torch.rand(shape, generator=gen, dtype=torch.float32) - 0.5).to(device=device, dtype=dtype)
+    pp = (torch.rand(shape, generator=gen, dtype=torch.float32) - 0.5).to(device=device, dtype=dtype)
+    # m = v**2 dt**2 / h**2-scaled: velocities 1500..4500 m/s at h = 10 m and a stable dt
+    v = torch.rand(shape, generator=gen, dtype=torch.float32).mul_(3000).add_(1500).to(device=device)
+    m = (v * 1e-3) ** 2
+    return p, pp, m.to(dtype)
+
+
+def step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
+               configs: Sequence[WaveConfig] | None = None, device: str = "cuda", copy_tbps: float | None = None,
+               budget_s: float = 1.0, say: Callable[[str], None] = print) -> list[Record]:
+    """The fused kernel on the padded grid of an n**3 model (+ pml_width + R per side), every point
+    R or more from the faces updated: each configuration, the sponge variant, and the torch peer."""
+    dev = torch.device(device)
+    measured = dev.type == "cuda"
+    layout = Layout((n, n, n), order, pml_width, False)
+    shape, (lo, hi) = layout.shape, layout.updated
+    spacing = (10.0, 10.0, 10.0)
+    gen = torch.Generator().manual_seed(20261121)
+    p, pp, m = _fields(shape, dtype, dev, gen)
+    points = math.prod(b - a for a, b in zip(lo, hi))
+    traffic = step_traffic(points, order, p.element_size())
+    case = {"model": [n] * 3, "grid": list(shape), "order": order, "dtype": str(dtype).replace("torch.", ""),
+            "pml_width": pml_width}
+
+    ref = torch.empty_like(pp)
+    wave_step_torch(p, pp, m, ref, order, spacing, lo, hi)
+    scale = float(ref.abs().max())
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+
+    def torch_step(_i: int) -> None:
+        wave_step_torch(p, pp, m, ref, order, spacing, lo, hi)
+
+    say("torch step (peer)")
+    t_peer = time_rotating(torch_step, 1, device=dev, budget_s=budget_s, min_runs=3, warmup=1)
+    peer_tbps = traffic.bytes / (t_peer.median_ms * 1e-3) / 1e12
+    records = [_record({**case, "variant": "torch"}, traffic, t_peer.median_ms, t_peer.spread, copy_tbps, None,
+                       measured)]
+    out = torch.empty_like(pp)
+    for cfg in configs or (GPU_CONFIGS if measured else (ops.default_config(dtype, order, dev),)):
+        for sponge in (False,):  # the sponge runs once, below, with the best configuration
+            say(f"fused step {cfg.block_y}x{cfg.block_x}x{cfg.block_z} w{cfg.num_warps}")
+            out.fill_(float("nan"))
+            try:
+                handle = ops.step_into(p, pp, m, out, order, spacing, lo, hi, None, "triton", cfg)
+            except Exception as exc:  # noqa: BLE001 - a configuration the compiler rejects is reported, not fatal
+                records.append(_record({**case, "variant": "fused", "config": cfg.as_dict()}, traffic, math.inf, 0,
+                                       copy_tbps, peer_tbps, measured, {"ok": False, "message": str(exc)[:300]}))
+                continue
+            box = tuple(slice(a, b) for a, b in zip(lo, hi))
+            err = float((out[box].double() - ref[box].double()).abs().max()) / scale
+            ok = err < tol
+            extra = {"ok": ok, "error": err, "config": cfg.as_dict(), "sponge": sponge,
+                     "registers": getattr(handle, "n_regs", None), "spills": getattr(handle, "n_spills", None)}
+            if not ok:
+                records.append(_record({**case, "variant": "fused", "config": cfg.as_dict()}, traffic, math.inf, 0,
+                                       copy_tbps, peer_tbps, measured, extra))
+                continue
+            t = time_rotating(lambda _i, c=cfg: ops.step_into(p, pp, m, out, order, spacing, lo, hi, None, "triton", c),
+                              1, device=dev, budget_s=budget_s)
+            records.append(_record({**case, "variant": "fused", "config": cfg.as_dict()}, traffic, t.median_ms,
+                                   t.spread, copy_tbps, peer_tbps, measured, extra))
+    # the sponge variant of the best configuration (its profiles add no per-point traffic)
+    ok_recs = [r for r in records if r.case.get("variant") == "fused" and r.extra.get("ok")]
+    if ok_recs:
+        best = max(ok_recs, key=lambda r: r.ours)
+        cfg = WaveConfig(**best.extra["config"])
+        g = [torch.rand(nn, generator=gen, dtype=torch.float32).mul_(0.01).to(device=dev, dtype=dtype) for nn in shape]
+        say("fused step + sponge")
+        t = time_rotating(lambda _i: ops.step_into(p, pp, m, out, order, spacing, lo, hi, g, "triton", cfg), 1,
+                          device=dev, budget_s=budget_s)
+        records.append(_record({**case, "variant": "fused+sponge", "config": cfg.as_dict()}, traffic, t.median_ms,
+                               t.spread, copy_tbps, peer_tbps, measured, {"ok": True, "config": cfg.as_dict()}))
+    return records
+
+
+def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
+                   nt: int = 50, device: str = "cuda", copy_tbps: float | None = None, backends=("triton", "torch"),
+                   say: Callable[[str], None] = print) -> list[Record]:
+    """Whole steps through ``simulate`` (fused step + CPML slabs + source and receivers), per step
+    time = the time loop's wall time / nt after a warm-up run; FOM with the same 16 B/pt."""
+    from tilecraft import wave
+
+    dev = torch.device(device)
+    gen = torch.Generator().manual_seed(7)
+    v = torch.rand((n, n, n), generator=gen, dtype=torch.float32).mul_(1000).add_(1500).to(device=dev, dtype=dtype)
+    model = wave.Model(v, 10.0)
+    c = (n - 1) * 10.0 / 2
+    src = wave.Source([[c, c, c]], f0=15.0)
+    rec = wave.Receivers.line((c, c, 0.0), (c, c, 2 * c), 101)
+    layout = Layout((n, n, n), order, pml_width, False)
+    lo, hi = layout.updated
+    traffic = step_traffic(math.prod(b - a for a, b in zip(lo, hi)), order, torch.finfo(dtype).bits // 8)
+    records, per_step = [], {}
+    for backend in backends:
+        steps = nt if backend == "triton" else max(3, nt // 10)
+        say(f"simulate {backend} ({steps} steps)")
+        wave.simulate(model, src, rec, 2, order=order, boundary="pml", pml_width=pml_width, backend=backend)
+        res = wave.simulate(model, src, rec, steps, order=order, boundary="pml", pml_width=pml_width, backend=backend)
+        per_step[backend] = res.info["loop_seconds"] / steps * 1e3
+    peer = per_step.get("torch")
+    peer_tbps = traffic.bytes / (peer * 1e-3) / 1e12 if peer else None
+    for backend, ms in per_step.items():
+        case = {"model": [n] * 3, "grid": list(layout.shape), "order": order, "dtype": str(dtype).replace("torch.", ""),
+                "pml_width": pml_width, "variant": f"simulate-{backend}", "boundary": "pml"}
+        records.append(_record(case, traffic, ms, 0.0, copy_tbps, peer_tbps if backend != "torch" else None,
+                               dev.type == "cuda", {"steps_timed": nt if backend == "triton" else max(3, nt // 10)}))
+    return records

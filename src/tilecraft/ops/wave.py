@@ -45,13 +45,13 @@ class WaveConfig:
 
 
 def default_config(dtype: torch.dtype, order: int, device: torch.device) -> WaveConfig:
-    """GPU: tiles of 512-byte rows (4 cache lines), 16 rows, 32 planes per program (the stencil's
-    order >= 6 z-march shape; ``benchmarks/wave_bench.py`` sweeps it). Interpreter: a few large
-    programs (it pays per program, not per point)."""
+    """GPU: tiles of 128 points x 8 rows, 4 points per thread (59 registers at order 8 on sm90,
+    cross-compiled; 16 rows at 8 warps took 197), 32 planes per program (``benchmarks/wave_bench.py``
+    sweeps it). Interpreter: a few large programs (it pays per program, not per point)."""
     itemsize = torch.finfo(dtype).bits // 8
     if device.type != "cuda":
         return WaveConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
-    return WaveConfig(block_y=16, block_x=512 // itemsize, block_z=32, num_warps=8)
+    return WaveConfig(block_y=8, block_x=512 // itemsize, block_z=32, num_warps=8)
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
@@ -132,7 +132,7 @@ def _as3d(t: torch.Tensor) -> torch.Tensor:
     return t if t.dim() == 3 else t.unsqueeze(0)
 
 
-def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveConfig) -> None:
+def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveConfig):
     r = order // 2
     has_z = p.dim() == 3
     p3, pp3, m3, o3 = (_as3d(t) for t in (p, p_prev, m, out))
@@ -153,7 +153,7 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
     opts = {"num_warps": cfg.num_warps}
     if cfg.maxnreg and p.device.type == "cuda" and torch.version.hip is None:
         opts["maxnreg"] = cfg.maxnreg
-    _k.wave_step_kernel[(n_prog,)](
+    return _k.wave_step_kernel[(n_prog,)](
         p3, pp3, m3, o3, w, *g3, nz, ny, nx // scale, s_z // scale, s_y // scale,
         lo3[0], hi3[0], lo3[1], hi3[1], lo3[2], hi3[2],
         R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec, SCALE=scale,
@@ -198,17 +198,17 @@ def cpml_correct(p, psi, zeta, a, b, m, out, axis: int, order: int, h: float, lo
 
 
 def step_into(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi, sponge, backend: str,
-              config: WaveConfig | None = None) -> None:
-    """The fused step on validated arguments and a resolved backend (the solver's inner call)."""
+              config: WaveConfig | None = None):
+    """The fused step on validated arguments and a resolved backend (the solver's inner call).
+    Returns Triton's compiled kernel on a GPU (registers and spills can be read from it), else None."""
     if backend == "torch":
         wave_step_torch(p, p_prev, m, out, order, spacing, tuple(lo), tuple(hi), sponge)
-        return
+        return None
     cfg = config or default_config(p.dtype, order, p.device)
     if p.device.type == "cuda":
         with torch.cuda.device(p.device):
-            _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg)
-    else:
-        _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg)
+            return _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg)
+    return _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg)
 
 
 # ----------------------------------------------------------------------------------------------

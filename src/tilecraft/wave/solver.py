@@ -16,6 +16,7 @@ bit-identical to the one-process run (tested on CPU with gloo).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -61,7 +62,8 @@ class Result:
 
     ``record``: (nt, n_receivers) float64 (CPU), pressure at each receiver at t = n dt.
     ``snapshots``: [(n, field)] with the model-region wavefield p(t = n dt) (CPU, the fields' dtype).
-    ``backend``: which step ran ("triton" or "torch"); ``info``: grid, dt limit, ranks, ...
+    ``backend``: which step ran ("triton" or "torch"); ``info``: grid, dt limit, ranks, the wall time
+    of the time loop (``loop_seconds``, device synchronised before and after), ...
     """
 
     record: torch.Tensor
@@ -254,6 +256,8 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
         interior, edges = (r, own + r), []
     exchanger = _Halo(rank, world, r) if world > 1 else None
 
+    _sync(device)
+    loop_start = time.perf_counter()
     for n in range(nt):
         samples[n] = torch.where(rec_own, p.reshape(-1)[rec_idx], torch.zeros((), dtype=dtype, device=device))
         if n in snap_steps:
@@ -287,6 +291,8 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
             progress(n + 1, nt)
     if exchanger is not None:
         exchanger.wait()
+    _sync(device)
+    loop_s = time.perf_counter() - loop_start
 
     if world > 1:
         dist.all_reduce(samples)  # one rank holds each point, the others add exact zeros
@@ -294,8 +300,14 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     record = samples.cpu().to(torch.float64) @ wrec
     info = {"grid": list(shape), "model_shape": list(model.shape), "order": order, "boundary": boundary,
                 "pml_width": width, "free_surface": free_surface, "dt_max": dt_max, "courant": dt / dt_max, "ranks": world,
-                "slab": [z0, z1], "device": str(device), "dtype": str(dtype).replace("torch.", "")}
+                "slab": [z0, z1], "device": str(device), "dtype": str(dtype).replace("torch.", ""),
+                "loop_seconds": loop_s}
     return Result(record=record, dt=float(dt), nt=nt, snapshots=snaps, backend=backend, info=info)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _flat(pt: tuple[int, ...], off: int, lshape: tuple[int, ...]) -> int:

@@ -433,16 +433,21 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
     (c3, bias_t, sa_t, sb_t), (epi_args, epi_cx) = _epilogue_args(spec, out3, c, bias, scale_a, scale_b)
     acc, _, acc_torch = _acc_types(spec)
     opts = _options(cfg, a.device)
-    if cfg.kernel == "tma":
-        if not tma_dtype_ok(spec):
-            raise ValueError(f"the TMA kernel cannot take {spec.dtype} operands with precision "
-                             f"{spec.precision!r} (wgmma has no such form); use a pointer config")
-        return [_tma_launch(a, b, out3, spec, cfg, acc, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, opts, sms)]
-    num_tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n)
     split = cfg.split_k if spec.k > 0 else 1
     k_per_split = math.ceil(spec.k / (split * cfg.block_k)) * cfg.block_k if spec.k else 0
     if split > 1:
         split = max(1, math.ceil(spec.k / k_per_split))
+    ws = torch.empty((split, spec.batch, spec.m, spec.n), dtype=acc_torch, device=a.device) if split > 1 else None
+    reduce = [] if ws is None else [_reduce_launch(ws, out3, spec, split, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx,
+                                                   sms or _facts(a.device)[1])]
+    if cfg.kernel == "tma":
+        if not tma_dtype_ok(spec):
+            raise ValueError(f"the TMA kernel cannot take {spec.dtype} operands with precision "
+                             f"{spec.precision!r} (wgmma has no such form); use a pointer config")
+        dest = out3 if ws is None else ws.view(split * spec.batch, spec.m, spec.n)
+        return [_tma_launch(a, b, dest, spec, cfg, acc, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, opts, sms,
+                            split, max(k_per_split, 1))] + reduce
+    num_tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n)
     common = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
                   "ACC": acc, "INPUT_PRECISION": _dot_input_precision(spec, a), "OFFS64": _needs_offs64(a3, b3, out3),
                   "EVEN_K": spec.k % cfg.block_k == 0, "UPCAST": _upcast(spec, a)}
@@ -451,16 +456,23 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         return [KernelLaunch(_k.matmul_kernel, (num_tiles, spec.batch, 1), (
             a3, b3, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, max(k_per_split, 1), *strides_ab,
             out3.stride(0), out3.stride(1), out3.stride(2), *epi_args), {"SPLIT_K": 1, **common, **epi_cx}, opts)]
-    ws = torch.empty((split, spec.batch, spec.m, spec.n), dtype=acc_torch, device=a.device)
-    rbm = min(64, max(16, triton_next_pow2(spec.m)))
-    rbn = 128
     return [KernelLaunch(_k.matmul_kernel, (num_tiles, spec.batch, split), (
                 a3, b3, ws, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, k_per_split, *strides_ab,
-                spec.m * spec.n, spec.n, 1, *epi_args), {"SPLIT_K": split, **common, **epi_cx}, opts),
-            KernelLaunch(_k.splitk_reduce_kernel, (math.ceil(spec.m / rbm) * math.ceil(spec.n / rbn), spec.batch), (
-                ws, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.batch, spec.batch * spec.m * spec.n,
-                out3.stride(0), out3.stride(1), out3.stride(2), *epi_args),
-                {"BLOCK_M": rbm, "BLOCK_N": rbn, "SPLIT_K": split, **epi_cx}, {"num_warps": 4})]
+                spec.m * spec.n, spec.n, 1, *epi_args), {"SPLIT_K": split, **common, **epi_cx}, opts)] + reduce
+
+
+def _reduce_launch(ws, out3, spec: Spec, split: int, ptrs, epi_args, epi_cx, sms: int) -> KernelLaunch:
+    """split-K's second pass over the (split, batch, M, N) workspace: 128-wide tiles, 64 rows or
+    fewer, so that (where the output allows) every SM gets a program."""
+    rbn = 128
+    rbm = min(64, max(16, triton_next_pow2(spec.m)))
+    while rbm > 16 and math.ceil(spec.m / rbm) * math.ceil(spec.n / rbn) * spec.batch < sms:
+        rbm //= 2
+    c3, bias_t, sa_t, sb_t = ptrs
+    return KernelLaunch(_k.splitk_reduce_kernel, (math.ceil(spec.m / rbm) * math.ceil(spec.n / rbn), spec.batch), (
+        ws, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.batch, spec.batch * spec.m * spec.n,
+        out3.stride(0), out3.stride(1), out3.stride(2), *epi_args),
+        {"BLOCK_M": rbm, "BLOCK_N": rbn, "SPLIT_K": split, **epi_cx}, {"num_warps": 4})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -532,7 +544,10 @@ def _tma_desc(t: torch.Tensor, kmajor: bool, k_dim: int, block_rows: int, block_
     return TensorDescriptor(t3, [nb, rows, cols], [bstride, row_stride, 1], block), batched
 
 
-def _tma_launch(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, sms: int | None) -> KernelLaunch:
+def _tma_launch(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, sms: int | None, split: int = 1,
+                k_per_split: int = 1) -> KernelLaunch:
+    """The persistent TMA kernel; with ``split`` > 1, ``out3`` is the (split * batch, M, N) split-K
+    workspace and the grid walks ``split`` work units per tile."""
     _, ak, bk = tma_plan(a, b, spec.dtype)
     if _tma_direct(a, -1, spec.dtype) is None:
         a = aligned_kmajor_copy(a, -1)
@@ -542,15 +557,16 @@ def _tma_launch(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, sms: i
     b_desc, b_batched = _tma_desc(b, bk, -2, cfg.block_n, cfg.block_k)
     sms = sms or _facts(a.device)[1]
     tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n) * spec.batch
-    grid = (max(1, min(sms, tiles)),)
+    grid = (max(1, min(sms, tiles * split)),)
     c3, bias_t, sa_t, sb_t = ptrs
     return KernelLaunch(_k.matmul_tma_kernel, grid, (
-        a_desc, b_desc, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, spec.batch,
+        a_desc, b_desc, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, spec.batch, k_per_split,
         out3.stride(0), out3.stride(1), out3.stride(2), *epi_args), dict(
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m, NUM_SMS=grid[0],
         A_KMAJOR=ak, B_KMAJOR=bk, A_BATCHED=a_batched, B_BATCHED=b_batched, ACC=acc,
         INPUT_PRECISION=_dot_input_precision(spec, a), UPCAST=_upcast(spec, a), FLATTEN=cfg.flatten,
-        WARP_SPECIALIZE=cfg.warp_spec, EPILOGUE_SPLIT=_epilogue_split(cfg, spec), **epi_cx), opts)
+        WARP_SPECIALIZE=cfg.warp_spec, EPILOGUE_SPLIT=_epilogue_split(cfg, spec) and split == 1, SPLIT_K=split,
+        **epi_cx), opts)
 
 
 def _epilogue_split(cfg: GemmConfig, spec: Spec) -> bool:

@@ -72,14 +72,18 @@ def test_warmup_returns_the_config_matmul_runs(field):
 
 
 def test_few_tiles_take_split_k_in_the_tma_kernel():
-    """M = 128, N = K = 4096 is 32 tiles of 128x128 on 132 SMs: the heuristic splits K four ways
-    inside the persistent TMA kernel (128 work units); big products stay unsplit, and the tuner's
-    space holds split-K TMA candidates for few-tile shapes only."""
+    """The measured few-tile rules (H200, gemm-llm-followup-296fd54): M = 128, N = K = 4096 runs
+    64x128 tiles in 6 stages with K split in two inside the persistent TMA kernel (128 units on
+    132 SMs); M = 128, N = 11008 has 86 tiles of 128x128 and stays unsplit (split-K lost there);
+    big products stay unsplit, and the tuner's space holds split-K TMA candidates for few-tile
+    shapes only."""
     from tilecraft.tuning.gemm import heuristic, tma_split
 
     cfg = heuristic(_p(128, 4096, 4096))
-    assert (cfg.kernel, cfg.block_m, cfg.block_n, cfg.split_k) == ("tma", 128, 128, 4)
-    assert tma_split(32, 64, 132) == 4 and tma_split(132, 64, 132) == 1
+    assert (cfg.kernel, cfg.block_m, cfg.block_n, cfg.num_stages, cfg.split_k) == ("tma", 64, 128, 6, 2)
+    cfg = heuristic(_p(128, 11008, 4096))
+    assert (cfg.kernel, cfg.block_m, cfg.block_n, cfg.split_k) == ("tma", 128, 128, 1)
+    assert tma_split(64, 64, 132) == 2 and tma_split(86, 64, 132) == 1 and tma_split(132, 64, 132) == 1
     assert tma_split(32, 12, 132) == 1  # fewer than 8 K steps per unit: no split
     assert heuristic(_p(8192, 8192, 8192)).split_k == 1
     assert any(c.kernel == "tma" and c.split_k > 1 for c in config_space(_p(128, 4096, 4096)))

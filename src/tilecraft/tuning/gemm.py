@@ -120,15 +120,22 @@ def _small_m_config(p: Problem) -> GemmConfig:
 
     Measured on the H200 (bf16, 2026-11-21, benchmarks/gemm_tune.py smallm): N = K = 8192 with
     16x64x256 tiles and no split 94-95% of the copy bandwidth (M = 1, 16), 64x64x128 92% (M = 64);
-    N = K = 4096 with BLOCK_N 32 (128 tiles) 67%. Split-K lost everywhere once the tiles alone
+    N = K = 4096 with BLOCK_N 32 (128 tiles) 67%, and 6 stages of 128-deep K steps 71-75% (below).
+    Split-K lost everywhere once the tiles alone
     fill the device (its second pass costs more than it gains), so it is used only below half a
     wave of tiles."""
     bm = 16 if p.m <= 16 else (32 if p.m <= 32 else 64)
     bn = 64 if math.ceil(p.n / 64) * p.batch >= 0.9 * p.sms else 32
     bk = 512 // p.itemsize
     cfg = GemmConfig("pointer", bm, bn, bk, group_m=1, num_warps=4, num_stages=4)
+    if bn == 32 and bm != 32 and p.itemsize == 2 and math.ceil(p.n / 32) * p.batch >= 0.9 * p.sms:
+        # N = K = 4096 (gemm-llm-followup-296fd54): M <= 16 with 16x32x128 in 6 stages 75% / 74% of
+        # copy (16x32x256 in 4: 67% / 68%); M = 64 with 64x64x128 in 6 stages 71% (64x32x256: 67%)
+        cfg = replace(cfg, block_n=32 if bm == 16 else 64, block_k=128, num_stages=6)
     while not fits(cfg, p) and cfg.block_k > 32:
         cfg = replace(cfg, block_k=cfg.block_k // 2)
+    if cfg.num_stages == 6:
+        return cfg  # measured unsplit (2 splits: 58-60% of copy)
     tiles = math.ceil(p.n / bn) * p.batch
     split = 1
     k_blocks = math.ceil(p.k / cfg.block_k)
@@ -140,28 +147,41 @@ def _small_m_config(p: Problem) -> GemmConfig:
 def tma_split(tiles: int, k_blocks: int, sms: int, max_split: int = 8, min_steps: int = 8) -> int:
     """Split-K factor for ``tiles`` output tiles of ``k_blocks`` K steps on ``sms`` persistent
     programs: the fewest step-times, counting every wave of work units in full, a pipeline fill
-    of about 4 steps per unit and about 8 steps for the reduce pass (its launch and the workspace
-    round trip), with at least ``min_steps`` K steps per unit. M = 128, N = K = 4096 (32 tiles of
-    128x128, 64 steps): 4 splits, 128 units in one wave (16 + 4 + 8 step-times against 68)."""
+    of about 4 steps per unit and about 24 steps for the reduce pass (its launch and the workspace
+    round trip), with at least ``min_steps`` K steps per unit.
+
+    The 24 is measured (H200, bf16, 2026-11-21, gemm-llm-followup-296fd54): the reduce pass cost
+    27-38 step-times at M = 128 (N = 4096, 64x128 tiles: 1 split 270 TFLOP/s, 2 splits 291; N =
+    11008, 128x128: 1 split 381, 2 splits 261, 3 splits 292). With it, 64 tiles of 64 steps take
+    2 splits (36 + 24 against 68) and 86 tiles stay whole (68 against 75 for 3 splits)."""
     best, best_cost = 1, math.inf
     for s in range(1, max_split + 1):
         if s > 1 and k_blocks / s < min_steps:
             break
-        cost = math.ceil(tiles * s / sms) * (k_blocks / s + 4) + (8 if s > 1 else 0)
+        cost = math.ceil(tiles * s / sms) * (k_blocks / s + 4) + (24 if s > 1 else 0)
         if cost < best_cost - 1e-9:
             best, best_cost = s, cost
     return best
 
 
 def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
-    """Below two waves of 128x256 tiles. TMA: 128x128 tiles with split-K inside the persistent
-    grid where that fills the SMs (:func:`tma_split`). Otherwise the largest tile that still gives
-    every SM a program (128x128, 64x128, 64x64), else 64x64 with split-K on the pointer kernel."""
+    """Below two waves of 128x256 tiles.
+
+    TMA (measured on the H200, bf16, 2026-11-21, gemm-llm-followup-296fd54): 128x128 tiles, 4
+    stages, where they give at least half the SMs a tile (M = 128, N = 11008 / 14336: 0.86x /
+    0.96x torch; split-K there lost, 0.56-0.67x); else 64x128 tiles, one warpgroup, 6 stages, with
+    split-K inside the persistent grid where :func:`tma_split` says (M = 128, N = 4096, K = 4096 /
+    11008 / 14336: 2 splits, 0.92x / 1.00x / 1.00x, against 0.81-0.96x for 128x128 in 4 splits;
+    1000^3: no split, 0.71x against 0.56x for 64x64).
+
+    Pointer kernel: the largest tile that still gives every SM a program (128x128, 64x128, 64x64),
+    else 64x64 with split-K."""
     if kind == "tma":
-        tiles = math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch
-        split = tma_split(tiles, math.ceil(p.k / bk), p.sms)
-        if split > 1:
-            return GemmConfig("tma", 128, 128, bk, group_m=8, num_warps=8, num_stages=4, split_k=split)
+        if math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch >= p.sms / 2:
+            return GemmConfig("tma", 128, 128, bk, group_m=8, num_warps=8, num_stages=4)
+        tiles = math.ceil(p.m / 64) * math.ceil(p.n / 128) * p.batch
+        return GemmConfig("tma", 64, 128, bk, group_m=8, num_warps=4, num_stages=6,
+                          split_k=tma_split(tiles, math.ceil(p.k / bk), p.sms))
     for bm, bn in ((128, 128), (64, 128), (64, 64)):
         tiles = math.ceil(p.m / bm) * math.ceil(p.n / bn) * p.batch
         if tiles >= p.sms:
@@ -205,8 +225,10 @@ def heuristic(p: Problem) -> GemmConfig:
     big = p.m * p.n * p.batch >= 2 * p.sms * 128 * 256  # two waves of 128x256 tiles or more
     bk = 128 if p.itemsize == 1 else (32 if p.itemsize == 4 else 64)
     # Copies for the TMA kernel cost a pass over an operand: worth it against the pointer kernel's
-    # scalar loads on unaligned rows (8191^3 bf16: 30 TFLOP/s), not for thin products.
-    tma = p.arch == "sm90" and p.tma_ok and (p.tma_copies == 0 or min(p.m, p.n) >= 1024
+    # scalar loads on unaligned rows (8191^3 bf16: 30 TFLOP/s; 997x1009x1013: TMA 64x128 with both
+    # copies 1.22x torch, the pointer kernel 0.70x, H200 2026-11-21, gemm-llm-followup-296fd54), not
+    # for thin products (below 512 rows and columns: not measured, left on the pointer kernel).
+    tma = p.arch == "sm90" and p.tma_ok and (p.tma_copies == 0 or min(p.m, p.n) >= 512
                                              or p.dtype in ("fp32", "int8", "fp8_e4m3", "fp8_e5m2"))
     if tma and p.precision == "tf32x3":
         # three wgmmas per step: 128x128x64, 2 stages, 80.5 TFLOP/s; 128x256x32 spills (57.7)
@@ -242,6 +264,8 @@ def config_space(p: Problem) -> list[GemmConfig]:
                 for split in (1, 2, 4):
                     cands.append(GemmConfig("pointer", bm, bn, bk, group_m=1, num_warps=4, num_stages=4,
                                             split_k=split))
+        for bn in (32, 64):
+            cands.append(GemmConfig("pointer", bm, bn, 256 // p.itemsize, group_m=1, num_warps=4, num_stages=6))
     else:
         bk = 128 if p.itemsize == 1 else (32 if p.itemsize == 4 else 64)
         if p.arch == "sm90" and p.tma_ok:
@@ -250,11 +274,11 @@ def config_space(p: Problem) -> list[GemmConfig]:
                     cands.append(GemmConfig("tma", bm, bn, bk, group_m=8, num_warps=w, num_stages=st))
             if p.m * p.n * p.batch < 2 * p.sms * 128 * 256:
                 # few tiles: split-K inside the persistent grid, and deeper pipelines on small tiles
-                for bm, bn, w in ((128, 128, 8), (128, 64, 4), (64, 128, 4)):
+                for bm, bn, w, st in ((128, 128, 8, 4), (128, 64, 4, 6), (64, 128, 4, 6)):
                     tiles = math.ceil(p.m / bm) * math.ceil(p.n / bn) * p.batch
                     for split in sorted({tma_split(tiles, math.ceil(p.k / bk), p.sms), 2, 4}):
                         if split > 1 and math.ceil(p.k / bk) >= 4 * split:
-                            cands.append(GemmConfig("tma", bm, bn, bk, group_m=8, num_warps=w, num_stages=4,
+                            cands.append(GemmConfig("tma", bm, bn, bk, group_m=8, num_warps=w, num_stages=st,
                                                     split_k=split))
                 for bm, bn in ((128, 64), (64, 128), (64, 64)):
                     cands.append(GemmConfig("tma", bm, bn, bk, group_m=8, num_warps=4, num_stages=6))

@@ -212,8 +212,9 @@ def test_cpu_report_end_to_end(cpu_report):
     assert status["inspect"] == ("ok", "compiled")
     assert status["gemm"] == ("ok", "interpreter")
     assert status["attention"] == ("ok", "interpreter")
+    assert status["wave"] == ("ok", "interpreter")
     suites = {p["suite"] for s in doc["sections"] if s["key"] == "roofline" for p in s["records"]}
-    assert {"stencil", "gemm", "attention"} <= suites  # every family placed on the model's roofline
+    assert {"stencil", "gemm", "attention", "wave"} <= suites  # every family placed on the model's roofline
     assert status["roofline"] == ("ok", "model")
     assert status["sweep"][0] == "skipped" and status["profile"][0] == "skipped"
     assert doc["meta"]["measured"] is False

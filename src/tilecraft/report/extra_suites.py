@@ -220,9 +220,85 @@ def attention_suite(ctx: Context) -> Section:
 
 
 # ------------------------------------------------------------------------------------------------
+# the wave solver
+# ------------------------------------------------------------------------------------------------
+def wave_suite(ctx: Context) -> Section:
+    import torch
+
+    from tilecraft.bench import wave as wb
+    from tilecraft.ops import wave as wops
+
+    title = "Wave: the fused acoustic time step"
+    order = 8
+    if not ctx.gpu:
+        from tilecraft.bench import INTERPRETER_LABEL
+
+        sec = Section("wave", title, source="interpreter")
+        ctx.progress("wave step (interp.)")
+        records = wb.step_suite(n=8, order=order, pml_width=2, device="cpu", budget_s=0.0,
+                                configs=(wops.default_config(torch.float32, order, torch.device("cpu")),),
+                                say=lambda m: ctx.progress(f"wave {m} (interp.)"))
+        rows = []
+        for r in records:
+            if r.case.get("variant") == "torch":
+                continue
+            ok = bool(r.extra.get("ok"))
+            if not ok:
+                sec.status, sec.message = "failed", f"{r.case['variant']}: {r.extra.get('message') or r.extra.get('error')}"
+            rows.append([r.case["variant"], "×".join(map(str, r.case["grid"])), f"order {order}",
+                         "ok" if ok else "FAILED", fmt(r.extra.get("error"), ".1e")])
+        sec.records = [{**r.as_dict(), "measured": False} for r in records]
+        sec.tables.append(Table(f"Fused step against the torch step: {INTERPRETER_LABEL}",
+                                ["variant", "grid", "order", "check", "max error / max |p|"], rows))
+        roof = ctx.roofline or datasheet_roofline(ctx.target)
+        t = wb.step_traffic(512**3, order, 4)
+        least = roof.least_time_ms(t.flops, t.bytes, "fp32")
+        if least:
+            sec.points.append(Point(f"wave step fp32 o{order} 512³", "wave", t.flops, t.bytes, least, "fp32", False))
+            sec.tables.append(Table(f"Model: least time of one step on a {roof.device} (not measured)",
+                                    ["case", "least ms", "GPts/s at that time"],
+                                    [[f"fp32 order {order}, 512³ interior", fmt(least, ".3f"),
+                                      fmt(t.points / (least * 1e-3) / 1e9, ".1f")]],
+                                    "read p, p_prev, v²dt²; write p_next: 16 B per point"))
+        return sec
+
+    sec = Section("wave", title, source="measured")
+    n = 512 if not (ctx.info.memory_bytes and ctx.info.memory_bytes < 16 * 2**30) else 256
+    cfgs = (wops.default_config(torch.float32, order, torch.device("cuda")),) if ctx.quick else None
+    records = wb.step_suite(n=n, order=order, configs=cfgs, copy_tbps=ctx.copy_TBps, budget_s=0.5 if ctx.quick else 1.0,
+                            say=lambda m: ctx.progress(f"wave {m}"))
+    records += wb.simulate_suite(n=256 if ctx.quick else n, order=order, nt=20 if ctx.quick else 50,
+                                 copy_tbps=ctx.copy_TBps, say=lambda m: ctx.progress(f"wave {m}"))
+    rows = []
+    for r in records:
+        x = r.extra
+        failed = x.get("ok") is False
+        if failed:
+            sec.status, sec.message = "failed", f"{r.case.get('variant')}: {x.get('message') or x.get('error')}"
+        cfg = x.get("config") or {}
+        label = r.case.get("variant", "")
+        if cfg:
+            label += f" {cfg.get('block_z')}x{cfg.get('block_y')}x{cfg.get('block_x')} w{cfg.get('num_warps')}"
+        rows.append([label, "×".join(map(str, r.case.get("model", []))), "FAILED" if failed else fmt(x.get("time_ms"), ".4g"),
+                     fmt(r.ours, ".3f"), _pct(r.extra.get("ratio_to_ceiling")), fmt(x.get("gpts"), ".1f"),
+                     fmt(r.extra.get("ratio_to_peer"), ".2f"), fmt(x.get("registers")), fmt(x.get("spills"))])
+        p = point_from_record({**r.as_dict(), "extra": {**x, "ok": not failed}}, label, "fp32")
+        if p and not failed and r.case.get("variant") in ("fused", "torch", "simulate-triton"):
+            sec.points.append(p)
+    sec.records = [r.as_dict() for r in records]
+    sec.tables.append(Table(f"fp32, order {order}, CPML: one time step", ["variant", "model", "ms / step", "FOM TB/s",
+                                                                          "% copy", "GPts/s", "× torch", "regs", "spills"],
+                            rows, "FOM = 16 B per updated point (read p, p_prev, v²dt²; write p_next) / median time; "
+                            "simulate rows: the whole step (fused kernel, CPML slabs, source, receivers) from the time loop"))
+    return sec
+
+
+# ------------------------------------------------------------------------------------------------
 # registration: only the families whose bench module is in the tree
 # ------------------------------------------------------------------------------------------------
 if importlib.util.find_spec("tilecraft.bench.gemm") is not None:
     register(Suite("gemm", "GEMM: tilecraft.matmul against torch", gemm_suite), before="inspect")
 if importlib.util.find_spec("tilecraft.bench.attention") is not None:
     register(Suite("attention", "Attention: tilecraft.attention against SDPA", attention_suite), before="inspect")
+if importlib.util.find_spec("tilecraft.bench.wave") is not None:
+    register(Suite("wave", "Wave: the fused acoustic time step", wave_suite), before="inspect")

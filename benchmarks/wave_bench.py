@@ -41,9 +41,10 @@ def main() -> int:
                          say=say)
     torch.cuda.empty_cache()
     if not args.skip_simulate:
-        for width in (10, 20):
+        for boundary, width in (("none", 0), ("pml", 10), ("pml", 20)):
             records += simulate_suite(args.n, args.order, torch.float32, width, nt=50, device="cuda", copy_tbps=copy,
-                                      say=say)
+                                      backends=("triton",) if boundary == "none" else ("triton", "torch"),
+                                      boundary=boundary, say=say)
             torch.cuda.empty_cache()
     copy2 = measure_copy_bandwidth()
     path = write_results(records, "wave", (args.out / "wave-step.json") if args.out else None, info,
@@ -57,7 +58,7 @@ def main() -> int:
         cfg = r.extra.get("config") or {}
         cs = (f"{cfg['block_y']}x{cfg['block_x']}x{cfg['block_z']} w{cfg['num_warps']}"
               f"{' r' + str(cfg['maxnreg']) if cfg.get('maxnreg') else ''}{' nt' if cfg.get('nontemporal') else ''}"
-              if cfg else f"W={r.case.get('pml_width')}")
+              if cfg else f"{r.case.get('boundary', '')} W={r.case.get('pml_width')}")
         ok = r.extra.get("ok", True)
         tp = r.extra.get("ratio_to_peer")
         print(f"{r.case.get('variant', ''):<16}{cs:<34}{r.extra['time_ms']:>9.3f}{r.ours:>8.3f}"

@@ -24,9 +24,11 @@ from tilecraft.wave.boundaries import Layout
 
 # Configurations swept on a GPU: (block_y, block_x, block_z, num_warps[, maxnreg]).
 GPU_CONFIGS = (
-    WaveConfig(8, 128, 32, 8), WaveConfig(16, 128, 32, 16), WaveConfig(4, 256, 32, 8), WaveConfig(2, 256, 32, 4),
-    WaveConfig(8, 64, 32, 4), WaveConfig(4, 128, 32, 4), WaveConfig(8, 128, 16, 8), WaveConfig(8, 128, 64, 8),
-    WaveConfig(16, 128, 32, 16, maxnreg=56), WaveConfig(8, 128, 32, 8, nontemporal=True), WaveConfig(16, 128, 32, 8),
+    WaveConfig(16, 128, 32, 16, maxnreg=56), WaveConfig(16, 128, 16, 16, maxnreg=56),
+    WaveConfig(16, 128, 8, 16, maxnreg=56), WaveConfig(8, 128, 16, 8, maxnreg=56), WaveConfig(8, 128, 16, 8),
+    WaveConfig(8, 128, 8, 8), WaveConfig(16, 128, 16, 16), WaveConfig(4, 128, 16, 4), WaveConfig(8, 256, 16, 16, maxnreg=56),
+    WaveConfig(16, 128, 16, 16, maxnreg=48), WaveConfig(16, 128, 16, 16, nontemporal=True, maxnreg=56),
+    WaveConfig(32, 128, 16, 32, maxnreg=56),
 )
 
 
@@ -134,7 +136,7 @@ def step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32,
 
 def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
                    nt: int = 50, device: str = "cuda", copy_tbps: float | None = None, backends=("triton", "torch"),
-                   say: Callable[[str], None] = print) -> list[Record]:
+                   boundary: str = "pml", say: Callable[[str], None] = print) -> list[Record]:
     """Whole steps through ``simulate`` (fused step + CPML slabs + source and receivers), per step
     time = the time loop's wall time / nt after a warm-up run; FOM with the same 16 B/pt."""
     from tilecraft import wave
@@ -146,6 +148,7 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
     c = (n - 1) * 10.0 / 2
     src = wave.Source([[c, c, c]], f0=15.0)
     rec = wave.Receivers.line((c, c, 0.0), (c, c, 2 * c), 101)
+    pml_width = pml_width if boundary != "none" else 0
     layout = Layout((n, n, n), order, pml_width, False)
     lo, hi = layout.updated
     traffic = step_traffic(math.prod(b - a for a, b in zip(lo, hi)), order, torch.finfo(dtype).bits // 8)
@@ -153,14 +156,15 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
     for backend in backends:
         steps = nt if backend == "triton" else max(3, nt // 10)
         say(f"simulate {backend} ({steps} steps)")
-        wave.simulate(model, src, rec, 2, order=order, boundary="pml", pml_width=pml_width, backend=backend)
-        res = wave.simulate(model, src, rec, steps, order=order, boundary="pml", pml_width=pml_width, backend=backend)
+        kw = {"order": order, "boundary": boundary, "pml_width": pml_width, "backend": backend}
+        wave.simulate(model, src, rec, 2, **kw)
+        res = wave.simulate(model, src, rec, steps, **kw)
         per_step[backend] = res.info["loop_seconds"] / steps * 1e3
     peer = per_step.get("torch")
     peer_tbps = traffic.bytes / (peer * 1e-3) / 1e12 if peer else None
     for backend, ms in per_step.items():
         case = {"model": [n] * 3, "grid": list(layout.shape), "order": order, "dtype": str(dtype).replace("torch.", ""),
-                "pml_width": pml_width, "variant": f"simulate-{backend}", "boundary": "pml"}
+                "pml_width": pml_width, "variant": f"simulate-{backend}", "boundary": boundary}
         records.append(_record(case, traffic, ms, 0.0, copy_tbps, peer_tbps if backend != "torch" else None,
                                dev.type == "cuda", {"steps_timed": nt if backend == "triton" else max(3, nt // 10)}))
     return records

@@ -86,44 +86,51 @@ def wave_step_kernel(
         m = tl.load(m_ptr + plane + offs, mask=row_mask, other=0.0)
         if SPONGE:
             g = g_yx + tl.load(gz_ptr + p)
-            val = (2.0 * centre - (1.0 - g) * prev + m * lap) / (1.0 + g)
+            # Approximate division (a few ulp): the IEEE one is a slow multi-instruction sequence.
+            val = tl.fdiv(2.0 * centre - (1.0 - g) * prev + m * lap, 1.0 + g, ieee_rounding=False)
         else:
             val = 2.0 * centre - prev + m * lap
         _store_tile(out_ptr + plane + offs, val, row_mask, x_in, full_x, NONTEMPORAL)
 
 
 @triton.jit
-def _box_offsets(b0, b1, b2, n1, n2, s0, s1, BLOCK: tl.constexpr, total):
-    """Flat element offsets (int64) of a BLOCK of points of the box origin (b0, b1, b2), extents
-    (., n1, n2), and each point's three coordinates."""
-    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = i < total
-    k2 = i % n2
-    k1 = (i // n2) % n1
-    k0 = i // (n2 * n1)
-    c0, c1, c2 = b0 + k0, b1 + k1, b2 + k2
-    return c0 * s0 + c1 * s1 + c2, c0, c1, c2, mask
+def _box_tile(b0, b1, b2, n0, n1, n2, s0, s1, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """A (BLOCK_R, BLOCK_C) tile of the box with origin (b0, b1, b2) and extents (n0, n1, n2): rows
+    run over the (axis 0, axis 1) pairs, columns along the contiguous axis 2, so loads are coalesced
+    and only one integer division per row is needed. Returns int64 offsets, the three coordinates
+    (broadcast to the tile) and the mask."""
+    rows = tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    k0 = rows // n1
+    k1 = rows - k0 * n1
+    mask = (rows < n0 * n1)[:, None] & (cols < n2)[None, :]
+    c0 = (b0 + k0)[:, None]
+    c1 = (b1 + k1)[:, None]
+    c2 = (b2 + cols)[None, :]
+    off = c0.to(tl.int64) * s0 + c1.to(tl.int64) * s1 + c2
+    return off, c0, c1, c2, mask
+
+
+@triton.jit
+def _axis_stride(c0, c1, c2, s0, s1, AXIS: tl.constexpr):
+    if AXIS == 0:
+        return s0.to(tl.int64), c0
+    elif AXIS == 1:
+        return s1.to(tl.int64), c1
+    else:
+        return 1, c2
 
 
 @triton.jit
 def cpml_psi_kernel(
     p_ptr, psi_ptr, a_ptr, b_ptr, d1_ptr,
     b0, b1, b2, n0, n1, n2, s0, s1,
-    AXIS: tl.constexpr, R: tl.constexpr, BLOCK: tl.constexpr,
+    AXIS: tl.constexpr, R: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
     """psi = b psi + a dp/dx_AXIS on a box; d1_ptr holds the first-difference weights d_k / h."""
-    total = n0 * n1 * n2
-    off, c0, c1, c2, mask = _box_offsets(b0, b1, b2, n1, n2, s0, s1, BLOCK, total)
-    if AXIS == 0:
-        s = s0.to(tl.int64)
-        c = c0
-    elif AXIS == 1:
-        s = s1.to(tl.int64)
-        c = c1
-    else:
-        s = 1
-        c = c2
-    acc = tl.zeros((BLOCK,), dtype=psi_ptr.dtype.element_ty)
+    off, c0, c1, c2, mask = _box_tile(b0, b1, b2, n0, n1, n2, s0, s1, BLOCK_R, BLOCK_C)
+    s, c = _axis_stride(c0, c1, c2, s0, s1, AXIS)
+    acc = tl.zeros((BLOCK_R, BLOCK_C), dtype=psi_ptr.dtype.element_ty)
     for k in tl.static_range(1, R + 1):
         acc = acc + (tl.load(p_ptr + off + k * s, mask=mask) - tl.load(p_ptr + off - k * s, mask=mask)) \
             * tl.load(d1_ptr + k - 1)
@@ -137,22 +144,13 @@ def cpml_psi_kernel(
 def cpml_correct_kernel(
     p_ptr, psi_ptr, zeta_ptr, a_ptr, b_ptr, m_ptr, out_ptr, d1_ptr, d2_ptr,
     b0, b1, b2, n0, n1, n2, s0, s1,
-    AXIS: tl.constexpr, R: tl.constexpr, BLOCK: tl.constexpr,
+    AXIS: tl.constexpr, R: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
     """One axis's CPML terms on a box: D = dpsi/dx, zeta = b zeta + a (d2p/dx2 + D),
     out += m (D + zeta). d2_ptr holds [c_0, c_1..c_R] / h**2 of that axis."""
-    total = n0 * n1 * n2
-    off, c0, c1, c2, mask = _box_offsets(b0, b1, b2, n1, n2, s0, s1, BLOCK, total)
-    if AXIS == 0:
-        s = s0.to(tl.int64)
-        c = c0
-    elif AXIS == 1:
-        s = s1.to(tl.int64)
-        c = c1
-    else:
-        s = 1
-        c = c2
-    dpsi = tl.zeros((BLOCK,), dtype=psi_ptr.dtype.element_ty)
+    off, c0, c1, c2, mask = _box_tile(b0, b1, b2, n0, n1, n2, s0, s1, BLOCK_R, BLOCK_C)
+    s, c = _axis_stride(c0, c1, c2, s0, s1, AXIS)
+    dpsi = tl.zeros((BLOCK_R, BLOCK_C), dtype=psi_ptr.dtype.element_ty)
     for k in tl.static_range(1, R + 1):
         dpsi = dpsi + (tl.load(psi_ptr + off + k * s, mask=mask) - tl.load(psi_ptr + off - k * s, mask=mask)) \
             * tl.load(d1_ptr + k - 1)

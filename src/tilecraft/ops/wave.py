@@ -14,6 +14,7 @@ import math
 from dataclasses import asdict, dataclass
 
 import torch
+import triton
 
 from tilecraft.kernels import wave as _k
 from tilecraft.ops.stencil import _check_order, triton_cdiv, triton_on_cpu
@@ -45,13 +46,15 @@ class WaveConfig:
 
 
 def default_config(dtype: torch.dtype, order: int, device: torch.device) -> WaveConfig:
-    """GPU: tiles of 128 points x 8 rows, 4 points per thread (59 registers at order 8 on sm90,
-    cross-compiled; 16 rows at 8 warps took 197), 32 planes per program (``benchmarks/wave_bench.py``
-    sweeps it). Interpreter: a few large programs (it pays per program, not per point)."""
-    itemsize = torch.finfo(dtype).bits // 8
+    """GPU: tiles of 128 points x 16 rows at 16 warps (4 points per thread), 16 planes per program,
+    a 56-register budget: the fastest of the sweep in ``benchmarks/wave_bench.py`` (H200, fp32 order 8,
+    2026-11-21; results under benchmarks/results/2026-11-21-h200/). Interpreter: a few large programs
+    (it pays per program, not per point)."""
     if device.type != "cuda":
         return WaveConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
-    return WaveConfig(block_y=8, block_x=512 // itemsize, block_z=32, num_warps=8)
+    itemsize = torch.finfo(dtype).bits // 8
+    budget = 56 if itemsize == 4 and order <= 8 else None  # higher orders spill under 56
+    return WaveConfig(block_y=16, block_x=512 // itemsize, block_z=16, num_warps=16, maxnreg=budget)
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
@@ -161,7 +164,7 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
 
 
 # Points per program of the CPML slab kernels (GPU; the interpreter takes fewer, larger programs).
-_AXIS_BLOCK = {"cuda": 512, "cpu": 4096}
+_AXIS_POINTS = {"cuda": 512, "cpu": 4096}
 
 
 def _axis_launch(kernel, tensors, p, axis, order, lo, hi, extra_ptrs) -> None:
@@ -171,10 +174,15 @@ def _axis_launch(kernel, tensors, p, axis, order, lo, hi, extra_ptrs) -> None:
     ax3 = axis if has_z else axis + 1
     n = [b - a for a, b in zip(lo3, hi3)]
     s0, s1, _ = _as3d(p).stride()
-    block = _AXIS_BLOCK["cuda" if p.device.type == "cuda" else "cpu"]
-    grid = (triton_cdiv(n[0] * n[1] * n[2], block),)
+    points = _AXIS_POINTS["cuda" if p.device.type == "cuda" else "cpu"]
+    # Tiles of (rows, contiguous columns): as wide as the box's x extent allows (x slabs are narrow).
+    block_c = min(128, triton.next_power_of_2(n[2]))
+    block_r = max(1, points // block_c)
+    while triton_cdiv(n[0] * n[1], block_r) > 65535:  # CUDA's limit on grid dimension 1
+        block_r *= 2
+    grid = (triton_cdiv(n[2], block_c), triton_cdiv(n[0] * n[1], block_r))
     kernel[grid](*[_as3d(t) if t.dim() > 1 else t for t in tensors], *extra_ptrs, *lo3, *n, s0, s1,
-                 AXIS=ax3, R=order // 2, BLOCK=block, num_warps=4)
+                 AXIS=ax3, R=order // 2, BLOCK_R=block_r, BLOCK_C=block_c, num_warps=4)
 
 
 def cpml_psi(p, psi, a, b, axis: int, order: int, h: float, lo, hi, backend: str) -> None:

@@ -46,15 +46,16 @@ class WaveConfig:
 
 
 def default_config(dtype: torch.dtype, order: int, device: torch.device) -> WaveConfig:
-    """GPU: tiles of 128 points x 16 rows at 16 warps (4 points per thread), 16 planes per program,
-    a 56-register budget: the fastest of the sweep in ``benchmarks/wave_bench.py`` (H200, fp32 order 8,
-    2026-11-21; results under benchmarks/results/2026-11-21-h200/). Interpreter: a few large programs
-    (it pays per program, not per point)."""
+    """GPU: tiles of 128 points x 8 rows at 8 warps (4 points per thread), 16 planes per program,
+    a 56-register budget (fp32, orders <= 8): the fastest of the sweep in ``benchmarks/wave_bench.py``
+    (H200, fp32 order 8, 512**3 + PML: 67.3% of copy bandwidth; 16x128 at 16 warps 66.6%, without the
+    register budget 62.7%; benchmarks/results/2026-11-21-h200/wave-step-3897131.json).
+    Interpreter: a few large programs (it pays per program, not per point)."""
     if device.type != "cuda":
         return WaveConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     itemsize = torch.finfo(dtype).bits // 8
     budget = 56 if itemsize == 4 and order <= 8 else None  # higher orders spill under 56
-    return WaveConfig(block_y=16, block_x=512 // itemsize, block_z=16, num_warps=16, maxnreg=budget)
+    return WaveConfig(block_y=8, block_x=512 // itemsize, block_z=16, num_warps=8, maxnreg=budget)
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:

@@ -105,15 +105,20 @@ def check_box(shape: tuple[int, ...], order: int, lo: tuple[int, ...], hi: tuple
             raise ValueError(f"box [{a}, {b}) on axis {d} must lie in [R, n - R) = [{r}, {n - r}) for order {order}")
 
 
-def _check_spacing(spacing: object, ndim: int) -> tuple[float, ...]:
+def check_spacing(spacing: object, ndim: int) -> tuple[float, ...]:
+    """A positive number (every axis) or ``ndim`` positive numbers, as a tuple of floats."""
     if isinstance(spacing, (int, float)) and not isinstance(spacing, bool):
-        spacing = (float(spacing),) * ndim
+        spacing = (spacing,) * ndim
     if not isinstance(spacing, (tuple, list)) or len(spacing) != ndim:
-        raise TypeError(f"spacing must be a number or {ndim} numbers, got {spacing!r}")
-    spacing = tuple(float(h) for h in spacing)
-    if not all(math.isfinite(h) and h > 0 for h in spacing):
-        raise ValueError(f"spacing entries must be finite and > 0, got {spacing}")
-    return spacing
+        raise TypeError(f"spacing must be a positive number or {ndim} numbers (one per axis), got {spacing!r}")
+    out = []
+    for h in spacing:
+        if isinstance(h, bool) or not isinstance(h, (int, float)):
+            raise TypeError(f"spacing entries must be numbers, got {h!r}")
+        if not (math.isfinite(h) and h > 0):
+            raise ValueError(f"spacing entries must be finite and > 0, got {tuple(spacing)!r}")
+        out.append(float(h))
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -226,7 +231,7 @@ def step_into(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi,
 def validate(p, p_prev, m, out, order, spacing, lo, hi, sponge) -> tuple[int, tuple[float, ...], tuple, tuple]:
     check_fields(p, p_prev=p_prev, m=m, out=out)
     order = _check_order(order)
-    spacing = _check_spacing(spacing, p.dim())
+    spacing = check_spacing(spacing, p.dim())
     r = order // 2
     if min(p.shape) < 2 * r + 1:
         raise ValueError(f"order {order} needs every extent >= {2 * r + 1} (2R+1), got shape {tuple(p.shape)}")

@@ -7,28 +7,14 @@ Point (i, j, k) sits at (i hz, j hy, k hx) from the model's origin, so a model o
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
+from tilecraft.ops.wave import check_spacing as _check_spacing
+
 SUPPORTED_DTYPES = (torch.float32, torch.float64)
-
-
-def _check_spacing(spacing: object, ndim: int) -> tuple[float, ...]:
-    if isinstance(spacing, (int, float)) and not isinstance(spacing, bool):
-        spacing = (spacing,) * ndim
-    if not isinstance(spacing, (tuple, list)) or len(spacing) != ndim:
-        raise TypeError(f"spacing must be a positive number or {ndim} numbers (one per axis), got {spacing!r}")
-    out = []
-    for h in spacing:
-        if isinstance(h, bool) or not isinstance(h, (int, float)):
-            raise TypeError(f"spacing entries must be numbers, got {h!r}")
-        if not (math.isfinite(h) and h > 0):
-            raise ValueError(f"spacing entries must be finite and > 0, got {tuple(spacing)!r}")
-        out.append(float(h))
-    return tuple(out)
 
 
 def _check_shape(shape: object) -> tuple[int, ...]:

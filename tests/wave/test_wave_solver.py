@@ -162,3 +162,16 @@ def test_triton_backend_matches_torch(shape, boundary, free_surface, nt):
     assert torch.allclose(a.snapshots[0][1], b.snapshots[0][1], rtol=0, atol=1e-12 * float(a.snapshots[0][1].abs().max()))
     if free_surface:
         assert float(b.snapshots[0][1][0].abs().max()) == 0.0  # the surface plane is p = 0
+
+
+def test_slab_padding_and_device_argument():
+    v = torch.rand(9, 7, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(5)) + 1
+    layout = wave.Layout((9, 7, 8), 4, 3, free_surface=True)
+    full = layout.pad_model(v)
+    assert full.shape == layout.shape and torch.equal(full[2:2 + 9, 5:5 + 7, 5:5 + 8], v)
+    for a, b in ((0, 4), (3, 11), (10, full.shape[0])):
+        assert torch.equal(layout.pad_model(v, a, b), full[a:b])
+    model, src, rec = _setup()
+    a = wave.simulate(model, src, rec, 20, backend="torch")
+    b = wave.simulate(model, src, rec, 20, backend="torch", device="cpu")
+    assert torch.equal(a.record, b.record)

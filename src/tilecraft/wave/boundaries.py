@@ -88,10 +88,14 @@ class Layout:
             return [(r, n - r)]
         return out + [(lo, n - r)]
 
-    def pad_model(self, velocity: torch.Tensor) -> torch.Tensor:
-        """The velocities on the padded grid (edge values repeated into the layers and halo)."""
-        v = velocity
-        for d in range(v.dim()):
+    def pad_model(self, velocity: torch.Tensor, start: int = 0, stop: int | None = None) -> torch.Tensor:
+        """The velocities on planes [start, stop) of axis 0 of the padded grid (default: all), edge
+        values repeated into the layers and halo. Only those planes are built (a slab of a large
+        model costs the slab's memory)."""
+        stop = self.shape[0] if stop is None else stop
+        rows = (torch.arange(start, stop, device=velocity.device) - self.pad_lo[0]).clamp(0, velocity.shape[0] - 1)
+        v = velocity.index_select(0, rows)
+        for d in range(1, v.dim()):
             lo, hi = self.pad_lo[d], self.pad_hi[d]
             first = v.narrow(d, 0, 1).expand(*[lo if k == d else s for k, s in enumerate(v.shape)])
             last = v.narrow(d, v.shape[d] - 1, 1).expand(*[hi if k == d else s for k, s in enumerate(v.shape)])

@@ -59,8 +59,8 @@ def _worker(rank: int, world: int, port: int, device_kind: str, out_path: str, m
     try:
         from tilecraft.wave.solver import simulate
 
-        local = Model(model.velocity.to(device), model.spacing)
-        result = simulate(local, sources, receivers, nt, **kwargs)
+        # The model stays on the CPU: each rank moves only its slab to its device.
+        result = simulate(model, sources, receivers, nt, device=device, **kwargs)
         if rank == 0:
             torch.save(result, out_path)
     finally:

@@ -168,10 +168,13 @@ def _weights_matrix(n_points: int, per: list[list[tuple[int, float]]]) -> torch.
 def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receivers, nt: int,
              dt: float | None = None, *, order: int = 8, boundary: str = "pml", pml_width: int = 20,
              free_surface: bool = False, snapshots: int | Sequence[int] | None = None, backend: str = "auto",
-             courant: float = DEFAULT_COURANT, progress: Callable[[int, int], None] | None = None) -> Result:
+             courant: float = DEFAULT_COURANT, progress: Callable[[int, int], None] | None = None,
+             device: str | torch.device | None = None) -> Result:
     """Model ``nt`` steps of p_tt = v**2 lap p + s and return the shot record (and snapshots).
 
-    ``model``: a ``Model`` (2D or 3D) on the device to run on. ``sources``: one ``Source`` or a list.
+    ``model``: a ``Model`` (2D or 3D). ``device``: where to run (default: the model's device); a
+    model kept on the CPU with ``device="cuda"`` moves only this rank's slab to the GPU, so a model
+    larger than one GPU can run on several. ``sources``: one ``Source`` or a list.
     ``receivers``: ``Receivers``. ``dt``: seconds; default ``courant`` x the stable limit
     (``stable_dt``); a dt above the limit is a ValueError. ``order``: space order 2..16 (even).
     ``boundary``: "pml" (convolutional PML), "sponge" (damping layer) or "none" (rigid walls);
@@ -183,7 +186,10 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     rank; every rank passes the same arguments) and every rank gets the same record.
     """
     sources, order = _check_inputs(model, sources, receivers, nt, order, boundary, pml_width)
-    spacing, device, dtype = model.spacing, model.velocity.device, model.velocity.dtype
+    spacing, dtype = model.spacing, model.velocity.dtype
+    device = torch.device(device) if device is not None else model.velocity.device
+    if device.type == "cuda" and device.index is None and torch.cuda.is_available():
+        device = torch.device("cuda", torch.cuda.current_device())
     dt_max = stable_dt(model.vmax, spacing, order)
     if dt is None:
         if not 0 < courant <= 1:
@@ -213,7 +219,7 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     snap_steps = _snapshot_steps(snapshots, nt)
 
     # --- fields (local slab + halos) -------------------------------------------------------------
-    v_local = layout.pad_model(model.velocity)[off:off + lshape[0]]
+    v_local = layout.pad_model(model.velocity, off, off + lshape[0]).to(device)
     m = (v_local.to(torch.float64) ** 2 * dt**2).to(dtype).contiguous()
     p = torch.zeros(lshape, dtype=dtype, device=device)
     pp = torch.zeros_like(p)

@@ -175,3 +175,19 @@ def test_slab_padding_and_device_argument():
     a = wave.simulate(model, src, rec, 20, backend="torch")
     b = wave.simulate(model, src, rec, 20, backend="torch", device="cpu")
     assert torch.equal(a.record, b.record)
+
+
+def test_cpml_memory_variables_cover_only_the_layers():
+    from tilecraft.wave.solver import _memory_variables
+
+    layout = wave.Layout((100, 90, 80), 8, 10, free_surface=False)  # R = 4, W = 10: arrays 128 x 118 x 108
+    shape = layout.shape
+    z = _memory_variables(layout, 0, 4, shape[0] - 4, 0, shape, torch.float32, torch.device("cpu"))
+    assert [s["psi"].shape for s in z["stores"]] == [shape]  # axis 0: the rank's slab (halos exchanged)
+    for axis in (1, 2):
+        mv = _memory_variables(layout, axis, 4, shape[0] - 4, 0, shape, torch.float32, torch.device("cpu"))
+        extents = [s["psi"].shape[axis] for s in mv["stores"]]
+        assert extents == [10 + 3 * 4] * 2  # W + 3R per layer
+        assert [s["origin"] for s in mv["stores"]] == [0, shape[axis] - 22]
+        assert all(lo[axis] - 4 >= st["origin"] and hi[axis] + 4 <= st["origin"] + st["psi"].shape[axis]
+                   for lo, hi, st in mv["corr_boxes"])

@@ -122,37 +122,53 @@ def _axis_stride(c0, c1, c2, s0, s1, AXIS: tl.constexpr):
 
 
 @triton.jit
+def _aux_offsets(c0, c1, c2, t0, t1, origin, AXIS: tl.constexpr):
+    """Offsets into a memory-variable array that stores only [origin, origin + extent) of AXIS
+    (strides t0, t1, 1), and its stride along AXIS."""
+    if AXIS == 0:
+        return (c0 - origin).to(tl.int64) * t0 + c1.to(tl.int64) * t1 + c2, t0.to(tl.int64)
+    elif AXIS == 1:
+        return c0.to(tl.int64) * t0 + (c1 - origin).to(tl.int64) * t1 + c2, t1.to(tl.int64)
+    else:
+        return c0.to(tl.int64) * t0 + c1.to(tl.int64) * t1 + (c2 - origin), 1
+
+
+@triton.jit
 def cpml_psi_kernel(
     p_ptr, psi_ptr, a_ptr, b_ptr, d1_ptr,
-    b0, b1, b2, n0, n1, n2, s0, s1,
+    b0, b1, b2, n0, n1, n2, s0, s1, t0, t1, origin,
     AXIS: tl.constexpr, R: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
-    """psi = b psi + a dp/dx_AXIS on a box; d1_ptr holds the first-difference weights d_k / h."""
+    """psi = b psi + a dp/dx_AXIS on a box; d1_ptr holds the first-difference weights d_k / h.
+    psi stores [origin, ...) of AXIS only (strides t0, t1, 1): the slabs, not the whole grid."""
     off, c0, c1, c2, mask = _box_tile(b0, b1, b2, n0, n1, n2, s0, s1, BLOCK_R, BLOCK_C)
     s, c = _axis_stride(c0, c1, c2, s0, s1, AXIS)
+    aoff, _ = _aux_offsets(c0, c1, c2, t0, t1, origin, AXIS)
     acc = tl.zeros((BLOCK_R, BLOCK_C), dtype=psi_ptr.dtype.element_ty)
     for k in tl.static_range(1, R + 1):
         acc = acc + (tl.load(p_ptr + off + k * s, mask=mask) - tl.load(p_ptr + off - k * s, mask=mask)) \
             * tl.load(d1_ptr + k - 1)
     a = tl.load(a_ptr + c, mask=mask)
     b = tl.load(b_ptr + c, mask=mask)
-    psi = tl.load(psi_ptr + off, mask=mask)
-    tl.store(psi_ptr + off, b * psi + a * acc, mask=mask)
+    psi = tl.load(psi_ptr + aoff, mask=mask)
+    tl.store(psi_ptr + aoff, b * psi + a * acc, mask=mask)
 
 
 @triton.jit
 def cpml_correct_kernel(
     p_ptr, psi_ptr, zeta_ptr, a_ptr, b_ptr, m_ptr, out_ptr, d1_ptr, d2_ptr,
-    b0, b1, b2, n0, n1, n2, s0, s1,
+    b0, b1, b2, n0, n1, n2, s0, s1, t0, t1, origin,
     AXIS: tl.constexpr, R: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
     """One axis's CPML terms on a box: D = dpsi/dx, zeta = b zeta + a (d2p/dx2 + D),
-    out += m (D + zeta). d2_ptr holds [c_0, c_1..c_R] / h**2 of that axis."""
+    out += m (D + zeta). d2_ptr holds [c_0, c_1..c_R] / h**2 of that axis; psi and zeta store
+    [origin, ...) of AXIS (strides t0, t1, 1)."""
     off, c0, c1, c2, mask = _box_tile(b0, b1, b2, n0, n1, n2, s0, s1, BLOCK_R, BLOCK_C)
     s, c = _axis_stride(c0, c1, c2, s0, s1, AXIS)
+    aoff, t = _aux_offsets(c0, c1, c2, t0, t1, origin, AXIS)
     dpsi = tl.zeros((BLOCK_R, BLOCK_C), dtype=psi_ptr.dtype.element_ty)
     for k in tl.static_range(1, R + 1):
-        dpsi = dpsi + (tl.load(psi_ptr + off + k * s, mask=mask) - tl.load(psi_ptr + off - k * s, mask=mask)) \
+        dpsi = dpsi + (tl.load(psi_ptr + aoff + k * t, mask=mask) - tl.load(psi_ptr + aoff - k * t, mask=mask)) \
             * tl.load(d1_ptr + k - 1)
     d2 = tl.load(p_ptr + off, mask=mask) * tl.load(d2_ptr)
     for k in tl.static_range(1, R + 1):
@@ -160,7 +176,7 @@ def cpml_correct_kernel(
             * tl.load(d2_ptr + k)
     a = tl.load(a_ptr + c, mask=mask)
     b = tl.load(b_ptr + c, mask=mask)
-    zeta = b * tl.load(zeta_ptr + off, mask=mask) + a * (d2 + dpsi)
-    tl.store(zeta_ptr + off, zeta, mask=mask)
+    zeta = b * tl.load(zeta_ptr + aoff, mask=mask) + a * (d2 + dpsi)
+    tl.store(zeta_ptr + aoff, zeta, mask=mask)
     out = tl.load(out_ptr + off, mask=mask)
     tl.store(out_ptr + off, out + tl.load(m_ptr + off, mask=mask) * (dpsi + zeta), mask=mask)

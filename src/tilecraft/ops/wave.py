@@ -173,13 +173,14 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
 _AXIS_POINTS = {"cuda": 512, "cpu": 4096}
 
 
-def _axis_launch(kernel, tensors, p, axis, order, lo, hi, extra_ptrs) -> None:
+def _axis_launch(kernel, tensors, p, aux, axis, order, lo, hi, extra_ptrs, origin) -> None:
     has_z = p.dim() == 3
     lo3 = tuple(lo) if has_z else (0,) + tuple(lo)
     hi3 = tuple(hi) if has_z else (1,) + tuple(hi)
     ax3 = axis if has_z else axis + 1
     n = [b - a for a, b in zip(lo3, hi3)]
     s0, s1, _ = _as3d(p).stride()
+    t0, t1, _ = _as3d(aux).stride()
     points = _AXIS_POINTS["cuda" if p.device.type == "cuda" else "cpu"]
     # Tiles of (rows, contiguous columns): as wide as the box's x extent allows (x slabs are narrow).
     block_c = min(128, triton.next_power_of_2(n[2]))
@@ -187,28 +188,31 @@ def _axis_launch(kernel, tensors, p, axis, order, lo, hi, extra_ptrs) -> None:
     while triton_cdiv(n[0] * n[1], block_r) > 65535:  # CUDA's limit on grid dimension 1
         block_r *= 2
     grid = (triton_cdiv(n[2], block_c), triton_cdiv(n[0] * n[1], block_r))
-    kernel[grid](*[_as3d(t) if t.dim() > 1 else t for t in tensors], *extra_ptrs, *lo3, *n, s0, s1,
+    kernel[grid](*[_as3d(t) if t.dim() > 1 else t for t in tensors], *extra_ptrs, *lo3, *n, s0, s1, t0, t1, origin,
                  AXIS=ax3, R=order // 2, BLOCK_R=block_r, BLOCK_C=block_c, num_warps=4)
 
 
-def cpml_psi(p, psi, a, b, axis: int, order: int, h: float, lo, hi, backend: str) -> None:
-    """psi = b psi + a dp/dx_axis on the box [lo, hi) (a, b: 1D profiles along ``axis``)."""
+def cpml_psi(p, psi, a, b, axis: int, order: int, h: float, lo, hi, backend: str, origin: int = 0) -> None:
+    """psi = b psi + a dp/dx_axis on the box [lo, hi) (a, b: 1D profiles along ``axis``). psi holds
+    indices [origin, origin + psi.shape[axis]) of ``axis`` (the other axes as p)."""
     if backend == "torch":
-        cpml_psi_torch(p, psi, a, b, axis, order, h, lo, hi)
+        cpml_psi_torch(p, psi, a, b, axis, order, h, lo, hi, origin)
         return
     d1 = _const(("d1", order, h), [float(c) / h for c in first_derivative_coefficients(order)], p.dtype, p.device)
-    _axis_launch(_k.cpml_psi_kernel, (p, psi, a, b), p, axis, order, lo, hi, (d1,))
+    _axis_launch(_k.cpml_psi_kernel, (p, psi, a, b), p, psi, axis, order, lo, hi, (d1,), origin)
 
 
-def cpml_correct(p, psi, zeta, a, b, m, out, axis: int, order: int, h: float, lo, hi, backend: str) -> None:
-    """zeta = b zeta + a (d2p/dx2 + dpsi/dx), out += m (dpsi/dx + zeta) on the box, along ``axis``."""
+def cpml_correct(p, psi, zeta, a, b, m, out, axis: int, order: int, h: float, lo, hi, backend: str,
+                 origin: int = 0) -> None:
+    """zeta = b zeta + a (d2p/dx2 + dpsi/dx), out += m (dpsi/dx + zeta) on the box, along ``axis``;
+    psi and zeta hold indices [origin, ...) of ``axis``."""
     if backend == "torch":
-        cpml_correct_torch(p, psi, zeta, a, b, m, out, axis, order, h, lo, hi)
+        cpml_correct_torch(p, psi, zeta, a, b, m, out, axis, order, h, lo, hi, origin)
         return
     d1 = _const(("d1", order, h), [float(c) / h for c in first_derivative_coefficients(order)], p.dtype, p.device)
     d2 = _const(("d2", order, h), [float(c) / h**2 for c in second_derivative_coefficients(order)], p.dtype,
                 p.device)
-    _axis_launch(_k.cpml_correct_kernel, (p, psi, zeta, a, b, m, out), p, axis, order, lo, hi, (d1, d2))
+    _axis_launch(_k.cpml_correct_kernel, (p, psi, zeta, a, b, m, out), p, psi, axis, order, lo, hi, (d1, d2), origin)
 
 
 def step_into(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi, sponge, backend: str,

@@ -92,22 +92,26 @@ def wave_step_torch(p: torch.Tensor, p_prev: torch.Tensor, m: torch.Tensor, out:
 
 
 def cpml_psi_torch(p: torch.Tensor, psi: torch.Tensor, a: torch.Tensor, b: torch.Tensor, axis: int, order: int,
-                   h: float, lo, hi) -> None:
-    """psi = b psi + a dp/dx_axis on the box (Pasalic & McGarry 2010, eq. for the memory variable)."""
-    box = _box(lo, hi)
+                   h: float, lo, hi, origin: int = 0) -> None:
+    """psi = b psi + a dp/dx_axis on the box (Pasalic & McGarry 2010, eq. for the memory variable).
+    psi holds indices [origin, origin + psi.shape[axis]) of ``axis`` (the slabs only)."""
+    pbox = _box(lo, hi, axis, -origin)
     aa, bb = _profile(a, axis, p.dim(), lo, hi), _profile(b, axis, p.dim(), lo, hi)
-    psi[box] = bb * psi[box] + aa * first_difference(p, axis, order, h, lo, hi)
+    psi[pbox] = bb * psi[pbox] + aa * first_difference(p, axis, order, h, lo, hi)
 
 
 def cpml_correct_torch(p: torch.Tensor, psi: torch.Tensor, zeta: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
-                       m: torch.Tensor, out: torch.Tensor, axis: int, order: int, h: float, lo, hi) -> None:
+                       m: torch.Tensor, out: torch.Tensor, axis: int, order: int, h: float, lo, hi,
+                       origin: int = 0) -> None:
     """One axis's CPML terms on the box: D = d psi/dx, zeta = b zeta + a (d2p/dx2 + D),
-    out += m (D + zeta)."""
-    box = _box(lo, hi)
+    out += m (D + zeta). psi and zeta hold indices [origin, ...) of ``axis``."""
+    box, pbox = _box(lo, hi), _box(lo, hi, axis, -origin)
+    plo = tuple(v - origin if d == axis else v for d, v in enumerate(lo))
+    phi = tuple(v - origin if d == axis else v for d, v in enumerate(hi))
     aa, bb = _profile(a, axis, p.dim(), lo, hi), _profile(b, axis, p.dim(), lo, hi)
-    dpsi = first_difference(psi, axis, order, h, lo, hi)
-    zeta[box] = bb * zeta[box] + aa * (second_difference(p, axis, order, h, lo, hi) + dpsi)
-    out[box] = out[box] + m[box] * (dpsi + zeta[box])
+    dpsi = first_difference(psi, axis, order, h, plo, phi)
+    zeta[pbox] = bb * zeta[pbox] + aa * (second_difference(p, axis, order, h, lo, hi) + dpsi)
+    out[box] = out[box] + m[box] * (dpsi + zeta[pbox])
 
 
 # ------------------------------------------------------------------------------------------------

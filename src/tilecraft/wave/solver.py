@@ -235,10 +235,8 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
         elif boundary == "pml":
             a, b = cpml_profiles(layout, axis, model.vmax, h, dt, f0)
             pml.append({"axis": axis, "h": h, "a": a[cut].to(dtype=dtype, device=device),
-                            "b": b[cut].to(dtype=dtype, device=device),
-                            "psi": torch.zeros_like(p), "zeta": torch.zeros_like(p),
-                            "psi_boxes": _axis_boxes(layout, axis, 0, z0, z1, off),
-                            "corr_boxes": _axis_boxes(layout, axis, r, z0, z1, off)})
+                        "b": b[cut].to(dtype=dtype, device=device),
+                        **_memory_variables(layout, axis, z0, z1, off, lshape, dtype, device)})
 
     # --- sources and receivers, as flat indices into the local arrays ---------------------------
     cell = math.prod(spacing)
@@ -277,15 +275,15 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
         for e0, e1 in edges:
             step_into(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, sponge, backend)
         for ax in pml:
-            for lo, hi in ax["psi_boxes"]:
-                cpml_psi(p, ax["psi"], ax["a"], ax["b"], ax["axis"], order, ax["h"], lo, hi, backend)
+            for lo, hi, st in ax["psi_boxes"]:
+                cpml_psi(p, st["psi"], ax["a"], ax["b"], ax["axis"], order, ax["h"], lo, hi, backend, st["origin"])
         if pml and exchanger is not None:
-            exchanger.start(pml[0]["psi"])  # psi_z's halo planes feed dpsi_z/dz near the slab faces
+            exchanger.start(pml[0]["stores"][0]["psi"])  # psi_z's halo planes feed dpsi_z/dz near slab faces
             exchanger.wait()
         for ax in pml:
-            for lo, hi in ax["corr_boxes"]:
-                cpml_correct(p, ax["psi"], ax["zeta"], ax["a"], ax["b"], m, out, ax["axis"], order, ax["h"], lo, hi,
-                             backend)
+            for lo, hi, st in ax["corr_boxes"]:
+                cpml_correct(p, st["psi"], st["zeta"], ax["a"], ax["b"], m, out, ax["axis"], order, ax["h"], lo, hi,
+                             backend, st["origin"])
         if src_idx.numel():
             out.view(-1).index_add_(0, src_idx, inj[n])
         if free_surface and rank == 0:
@@ -333,6 +331,38 @@ def _snapshot_steps(snapshots, nt: int) -> set[int]:
     if bad:
         raise ValueError(f"snapshot steps must lie in [0, nt={nt}), got {sorted(bad)}")
     return steps
+
+
+def _memory_variables(layout: Layout, axis: int, z0: int, z1: int, off: int, lshape: tuple[int, ...],
+                      dtype: torch.dtype, device: torch.device) -> dict:
+    """The CPML's psi and zeta of one axis and the boxes that update them.
+
+    Axis 0 (split between ranks, its halos exchanged): arrays the size of the local slab. Other
+    axes: one pair of arrays per layer, holding only the indices the layer's boxes touch (the
+    widened slab plus R on each side, where dpsi/dx reads): a few percent of the grid, not all of it.
+    Returns {"stores": [{"origin", "psi", "zeta"}], "psi_boxes"/"corr_boxes": [(lo, hi, store)]}.
+    """
+    r = layout.radius
+    if axis == 0:
+        regions = [(0, lshape[0])]
+    else:
+        n = lshape[axis]
+        regions = [(max(s0 - r, 0), min(s1 + r, n)) for s0, s1 in layout.slabs(axis, r)]
+    stores = []
+    for e0, e1 in regions:
+        shape = tuple(e1 - e0 if d == axis else k for d, k in enumerate(lshape))
+        stores.append({"origin": e0, "psi": torch.zeros(shape, dtype=dtype, device=device),
+                       "zeta": torch.zeros(shape, dtype=dtype, device=device)})
+
+    def place(boxes):
+        out = []
+        for lo, hi in boxes:
+            st = next(s for s in stores if s["origin"] <= lo[axis] - r and hi[axis] + r <= s["origin"]
+                      + s["psi"].shape[axis]) if axis else stores[0]
+            out.append((lo, hi, st))
+        return out
+    return {"stores": stores, "psi_boxes": place(_axis_boxes(layout, axis, 0, z0, z1, off)),
+            "corr_boxes": place(_axis_boxes(layout, axis, r, z0, z1, off))}
 
 
 def _axis_boxes(layout: Layout, axis: int, extra: int, z0: int, z1: int, off: int

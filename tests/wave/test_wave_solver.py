@@ -182,9 +182,9 @@ def test_cpml_memory_variables_cover_only_the_layers():
 
     layout = wave.Layout((100, 90, 80), 8, 10, free_surface=False)  # R = 4, W = 10: arrays 128 x 118 x 108
     shape = layout.shape
-    z = _memory_variables(layout, 0, 4, shape[0] - 4, 0, shape, torch.float32, torch.device("cpu"))
-    assert [s["psi"].shape for s in z["stores"]] == [shape]  # axis 0: the rank's slab (halos exchanged)
-    for axis in (1, 2):
+    z = _memory_variables(layout, 0, 4, shape[0] - 4, 0, shape, torch.float32, torch.device("cpu"), split=True)
+    assert [s["psi"].shape for s in z["stores"]] == [shape]  # axis 0 split: the rank's slab (halos exchanged)
+    for axis in (0, 1, 2):
         mv = _memory_variables(layout, axis, 4, shape[0] - 4, 0, shape, torch.float32, torch.device("cpu"))
         extents = [s["psi"].shape[axis] for s in mv["stores"]]
         assert extents == [10 + 3 * 4] * 2  # W + 3R per layer

@@ -236,7 +236,7 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
             a, b = cpml_profiles(layout, axis, model.vmax, h, dt, f0)
             pml.append({"axis": axis, "h": h, "a": a[cut].to(dtype=dtype, device=device),
                         "b": b[cut].to(dtype=dtype, device=device),
-                        **_memory_variables(layout, axis, z0, z1, off, lshape, dtype, device)})
+                        **_memory_variables(layout, axis, z0, z1, off, lshape, dtype, device, world > 1)})
 
     # --- sources and receivers, as flat indices into the local arrays ---------------------------
     cell = math.prod(spacing)
@@ -334,16 +334,17 @@ def _snapshot_steps(snapshots, nt: int) -> set[int]:
 
 
 def _memory_variables(layout: Layout, axis: int, z0: int, z1: int, off: int, lshape: tuple[int, ...],
-                      dtype: torch.dtype, device: torch.device) -> dict:
+                      dtype: torch.dtype, device: torch.device, split: bool = False) -> dict:
     """The CPML's psi and zeta of one axis and the boxes that update them.
 
-    Axis 0 (split between ranks, its halos exchanged): arrays the size of the local slab. Other
-    axes: one pair of arrays per layer, holding only the indices the layer's boxes touch (the
-    widened slab plus R on each side, where dpsi/dx reads): a few percent of the grid, not all of it.
+    Every axis: one pair of arrays per layer, holding only the indices the layer's boxes touch (the
+    widened slab plus R on each side, where dpsi/dx reads): a few percent of the grid, not all of
+    it. Axis 0 when it is ``split`` between ranks (psi_z's halos are exchanged): arrays the size of
+    the rank's slab.
     Returns {"stores": [{"origin", "psi", "zeta"}], "psi_boxes"/"corr_boxes": [(lo, hi, store)]}.
     """
     r = layout.radius
-    if axis == 0:
+    if axis == 0 and split:
         regions = [(0, lshape[0])]
     else:
         n = lshape[axis]
@@ -358,7 +359,7 @@ def _memory_variables(layout: Layout, axis: int, z0: int, z1: int, off: int, lsh
         out = []
         for lo, hi in boxes:
             st = next(s for s in stores if s["origin"] <= lo[axis] - r and hi[axis] + r <= s["origin"]
-                      + s["psi"].shape[axis]) if axis else stores[0]
+                      + s["psi"].shape[axis])
             out.append((lo, hi, st))
         return out
     return {"stores": stores, "psi_boxes": place(_axis_boxes(layout, axis, 0, z0, z1, off)),

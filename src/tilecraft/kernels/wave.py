@@ -134,6 +134,16 @@ def _aux_offsets(c0, c1, c2, t0, t1, origin, AXIS: tl.constexpr):
 
 
 @triton.jit
+def _first_difference(ptrs, stride, mask, d1_ptr, R: tl.constexpr):
+    """sum_k d_k (u[+k] - u[-k]) along ``stride`` for a tile of pointers (d1_ptr: d_k / h)."""
+    acc = tl.zeros(ptrs.shape, dtype=ptrs.dtype.element_ty)
+    for k in tl.static_range(1, R + 1):
+        acc = acc + (tl.load(ptrs + k * stride, mask=mask) - tl.load(ptrs - k * stride, mask=mask)) \
+            * tl.load(d1_ptr + k - 1)
+    return acc
+
+
+@triton.jit
 def cpml_psi_kernel(
     p_ptr, psi_ptr, a_ptr, b_ptr, d1_ptr,
     b0, b1, b2, n0, n1, n2, s0, s1, t0, t1, origin,
@@ -144,10 +154,7 @@ def cpml_psi_kernel(
     off, c0, c1, c2, mask = _box_tile(b0, b1, b2, n0, n1, n2, s0, s1, BLOCK_R, BLOCK_C)
     s, c = _axis_stride(c0, c1, c2, s0, s1, AXIS)
     aoff, _ = _aux_offsets(c0, c1, c2, t0, t1, origin, AXIS)
-    acc = tl.zeros((BLOCK_R, BLOCK_C), dtype=psi_ptr.dtype.element_ty)
-    for k in tl.static_range(1, R + 1):
-        acc = acc + (tl.load(p_ptr + off + k * s, mask=mask) - tl.load(p_ptr + off - k * s, mask=mask)) \
-            * tl.load(d1_ptr + k - 1)
+    acc = _first_difference(p_ptr + off, s, mask, d1_ptr, R)
     a = tl.load(a_ptr + c, mask=mask)
     b = tl.load(b_ptr + c, mask=mask)
     psi = tl.load(psi_ptr + aoff, mask=mask)
@@ -166,10 +173,7 @@ def cpml_correct_kernel(
     off, c0, c1, c2, mask = _box_tile(b0, b1, b2, n0, n1, n2, s0, s1, BLOCK_R, BLOCK_C)
     s, c = _axis_stride(c0, c1, c2, s0, s1, AXIS)
     aoff, t = _aux_offsets(c0, c1, c2, t0, t1, origin, AXIS)
-    dpsi = tl.zeros((BLOCK_R, BLOCK_C), dtype=psi_ptr.dtype.element_ty)
-    for k in tl.static_range(1, R + 1):
-        dpsi = dpsi + (tl.load(psi_ptr + aoff + k * t, mask=mask) - tl.load(psi_ptr + aoff - k * t, mask=mask)) \
-            * tl.load(d1_ptr + k - 1)
+    dpsi = _first_difference(psi_ptr + aoff, t, mask, d1_ptr, R)
     d2 = tl.load(p_ptr + off, mask=mask) * tl.load(d2_ptr)
     for k in tl.static_range(1, R + 1):
         d2 = d2 + (tl.load(p_ptr + off - k * s, mask=mask) + tl.load(p_ptr + off + k * s, mask=mask)) \

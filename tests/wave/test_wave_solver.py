@@ -191,3 +191,12 @@ def test_cpml_memory_variables_cover_only_the_layers():
         assert [s["origin"] for s in mv["stores"]] == [0, shape[axis] - 22]
         assert all(lo[axis] - 4 >= st["origin"] and hi[axis] + 4 <= st["origin"] + st["psi"].shape[axis]
                    for lo, hi, st in mv["corr_boxes"])
+
+
+@pytest.mark.parametrize("nx", [17, 18, 19, 20])
+def test_layout_rows_are_16_byte_aligned(nx):
+    layout = wave.Layout((9, 11, nx), 8, 5, free_surface=False)
+    lo, hi = layout.updated
+    assert layout.shape[-1] % 4 == 0  # rows start on 16-byte boundaries: the step's loads stay 128-bit
+    assert hi[-1] - lo[-1] == nx + 2 * 5  # the model and both layers are updated, the padding is not
+    assert layout.depth(2)[hi[-1] - 1] == 1.0 and layout.depth(2)[hi[-1]] == 0.0

@@ -160,7 +160,9 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
     n_prog = (triton_cdiv(nx, cfg.block_x) * triton_cdiv(hi3[1] - lo3[1], cfg.block_y)
               * triton_cdiv(hi3[0] - lo3[0], cfg.block_z))
     opts = {"num_warps": cfg.num_warps}
-    if cfg.maxnreg and p.device.type == "cuda" and torch.version.hip is None:
+    # The register budget is sized for 128-bit loads; unaligned rows (scale 1) need about 150
+    # registers at order 8 and would spill heavily under it.
+    if cfg.maxnreg and scale > 1 and p.device.type == "cuda" and torch.version.hip is None:
         opts["maxnreg"] = cfg.maxnreg
     return _k.wave_step_kernel[(n_prog,)](
         p3, pp3, m3, o3, w, *g3, nz, ny, nx // scale, s_z // scale, s_y // scale,

@@ -2,7 +2,7 @@
 
 Layout along each axis of the arrays the solver steps (``Layout``)::
 
-    | R halo | W absorbing layer | model points | W absorbing layer | R halo |
+    | R halo | W absorbing layer | model points | W absorbing layer | R halo (+ alignment) |
 
 The halo points are never updated (they stay 0, a rigid wall the layer keeps waves from reaching);
 the layer and the model are. The model's velocities are extended into the layer by repeating the
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 BOUNDARIES = ("pml", "sponge", "none")
+ALIGN_POINTS = 4  # x extent padded to a multiple of this (16 bytes of fp32)
 # Theoretical reflection coefficient the damping profile is designed for (Collino & Tsogka 2001).
 PML_REFLECTION = 1e-3
 PML_POWER = 2
@@ -50,8 +51,17 @@ class Layout:
         return tuple(r if (d == 0 and self.free_surface) else r + w for d in range(len(self.model_shape)))
 
     @property
+    def align(self) -> tuple[int, ...]:
+        """Extra frozen points at the high end of each axis: x (the last axis) is padded to a multiple
+        of 4 points, so rows start on 16-byte boundaries and the step's loads stay 128-bit (an
+        unaligned fp32 order-8 step compiles to 152 registers instead of 56, sm90)."""
+        n = len(self.model_shape)
+        last = self.model_shape[-1] + self.pad_lo[-1] + self.radius + self.width
+        return (0,) * (n - 1) + ((-last) % ALIGN_POINTS,)
+
+    @property
     def pad_hi(self) -> tuple[int, ...]:
-        return (self.radius + self.width,) * len(self.model_shape)
+        return tuple(self.radius + self.width + a for a in self.align)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -61,15 +71,16 @@ class Layout:
     def updated(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(lo, hi): the box of points the step updates (R from every face)."""
         r = self.radius
-        return (r,) * len(self.shape), tuple(n - r for n in self.shape)
+        return (r,) * len(self.shape), tuple(n - r - a for n, a in zip(self.shape, self.align))
 
     def depth(self, axis: int) -> torch.Tensor:
         """q per array index along ``axis``: 0 outside the layers, (0, 1] inside (float64)."""
-        n, r, w = self.shape[axis], self.radius, self.width
-        q = torch.zeros(n, dtype=torch.float64)
+        size, r, w = self.shape[axis], self.radius, self.width
+        n = size - self.align[axis]  # the extra aligned points sit beyond the halo, never updated
+        q = torch.zeros(size, dtype=torch.float64)
         if w == 0:
             return q
-        i = torch.arange(n, dtype=torch.float64)
+        i = torch.arange(size, dtype=torch.float64)
         hi = (i - (n - r - w - 1)) / w
         q = torch.where((i >= n - r - w) & (i < n - r), hi, q)
         if not (axis == 0 and self.free_surface):
@@ -79,7 +90,7 @@ class Layout:
 
     def slabs(self, axis: int, extra: int = 0) -> list[tuple[int, int]]:
         """Index ranges along ``axis`` of its absorbing layers, widened by ``extra`` towards the model."""
-        n, r, w = self.shape[axis], self.radius, self.width
+        n, r, w = self.shape[axis] - self.align[axis], self.radius, self.width
         if w == 0:
             return []
         out = [] if (axis == 0 and self.free_surface) else [(r, min(r + w + extra, n - r))]

@@ -17,6 +17,7 @@ def test_step_suite_records(monkeypatch):
         assert {"flops", "bytes", "time_ms"} <= r.extra.keys() and r.measured is False
         assert r.extra["bytes"] == 16 * 16**3  # a (10 + 2 (3 + 2))**3 = 20**3 grid, R = 2: 16**3 points updated
     assert records[1].extra["ok"] and records[1].extra["error"] < 1e-5
+    assert records[2].extra["ok"] and records[2].extra["sponge"]  # the sponge variant is checked too
 
     # a kernel that writes the wrong values fails the gate and is not timed
     real = ops.step_into

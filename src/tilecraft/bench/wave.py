@@ -83,54 +83,52 @@ def step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32,
     case = {"model": [n] * 3, "grid": list(shape), "order": order, "dtype": str(dtype).replace("torch.", ""),
             "pml_width": pml_width}
 
-    ref = pp.clone()
-    wave_step_torch(p, pp, m, ref, order, spacing, lo, hi)
     box = tuple(slice(a, b) for a, b in zip(lo, hi))
-    scale = float(ref[box].abs().max())  # over the updated box: the rest is p_prev, not the step
     tol = 1e-5 if dtype == torch.float32 else 1e-12
+    out = torch.empty_like(pp)
 
-    def torch_step(_i: int) -> None:
-        wave_step_torch(p, pp, m, ref, order, spacing, lo, hi)
+    def reference(sponge):
+        ref = pp.clone()
+        wave_step_torch(p, pp, m, ref, order, spacing, lo, hi, sponge)
+        return ref
 
+    ref = reference(None)
     say("torch step (peer)")
-    t_peer = time_rotating(torch_step, 1, device=dev, budget_s=budget_s, min_runs=3, warmup=1)
+    t_peer = time_rotating(lambda _i: wave_step_torch(p, pp, m, ref, order, spacing, lo, hi), 1, device=dev,
+                           budget_s=budget_s, min_runs=3, warmup=1)
     peer_tbps = traffic.bytes / (t_peer.median_ms * 1e-3) / 1e12
     records = [_record({**case, "variant": "torch"}, traffic, t_peer.median_ms, t_peer.spread, copy_tbps, None,
                        measured)]
-    out = torch.empty_like(pp)
+
+    def check_and_time(variant, cfg, sponge, ref):
+        """Run once into a NaN-filled output, compare the updated box with the torch step (relative
+        to its largest value), and time only a case that passed."""
+        say(f"{variant} {cfg.block_y}x{cfg.block_x}x{cfg.block_z} w{cfg.num_warps}")
+        rcase = {**case, "variant": variant, "config": cfg.as_dict()}
+        out.fill_(float("nan"))
+        try:
+            handle = ops.step_into(p, pp, m, out, order, spacing, lo, hi, sponge, "triton", cfg)
+        except Exception as exc:  # noqa: BLE001 - a configuration the compiler rejects is reported, not fatal
+            return _record(rcase, traffic, math.inf, 0, copy_tbps, peer_tbps, measured,
+                           {"ok": False, "message": str(exc)[:300], "config": cfg.as_dict()})
+        scale = float(ref[box].abs().max())  # over the updated box: the rest is p_prev, not the step
+        err = float((out[box].double() - ref[box].double()).abs().max()) / scale
+        extra = {"ok": err < tol, "error": err, "config": cfg.as_dict(), "sponge": sponge is not None,
+                 "registers": getattr(handle, "n_regs", None), "spills": getattr(handle, "n_spills", None)}
+        if not extra["ok"]:
+            return _record(rcase, traffic, math.inf, 0, copy_tbps, peer_tbps, measured, extra)
+        t = time_rotating(lambda _i: ops.step_into(p, pp, m, out, order, spacing, lo, hi, sponge, "triton", cfg),
+                          1, device=dev, budget_s=budget_s)
+        return _record(rcase, traffic, t.median_ms, t.spread, copy_tbps, peer_tbps, measured, extra)
+
     for cfg in configs or (GPU_CONFIGS if measured else (ops.default_config(dtype, order, dev),)):
-        for sponge in (False,):  # the sponge runs once, below, with the best configuration
-            say(f"fused step {cfg.block_y}x{cfg.block_x}x{cfg.block_z} w{cfg.num_warps}")
-            out.fill_(float("nan"))
-            try:
-                handle = ops.step_into(p, pp, m, out, order, spacing, lo, hi, None, "triton", cfg)
-            except Exception as exc:  # noqa: BLE001 - a configuration the compiler rejects is reported, not fatal
-                records.append(_record({**case, "variant": "fused", "config": cfg.as_dict()}, traffic, math.inf, 0,
-                                       copy_tbps, peer_tbps, measured, {"ok": False, "message": str(exc)[:300]}))
-                continue
-            err = float((out[box].double() - ref[box].double()).abs().max()) / scale
-            ok = err < tol
-            extra = {"ok": ok, "error": err, "config": cfg.as_dict(), "sponge": sponge,
-                     "registers": getattr(handle, "n_regs", None), "spills": getattr(handle, "n_spills", None)}
-            if not ok:
-                records.append(_record({**case, "variant": "fused", "config": cfg.as_dict()}, traffic, math.inf, 0,
-                                       copy_tbps, peer_tbps, measured, extra))
-                continue
-            t = time_rotating(lambda _i, c=cfg: ops.step_into(p, pp, m, out, order, spacing, lo, hi, None, "triton", c),
-                              1, device=dev, budget_s=budget_s)
-            records.append(_record({**case, "variant": "fused", "config": cfg.as_dict()}, traffic, t.median_ms,
-                                   t.spread, copy_tbps, peer_tbps, measured, extra))
+        records.append(check_and_time("fused", cfg, None, ref))
     # the sponge variant of the best configuration (its profiles add no per-point traffic)
     ok_recs = [r for r in records if r.case.get("variant") == "fused" and r.extra.get("ok")]
     if ok_recs:
         best = max(ok_recs, key=lambda r: r.ours)
-        cfg = WaveConfig(**best.extra["config"])
         g = [torch.rand(nn, generator=gen, dtype=torch.float32).mul_(0.01).to(device=dev, dtype=dtype) for nn in shape]
-        say("fused step + sponge")
-        t = time_rotating(lambda _i: ops.step_into(p, pp, m, out, order, spacing, lo, hi, g, "triton", cfg), 1,
-                          device=dev, budget_s=budget_s)
-        records.append(_record({**case, "variant": "fused+sponge", "config": cfg.as_dict()}, traffic, t.median_ms,
-                               t.spread, copy_tbps, peer_tbps, measured, {"ok": True, "config": cfg.as_dict()}))
+        records.append(check_and_time("fused+sponge", WaveConfig(**best.extra["config"]), g, reference(g)))
     return records
 
 

@@ -75,7 +75,6 @@ def wave_step_torch(p: torch.Tensor, p_prev: torch.Tensor, m: torch.Tensor, out:
     The Laplacian sums the centre, then each axis's pairs (same grouping as the Triton kernel).
     """
     box = _box(lo, hi)
-    lap = None
     c = second_derivative_coefficients(order)
     centre = float(c[0]) * sum(1.0 / h**2 for h in spacing)
     lap = p[box] * centre

@@ -78,20 +78,26 @@ def test_public_op_defaults_and_torch_backend(field):
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2])
-def test_cpml_kernels_match_reference(field, axis):
+@pytest.mark.parametrize("compact", [False, True])
+def test_cpml_kernels_match_reference(field, axis, compact):
+    """Full-grid memory variables, and compact ones holding only [origin, origin + extent) of the
+    axis (what the solver stores for a layer)."""
     shape, order, dtype = (12, 13, 14), 4, torch.float64
-    p, psi, zeta = field(shape, dtype), field(shape, dtype), field(shape, dtype)
+    lo, hi = (2, 3, 2), (9, 11, 12)
+    origin = lo[axis] - 2 if compact else 0
+    aux_shape = tuple(hi[d] + 2 - origin if (compact and d == axis) else n for d, n in enumerate(shape))
+    p, psi, zeta = field(shape, dtype), field(aux_shape, dtype), field(aux_shape, dtype)
     m, out = field(shape, dtype), field(shape, dtype)
     a, b = field((shape[axis],), dtype), field((shape[axis],), dtype)
-    lo, hi = (2, 3, 2), (9, 11, 12)
     got = [t.clone() for t in (psi, zeta, out)]
     ref = [t.clone() for t in (psi, zeta, out)]
-    ops.cpml_psi(p, got[0], a, b, axis, order, 1.5, lo, hi, "triton")
-    cpml_psi_torch(p, ref[0], a, b, axis, order, 1.5, lo, hi)
-    ops.cpml_correct(p, got[0], got[1], a, b, m, got[2], axis, order, 1.5, lo, hi, "triton")
-    cpml_correct_torch(p, ref[0], ref[1], a, b, m, ref[2], axis, order, 1.5, lo, hi)
+    ops.cpml_psi(p, got[0], a, b, axis, order, 1.5, lo, hi, "triton", origin)
+    cpml_psi_torch(p, ref[0], a, b, axis, order, 1.5, lo, hi, origin)
+    ops.cpml_correct(p, got[0], got[1], a, b, m, got[2], axis, order, 1.5, lo, hi, "triton", origin)
+    cpml_correct_torch(p, ref[0], ref[1], a, b, m, ref[2], axis, order, 1.5, lo, hi, origin)
     for g_, r_ in zip(got, ref):
         assert torch.allclose(g_, r_, rtol=1e-12, atol=1e-12)
+    assert not torch.equal(got[2], out)  # the correction did write
 
 
 def test_bad_inputs(field):

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from tilecraft.bench.harness import write_results
-from tilecraft.bench.wave import simulate_suite, step_suite
+from tilecraft.bench.wave import cpml_suite, simulate_suite, step_suite
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
 
@@ -39,6 +39,8 @@ def main() -> int:
     say(f"  {copy:.3f} TB/s")
     records = step_suite(args.n, args.order, torch.float32, 20, device="cuda", copy_tbps=copy, budget_s=args.budget,
                          say=say)
+    torch.cuda.empty_cache()
+    records += cpml_suite(args.n, args.order, torch.float32, 20, device="cuda", copy_tbps=copy, say=say)
     torch.cuda.empty_cache()
     if not args.skip_simulate:
         for boundary, width in (("none", 0), ("pml", 10), ("pml", 20)):

@@ -44,3 +44,11 @@ def test_wave_step_op_passes_opcheck(field):
     out = pp.clone()
     torch.library.opcheck(torch.ops.tilecraft.wave_step.default,
                           (p, pp, m, out, 4, [1.0, 1.0, 1.0], [2, 2, 2], [7, 8, 9], [], "torch"))
+
+
+def test_cpml_suite_records():
+    records = wb.cpml_suite(n=8, order=4, pml_width=3, device="cpu", budget_s=0.05, say=lambda _m: None)
+    assert [r.case["variant"] for r in records] == ["cpml-axis0", "cpml-axis1", "cpml-axis2"]
+    for r in records:
+        assert r.extra["psi_points"] > 0 and r.extra["correction_points"] > r.extra["psi_points"]
+        assert {"flops", "bytes", "time_ms"} <= r.extra.keys()

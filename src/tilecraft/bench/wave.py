@@ -166,3 +166,49 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
         records.append(_record(case, traffic, ms, 0.0, copy_tbps, peer_tbps if backend != "torch" else None,
                                dev.type == "cuda", {"steps_timed": nt if backend == "triton" else max(3, nt // 10)}))
     return records
+
+
+def cpml_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
+               device: str = "cuda", copy_tbps: float | None = None, budget_s: float = 0.5,
+               say: Callable[[str], None] = print) -> list[Record]:
+    """The CPML's slab kernels of one step, per axis (psi update, then zeta and the correction of
+    p_next), as ``simulate`` launches them. Least traffic counted per point of each box: psi kernel
+    read p and psi, write psi (3 words); correction kernel read p, psi, zeta, m, out, write zeta and
+    out (7 words); neighbours along the axis are assumed cached."""
+    from tilecraft.ops.wave import cpml_correct, cpml_psi
+    from tilecraft.wave.boundaries import cpml_profiles
+    from tilecraft.wave.solver import _memory_variables
+
+    dev = torch.device(device)
+    layout = Layout((n, n, n), order, pml_width, False)
+    shape = layout.shape
+    gen = torch.Generator().manual_seed(3)
+    p, _, m = _fields(shape, dtype, dev, gen)
+    out = torch.zeros_like(p)
+    lo0, hi0 = layout.updated
+    records = []
+    for axis in range(3):
+        a, b = (t.to(dtype=dtype, device=dev) for t in cpml_profiles(layout, axis, 3000.0, 10.0, 1e-3, 15.0))
+        mv = _memory_variables(layout, axis, lo0[0], hi0[0], 0, shape, dtype, dev)
+        for st in mv["stores"]:
+            st["psi"].uniform_(-1, 1)
+            st["zeta"].uniform_(-1, 1)
+        psi_pts = sum(math.prod(h - l_ for l_, h in zip(lo, hi)) for lo, hi, _ in mv["psi_boxes"])
+        cor_pts = sum(math.prod(h - l_ for l_, h in zip(lo, hi)) for lo, hi, _ in mv["corr_boxes"])
+        item = p.element_size()
+        traffic = StepTraffic(points=psi_pts + cor_pts, bytes=(3 * psi_pts + 7 * cor_pts) * item,
+                              flops=psi_pts * (3 * (order // 2) + 3) + cor_pts * (6 * (order // 2) + 10))
+
+        def run(_i, axis=axis, mv=mv, a=a, b=b):
+            for lo, hi, st in mv["psi_boxes"]:
+                cpml_psi(p, st["psi"], a, b, axis, order, 10.0, lo, hi, "triton", st["origin"])
+            for lo, hi, st in mv["corr_boxes"]:
+                cpml_correct(p, st["psi"], st["zeta"], a, b, m, out, axis, order, 10.0, lo, hi, "triton",
+                             st["origin"])
+        say(f"cpml axis {axis}")
+        t = time_rotating(run, 1, device=dev, budget_s=budget_s)
+        case = {"model": [n] * 3, "grid": list(shape), "order": order, "dtype": str(dtype).replace("torch.", ""),
+                "pml_width": pml_width, "variant": f"cpml-axis{axis}"}
+        records.append(_record(case, traffic, t.median_ms, t.spread, copy_tbps, None, dev.type == "cuda",
+                               {"psi_points": psi_pts, "correction_points": cor_pts}))
+    return records

@@ -81,7 +81,7 @@ def test_public_op_defaults_and_torch_backend(field):
 @pytest.mark.parametrize("compact", [False, True])
 def test_cpml_kernels_match_reference(field, axis, compact):
     """Full-grid memory variables, and compact ones holding only [origin, origin + extent) of the
-    axis (what the solver stores for a layer)."""
+    axis (what the solver stores for a layer), the latter with the z-rows tile order."""
     shape, order, dtype = (12, 13, 14), 4, torch.float64
     lo, hi = (2, 3, 2), (9, 11, 12)
     origin = lo[axis] - 2 if compact else 0
@@ -91,9 +91,10 @@ def test_cpml_kernels_match_reference(field, axis, compact):
     a, b = field((shape[axis],), dtype), field((shape[axis],), dtype)
     got = [t.clone() for t in (psi, zeta, out)]
     ref = [t.clone() for t in (psi, zeta, out)]
-    ops.cpml_psi(p, got[0], a, b, axis, order, 1.5, lo, hi, "triton", origin)
+    ops.cpml_psi(p, got[0], a, b, axis, order, 1.5, lo, hi, "triton", origin, z_rows=compact)
     cpml_psi_torch(p, ref[0], a, b, axis, order, 1.5, lo, hi, origin)
-    ops.cpml_correct(p, got[0], got[1], a, b, m, got[2], axis, order, 1.5, lo, hi, "triton", origin)
+    ops.cpml_correct(p, got[0], got[1], a, b, m, got[2], axis, order, 1.5, lo, hi, "triton", origin,
+                     z_rows=compact)
     cpml_correct_torch(p, ref[0], ref[1], a, b, m, ref[2], axis, order, 1.5, lo, hi, origin)
     for g_, r_ in zip(got, ref):
         assert torch.allclose(g_, r_, rtol=1e-12, atol=1e-12)

@@ -199,16 +199,17 @@ def cpml_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32,
         traffic = StepTraffic(points=psi_pts + cor_pts, bytes=(3 * psi_pts + 7 * cor_pts) * item,
                               flops=psi_pts * (3 * (order // 2) + 3) + cor_pts * (6 * (order // 2) + 10))
 
-        def run(_i, axis=axis, mv=mv, a=a, b=b):
-            for lo, hi, st in mv["psi_boxes"]:
-                cpml_psi(p, st["psi"], a, b, axis, order, 10.0, lo, hi, "triton", st["origin"])
-            for lo, hi, st in mv["corr_boxes"]:
-                cpml_correct(p, st["psi"], st["zeta"], a, b, m, out, axis, order, 10.0, lo, hi, "triton",
-                             st["origin"])
-        say(f"cpml axis {axis}")
-        t = time_rotating(run, 1, device=dev, budget_s=budget_s)
-        case = {"model": [n] * 3, "grid": list(shape), "order": order, "dtype": str(dtype).replace("torch.", ""),
-                "pml_width": pml_width, "variant": f"cpml-axis{axis}"}
-        records.append(_record(case, traffic, t.median_ms, t.spread, copy_tbps, None, dev.type == "cuda",
-                               {"psi_points": psi_pts, "correction_points": cor_pts}))
+        for z_rows in (False, True) if axis == 0 else (False,):
+            def run(_i, axis=axis, mv=mv, a=a, b=b, z_rows=z_rows):
+                for lo, hi, st in mv["psi_boxes"]:
+                    cpml_psi(p, st["psi"], a, b, axis, order, 10.0, lo, hi, "triton", st["origin"], z_rows)
+                for lo, hi, st in mv["corr_boxes"]:
+                    cpml_correct(p, st["psi"], st["zeta"], a, b, m, out, axis, order, 10.0, lo, hi, "triton",
+                                 st["origin"], z_rows)
+            say(f"cpml axis {axis}{' z_rows' if z_rows else ''}")
+            t = time_rotating(run, 1, device=dev, budget_s=budget_s)
+            case = {"model": [n] * 3, "grid": list(shape), "order": order, "dtype": str(dtype).replace("torch.", ""),
+                    "pml_width": pml_width, "variant": f"cpml-axis{axis}" + ("-zrows" if z_rows else "")}
+            records.append(_record(case, traffic, t.median_ms, t.spread, copy_tbps, None, dev.type == "cuda",
+                                   {"psi_points": psi_pts, "correction_points": cor_pts, "z_rows": z_rows}))
     return records

@@ -94,15 +94,21 @@ def wave_step_kernel(
 
 
 @triton.jit
-def _box_tile(b0, b1, b2, n0, n1, n2, s0, s1, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+def _box_tile(b0, b1, b2, n0, n1, n2, s0, s1, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
+              Z_ROWS: tl.constexpr):
     """A (BLOCK_R, BLOCK_C) tile of the box with origin (b0, b1, b2) and extents (n0, n1, n2): rows
     run over the (axis 0, axis 1) pairs, columns along the contiguous axis 2, so loads are coalesced
-    and only one integer division per row is needed. Returns int64 offsets, the three coordinates
-    (broadcast to the tile) and the mask."""
+    and only one integer division per row is needed. Rows walk axis 1 fastest, or axis 0 with
+    Z_ROWS (then a tile holds a column of planes, and neighbours along axis 0 are rows of the same
+    tile). Returns int64 offsets, the three coordinates (broadcast to the tile) and the mask."""
     rows = tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
-    k0 = rows // n1
-    k1 = rows - k0 * n1
+    if Z_ROWS:
+        k1 = rows // n0
+        k0 = rows - k1 * n0
+    else:
+        k0 = rows // n1
+        k1 = rows - k0 * n1
     mask = (rows < n0 * n1)[:, None] & (cols < n2)[None, :]
     c0 = (b0 + k0)[:, None]
     c1 = (b1 + k1)[:, None]
@@ -147,11 +153,11 @@ def _first_difference(ptrs, stride, mask, d1_ptr, R: tl.constexpr):
 def cpml_psi_kernel(
     p_ptr, psi_ptr, a_ptr, b_ptr, d1_ptr,
     b0, b1, b2, n0, n1, n2, s0, s1, t0, t1, origin,
-    AXIS: tl.constexpr, R: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
+    AXIS: tl.constexpr, R: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, Z_ROWS: tl.constexpr,
 ):
     """psi = b psi + a dp/dx_AXIS on a box; d1_ptr holds the first-difference weights d_k / h.
     psi stores [origin, ...) of AXIS only (strides t0, t1, 1): the slabs, not the whole grid."""
-    off, c0, c1, c2, mask = _box_tile(b0, b1, b2, n0, n1, n2, s0, s1, BLOCK_R, BLOCK_C)
+    off, c0, c1, c2, mask = _box_tile(b0, b1, b2, n0, n1, n2, s0, s1, BLOCK_R, BLOCK_C, Z_ROWS)
     s, c = _axis_stride(c0, c1, c2, s0, s1, AXIS)
     aoff, _ = _aux_offsets(c0, c1, c2, t0, t1, origin, AXIS)
     acc = _first_difference(p_ptr + off, s, mask, d1_ptr, R)
@@ -165,12 +171,12 @@ def cpml_psi_kernel(
 def cpml_correct_kernel(
     p_ptr, psi_ptr, zeta_ptr, a_ptr, b_ptr, m_ptr, out_ptr, d1_ptr, d2_ptr,
     b0, b1, b2, n0, n1, n2, s0, s1, t0, t1, origin,
-    AXIS: tl.constexpr, R: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
+    AXIS: tl.constexpr, R: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, Z_ROWS: tl.constexpr,
 ):
     """One axis's CPML terms on a box: D = dpsi/dx, zeta = b zeta + a (d2p/dx2 + D),
     out += m (D + zeta). d2_ptr holds [c_0, c_1..c_R] / h**2 of that axis; psi and zeta store
     [origin, ...) of AXIS (strides t0, t1, 1)."""
-    off, c0, c1, c2, mask = _box_tile(b0, b1, b2, n0, n1, n2, s0, s1, BLOCK_R, BLOCK_C)
+    off, c0, c1, c2, mask = _box_tile(b0, b1, b2, n0, n1, n2, s0, s1, BLOCK_R, BLOCK_C, Z_ROWS)
     s, c = _axis_stride(c0, c1, c2, s0, s1, AXIS)
     aoff, t = _aux_offsets(c0, c1, c2, t0, t1, origin, AXIS)
     dpsi = _first_difference(psi_ptr + aoff, t, mask, d1_ptr, R)

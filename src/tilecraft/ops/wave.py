@@ -177,7 +177,7 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
 _AXIS_POINTS = {"cuda": 512, "cpu": 4096}
 
 
-def _axis_launch(kernel, tensors, p, aux, axis, order, lo, hi, extra_ptrs, origin) -> None:
+def _axis_launch(kernel, tensors, p, aux, axis, order, lo, hi, extra_ptrs, origin, z_rows=False) -> None:
     has_z = p.dim() == 3
     lo3 = tuple(lo) if has_z else (0,) + tuple(lo)
     hi3 = tuple(hi) if has_z else (1,) + tuple(hi)
@@ -186,37 +186,48 @@ def _axis_launch(kernel, tensors, p, aux, axis, order, lo, hi, extra_ptrs, origi
     s0, s1, _ = _as3d(p).stride()
     t0, t1, _ = _as3d(aux).stride()
     points = _AXIS_POINTS["cuda" if p.device.type == "cuda" else "cpu"]
-    # Tiles of (rows, contiguous columns): as wide as the box's x extent allows (x slabs are narrow).
-    block_c = min(128, triton.next_power_of_2(n[2]))
-    block_r = max(1, points // block_c)
+    # Tiles of (rows, contiguous columns): as wide as the box's x extent allows (x slabs are narrow);
+    # with z_rows (axis 0's slabs) as tall as the slab, so the z neighbours are rows of the tile.
+    z_rows = bool(z_rows) and ax3 == 0
+    if z_rows:
+        block_r = min(64, triton.next_power_of_2(n[0]))
+        block_c = max(16, min(128, triton.next_power_of_2(n[2]), points // block_r))
+    else:
+        block_c = min(128, triton.next_power_of_2(n[2]))
+        block_r = max(1, points // block_c)
     while triton_cdiv(n[0] * n[1], block_r) > 65535:  # CUDA's limit on grid dimension 1
         block_r *= 2
     grid = (triton_cdiv(n[2], block_c), triton_cdiv(n[0] * n[1], block_r))
     kernel[grid](*[_as3d(t) if t.dim() > 1 else t for t in tensors], *extra_ptrs, *lo3, *n, s0, s1, t0, t1, origin,
-                 AXIS=ax3, R=order // 2, BLOCK_R=block_r, BLOCK_C=block_c, num_warps=4)
+                 AXIS=ax3, R=order // 2, BLOCK_R=block_r, BLOCK_C=block_c, Z_ROWS=z_rows, num_warps=4)
 
 
-def cpml_psi(p, psi, a, b, axis: int, order: int, h: float, lo, hi, backend: str, origin: int = 0) -> None:
+def cpml_psi(p, psi, a, b, axis: int, order: int, h: float, lo, hi, backend: str, origin: int = 0,
+             z_rows: bool = False) -> None:
     """psi = b psi + a dp/dx_axis on the box [lo, hi) (a, b: 1D profiles along ``axis``). psi holds
-    indices [origin, origin + psi.shape[axis]) of ``axis`` (the other axes as p)."""
+    indices [origin, origin + psi.shape[axis]) of ``axis`` (the other axes as p). ``z_rows`` (Triton,
+    axis 0 of a 3D grid only): tiles hold columns of planes, so the z neighbours are rows of the tile
+    (an alternative tile order, timed by ``bench.wave.cpml_suite``)."""
     if backend == "torch":
         cpml_psi_torch(p, psi, a, b, axis, order, h, lo, hi, origin)
         return
     d1 = _const(("d1", order, h), [float(c) / h for c in first_derivative_coefficients(order)], p.dtype, p.device)
-    _axis_launch(_k.cpml_psi_kernel, (p, psi, a, b), p, psi, axis, order, lo, hi, (d1,), origin)
+    _axis_launch(_k.cpml_psi_kernel, (p, psi, a, b), p, psi, axis, order, lo, hi, (d1,), origin, z_rows)
 
 
 def cpml_correct(p, psi, zeta, a, b, m, out, axis: int, order: int, h: float, lo, hi, backend: str,
-                 origin: int = 0) -> None:
+                 origin: int = 0, z_rows: bool = False) -> None:
     """zeta = b zeta + a (d2p/dx2 + dpsi/dx), out += m (dpsi/dx + zeta) on the box, along ``axis``;
-    psi and zeta hold indices [origin, ...) of ``axis``."""
+    psi and zeta hold indices [origin, ...) of ``axis``. ``z_rows``: the tile order of
+    ``cpml_psi`` (Triton only)."""
     if backend == "torch":
         cpml_correct_torch(p, psi, zeta, a, b, m, out, axis, order, h, lo, hi, origin)
         return
     d1 = _const(("d1", order, h), [float(c) / h for c in first_derivative_coefficients(order)], p.dtype, p.device)
     d2 = _const(("d2", order, h), [float(c) / h**2 for c in second_derivative_coefficients(order)], p.dtype,
                 p.device)
-    _axis_launch(_k.cpml_correct_kernel, (p, psi, zeta, a, b, m, out), p, psi, axis, order, lo, hi, (d1, d2), origin)
+    _axis_launch(_k.cpml_correct_kernel, (p, psi, zeta, a, b, m, out), p, psi, axis, order, lo, hi, (d1, d2), origin,
+                 z_rows)
 
 
 def step_into(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi, sponge, backend: str,

@@ -109,7 +109,8 @@ def test_fp8_scales(field, name, scales):
     assert relative_error(out, _ref(a, b, torch.bfloat16, **kw)) <= 1e-2
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (1, 7, 129), (7, 1, 16), (129, 7, 1), (65, 33, 100)])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (1, 7, 129), (7, 1, 16), (129, 7, 1), (65, 33, 100),
+                                   (1000, 7, 1), (7, 1000, 129), (1, 129, 1000)])
 def test_odd_and_tiny_shapes(field, m, n, k):
     a, b = _operands(field, m, n, k, torch.float32)
     out = tilecraft.matmul(a, b)
@@ -270,6 +271,24 @@ def test_nan_inf_propagate(field):
     ({"activation": "tanh"}, ValueError, "activation"),
     ({"scale_a": torch.tensor(1.0)}, ValueError, "fp8 and int8"),
     ({"alpha": "2"}, TypeError, "numbers"),
+    ({"a": torch.zeros(4, 5, dtype=torch.bool), "b": torch.zeros(5, 3, dtype=torch.bool)}, TypeError, "torch.bool"),
+    ({"a": torch.zeros(4, 5, dtype=torch.complex64), "b": torch.zeros(5, 3, dtype=torch.complex64)}, TypeError,
+     "complex64"),
+    ({"a": torch.zeros(5)}, ValueError, "a must be 2D"),
+    ({"a": torch.zeros(2, 4, 5), "b": torch.zeros(3, 5, 3)}, ValueError, "batch sizes differ"),
+    ({"a": torch.zeros(4, 5).bfloat16(), "b": torch.zeros(5, 3).bfloat16(), "out_dtype": torch.int8}, TypeError,
+     "out_dtype one of"),
+    ({"out_dtype": "bf16"}, TypeError, "must be a torch.dtype"),
+    ({"a": torch.zeros(4, 5).half(), "b": torch.zeros(5, 3).half(), "precision": "tf32"}, ValueError,
+     "float32 operands only"),
+    ({"a": torch.zeros(4, 5, dtype=torch.int8), "b": torch.zeros(5, 3, dtype=torch.int8), "activation": "gelu"},
+     ValueError, "int32 output takes activation"),
+    ({"beta": 1.0, "c": torch.zeros(4, 3, dtype=torch.float64)}, TypeError, "c has dtype"),
+    ({"bias": torch.zeros(3, dtype=torch.float16)}, TypeError, "bias has dtype"),
+    ({"bias": torch.zeros(1, 3)}, ValueError, "bias must have shape"),
+    ({"activation": ["relu"]}, TypeError, "activation must be None or a str"),
+    ({"alpha": 1e300}, ValueError, "alpha=1e\\+300 is out of range"),
+    ({"beta": -1e-40, "c": torch.zeros(4, 3)}, ValueError, "beta=-1e-40 is out of range"),
 ])
 def test_bad_input(kwargs, exc, match):
     args = {"a": torch.zeros(4, 5), "b": torch.zeros(5, 3)}
@@ -299,6 +318,68 @@ def test_different_devices():
     a = torch.zeros(4, 5)
     with pytest.raises(ValueError, match="device"):
         tilecraft.matmul(a, torch.zeros(5, 3, device="meta"))
+    meta = {"device": "meta"}
+    with pytest.raises(ValueError, match="c is on meta"):
+        tilecraft.matmul(a, torch.zeros(5, 3), beta=1.0, c=torch.zeros(4, 3, **meta))
+    with pytest.raises(ValueError, match="bias is on meta"):
+        tilecraft.matmul(a, torch.zeros(5, 3), bias=torch.zeros(3, **meta))
+    f8 = torch.zeros(4, 32, dtype=torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="scale_b is on meta"):
+        tilecraft.matmul(f8, f8.t(), scale_b=torch.ones(4, **meta))
+
+
+def test_strided_bias(field):
+    """A bias that is a strided view (every other element): read as the values it holds, in the
+    direct kernel and in split-K's reduce."""
+    a, b = _operands(field, 9, 20, 40, torch.float32, "NT")
+    bias = field((40,)).float()[::2]
+    assert bias.stride(0) == 2
+    ref = _ref(a, b, torch.float32, bias=bias.contiguous())
+    assert relative_error(tilecraft.matmul(a, b, bias=bias), ref) <= 1e-5
+    out = _run_pinned(a, b, GemmConfig("pointer", 16, 16, 16, 2, 4, 1, 2), bias=bias)
+    assert relative_error(out, ref) <= 1e-5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+def test_non_finite_alpha_beta_propagate(field, dtype):
+    """alpha or beta = +-inf gives +-inf where the product (or c) is nonzero and NaN where it is 0,
+    as IEEE says (not NaN everywhere), in the direct kernel and in split-K's reduce."""
+    a, b = _operands(field, 12, 10, 24, dtype)
+    a[3] = 0  # row 3 of the product is exactly 0: inf * 0 = NaN there
+    c = field((12, 10)).to(dtype)
+    c[:, 4] = 0
+    for kw in ({"alpha": math.inf}, {"alpha": -math.inf}, {"beta": math.inf, "c": c}, {"alpha": math.nan}):
+        ref = matmul_reference(a, b, out_dtype=torch.float64, **kw)
+        for out in (tilecraft.matmul(a, b, **kw), _run_pinned(a, b, GemmConfig("pointer", 16, 16, 16, 2, 4, 1, 2), **kw)):
+            assert torch.equal(torch.isnan(out), torch.isnan(ref)), kw
+            assert torch.equal(out[~torch.isnan(ref)].double(), ref[~torch.isnan(ref)].to(dtype).double()), kw
+
+
+def test_alpha_beta_at_the_ends_of_their_range(field):
+    """The largest and smallest accepted magnitudes keep fp64's precision (two float32 halves)."""
+    a, b = _operands(field, 8, 8, 16, torch.float64)
+    c = field((8, 8))
+    lo, hi = ops.ALPHA_RANGE
+    for kw in ({"alpha": hi}, {"alpha": -lo}, {"beta": -hi, "c": c}, {"beta": lo, "c": c}):
+        assert relative_error(tilecraft.matmul(a, b, **kw), _ref(a, b, torch.float64, **kw)) <= 1e-12, kw
+
+
+def test_cpu_reference_path_without_interpreter(monkeypatch, field):
+    """CPU tensors with the interpreter off: the float64 reference, rounded to out_dtype; no launch."""
+    monkeypatch.setattr(ops, "triton_on_cpu", lambda: False)
+
+    def no_launch(*args, **kwargs):
+        raise AssertionError("launched a kernel on the reference path")
+    monkeypatch.setattr(ops, "launch", no_launch)
+    a, b = _operands(field, 7, 9, 13, torch.bfloat16, "TN", batch=2)
+    c, bias = field((2, 7, 9)).float(), field((9,)).float()
+    kw = {"alpha": 0.5, "beta": 2.0, "c": c, "bias": bias, "activation": "gelu", "out_dtype": torch.float32}
+    out = tilecraft.matmul(a, b, **kw)
+    assert out.dtype == torch.float32 and out.shape == (2, 7, 9)
+    ref = _ref(a, b, torch.float32, **{k: v for k, v in kw.items() if k != "out_dtype"})
+    assert relative_error(out, ref) <= 1e-6
+    i8a, i8b = _operands(field, 5, 6, 40, torch.int8)
+    assert torch.equal(tilecraft.matmul(i8a, i8b), _ref(i8a, i8b, torch.int32).to(torch.int32))
 
 
 def test_opcheck(field):

@@ -70,6 +70,8 @@ OUT_DTYPES: dict[str, tuple[torch.dtype, ...]] = {
 PRECISIONS = ("ieee", "tf32", "fp32-accurate", "tf32x3", "bf16x3", "bf16x6")
 ACTIVATIONS = tuple(k for k in _k.ACTIVATIONS if k is not None)
 _SCALED = ("fp8_e4m3", "fp8_e5m2", "int8")
+#: the magnitudes a finite nonzero alpha or beta may have (each reaches the kernels as two float32 halves)
+ALPHA_RANGE = (1e-30, 1e30)
 # wgmma reads tf32, fp8 and int8 operands from shared memory only K-major (A row-major, B
 # column-major: the "NT" GEMM); the TMA path makes K-major copies of other layouts.
 _KMAJOR_ONLY = ("fp8_e4m3", "fp8_e5m2", "int8", "fp32")
@@ -192,6 +194,12 @@ def validate(a: object, b: object, *, out_dtype: torch.dtype | None = None, alph
         for nm, v in (("alpha", alpha), ("beta", beta)):
             if not math.isfinite(v) or v != int(v) or abs(v) >= 2**24:
                 raise ValueError(f"{nm} must be an integer below 2**24 in magnitude for an int32 output, got {v!r}")
+    for nm, v in (("alpha", alpha), ("beta", beta)):
+        # The kernels take each as two float32 halves (48 bits): finite values outside float32's
+        # normal range would overflow (inf + (-inf) = NaN) or lose their low half.
+        if math.isfinite(v) and v != 0 and not ALPHA_RANGE[0] <= abs(v) <= ALPHA_RANGE[1]:
+            raise ValueError(f"{nm}={v!r} is out of range: a finite nonzero {nm} must have magnitude in "
+                             f"[{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}] (inf and NaN propagate as IEEE says)")
     if beta != 0 and c is None:
         raise ValueError(f"beta={beta} needs c (out = alpha * A @ B + beta * c)")
     for name, t in (("c", c), ("bias", bias)):
@@ -214,6 +222,8 @@ def validate(a: object, b: object, *, out_dtype: torch.dtype | None = None, alph
                          + (f" or {out_shape[-2:]}" if len(out_shape) == 3 else ""))
     if bias is not None and tuple(bias.shape) != (n,):
         raise ValueError(f"bias must have shape (N,) = ({n},), got {tuple(bias.shape)}")
+    if activation is not None and not isinstance(activation, str):
+        raise TypeError(f"activation must be None or a str, got {type(activation).__name__}")
     if activation not in _k.ACTIVATIONS:
         raise ValueError(f"activation must be None or one of {ACTIVATIONS}, got {activation!r}")
     if integer_out and activation not in (None, "relu"):
@@ -353,7 +363,10 @@ def _acc_types(spec: Spec) -> tuple[object, object, torch.dtype]:
 
 
 def _split(x: float) -> tuple[float, float]:
+    """x as hi + lo, two float32 values (inf and NaN: hi = x, lo = 0, so they propagate as IEEE says)."""
     hi = float(torch.tensor(x, dtype=torch.float32))
+    if not math.isfinite(hi):
+        return hi, 0.0
     return hi, float(torch.tensor(x - hi, dtype=torch.float32))
 
 
@@ -370,7 +383,8 @@ def _epilogue_args(spec: Spec, out3: torch.Tensor, c: torch.Tensor | None, bias:
     ah, al = _split(spec.alpha)
     bh, bl = _split(spec.beta)
     args = (c3.stride(0), c3.stride(1), c3.stride(2), 0, 0, 0, ah, al, bh, bl)
-    ptrs = (c3, bias if spec.has_bias else dummy, scale_a if spec.scale_a else dummy,
+    # the kernels read bias with a unit stride: a strided (N,) view is copied (N elements)
+    ptrs = (c3, bias.contiguous() if spec.has_bias else dummy, scale_a if spec.scale_a else dummy,
             scale_b if spec.scale_b else dummy)
     _, epi, _ = _acc_types(spec)
     constexprs = {"EPI": epi, "HAS_ALPHA": spec.alpha != 1.0, "HAS_C": spec.has_c, "HAS_BIAS": spec.has_bias,

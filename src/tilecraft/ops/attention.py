@@ -348,6 +348,12 @@ def _max_seqlen(given: int | None, cu: torch.Tensor, name: str) -> int:
         return int((cu[1:] - cu[:-1]).max().item())  # one device synchronisation
     if isinstance(given, bool) or not isinstance(given, int) or given < 0:
         raise ValueError(f"{name} must be a non-negative int, got {given!r}")
+    # A bound below the longest sequence would leave rows uncomputed: checked where the offsets can
+    # be read without a device synchronisation (on a GPU it is the caller's promise).
+    if cu.device.type == "cpu" and _has_storage(cu):
+        longest = int((cu[1:] - cu[:-1]).max())
+        if given < longest:
+            raise ValueError(f"{name}={given} is less than the longest sequence in the offsets ({longest})")
     return given
 
 
@@ -482,10 +488,8 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
                deterministic: bool = True) -> list:
     """Preprocess (delta = rowsum(dO * O) - dlse), dK/dV and dQ kernels on validated tensors; dq,
     dk, dv are written. Returns Triton's compiled kernels."""
-    if p.batch * p.heads == 0:
-        return []
-    if p.seqlen_q == 0 or p.seqlen_k == 0:
-        dq.zero_(), dk.zero_(), dv.zero_()
+    if p.batch * p.heads == 0 or p.seqlen_q == 0 or p.seqlen_k == 0:
+        dq.zero_(), dk.zero_(), dv.zero_()  # no query head (H = 0 with H_kv > 0 too) or no key: all 0
         return []
     delta = torch.empty_like(lse)
     cu_q = cu_q if cu_q is not None else lse
@@ -531,12 +535,15 @@ def _uses_triton(t: torch.Tensor) -> bool:
 
 
 def _fwd_compute(q, k, v, cu_q, cu_k, p: Problem, cfg: FwdConfig | None = None):
-    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    # Packed rows past cu_seqlens_q[-1] belong to no sequence and are never written: output 0, lse -inf.
+    out = (torch.zeros_like if p.varlen else torch.empty_like)(q, memory_format=torch.contiguous_format)
     lse = torch.empty(_lse_shape(p, q.shape[0]), dtype=torch.float32, device=q.device)
+    if p.varlen:
+        lse.fill_(-math.inf)
     if not _uses_triton(q):
         o_ref, l_ref = _reference(q, k, v, cu_q, cu_k, p)
-        out.copy_(o_ref)
-        lse.copy_(l_ref)
+        out[:o_ref.shape[0]].copy_(o_ref)  # the packed reference stops at cu_seqlens_q[-1]
+        lse[..., :l_ref.shape[-1]].copy_(l_ref)
         return out, lse
     if uses_decode(p):
         launch_decode(q, k, v, out, lse, p, default_decode_config(p.head_dim, q.device))
@@ -578,9 +585,10 @@ def _reference_backward(do, dlse, q, k, v, cu_q, cu_k, p: Problem):
 
 def _bwd_compute(do, q, k, v, out, lse, dlse, cu_q, cu_k, p: Problem, deterministic: bool,
                  cfg: BwdConfig | None = None):
-    dq = torch.empty_like(q, memory_format=torch.contiguous_format)
-    dk = torch.empty_like(k, memory_format=torch.contiguous_format)
-    dv = torch.empty_like(v, memory_format=torch.contiguous_format)
+    alloc = torch.zeros_like if p.varlen else torch.empty_like  # packed rows past the offsets: gradient 0
+    dq = alloc(q, memory_format=torch.contiguous_format)
+    dk = alloc(k, memory_format=torch.contiguous_format)
+    dv = alloc(v, memory_format=torch.contiguous_format)
     if not _uses_triton(q):
         for dst, g in zip((dq, dk, dv), _reference_backward(do, dlse, q, k, v, cu_q, cu_k, p)):
             dst.copy_(g)
@@ -693,7 +701,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         >>> o = tilecraft.attention(q, k, v, causal=True)   # grouped-query: 16 query heads, 4 K/V heads
         >>> o.sum().backward()
     """
-    if cu_seqlens_q is not None and layout == "bhsd":
+    if (cu_seqlens_q is not None or cu_seqlens_k is not None) and layout == "bhsd":
         layout = "thd"  # packed sequences imply the packed layout
     p = validate(q, k, v, causal=causal, scale=scale, layout=layout, cu_seqlens_q=cu_seqlens_q,
                  cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)

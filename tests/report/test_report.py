@@ -241,3 +241,69 @@ def test_report_renders_in_headless_chromium(cpu_report, tmp_path):
     subprocess.run([exe, *flags, f"--screenshot={shot}", "--window-size=1280,2000", page.as_uri()],
                    capture_output=True, timeout=120, check=False)
     assert shot.exists() and shot.stat().st_size > 20_000  # a real picture, not a blank page
+
+
+# ------------------------------------------------------------------------------------------------
+# the GPU branches of the family suites, on records shaped as the bench functions make them
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture
+def gpu_ctx(tmp_path):
+    from tilecraft.hardware.device import DeviceInfo
+    from tilecraft.report.sections import Context
+
+    info = DeviceInfo(name="NVIDIA H200", backend="cuda", multiprocessors=132, l2_bytes=60 * 2**20,
+                      memory_bytes=140 * 2**30, capability="9.0")
+    ctx = Context(mode="quick", info=info, target="H200", out_dir=tmp_path)
+    ctx.ceilings = {"copy_TBps": 4.25, "matmul_TFLOPs": {"bf16": 700.0}}
+    ctx.roofline = measured_roofline(info.name, ctx.ceilings, "H200")
+    return ctx
+
+
+def test_attention_suite_gpu_tables_from_bench_records(gpu_ctx, monkeypatch):
+    from tilecraft.bench import attention as ab
+    from tilecraft.report.extra_suites import attention_suite
+
+    def fake_bench(shapes, dtype, directions, **kw):
+        recs = []
+        for s in shapes[:2]:
+            for d in directions:
+                res = [ab.Timed("tilecraft", True, 1e-3, 2.0, resources=[{"registers": 187, "spills": 0}]),
+                       ab.Timed("sdpa-cudnn", True, 1e-3, 1.6), ab.Timed("sdpa-flash", True, 1e-3, 3.0),
+                       ab.Timed("sdpa-efficient", False, None, message="unsupported")]
+                recs += ab.records_for(s, dtype, d, res, 4.25)
+        return recs
+    monkeypatch.setattr(ab, "bench", fake_bench)
+    sec = attention_suite(gpu_ctx)
+    assert sec.status == "ok" and sec.source == "measured"
+    table = sec.tables[0]
+    row = table.rows[0]
+    assert row[table.columns.index("× cuDNN")] == "0.80"  # 1.6 ms / 2.0 ms
+    assert row[table.columns.index("regs")] == "187"
+    assert row[table.columns.index("sdpa-efficient")] == "–"
+    assert sec.figures and sec.figures[0].kind == "heatmap"
+    assert sec.points and all(p.measured for p in sec.points)
+
+
+def test_gemm_suite_gpu_tables_from_bench_records(gpu_ctx, monkeypatch):
+    from tilecraft.bench import gemm as gb
+    from tilecraft.bench.harness import Record
+    from tilecraft.report.extra_suites import gemm_suite
+
+    def fake_run_case(case, info, **kw):
+        flops = gb.gemm_flops(case.m, case.n, case.k)
+        ms = flops / 700e12 * 1e3
+        rec = Record(suite="gemm", case={"dtype": case.dtype, "layout": case.layout, "m": case.m, "n": case.n,
+                                         "k": case.k, "batch": 1},
+                     metric="TFLOP/s", unit="TFLOP/s", ours=700.0, peer="torch.matmul", peer_value=680.0,
+                     extra={"flops": flops, "bytes": gb.gemm_bytes(case.m, case.n, case.k, 2, 2), "time_ms": ms,
+                            "rel_err": 1e-3, "kernel": "tma", "fraction_of_peak": 0.7})
+        rec.ratio = 700.0 / 680.0
+        if case.dtype == "int8":
+            rec.extra["failed"] = True
+        return rec
+    monkeypatch.setattr(gb, "run_case", fake_run_case)
+    sec = gemm_suite(gpu_ctx)
+    assert sec.status == "failed" and "int8" in sec.message  # a failed check is a failed section
+    assert any(r[3] == "FAILED" for r in sec.tables[0].rows)
+    assert sec.figures and sec.figures[0].kind == "heatmap"
+    assert sec.points and not any(p.label.startswith("int8") for p in sec.points)

@@ -198,10 +198,14 @@ def attention_suite(ctx: Context) -> Section:
                 and o.case["direction"] == cs["direction"]}
         vals = [same[b].ours if b in same and same[b].extra.get("ok") else None for b in backends]
         ratios = x.get("ratio_to") or {}
+        res = x.get("resources") or []
+        regs = "/".join(str(d.get("registers")) for d in res if d.get("registers") is not None) or "–"
+        spills = max((d.get("spills") or 0 for d in res), default=None)
         rows.append([name, r.unit, "FAILED" if not x.get("ok") else fmt(r.ours, ".1f"),
                      *[fmt(v, ".1f") for v in vals], fmt(ratios.get("sdpa-cudnn"), ".2f"),
                      fmt(r.extra.get("ratio_to_peer"), ".2f"), r.peer or "–",
-                     fmt(r.extra.get("ratio_to_ceiling") and 100 * r.extra["ratio_to_ceiling"], ".1f")])
+                     fmt(r.extra.get("ratio_to_ceiling") and 100 * r.extra["ratio_to_ceiling"], ".1f"), regs,
+                     fmt(spills)])
         heat_rows.append(name)
         heat.append([ratios.get(b) for b in backends])
         p = point_from_record(r.as_dict(), name, "bf16")
@@ -209,10 +213,11 @@ def attention_suite(ctx: Context) -> Section:
             sec.points.append(p)
     sec.records = [r.as_dict() for r in records]
     sec.tables.append(Table("Ours against SDPA's backends, bf16, same inputs, same run",
-                            ["case", "unit", "ours", *backends, "× cuDNN", "× best", "best peer", "% copy"], rows,
+                            ["case", "unit", "ours", *backends, "× cuDNN", "× best", "best peer", "% copy", "regs",
+                             "spills"], rows,
                             "TFLOP/s (forward 4·B·H·S_q·S_k·D over visible pairs, backward 2.5×); decode shapes in TB/s "
                             "over the least bytes, against the copy bandwidth measured in this run; – : the backend "
-                            "does not take the shape"))
+                            "does not take the shape; regs/spills: our launched kernels' (per kernel)"))
     if heat_rows:
         sec.figures.append(Figure("Attention ratio to SDPA", "heatmap", plots.heatmap(
             heat_rows, backends, heat, title="tilecraft.attention / SDPA backend (same run)")))

@@ -128,8 +128,7 @@ def heatmap(rows: Sequence[str], cols: Sequence[str], values: Sequence[Sequence[
         finite = data[np.isfinite(data)]
         vmin = min(0.5, float(finite.min())) if finite.size else 0.5
         vmax = max(1.5, float(finite.max())) if finite.size else 1.5
-        cmap = matplotlib.colormaps["RdBu"].copy()
-        cmap.set_bad("0.85")
+        cmap = matplotlib.colormaps["RdBu"].with_extremes(bad="0.85")
         im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, norm=TwoSlopeNorm(1.0, vmin, vmax), aspect="auto")
         for i in range(data.shape[0]):
             for j in range(data.shape[1]):

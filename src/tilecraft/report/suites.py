@@ -266,9 +266,11 @@ def inspect_suite(ctx: Context) -> Section:
 
     variants = [*LADDER, "auto"]
     sec = Section("inspect", "Cross-target inspection: registers, spills, occupancy, instructions", source="compiled")
+
+    def say(row) -> None:
+        ctx.progress(f"compile {row.target} {row.label.split()[0]}")
     for dtype, order in _ladder_cases(ctx):
-        rows = inspect_stencil(variants, dtype, order, (512, 512, 512), DEFAULT_TARGETS,
-                               progress=lambda row: ctx.progress(f"compile {row.target} {row.label.split()[0]}"))
+        rows = inspect_stencil(variants, dtype, order, (512, 512, 512), DEFAULT_TARGETS, progress=say)
         failed = [r for r in rows if r.error]
         # gfx942/gfx90a have no fp64 matrix path problem for stencils; any failure is a real one
         if failed:
@@ -277,6 +279,28 @@ def inspect_suite(ctx: Context) -> Section:
                                 list(COLUMNS), [row_cells(r) for r in rows],
                                 "from Triton's compiler (ptxas / AMDGCN reports), no GPU involved; loads/stores: "
                                 "128-bit / all, static counts"))
+        sec.records.extend(r.as_dict() for r in rows)
+    # GEMM and attention as tilecraft launches them on each target (the config chosen there)
+    import importlib.util
+
+    from tilecraft.analysis import inspect as ins
+
+    others = []
+    if importlib.util.find_spec("tilecraft.ops.gemm") is not None:
+        others.append(("GEMM bf16 NN 8192³ (the heuristic's config per target, no tuning cache)",
+                       lambda: ins.inspect_gemm("bf16", (8192, 8192, 8192), "NN", DEFAULT_TARGETS, progress=say)))
+    if importlib.util.find_spec("tilecraft.ops.attention") is not None:
+        others.append(("Attention bf16 B4 H16 S4096 D128, forward and backward",
+                       lambda: ins.inspect_attention(4, 16, 16, 4096, 128, False, "bf16", DEFAULT_TARGETS, progress=say)))
+    for title, run in others:
+        rows = run()
+        failed = [r for r in rows if r.error]
+        if failed:
+            sec.notes.append(f"{title}: {len(failed)} compile(s) failed, e.g. {failed[0].label} on {failed[0].target}: "
+                             f"{failed[0].error.strip().splitlines()[0][:160]}")
+        sec.tables.append(Table(title, list(COLUMNS), [row_cells(r) for r in rows],
+                                "as `tilecraft inspect gemm|attention` reports it; an error row is a configuration the "
+                                "compiler rejects for that target (the page says which), not a failure of the report"))
         sec.records.extend(r.as_dict() for r in rows)
     return sec
 

@@ -143,44 +143,82 @@ def _print_roofline(console: Console, result) -> None:
     console.print(table)
 
 
+PROFILE_DEFAULTS = {"laplacian": ("fp64", "512,512,512"), "matmul": ("bf16", "8192,8192,8192"),
+                    "attention": ("bf16", "4,16,4096,128")}
+
+
+def _profile_case(op: str, variant: str, dtype: str | None, order: int, shape: str | None, layout: str,
+                  causal: bool) -> dict:
+    """The case dict of ``op`` from the CLI's options, or a one-line error (exit 2)."""
+    from tilecraft.analysis.profile import PROFILE_OPS
+
+    if op not in PROFILE_OPS:
+        _fail(f"cannot profile {op!r}; choose from {', '.join(PROFILE_OPS)}")
+    default_dtype, default_shape = PROFILE_DEFAULTS[op]
+    dtype = dtype or default_dtype
+    try:
+        dims = [int(t) for t in (shape or default_shape).replace("x", ",").split(",") if t.strip()]
+    except ValueError:
+        _fail(f"--shape takes comma-separated integers, got {shape!r}")
+    need = 4 if op == "attention" else 3
+    if len(dims) != need or min(dims) < 1:
+        what = {"laplacian": "NZ,NY,NX", "matmul": "M,N,K", "attention": "B,H,S,D"}[op]
+        _fail(f"--shape for {op} is {what} (positive integers), got {shape!r}")
+    if op == "laplacian":
+        from tilecraft.ops.stencil import VARIANTS
+
+        if dtype not in ("fp64", "fp32"):
+            _fail(f"unknown dtype {dtype!r}; choose fp64 or fp32")
+        if variant not in VARIANTS:
+            _fail(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
+        if order % 2 or not 2 <= order <= 16:
+            _fail(f"order must be even, 2..16, got {order}")
+        if min(dims) < order + 1:
+            _fail(f"every extent must be at least {order + 1} for order {order}, got {shape}")
+        return {"variant": variant, "dtype": dtype, "order": order, "shape": dims}
+    if op == "matmul":
+        from tilecraft.bench.gemm import DTYPES, LAYOUTS
+
+        if dtype not in DTYPES:
+            _fail(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
+        if layout not in LAYOUTS:
+            _fail(f"unknown layout {layout!r}; choose from {', '.join(LAYOUTS)}")
+        return {"dtype": dtype, "layout": layout, "shape": dims}
+    from tilecraft.bench.attention import DTYPES as ATT_DTYPES
+
+    if dtype not in ATT_DTYPES:
+        _fail(f"unknown dtype {dtype!r}; choose from {', '.join(ATT_DTYPES)}")
+    if dims[3] > 256:
+        _fail(f"head dim D must be at most 256, got {dims[3]}")
+    return {"dtype": dtype, "shape": dims, "causal": causal}
+
+
 def profile(
-    op: Annotated[str, typer.Argument(help="The op to profile: laplacian.")],
-    variant: Annotated[str, typer.Option(help="Laplacian variant (a ladder step, or auto).")] = "auto",
-    dtype: Annotated[str, typer.Option(help="fp64 or fp32.")] = "fp64",
-    order: Annotated[int, typer.Option(help="Stencil order (even, 2..16).")] = 2,
-    shape: Annotated[tuple[int, int, int], typer.Option(metavar="NZ NY NX", help="Grid shape.")] = (512, 512, 512),
+    op: Annotated[str, typer.Argument(help="The op to profile: laplacian, matmul or attention (forward).")],
+    variant: Annotated[str, typer.Option(help="laplacian: a ladder step, or auto.")] = "auto",
+    dtype: Annotated[str | None, typer.Option(help="laplacian fp64|fp32 (fp64); matmul bf16, fp16, tf32, fp32, "
+                                                    "fp32-accurate, fp64, int8, fp8 (bf16); attention fp16|bf16 (bf16).")] = None,
+    order: Annotated[int, typer.Option(help="laplacian: stencil order (even, 2..16).")] = 2,
+    shape: Annotated[str | None, typer.Option(help="laplacian NZ,NY,NX (512,512,512); matmul M,N,K (8192,8192,8192); "
+                                                    "attention B,H,S,D (4,16,4096,128).")] = None,
+    layout: Annotated[str, typer.Option(help="matmul: NN, NT, TN or TT.")] = "NN",
+    causal: Annotated[bool, typer.Option("--causal", help="attention: causal mask.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Hardware counters of one kernel with Nsight Compute: DRAM bytes read and written against the least
     (FETCH_SIZE, WRITE_SIZE, fetch efficiency), L2 hit rate, shared-memory bank conflicts. NVIDIA GPUs."""
-    from tilecraft.analysis.profile import (
-        PROFILE_OPS,
-        ProfileError,
-        find_ncu,
-        profile_op,
-    )
+    from tilecraft.analysis.profile import ProfileError, find_ncu, profile_op
 
-    if op not in PROFILE_OPS:
-        _fail(f"cannot profile {op!r}; choose from {', '.join(PROFILE_OPS)}")
-    if dtype not in ("fp64", "fp32"):
-        _fail(f"unknown dtype {dtype!r}; choose fp64 or fp32")
-    from tilecraft.ops.stencil import VARIANTS
-
-    if variant not in VARIANTS:
-        _fail(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
-    if order % 2 or not 2 <= order <= 16:
-        _fail(f"order must be even, 2..16, got {order}")
-    if min(shape) < order + 1:
-        _fail(f"every extent must be at least {order + 1} for order {order}, got {shape}")
+    case = _profile_case(op, variant, dtype, order, shape, layout, causal)
     import torch
 
     if not torch.cuda.is_available() or torch.version.hip:
         _fail("profiling needs an NVIDIA GPU (Nsight Compute); none is visible to torch", 1)
     if find_ncu() is None:
         _fail("Nsight Compute (ncu) was not found: install it or set TILECRAFT_NCU", 1)
-    case = {"variant": variant, "dtype": dtype, "order": order, "shape": list(shape)}
+    label = f"{op} " + " ".join(f"{k}={'×'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in case.items())
     try:
-        with _err().status(f"ncu: {op} {variant} {dtype} o{order} {'×'.join(map(str, shape))}"):
+        with _err().status(f"ncu: {label}"):
             res = profile_op(op, case)
     except ProfileError as exc:
         _fail(str(exc), 1)
@@ -194,8 +232,9 @@ def profile(
 
     def pct(x):
         return "–" if x is None else f"{100 * x:.1f} %"
-    table = Table(title=f"{op} {variant}, {dtype} order {order}, {'×'.join(map(str, shape))}: {res.kernel}",
-                  title_justify="left", caption="ncu --clock-control none; efficiency = least / measured")
+    table = Table(title=f"{label}: {res.kernel}",
+                  title_justify="left", caption="ncu --clock-control none; efficiency = least / measured. Write efficiency above 100 %: part of "
+                          "the output was still in L2 when the kernel ended (written back later)")
     table.add_column("counter")
     table.add_column("value", justify="right")
     for name, value in (("FETCH_SIZE (DRAM read)", mb(m["dram_read_bytes"])), ("least fetch", mb(res.least_fetch_bytes)),

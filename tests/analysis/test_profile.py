@@ -63,5 +63,20 @@ def test_profile_cli_bad_input_and_no_gpu():
     assert r.exit_code == 2 and "unknown variant" in r.output
     r = runner.invoke(app, ["profile", "laplacian", "--order", "3"])
     assert r.exit_code == 2 and "order must be even" in r.output
-    r = runner.invoke(app, ["profile", "laplacian", "--shape", "512", "512", "512"])
-    assert r.exit_code == 1 and "NVIDIA GPU" in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, ["profile", "laplacian", "--shape", "512,512"])
+    assert r.exit_code == 2 and "NZ,NY,NX" in r.output
+    r = runner.invoke(app, ["profile", "matmul", "--layout", "XT"])
+    assert r.exit_code == 2 and "unknown layout" in r.output
+    r = runner.invoke(app, ["profile", "attention", "--shape", "1,2,64,300"])
+    assert r.exit_code == 2 and "at most 256" in r.output
+    r = runner.invoke(app, ["profile", "attention", "--dtype", "fp64"])
+    assert r.exit_code == 2 and "unknown dtype" in r.output
+    for op in ("laplacian", "matmul", "attention"):
+        r = runner.invoke(app, ["profile", op])
+        assert r.exit_code == 1 and "NVIDIA GPU" in r.output and "Traceback" not in r.output
+
+
+def test_profile_target_args_for_every_op():
+    assert target_args("matmul", {"dtype": "bf16", "layout": "NT", "shape": [8, 16, 32]}) == [
+        "matmul", "--dtype", "bf16", "--layout", "NT", "--shape", "8", "16", "32"]
+    assert target_args("attention", {"dtype": "fp16", "shape": [1, 2, 64, 64], "causal": True})[-1] == "--causal"

@@ -1,6 +1,7 @@
 """The program ``tilecraft profile`` runs under ncu: builds random inputs for one op, launches it
 twice (the first compiles and warms up; ncu is told to skip it), and prints one JSON line with the
-op's least traffic. Not a user command: ``python -m tilecraft.analysis.profile_target laplacian ...``.
+op's least traffic. Not a user command: ``python -m tilecraft.analysis.profile_target laplacian ...``
+(also ``matmul`` and ``attention``).
 """
 from __future__ import annotations
 
@@ -31,7 +32,51 @@ def _laplacian(argv: list[str]) -> dict:
     return {"least_fetch_bytes": t.fetch_bytes, "least_write_bytes": t.write_bytes}
 
 
-OPS = {"laplacian": _laplacian}
+def _matmul(argv: list[str]) -> dict:
+    import torch
+
+    import tilecraft
+    from tilecraft.bench import gemm as gb
+
+    p = argparse.ArgumentParser(prog="profile_target matmul")
+    p.add_argument("--dtype", default="bf16", choices=tuple(gb.DTYPES))
+    p.add_argument("--layout", default="NN", choices=gb.LAYOUTS)
+    p.add_argument("--shape", type=int, nargs=3, default=(8192, 8192, 8192))
+    a = p.parse_args(argv)
+    m, n, k = a.shape
+    x, y = gb.make_operands(m, n, k, a.dtype, a.layout, "cuda")
+    kw = gb.call_kwargs(a.dtype, m, n, "cuda")
+    out = None
+    for _ in range(2):
+        out = tilecraft.matmul(x, y, **kw)
+    torch.cuda.synchronize()
+    return {"least_fetch_bytes": x.numel() * x.element_size() + y.numel() * y.element_size(),
+            "least_write_bytes": out.numel() * out.element_size()}
+
+
+def _attention(argv: list[str]) -> dict:
+    import torch
+
+    import tilecraft
+    from tilecraft.bench import attention as ab
+
+    p = argparse.ArgumentParser(prog="profile_target attention")
+    p.add_argument("--dtype", default="bf16", choices=tuple(ab.DTYPES))
+    p.add_argument("--shape", type=int, nargs=4, default=(4, 16, 4096, 128), metavar=("B", "H", "S", "D"))
+    p.add_argument("--causal", action="store_true")
+    a = p.parse_args(argv)
+    b, h, s, d = a.shape
+    shape = ab.Shape(b, h, h, s, s, d, a.causal)
+    q, k, v = ab.make_inputs(shape, ab.DTYPES[a.dtype], "cuda")
+    for _ in range(2):
+        tilecraft.attention(q, k, v, causal=a.causal)
+    torch.cuda.synchronize()
+    item = q.element_size()
+    out_bytes = q.numel() * item
+    return {"least_fetch_bytes": ab.attention_bytes(shape, item) - out_bytes, "least_write_bytes": out_bytes}
+
+
+OPS = {"laplacian": _laplacian, "matmul": _matmul, "attention": _attention}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -95,7 +95,7 @@ def test_html_is_self_contained_escaped_and_labelled():
     page = render_html(_sections(), {"device": "dev", "mode": "quick"})
     assert page.startswith("<!DOCTYPE html>")
     assert "<svg" in page and 'data-section="a"' in page and 'data-status="failed"' in page
-    assert "Section &lt;A&gt;" in page and "<td>&lt;b&gt;</td>" in page  # user text escaped
+    assert "Section &lt;A&gt;" in page and "&lt;b&gt;</td>" in page and "<b>" not in page  # user text escaped
     assert "measured on this GPU" in page and "FAILED" in page
     # nothing fetched from elsewhere: no external scripts, styles or images
     assert "<link" not in page and 'src="' not in page and 'href="http' not in page

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ h2{font-size:17px;margin:4px 0 8px} h3{font-size:14px;margin:12px 0 6px}
 .msg{font-size:13px;color:#57606a} .note{font-size:12.5px;color:#57606a;margin:4px 0}
 table{border-collapse:collapse;font-size:12px;margin:6px 0 4px;display:block;overflow-x:auto}
 th,td{border-bottom:1px solid #eaeef2;padding:3px 8px;text-align:right;white-space:nowrap}
-th{background:#f6f8fa;position:sticky;top:0} td:first-child,th:first-child{text-align:left}
+th{background:#f6f8fa;position:sticky;top:0} td:first-child,th:first-child,td.t{text-align:left}
 caption{caption-side:bottom;text-align:left;font-size:11.5px;color:#57606a;padding-top:3px;white-space:normal}
 figure{margin:8px 0} figure svg{max-width:100%;height:auto} figcaption{font-size:11.5px;color:#57606a}
 nav a{margin-right:12px;font-size:13px;color:#0969da;text-decoration:none}
@@ -55,9 +56,18 @@ def _badge(text: str, color: str) -> str:
     return f'<span class="badge" style="background:{color}">{_e(text)}</span>' if text else ""
 
 
+_NUMERIC = re.compile(r"^[-+–]?[0-9.,]*[0-9][0-9.,eE+\-]*\s*(%|×|ms|s|B|KiB|MiB|GiB|MB)?$|^[–-]$")
+
+
+def _cell(c: object) -> str:
+    """A table cell: numbers right-aligned (the CSS default), text left-aligned."""
+    text = str(c)
+    return f"<td>{_e(text)}</td>" if _NUMERIC.match(text.strip()) else f'<td class="t">{_e(text)}</td>'
+
+
 def _table_html(t: Table) -> str:
     head = "".join(f"<th>{_e(c)}</th>" for c in t.columns)
-    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in t.rows)
+    body = "".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in t.rows)
     cap = f"<caption>{_e(t.caption)}</caption>" if t.caption else ""
     return f"<h3>{_e(t.title)}</h3><table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 

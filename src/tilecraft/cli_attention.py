@@ -29,6 +29,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tilecraft._cli import fail as _err
+
 attention_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                             help="Flash attention (forward, backward, decode) against SDPA's cuDNN, flash and "
                                  "efficient backends.")
@@ -48,9 +50,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(attention_app, name="attention")
 
 
-def _err(msg: str) -> None:
-    typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(2)
 
 
 def parse_shape(text: str):

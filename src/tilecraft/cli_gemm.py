@@ -30,6 +30,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tilecraft._cli import fail as _err
+
 gemm_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                        help="Matrix-core GEMM: benchmark against torch, show the chosen configuration.")
 
@@ -38,9 +40,6 @@ BENCH_DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp32-accurate", "fp64", "int8",
 DEFAULT_DTYPES = "bf16,fp16"
 
 
-def _err(msg: str) -> None:
-    typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(2)
 
 
 def _list(value: str, allowed: tuple[str, ...], what: str) -> list[str]:

@@ -29,6 +29,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from tilecraft._cli import fail as _fail
+
 __all__ = ["inspect_app", "register"]
 
 FORMATS = ("text", "markdown", "json")
@@ -44,9 +46,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(inspect_app, name="inspect")
 
 
-def _fail(message: str, code: int = 2) -> None:
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"error: {message}", markup=False)
-    raise typer.Exit(code)
 
 
 def _check_format(fmt: str) -> str:

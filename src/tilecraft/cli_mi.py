@@ -23,6 +23,7 @@ from typing import Annotated
 
 import typer
 
+from tilecraft._cli import fail as _err
 from tilecraft.analysis import matrix_instructions as mi
 from tilecraft.hardware import peaks as hw_peaks
 
@@ -47,9 +48,6 @@ class Operand(str, Enum):
     K = "K"
 
 
-def _err(msg: str) -> None:
-    typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(2)
 
 
 def _run(fn, *args, **kwargs):

@@ -27,6 +27,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tilecraft._cli import fail as _fail
+
 __all__ = ["register"]
 
 _STATUS_STYLE = {"ok": "green", "failed": "bold red", "skipped": "yellow"}
@@ -41,9 +43,6 @@ def _err() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def _fail(message: str, code: int = 2) -> None:
-    _err().print(f"error: {message}", markup=False)
-    raise typer.Exit(code)
 
 
 def _split(text: str | None) -> list[str]:

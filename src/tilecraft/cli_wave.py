@@ -30,6 +30,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tilecraft._cli import fail as _err
+
 wave_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                        help="Acoustic wave modelling: shot records and wavefield pictures.")
 
@@ -57,9 +59,6 @@ class Backend(str, Enum):
     torch = "torch"
 
 
-def _err(msg: str) -> None:
-    typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(2)
 
 
 def _floats(text: str, what: str, count: tuple[int, ...] | None = None) -> list[float]:

@@ -73,14 +73,20 @@ def resolve_backend(backend: str, device: torch.device) -> str:
 # ----------------------------------------------------------------------------------------------
 # validation
 # ----------------------------------------------------------------------------------------------
+def check_field(name: str, t: object) -> torch.Tensor:
+    """A 2D (nz, nx) or 3D (nz, ny, nx) float32/float64 tensor, or a TypeError/ValueError naming ``name``."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() not in (2, 3):
+        raise ValueError(f"{name} must be 2D (nz, nx) or 3D (nz, ny, nx), got shape {tuple(t.shape)}")
+    if t.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{name} has dtype {t.dtype}; float32 and float64 are supported")
+    return t
+
+
 def check_fields(p: torch.Tensor, **others: torch.Tensor | None) -> None:
     """p and every other field: tensors of one dtype (fp32/fp64), device, shape, contiguous."""
-    if not isinstance(p, torch.Tensor):
-        raise TypeError(f"p must be a torch.Tensor, got {type(p).__name__}")
-    if p.dim() not in (2, 3):
-        raise ValueError(f"p must be 2D (nz, nx) or 3D (nz, ny, nx), got shape {tuple(p.shape)}")
-    if p.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"p has dtype {p.dtype}; float32 and float64 are supported")
+    check_field("p", p)
     for name, t in {"p": p, **others}.items():
         if t is None:
             continue

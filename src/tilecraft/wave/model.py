@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from tilecraft.ops.wave import check_field as _check_field
 from tilecraft.ops.wave import check_spacing as _check_spacing
-
-SUPPORTED_DTYPES = (torch.float32, torch.float64)
 
 
 def _check_shape(shape: object) -> tuple[int, ...]:
@@ -40,13 +39,7 @@ class Model:
     spacing: tuple[float, ...]
 
     def __post_init__(self) -> None:
-        v = self.velocity
-        if not isinstance(v, torch.Tensor):
-            raise TypeError(f"velocity must be a torch.Tensor, got {type(v).__name__}")
-        if v.dim() not in (2, 3):
-            raise ValueError(f"velocity must be 2D (nz, nx) or 3D (nz, ny, nx), got shape {tuple(v.shape)}")
-        if v.dtype not in SUPPORTED_DTYPES:
-            raise TypeError(f"velocity has dtype {v.dtype}; float32 and float64 are supported")
+        v = _check_field("velocity", self.velocity)
         if v.device.type not in ("cpu", "cuda"):
             raise ValueError(f"velocity is on {v.device}; CUDA/ROCm GPUs and the CPU are supported")
         object.__setattr__(self, "spacing", _check_spacing(self.spacing, v.dim()))

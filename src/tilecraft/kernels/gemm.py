@@ -1,6 +1,6 @@
 """Matrix-core GEMM kernels: ``out = act(alpha * sa[m] * sb[n] * (A @ B) + beta * C + bias[n])``.
 
-Three kernels share one fused epilogue (:func:`_epilogue`):
+Three GEMM kernels share one fused epilogue (:func:`_epilogue`):
 
 * :func:`matmul_kernel` — the general kernel. Pointer loads with any strides (so transposed views
   give NN/NT/TN/TT with no copy), one program per output tile, batched on grid axis 1, and split-K
@@ -13,6 +13,8 @@ Three kernels share one fused epilogue (:func:`_epilogue`):
   :func:`matmul_kernel`. Split-K too (``SPLIT_K`` work units per tile in the persistent walk, the
   partials summed by :func:`splitk_reduce_kernel`), for products of fewer tiles than SMs.
 * :func:`splitk_reduce_kernel` — the second pass of split-K (of either kernel).
+* :func:`tf32_split_kernel` — K-major fp32 operand copies for the TMA kernel, optionally split into
+  the 3xTF32 high and low parts (``PRESPLIT``).
 
 Both GEMM kernels order their tiles in groups of ``GROUP_M`` tile rows (:func:`_tile_coords`): a
 group's programs share B's column tiles and A's row tiles while they sit in L2 (BitBLAS's block
@@ -215,7 +217,42 @@ def splitk_reduce_kernel(ws_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
 
 
 @triton.jit
-def matmul_tma_kernel(a_desc, b_desc, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
+def tf32_split_kernel(x_ptr, hi_ptr, lo_ptr, ROWS, COLS, ROW_TILES,
+                      stride_xb, stride_xr, stride_xc, stride_ob, stride_or,
+                      BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, SPLIT: tl.constexpr):
+    """Copy an fp32 matrix (batch, ROWS, COLS), any strides, into a buffer with unit column stride
+    (``hi[b, r, c]`` at ``b * stride_ob + r * stride_or + c``): the K-major operand the TMA kernel
+    reads. With ``SPLIT`` it writes the 3xTF32 halves instead: ``hi`` = x rounded to tf32 (10
+    mantissa bits, round to nearest even, so the tensor core's truncation of tf32 inputs leaves it
+    exact) and ``lo`` = x - hi (exact in fp32). inf keeps hi = inf and lo = 0, NaN hi = lo = NaN,
+    and a finite x that would round up to inf is truncated instead. Grid (ROW_TILES * batch, col
+    tiles); every offset in 64 bits."""
+    pid = tl.program_id(0)
+    pid_b = (pid // ROW_TILES).to(tl.int64)
+    rows = (pid % ROW_TILES) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask = (rows < ROWS)[:, None] & (cols < COLS)[None, :]
+    rows64 = rows.to(tl.int64)[:, None]
+    cols64 = cols.to(tl.int64)[None, :]
+    x = tl.load(x_ptr + pid_b * stride_xb + rows64 * stride_xr + cols64 * stride_xc, mask=mask, other=0.0)
+    dst = pid_b * stride_ob + rows64 * stride_or + cols64
+    if SPLIT:
+        bits = x.to(tl.uint32, bitcast=True)
+        rounded = (bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000
+        finite_hi = tl.abs(x) < 3.4e38  # rounding could carry into the exponent's top: inf
+        hi = tl.where(finite_hi, rounded, bits & 0xFFFFE000).to(tl.float32, bitcast=True)
+        number = tl.abs(x) <= float("inf")  # False for NaN
+        hi = tl.where(number, hi, float("nan"))  # a canonical NaN: truncating any NaN keeps it NaN
+        lo = tl.where(tl.abs(x) < float("inf"), x - hi, 0.0)
+        lo = tl.where(number, lo, float("nan"))
+        tl.store(hi_ptr + dst, hi, mask=mask)
+        tl.store(lo_ptr + dst, lo, mask=mask)
+    else:
+        tl.store(hi_ptr + dst, x, mask=mask)
+
+
+@triton.jit
+def matmul_tma_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                       M, N, K, BATCH, K_PER_SPLIT,
                       stride_ob, stride_om, stride_on,
                       stride_cb, stride_cm, stride_cn,
@@ -228,7 +265,8 @@ def matmul_tma_kernel(a_desc, b_desc, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                       HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr,
                       SCALE_A: tl.constexpr, SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr,
                       FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, UPCAST: tl.constexpr = False,
-                      EPILOGUE_SPLIT: tl.constexpr = False, SPLIT_K: tl.constexpr = 1):
+                      EPILOGUE_SPLIT: tl.constexpr = False, SPLIT_K: tl.constexpr = 1,
+                      PRESPLIT: tl.constexpr = False):
     """Persistent TMA GEMM: NUM_SMS programs walk all (batch, tile) pairs.
 
     The descriptors are 3D, (batch, rows, cols) with a unit stride on cols, so a tile never reads
@@ -242,6 +280,11 @@ def matmul_tma_kernel(a_desc, b_desc, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
     in [s * K_PER_SPLIT, (s + 1) * K_PER_SPLIT) for s = u // tiles (K_PER_SPLIT a multiple of
     BLOCK_K), and store the raw accumulator into ``out_ptr``, a (SPLIT_K * BATCH, M, N) workspace;
     :func:`splitk_reduce_kernel` sums the partials in order and runs the epilogue.
+
+    ``PRESPLIT`` (3xTF32): ``a_desc``/``b_desc`` hold the tf32-rounded high parts of K-major
+    operands and ``a_lo_desc``/``b_lo_desc`` the remainders (:func:`tf32_split_kernel`); each K
+    step runs three tf32 wgmmas on the loaded tiles, hi*lo + lo*hi + hi*hi (lo*lo dropped), so the
+    split costs no register or shared-memory work per tile. Otherwise the lo descriptors are unused.
     """
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -279,6 +322,11 @@ def matmul_tma_kernel(a_desc, b_desc, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
             if UPCAST:
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
+            if PRESPLIT:  # small terms first; both operands K-major
+                a_lo = a_lo_desc.load([ab, off_m, off_k]).reshape(BLOCK_M, BLOCK_K)
+                b_lo = b_lo_desc.load([bb, off_n, off_k]).reshape(BLOCK_N, BLOCK_K).T
+                acc = tl.dot(a, b_lo, acc, input_precision="tf32", out_dtype=ACC)
+                acc = tl.dot(a_lo, b, acc, input_precision="tf32", out_dtype=ACC)
             acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
         offs_m = off_m + tl.arange(0, BLOCK_M)
         if SPLIT_K > 1:

@@ -458,9 +458,12 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         if not tma_dtype_ok(spec):
             raise ValueError(f"the TMA kernel cannot take {spec.dtype} operands with precision "
                              f"{spec.precision!r} (wgmma has no such form); use a pointer config")
+        if cfg.presplit and spec.precision != "tf32x3":
+            raise ValueError(f"presplit is the 3xTF32 form (precision 'fp32-accurate' or 'tf32x3'), "
+                             f"not {spec.dtype} with precision {spec.precision!r}")
         dest = out3 if ws is None else ws.view(split * spec.batch, spec.m, spec.n)
-        return [_tma_launch(a, b, dest, spec, cfg, acc, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, opts, sms,
-                            split, max(k_per_split, 1))] + reduce
+        return _tma_launch(a, b, dest, spec, cfg, acc, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, opts, sms,
+                           split, max(k_per_split, 1)) + reduce
     num_tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n)
     common = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
                   "ACC": acc, "INPUT_PRECISION": _dot_input_precision(spec, a), "OFFS64": _needs_offs64(a3, b3, out3),
@@ -558,29 +561,68 @@ def _tma_desc(t: torch.Tensor, kmajor: bool, k_dim: int, block_rows: int, block_
     return TensorDescriptor(t3, [nb, rows, cols], [bstride, row_stride, 1], block), batched
 
 
+def tf32_split(t: torch.Tensor, k_dim: int, split: bool = True,
+               block: tuple[int, int] = (64, 64)) -> tuple[torch.Tensor, torch.Tensor, KernelLaunch]:
+    """(hi, lo, launch): views of t's shape over K-major buffers with 16-byte aligned rows (as
+    :func:`aligned_kmajor_copy`), and the :func:`~tilecraft.kernels.gemm.tf32_split_kernel` launch
+    that fills them: with ``split``, hi = t rounded to tf32 and lo = t - hi (the 3xTF32 operands);
+    without, hi a plain copy and lo the same view. The launch is not run here. A broadcast batch
+    (stride 0) stays one matrix."""
+    if t.dim() == 3 and t.stride(0) == 0:
+        t = t[:1]
+    t3 = t if t.dim() == 3 else t.unsqueeze(0)
+    k = t.shape[k_dim]
+    kp = -(-max(k, 1) // 4) * 4
+    other = -2 if k_dim == -1 else -1
+    rows = t.shape[other]
+    buf = t.new_empty(2 if split else 1, t3.shape[0], rows, kp)
+    views = []
+    for i in range(buf.shape[0]):
+        v = buf[i, :, :, :k]
+        v = v if t.dim() == 3 else v[0]
+        views.append(v if k_dim == -1 else v.transpose(-1, -2))
+    hi, lo = views[0], views[-1]
+    br, bc = block
+    row_tiles = math.ceil(rows / br)
+    launch = KernelLaunch(_k.tf32_split_kernel, (row_tiles * t3.shape[0], math.ceil(max(k, 1) / bc)), (
+        t3, buf[0], buf[-1], rows, k, row_tiles, t3.stride(0), t3.stride(other), t3.stride(k_dim),
+        buf.stride(1), buf.stride(2)), {"BLOCK_R": br, "BLOCK_C": bc, "SPLIT": split}, {"num_warps": 4})
+    return hi, lo, launch
+
+
 def _tma_launch(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, sms: int | None, split: int = 1,
-                k_per_split: int = 1) -> KernelLaunch:
-    """The persistent TMA kernel; with ``split`` > 1, ``out3`` is the (split * batch, M, N) split-K
-    workspace and the grid walks ``split`` work units per tile."""
+                k_per_split: int = 1) -> list[KernelLaunch]:
+    """The persistent TMA kernel (after the 3xTF32 split launches with ``cfg.presplit``); with
+    ``split`` > 1, ``out3`` is the (split * batch, M, N) split-K workspace and the grid walks
+    ``split`` work units per tile."""
     _, ak, bk = tma_plan(a, b, spec.dtype)
-    if _tma_direct(a, -1, spec.dtype) is None:
-        a = aligned_kmajor_copy(a, -1)
-    if _tma_direct(b, -2, spec.dtype) is None:
-        b = aligned_kmajor_copy(b, -2)
+    pre = []
+    a_lo = b_lo = None
+    if cfg.presplit:
+        a, a_lo, la = tf32_split(a, -1)
+        b, b_lo, lb = tf32_split(b, -2)
+        pre, ak, bk = [la, lb], True, True
+    else:
+        if _tma_direct(a, -1, spec.dtype) is None:
+            a = aligned_kmajor_copy(a, -1)
+        if _tma_direct(b, -2, spec.dtype) is None:
+            b = aligned_kmajor_copy(b, -2)
     a_desc, a_batched = _tma_desc(a, ak, -1, cfg.block_m, cfg.block_k)
     b_desc, b_batched = _tma_desc(b, bk, -2, cfg.block_n, cfg.block_k)
+    a_lo_desc = a_desc if a_lo is None else _tma_desc(a_lo, True, -1, cfg.block_m, cfg.block_k)[0]
+    b_lo_desc = b_desc if b_lo is None else _tma_desc(b_lo, True, -2, cfg.block_n, cfg.block_k)[0]
     sms = sms or _facts(a.device)[1]
     tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n) * spec.batch
     grid = (max(1, min(sms, tiles * split)),)
     c3, bias_t, sa_t, sb_t = ptrs
-    return KernelLaunch(_k.matmul_tma_kernel, grid, (
-        a_desc, b_desc, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, spec.batch, k_per_split,
+    return pre + [KernelLaunch(_k.matmul_tma_kernel, grid, (
+        a_desc, b_desc, a_lo_desc, b_lo_desc, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, spec.batch, k_per_split,
         out3.stride(0), out3.stride(1), out3.stride(2), *epi_args), dict(
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m, NUM_SMS=grid[0],
         A_KMAJOR=ak, B_KMAJOR=bk, A_BATCHED=a_batched, B_BATCHED=b_batched, ACC=acc,
-        INPUT_PRECISION=_dot_input_precision(spec, a), UPCAST=_upcast(spec, a), FLATTEN=cfg.flatten,
-        WARP_SPECIALIZE=cfg.warp_spec, EPILOGUE_SPLIT=_epilogue_split(cfg, spec) and split == 1, SPLIT_K=split,
-        **epi_cx), opts)
+        INPUT_PRECISION="tf32" if cfg.presplit else _dot_input_precision(spec, a), UPCAST=_upcast(spec, a),
+        FLATTEN=cfg.flatten, WARP_SPECIALIZE=cfg.warp_spec, EPILOGUE_SPLIT=_epilogue_split(cfg, spec) and split == 1,
+        SPLIT_K=split, PRESPLIT=cfg.presplit, **epi_cx), opts)]
 
 
 def _epilogue_split(cfg: GemmConfig, spec: Spec) -> bool:

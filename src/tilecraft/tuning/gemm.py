@@ -46,6 +46,7 @@ class GemmConfig:
     flatten: bool = False
     warp_spec: bool = False
     epilogue_split: bool = False  # TMA kernel: epilogue in two column halves (fewer live registers)
+    presplit: bool = False  # TMA kernel, 3xTF32: operands split into tf32 hi + lo by a pass before
     waves_per_eu: int = 0  # AMD only: occupancy hint (0: the compiler's choice)
 
     def as_dict(self) -> dict:
@@ -63,6 +64,8 @@ class GemmConfig:
             s += " flat"
         if self.warp_spec:
             s += " ws"
+        if self.presplit:
+            s += " presplit"
         return s
 
 
@@ -93,7 +96,7 @@ def shared_bytes(cfg: GemmConfig, itemsize: int) -> int:
     when the persistent loop is flattened (sm90 compile of 128x256x64 bf16, 3 stages: 147480 bytes,
     flattened 180248)."""
     stages = max(cfg.num_stages, 1) + (1 if cfg.flatten else 0)
-    return stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize
+    return stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if cfg.presplit else 1)
 
 
 def fits(cfg: GemmConfig, p: Problem) -> bool:

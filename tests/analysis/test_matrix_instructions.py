@@ -17,7 +17,8 @@ CDNA_MFMA = [(a, i.name) for a in ("cdna1", "cdna2", "cdna3") for i in mi.list_i
 NV_MMA = [(a, i.name) for a in ("sm80", "sm90") for i in mi.list_instructions(a) if i.family == "mma.sync"]
 WGMMA = [("sm90", f"wgmma.m64n{n}k{k}.{t}") for n in (8, 64, 256)
          for t, k in (("f16", 16), ("bf16", 16), ("tf32", 8), ("e4m3", 32), ("s8", 32))]
-DPAS = [(a, i.name) for a in ("pvc", "dg2") for i in mi.list_instructions(a)] + [("pvc", "dpas.m3n16k16.f16")]
+DPAS = [(a, i.name) for a in ("pvc", "dg2") for i in mi.list_instructions(a)] + \
+    [("pvc", "dpas.m3n16k16.f16")] + [("pvc", f"dpas.m{m}n16k8.tf32") for m in (1, 2, 3, 4, 7)]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -88,9 +89,12 @@ def _check_bijection(arch: str, name: str, op: str) -> None:
     # ranges of one register never overlap, and the operand fills its registers exactly
     nreg = mi._register_count(ins, op)
     per = 64 if mi._elem_bits(ins, op) == 64 and ins.family != "mfma" else 32
-    if ins.family == "dpas" and op == "A" and ins.lanes == 16:
+    unused = 0
+    if ins.family == "dpas" and op == "A" and ins.lanes == 16 and ins.in_type != "tf32":
         per = 16   # PVC: each work-item carries 16 bits of an A row
-    assert bits_total == nreg * ins.lanes * per, (bits_total, nreg)
+    if ins.family == "dpas" and op == "A" and ins.in_type == "tf32" and ins.m % 2:
+        unused = 8 * 32   # tf32, odd M: work-items 8-15 of the last component are ignored
+    assert bits_total == nreg * ins.lanes * per - unused, (bits_total, nreg)
     assert max(r for r, _, _ in seen) < nreg
     # the inverse agrees with the forward map everywhere
     for (reg, lane, (hi, lo)), el in seen.items():
@@ -149,8 +153,53 @@ def test_wgmma_accumulator_formula():
 
 @pytest.mark.parametrize("arch,name", DPAS)
 def test_dpas_bijection(arch, name):
-    for op in ("BCD" if name.endswith(".tf32") else "ABCD"):
+    for op in "ABCD":
         _check_bijection(arch, name, op)
+    assert mi.layout_supported(mi.instruction(arch, name))
+
+
+def test_pvc_tf32_a_from_the_khronos_spec():
+    # cl_intel_subgroup_matrix_multiply_accumulate_tf32: "a" is ceil(M/2) floats per work-item; "for M
+    # equal to one, only the first K work-items contribute to the matrix a ...; for other values of M,
+    # the first K work-items contribute the even rows of the matrix a, and the remaining work-items
+    # contribute the odd rows"
+    for m in range(1, 9):
+        name = f"dpas.m{m}n16k8.tf32"
+        assert mi.instruction("pvc", name).registers("A") == mi._register_count(mi.instruction("pvc", name), "A") \
+            == (m + 1) // 2
+        for i in range(m):
+            for k in range(8):
+                (loc,) = mi.element_to_location("pvc", name, "A", i, k)
+                assert (loc.lane < 8) == (i % 2 == 0) and loc.lane % 8 == k and loc.bits == (31, 0)
+    assert mi.location_to_elements("xe-hpc", "dpas.m1n16k8.tf32", "A", 0, 9) == []   # ignored
+    assert mi.location_to_element("pvc", "dpas.m8n16k8.tf32", "A", 3, 13) == (7, 5, 0)
+
+
+@pytest.mark.parametrize("m", [1, 2, 4, 8])
+def test_pvc_tf32_reproduces_the_spec_authors_emulation(m):
+    # The emulated intel_sub_group_tf32_tf32_matrix_mad_k8 of the spec's author (bashbaug/
+    # SimpleOpenCLSamples, matrix_helpers_tf32.cl): result row r of work-item n accumulates
+    # sub_group_broadcast(a[r // 2], k + 8 * (r % 2)) * b[k] over k, b[k] of work-item n = B[k][n].
+    # Registers filled from our layout and fed to that code give A @ B + C (float64 reference).
+    import numpy as np
+    rng = np.random.default_rng(m)
+    A, B, C = rng.standard_normal((m, 8)), rng.standard_normal((8, 16)), rng.standard_normal((m, 16))
+    name = f"dpas.m{m}n16k8.tf32"
+    a = np.full(((m + 1) // 2, 16), np.nan)
+    b = np.full((8, 16), np.nan)
+    acc = np.full((m, 16), np.nan)
+    for (mat, regs, op) in ((A, a, "A"), (B, b, "B"), (C, acc, "C")):
+        for i in range(mat.shape[0]):
+            for j in range(mat.shape[1]):
+                (loc,) = mi.element_to_location("pvc", name, op, i, j)
+                assert np.isnan(regs[loc.register, loc.lane])
+                regs[loc.register, loc.lane] = mat[i, j]
+    res = acc.copy()
+    for n in range(16):
+        for r in range(m):
+            for k in range(8):
+                res[r, n] += a[r // 2, k + 8 * (r % 2)] * b[k, n]
+    np.testing.assert_allclose(res, A @ B + C, rtol=1e-12)
 
 
 def test_dpas_examples_and_label():
@@ -277,10 +326,12 @@ def test_bad_indices_and_uncomputed_layouts():
         mi.location_to_element("cdna2", n, "D", 0, 64)
     with pytest.raises(ValueError, match="register 16"):
         mi.location_to_element("cdna2", n, "D", 16, 0)
-    with pytest.raises(ValueError, match="wave64 layouts are not computed"):
-        mi.layout_table("rdna4", "v_wmma_f32_16x16x16_f16_w64", "A")
-    with pytest.raises(ValueError, match="tf32 A layout"):
-        mi.element_to_location("pvc", "dpas.m8n16k8.tf32", "A", 0, 0)
+    with pytest.raises(ValueError, match="wave64 SWMMAC layouts are not computed"):
+        mi.layout_table("rdna4", "v_swmmac_f32_16x16x32_f16_w64", "A")
+    with pytest.raises(ValueError, match="outside"):
+        mi.element_to_location("pvc", "dpas.m3n16k8.tf32", "A", 3, 0)
+    with pytest.raises(ValueError, match="register 2"):
+        mi.location_to_element("pvc", "dpas.m3n16k8.tf32", "A", 2, 0)
 
 
 def test_data_shipped_in_package():
@@ -325,6 +376,10 @@ def test_cli_layout_formats(cli):
 
 
 def test_cli_where_which(cli):
+    r = cli("where", "pvc", "dpas.m8n16k8.tf32", "--operand", "A", "--row", "3", "--col", "5")
+    assert r.exit_code == 0 and "WI13:a1" in r.output
+    r = cli("which", "pvc", "dpas.m1n16k8.tf32", "--operand", "A", "--register", "0", "--lane", "12")
+    assert r.exit_code == 0 and "not read" in r.output
     r = cli("where", "cdna2", "v_mfma_f32_16x16x4f32", "--operand", "A", "--row", "3", "--col", "2")
     assert r.exit_code == 0 and "v0{35}" in r.output
     r = cli("where", "cdna2", "v_mfma_f32_16x16x1f32", "--operand", "A", "--row", "3", "--col", "0",
@@ -341,7 +396,8 @@ def test_cli_where_which(cli):
     ("list", "mi3000"),
     ("show", "cdna3", "v_mfma_nope"),
     ("layout", "cdna2", "v_mfma_f32_16x16x4f32", "--operand", "A", "--cbsz", "1"),
-    ("layout", "rdna4", "v_wmma_f32_16x16x16_f16_w64", "--operand", "A"),
+    ("layout", "rdna4", "v_swmmac_f32_16x16x32_f16_w64", "--operand", "A"),
+    ("where", "pvc", "dpas.m8n16k8.tf32", "--operand", "A", "--row", "0", "--col", "8"),
     ("where", "cdna2", "v_mfma_f32_16x16x4f32", "--operand", "A", "--row", "99", "--col", "0"),
     ("where", "cdna2", "v_mfma_f32_16x16x1f32", "--operand", "A", "--row", "0", "--col", "0", "--block", "9"),
     ("which", "cdna2", "v_mfma_f32_16x16x4f32", "--operand", "D", "--register", "9", "--lane", "0"),

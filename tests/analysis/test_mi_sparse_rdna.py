@@ -7,6 +7,8 @@ layout exhaustively: a bijection, or the documented RDNA3 replication across 16-
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 from _mi_cli import mi_invoker
 
@@ -137,6 +139,8 @@ def _check(arch: str, name: str, op: str, **mods) -> None:
         fill = 1 / mi._index_sets(ins)
     elif ins.arch == "rdna3" and op in "CD" and mi._elem_bits(ins, op) == 16:
         fill = 0.5
+    elif ins.arch == "rdna4" and ins.lanes == 64 and op in "AB" and ins.k * mi._elem_bits(ins, op) == 64:
+        fill = 0.5   # wave64 v_wmma_i32_16x16x16_iu4: lanes 0-31 only (the guide)
     assert used == ins.registers(op) * ins.lanes * 32 * fill
     assert max(r for r, _ in seen) < ins.registers(op)
 
@@ -192,6 +196,150 @@ def test_rdna4_exhaustive(name):
 def test_every_amd_instruction_has_a_layout():
     for arch in ("cdna1", "cdna2", "cdna3", "rdna3", "rdna4"):
         assert all(mi.layout_supported(i) for i in mi.list_instructions(arch))
+
+
+# ------------------------------------------------------------------------------------------------
+# RDNA4 wave64 (dense WMMA): the RDNA4 ISA reference guide (7 April 2025), 7.12.2
+
+
+RDNA4_DENSE = [n for n in RDNA4 if mi.instruction("rdna4", n).family == "wmma"]
+
+
+def _bits(x: int, *positions: int) -> int:
+    """Concatenate bits of x, most significant first (Verilog {x[a], x[b], ...})."""
+    out = 0
+    for p in positions:
+        out = 2 * out + ((x >> p) & 1)
+    return out
+
+
+def _isa_w64(ins, op: str, i: int, j: int) -> tuple[int, int, int]:
+    """(lane, vgpr, startPosn) transcribed from the guide's table, column Wave64."""
+    if op in "CD":
+        lane = 16 * _bits(i, 2, 3) + j                  # { row[2], row[3], col[3:0] }
+        if mi._elem_bits(ins, op) == 32:
+            return lane, i & 3, 0                       # vgpr row[1:0], startPosn 0
+        return lane, (i >> 1) & 1, i & 1                # vgpr row[1], startPosn row[0]
+    bits = mi._elem_bits(ins, op)
+    r, k = (i, j) if op == "A" else (j, i)
+    if bits == 16:
+        return 16 * _bits(k, 3, 2) + r, (k >> 1) & 1, k & 1          # { k[3:2], r[3:0] }, k[1], k[0]
+    if bits == 8:
+        return 16 * _bits(k, 2, 3) + r, 0, k & 3                      # { k[2], k[3], r }, 0, k[1:0]
+    if ins.k == 16:
+        return 16 * _bits(k, 3) + r, 0, k & 7                         # { 0, k[3], r }, 0, k[2:0]
+    return 16 * _bits(k, 3, 4) + r, 0, k & 7                          # { k[3], k[4], r }, 0, k[2:0]
+
+
+@pytest.mark.parametrize("name", RDNA4_DENSE)
+def test_rdna4_wave64_matches_isa_table(name):
+    ins = mi.instruction("rdna4", name + "_w64")
+    assert ins.lanes == 64 and mi.layout_supported(ins)
+    for op in "ABCD":
+        bits = mi._elem_bits(ins, op)
+        for rec in mi.layout_table("rdna4", name + "_w64", op):
+            lane, vgpr, pos = _isa_w64(ins, op, rec["row"], rec["column"])
+            assert (rec["lanes"], rec["register"]) == ([lane], vgpr), rec
+            assert rec["bits"] == [pos * bits + bits - 1, pos * bits], rec
+
+
+def test_rdna4_wave64_published_examples():
+    # the guide's wave64 result example (WMMA_F32_16x16x16_F16) and its two result formulas
+    n = "v_wmma_f32_16x16x16_f16_w64"
+    table = {(0, 0): (0, 0), (0, 1): (1, 0), (0, 2): (2, 0), (0, 3): (3, 0), (1, 0): (0, 1), (1, 1): (1, 1),
+             (1, 3): (3, 1), (15, 0): (0, 15), (15, 3): (3, 15), (16, 0): (8, 0), (16, 1): (9, 0),
+             (16, 3): (11, 0), (32, 0): (4, 0), (32, 3): (7, 0), (63, 0): (12, 15), (63, 3): (15, 15)}
+    for (lane, vgpr), (row, col) in table.items():
+        assert mi.location_to_element("gfx1201", n, "D", vgpr, lane) == (row, col, 0)
+    for row in range(16):
+        for col in range(16):
+            lane = (row // 4) % 2 * 32 + (row // 8) * 16 + col
+            assert mi.element_to_location("rdna4", n, "C", row, col) == [(row % 4, lane, (31, 0))]
+            lo = (row % 2) * 16
+            assert mi.element_to_location("rdna4", "v_wmma_f16_16x16x16_f16_w64", "D", row, col) \
+                == [((row % 4) // 2, lane, (15 + lo, lo))]
+    # the prose: lanes 0-15 hold rows 0-3, 16-31 rows 8-11, 32-47 rows 4-7, 48-63 rows 12-15
+    for lane in range(64):
+        rows = {mi.location_to_element("rdna4", n, "D", v, lane).row for v in range(4)}
+        assert rows == set(range(4 * [0, 2, 1, 3][lane // 16], 4 * [0, 2, 1, 3][lane // 16] + 4))
+
+
+def test_rdna4_wave64_register_counts():
+    # the guide's Table 43 (dense A = B: 16-bit 2, 8-bit 1, 4-bit 1) and LLVM's wave64 assembler test
+    # (llvm/test/MC/AMDGPU/gfx12_asm_wmma_w64.s): v_wmma_f32_16x16x16_f16 v[4:7], v[0:1], v[2:3], v[4:7];
+    # v_wmma_f16_16x16x16_f16 v[4:5], v[0:1], v[2:3]; iu8 / fp8 / 16x16x32_iu4: v[2:5], v0, v1
+    want = {"v_wmma_f32_16x16x16_f16": (2, 2, 4, 4), "v_wmma_f32_16x16x16_bf16": (2, 2, 4, 4),
+            "v_wmma_f16_16x16x16_f16": (2, 2, 2, 2), "v_wmma_bf16_16x16x16_bf16": (2, 2, 2, 2),
+            "v_wmma_i32_16x16x16_iu8": (1, 1, 4, 4), "v_wmma_i32_16x16x16_iu4": (1, 1, 4, 4),
+            "v_wmma_i32_16x16x32_iu4": (1, 1, 4, 4), "v_wmma_f32_16x16x16_fp8_fp8": (1, 1, 4, 4),
+            "v_wmma_f32_16x16x16_bf8_bf8": (1, 1, 4, 4)}
+    for name, regs in want.items():
+        ins = mi.instruction("rdna4", name + "_w64")
+        assert tuple(ins.registers(op) for op in "ABCD") == regs, name
+        assert ins.cycles is None and ins.flops_per_unit_per_clock is None
+    # "WMMA_16X16X16_IU4: works with wave64 but uses only lanes 0..31; others unused"
+    for op in "AB":
+        lanes = {r["lanes"][0] for r in mi.layout_table("rdna4", "v_wmma_i32_16x16x16_iu4_w64", op)}
+        assert lanes == set(range(32))
+    assert any("lanes 0-31" in n for n in mi.instruction("rdna4", "v_wmma_i32_16x16x16_iu4_w64").notes)
+
+
+@pytest.mark.parametrize("name", RDNA4_DENSE)
+def test_rdna4_wave64_exhaustive(name):
+    for op in "ABCD":
+        _check("rdna4", name + "_w64", op)
+    ins = mi.instruction("rdna4", name + "_w64")
+    assert ins.modifiers == mi.instruction("rdna4", name).modifiers
+    if "neg" in ins.modifiers and not mi._is_integer(ins):
+        assert all(r["value"] == "negated" for r in mi.layout_table("rdna4", name + "_w64", "B", neg=2))
+
+
+def test_rdna4_wave64_relation_to_the_guides_wave32_table():
+    # The guide's wave64 column is its wave32 column with the upper half of the VGPRs moved to lanes
+    # 32-63. (Its wave32 16-bit A/B rows put K 0-3 and 8-11 in lanes 0-15; the wave32 layout here follows
+    # GPUOpen's RDNA 4 article and llama.cpp, K 0-7 in lanes 0-15: the same K relabelling on A and on
+    # B, so D is the same; docs/mi.md.)
+    def isa_w32(bits, kdim, k):
+        if bits == 16:
+            return 16 * _bits(k, 2), _bits(k, 3, 1), k & 1                # { k[2], r }, { k[3], k[1] }, k[0]
+        half = kdim // 2
+        return 16 * (k // half), (k % half) * bits // 32, (k % half) % (32 // bits)
+    for name in RDNA4_DENSE:
+        ins = mi.instruction("rdna4", name + "_w64")
+        for op in "AB":
+            bits = mi._elem_bits(ins, op)
+            n32 = max(1, mi.instruction("rdna4", name).registers(op))
+            for rec in mi.layout_table("rdna4", name + "_w64", op):
+                k = rec["column"] if op == "A" else rec["row"]
+                group, vgpr, pos = isa_w32(bits, ins.k, k)
+                if n32 > 1:
+                    group, vgpr = group + 32 * (vgpr // (n32 // 2)), vgpr % (n32 // 2)
+                assert rec["lanes"][0] % 16 == (rec["row"] if op == "A" else rec["column"])
+                assert (rec["lanes"][0] - rec["lanes"][0] % 16, rec["register"]) == (group, vgpr), (name, rec)
+                assert rec["bits"][1] == pos * bits
+    # ... and the 16-bit relabelling is one permutation of K shared by A and B: the K the guide's
+    # table assigns to the (lane group, VGPR, half) where ours puts k
+    relabel = {}
+    for op in "AB":
+        for rec in mi.layout_table("rdna4", "v_wmma_f32_16x16x16_f16", op):
+            k = rec["column"] if op == "A" else rec["row"]
+            group, reg, half = rec["lanes"][0] // 16, rec["register"], rec["bits"][1] // 16
+            guide_k = 8 * (reg >> 1) + 2 * (reg & 1) + half + 4 * group
+            assert relabel.setdefault(k, guide_k) == guide_k, (op, rec)
+    assert sorted(relabel.values()) == list(range(16)) and relabel != {k: k for k in range(16)}
+
+
+def test_cli_rdna4_wave64(cli):
+    r = cli("where", "rdna4", "v_wmma_f32_16x16x16_f16_w64", "-o", "A", "--row", "5", "--col", "9")
+    assert r.exit_code == 0 and "v0{37}.[31:16]" in r.output
+    r = cli("which", "gfx1200", "v_wmma_f32_16x16x16_f16_w64", "-o", "D", "--register", "3", "--lane", "63")
+    assert r.exit_code == 0 and "D[15][15]" in r.output
+    r = cli("show", "rx9070", "v_wmma_i32_16x16x16_iu8_w64")
+    assert r.exit_code == 0 and "A 1" in r.output and "D 4" in r.output
+    r = cli("layout", "rdna4", "v_wmma_f16_16x16x16_f16_w64", "-o", "D", "--format", "json")
+    recs = [json.loads(line) for line in r.output.splitlines()]
+    assert r.exit_code == 0 and len(recs) == 256
+    assert next(x for x in recs if (x["row"], x["column"]) == (5, 2))["location"] == "v0{34}.[31:16]"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -263,7 +411,9 @@ def test_cli_sparse_and_rdna(cli):
     ("where", "cdna3", "v_smfmac_f32_16x16x32_f16", "-o", "A", "--row", "0"),
     ("where", "rdna4", "v_swmmac_f32_16x16x32_f16", "-o", "K", "--row", "0", "--k", "32"),
     ("layout", "rdna4", "v_wmma_f32_16x16x16_fp8_fp8", "-o", "A", "--neg", "1"),
-    ("show", "rdna4", "v_wmma_f32_16x16x16_f16_w64"),
+    ("show", "rdna4", "v_swmmac_f32_16x16x32_f16_w64"),
+    ("where", "rdna4", "v_wmma_f32_16x16x16_f16_w64", "-o", "D", "--row", "16", "--col", "0"),
+    ("which", "rdna4", "v_wmma_f32_16x16x16_f16_w64", "-o", "A", "--register", "2", "--lane", "0"),
 ])
 def test_cli_bad_input(cli, args):
     r = cli(*args)

@@ -9,10 +9,11 @@ tables. Computed: AMD CDNA MFMA (A, B, C, D with cbsz/abid/blgp; on CDNA3 fp64 b
 CDNA3 SMFMAC (A compressed 2:4, the index operand ``K``, B, C/D; cbsz/abid pick the index set),
 RDNA3 WMMA (wave32 and wave64 with the documented replication of A/B across 16-lane groups; 16-bit
 C/D in one half of each VGPR chosen by opsel[2]; neg), RDNA4 WMMA/SWMMAC (wave32; opsel picks the
-SWMMAC index set; neg), NVIDIA mma.sync (the shapes of the reference table), wgmma (accumulator and
-register-sourced A), Intel DPAS (the DPAS layout; SYCL ``joint_matrix`` leaves its mapping
-implementation-defined, and says so). What is not computed (RDNA4 wave64, PVC tf32 A) is a
-ValueError naming why, never a guess.
+SWMMAC index set; neg), RDNA4 dense WMMA in wave64 (the RDNA4 ISA guide's bit-field formulas), NVIDIA
+mma.sync (the shapes of the reference table), wgmma (accumulator and register-sourced A), Intel DPAS
+(the DPAS layout, and PVC tf32 A from Khronos' cl_intel_subgroup_matrix_multiply_accumulate_tf32;
+SYCL ``joint_matrix`` leaves its mapping implementation-defined, and says so). What is not computed
+(RDNA4 wave64 SWMMAC: no public wave64 layout of its B) is a ValueError naming why, never a guess.
 
 Sparse instructions: A is stored compressed, M x K/2 (two kept values of every four along K);
 ``K`` is the compression index, M x K/2 two-bit entries, K[i][c] saying which of the four columns
@@ -223,6 +224,11 @@ def _amd_instruction(arch: str, name: str, rec: dict, lanes: int | None = None) 
     if lanes == 64 and arch.startswith("rdna"):
         name, cycles = name + "_w64", None   # the tables list wave32 cycles only
         notes.append("wave64: cycles not listed (wave32 figures in the tables)")
+        if arch == "rdna4":
+            notes.append("RDNA4 wave64: the RDNA4 ISA guide's layout (7.12.2); its 16-bit A/B order K "
+                         "differently from the wave32 form here (same product; docs/mi.md)")
+            if rec["in_type"] == "iu4" and rec["k"] == 16:
+                notes.append("RDNA4 wave64 v_wmma_i32_16x16x16_iu4: A and B use lanes 0-31 only")
     return Instruction(arch, name, family, rec["m"], rec["n"], rec["k"], rec["blocks"], rec["in_type"],
                        rec["in_type_src1"], rec["out_type"], lanes,
                        cycles, tuple(mods), rec["coexec"],
@@ -312,10 +318,12 @@ def instruction(arch: str, name: str) -> Instruction:
         if base in _amd_data()[a]:
             if wave == 32:
                 return cat[base]
-            if a == "rdna4":
-                _fail(f"{base}_w64: RDNA4 wave64 layouts are not computed (no public source found here); "
+            rec = _amd_data()[a][base]
+            if a == "rdna4" and rec["sparse"]:
+                _fail(f"{base}_w64: RDNA4 wave64 SWMMAC layouts are not computed: the RDNA4 ISA guide "
+                      "(7.12.2-7.12.3) gives no wave64 layout for the sparse B operand (32x16, 64x16); "
                       "use the wave32 form")
-            return _amd_instruction(a, base, _amd_data()[a][base], lanes=64)
+            return _amd_instruction(a, base, rec, lanes=64)
     if a == "sm90":
         mt = re.fullmatch(r"wgmma\.m64n(\d+)k(\d+)\.(\w+)", low)
         if mt and mt.group(3) in _WGMMA_K and int(mt.group(2)) == _WGMMA_K[mt.group(3)]:
@@ -349,8 +357,6 @@ def _operand(operand: str, ins: Instruction | None = None) -> str:
 
 
 def layout_supported(ins: Instruction) -> bool:
-    if ins.family == "dpas" and ins.in_type == "tf32":
-        return False   # B, C, D are; A is not in the reference (see _intel_dpas)
     return ins.family in ("mfma", "smfmac", "wmma", "swmmac", "mma.sync", "wgmma", "dpas")
 
 
@@ -412,7 +418,42 @@ def _rdna_registers(ins: Instruction, op: str) -> int:
             return ins.m * ins.n // ins.lanes
         return ins.m * ins.n * BITS[ins.out_type] // (32 * ins.lanes)
     bits = BITS[ins.in_type if op == "A" else ins.in_type_b]
-    return max(1, _rdna_per_lane(ins, op) * bits // 32)
+    wave32 = max(1, _rdna_per_lane(ins, op) * bits // 32)
+    if ins.arch == "rdna4" and ins.lanes == 64:
+        return max(1, wave32 // 2)   # RDNA4 ISA guide, Table 43: 16-bit 2, 8-bit 1, 4-bit 1
+    return wave32
+
+
+def _rdna4_w64(ins: Instruction, op: str, i: int, j: int) -> Location:
+    """RDNA4 dense WMMA in wave64, from the RDNA4 ISA reference guide (7 April 2025), 7.12.2
+    "Matrix Element Storage in VGPRs": lane, VGPR and start position as bit fields of the row and
+    column. A[i][k] (and B[k][j], with j for i):
+      16-bit: lane {k[3:2], i[3:0]}, VGPR k[1], position k[0];
+      8-bit:  lane {k[2], k[3], i[3:0]}, VGPR 0, position k[1:0];
+      4-bit, K=16: lane {0, k[3], i[3:0]} (lanes 0-31 only), VGPR 0, position k[2:0];
+      4-bit, K=32: lane {k[3], k[4], i[3:0]}, VGPR 0, position k[2:0].
+    C/D[i][j]: lane {i[2], i[3], j[3:0]}; 32-bit VGPR i[1:0]; 16-bit VGPR i[1], position i[0]
+    (i.e. VGPR[(i/4)%2*32 + (i/8)*16 + j][i%4], the guide's formula)."""
+    def bit(x: int, b: int) -> int:
+        return (x >> b) & 1
+    if op in ("C", "D"):
+        lane = 32 * bit(i, 2) + 16 * bit(i, 3) + j
+        if BITS[ins.out_type] == 32:
+            return Location(i & 3, lane, (31, 0))
+        lo = 16 * (i & 1)
+        return Location(bit(i, 1), lane, (lo + 15, lo))
+    bits = BITS[ins.in_type if op == "A" else ins.in_type_b]
+    r, k = (i, j) if op == "A" else (j, i)
+    if bits == 16:
+        lane, reg, pos = 16 * (k >> 2) + r, bit(k, 1), k & 1
+    elif bits == 8:
+        lane, reg, pos = 32 * bit(k, 2) + 16 * bit(k, 3) + r, 0, k & 3
+    elif ins.k == 16:
+        lane, reg, pos = 16 * bit(k, 3) + r, 0, k & 7
+    else:
+        lane, reg, pos = 32 * bit(k, 3) + 16 * bit(k, 4) + r, 0, k & 7
+    lo = pos * bits
+    return Location(reg, lane, (lo + bits - 1, lo))
 
 
 def _amd_wmma(ins: Instruction, op: str, i: int, j: int, b: int) -> list[Location]:
@@ -424,6 +465,8 @@ def _amd_wmma(ins: Instruction, op: str, i: int, j: int, b: int) -> list[Locatio
     16-bit results packed two per VGPR. SWMMAC: the compressed A with K/2 for K; the index K[i][c]
     in A[i][c]'s lane, two bits per stored value (set 0; see _forward_mod)."""
     L = ins.lanes
+    if ins.arch == "rdna4" and L == 64:
+        return [_rdna4_w64(ins, op, i, j)]
     if op in ("C", "D"):
         bits = BITS[ins.out_type]
         if ins.arch == "rdna3":
@@ -520,8 +563,10 @@ def _intel_dpas(ins: Instruction, op: str, i: int, j: int, b: int) -> list[Locat
         return [Location(i, j, (31, 0))]
     bits = BITS[ins.in_type]
     if op == "A" and bits == 32:
-        _fail(f"{ins.name}: the tf32 A layout (a 32-bit value where each work-item carries {32 if S == 8 else 16} "
-              "bits of a row) is not in the reference; B, C and D are computed")
+        # cl_intel_subgroup_matrix_multiply_accumulate_tf32 (Khronos, rev 1.0.0, 6.13.X.Y): A is
+        # ceil(M/2) floats per work-item; the first K = 8 work-items hold the even rows, the other 8 the
+        # odd rows (M = 1: work-items 8-15 are ignored). Component r holds rows 2r and 2r + 1.
+        return [Location(i // 2, j + ins.k * (i % 2), (31, 0))]
     if op == "A":
         wi_bits = 32 if S == 8 else 16
         if bits > wi_bits:
@@ -765,8 +810,11 @@ def _register_count(ins: Instruction, op: str) -> int:
     rows, cols = ins.shape(op)
     bits = _elem_bits(ins, op)
     per_bits = 64 if bits == 64 else 32
-    return max(1, math.ceil(rows * cols * bits / (per_bits * ins.lanes))) if ins.family != "dpas" else \
-        (ins.m if op != "B" else ins.k * bits // 32)
+    if ins.family != "dpas":
+        return max(1, math.ceil(rows * cols * bits / (per_bits * ins.lanes)))
+    if op == "B":
+        return ins.k * bits // 32
+    return math.ceil(ins.m / 2) if op == "A" and bits == 32 else ins.m   # tf32 A: two rows per component
 
 
 def amd_notation(register: int, lane: int, bits: tuple[int, int]) -> str:

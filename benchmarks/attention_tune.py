@@ -3,8 +3,8 @@ SDPA's backends (forward, backward, decode). Writes JSON as it goes (a timeout k
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/attention_tune.py OUT_DIR [sections]
 
-sections: any of check,fwd,bwd,decode (default all). Each configuration is checked against the
-float64 reference (``bench.attention.measure``) before it is timed.
+sections: any of check,fwd,bwd,decode (default all); later rounds: fwd2, bwd2, pccheck, pc, decode2.
+Each configuration is checked against the float64 reference (``bench.attention.measure``) before it is timed.
 """
 from __future__ import annotations
 
@@ -52,6 +52,20 @@ BWD2_CONFIGS = {
           B(64, 128, 64, 128, 8, 2, 4, 2), B(64, 128, 64, 64, 8, 2, 4, 3)],
     256: [B(32, 64, 64, 32, 8, 2), B(32, 64, 128, 32, 8, 2), B(32, 64, 64, 64, 8, 2)],
 }
+# third round: the producer/consumer forward (attention_fwd_ws_kernel; num_warps=4 = one consumer
+# warpgroup, Triton adds the producer and splits block_m over two consumers), the current default first
+def PC(m: int, n: int, stages: int) -> ops.FwdConfig:
+    return F(m, n, 4, stages, True, producer_consumer=True)
+
+
+WS_CONFIGS = {
+    128: [F(128, 128, 8, 3, True), PC(128, 128, 2), PC(128, 64, 3), PC(128, 64, 4)],
+    64: [F(128, 64, 8, 3), PC(128, 64, 3), PC(128, 64, 4), PC(128, 128, 2), PC(128, 128, 3), PC(128, 256, 2)],
+    256: [F(128, 64, 8, 2, True), PC(128, 64, 2), PC(128, 32, 3), PC(128, 32, 4)],
+}
+# split counts for the decode path (0: the default rule); S_q = 16 with GQA fills 2 programs per SM
+# 1.2 times over with the default (320 programs), so whole waves are tried
+DECODE2_CONFIGS = [D(64, 4, 3), D(64, 4, 3, 4), D(64, 4, 3, 8), D(128, 4, 3, 4), D(64, 4, 4, 4)]
 DECODE_SHAPES = [ba.Shape(8, 32, 8, 1, 8192, 128), ba.Shape(8, 32, 8, 16, 8192, 128),
                  ba.Shape(16, 32, 32, 1, 4096, 128), ba.Shape(4, 32, 8, 4, 32768, 128)]
 
@@ -118,6 +132,45 @@ def check_paths() -> None:
     save()
 
 
+def check_producer_consumer() -> None:
+    """The warp-specialised forward on odd shapes against float64 (outputs poisoned with NaN)."""
+    g = torch.Generator(device="cuda").manual_seed(5)
+    cases = [(2, 8, 2, 300, 170, 96, True), (1, 4, 4, 1000, 1000, 64, False), (1, 4, 4, 257, 1000, 128, True),
+             (1, 2, 2, 333, 333, 256, True), (2, 4, 1, 77, 77, 40, True), (1, 4, 2, 1024, 1024, 128, False),
+             (1, 2, 2, 1000, 1000, 256, False)]
+    for b, h, hk, sq, sk, d, causal in cases:
+        q = torch.randn(b, h, sq, d, device="cuda", generator=g).to(torch.bfloat16)
+        k = torch.randn(b, hk, sk, d, device="cuda", generator=g).to(torch.bfloat16)
+        v = torch.randn(b, hk, sk, d, device="cuda", generator=g).to(torch.bfloat16)
+        ref_o, ref_l = attention_reference(q, k, v, causal=causal)
+        p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+        for cfg in WS_CONFIGS[ops.block_d(d)][1:3]:  # the first two producer/consumer tiles of this D
+            out = torch.full_like(q, float("nan"))
+            lse = torch.full((b, h, sq), float("nan"), device="cuda")
+            try:
+                ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg)
+                torch.cuda.synchronize()
+                fin = torch.isfinite(ref_l)
+                errs = [rel(out, ref_o), (lse.double()[fin] - ref_l[fin]).abs().max().item(),
+                        float(torch.equal(torch.isfinite(lse), fin))]
+                msg = ""
+            except Exception as exc:  # noqa: BLE001 - a compile or launch failure is a result here
+                errs, msg = [], f"{type(exc).__name__}: {exc}"[:200]
+            doc["checks"].append({"case": f"pc B{b} H{h}/{hk} {sq}x{sk} D{d} causal={causal}", "config": cfg.as_dict(),
+                                  "errors": errs, "message": msg})
+            print(f"check pc B{b} H{h}/{hk} {sq}x{sk} D{d} c={causal!s:5s} {cfg.block_m}x{cfg.block_n}/s{cfg.num_stages} "
+                  + " ".join(f"{e:.1e}" for e in errs) + msg, flush=True)
+    save()
+
+
+def square_shapes(dims):
+    """(D, the issue's S_q = S_k shape at D) for each D, non-causal then causal."""
+    for d in dims:
+        b, h, s = FWD_SHAPES[d]
+        for causal in (False, True):
+            yield d, ba.Shape(b, h, h, s, s, d, causal)
+
+
 def run(shape: ba.Shape, direction: str, cfgs, backends, deterministic: bool = True) -> None:
     for i, cfg in enumerate(cfgs):
         t0 = time.time()
@@ -151,16 +204,14 @@ if __name__ == "__main__":
     doc["device"] = INFO.as_dict()
     if "check" in SECTIONS:
         check_paths()
-    if SECTIONS & {"decode", "fwd"}:
+    if SECTIONS & {"decode", "fwd", "decode2"}:
         from tilecraft.hardware.ceilings import measure_copy_bandwidth
         COPY = measure_copy_bandwidth()
         doc["copy_TBps"] = COPY
         print(f"copy bandwidth {COPY:.2f} TB/s", flush=True)
     if "fwd" in SECTIONS:
-        for d in (128, 64, 256):
-            b, h, s = FWD_SHAPES[d]
-            for causal in (False, True):
-                run(ba.Shape(b, h, h, s, s, d, causal), "fwd", FWD_CONFIGS[d], ("cudnn", "flash"))
+        for d, shape in square_shapes((128, 64, 256)):
+            run(shape, "fwd", FWD_CONFIGS[d], ("cudnn", "flash"))
     if "bwd" in SECTIONS:
         for d in (128, 64, 256):
             b, h, s = FWD_SHAPES[d]
@@ -170,15 +221,19 @@ if __name__ == "__main__":
                 for causal in (False, True):
                     run(ba.Shape(b, h, h, s, s, d, causal), "bwd", BWD_CONFIGS[d][:1], (), deterministic=False)
     if "fwd2" in SECTIONS:
-        for d in (128, 64):
-            b, h, s = FWD_SHAPES[d]
-            for causal in (False, True):
-                run(ba.Shape(b, h, h, s, s, d, causal), "fwd", FWD2_CONFIGS[d], ())
+        for d, shape in square_shapes((128, 64)):
+            run(shape, "fwd", FWD2_CONFIGS[d], ())
     if "bwd2" in SECTIONS:
-        for d in (128, 256):
-            b, h, s = FWD_SHAPES[d]
-            for causal in (False, True):
-                run(ba.Shape(b, h, h, s, s, d, causal), "bwd", BWD2_CONFIGS[d], ("flash",) if d == 128 else ())
+        for d, shape in square_shapes((128, 256)):
+            run(shape, "bwd", BWD2_CONFIGS[d], ("flash",) if d == 128 else ())
+    if "pccheck" in SECTIONS:
+        check_producer_consumer()
+    if "pc" in SECTIONS:
+        for d, shape in square_shapes((128, 64, 256)):
+            run(shape, "fwd", WS_CONFIGS[d], ("cudnn", "flash"))
+    if "decode2" in SECTIONS:
+        for shape in DECODE_SHAPES[:2]:
+            run(shape, "fwd", DECODE2_CONFIGS, ("cudnn",))
     if "decode" in SECTIONS:
         for shape in DECODE_SHAPES:
             run(shape, "fwd", DECODE_CONFIGS, ("cudnn", "flash", "efficient"))

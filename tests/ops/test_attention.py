@@ -183,6 +183,43 @@ def test_tma_forward_matches_reference(case, gen):
     assert rel(out4, attention_reference(q4, k4, v4)[0]) < FWD_TOL[torch.bfloat16]
 
 
+@pytest.mark.parametrize("case", [(2, 4, 2, 40, 21, 96, True), (1, 2, 1, 17, 50, 64, False), (1, 2, 2, 24, 64, 64, False),
+                                  (1, 3, 3, 19, 45, 128, True), (1, 2, 1, 1, 1, 64, True)],
+                         ids=["gqa-causal-sq>sk", "mqa-ragged", "aligned-no-mask", "causal-sq<sk", "one"])
+def test_producer_consumer_forward_matches_reference(case, gen):
+    """The warp-specialised forward (one key loop, the mask applied in every step when causal or S_k
+    is ragged): against float64, NaN-poisoned outputs, rows that see no key give 0 and -inf."""
+    b, h, h_kv, s_q, s_k, d, causal = case
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, torch.bfloat16)
+    ref, ref_lse = attention_reference(q, k, v, causal=causal)
+    for cfg in (ops.FwdConfig(16, 16, 4, 1, tma=True, producer_consumer=True),
+                ops.FwdConfig(32, 16, 4, 2, tma=True, producer_consumer=True)):
+        out, lse = run_poisoned(q, k, v, causal, cfg)
+        assert rel(out, ref) < FWD_TOL[torch.bfloat16], cfg
+        check_lse(lse, ref_lse)
+    q16, k16, v16 = (t.to(torch.float16) for t in (q, k, v))
+    out, lse = run_poisoned(q16, k16, v16, causal, ops.FwdConfig(16, 32, 4, 1, tma=True, producer_consumer=True), scale=0.2)
+    ref16, ref16_lse = attention_reference(q16, k16, v16, causal=causal, scale=0.2)
+    assert rel(out, ref16) < FWD_TOL[torch.float16]
+    check_lse(lse, ref16_lse)
+
+
+def test_producer_consumer_config_is_checked():
+    with pytest.raises(ValueError, match="tma"):
+        ops.FwdConfig(128, 128, 4, 2, producer_consumer=True)
+    with pytest.raises(ValueError, match="persistent"):
+        ops.FwdConfig(128, 128, 4, 2, tma=True, persistent=True, producer_consumer=True)
+
+
+def test_producer_consumer_falls_back_where_descriptors_cannot_address(gen):
+    """Rows of 8 bytes: no tensor descriptor; the launch takes the pointer kernel and stays right."""
+    q, k, v = make(gen, 1, 2, 2, 9, 9, 4, torch.bfloat16)
+    out, lse = run_poisoned(q, k, v, True, ops.FwdConfig(16, 16, 4, 1, tma=True, producer_consumer=True))
+    ref, ref_lse = attention_reference(q, k, v, causal=True)
+    assert rel(out, ref) < FWD_TOL[torch.bfloat16]
+    check_lse(lse, ref_lse)
+
+
 def test_bshd_layout_and_strided_views(gen):
     """q, k, v as views into one packed (B, S, 3, H, D) projection: strides taken as they are."""
     qkv = torch.randn(2, 29, 3, 4, 64, generator=gen).to(torch.float16)

@@ -99,6 +99,13 @@ def _load_tile(ptrs, row_ok, d_ok, MASK_ROWS: tl.constexpr, MASK_D: tl.constexpr
 
 
 @triton.jit
+def _softmax_state(BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    """(acc, l, m) of an empty online softmax: no key seen, m = -inf (log2 units)."""
+    return (tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32), tl.zeros([BLOCK_M], dtype=tl.float32),
+            tl.full([BLOCK_M], float("-inf"), dtype=tl.float32))
+
+
+@triton.jit
 def _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, lo, hi, offs_m, offs_d, len_k, diag,
                qk_scale, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
                CAUSAL: tl.constexpr, MASKED: tl.constexpr, k_desc=None, v_desc=None, b=0, h_kv=0,
@@ -207,9 +214,7 @@ def _fwd_tma_tile(Q_DESC, K_DESC, V_DESC, O_DESC, LSE, stride_lb, stride_lh, pid
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     q = Q_DESC.load([b, h, start_m, 0]).reshape(BLOCK_M, BLOCK_D)
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    acc, l_i, m_i = _softmax_state(BLOCK_M, BLOCK_D)
     diag = S_K - S_Q
     lo, hi = _key_range(start_m, S_Q, S_K, CAUSAL, BLOCK_M, BLOCK_N)
     acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, Q_DESC, Q_DESC, 0, 0, 0, lo, offs_m, offs_d, S_K, diag, qk_scale,
@@ -257,6 +262,74 @@ def attention_fwd_tma_kernel(
         pid_m, b, h, h_kv = _query_tile(H, GROUP, CAUSAL)
         _fwd_tma_tile(Q_DESC, K_DESC, V_DESC, O_DESC, LSE, stride_lb, stride_lh, pid_m, b, h, h_kv, S_Q, S_K,
                       qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, WARP_SPECIALIZE)
+
+
+@triton.jit
+def attention_fwd_ws_kernel(
+    Q_DESC, K_DESC, V_DESC, O, LSE,
+    stride_ob, stride_oh, stride_os,
+    stride_lb, stride_lh,
+    H, GROUP, S_Q, S_K, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr, MASK: tl.constexpr,
+):
+    """Producer/consumer forward for sm90 (FlashAttention-3's split, made by Triton's automatic warp
+    specialisation): ONE key loop under ``tl.range(..., warp_specialize=True)``, compiled with
+    ``num_warps=4``. Triton then builds three warpgroups: a producer that only issues the TMA loads of
+    K and V into a ring of ``num_stages`` shared-memory buffers (mbarrier handshakes, registers given
+    back with ``setmaxnreg``), and two consumer warpgroups that each take BLOCK_M / 2 of the query
+    rows (QKᵀ, softmax, PV on wgmma), so the softmax of one overlaps the products of the other.
+
+    Triton 3.6's pass (``NVGPUWarpSpecialization``) accepts one loop only (a second, masked loop or an
+    ``if`` inside the loop aborts the compiler or switches the specialisation off), so the mask is
+    applied in every step when ``MASK`` (causal, or S_k not a multiple of BLOCK_N; keys past S_k come
+    from TMA as zeros and must be masked): key j of row i is kept iff j <= limit_i, with limit_i =
+    min(i + S_k - S_q, S_k - 1) (bottom-right causal) or S_k - 1 — one compare and one select per
+    logit. O and the lse are stored with masked pointer stores (a descriptor store of the full tile
+    does not survive the split into two consumers). Grid: (cdiv(S_q, BLOCK_M), B * H), causal tiles
+    heaviest first; dense layouts with 16-byte strides only (as ``attention_fwd_tma_kernel``)."""
+    pid_m, b, h, h_kv = _query_tile(H, GROUP, CAUSAL)
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    q = Q_DESC.load([b, h, start_m, 0]).reshape(BLOCK_M, BLOCK_D)
+    acc, l_i, m_i = _softmax_state(BLOCK_M, BLOCK_D)
+    diag = S_K - S_Q
+    if CAUSAL:
+        hi = tl.minimum(S_K, tl.maximum(start_m + BLOCK_M + diag, 0))
+        limit = tl.minimum(offs_m + diag, S_K - 1)
+    else:
+        hi = S_K
+        limit = offs_m * 0 + (S_K - 1)
+    for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=True):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k = K_DESC.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
+        qk = tl.dot(q, tl.trans(k))
+        if MASK:
+            qk = tl.where((start_n + offs_n)[None, :] <= limit[:, None], qk, float("-inf"))
+            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            # a row that has seen no visible key keeps m = -inf: subtract 0 there (its terms are 0)
+            m_sub = tl.where(m_ij == float("-inf"), 0.0, m_ij)
+        else:
+            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)  # scale > 0: max(qk) * scale = max(qk * scale)
+            m_sub = m_ij
+        p = tl.math.exp2(qk * qk_scale - m_sub[:, None])
+        alpha = tl.math.exp2(m_i - m_sub)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = V_DESC.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_ij
+    l_div = tl.where(l_i == 0.0, 1.0, l_i)
+    out = acc / l_div[:, None]
+    lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.math.log2(l_div)) * LN2)
+    b64 = b.to(tl.int64)
+    h64 = h.to(tl.int64)
+    io_mask = (offs_m[:, None] < S_Q) & (offs_d[None, :] < HEAD_DIM)
+    tl.store(_tile_ptrs(O, b64, h64, stride_ob, stride_oh, offs_m, stride_os, offs_d), out.to(O.dtype.element_ty),
+             mask=io_mask)
+    tl.store(LSE + b64 * stride_lb + h64 * stride_lh + offs_m, lse, mask=offs_m < S_Q)
 
 
 @triton.jit

@@ -51,6 +51,16 @@ class FwdConfig:
     # TMA only: about one program per SM walking the tiles (not measured yet). The loop across tiles
     # takes more shared memory: 128x128 tiles at D = 128 fit sm90 with 2 stages (197 KB), not 3 (263 KB).
     persistent: bool = False
+    # TMA only: ``attention_fwd_ws_kernel``, one key loop under Triton's automatic warp specialisation
+    # (sm90: a TMA producer warpgroup and two consumer warpgroups of block_m / 2 rows each; give
+    # num_warps=4, the warps of one consumer warpgroup). Other GPUs compile it as a plain loop.
+    producer_consumer: bool = False
+
+    def __post_init__(self):
+        if self.producer_consumer and not self.tma:
+            raise ValueError("producer_consumer needs tma=True (the producer warpgroup loads through tensor descriptors)")
+        if self.producer_consumer and self.persistent:
+            raise ValueError("producer_consumer and persistent cannot be combined (one loop per kernel)")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -418,6 +428,15 @@ def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
         return None
     if cfg.tma and not tma_ok(p, q, k, v, out):
         cfg = pointer_fwd_config(p.head_dim, q.device)
+    if cfg.producer_consumer:
+        with _on_device(q):
+            return _k.attention_fwd_ws_kernel[(_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)](
+                _descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m), _descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n),
+                _descriptor(v, p, p.seqlen_k, p.kv_heads, cfg.block_n), out, lse, *_bhsd_strides(out, p.layout),
+                *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k, p.scale * LOG2E,
+                HEAD_DIM=p.head_dim, BLOCK_D=block_d(p.head_dim), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+                CAUSAL=p.causal, MASK=p.causal or p.seqlen_k % cfg.block_n != 0, num_warps=cfg.num_warps,
+                num_stages=cfg.num_stages)
     if cfg.tma:
         tiles = _cdiv(p.seqlen_q, cfg.block_m) * p.batch * p.heads
         grid = ((min(tiles, _sm_count(q.device)),) if cfg.persistent

@@ -490,3 +490,243 @@ def laplacian_zmarch_kernel(
                     hi = tl.load(base + k * su_z64 + u_offs, mask=row_mask, other=0.0)
                 acc += (lo + hi) * wz[k - 1]
             _store_tile(out_ptr + p * so_z64 + o_offs, acc, row_mask, x_in, full_x, NONTEMPORAL)
+
+
+# ----------------------------------------------------------------------------------------------
+# The row kernel: every row of a program's block is its own (1, BLOCK_X) tile.
+# ----------------------------------------------------------------------------------------------
+@triton.jit
+def _row_load(base, y, su_y, xs, ok, nx):
+    """Row y of the plane at ``base`` as a (1, BX) tile (aligned, 128-bit); 0 where ``ok`` is
+    False or x >= nx."""
+    return tl.load(base + y * su_y + xs[None, :], mask=ok & (xs < nx)[None, :], other=0.0)
+
+
+@triton.jit
+def _row_chunks(row_ptr, xs, ok, nx, R: tl.constexpr, VEC: tl.constexpr):
+    """The row shifted by m * VEC for m = -NCH..-1, 1..NCH (NCH = ceil(R / VEC)): 128-bit loads
+    whose lines the row's own load has just brought into L1."""
+    NCH: tl.constexpr = (R + VEC - 1) // VEC
+    chunks = ()
+    for m in tl.static_range(-NCH, NCH + 1):
+        if m != 0:
+            xm = xs + m * VEC
+            chunks = chunks + (tl.load(row_ptr + xm[None, :], mask=ok & ((xm >= 0) & (xm < nx))[None, :],
+                                       other=0.0),)
+    return chunks
+
+
+@triton.jit
+def _row_x(centre, chunks, wx, R: tl.constexpr, VEC: tl.constexpr, BX: tl.constexpr):
+    """Sum_k wx_k (u[x-k] + u[x+k]) of one (1, BX) row from its centre and ``_row_chunks``' tiles
+    (the shifts are register renames of the VEC column components, as in ``_plane_xy``)."""
+    NCH: tl.constexpr = (R + VEC - 1) // VEC
+    comps = ()
+    for m in tl.static_range(-NCH, NCH + 1):
+        if m == 0:
+            comps = comps + (_components(centre, VEC, 1, BX),)
+        elif m < 0:
+            comps = comps + (_components(chunks[m + NCH], VEC, 1, BX),)
+        else:
+            comps = comps + (_components(chunks[m + NCH - 1], VEC, 1, BX),)
+    outs = ()
+    for j in tl.static_range(0, VEC):
+        xacc = tl.zeros((1, BX // VEC), dtype=centre.dtype)
+        for k in tl.static_range(1, R + 1):
+            pair = (comps[(j - k) // VEC + NCH][(j - k) % VEC]
+                    + comps[(j + k) // VEC + NCH][(j + k) % VEC])
+            xacc += pair * wx[k - 1]
+        outs = outs + (xacc,)
+    return _interleave(outs, VEC, 1, BX)
+
+
+@triton.jit
+def _rows_xy(base, y0, su_y, xs, nx, ny, own, w_centre, wy, wx,
+             R: tl.constexpr, BY: tl.constexpr, BX: tl.constexpr, VEC: tl.constexpr):
+    """centre * w_c + y pairs + x pairs of rows y0 .. y0+BY-1 of one plane, and those BY centre
+    rows. Rows y0-R .. y0+BY+R-1 are each loaded once; the y neighbours are other rows in
+    registers (no shifted-tile loads), the x neighbours come from ``_row_chunks``."""
+    rows = ()
+    for i in tl.static_range(0, BY + 2 * R):
+        rows = rows + (_row_load(base, y0 - R + i, su_y, xs, own & (y0 - R + i < ny), nx),)
+    xy = ()
+    centres = ()
+    for i in tl.static_range(0, BY):
+        y = y0 + i
+        c = rows[R + i]
+        chunks = _row_chunks(base + y * su_y, xs, own & (y < ny), nx, R, VEC)
+        acc = c * w_centre + _row_x(c, chunks, wx, R, VEC, BX)
+        for k in tl.static_range(1, R + 1):
+            acc += (rows[R + i - k] + rows[R + i + k]) * wy[k - 1]
+        xy = xy + (acc,)
+        centres = centres + (c,)
+    return xy, centres
+
+
+@triton.jit
+def _scatter_rows(win, rows, wz, R: tl.constexpr, BY: tl.constexpr):
+    """``_scatter_z`` for a window of row tiles: win[j * BY + i] accumulates row i of output plane
+    p - R + j; plane p's rows enter it with weight wz_|R - j| (the centre slot j = R is left to the
+    caller)."""
+    out = ()
+    for j in tl.static_range(0, 2 * R + 1):
+        for i in tl.static_range(0, BY):
+            if j < R:
+                out = out + (win[j * BY + i] + rows[i] * wz[R - j - 1],)
+            elif j > R:
+                out = out + (win[j * BY + i] + rows[i] * wz[j - R - 1],)
+            else:
+                out = out + (win[j * BY + i],)
+    return out
+
+
+@triton.jit
+def _add_centre_rows(win, xy, R: tl.constexpr, BY: tl.constexpr):
+    out = win[:R * BY]
+    for i in tl.static_range(0, BY):
+        out = out + (win[R * BY + i] + xy[i],)
+    return out + win[(R + 1) * BY:]
+
+
+@triton.jit
+def _store_rows(out_ptr, p, so_z64, so_y, y0, y_hi, xs, ok, x_in, full_x, rows, BY: tl.constexpr,
+                NONTEMPORAL: tl.constexpr):
+    """Store rows y0 .. y0+BY-1 of output plane p (rows at or past y_hi, or ``ok`` False: none)."""
+    base = out_ptr + p * so_z64
+    for i in tl.static_range(0, BY):
+        y = y0 + i
+        mask = (ok & (y < y_hi)) & (xs >= 0)[None, :]
+        _store_tile(base + y * so_y + xs[None, :], rows[i], mask, x_in, full_x, NONTEMPORAL)
+
+
+@triton.jit
+def laplacian_rows_kernel(
+    u_ptr, out_ptr, w_ptr,
+    nz, ny, nx_s,
+    su_z_s, su_y_s, so_z_s, so_y_s,
+    y_lo, y_hi, x_lo, x_hi,
+    R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
+    VEC: tl.constexpr, SCALE: tl.constexpr, NONTEMPORAL: tl.constexpr, MODE: tl.constexpr,
+    GRID_ORDER: tl.constexpr, OFFS64: tl.constexpr,
+):
+    """A z-march whose block of BLOCK_Y rows is held as BLOCK_Y separate (1, BLOCK_X) row tiles.
+
+    In the tile z-march (``laplacian_zmarch_kernel``) a row's y neighbours are tiles shifted by
+    whole rows, loaded again (from L1, or L2 when the first load has not landed yet); here every
+    row of a plane, its 2R halo rows included, is loaded once and the y neighbours are other
+    registers. Each thread holds VEC columns of every row of the block.
+
+    MODE 0: a short march unrolled at compile time over BLOCK_Z + 2R planes (z terms in a register
+    window of (2R+1) * BLOCK_Y rows, every load free to be issued early). MODE 1: the same window
+    in a loop (long marches, no cache cliff: the working set does not grow with the plane). MODE 2:
+    a loop whose z neighbours are re-read through L1 (rows this program loaded in the last 2R
+    iterations), for the high orders, where a window of 2R+1 planes does not fit in registers.
+    Grid: 1D; GRID_ORDER 2: x tiles fastest, then y tiles, then z chunks; 0: z chunks fastest.
+    """
+    nx = nx_s * SCALE
+    su_z = su_z_s * SCALE
+    su_y = su_y_s * SCALE
+    so_z = so_z_s * SCALE
+    so_y = so_y_s * SCALE
+    n_tx = tl.cdiv(nx, BLOCK_X)
+    n_ty = tl.cdiv(y_hi - y_lo, BLOCK_Y)
+    nzi = nz - 2 * R
+    n_zc = tl.cdiv(nzi, BLOCK_Z)
+    pid = tl.program_id(0)
+    if GRID_ORDER == 0:
+        zc = pid % n_zc
+        rem = pid // n_zc
+        tile_x = rem % n_tx
+        tile_y = rem // n_tx
+    else:
+        tile_x = pid % n_tx
+        rem = pid // n_tx
+        tile_y = rem % n_ty
+        zc = rem // n_ty
+    y0 = y_lo + tile_y * BLOCK_Y
+    xs = tile_x * BLOCK_X + tl.arange(0, BLOCK_X)
+    x_in = ((xs >= x_lo) & (xs < x_hi))[None, :]
+    x0 = tile_x * BLOCK_X
+    full_x = (x0 >= x_lo) & (x0 + BLOCK_X <= x_hi)
+    z_begin = R + zc * BLOCK_Z
+    z_end = tl.minimum(z_begin + BLOCK_Z, nz - R)
+    su_z64 = su_z.to(tl.int64)
+    so_z64 = so_z.to(tl.int64)
+    if OFFS64:
+        su_y = su_y.to(tl.int64)
+        so_y = so_y.to(tl.int64)
+    dtype = w_ptr.dtype.element_ty
+    w_centre = tl.load(w_ptr)
+    wz = _weights(w_ptr, 0, R)
+    wy = _weights(w_ptr, R, R)
+    wx = _weights(w_ptr, 2 * R, R)
+    zero = tl.zeros((1, BLOCK_X), dtype=dtype)
+    true = (xs >= 0)[None, :]
+
+    if MODE == 0:
+        win = ()
+        for j in tl.static_range(0, (2 * R + 1) * BLOCK_Y):
+            win = win + (zero,)
+        for q in tl.static_range(0, BLOCK_Z + 2 * R):
+            p = z_begin - R + q
+            base = u_ptr + p * su_z64
+            if q >= R and q < BLOCK_Z + R:
+                # planes z_end .. z_end+R-1 of a short last chunk only feed z terms (their xy is never stored)
+                xy, centres = _rows_xy(base, y0, su_y, xs, nx, ny, true & (p < z_end + R), w_centre, wy, wx,
+                                       R, BLOCK_Y, BLOCK_X, VEC)
+                win = _add_centre_rows(_scatter_rows(win, centres, wz, R, BLOCK_Y), xy, R, BLOCK_Y)
+            else:
+                rows = ()
+                for i in tl.static_range(0, BLOCK_Y):
+                    rows = rows + (_row_load(base, y0 + i, su_y, xs, true & (p < z_end + R) & (y0 + i < ny), nx),)
+                win = _scatter_rows(win, rows, wz, R, BLOCK_Y)
+            if q >= 2 * R:
+                _store_rows(out_ptr, p - R, so_z64, so_y, y0, y_hi, xs, true & (p - R < z_end), x_in, full_x,
+                            win[:BLOCK_Y], BLOCK_Y, NONTEMPORAL)
+            win = win[BLOCK_Y:]
+            for i in tl.static_range(0, BLOCK_Y):
+                win = win + (zero,)
+    elif MODE == 1:
+        win = ()
+        for j in tl.static_range(0, (2 * R + 1) * BLOCK_Y):
+            win = win + (zero,)
+        for p in range(z_begin - R, z_begin):
+            base = u_ptr + p * su_z64
+            rows = ()
+            for i in tl.static_range(0, BLOCK_Y):
+                rows = rows + (_row_load(base, y0 + i, su_y, xs, true & (y0 + i < ny), nx),)
+            win = _scatter_rows(win, rows, wz, R, BLOCK_Y)
+            win = win[BLOCK_Y:]
+            for i in tl.static_range(0, BLOCK_Y):
+                win = win + (zero,)
+        for p in range(z_begin, z_end + R):
+            base = u_ptr + p * su_z64
+            if p < z_end:
+                xy, centres = _rows_xy(base, y0, su_y, xs, nx, ny, true, w_centre, wy, wx, R, BLOCK_Y, BLOCK_X,
+                                       VEC)
+                win = _add_centre_rows(_scatter_rows(win, centres, wz, R, BLOCK_Y), xy, R, BLOCK_Y)
+            else:
+                rows = ()
+                for i in tl.static_range(0, BLOCK_Y):
+                    rows = rows + (_row_load(base, y0 + i, su_y, xs, true & (y0 + i < ny), nx),)
+                win = _scatter_rows(win, rows, wz, R, BLOCK_Y)
+            _store_rows(out_ptr, p - R, so_z64, so_y, y0, y_hi, xs, true & (p - R >= z_begin), x_in, full_x,
+                        win[:BLOCK_Y], BLOCK_Y, NONTEMPORAL)
+            win = win[BLOCK_Y:]
+            for i in tl.static_range(0, BLOCK_Y):
+                win = win + (zero,)
+    else:
+        for p in range(z_begin, z_end):
+            base = u_ptr + p * su_z64
+            acc, centres = _rows_xy(base, y0, su_y, xs, nx, ny, true, w_centre, wy, wx, R, BLOCK_Y, BLOCK_X, VEC)
+            outs = ()
+            for i in tl.static_range(0, BLOCK_Y):
+                y = y0 + i
+                ok = true & (y < ny)
+                a = acc[i]
+                for k in tl.static_range(1, R + 1):
+                    lo = _row_load(base - k * su_z64, y, su_y, xs, ok, nx)
+                    hi = _row_load(base + k * su_z64, y, su_y, xs, ok, nx)
+                    a += (lo + hi) * wz[k - 1]
+                outs = outs + (a,)
+            _store_rows(out_ptr, p, so_z64, so_y, y0, y_hi, xs, true, x_in, full_x, outs, BLOCK_Y, NONTEMPORAL)

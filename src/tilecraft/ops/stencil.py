@@ -48,7 +48,7 @@ _MAX_GRID_YZ = 65535
 class StencilConfig:
     """A launch configuration; every field is a knob a reader can map to a seed technique."""
 
-    kernel: str  # "plane" (one plane tile per program) or "zmarch" (z-marching column)
+    kernel: str  # "plane" (one plane tile per program), "zmarch" (z-marching column) or "rows" (z-march, row tiles)
     block_y: int
     block_x: int
     num_warps: int
@@ -334,6 +334,17 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
                                      (su_z, su_y, so_z, so_y) if cfg.static_strides else (0, 0, 0, 0))),
                           OFFS64=_plane_offsets_need_64bit(u, out, cfg.block_x))
         return [KernelLaunch(_k.laplacian_zmarch_kernel, (n_prog,), args, constexprs, opts)]
+    if cfg.kernel == "rows":
+        n_prog = (triton_cdiv(nx, cfg.block_x) * triton_cdiv(ny - 2 * r, cfg.block_y)
+                  * triton_cdiv(nz - 2 * r, cfg.block_z))
+        vec = min(cfg.vec or 16 // u.element_size(), cfg.block_x)
+        scale = vec if all(v % vec == 0 for v in (nx, su_z, su_y, so_z, so_y)) else 1
+        args = (u, out, w, nz, ny, nx // scale, su_z // scale, su_y // scale, so_z // scale, so_y // scale,
+                r, ny - r, r, nx - r)
+        constexprs = {"R": r, "BLOCK_Y": cfg.block_y, "BLOCK_X": cfg.block_x, "BLOCK_Z": cfg.block_z, "VEC": vec,
+                      "SCALE": scale, "NONTEMPORAL": cfg.nontemporal, "MODE": rows_mode(cfg),
+                      "GRID_ORDER": cfg.zorder, "OFFS64": _plane_offsets_need_64bit(u, out, cfg.block_x)}
+        return [KernelLaunch(_k.laplacian_rows_kernel, (n_prog,), args, constexprs, opts)]
     if cfg.kernel != "plane":
         raise ValueError(f"unknown kernel {cfg.kernel!r}")
     slabs = [(r, ny - r)]
@@ -356,6 +367,13 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
                           NONTEMPORAL=cfg.nontemporal, GRID_ORDER=cfg.grid_order, GROUP_Y=cfg.group_y)
         plan.append(KernelLaunch(_k.laplacian_plane_kernel, grid, args, constexprs, opts))
     return plan
+
+
+def rows_mode(cfg: StencilConfig) -> int:
+    """The row kernel's MODE: 0 unrolled short march, 1 register window in a loop, 2 z through L1."""
+    if cfg.unroll_z:
+        return 0
+    return 1 if cfg.z_in_regs else 2
 
 
 def launch(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[float, float, float],

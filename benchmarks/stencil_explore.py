@@ -1,0 +1,120 @@
+"""Candidate stencil configurations against ``auto`` on a GPU, in one run (the tuning behind the
+row kernel's entries in ``auto_config``).
+
+    PYTHONPATH=src python benchmarks/stencil_explore.py --out DIR
+
+Every configuration is checked against the float64 reference on a small grid of the same
+specialisation before it is timed (``bench.stencil.measure_config``); the cudaMemcpy copy
+bandwidth is measured in the same run. Writes one JSON per section and prints a table per case.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from tilecraft.bench import stencil as sb
+from tilecraft.bench.harness import Record, write_results
+from tilecraft.hardware.ceilings import measure_copy_bandwidth
+from tilecraft.hardware.device import detect
+from tilecraft.ops.stencil import StencilConfig
+
+CASES = {  # (dtype, order, shape): the issue's three targets
+    "fp64-o2": ("fp64", 2, (512, 512, 512)),
+    "fp32-o2": ("fp32", 2, (512, 512, 512)),
+    "fp32-o8": ("fp32", 8, (520, 520, 520)),
+}
+
+
+def rows(by: int, bx: int, nw: int, bz: int, mode: int, maxnreg: int | None = None) -> StencilConfig:
+    """A row-kernel configuration (mode 0 unrolled short march, 1 register window loop, 2 z via L1)."""
+    return StencilConfig("rows", block_y=by, block_x=bx, num_warps=nw, block_z=bz, nontemporal=True, zorder=2,
+                         unroll_z=mode == 0, z_in_regs=mode == 1, maxnreg=maxnreg)
+
+
+def tiles(by: int, bx: int, nw: int, bz: int, unroll: bool, z_in_regs: bool = True,
+          maxnreg: int | None = None) -> StencilConfig:
+    return StencilConfig("zmarch", block_y=by, block_x=bx, num_warps=nw, block_z=bz, nontemporal=True, zorder=2,
+                         unroll_z=unroll, z_in_regs=z_in_regs, maxnreg=maxnreg)
+
+
+CANDIDATES: dict[str, list[StencilConfig | None]] = {  # None: what ``auto`` runs today
+    "fp64-o2": [None, tiles(2, 256, 4, 4, True),
+                *[rows(*t, 0) for t in ((1, 256, 4, 4), (1, 256, 4, 8), (1, 512, 8, 8), (1, 128, 2, 8),
+                                        (2, 64, 1, 4), (2, 128, 2, 4), (2, 256, 4, 4), (2, 128, 2, 8),
+                                        (2, 256, 4, 8), (4, 128, 2, 4))],
+                *[rows(*t, 1) for t in ((1, 256, 4, 32), (2, 128, 2, 32), (2, 256, 4, 32), (4, 128, 2, 32))]],
+    "fp32-o2": [None, tiles(2, 256, 2, 2, True),
+                *[rows(*t, 0) for t in ((1, 256, 2, 4), (1, 512, 4, 4), (1, 512, 4, 8), (1, 1024, 8, 4),
+                                        (2, 128, 1, 2), (2, 256, 2, 2), (2, 256, 2, 4), (2, 512, 4, 2),
+                                        (4, 128, 1, 2))],
+                *[rows(*t, 1) for t in ((1, 512, 4, 32), (2, 256, 2, 32))]],
+    "fp32-o8": [None, tiles(16, 256, 32, 64, False, False, 56), tiles(8, 128, 8, 64, False, False, 56),
+                rows(1, 128, 1, 8, 0), rows(2, 128, 1, 4, 0), rows(1, 256, 2, 8, 0),
+                rows(1, 128, 1, 64, 1), rows(2, 128, 1, 64, 1),
+                rows(2, 128, 1, 64, 2), rows(2, 256, 2, 64, 2), rows(2, 128, 1, 64, 2, 128)],
+}
+SWEEP_SIZES = (256, 1024, 2048, 4096)
+SWEEP_CANDIDATES = [None, tiles(4, 128, 4, 4, True), rows(1, 256, 4, 8, 0), rows(2, 128, 2, 4, 0),
+                    rows(2, 256, 4, 4, 0), rows(2, 128, 2, 32, 1), rows(2, 256, 4, 32, 1)]
+
+
+def label(cfg: StencilConfig | None) -> str:
+    if cfg is None:
+        return "auto(today)"
+    mode = "u" if cfg.unroll_z else ("w" if cfg.z_in_regs else "l1")
+    return (f"{cfg.kernel}-{mode} by{cfg.block_y} bx{cfg.block_x} w{cfg.num_warps} bz{cfg.block_z}"
+            + (f" mr{cfg.maxnreg}" if cfg.maxnreg else ""))
+
+
+def measure(shape, dtype, order, cfg, info, budget, copy, suite, case):
+    res = sb.measure_config(shape, sb.DTYPES[dtype], order, "auto", cfg, l2_bytes=info.l2_bytes, budget_s=budget,
+                            check="small")
+    frac = res.fom_TBps / copy if res.ok else float("nan")
+    r0 = res.resources[0] if res.resources else {}
+    print(f"   {label(cfg):42s} {frac:6.1%} regs={r0.get('registers')} spills={r0.get('spills')} "
+          f"spread={res.timing.spread if res.timing else float('nan'):.3f} {res.message}", flush=True)
+    rec = Record(suite, {**case, "label": label(cfg), "config": res.config}, "fom", "TB/s",
+                 res.fom_TBps if res.ok else float("nan"), ceiling="copy", ceiling_value=copy,
+                 extra={"ok": res.ok, "message": res.message, "resources": res.resources, "rel_error": res.error,
+                        "timing": res.timing.as_dict() if res.timing else None})
+    return rec
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--budget", type=float, default=0.3)
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--no-sweep", action="store_true")
+    args = ap.parse_args()
+    info = detect()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    copy = measure_copy_bandwidth()
+    print(f"device {info.name} copy {copy:.3f} TB/s {info.versions}", flush=True)
+    records = []
+    for name in args.cases.split(","):
+        dtype, order, shape = CASES[name]
+        print(f"== {name} {shape} ({time.time() - t0:.0f}s)", flush=True)
+        for cfg in CANDIDATES[name]:
+            records.append(measure(shape, dtype, order, cfg, info, args.budget, copy, "stencil.explore",
+                                   {"case": name, "shape": list(shape), "dtype": dtype, "order": order}))
+    write_results(records, "stencil.explore", out / "explore-cases.json", info)
+    if not args.no_sweep:
+        records = []
+        for shape in sb.sweep_shapes(SWEEP_SIZES, 2, 8):
+            print(f"== sweep fp64 o2 {shape} ({time.time() - t0:.0f}s)", flush=True)
+            for cfg in SWEEP_CANDIDATES:
+                records.append(measure(shape, "fp64", 2, cfg, info, args.budget, copy, "stencil.explore-sweep",
+                                       {"shape": list(shape), "plane": shape[1] * shape[2], "dtype": "fp64",
+                                        "order": 2}))
+        write_results(records, "stencil.explore-sweep", out / "explore-sweep.json", info)
+    print(f"done in {time.time() - t0:.0f}s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

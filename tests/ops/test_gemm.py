@@ -450,3 +450,77 @@ def test_any_shape_layout_batch_split_matches_reference(field, m, n, k, layout, 
         assert torch.equal(out, ref.to(torch.int32))
     else:
         assert relative_error(out, ref) <= (2e-3 if name == "fp16" else 1e-5)
+
+
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+def test_presplit_3xtf32(field, layout):
+    """3xTF32 on operands split before the GEMM (two tf32_split launches, then the TMA kernel with
+    three dots per K step): every layout, a batch against a broadcast B, ragged tiles, a K tail,
+    the full epilogue, a poisoned output, against float64."""
+    a, _ = _operands(field, 40, 24, 88, torch.float32, layout, batch=2)
+    _, b = _operands(field, 40, 24, 88, torch.float32, layout)
+    kw = {"precision": "fp32-accurate", "alpha": 0.5, "beta": 2.0, "c": field((2, 40, 24)).float(),
+          "bias": field((24,)).float(), "activation": "gelu"}
+    cfg = GemmConfig("tma", 32, 16, 16, 2, 4, 2, presplit=True)
+    spec = ops.validate(a, b, **kw)
+    plan = ops.launch_plan(a, b, torch.empty(spec.out_shape), spec, cfg, kw["c"], kw["bias"])
+    assert [k.kernel.__name__ for k in plan] == ["tf32_split_kernel", "tf32_split_kernel", "matmul_tma_kernel"]
+    assert plan[-1].constexprs["PRESPLIT"] and plan[-1].constexprs["INPUT_PRECISION"] == "tf32"
+    out = _run_pinned(a, b, cfg, **kw)
+    ref = _ref(a, b, torch.float32, **{k: v for k, v in kw.items() if k != "precision"})
+    assert relative_error(out, ref) <= TOLERANCES["fp32-accurate"]
+
+
+def test_presplit_needs_3xtf32_and_split_values():
+    a = torch.zeros(16, 16)
+    with pytest.raises(ValueError, match="presplit is the 3xTF32 form"):
+        ops.launch(a, a, torch.empty(16, 16), ops.validate(a, a, precision="tf32"),
+                   GemmConfig("tma", 16, 16, 16, presplit=True))
+    # hi: tf32 (13 low bits zero), round to nearest even; hi + lo == x exactly; inf, NaN, the top
+    x = torch.tensor([[1.0, 1 + 2**-11, 1 + 3 * 2**-11, -3.1, 1e-40, 0.0, 3.4028235e38, -3.4028235e38,
+                       float("inf"), -float("inf"), float("nan")]])
+    x = torch.cat([x, torch.rand(3, x.shape[1]) * 2 - 1])
+    hi, lo, launch = ops.tf32_split(x, -1)
+    hi.fill_(7.0)
+    lo.fill_(7.0)
+    launch.run()
+    assert hi.stride(-1) == 1 and not (hi.view(torch.int32) & 0x1FFF).any()
+    fin = torch.isfinite(x)
+    assert torch.equal(hi[fin].double() + lo[fin].double(), x[fin].double())
+    assert hi[0, 1].item() == 1.0 and hi[0, 2].item() == 1 + 2**-9
+    assert torch.isfinite(hi[0, 6:8]).all()  # rounding the largest floats up would give inf
+    assert hi[0, 8] == float("inf") and hi[0, 9] == -float("inf") and (lo[0, 8:10] == 0).all()
+    assert hi[0, 10].isnan() and lo[0, 10].isnan()
+    # B (K, N) is split K-major: the views have B's shape with K contiguous
+    hb, _, lbl = ops.tf32_split(x.t(), -2)
+    lbl.run()
+    assert hb.shape == x.t().shape and hb.stride(-2) == 1
+    torch.testing.assert_close(hb, hi.t(), rtol=0, atol=0, equal_nan=True)
+
+
+def test_presplit_inf_and_nan_rows(field):
+    """An inf in A gives an inf row (the small terms' inf * lo is dropped, not summed to NaN)."""
+    a = field((40, 48)).float()
+    b = field((48, 24)).float().abs() + 0.5
+    a[3, 7], a[5, 9] = float("inf"), float("nan")
+    out = _run_pinned(a, b, GemmConfig("tma", 32, 16, 16, 2, 4, 2, presplit=True), precision="fp32-accurate")
+    assert torch.isposinf(out[3]).all() and out[5].isnan().all() and torch.isfinite(out[0]).all()
+
+
+def test_tma_pads_rows_not_128_byte_aligned():
+    """Rows 16- but not 128-byte aligned are copied into 128-byte aligned ones when the product is
+    large enough to pay for the copy (3000x7000x5000 bf16: both operands), not for small ones."""
+    def t(*s, dtype=torch.bfloat16):
+        return torch.empty(*s, dtype=dtype, device="meta")
+    assert ops.tma_plan(t(3000, 5000), t(5000, 7000), "bf16") == (2, True, True)
+    assert ops.tma_plan(t(3000, 5056), t(5056, 7000), "bf16")[0] == 1  # A's rows 128-byte aligned: B only
+    assert ops.tma_plan(t(1000, 1000), t(1000, 1000), "bf16") == (0, True, False)  # 8 us: the copy costs more
+    assert ops.tma_plan(t(8192, 8192), t(8192, 8192), "bf16") == (0, True, False)
+    assert ops.tma_plan(t(4096, 4096), t(4096, 11008), "bf16") == (0, True, False)
+    # tf32: B (MN-major) is copied K-major anyway; A's 20000-byte rows are padded too
+    assert ops.tma_plan(t(3000, 5000, dtype=torch.float32), t(5000, 7000, dtype=torch.float32), "fp32")[0] == 2
+    assert ops.tma_plan(t(300, 5000, dtype=torch.float32), t(5000, 700, dtype=torch.float32), "fp32")[0] == 1
+    c = ops.aligned_kmajor_copy(torch.zeros(5, 300, dtype=torch.bfloat16), -1)
+    assert c.shape == (5, 300) and c.stride(0) == 320  # 600 bytes of row padded to 640
+    c = ops.aligned_kmajor_copy(torch.zeros(5, 7, dtype=torch.float16), -1)
+    assert c.stride(0) == 8  # short rows: 16 bytes

@@ -88,3 +88,13 @@ def test_few_tiles_take_split_k_in_the_tma_kernel():
     assert heuristic(_p(8192, 8192, 8192)).split_k == 1
     assert any(c.kernel == "tma" and c.split_k > 1 for c in config_space(_p(128, 4096, 4096)))
     assert not any(c.split_k > 1 for c in config_space(_p(8192, 8192, 8192)))
+
+
+def test_presplit_candidates_only_for_3xtf32():
+    p = Problem(8192, 8192, 8192, 1, "fp32", "tf32x3", "sm90", True, True, True)
+    pre = [c for c in config_space(p) if c.presplit]
+    assert pre and all(c.kernel == "tma" and fits(c, p) for c in pre)
+    assert shared_bytes(pre[0], 4) == 2 * shared_bytes(GemmConfig("tma", 128, 256, 32, num_stages=2), 4)
+    assert "presplit" in pre[0].short()
+    for q in (_p(), Problem(8192, 8192, 8192, 1, "fp32", "tf32", "sm90", True, True, True)):
+        assert not any(c.presplit for c in config_space(q))

@@ -13,8 +13,8 @@ Three GEMM kernels share one fused epilogue (:func:`_epilogue`):
   :func:`matmul_kernel`. Split-K too (``SPLIT_K`` work units per tile in the persistent walk, the
   partials summed by :func:`splitk_reduce_kernel`), for products of fewer tiles than SMs.
 * :func:`splitk_reduce_kernel` — the second pass of split-K (of either kernel).
-* :func:`tf32_split_kernel` — K-major fp32 operand copies for the TMA kernel, optionally split into
-  the 3xTF32 high and low parts (``PRESPLIT``).
+* :func:`tf32_split_kernel` — the 3xTF32 high and low parts of an fp32 operand, K-major, for the
+  TMA kernel's ``PRESPLIT`` form.
 
 Both GEMM kernels order their tiles in groups of ``GROUP_M`` tile rows (:func:`_tile_coords`): a
 group's programs share B's column tiles and A's row tiles while they sit in L2 (BitBLAS's block
@@ -219,14 +219,14 @@ def splitk_reduce_kernel(ws_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
 @triton.jit
 def tf32_split_kernel(x_ptr, hi_ptr, lo_ptr, ROWS, COLS, ROW_TILES,
                       stride_xb, stride_xr, stride_xc, stride_ob, stride_or,
-                      BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, SPLIT: tl.constexpr):
-    """Copy an fp32 matrix (batch, ROWS, COLS), any strides, into a buffer with unit column stride
-    (``hi[b, r, c]`` at ``b * stride_ob + r * stride_or + c``): the K-major operand the TMA kernel
-    reads. With ``SPLIT`` it writes the 3xTF32 halves instead: ``hi`` = x rounded to tf32 (10
-    mantissa bits, round to nearest even, so the tensor core's truncation of tf32 inputs leaves it
-    exact) and ``lo`` = x - hi (exact in fp32). inf keeps hi = inf and lo = 0, NaN hi = lo = NaN,
-    and a finite x that would round up to inf is truncated instead. Grid (ROW_TILES * batch, col
-    tiles); every offset in 64 bits."""
+                      BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Split an fp32 matrix (batch, ROWS, COLS), any strides, into the 3xTF32 halves, written with
+    a unit column stride (``hi[b, r, c]`` at ``b * stride_ob + r * stride_or + c``, likewise
+    ``lo``): the K-major operands the TMA kernel reads with ``PRESPLIT``. ``hi`` = x rounded to
+    tf32 (10 mantissa bits, round to nearest even, so the tensor core's truncation of tf32 inputs
+    leaves it exact) and ``lo`` = x - hi (exact in fp32). inf keeps hi = inf and lo = 0, NaN gives
+    hi = lo = NaN, and a finite x that would round up to inf is truncated instead. Grid
+    (ROW_TILES * batch, column tiles); every offset in 64 bits."""
     pid = tl.program_id(0)
     pid_b = (pid // ROW_TILES).to(tl.int64)
     rows = (pid % ROW_TILES) * BLOCK_R + tl.arange(0, BLOCK_R)
@@ -236,19 +236,16 @@ def tf32_split_kernel(x_ptr, hi_ptr, lo_ptr, ROWS, COLS, ROW_TILES,
     cols64 = cols.to(tl.int64)[None, :]
     x = tl.load(x_ptr + pid_b * stride_xb + rows64 * stride_xr + cols64 * stride_xc, mask=mask, other=0.0)
     dst = pid_b * stride_ob + rows64 * stride_or + cols64
-    if SPLIT:
-        bits = x.to(tl.uint32, bitcast=True)
-        rounded = (bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000
-        finite_hi = tl.abs(x) < 3.4e38  # rounding could carry into the exponent's top: inf
-        hi = tl.where(finite_hi, rounded, bits & 0xFFFFE000).to(tl.float32, bitcast=True)
-        number = tl.abs(x) <= float("inf")  # False for NaN
-        hi = tl.where(number, hi, float("nan"))  # a canonical NaN: truncating any NaN keeps it NaN
-        lo = tl.where(tl.abs(x) < float("inf"), x - hi, 0.0)
-        lo = tl.where(number, lo, float("nan"))
-        tl.store(hi_ptr + dst, hi, mask=mask)
-        tl.store(lo_ptr + dst, lo, mask=mask)
-    else:
-        tl.store(hi_ptr + dst, x, mask=mask)
+    bits = x.to(tl.uint32, bitcast=True)
+    rounded = (bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000
+    finite_hi = tl.abs(x) < 3.4e38  # rounding could carry into the exponent's top: inf
+    hi = tl.where(finite_hi, rounded, bits & 0xFFFFE000).to(tl.float32, bitcast=True)
+    number = tl.abs(x) <= float("inf")  # False for NaN
+    hi = tl.where(number, hi, float("nan"))  # a canonical NaN: truncating any NaN keeps it NaN
+    lo = tl.where(tl.abs(x) < float("inf"), x - hi, 0.0)
+    lo = tl.where(number, lo, float("nan"))
+    tl.store(hi_ptr + dst, hi, mask=mask)
+    tl.store(lo_ptr + dst, lo, mask=mask)
 
 
 @triton.jit

@@ -277,13 +277,31 @@ def _kmajor(t: torch.Tensor, k_dim: int) -> bool | None:
     return None
 
 
-def _aligned_for_tma(t: torch.Tensor, kmajor: bool, k_dim: int) -> bool:
+def _aligned_for_tma(t: torch.Tensor, kmajor: bool, k_dim: int, to: int = 16) -> bool:
+    """Base and row (and batch) strides of t, as the TMA reads it, multiples of ``to`` bytes."""
     size = t.element_size()
-    if t.data_ptr() % 16:
+    if t.data_ptr() % to:
         return False
     outer = (-2 if k_dim == -1 else -1) if kmajor else k_dim
     strides = [t.stride(outer)] + ([t.stride(0)] if t.dim() == 3 and t.shape[0] > 1 and t.stride(0) else [])
-    return not any((s * size) % 16 for s in strides)
+    return not any((s * size) % to for s in strides)
+
+
+# Rows 16- but not 128-byte aligned slow the TMA kernel down: on the H200 (bf16 NN, gemm-explore-f49c9d4)
+# the same values with rows padded to 128 bytes ran 35% faster (3000x7000x5000: 486 -> 655 TFLOP/s;
+# 1000^3: 183 -> 252; torch 657 -> 674 and 251 -> 315). A padded copy costs a pass over the operand
+# (torch's copy there: 4.2 TB/s counting read and write) plus a launch; it is made where a quarter
+# of the GEMM's time (at 650 TFLOP/s) is more than that.
+PAD_GAIN, PAD_GEMM_RATE, PAD_COPY_RATE, PAD_COPY_LAUNCH_S = 0.25, 650e12, 4.0e12, 3e-6
+
+
+def _pad_pays(a: torch.Tensor, b: torch.Tensor, slow: list[torch.Tensor]) -> bool:
+    """Whether copying the operands ``slow`` into 128-byte aligned rows saves time (see PAD_GAIN)."""
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
+    t_gemm = 2 * m * n * k * batch / PAD_GEMM_RATE
+    t_copy = sum(2 * t.numel() * t.element_size() / PAD_COPY_RATE + PAD_COPY_LAUNCH_S for t in slow)
+    return PAD_GAIN * t_gemm > t_copy
 
 
 def _tma_direct(t: torch.Tensor, k_dim: int, dtype: str) -> bool | None:
@@ -295,14 +313,29 @@ def _tma_direct(t: torch.Tensor, k_dim: int, dtype: str) -> bool | None:
     return km
 
 
+def _tma_reads(a: torch.Tensor, b: torch.Tensor, dtype: str) -> tuple[bool | None, bool | None]:
+    """For each operand, how the TMA kernel reads it as it is (True K-major, False MN-major), or
+    None where it reads an aligned K-major copy: the rules of :func:`_tma_direct`, and rows 16- but
+    not 128-byte aligned where the copy pays (:func:`_pad_pays`)."""
+    ra, rb = _tma_direct(a, -1, dtype), _tma_direct(b, -2, dtype)
+    slow = [(i, t) for i, (t, r, kd) in enumerate(((a, ra, -1), (b, rb, -2)))
+            if r is not None and t.numel() and not _aligned_for_tma(t, r, kd, 128)]
+    if slow and _pad_pays(a, b, [t for _, t in slow]):
+        ra = None if any(i == 0 for i, _ in slow) else ra
+        rb = None if any(i == 1 for i, _ in slow) else rb
+    return ra, rb
+
+
 def tma_plan(a: torch.Tensor, b: torch.Tensor, dtype: str) -> tuple[int, bool, bool]:
     """(copies, a_kmajor, b_kmajor) for the TMA kernel: how many operands it must first copy into
     an aligned K-major buffer (:func:`aligned_kmajor_copy`), and the layout it then reads.
 
     A TMA descriptor needs a 16-byte aligned base, a unit innermost stride and every other stride a
     multiple of 16 bytes; wgmma reads 32- and 8-bit operands (tf32, fp8, int8) K-major only. An
-    operand that breaks a rule is copied (one pass over it, inside the call and its timing)."""
-    ak, bk = _tma_direct(a, -1, dtype), _tma_direct(b, -2, dtype)
+    operand that breaks a rule is copied (one pass over it, inside the call and its timing), and so
+    is one whose rows are 16- but not 128-byte aligned when the product is large enough for the
+    faster reads to pay for the copy (:data:`PAD_GAIN`)."""
+    ak, bk = _tma_reads(a, b, dtype)
     return (ak is None) + (bk is None), True if ak is None else ak, True if bk is None else bk
 
 
@@ -313,13 +346,13 @@ def tma_layout(a: torch.Tensor, b: torch.Tensor, dtype: str) -> tuple[bool, bool
 
 
 def aligned_kmajor_copy(t: torch.Tensor, k_dim: int) -> torch.Tensor:
-    """A copy of t with K contiguous and rows padded to 16 bytes (the view has t's shape; the
-    padding is never read: the TMA descriptor's bounds stop at K). A broadcast batch (stride 0)
-    stays one matrix."""
+    """A copy of t with K contiguous and rows padded to 128 bytes, or to 16 for rows under 512
+    bytes (the view has t's shape; the padding is never read: the TMA descriptor's bounds stop at
+    K). A broadcast batch (stride 0) stays one matrix."""
     if t.dim() == 3 and t.stride(0) == 0:
         t = t[:1]
     k = t.shape[k_dim]
-    per = max(1, 16 // t.element_size())
+    per = max(1, (128 if k * t.element_size() >= 512 else 16) // t.element_size())
     kp = -(-max(k, 1) // per) * per
     if k_dim == -1:
         buf = t.new_empty(*t.shape[:-1], kp)
@@ -561,32 +594,29 @@ def _tma_desc(t: torch.Tensor, kmajor: bool, k_dim: int, block_rows: int, block_
     return TensorDescriptor(t3, [nb, rows, cols], [bstride, row_stride, 1], block), batched
 
 
-def tf32_split(t: torch.Tensor, k_dim: int, split: bool = True,
-               block: tuple[int, int] = (64, 64)) -> tuple[torch.Tensor, torch.Tensor, KernelLaunch]:
-    """(hi, lo, launch): views of t's shape over K-major buffers with 16-byte aligned rows (as
-    :func:`aligned_kmajor_copy`), and the :func:`~tilecraft.kernels.gemm.tf32_split_kernel` launch
-    that fills them: with ``split``, hi = t rounded to tf32 and lo = t - hi (the 3xTF32 operands);
-    without, hi a plain copy and lo the same view. The launch is not run here. A broadcast batch
-    (stride 0) stays one matrix."""
+def tf32_split(t: torch.Tensor, k_dim: int, block: tuple[int, int] = (64, 64)
+               ) -> tuple[torch.Tensor, torch.Tensor, KernelLaunch]:
+    """(hi, lo, launch): the 3xTF32 operands of an fp32 t, hi = t rounded to tf32 and lo = t - hi,
+    as views of t's shape over K-major buffers with aligned rows (as :func:`aligned_kmajor_copy`),
+    and the :func:`~tilecraft.kernels.gemm.tf32_split_kernel` launch that fills them (not run
+    here). A broadcast batch (stride 0) stays one matrix."""
     if t.dim() == 3 and t.stride(0) == 0:
         t = t[:1]
     t3 = t if t.dim() == 3 else t.unsqueeze(0)
     k = t.shape[k_dim]
-    kp = -(-max(k, 1) // 4) * 4
+    per = 32 if k >= 128 else 4
+    kp = -(-max(k, 1) // per) * per
     other = -2 if k_dim == -1 else -1
     rows = t.shape[other]
-    buf = t.new_empty(2 if split else 1, t3.shape[0], rows, kp)
-    views = []
-    for i in range(buf.shape[0]):
-        v = buf[i, :, :, :k]
-        v = v if t.dim() == 3 else v[0]
-        views.append(v if k_dim == -1 else v.transpose(-1, -2))
-    hi, lo = views[0], views[-1]
+    buf = t.new_empty(2, t3.shape[0], rows, kp)
+    hi, lo = (buf[i, :, :, :k] if t.dim() == 3 else buf[i, 0, :, :k] for i in range(2))
+    if k_dim == -2:
+        hi, lo = hi.transpose(-1, -2), lo.transpose(-1, -2)
     br, bc = block
     row_tiles = math.ceil(rows / br)
     launch = KernelLaunch(_k.tf32_split_kernel, (row_tiles * t3.shape[0], math.ceil(max(k, 1) / bc)), (
-        t3, buf[0], buf[-1], rows, k, row_tiles, t3.stride(0), t3.stride(other), t3.stride(k_dim),
-        buf.stride(1), buf.stride(2)), {"BLOCK_R": br, "BLOCK_C": bc, "SPLIT": split}, {"num_warps": 4})
+        t3, buf[0], buf[1], rows, k, row_tiles, t3.stride(0), t3.stride(other), t3.stride(k_dim),
+        buf.stride(1), buf.stride(2)), {"BLOCK_R": br, "BLOCK_C": bc}, {"num_warps": 4})
     return hi, lo, launch
 
 
@@ -603,9 +633,10 @@ def _tma_launch(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, sms: i
         b, b_lo, lb = tf32_split(b, -2)
         pre, ak, bk = [la, lb], True, True
     else:
-        if _tma_direct(a, -1, spec.dtype) is None:
+        ra, rb = _tma_reads(a, b, spec.dtype)
+        if ra is None:
             a = aligned_kmajor_copy(a, -1)
-        if _tma_direct(b, -2, spec.dtype) is None:
+        if rb is None:
             b = aligned_kmajor_copy(b, -2)
     a_desc, a_batched = _tma_desc(a, ak, -1, cfg.block_m, cfg.block_k)
     b_desc, b_batched = _tma_desc(b, bk, -2, cfg.block_n, cfg.block_k)

@@ -15,6 +15,8 @@ split_k             split-K: K cut into split_k parts on separate programs, summ
 epilogue_split      the TMA kernel's fused epilogue in two column halves (fewer live registers)
 flatten / warp_spec the persistent loop flattened (the next tile's loads overlap this tile's epilogue)
                     / warp-specialised (producer and consumer warps), TMA kernel only
+presplit            3xTF32 on operands split into tf32 hi + lo by a pass before (TMA kernel): three
+                    wgmmas per K step on the loaded tiles, no per-tile split work
 num_warps           warps per program (8 = two warpgroups on sm90)
 =================== ==================================================================================
 
@@ -271,6 +273,11 @@ def config_space(p: Problem) -> list[GemmConfig]:
             cands.append(GemmConfig("pointer", bm, bn, 256 // p.itemsize, group_m=1, num_warps=4, num_stages=6))
     else:
         bk = 128 if p.itemsize == 1 else (32 if p.itemsize == 4 else 64)
+        if p.arch == "sm90" and p.tma_ok and p.precision == "tf32x3":
+            # 3xTF32 on operands split before the GEMM (H200, 8192^3, gemm-explore-f49c9d4: 128x256x32
+            # s2 78.6 / 78.2 TFLOP/s NT / NN against 79.6 / 76.5 for the heuristic; 128x128x32 s3 73.2)
+            for bm, bn, st in ((128, 256, 2), (128, 128, 3)):
+                cands.append(GemmConfig("tma", bm, bn, 32, group_m=8, num_warps=8, num_stages=st, presplit=True))
         if p.arch == "sm90" and p.tma_ok:
             for bm, bn, w in ((128, 256, 8), (256, 128, 8), (128, 128, 8), (64, 128, 4), (128, 64, 4), (64, 64, 4)):
                 for st in (3, 4):

@@ -230,6 +230,13 @@ SMALL_CONFIGS = {
     "zmarch-static-strides": replace(_ZMARCH, static_strides=True),
     "zmarch-unrolled-static": replace(_ZMARCH, unroll_z=True, static_strides=True),
     "zmarch-z-via-l1-static": replace(_ZMARCH, z_in_regs=False, static_strides=True),
+    # the row kernel: unrolled short march (mode 0), register window in a loop (1), z through L1 (2)
+    "rows-unrolled": StencilConfig("rows", block_y=2, block_x=16, num_warps=1, block_z=3, unroll_z=True),
+    "rows-unrolled-1row-nt": StencilConfig("rows", block_y=1, block_x=32, num_warps=1, block_z=2, unroll_z=True,
+                                           nontemporal=True),
+    "rows-window": StencilConfig("rows", block_y=3, block_x=16, num_warps=1, block_z=2, zorder=0),
+    "rows-z-via-l1": StencilConfig("rows", block_y=2, block_x=16, num_warps=1, block_z=3, z_in_regs=False),
+    "rows-vec1": StencilConfig("rows", block_y=2, block_x=16, num_warps=1, block_z=3, unroll_z=True, vec=1),
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from _mi_cli import mi_invoker
 
@@ -34,6 +35,10 @@ def test_published_sparse_index_examples():
     assert mi.amd_notation(*mi.index_bits_for_column("rdna4", "v_swmmac_f32_16x16x32_f16", 2, 31)) == "v0{18}.[15:12]"
     assert mi.amd_notation(*mi.index_bits_for_column("gfx1201", "v_swmmac_f32_16x16x32_f16", 2, 31, opsel=1)) \
         == "v0{18}.[31:28]"
+    # "... put into the 13th and 12th bits of the Src2 VGPR's lane 18. Or ... the 15th and 14th bits, if
+    # this is the second value contained in the post-compression block"
+    assert mi.element_to_location("rdna4", "v_swmmac_f32_16x16x32_f16", "K", 2, 14) == [(0, 18, (13, 12))]
+    assert mi.element_to_location("rdna4", "v_swmmac_f32_16x16x32_f16", "K", 2, 15) == [(0, 18, (15, 14))]
 
 
 @pytest.mark.parametrize("opsel,bits", [(0, "[15:0]"), (4, "[31:16]")])
@@ -80,16 +85,12 @@ def test_gpuopen_rdna3_fragment_rules():
                 == (2 * e + lane // 16, lane % 16, 0)
 
 
-def test_rdna4_accumulator_and_inputs():
-    # llama.cpp RDNA4 tiles: C row 8*(lane//16) + l, column lane % 16; A/B half2 index 4*(lane//16) + l
+def test_rdna4_accumulator_and_registers():
+    # llama.cpp RDNA4 tiles: C row 8*(lane//16) + l, column lane % 16
     for lane in range(32):
         for e in range(8):
             assert mi.location_to_element("rdna4", "v_wmma_f32_16x16x16_f16", "D", e, lane) \
                 == (8 * (lane // 16) + e, lane % 16, 0)
-        for h2 in range(4):
-            k = 2 * (4 * (lane // 16) + h2)
-            assert mi.location_to_element("rdna4", "v_wmma_f32_16x16x16_bf16", "A", h2, lane, bit=0) == (lane % 16, k, 0)
-            assert mi.location_to_element("rdna4", "v_wmma_f32_16x16x16_bf16", "A", h2, lane, bit=16) == (lane % 16, k + 1, 0)
     # fp16 results on RDNA4 are packed two rows per VGPR (no OPSEL choice)
     assert mi.element_to_location("rdna4", "v_wmma_f16_16x16x16_f16", "D", 9, 3) == [(0, 19, (31, 16))]
     ins = mi.instruction("rdna4", "v_swmmac_f32_16x16x32_f16")
@@ -199,7 +200,7 @@ def test_every_amd_instruction_has_a_layout():
 
 
 # ------------------------------------------------------------------------------------------------
-# RDNA4 wave64 (dense WMMA): the RDNA4 ISA reference guide (7 April 2025), 7.12.2
+# RDNA4 wave32: the RDNA4 ISA reference guide (7 April 2025), 7.12.2-7.12.3
 
 
 RDNA4_DENSE = [n for n in RDNA4 if mi.instruction("rdna4", n).family == "wmma"]
@@ -211,6 +212,150 @@ def _bits(x: int, *positions: int) -> int:
     for p in positions:
         out = 2 * out + ((x >> p) & 1)
     return out
+
+
+def _isa_w32(bits: int, kdim: int, r: int, k: int) -> tuple[int, int, int]:
+    """(lane, vgpr, startPosn) transcribed from the guide's table, column Wave32."""
+    if bits == 16:
+        return 16 * _bits(k, 2) + r, _bits(k, 3, 1), k & 1          # { k[2], r }, { k[3], k[1] }, k[0]
+    if bits == 8:
+        return 16 * _bits(k, 3) + r, _bits(k, 2), k & 3             # { k[3], r }, k[2], k[1:0]
+    if kdim == 16:
+        return 16 * _bits(k, 3) + r, 0, k & 7                       # { k[3], r }, 0, k[2:0]
+    return 16 * _bits(k, 4) + r, _bits(k, 3), k & 7                 # 16x32 A / 32x16 B: { k[4], r }, k[3], k[2:0]
+
+
+def test_rdna4_wave32_dense_matches_isa_table():
+    for name in RDNA4_DENSE:
+        ins = mi.instruction("rdna4", name)
+        for op in "AB":
+            bits = mi._elem_bits(ins, op)
+            for rec in mi.layout_table("rdna4", name, op):
+                r, k = (rec["row"], rec["column"]) if op == "A" else (rec["column"], rec["row"])
+                lane, vgpr, pos = _isa_w32(bits, ins.k, r, k)
+                assert (rec["lanes"], rec["register"]) == ([lane], vgpr), (name, rec)
+                assert rec["bits"] == [pos * bits + bits - 1, pos * bits], (name, rec)
+
+
+def test_rdna4_guide_wave32_a_example():
+    # The guide's "Example: 16x16 A-Matrix of 16-bit data in Row-Major order": each entry is the WORD
+    # address (16 * row + column, hex) held by lane `th` in V0 lo, V0 hi, ..., V3 hi. Rows of its table:
+    published = {
+        0: "00 01 02 03 08 09 0a 0b", 1: "10 11 12 13 18 19 1a 1b", 9: "90 91 92 93 98 99 9a 9b",
+        15: "f0 f1 f2 f3 f8 f9 fa fb", 16: "04 05 06 07 0c 0d 0e 0f", 19: "34 35 36 37 3c 3d 3e 3f",
+        28: "c4 c5 c6 c7 cc cd ce cf", 31: "f4 f5 f6 f7 fc fd fe ff",
+    }
+    for name in ("v_wmma_f32_16x16x16_f16", "v_wmma_bf16_16x16x16_bf16"):
+        for lane in range(32):
+            got = []
+            for vgpr in range(4):
+                for lo in (0, 16):
+                    (el, _), = [(e, b) for e, b in mi.location_to_elements("gfx1201", name, "A", vgpr, lane)
+                                   if b[1] == lo]
+                    got.append(f"{16 * el.row + el.col:02x}")
+            # every lane: row lane % 16, columns 0-3 and 8-11 (lanes 0-15) or 4-7 and 12-15
+            want = [f"{16 * (lane % 16) + c + 4 * (lane // 16):02x}" for c in (0, 1, 2, 3, 8, 9, 10, 11)]
+            assert got == want
+            if lane in published:
+                assert " ".join(got) == published[lane]
+    r = mi_invoker()("where", "rdna4", "v_wmma_f32_16x16x16_f16", "-o", "A", "--row", "3", "--col", "9")
+    assert r.exit_code == 0 and "v2{3}.[31:16]" in r.output          # 0x39: lane 3, V2 hi
+
+
+def test_rdna4_gpuopen_llamacpp_relabelling_gives_same_d():
+    # GPUOpen's "Matrix Cores of RDNA 4" and llama.cpp's RDNA4 tiles load A/B with K 0-7 in lanes 0-15
+    # (half2 h of lane l is A[l % 16][2 * (4 * (l // 16) + h)] and the next k). Read through the guide's
+    # layout those registers hold A and B with one permutation of K applied to both, so D = A @ B
+    # is unchanged: fill registers the llama.cpp way, read them back the guide's way, multiply.
+    rng = np.random.default_rng(5)
+    a = rng.integers(-8, 8, (16, 16)).astype(np.float64)
+    b = rng.integers(-8, 8, (16, 16)).astype(np.float64)
+    c = rng.integers(-8, 8, (16, 16)).astype(np.float64)
+    for name in ("v_wmma_f32_16x16x16_f16", "v_wmma_f16_16x16x16_f16", "v_wmma_f32_16x16x16_bf16"):
+        seen_a, seen_b = np.full((16, 16), np.nan), np.full((16, 16), np.nan)
+        perm = set()
+        for lane in range(32):
+            for h in range(8):                       # 16-bit element h of the lane: VGPR h // 2
+                k_llama = 8 * (lane // 16) + h
+                lo = 16 * (h % 2)
+                for op, src, dst in (("A", a, seen_a), ("B", b, seen_b)):
+                    (el, _), = [(e, bb) for e, bb in mi.location_to_elements("rdna4", name, op, h // 2, lane)
+                                if bb[1] == lo]
+                    if op == "A":
+                        dst[el.row, el.col] = src[lane % 16, k_llama]
+                        perm.add((k_llama, el.col))
+                    else:
+                        dst[el.row, el.col] = src[k_llama, lane % 16]
+        assert not np.isnan(seen_a).any() and not np.isnan(seen_b).any()
+        assert len(perm) == 16 and any(x != y for x, y in perm)        # a relabelling, not the identity
+        np.testing.assert_array_equal(seen_a @ seen_b + c, a @ b + c)
+
+
+SPARSE = [n for n in RDNA4 if mi.instruction("rdna4", n).family == "swmmac"]
+
+
+def _dense_counterpart(name: str) -> str:
+    """The dense WMMA of the same types with half the K (its B is one of the sparse B's groups)."""
+    ins = mi.instruction("rdna4", name)
+    if ins.in_type == "iu4":
+        return "v_wmma_i32_16x16x32_iu4"
+    return name.replace("v_swmmac", "v_wmma").replace("x32_", "x16_")
+
+
+def test_rdna4_swmmac_b_two_consecutive_groups():
+    # The guide, 7.12.3: "All vector-memory loads (with or without transpose) are the same as the 16x16
+    # matrix load, except that two load instructions are used and they load into the next consecutive
+    # group of VGPRs." So B rows 0..K/2-1 sit as the dense B, rows K/2.. the same in the next VGPRs
+    # (16-bit: VGPRs 0-3 and 4-7, lanes 0-15 holding rows 0-3, 8-11, 16-19, 24-27). 4-bit K=32: the
+    # guide's table has a 32x16 B row of its own, used as is (one dense v_wmma_i32_16x16x32_iu4 B).
+    for name in SPARSE:
+        ins = mi.instruction("rdna4", name)
+        dense = _dense_counterpart(name)
+        if ins.in_type == "iu4" and ins.k == 32:
+            for rec in mi.layout_table("rdna4", name, "B"):
+                assert rec["location"] == mi.layout_table("rdna4", dense, "B")[16 * rec["row"] + rec["column"]]["location"]
+            continue
+        half, group = ins.k // 2, mi.instruction("rdna4", dense).registers("B")
+        assert ins.registers("B") == 2 * group
+        for k in range(ins.k):
+            for j in range(16):
+                (want,) = mi.element_to_location("rdna4", dense, "B", k % half, j)
+                assert mi.element_to_location("rdna4", name, "B", k, j) \
+                    == [(want.register + group * (k // half), want.lane, want.bits)], (name, k, j)
+    lanes = {r["row"] for r in mi.layout_table("rdna4", "v_swmmac_f32_16x16x32_f16", "B") if r["lanes"][0] < 16}
+    assert lanes == {*range(4), *range(8, 12), *range(16, 20), *range(24, 28)}
+
+
+def test_rdna4_swmmac_a_and_index_follow_the_guides_pseudocode():
+    # The guide, 7.12.3 "Expanding a packed sparse A-matrix": for each row and each group of four
+    # expanded columns col, idxLane = <same as VGPR layout lane#>, idxFirstBit = col[3:2]*4 (wave32;
+    # K=64 "operate[s] similarly": col[4:2]*4), idx0/idx1 at bits idxFirstBit+1:+0 and +3:+2, selecting
+    # Packed_A[row][col/2] and Packed_A[row][col/2 + 1].
+    for name in SPARSE:
+        ins = mi.instruction("rdna4", name)
+        groups_per_lane = ins.k // 8
+        for row in range(16):
+            for col in range(0, ins.k, 4):
+                a0, a1 = (mi.element_to_location("rdna4", name, "A", row, col // 2 + d)[0] for d in (0, 1))
+                assert a0.lane == a1.lane
+                first = (col // 4) % groups_per_lane * 4
+                for d in (0, 1):
+                    assert mi.element_to_location("rdna4", name, "K", row, col // 2 + d) \
+                        == [(0, a0.lane, (first + 2 * d + 1, first + 2 * d))], (name, row, col)
+        # 8- and 4-bit: also the dense table applied to the packed A ("for sparse matrices this
+        # procedure is applied on the pre-expanded matrix data")
+        bits = mi._elem_bits(ins, "A")
+        if bits < 16:
+            for rec in mi.layout_table("rdna4", name, "A"):
+                lane, vgpr, pos = _isa_w32(bits, ins.k // 2, rec["row"], rec["column"])
+                assert (rec["lanes"], rec["register"], rec["bits"][1]) == ([lane], vgpr, pos * bits)
+    # ... which the table's 16-bit interleave cannot satisfy: it puts packed columns 0 and 8 (chunks 0
+    # and 4, expanded columns 0 and 16, both idxFirstBit 0) in the same lane
+    assert _isa_w32(16, 16, 0, 0)[0] == _isa_w32(16, 16, 0, 8)[0] and (0 >> 2) % 4 == (16 >> 2) % 4
+
+
+# ------------------------------------------------------------------------------------------------
+# RDNA4 wave64 (dense WMMA): the RDNA4 ISA reference guide (7 April 2025), 7.12.2
 
 
 def _isa_w64(ins, op: str, i: int, j: int) -> tuple[int, int, int]:
@@ -294,39 +439,20 @@ def test_rdna4_wave64_exhaustive(name):
         assert all(r["value"] == "negated" for r in mi.layout_table("rdna4", name + "_w64", "B", neg=2))
 
 
-def test_rdna4_wave64_relation_to_the_guides_wave32_table():
+def test_rdna4_wave64_relation_to_wave32():
     # The guide's wave64 column is its wave32 column with the upper half of the VGPRs moved to lanes
-    # 32-63. (Its wave32 16-bit A/B rows put K 0-3 and 8-11 in lanes 0-15; the wave32 layout here follows
-    # GPUOpen's RDNA 4 article and llama.cpp, K 0-7 in lanes 0-15: the same K relabelling on A and on
-    # B, so D is the same; docs/mi.md.)
-    def isa_w32(bits, kdim, k):
-        if bits == 16:
-            return 16 * _bits(k, 2), _bits(k, 3, 1), k & 1                # { k[2], r }, { k[3], k[1] }, k[0]
-        half = kdim // 2
-        return 16 * (k // half), (k % half) * bits // 32, (k % half) % (32 // bits)
+    # 32-63 (A/B with more than one wave32 VGPR; C/D always).
     for name in RDNA4_DENSE:
-        ins = mi.instruction("rdna4", name + "_w64")
-        for op in "AB":
-            bits = mi._elem_bits(ins, op)
-            n32 = max(1, mi.instruction("rdna4", name).registers(op))
+        ins32, ins64 = mi.instruction("rdna4", name), mi.instruction("rdna4", name + "_w64")
+        for op in "ABCD":
+            n32 = ins32.registers(op)
             for rec in mi.layout_table("rdna4", name + "_w64", op):
-                k = rec["column"] if op == "A" else rec["row"]
-                group, vgpr, pos = isa_w32(bits, ins.k, k)
+                (w32,) = mi.element_to_location("rdna4", name, op, rec["row"], rec["column"])
+                reg, lane = w32.register, w32.lane
                 if n32 > 1:
-                    group, vgpr = group + 32 * (vgpr // (n32 // 2)), vgpr % (n32 // 2)
-                assert rec["lanes"][0] % 16 == (rec["row"] if op == "A" else rec["column"])
-                assert (rec["lanes"][0] - rec["lanes"][0] % 16, rec["register"]) == (group, vgpr), (name, rec)
-                assert rec["bits"][1] == pos * bits
-    # ... and the 16-bit relabelling is one permutation of K shared by A and B: the K the guide's
-    # table assigns to the (lane group, VGPR, half) where ours puts k
-    relabel = {}
-    for op in "AB":
-        for rec in mi.layout_table("rdna4", "v_wmma_f32_16x16x16_f16", op):
-            k = rec["column"] if op == "A" else rec["row"]
-            group, reg, half = rec["lanes"][0] // 16, rec["register"], rec["bits"][1] // 16
-            guide_k = 8 * (reg >> 1) + 2 * (reg & 1) + half + 4 * group
-            assert relabel.setdefault(k, guide_k) == guide_k, (op, rec)
-    assert sorted(relabel.values()) == list(range(16)) and relabel != {k: k for k in range(16)}
+                    lane, reg = lane + 32 * (reg // (n32 // 2)), reg % (n32 // 2)
+                assert (rec["lanes"], rec["register"], tuple(rec["bits"])) == ([lane], reg, w32.bits), (name, op, rec)
+        assert ins64.registers("A") == max(1, ins32.registers("A") // 2)
 
 
 def test_cli_rdna4_wave64(cli):

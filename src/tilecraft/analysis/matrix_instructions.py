@@ -9,7 +9,7 @@ tables. Computed: AMD CDNA MFMA (A, B, C, D with cbsz/abid/blgp; on CDNA3 fp64 b
 CDNA3 SMFMAC (A compressed 2:4, the index operand ``K``, B, C/D; cbsz/abid pick the index set),
 RDNA3 WMMA (wave32 and wave64 with the documented replication of A/B across 16-lane groups; 16-bit
 C/D in one half of each VGPR chosen by opsel[2]; neg), RDNA4 WMMA/SWMMAC (wave32; opsel picks the
-SWMMAC index set; neg), RDNA4 dense WMMA in wave64 (the RDNA4 ISA guide's bit-field formulas), NVIDIA
+SWMMAC index set; neg) and RDNA4 dense WMMA in wave64, both from the RDNA4 ISA guide (7.12.2-7.12.3), NVIDIA
 mma.sync (the shapes of the reference table), wgmma (accumulator and register-sourced A), Intel DPAS
 (the DPAS layout, and PVC tf32 A from Khronos' cl_intel_subgroup_matrix_multiply_accumulate_tf32;
 SYCL ``joint_matrix`` leaves its mapping implementation-defined, and says so). What is not computed
@@ -220,13 +220,22 @@ def _amd_instruction(arch: str, name: str, rec: dict, lanes: int | None = None) 
                      "in wave64); append _w64 to the name for wave64")
     if lanes is None:
         lanes = 64 if arch.startswith("cdna") else 32
+    if arch == "rdna4" and lanes == 32 and rec["in_type"] in ("fp16", "bf16"):
+        if rec["sparse"]:
+            notes.append("RDNA4 SWMMAC 16-bit: packed A stored columns 0-7 in lanes 0-15, 8-15 in lanes "
+                         "16-31 (the guide's index pseudo-code, 7.12.3); B rows 0-15 in VGPRs 0-3 and "
+                         "16-31 in VGPRs 4-7, each as a dense 16x16 B (docs/mi.md)")
+        else:
+            notes.append("RDNA4 16-bit A/B: the RDNA4 ISA guide's table (7.12.2): K 0-3 and 8-11 in lanes "
+                         "0-15; GPUOpen's RDNA 4 article and llama.cpp number K 0-7 there (a relabelling "
+                         "of K on A and B alike: the same D)")
     cycles = rec["cycles"]
     if lanes == 64 and arch.startswith("rdna"):
         name, cycles = name + "_w64", None   # the tables list wave32 cycles only
         notes.append("wave64: cycles not listed (wave32 figures in the tables)")
         if arch == "rdna4":
-            notes.append("RDNA4 wave64: the RDNA4 ISA guide's layout (7.12.2); its 16-bit A/B order K "
-                         "differently from the wave32 form here (same product; docs/mi.md)")
+            notes.append("RDNA4 wave64: the RDNA4 ISA guide's layout (7.12.2): its wave32 layout with "
+                         "the upper half of the A/B/C/D VGPRs in lanes 32-63")
             if rec["in_type"] == "iu4" and rec["k"] == 16:
                 notes.append("RDNA4 wave64 v_wmma_i32_16x16x16_iu4: A and B use lanes 0-31 only")
     return Instruction(arch, name, family, rec["m"], rec["n"], rec["k"], rec["blocks"], rec["in_type"],
@@ -456,14 +465,60 @@ def _rdna4_w64(ins: Instruction, op: str, i: int, j: int) -> Location:
     return Location(reg, lane, (lo + bits - 1, lo))
 
 
+def _rdna4_w32_dense(bits: int, kdim: int, r: int, k: int) -> tuple[int, int, int]:
+    """(lane, VGPR, startPosn) of A[r][k] (or B[k][r]) in RDNA4 wave32, from the RDNA4 ISA reference
+    guide (7 April 2025), 7.12.2, its Wave32 column:
+      16-bit: lane {k[2], r[3:0]}, VGPR {k[3], k[1]}, position k[0]  (K 0-3 and 8-11 in lanes 0-15);
+      8-bit:  lane {k[3], r[3:0]}, VGPR k[2], position k[1:0];
+      4-bit, K=16: lane {k[3], r[3:0]}, VGPR 0, position k[2:0];
+      4-bit, K=32 (the 16x32 A / 32x16 B rows): lane {k[4], r[3:0]}, VGPR k[3], position k[2:0]."""
+    def bit(x: int, b: int) -> int:
+        return (x >> b) & 1
+    if bits == 16:
+        return 16 * bit(k, 2) + r, 2 * bit(k, 3) + bit(k, 1), k & 1
+    if bits == 8:
+        return 16 * bit(k, 3) + r, bit(k, 2), k & 3
+    if kdim == 16:
+        return 16 * bit(k, 3) + r, 0, k & 7
+    return 16 * bit(k, 4) + r, bit(k, 3), k & 7
+
+
+def _rdna4_w32_input(ins: Instruction, op: str, i: int, j: int) -> Location:
+    """RDNA4 wave32 A/B. Dense WMMA: the guide's table (_rdna4_w32_dense). SWMMAC (7.12.3):
+    - the packed A (M x K/2) and its index: lanes 0-15 hold stored columns 0..K/4-1 and lanes 16-31
+      the rest, packed low to high; the index of stored A[i][c] two bits at 2*(c mod K/4) in A's
+      lane. This is what the guide's index pseudo-code asks (idxLane "same as VGPR layout lane",
+      idxFirstBit = col[3:2]*4 for expanded column col); for 8- and 4-bit A it is also the table
+      applied to the packed matrix; for 16-bit A the table's interleave would put chunks g and g+4
+      of a row on the same index bits of one lane, so the pseudo-code's form is used (docs/mi.md);
+    - B (K x N): "the same as the 16x16 matrix load, except that two load instructions are used and
+      they load into the next consecutive group of VGPRs": rows 0..K/2-1 are the dense B of the
+      table (16x16 for 16/8-bit; the table's own 32x16 row for 4-bit), rows K/2.. the same in the
+      next VGPRs. For 4-bit K=32 the table has a 32x16 B row, which is used as is."""
+    bits = BITS[ins.in_type if op == "A" else ins.in_type_b]
+    r, k = (i, j) if op == "A" else (j, i)
+    if ins.family == "swmmac" and op == "A":
+        per = ins.k // 4                       # stored values per lane
+        reg, rng = _packed(k % per, bits)
+        return Location(reg, r + 16 * (k // per), rng)
+    if ins.family == "swmmac" and not (bits == 4 and ins.k == 32):
+        half = ins.k // 2                      # B: two consecutive dense groups of K/2 rows
+        group_regs = max(1, half * bits // 64)
+        lane, reg, pos = _rdna4_w32_dense(bits, half, r, k % half)
+        reg += group_regs * (k // half)
+    else:
+        lane, reg, pos = _rdna4_w32_dense(bits, ins.k, r, k)
+    lo = pos * bits
+    return Location(reg, lane, (lo + bits - 1, lo))
+
+
 def _amd_wmma(ins: Instruction, op: str, i: int, j: int, b: int) -> list[Location]:
     """RDNA WMMA/SWMMAC. RDNA3 (AMD calculator's gfx11 formulas; GPUOpen "WMMA on RDNA3"): A[i][k]
     in lanes i + 16c for every 16-lane group c, element k packed low to high; B the same with j;
     C/D[i][j] in VGPR floor(16i / wave), lane (16i mod wave) + j, 16-bit results in bits [15:0].
-    RDNA4 wave32 (GPUOpen "Matrix Cores of RDNA 4"; llama.cpp's RDNA4 tiles): A[i][k] in lane
-    i + 16*(k // (K/2)), element k mod K/2; C/D[i][j] element i mod 8 of lane j + 16*(i // 8),
-    16-bit results packed two per VGPR. SWMMAC: the compressed A with K/2 for K; the index K[i][c]
-    in A[i][c]'s lane, two bits per stored value (set 0; see _forward_mod)."""
+    RDNA4 (ISA reference guide 7.12.2-7.12.3): A/B from _rdna4_w32_input (wave32) and _rdna4_w64;
+    C/D[i][j] element i mod 8 of lane j + 16*(i // 8), 16-bit results packed two per VGPR. SWMMAC:
+    the index K[i][c] in A[i][c]'s lane, two bits per stored value (set 0; see _forward_mod)."""
     L = ins.lanes
     if ins.arch == "rdna4" and L == 64:
         return [_rdna4_w64(ins, op, i, j)]
@@ -473,16 +528,16 @@ def _amd_wmma(ins: Instruction, op: str, i: int, j: int, b: int) -> list[Locatio
             return [Location(16 * i // L, (16 * i) % L + j, (31, 0) if bits == 32 else (15, 0))]
         reg, rng = _packed(i % 8, bits)
         return [Location(reg, j + 16 * (i // 8), rng)]
-    per = _rdna_per_lane(ins, op)
     if op == "K":
+        per = _rdna_per_lane(ins, op)
         lo = 2 * (j % per)
         return [Location(0, i + 16 * (j // per), (lo + 1, lo))]
+    if ins.arch == "rdna4":
+        return [_rdna4_w32_input(ins, op, i, j)]
     bits = BITS[ins.in_type if op == "A" else ins.in_type_b]
     r, k = (i, j) if op == "A" else (j, i)
-    reg, rng = _packed(k % per, bits)
-    if ins.arch == "rdna3":
-        return [Location(reg, r + 16 * c, rng) for c in range(L // 16)]
-    return [Location(reg, r + 16 * (k // per), rng)]
+    reg, rng = _packed(k, bits)
+    return [Location(reg, r + 16 * c, rng) for c in range(L // 16)]
 
 
 def _mma_tables(shape: str, t: str):

@@ -2,9 +2,10 @@
 the cases the changes touch, with the heuristic configurations, against torch in the same run.
 
 * correctness first: the presplit 3xTF32 checks of ``gemm_explore`` (every layout, odd shapes, the
-  epilogue, inf/NaN, errors at K = 4096 / 16384), and the 128-byte row padding of the TMA path
-  (3000x7000x5000 bf16 in every layout, a batch of 8 against a broadcast B with the epilogue),
-  each against float64 with a poisoned output; a failure stops the run before any timing;
+  epilogue, inf/NaN, errors at K = 4096 / 16384), and the TMA path on rows 16- but not 128-byte
+  aligned (3000x7000x5000 bf16 in every layout, a batch of 8 against a broadcast B with the
+  epilogue; at 0d2713b these were copied into 128-byte rows, a rule removed after this run), each
+  against float64 with a poisoned output; a failure stops the run before any timing;
 * timed (``bench.run_case``): bf16 NN 8192^3 (the regression guard), the odd suite (bf16 NN; 128-byte
   padded copies), fp32-accurate 8192^3 NT / NN (heuristic, and presplit pinned), int8 NT 8192^3,
   tf32 NT / NN 8192^3 (the kernel's signature changed; the K-major copies now pad to 128 bytes).

@@ -277,31 +277,13 @@ def _kmajor(t: torch.Tensor, k_dim: int) -> bool | None:
     return None
 
 
-def _aligned_for_tma(t: torch.Tensor, kmajor: bool, k_dim: int, to: int = 16) -> bool:
-    """Base and row (and batch) strides of t, as the TMA reads it, multiples of ``to`` bytes."""
+def _aligned_for_tma(t: torch.Tensor, kmajor: bool, k_dim: int) -> bool:
     size = t.element_size()
-    if t.data_ptr() % to:
+    if t.data_ptr() % 16:
         return False
     outer = (-2 if k_dim == -1 else -1) if kmajor else k_dim
     strides = [t.stride(outer)] + ([t.stride(0)] if t.dim() == 3 and t.shape[0] > 1 and t.stride(0) else [])
-    return not any((s * size) % to for s in strides)
-
-
-# Rows 16- but not 128-byte aligned slow the TMA kernel down: on the H200 (bf16 NN, gemm-explore-f49c9d4)
-# the same values with rows padded to 128 bytes ran 35% faster (3000x7000x5000: 486 -> 655 TFLOP/s;
-# 1000^3: 183 -> 252; torch 657 -> 674 and 251 -> 315). A padded copy costs a pass over the operand
-# (torch's copy there: 4.2 TB/s counting read and write) plus a launch; it is made where a quarter
-# of the GEMM's time (at 650 TFLOP/s) is more than that.
-PAD_GAIN, PAD_GEMM_RATE, PAD_COPY_RATE, PAD_COPY_LAUNCH_S = 0.25, 650e12, 4.0e12, 3e-6
-
-
-def _pad_pays(a: torch.Tensor, b: torch.Tensor, slow: list[torch.Tensor]) -> bool:
-    """Whether copying the operands ``slow`` into 128-byte aligned rows saves time (see PAD_GAIN)."""
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    batch = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
-    t_gemm = 2 * m * n * k * batch / PAD_GEMM_RATE
-    t_copy = sum(2 * t.numel() * t.element_size() / PAD_COPY_RATE + PAD_COPY_LAUNCH_S for t in slow)
-    return PAD_GAIN * t_gemm > t_copy
+    return not any((s * size) % 16 for s in strides)
 
 
 def _tma_direct(t: torch.Tensor, k_dim: int, dtype: str) -> bool | None:
@@ -313,29 +295,19 @@ def _tma_direct(t: torch.Tensor, k_dim: int, dtype: str) -> bool | None:
     return km
 
 
-def _tma_reads(a: torch.Tensor, b: torch.Tensor, dtype: str) -> tuple[bool | None, bool | None]:
-    """For each operand, how the TMA kernel reads it as it is (True K-major, False MN-major), or
-    None where it reads an aligned K-major copy: the rules of :func:`_tma_direct`, and rows 16- but
-    not 128-byte aligned where the copy pays (:func:`_pad_pays`)."""
-    ra, rb = _tma_direct(a, -1, dtype), _tma_direct(b, -2, dtype)
-    slow = [(i, t) for i, (t, r, kd) in enumerate(((a, ra, -1), (b, rb, -2)))
-            if r is not None and t.numel() and not _aligned_for_tma(t, r, kd, 128)]
-    if slow and _pad_pays(a, b, [t for _, t in slow]):
-        ra = None if any(i == 0 for i, _ in slow) else ra
-        rb = None if any(i == 1 for i, _ in slow) else rb
-    return ra, rb
-
-
 def tma_plan(a: torch.Tensor, b: torch.Tensor, dtype: str) -> tuple[int, bool, bool]:
     """(copies, a_kmajor, b_kmajor) for the TMA kernel: how many operands it must first copy into
     an aligned K-major buffer (:func:`aligned_kmajor_copy`), and the layout it then reads.
 
     A TMA descriptor needs a 16-byte aligned base, a unit innermost stride and every other stride a
     multiple of 16 bytes; wgmma reads 32- and 8-bit operands (tf32, fp8, int8) K-major only. An
-    operand that breaks a rule is copied (one pass over it, inside the call and its timing), and so
-    is one whose rows are 16- but not 128-byte aligned when the product is large enough for the
-    faster reads to pay for the copy (:data:`PAD_GAIN`)."""
-    ak, bk = _tma_reads(a, b, dtype)
+    operand that breaks a rule is copied (one pass over it, inside the call and its timing).
+
+    Rows 16- but not 128-byte aligned are read as they are, though the kernel read the same values
+    35% faster from 128-byte aligned rows (H200, bf16 NN 3000x7000x5000: 486 -> 655 TFLOP/s, 1000^3:
+    183 -> 252; gemm-explore-f49c9d4): copying both operands of 3000x7000x5000 inside the call (torch's
+    copies) brought it to 369 TFLOP/s (gemm-remeasure-0d2713b), so no such copy is made."""
+    ak, bk = _tma_direct(a, -1, dtype), _tma_direct(b, -2, dtype)
     return (ak is None) + (bk is None), True if ak is None else ak, True if bk is None else bk
 
 
@@ -348,7 +320,9 @@ def tma_layout(a: torch.Tensor, b: torch.Tensor, dtype: str) -> tuple[bool, bool
 def aligned_kmajor_copy(t: torch.Tensor, k_dim: int) -> torch.Tensor:
     """A copy of t with K contiguous and rows padded to 128 bytes, or to 16 for rows under 512
     bytes (the view has t's shape; the padding is never read: the TMA descriptor's bounds stop at
-    K). A broadcast batch (stride 0) stays one matrix."""
+    K). 128-byte rows: bf16 997x1009x1013 with both operands copied 97 -> 111 TFLOP/s against
+    16-byte rows (H200, gemm-remeasure-0d2713b against gemm-llm-followup-296fd54). A broadcast
+    batch (stride 0) stays one matrix."""
     if t.dim() == 3 and t.stride(0) == 0:
         t = t[:1]
     k = t.shape[k_dim]
@@ -633,10 +607,9 @@ def _tma_launch(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, sms: i
         b, b_lo, lb = tf32_split(b, -2)
         pre, ak, bk = [la, lb], True, True
     else:
-        ra, rb = _tma_reads(a, b, spec.dtype)
-        if ra is None:
+        if _tma_direct(a, -1, spec.dtype) is None:
             a = aligned_kmajor_copy(a, -1)
-        if rb is None:
+        if _tma_direct(b, -2, spec.dtype) is None:
             b = aligned_kmajor_copy(b, -2)
     a_desc, a_batched = _tma_desc(a, ak, -1, cfg.block_m, cfg.block_k)
     b_desc, b_batched = _tma_desc(b, bk, -2, cfg.block_n, cfg.block_k)

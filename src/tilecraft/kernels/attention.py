@@ -266,7 +266,8 @@ def attention_fwd_tma_kernel(
 
 @triton.jit
 def attention_fwd_ws_kernel(
-    Q_DESC, K_DESC, V_DESC, O, LSE,
+    Q, K_DESC, V_DESC, O, LSE,
+    stride_qb, stride_qh, stride_qs,
     stride_ob, stride_oh, stride_os,
     stride_lb, stride_lh,
     H, GROUP, S_Q, S_K, qk_scale,
@@ -276,7 +277,7 @@ def attention_fwd_ws_kernel(
     """Producer/consumer forward for sm90 (FlashAttention-3's split, made by Triton's automatic warp
     specialisation): ONE key loop under ``tl.range(..., warp_specialize=True)``, compiled with
     ``num_warps=4``. Triton then builds three warpgroups: a producer that only issues the TMA loads of
-    K and V into a ring of ``num_stages`` shared-memory buffers (mbarrier handshakes, registers given
+    K and V (host descriptors; Q's descriptor is built on the device) into a ring of ``num_stages`` shared-memory buffers (mbarrier handshakes, registers given
     back with ``setmaxnreg``), and two consumer warpgroups that each take BLOCK_M / 2 of the query
     rows (QKᵀ, softmax, PV on wgmma), so the softmax of one overlaps the products of the other.
 
@@ -293,7 +294,15 @@ def attention_fwd_ws_kernel(
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
-    q = Q_DESC.load([b, h, start_m, 0]).reshape(BLOCK_M, BLOCK_D)
+    b64 = b.to(tl.int64)
+    h64 = h.to(tl.int64)
+    io_mask = (offs_m[:, None] < S_Q) & (offs_d[None, :] < HEAD_DIM)
+    # Q through a descriptor made here, on the device: the split into two consumers loads half a tile
+    # each, and Triton 3.6 re-boxes only device-side descriptors (a host descriptor keeps the whole
+    # tile's box: the copy overruns the half buffer and its barrier; pointer loads abort the pass).
+    q_desc = tl.make_tensor_descriptor(Q + b64 * stride_qb + h64 * stride_qh, shape=[S_Q, HEAD_DIM],
+                                       strides=[stride_qs, 1], block_shape=[BLOCK_M, BLOCK_D])
+    q = q_desc.load([start_m, 0])
     acc, l_i, m_i = _softmax_state(BLOCK_M, BLOCK_D)
     diag = S_K - S_Q
     if CAUSAL:
@@ -324,9 +333,6 @@ def attention_fwd_ws_kernel(
     l_div = tl.where(l_i == 0.0, 1.0, l_i)
     out = acc / l_div[:, None]
     lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.math.log2(l_div)) * LN2)
-    b64 = b.to(tl.int64)
-    h64 = h.to(tl.int64)
-    io_mask = (offs_m[:, None] < S_Q) & (offs_d[None, :] < HEAD_DIM)
     tl.store(_tile_ptrs(O, b64, h64, stride_ob, stride_oh, offs_m, stride_os, offs_d), out.to(O.dtype.element_ty),
              mask=io_mask)
     tl.store(LSE + b64 * stride_lb + h64 * stride_lh + offs_m, lse, mask=offs_m < S_Q)

@@ -429,10 +429,12 @@ def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
     if cfg.tma and not tma_ok(p, q, k, v, out):
         cfg = pointer_fwd_config(p.head_dim, q.device)
     if cfg.producer_consumer:
+        _ensure_triton_allocator()
         with _on_device(q):
             return _k.attention_fwd_ws_kernel[(_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)](
-                _descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m), _descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n),
-                _descriptor(v, p, p.seqlen_k, p.kv_heads, cfg.block_n), out, lse, *_bhsd_strides(out, p.layout),
+                q, _descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n), _descriptor(v, p, p.seqlen_k, p.kv_heads,
+                                                                                       cfg.block_n),
+                out, lse, *_bhsd_strides(q, p.layout), *_bhsd_strides(out, p.layout),
                 *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k, p.scale * LOG2E,
                 HEAD_DIM=p.head_dim, BLOCK_D=block_d(p.head_dim), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
                 CAUSAL=p.causal, MASK=p.causal or p.seqlen_k % cfg.block_n != 0, num_warps=cfg.num_warps,
@@ -461,6 +463,21 @@ def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
             HEAD_DIM=p.head_dim, BLOCK_D=block_d(p.head_dim), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
             CAUSAL=p.causal, VARLEN=p.varlen, WARP_SPECIALIZE=cfg.warp_specialize, num_warps=cfg.num_warps,
             num_stages=cfg.num_stages)
+
+
+def _scratch(size: int, alignment: int, stream) -> torch.Tensor:
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def _ensure_triton_allocator() -> None:
+    """The producer/consumer forward builds Q's tensor descriptor on the device (128 bytes of global
+    scratch per program, asked from Triton's allocator at launch). Installs a torch allocator when
+    none is set; an allocator the caller set stays."""
+    import triton
+    from triton.runtime import _allocation
+
+    if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
+        triton.set_allocator(_scratch)
 
 
 def _sm_count(device: torch.device) -> int:

@@ -59,6 +59,24 @@ SWEEP_SIZES = (256, 1024, 2048, 4096)
 SWEEP_CANDIDATES = [None, tiles(4, 128, 4, 4, True), rows(1, 256, 4, 8, 0), rows(2, 128, 2, 4, 0),
                     rows(2, 256, 4, 4, 0), rows(2, 128, 2, 32, 1), rows(2, 256, 4, 32, 1)]
 
+# Round 2 (after round 1 at 5c869fb; the row kernel's partial-x-tile store fixed since): around
+# round 1's best, the high orders on the row kernel, and x-tile widths on small planes (every
+# tile of a 256-wide plane is an edge tile with BLOCK_X = 128).
+ROUND2: dict[str, list[StencilConfig | None]] = {
+    "fp64-o2": [None, rows(2, 128, 2, 4, 0), rows(3, 128, 2, 4, 0), rows(2, 512, 8, 4, 0), rows(1, 512, 8, 4, 0),
+                rows(1, 512, 8, 8, 0), tiles(4, 256, 8, 4, True), tiles(8, 128, 8, 4, True),
+                tiles(4, 128, 4, 3, True), tiles(4, 64, 2, 4, True)],
+    "fp32-o2": [None, rows(2, 512, 4, 2, 0), rows(2, 1024, 8, 2, 0), rows(1, 1024, 8, 2, 0), rows(3, 512, 4, 2, 0),
+                rows(2, 512, 4, 3, 0), tiles(2, 512, 4, 2, True), tiles(4, 512, 8, 2, True)],
+    "fp32-o8": [None, rows(1, 128, 1, 8, 0), rows(1, 512, 4, 8, 0), rows(2, 128, 1, 4, 0), rows(1, 128, 1, 64, 1),
+                rows(1, 512, 4, 64, 1), rows(2, 128, 1, 64, 2), rows(2, 512, 4, 64, 2), rows(2, 512, 4, 64, 2, 128),
+                rows(4, 128, 1, 64, 2)],
+}
+ROUND2_SWEEP_SIZES = (256, 768, 1536)
+ROUND2_SWEEP = [None, tiles(4, 64, 2, 4, True), tiles(4, 256, 8, 4, True), tiles(2, 256, 4, 4, True),
+                rows(2, 512, 8, 4, 0), StencilConfig("zmarch", block_y=4, block_x=128, num_warps=8, block_z=32,
+                                                     nontemporal=True, zorder=2, prefetch=2, pipeline_xy=True)]
+
 
 def label(cfg: StencilConfig | None) -> str:
     if cfg is None:
@@ -88,7 +106,10 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=0.3)
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--no-sweep", action="store_true")
+    ap.add_argument("--round", type=int, default=1, choices=(1, 2))
     args = ap.parse_args()
+    cands, sweep_sizes, sweep_cands = ((CANDIDATES, SWEEP_SIZES, SWEEP_CANDIDATES) if args.round == 1
+                                       else (ROUND2, ROUND2_SWEEP_SIZES, ROUND2_SWEEP))
     info = detect()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -99,19 +120,19 @@ def main() -> int:
     for name in args.cases.split(","):
         dtype, order, shape = CASES[name]
         print(f"== {name} {shape} ({time.time() - t0:.0f}s)", flush=True)
-        for cfg in CANDIDATES[name]:
+        for cfg in cands[name]:
             records.append(measure(shape, dtype, order, cfg, info, args.budget, copy, "stencil.explore",
                                    {"case": name, "shape": list(shape), "dtype": dtype, "order": order}))
-    write_results(records, "stencil.explore", out / "explore-cases.json", info)
+    write_results(records, "stencil.explore", out / f"explore-cases-r{args.round}.json", info)
     if not args.no_sweep:
         records = []
-        for shape in sb.sweep_shapes(SWEEP_SIZES, 2, 8):
+        for shape in sb.sweep_shapes(sweep_sizes, 2, 8):
             print(f"== sweep fp64 o2 {shape} ({time.time() - t0:.0f}s)", flush=True)
-            for cfg in SWEEP_CANDIDATES:
+            for cfg in sweep_cands:
                 records.append(measure(shape, "fp64", 2, cfg, info, args.budget, copy, "stencil.explore-sweep",
                                        {"shape": list(shape), "plane": shape[1] * shape[2], "dtype": "fp64",
                                         "order": 2}))
-        write_results(records, "stencil.explore-sweep", out / "explore-sweep.json", info)
+        write_results(records, "stencil.explore-sweep", out / f"explore-sweep-r{args.round}.json", info)
     print(f"done in {time.time() - t0:.0f}s", flush=True)
     return 0
 

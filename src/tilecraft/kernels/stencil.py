@@ -589,13 +589,14 @@ def _add_centre_rows(win, xy, R: tl.constexpr, BY: tl.constexpr):
 
 
 @triton.jit
-def _store_rows(out_ptr, p, so_z64, so_y, y0, y_hi, xs, ok, x_in, full_x, rows, BY: tl.constexpr,
+def _store_rows(out_ptr, p, so_z64, so_y, y0, y_hi, xs, nx, ok, x_in, full_x, rows, BY: tl.constexpr,
                 NONTEMPORAL: tl.constexpr):
     """Store rows y0 .. y0+BY-1 of output plane p (rows at or past y_hi, or ``ok`` False: none)."""
     base = out_ptr + p * so_z64
     for i in tl.static_range(0, BY):
         y = y0 + i
-        mask = (ok & (y < y_hi)) & (xs >= 0)[None, :]
+        # x < nx as well: past the row's end lie the next row's points (another program's)
+        mask = (ok & (y < y_hi)) & (xs < nx)[None, :]
         _store_tile(base + y * so_y + xs[None, :], rows[i], mask, x_in, full_x, NONTEMPORAL)
 
 
@@ -681,7 +682,7 @@ def laplacian_rows_kernel(
                     rows = rows + (_row_load(base, y0 + i, su_y, xs, true & (p < z_end + R) & (y0 + i < ny), nx),)
                 win = _scatter_rows(win, rows, wz, R, BLOCK_Y)
             if q >= 2 * R:
-                _store_rows(out_ptr, p - R, so_z64, so_y, y0, y_hi, xs, true & (p - R < z_end), x_in, full_x,
+                _store_rows(out_ptr, p - R, so_z64, so_y, y0, y_hi, xs, nx, true & (p - R < z_end), x_in, full_x,
                             win[:BLOCK_Y], BLOCK_Y, NONTEMPORAL)
             win = win[BLOCK_Y:]
             for i in tl.static_range(0, BLOCK_Y):
@@ -710,7 +711,7 @@ def laplacian_rows_kernel(
                 for i in tl.static_range(0, BLOCK_Y):
                     rows = rows + (_row_load(base, y0 + i, su_y, xs, true & (y0 + i < ny), nx),)
                 win = _scatter_rows(win, rows, wz, R, BLOCK_Y)
-            _store_rows(out_ptr, p - R, so_z64, so_y, y0, y_hi, xs, true & (p - R >= z_begin), x_in, full_x,
+            _store_rows(out_ptr, p - R, so_z64, so_y, y0, y_hi, xs, nx, true & (p - R >= z_begin), x_in, full_x,
                         win[:BLOCK_Y], BLOCK_Y, NONTEMPORAL)
             win = win[BLOCK_Y:]
             for i in tl.static_range(0, BLOCK_Y):
@@ -729,4 +730,4 @@ def laplacian_rows_kernel(
                     hi = _row_load(base + k * su_z64, y, su_y, xs, ok, nx)
                     a += (lo + hi) * wz[k - 1]
                 outs = outs + (a,)
-            _store_rows(out_ptr, p, so_z64, so_y, y0, y_hi, xs, true, x_in, full_x, outs, BLOCK_Y, NONTEMPORAL)
+            _store_rows(out_ptr, p, so_z64, so_y, y0, y_hi, xs, nx, true, x_in, full_x, outs, BLOCK_Y, NONTEMPORAL)

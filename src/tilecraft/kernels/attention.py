@@ -266,8 +266,10 @@ def attention_fwd_tma_kernel(
 
 @triton.jit
 def attention_fwd_ws_kernel(
-    Q, K_DESC, V_DESC, O, LSE,
+    Q, K, V, O, LSE,
     stride_qb, stride_qh, stride_qs,
+    stride_kb, stride_kh, stride_ks,
+    stride_vb, stride_vh, stride_vs,
     stride_ob, stride_oh, stride_os,
     stride_lb, stride_lh,
     H, GROUP, S_Q, S_K, qk_scale,
@@ -302,6 +304,10 @@ def attention_fwd_ws_kernel(
     # tile's box: the copy overruns the half buffer and its barrier; pointer loads abort the pass).
     q_desc = tl.make_tensor_descriptor(Q + b64 * stride_qb + h64 * stride_qh, shape=[S_Q, HEAD_DIM],
                                        strides=[stride_qs, 1], block_shape=[BLOCK_M, BLOCK_D])
+    k_desc = tl.make_tensor_descriptor(K + b64 * stride_kb + h_kv.to(tl.int64) * stride_kh, shape=[S_K, HEAD_DIM],
+                                       strides=[stride_ks, 1], block_shape=[BLOCK_N, BLOCK_D])
+    v_desc = tl.make_tensor_descriptor(V + b64 * stride_vb + h_kv.to(tl.int64) * stride_vh, shape=[S_K, HEAD_DIM],
+                                       strides=[stride_vs, 1], block_shape=[BLOCK_N, BLOCK_D])
     q = q_desc.load([start_m, 0])
     acc, l_i, m_i = _softmax_state(BLOCK_M, BLOCK_D)
     diag = S_K - S_Q
@@ -313,7 +319,7 @@ def attention_fwd_ws_kernel(
         limit = offs_m * 0 + (S_K - 1)
     for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=True):
         start_n = tl.multiple_of(start_n, BLOCK_N)
-        k = K_DESC.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
+        k = k_desc.load([start_n, 0])
         qk = tl.dot(q, tl.trans(k))
         if MASK:
             qk = tl.where((start_n + offs_n)[None, :] <= limit[:, None], qk, float("-inf"))
@@ -327,7 +333,7 @@ def attention_fwd_ws_kernel(
         alpha = tl.math.exp2(m_i - m_sub)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        v = V_DESC.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
+        v = v_desc.load([start_n, 0])
         acc = tl.dot(p.to(v.dtype), v, acc)
         m_i = m_ij
     l_div = tl.where(l_i == 0.0, 1.0, l_i)

@@ -432,9 +432,8 @@ def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
         _ensure_triton_allocator()
         with _on_device(q):
             return _k.attention_fwd_ws_kernel[(_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)](
-                q, _descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n), _descriptor(v, p, p.seqlen_k, p.kv_heads,
-                                                                                       cfg.block_n),
-                out, lse, *_bhsd_strides(q, p.layout), *_bhsd_strides(out, p.layout),
+                q, k, v, out, lse, *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout), *_bhsd_strides(v, p.layout),
+                *_bhsd_strides(out, p.layout),
                 *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k, p.scale * LOG2E,
                 HEAD_DIM=p.head_dim, BLOCK_D=block_d(p.head_dim), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
                 CAUSAL=p.causal, MASK=p.causal or p.seqlen_k % cfg.block_n != 0, num_warps=cfg.num_warps,

@@ -211,6 +211,15 @@ def test_producer_consumer_config_is_checked():
         ops.FwdConfig(128, 128, 4, 2, tma=True, persistent=True, producer_consumer=True)
 
 
+def test_producer_consumer_is_refused_on_a_gpu_unless_enabled(monkeypatch):
+    """Wrong on an H200 so far: a GPU launch raises before anything runs, unless switched on."""
+    with pytest.raises(RuntimeError, match="experimental"):
+        ops._check_producer_consumer(torch.device("cuda"))
+    ops._check_producer_consumer(torch.device("cpu"))  # the interpreter runs it
+    monkeypatch.setattr(ops, "PRODUCER_CONSUMER_ON_GPU", True)
+    ops._check_producer_consumer(torch.device("cuda"))
+
+
 def test_producer_consumer_falls_back_where_descriptors_cannot_address(gen):
     """Rows of 8 bytes: no tensor descriptor; the launch takes the pointer kernel and stays right."""
     q, k, v = make(gen, 1, 2, 2, 9, 9, 4, torch.bfloat16)

@@ -53,7 +53,8 @@ class FwdConfig:
     persistent: bool = False
     # TMA only: ``attention_fwd_ws_kernel``, one key loop under Triton's automatic warp specialisation
     # (sm90: a TMA producer warpgroup and two consumer warpgroups of block_m / 2 rows each; give
-    # num_warps=4, the warps of one consumer warpgroup). Other GPUs compile it as a plain loop.
+    # num_warps=4, the warps of one consumer warpgroup). Experimental: wrong (NaN) on an H200 so far,
+    # refused on a GPU unless PRODUCER_CONSUMER_ON_GPU is set.
     producer_consumer: bool = False
 
     def __post_init__(self):
@@ -429,6 +430,7 @@ def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
     if cfg.tma and not tma_ok(p, q, k, v, out):
         cfg = pointer_fwd_config(p.head_dim, q.device)
     if cfg.producer_consumer:
+        _check_producer_consumer(q.device)
         _ensure_triton_allocator()
         with _on_device(q):
             return _k.attention_fwd_ws_kernel[(_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)](
@@ -462,6 +464,19 @@ def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
             HEAD_DIM=p.head_dim, BLOCK_D=block_d(p.head_dim), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
             CAUSAL=p.causal, VARLEN=p.varlen, WARP_SPECIALIZE=cfg.warp_specialize, num_warps=cfg.num_warps,
             num_stages=cfg.num_stages)
+
+
+#: The producer/consumer forward compiles for sm90 but returned NaN on an H200 (2026-11-21, runs 4
+#: and 5 of docs/attention.md): on a GPU it runs only where this is set True (the tuning script does),
+#: so nobody gets it by accident. The interpreter runs it regardless (it is correct there).
+PRODUCER_CONSUMER_ON_GPU = False
+
+
+def _check_producer_consumer(device: torch.device) -> None:
+    if device.type != "cpu" and not PRODUCER_CONSUMER_ON_GPU:
+        raise RuntimeError("FwdConfig(producer_consumer=True) is experimental: it returned NaN on an H200 "
+                           "(docs/attention.md); set tilecraft.ops.attention.PRODUCER_CONSUMER_ON_GPU = True "
+                           "to run it anyway")
 
 
 def _scratch(size: int, alignment: int, stream) -> torch.Tensor:

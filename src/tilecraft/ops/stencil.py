@@ -105,7 +105,8 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
 
     * Orders 2 and 4, planes small enough that the BLOCK_Z + 2R planes of a z chunk fit in half the
       L2: a short z-march unrolled at compile time (4 planes per program for fp64, 2 for fp32;
-      programs walk x, then y, then z chunks). Every plane load of a program is in flight at once,
+      programs walk x, then y, then z chunks); fp64 order 2 in tiles of 4 x 64 points, fp32 order
+      2 in the row kernel (2 rows of 512 points, y neighbours from registers). Every plane load of a program is in flight at once,
       as in a one-tile-per-program kernel, which streams from DRAM best (a plain copy reached
       96-99% of cudaMemcpy in that pattern, 80-92% in a long march), and the z terms still come
       from registers. The chunk's 2R halo planes are re-read from L2.
@@ -142,7 +143,18 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
         # R = 2 takes 8 to keep that overhead at half the chunk.
         bz = 8 if r == 2 else (4 if dtype == torch.float64 else 2)
         if (bz + 2 * r) * plane_bytes <= l2 // 2:
-            return StencilConfig("zmarch", block_y=by, block_x=128, num_warps=nw, block_z=bz, nontemporal=True,
+            if r == 1 and dtype == torch.float32:
+                # The row kernel, 2 rows of 512 points, 4 warps: 76.5-76.7% of copy against 73.7-73.8%
+                # for the tile march below (two runs, explore rounds 1 and 2).
+                return StencilConfig("rows", block_y=2, block_x=512, num_warps=4, block_z=2, nontemporal=True,
+                                     zorder=2, unroll_z=True)
+            if r == 1:
+                # Tiles 64 points wide, 2 warps: 81.0% against 79.7% at 512^3, and 78.1/80.5% against
+                # 76.3/79.0% on 256^2/768^2 planes (explore round 2).
+                by, bx, nw = 4, 64, 2
+            else:
+                bx = 128
+            return StencilConfig("zmarch", block_y=by, block_x=bx, num_warps=nw, block_z=bz, nontemporal=True,
                                  zorder=2, unroll_z=True)
         return StencilConfig("zmarch", block_y=4, block_x=128, num_warps=8 if dtype == torch.float64 else 4,
                              block_z=32, nontemporal=True, zorder=2, prefetch=2, pipeline_xy=True)

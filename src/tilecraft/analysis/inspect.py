@@ -179,7 +179,7 @@ def run_compiles(jobs: Sequence[Job], *, workers: int | None = None,
 
 
 def _stencil_label(variant: str, cfg: Any) -> str:
-    if cfg.kernel == "zmarch":
+    if cfg.kernel in ("zmarch", "rows"):
         shape = f"{cfg.block_z}x{cfg.block_y}x{cfg.block_x}"
     else:
         shape = f"{cfg.block_y}x{cfg.block_x}"

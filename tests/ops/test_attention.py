@@ -565,6 +565,20 @@ def test_decode_is_taken_for_few_queries_and_many_keys(gen):
     check_lse(lse, ref_lse)
 
 
+@pytest.mark.parametrize("batch,kv_heads,s_q,expect", [
+    (8, 8, 16, 4),    # 64 programs of 64 rows: 4 chunks fill 256 of 264 slots (5 would spill into a 2nd wave)
+    (8, 8, 1, 4),     # 64 programs of 16 rows
+    (1, 1, 1, 16),    # one program: capped by 4 key tiles per chunk (8192 keys / (4 x 128))
+    (300, 1, 1, 1),   # more programs than slots: no split
+])
+def test_decode_splits_fill_one_wave(batch, kv_heads, s_q, expect, monkeypatch):
+    monkeypatch.setattr(ops, "_sm_count", lambda device: 132)
+    p = ops.Problem(batch=batch, heads=4 * kv_heads, kv_heads=kv_heads, seqlen_q=s_q, seqlen_k=8192,
+                    head_dim=128, causal=False, scale=1.0, layout="bhsd", varlen=False)
+    splits, per, _ = ops.decode_splits(p, ops.DecodeConfig(128, 4, 3), torch.device("cpu"))
+    assert splits == expect and splits * per >= 8192
+
+
 def test_decode_path_backward(gen):
     """Gradients of a call that took the split-KV forward (its lse feeds the tiled backward)."""
     q, k, v = make(gen, 1, 4, 2, 2, ops.DECODE_MIN_KEYS + 3, 16, torch.float16)

@@ -3,7 +3,7 @@ SDPA's backends (forward, backward, decode). Writes JSON as it goes (a timeout k
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/attention_tune.py OUT_DIR [sections]
 
-sections: any of check,fwd,bwd,decode (default all); later rounds: fwd2, bwd2, pccheck, pc, decode2.
+sections: any of check,fwd,bwd,decode (default all); later rounds: fwd2, bwd2, pccheck, pc, decode2, decode3.
 Each configuration is checked against the float64 reference (``bench.attention.measure``) before it is timed.
 """
 from __future__ import annotations
@@ -66,6 +66,10 @@ WS_CONFIGS = {
 # split counts for the decode path (0: the default rule); S_q = 16 with GQA fills 2 programs per SM
 # 1.2 times over with the default (320 programs), so whole waves are tried
 DECODE2_CONFIGS = [D(64, 4, 3), D(64, 4, 3, 4), D(64, 4, 3, 8), D(128, 4, 3, 4), D(64, 4, 4, 4)]
+# third round (lead, after decode2): more programs per SM for the 64-row GQA case (fewer stages, narrower
+# key tiles, more splits) next to the one-wave default
+DECODE3_CONFIGS = [D(64, 4, 3), D(64, 4, 2, 6), D(32, 4, 3, 6), D(32, 4, 4, 4), D(64, 8, 3, 4), D(128, 8, 2, 4),
+                   D(32, 2, 3, 8), D(64, 4, 2, 8)]
 DECODE_SHAPES = [ba.Shape(8, 32, 8, 1, 8192, 128), ba.Shape(8, 32, 8, 16, 8192, 128),
                  ba.Shape(16, 32, 32, 1, 4096, 128), ba.Shape(4, 32, 8, 4, 32768, 128)]
 
@@ -205,7 +209,7 @@ if __name__ == "__main__":
     doc["device"] = INFO.as_dict()
     if "check" in SECTIONS:
         check_paths()
-    if SECTIONS & {"decode", "fwd", "decode2"}:
+    if SECTIONS & {"decode", "fwd", "decode2", "decode3"}:
         from tilecraft.hardware.ceilings import measure_copy_bandwidth
         COPY = measure_copy_bandwidth()
         doc["copy_TBps"] = COPY
@@ -235,6 +239,9 @@ if __name__ == "__main__":
     if "decode2" in SECTIONS:
         for shape in DECODE_SHAPES[:2]:
             run(shape, "fwd", DECODE2_CONFIGS, ("cudnn",))
+    if "decode3" in SECTIONS:
+        for shape in DECODE_SHAPES[:2] + DECODE_SHAPES[3:]:
+            run(shape, "fwd", DECODE3_CONFIGS, ("cudnn",))
     if "decode" in SECTIONS:
         for shape in DECODE_SHAPES:
             run(shape, "fwd", DECODE_CONFIGS, ("cudnn", "flash", "efficient"))

@@ -1,7 +1,14 @@
-"""One GPU: the fused wave step (fp32, order 8, 512**3 model + PML) against the copy ceiling and the
-plain torch step, measured in one run; then whole simulate() steps with the CPML (widths 10 and 20).
+"""One GPU: the wave step (fp32, order 8, 512**3 model + 20-point CPML), measured in one run against
+the copy ceiling and the plain torch step:
 
-    PYTHONPATH=src python benchmarks/wave_bench.py [--n 512] [--out DIR]
+* the fused step without absorbing terms (``step_suite``: default configuration, sponge variant,
+  torch step);
+* the whole step with the CPML (``cpml_step_suite``): ``cpml_step`` (interior launch + the layers'
+  launches) per CPML kernel configuration, the previous unfused path (step + slab kernels) and the
+  torch step with the same CPML; least bytes = 16 B/pt + psi, zeta read and written in the layers;
+* whole ``simulate`` steps (sources and receivers included), without a boundary and with the CPML.
+
+    PYTHONPATH=src python benchmarks/wave_bench.py [--n 512] [--out DIR] [--all-step-configs]
 
 Writes wave-step.json (Records: device, versions, commit, date, ours, peer, ceiling, ratio; extra has
 flops, bytes, time_ms, gpts) and prints a table.
@@ -16,9 +23,27 @@ from pathlib import Path
 import torch
 
 from tilecraft.bench.harness import write_results
-from tilecraft.bench.wave import cpml_suite, simulate_suite, step_suite
+from tilecraft.bench.wave import (
+    GPU_CONFIGS,
+    cpml_step_suite,
+    simulate_suite,
+    step_suite,
+)
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
+from tilecraft.ops.wave import default_config
+
+
+def _config_text(r) -> str:
+    cfg = r.extra.get("config") or {}
+    if not cfg:
+        return f"{r.case.get('boundary', '')} W={r.case.get('pml_width')}"
+    text = f"{cfg['block_y']}x{cfg['block_x']}x{cfg['block_z']} w{cfg['num_warps']}"
+    text += f" r{cfg['maxnreg']}" if cfg.get("maxnreg") else ""
+    text += " nt" if cfg.get("nontemporal") else ""
+    text += " loop" if cfg.get("unroll") is False else ""
+    text += " by-axes" if cfg.get("by_axes") else ""
+    return text
 
 
 def main() -> int:
@@ -27,6 +52,7 @@ def main() -> int:
     ap.add_argument("--order", type=int, default=8)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--budget", type=float, default=1.0)
+    ap.add_argument("--all-step-configs", action="store_true", help="sweep GPU_CONFIGS for the plain step")
     ap.add_argument("--skip-simulate", action="store_true")
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -37,13 +63,16 @@ def main() -> int:
     say("copy bandwidth")
     copy = measure_copy_bandwidth()
     say(f"  {copy:.3f} TB/s")
-    records = step_suite(args.n, args.order, torch.float32, 20, device="cuda", copy_tbps=copy, budget_s=args.budget,
-                         say=say)
+    dev = torch.device("cuda")
+    step_cfgs = GPU_CONFIGS if args.all_step_configs else (default_config(torch.float32, args.order, dev),)
+    records = step_suite(args.n, args.order, torch.float32, 20, configs=step_cfgs, device="cuda", copy_tbps=copy,
+                         budget_s=args.budget, say=say)
     torch.cuda.empty_cache()
-    records += cpml_suite(args.n, args.order, torch.float32, 20, device="cuda", copy_tbps=copy, say=say)
+    records += cpml_step_suite(args.n, args.order, torch.float32, 20, device="cuda", copy_tbps=copy,
+                               budget_s=args.budget, say=say)
     torch.cuda.empty_cache()
     if not args.skip_simulate:
-        for boundary, width in (("none", 0), ("pml", 10), ("pml", 20)):
+        for boundary, width in (("none", 0), ("pml", 20)):
             records += simulate_suite(args.n, args.order, torch.float32, width, nt=50, device="cuda", copy_tbps=copy,
                                       backends=("triton",) if boundary == "none" else ("triton", "torch"),
                                       boundary=boundary, say=say)
@@ -51,26 +80,27 @@ def main() -> int:
     copy2 = measure_copy_bandwidth()
     path = write_results(records, "wave", (args.out / "wave-step.json") if args.out else None, info,
                          meta={"copy_TBps_start": copy, "copy_TBps_end": copy2,
-                               "least_bytes": "16 B per updated point (read p, p_prev, m; write p_next), fp32",
+                               "least_bytes": "16 B per updated point (read p, p_prev, m; write p_next), fp32; "
+                                              "cpml-* records add 16 B per point of each axis's layers "
+                                              "(psi, zeta read and written)",
                                "points": "every point R or more from the faces of the padded grid "
                                          "(model + PML + R halo per side)"})
     print(f"\ncopy {copy:.3f} / {copy2:.3f} TB/s (start/end)")
-    print(f"{'variant':<16}{'config':<34}{'ms':>9}{'TB/s':>8}{'%copy':>7}{'GPts/s':>8}{'x torch':>9}{'regs':>6}")
+    print(f"{'variant':<16}{'config':<36}{'ms':>9}{'TB/s':>8}{'%copy':>7}{'GPts/s':>8}{'x torch':>9}{'regs':>6}")
     for r in records:
-        cfg = r.extra.get("config") or {}
-        cs = (f"{cfg['block_y']}x{cfg['block_x']}x{cfg['block_z']} w{cfg['num_warps']}"
-              f"{' r' + str(cfg['maxnreg']) if cfg.get('maxnreg') else ''}{' nt' if cfg.get('nontemporal') else ''}"
-              if cfg else f"{r.case.get('boundary', '')} W={r.case.get('pml_width')}")
         ok = r.extra.get("ok", True)
         tp = r.extra.get("ratio_to_peer")
-        print(f"{r.case.get('variant', ''):<16}{cs:<34}{r.extra['time_ms']:>9.3f}{r.ours:>8.3f}"
+        print(f"{r.case.get('variant', ''):<16}{_config_text(r):<36}{r.extra['time_ms']:>9.3f}{r.ours:>8.3f}"
               f"{(r.ours / copy * 100 if ok else float('nan')):>7.1f}{r.extra['gpts']:>8.2f}"
               f"{(tp if tp else float('nan')):>9.2f}{r.extra.get('registers', '')!s:>6}"
               + ("" if ok else f"  FAILED {r.extra.get('message', r.extra.get('error'))}"))
     print(f"wrote {path}")
-    print(json.dumps({"best_fused_pct_copy": max((r.ours / copy * 100 for r in records
-                                                  if r.case.get("variant") == "fused" and r.extra.get("ok")),
-                                                 default=None)}))
+
+    def best(variant):
+        return max((r.ours / copy * 100 for r in records if r.case.get("variant") == variant and r.extra.get("ok")),
+                   default=None)
+    print(json.dumps({"best_fused_pct_copy": best("fused"), "best_cpml_step_pct_copy": best("cpml-fused"),
+                      "unfused_cpml_step_pct_copy": best("cpml-unfused")}))
     return 0
 
 

@@ -46,9 +46,27 @@ def test_wave_step_op_passes_opcheck(field):
                           (p, pp, m, out, 4, [1.0, 1.0, 1.0], [2, 2, 2], [7, 8, 9], [], "torch"))
 
 
-def test_cpml_suite_records():
-    records = wb.cpml_suite(n=8, order=4, pml_width=3, device="cpu", budget_s=0.05, say=lambda _m: None)
-    assert [r.case["variant"] for r in records] == ["cpml-axis0", "cpml-axis0-zrows", "cpml-axis1", "cpml-axis2"]
+def test_cpml_step_suite_records(monkeypatch):
+    """The whole step with the CPML: the torch peer, the fused path, the previous unfused path; bytes
+    count psi and zeta in the layers; a wrong kernel fails the float64 gate and is not timed."""
+    cfg = ops.CpmlConfig(8, 32, 16, 1)
+    records = wb.cpml_step_suite(n=8, order=4, pml_width=3, configs=[cfg], device="cpu", budget_s=0.02,
+                                 say=lambda _m: None)
+    assert [r.case["variant"] for r in records] == ["cpml-torch", "cpml-fused", "cpml-unfused"]
+    # (8 + 2 (3 + 2))**3 = 18**3 grid, 14**3 updated; the layers: 2 x 3 planes of 14**2 per axis
+    layer = 3 * 2 * 3 * 14**2
     for r in records:
-        assert r.extra["psi_points"] > 0 and r.extra["correction_points"] > r.extra["psi_points"]
-        assert {"flops", "bytes", "time_ms"} <= r.extra.keys()
+        assert r.case["layer_points"] == layer and r.extra["bytes"] == 16 * 14**3 + 16 * layer
+    assert records[1].extra["ok"] and records[2].extra["ok"] and records[1].extra["error"] < 1e-5
+
+    real = ops.cpml_step
+
+    def broken(p, pp, m, out, order, spacing, lo, hi, pml, backend, *args):
+        real(p, pp, m, out, order, spacing, lo, hi, pml, backend, *args)
+        if backend == "triton":
+            pml[0].zeta.mul_(1.01)  # p_next right, a memory variable wrong: still caught
+    monkeypatch.setattr(ops, "cpml_step", broken)
+    bad = wb.cpml_step_suite(n=8, order=4, pml_width=3, configs=[cfg], device="cpu", budget_s=0.02, unfused=False,
+                             say=lambda _m: None)
+    fused = [r for r in bad if r.case["variant"] == "cpml-fused"]
+    assert fused and not fused[0].extra["ok"] and fused[0].ours == 0.0

@@ -178,19 +178,30 @@ def test_slab_padding_and_device_argument():
 
 
 def test_cpml_memory_variables_cover_only_the_layers():
-    from tilecraft.wave.solver import _memory_variables
+    from tilecraft.wave.solver import cpml_axis
 
     layout = wave.Layout((100, 90, 80), 8, 10, free_surface=False)  # R = 4, W = 10: arrays 128 x 118 x 108
     shape = layout.shape
-    z = _memory_variables(layout, 0, 4, shape[0] - 4, 0, shape, torch.float32, torch.device("cpu"), split=True)
-    assert [s["psi"].shape for s in z["stores"]] == [shape]  # axis 0 split: the rank's slab (halos exchanged)
+    cpu = torch.float32
+
+    def ax(axis, split=False, z0=4, z1=shape[0] - 4, off=0, lshape=shape):
+        n = lshape[axis]
+        return cpml_axis(layout, axis, 10.0, torch.zeros(n, dtype=cpu), torch.ones(n, dtype=cpu), z0, z1, off,
+                         lshape, split)
+
+    z = ax(0, split=True)
+    assert z.zeta.shape == (1,) + shape and len(z.psi) == 2  # axis 0 split: the rank's slab (halos exchanged)
     for axis in (0, 1, 2):
-        mv = _memory_variables(layout, axis, 4, shape[0] - 4, 0, shape, torch.float32, torch.device("cpu"))
-        extents = [s["psi"].shape[axis] for s in mv["stores"]]
-        assert extents == [10 + 3 * 4] * 2  # W + 3R per layer
-        assert [s["origin"] for s in mv["stores"]] == [0, shape[axis] - 22]
-        assert all(lo[axis] - 4 >= st["origin"] and hi[axis] + 4 <= st["origin"] + st["psi"].shape[axis]
-                   for lo, hi, st in mv["corr_boxes"])
+        mv = ax(axis)
+        assert mv.zeta.shape[0] == 2 and mv.extent == 10 + 3 * 4  # W + 3R per layer
+        assert [o for _, _, o in mv.regions] == [0, shape[axis] - 22]
+        assert [(w0, w1) for w0, w1, _ in mv.regions] == [(4, 18), (shape[axis] - 18, shape[axis] - 4)]
+        assert all(o <= w0 - 4 and w1 + 4 <= o + mv.extent for w0, w1, o in mv.regions)
+        assert mv.psi[0].shape == mv.psi[1].shape == mv.zeta.shape and mv.psi[0] is not mv.psi[1]
+    # a middle rank's slab with no layer: nothing, unless split (it keeps a store so the exchange pairs up)
+    assert ax(0, z0=40, z1=60, off=32, lshape=(36,) + shape[1:]) is None
+    mid = ax(0, split=True, z0=40, z1=60, off=32, lshape=(36,) + shape[1:])
+    assert mid.regions == () and mid.zeta.shape == (1, 36) + shape[1:]
 
 
 @pytest.mark.parametrize("nx", [17, 18, 19, 20])

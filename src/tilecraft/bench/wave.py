@@ -4,8 +4,9 @@ boundary, and the plain torch implementation of the same step (the peer).
 Least traffic of a step (``step_traffic``): read p, p_prev and m = v**2 dt**2 once, write p_next
 once, i.e. 4 words per updated point (16 B in fp32); the R-wide halo faces of p are ignored (0.3% at
 552**3). FOM = that traffic / median time, compared with the device-to-device copy bandwidth
-measured in the same run. The CPML's memory variables are extra traffic the FOM does not count as
-useful (the whole-step records carry it against us). Every case is checked against the torch step
+measured in the same run. The step with the CPML (``cpml_step_suite``) counts, besides, psi and
+zeta read and written once at every point of each axis's layers (``cpml_traffic``); the whole
+``simulate`` records count only the 16 B/pt. Every case is checked against the float64 torch step
 before it is timed.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 
 from tilecraft.bench.harness import Record, time_rotating
 from tilecraft.ops import wave as ops
-from tilecraft.ops.wave import WaveConfig
+from tilecraft.ops.wave import CpmlConfig, WaveConfig
 from tilecraft.reference.wave import wave_step_torch
 from tilecraft.wave.boundaries import Layout
 
@@ -168,48 +169,166 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
     return records
 
 
-def cpml_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
-               device: str = "cuda", copy_tbps: float | None = None, budget_s: float = 0.5,
-               say: Callable[[str], None] = print) -> list[Record]:
-    """The CPML's slab kernels of one step, per axis (psi update, then zeta and the correction of
-    p_next), as ``simulate`` launches them. Least traffic counted per point of each box: psi kernel
-    read p and psi, write psi (3 words); correction kernel read p, psi, zeta, m, out, write zeta and
-    out (7 words); neighbours along the axis are assumed cached."""
-    from tilecraft.ops.wave import cpml_correct, cpml_psi
+# Launch configurations of the CPML kernel swept on a GPU (the interior runs the default WaveConfig).
+CPML_CONFIGS = (
+    CpmlConfig(4, 64, 8, 4, unroll=False, by_axes=True), CpmlConfig(4, 64, 8, 4, unroll=True, by_axes=True),
+    CpmlConfig(8, 64, 8, 8, unroll=False, by_axes=True), CpmlConfig(4, 64, 8, 4, unroll=False),
+    CpmlConfig(2, 128, 16, 4, unroll=False, by_axes=True),
+    CpmlConfig(4, 64, 8, 4, unroll=False, by_axes=True, maxnreg=96),
+)
+
+
+def cpml_traffic(points: int, layer_points: int, order: int, itemsize: int) -> StepTraffic:
+    """Least traffic of the step with the CPML: 4 words per updated point (``step_traffic``) plus,
+    per axis, psi and zeta read and written (4 words) at each point of that axis's layers (a != 0);
+    neighbours along the axes are cache hits. Flops: the step's, plus per layer point about
+    (4R+1) * 3 + 2R * 3 + 10 for the axis's terms."""
+    r = order // 2
+    base = step_traffic(points, order, itemsize)
+    return StepTraffic(points=points, bytes=base.bytes + 4 * layer_points * itemsize,
+                       flops=base.flops + layer_points * ((4 * r + 1) * 3 + 6 * r + 10))
+
+
+def _cpml_state(layout: Layout, shape, dtype, device, gen, vmax: float, h: float, dt: float, f0: float):
+    """The CPML axes ``simulate`` would build (one rank), with random memory variables in the layers
+    (zero elsewhere, as a run keeps them). Returns (axes, layer points inside the updated box)."""
     from tilecraft.wave.boundaries import cpml_profiles
-    from tilecraft.wave.solver import _memory_variables
+    from tilecraft.wave.solver import cpml_axis
 
+    lo, hi = layout.updated
+    axes, layer_points = [], 0
+    for axis in range(len(shape)):
+        a, b = cpml_profiles(layout, axis, vmax, h, dt, f0)
+        ax = cpml_axis(layout, axis, h, a.to(dtype=dtype, device=device), b.to(dtype=dtype, device=device),
+                       lo[0], hi[0], 0, tuple(shape))
+        if ax is None:
+            continue
+        inside = (a != 0)[lo[axis]:hi[axis]]
+        layer_points += int(inside.sum()) * math.prod(h_ - l_ for d, (l_, h_) in enumerate(zip(lo, hi)) if d != axis)
+        for k, (_w0, _w1, origin) in enumerate(ax.regions):
+            mask = torch.ones(ax.zeta.shape[1:], dtype=dtype)  # the layer's points of the updated box
+            for d in range(len(shape)):
+                pos = torch.arange(mask.shape[d]) + (origin if d == axis else 0)
+                keep = (pos >= lo[d]) & (pos < hi[d])
+                if d == axis:
+                    keep &= a[pos.clamp(max=shape[axis] - 1)] != 0
+                view = [1] * len(shape)
+                view[d] = -1
+                mask = mask * keep.to(dtype).reshape(view)
+            for t in (ax.psi[0], ax.zeta):
+                rnd = (torch.rand(t[k].shape, generator=gen, dtype=torch.float32) - 0.5).to(dtype=dtype)
+                t[k].copy_((rnd * mask).to(device))
+        axes.append(ax)
+    return axes, layer_points
+
+
+def _copy_axes(axes, dtype=None):
+    from dataclasses import replace
+
+    return [replace(ax, a=ax.a.to(dtype or ax.a.dtype), b=ax.b.to(dtype or ax.b.dtype),
+                    psi=[t.to(dtype or t.dtype, copy=True) for t in ax.psi], zeta=ax.zeta.to(dtype or ax.zeta.dtype,
+                                                                                              copy=True),
+                    _tables={}) for ax in axes]
+
+
+def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
+                    configs: Sequence[CpmlConfig] | None = None, device: str = "cuda",
+                    copy_tbps: float | None = None, budget_s: float = 0.7, unfused: bool = True,
+                    say: Callable[[str], None] = print) -> list[Record]:
+    """The whole step with the CPML on the padded grid of an n**3 model (n**2 in 2D is not timed):
+    ``ops.cpml_step`` (interior launch + the layers' launch) per CPML configuration, the previous
+    unfused path (fused step, then the psi and correction slab kernels per axis) and the torch step
+    (``cpml_step`` with backend "torch", the peer). Every case is first run from the same state into
+    a NaN-filled output and compared with the float64 torch step (p_next over the updated box, psi
+    and zeta relative to their largest values); only a case that passed is timed."""
     dev = torch.device(device)
+    measured = dev.type == "cuda"
     layout = Layout((n, n, n), order, pml_width, False)
-    shape = layout.shape
-    gen = torch.Generator().manual_seed(3)
-    p, _, m = _fields(shape, dtype, dev, gen)
-    out = torch.zeros_like(p)
-    lo0, hi0 = layout.updated
-    records = []
-    for axis in range(3):
-        a, b = (t.to(dtype=dtype, device=dev) for t in cpml_profiles(layout, axis, 3000.0, 10.0, 1e-3, 15.0))
-        mv = _memory_variables(layout, axis, lo0[0], hi0[0], 0, shape, dtype, dev)
-        for st in mv["stores"]:
-            st["psi"].uniform_(-1, 1)
-            st["zeta"].uniform_(-1, 1)
-        psi_pts = sum(math.prod(h - l_ for l_, h in zip(lo, hi)) for lo, hi, _ in mv["psi_boxes"])
-        cor_pts = sum(math.prod(h - l_ for l_, h in zip(lo, hi)) for lo, hi, _ in mv["corr_boxes"])
-        item = p.element_size()
-        traffic = StepTraffic(points=psi_pts + cor_pts, bytes=(3 * psi_pts + 7 * cor_pts) * item,
-                              flops=psi_pts * (3 * (order // 2) + 3) + cor_pts * (6 * (order // 2) + 10))
+    shape, (lo, hi) = layout.shape, layout.updated
+    spacing = (10.0, 10.0, 10.0)
+    gen = torch.Generator().manual_seed(20261122)
+    p, pp, m = _fields(shape, dtype, dev, gen)
+    axes0, layer_points = _cpml_state(layout, shape, dtype, dev, gen, 4500.0, 10.0, 1e-3, 15.0)
+    points = math.prod(b - a for a, b in zip(lo, hi))
+    traffic = cpml_traffic(points, layer_points, order, p.element_size())
+    case = {"model": [n] * 3, "grid": list(shape), "order": order, "dtype": str(dtype).replace("torch.", ""),
+            "pml_width": pml_width, "layer_points": layer_points}
+    box = tuple(slice(a, b) for a, b in zip(lo, hi))
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
 
-        for z_rows in (False, True) if axis == 0 else (False,):
-            def run(_i, axis=axis, mv=mv, a=a, b=b, z_rows=z_rows):
-                for lo, hi, st in mv["psi_boxes"]:
-                    cpml_psi(p, st["psi"], a, b, axis, order, 10.0, lo, hi, "triton", st["origin"], z_rows)
-                for lo, hi, st in mv["corr_boxes"]:
-                    cpml_correct(p, st["psi"], st["zeta"], a, b, m, out, axis, order, 10.0, lo, hi, "triton",
-                                 st["origin"], z_rows)
-            say(f"cpml axis {axis}{' z_rows' if z_rows else ''}")
-            t = time_rotating(run, 1, device=dev, budget_s=budget_s)
-            case = {"model": [n] * 3, "grid": list(shape), "order": order, "dtype": str(dtype).replace("torch.", ""),
-                    "pml_width": pml_width, "variant": f"cpml-axis{axis}" + ("-zrows" if z_rows else "")}
-            records.append(_record(case, traffic, t.median_ms, t.spread, copy_tbps, None, dev.type == "cuda",
-                                   {"psi_points": psi_pts, "correction_points": cor_pts, "z_rows": z_rows}))
+    say("cpml reference (float64)")
+    ref_axes = _copy_axes(axes0, torch.float64)
+    ref = pp.double()
+    ops.cpml_step(p.double(), pp.double(), m.double(), ref, order, spacing, lo, hi, ref_axes, "torch")
+    ref_scale = float(ref[box].abs().max())
+
+    def errors(out, axes, slot) -> float:
+        err = float((out[box].double() - ref[box]).abs().max()) / ref_scale
+        for a, r_ in zip(axes, ref_axes):
+            for got, want in ((a.psi[slot], r_.psi[1]), (a.zeta, r_.zeta)):
+                err = max(err, float((got.double() - want).abs().max()) / max(float(want.abs().max()), 1e-300))
+        return err
+
+    out = torch.empty_like(pp)
+    records = []
+    say("cpml torch step (peer)")
+    t_axes = _copy_axes(axes0)
+    t_peer = time_rotating(lambda _i: ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, t_axes, "torch"), 1,
+                           device=dev, budget_s=budget_s, min_runs=3, warmup=1)
+    peer_tbps = traffic.bytes / (t_peer.median_ms * 1e-3) / 1e12
+    records.append(_record({**case, "variant": "cpml-torch"}, traffic, t_peer.median_ms, t_peer.spread, copy_tbps,
+                           None, measured))
+
+    def check_and_time(variant, run, axes, extra, slot=1):
+        """slot: where the run leaves the new psi (1: ``cpml_step``'s double buffer, swapped after
+        each timed run; 0: in place)."""
+        rcase = {**case, "variant": variant, **({"config": extra["config"]} if "config" in extra else {})}
+        out.fill_(float("nan"))
+        try:
+            handles = run(axes)
+        except Exception as exc:  # noqa: BLE001 - a configuration the compiler rejects is reported, not fatal
+            return _record(rcase, traffic, math.inf, 0, copy_tbps, peer_tbps, measured,
+                           {**extra, "ok": False, "message": str(exc)[:300]})
+        err = errors(out, axes, slot)
+        extra = {**extra, "ok": err < tol, "error": err, **(handles or {})}
+        if not extra["ok"]:
+            return _record(rcase, traffic, math.inf, 0, copy_tbps, peer_tbps, measured, extra)
+
+        def timed(_i):
+            run(axes)
+            for ax in axes:
+                if slot:
+                    ax.swap()
+        t = time_rotating(timed, 1, device=dev, budget_s=budget_s)
+        return _record(rcase, traffic, t.median_ms, t.spread, copy_tbps, peer_tbps, measured, extra)
+
+    for cfg in configs or (CPML_CONFIGS if measured else (ops.default_cpml_config(dev),)):
+        say(f"cpml fused {cfg}")
+        axes = _copy_axes(axes0)
+        records.append(check_and_time(
+            "cpml-fused", lambda ax, cfg=cfg: ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, ax, "triton", None,
+                                                            cfg), axes, {"config": cfg.as_dict()}))
+        del axes
+    if unfused:
+        say("cpml unfused (previous path)")
+        axes = _copy_axes(axes0)
+        records.append(check_and_time("cpml-unfused", lambda ax: _unfused(p, pp, m, out, order, spacing, lo, hi, ax,
+                                                                           layout), axes, {}, slot=0))
     return records
+
+
+def _unfused(p, pp, m, out, order, spacing, lo, hi, axes, layout: Layout) -> None:
+    """The previous path: the fused step, then per axis the psi slab kernel (in place in psi[0], on
+    the layers) and the correction kernel (zeta, p_next) on the layers widened by R."""
+    ops.step_into(p, pp, m, out, order, spacing, lo, hi, None, "triton")
+    for ax in axes:
+        layers = layout.slabs(ax.axis, 0)
+        for k, (w0, w1, origin) in enumerate(ax.regions):
+            blo, bhi = list(lo), list(hi)
+            blo[ax.axis], bhi[ax.axis] = layers[k]
+            ops.cpml_psi(p, ax.psi[0][k], ax.a, ax.b, ax.axis, order, ax.h, tuple(blo), tuple(bhi), "triton", origin)
+        for k, (w0, w1, origin) in enumerate(ax.regions):
+            blo, bhi = list(lo), list(hi)
+            blo[ax.axis], bhi[ax.axis] = w0, w1
+            ops.cpml_correct(p, ax.psi[0][k], ax.zeta[k], ax.a, ax.b, m, out, ax.axis, order, ax.h, tuple(blo),
+                             tuple(bhi), "triton", origin)

@@ -9,8 +9,12 @@ Only ``@triton.jit`` code lives here; validation and launches are in ``tilecraft
   reads its own p_prev before it writes), so a run keeps two wavefields, not three.
   Its Laplacian is the z-march of ``tilecraft.kernels.stencil`` (z terms through L1, x terms from
   vector-shifted 128-bit loads): the plane helpers are imported from there, not copied.
-* ``cpml_psi_kernel`` and ``cpml_correct_kernel``: the convolutional PML's memory variables
-  (Pasalic & McGarry 2010) along one axis, launched only over the absorbing slabs of that axis.
+* ``wave_cpml_kernel``: the same step with the convolutional PML folded in (Pasalic & McGarry
+  2010), one launch over the absorbing layers' boxes; ``wave_step_kernel`` runs the rest. Each
+  point reads p (with +-2R along the axes whose layer it meets), p_prev, m and its memory variables
+  once and writes p_next, psi and zeta once (psi double-buffered).
+* ``cpml_psi_kernel`` and ``cpml_correct_kernel``: the previous, unfused CPML (separate slab
+  launches per axis after the step), kept as the benchmark's comparison.
 
 Arrays are (nz, ny, nx) with unit x stride and shared strides; a 2D run passes (1, nz, nx) views and
 HAS_Z=False.
@@ -33,13 +37,14 @@ from tilecraft.kernels.stencil import (
 def wave_step_kernel(
     p_ptr, pp_ptr, m_ptr, out_ptr, w_ptr, gz_ptr, gy_ptr, gx_ptr,
     nz, ny, nx_s, s_z_s, s_y_s,
-    z_lo, z_hi, y_lo, y_hi, x_lo, x_hi,
+    z_lo, z_hi, y_lo, y_hi, x_lo, x_hi, x_org_s,
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, SCALE: tl.constexpr, HAS_Z: tl.constexpr, SPONGE: tl.constexpr,
     NONTEMPORAL: tl.constexpr,
 ):
     """One program owns a (BLOCK_Y, BLOCK_X) tile and marches BLOCK_Z planes of the box
     [z_lo, z_hi) x [y_lo, y_hi) x [x_lo, x_hi); grid x tiles fastest, then y tiles, then z chunks.
+    x tiles start at x_org_s * SCALE (<= x_lo).
 
     nx and the strides arrive divided by SCALE (= VEC when all are multiples of it) so Triton knows
     rows start on 16-byte boundaries (see ``laplacian_zmarch_kernel``). ``w_ptr``: the stencil
@@ -49,16 +54,20 @@ def wave_step_kernel(
     nx = nx_s * SCALE
     s_z = s_z_s * SCALE
     s_y = s_y_s * SCALE
-    n_tx = tl.cdiv(nx, BLOCK_X)
+    x_org = x_org_s * SCALE
+    n_tx = tl.cdiv(x_hi - x_org, BLOCK_X)
     n_ty = tl.cdiv(y_hi - y_lo, BLOCK_Y)
     pid = tl.program_id(0)
     tile_x = pid % n_tx
     rem = pid // n_tx
     tile_y = rem % n_ty
     zc = rem // n_ty
-    ys, xs, row_ok, row_mask, _out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo, x_hi, nx,
-                                                            BLOCK_Y, BLOCK_X)
-    x0 = tile_x * BLOCK_X
+    # x tiles start at x_org (a multiple of SCALE at or below x_lo), so a box that starts inside the
+    # row (the CPML's interior box) loads no columns left of it.
+    ys, xl, row_ok, row_mask, _out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo - x_org, x_hi - x_org,
+                                                            nx - x_org, BLOCK_Y, BLOCK_X)
+    xs = xl + x_org
+    x0 = x_org + tile_x * BLOCK_X
     full_x = (x0 >= x_lo) & (x0 + BLOCK_X <= x_hi)
     z_begin = z_lo + zc * BLOCK_Z
     z_end = tl.minimum(z_begin + BLOCK_Z, z_hi)
@@ -190,3 +199,200 @@ def cpml_correct_kernel(
     tl.store(zeta_ptr + aoff, zeta, mask=mask)
     out = tl.load(out_ptr + off, mask=mask)
     tl.store(out_ptr + off, out + tl.load(m_ptr + off, mask=mask) * (dpsi + zeta), mask=mask)
+
+
+# ------------------------------------------------------------------------------------------------
+# the step with the CPML folded in (the absorbing layers' boxes, one launch)
+# ------------------------------------------------------------------------------------------------
+@triton.jit
+def _psi_pair(psi_old_ptr, b_ptr, aux, st, c, n_c, q, e_ext, lmask, live, k):
+    """b psi_old at +k minus at -k along the axis, where the store holds psi (a point outside the
+    layers may see none: 0 there)."""
+    lo = tl.load(psi_old_ptr + aux - k * st, mask=lmask & (q - k >= 0) & (q - k < e_ext), other=0.0)
+    hi = tl.load(psi_old_ptr + aux + k * st, mask=lmask & (q + k >= 0) & (q + k < e_ext), other=0.0)
+    b_lo = tl.load(b_ptr + c - k, mask=live & (c - k >= 0) & (c - k < n_c), other=1.0)
+    b_hi = tl.load(b_ptr + c + k, mask=live & (c + k >= 0) & (c + k < n_c), other=1.0)
+    return b_hi * hi - b_lo * lo
+
+
+@triton.jit
+def _cpml_term(val, m, p_ptrs, sp, c, n_c, q, e_ext, aux, st, lmask, inside, live,
+               psi_old_ptr, psi_new_ptr, zeta_ptr, a_ptr, b_ptr, w_ptr, c_ptr, R: tl.constexpr,
+               UNROLL: tl.constexpr):
+    """val + m (dpsi/dx + zeta_new) along one axis for a tile, updating the memory variables.
+
+    ``c``: the points' index along the axis (a (1, 1) tile for z, a column for y, a row for x),
+    ``n_c`` the array's extent; ``q``: their index inside the memory-variable store (extent
+    ``e_ext``), ``aux``: their offsets there, ``st`` its stride along the axis; ``sp``: p's stride.
+
+    dpsi/dx needs psi_new = b psi_old + a dp/dx at the 2R neighbours: its psi_old part is read
+    (b psi_old at +-k), its p part is a fixed combination of p at +-2R along the axis whose
+    coefficients depend only on the index along the axis (``c_ptr``: a (n_c, 4R+1) table,
+    sum_k,j d_k d_j (a(c+k) (p[c+k+j] - p[c+k-j]) - a(c-k) (...))), so each p load feeds three
+    accumulators (that sum, dp/dx and d2p/dx2 at the point) and nothing another program writes is
+    read: psi is double-buffered (psi_old read, psi_new written), zeta read and written only at
+    the point. Outside the layer (a = 0, b = 1) psi and zeta stay 0 and nothing is stored.
+    ``w_ptr``: [d_1..d_R] / h, then [c_0..c_R] / h**2. ``live``: true, but computed from the plane
+    index, so the compiler does not hoist the loop-invariant profile and table loads of the y and x
+    terms out of the plane loop (they would stay live across it: registers). UNROLL: unrolled sums (every load in flight
+    at once) or runtime loops (fewer registers).
+    """
+    ok0 = live & (c >= 0) & (c < n_c)
+    crow = c_ptr + c * (4 * R + 1) + 2 * R
+    centre = tl.load(p_ptrs, mask=lmask, other=0.0)
+    dpsi = centre * tl.load(crow, mask=ok0, other=0.0)
+    d2 = centre * tl.load(w_ptr + R)
+    dp = tl.zeros_like(centre)
+    if UNROLL:
+        d1 = _weights(w_ptr, -1, R)
+        c2 = _weights(w_ptr, R, R)
+        for s in tl.static_range(1, 2 * R + 1):
+            lo = tl.load(p_ptrs - s * sp, mask=lmask & (c - s >= 0), other=0.0)
+            hi = tl.load(p_ptrs + s * sp, mask=lmask & (c + s < n_c), other=0.0)
+            dpsi += lo * tl.load(crow - s, mask=ok0, other=0.0) + hi * tl.load(crow + s, mask=ok0, other=0.0)
+            if s <= R:
+                dp += (hi - lo) * d1[s - 1]
+                d2 += (lo + hi) * c2[s - 1]
+        for k in tl.static_range(1, R + 1):
+            dpsi += _psi_pair(psi_old_ptr, b_ptr, aux, st, c, n_c, q, e_ext, lmask, live, k) * d1[k - 1]
+    else:
+        # The same sums as runtime loops: fewer values live at once (registers), loads less overlapped.
+        for s in tl.range(1, 2 * R + 1):
+            lo = tl.load(p_ptrs - s * sp, mask=lmask & (c - s >= 0), other=0.0)
+            hi = tl.load(p_ptrs + s * sp, mask=lmask & (c + s < n_c), other=0.0)
+            dpsi += lo * tl.load(crow - s, mask=ok0, other=0.0) + hi * tl.load(crow + s, mask=ok0, other=0.0)
+            inner = s <= R
+            dp += (hi - lo) * tl.load(w_ptr + s - 1, mask=inner, other=0.0)
+            d2 += (lo + hi) * tl.load(w_ptr + R + s, mask=inner, other=0.0)
+        for k in tl.range(1, R + 1):
+            dpsi += _psi_pair(psi_old_ptr, b_ptr, aux, st, c, n_c, q, e_ext, lmask, live, k) * tl.load(w_ptr + k - 1)
+    a0 = tl.load(a_ptr + c, mask=ok0, other=0.0)
+    b0 = tl.load(b_ptr + c, mask=ok0, other=1.0)
+    in_layer = inside & (a0 != 0.0)
+    psi = b0 * tl.load(psi_old_ptr + aux, mask=in_layer, other=0.0) + a0 * dp
+    zeta = tl.where(in_layer, b0 * tl.load(zeta_ptr + aux, mask=in_layer, other=0.0) + a0 * (d2 + dpsi), 0.0)
+    tl.store(zeta_ptr + aux, zeta, mask=in_layer)
+    tl.store(psi_new_ptr + aux, psi, mask=in_layer)
+    return val + m * (dpsi + zeta)
+
+
+@triton.jit
+def _axis_meta(meta_ptr, AXIS: tl.constexpr):
+    """(S, t0, t1, o_lo, o_hi, split, E) of one axis's memory variables and its two layer intervals
+    [w0, w1), [w2, w3) (where its terms are not zero)."""
+    base = meta_ptr + AXIS * 11
+    return (tl.load(base), tl.load(base + 1), tl.load(base + 2), tl.load(base + 3), tl.load(base + 4),
+            tl.load(base + 5), tl.load(base + 6), tl.load(base + 7), tl.load(base + 8), tl.load(base + 9),
+            tl.load(base + 10))
+
+
+@triton.jit
+def wave_cpml_kernel(
+    p_ptr, pp_ptr, m_ptr, out_ptr, w_ptr, meta_ptr,
+    zpo_ptr, zpn_ptr, zz_ptr, za_ptr, zb_ptr, zw_ptr, zc_ptr,
+    ypo_ptr, ypn_ptr, yz_ptr, ya_ptr, yb_ptr, yw_ptr, yc_ptr,
+    xpo_ptr, xpn_ptr, xz_ptr, xa_ptr, xb_ptr, xw_ptr, xc_ptr,
+    nz, ny, nx_s, s_z_s, s_y_s,
+    R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
+    VEC: tl.constexpr, SCALE: tl.constexpr, HAS_Z: tl.constexpr, NB: tl.constexpr,
+    PML_Z: tl.constexpr, PML_Y: tl.constexpr, PML_X: tl.constexpr, UNROLL: tl.constexpr,
+):
+    """The fused step p_next = 2 p - p_prev + m (lap p + sum_a (dpsi_a/dx_a + zeta_a)) on up to NB
+    boxes (the absorbing layers; the rest of the grid runs ``wave_step_kernel``), one launch.
+
+    ``meta_ptr`` (int32): 3 x 11 ints per axis (``_axis_meta``), then NB x 8 per box
+    (z_lo, z_hi, y_lo, y_hi, x_lo, x_hi, x_org / SCALE, first program). A program finds its box,
+    owns a (BLOCK_Y, BLOCK_X) tile of it and marches BLOCK_Z planes, as ``wave_step_kernel``; each
+    axis's CPML term is computed only on planes (z) or tiles (y, x) that meet that axis's layers.
+    Per axis a: psi_old (read), psi_new (written), zeta, the profiles a and b, the weights
+    [d_k / h, c_k / h**2] and the (n_a, 4R+1) table of ``_cpml_term``; the memory variables are (K, ...) stacks of K = 1 or 2 stores (one per
+    layer), each holding [origin, origin + E) of the axis; a point uses the second store from
+    ``split`` on. Stores are exact (element-masked): tiles of different boxes may share a vector.
+    """
+    nx = nx_s * SCALE
+    s_z = s_z_s * SCALE
+    s_y = s_y_s * SCALE
+    s_z64 = s_z.to(tl.int64)
+    pid = tl.program_id(0)
+    boxes = meta_ptr + 3 * 11
+    bi = 0
+    for i in tl.static_range(1, NB):
+        bi += (pid >= tl.load(boxes + i * 8 + 7)).to(tl.int32)
+    box = boxes + bi * 8
+    z_lo = tl.load(box)
+    z_hi = tl.load(box + 1)
+    y_lo = tl.load(box + 2)
+    y_hi = tl.load(box + 3)
+    x_lo = tl.load(box + 4)
+    x_hi = tl.load(box + 5)
+    x_org = tl.load(box + 6) * SCALE
+    lp = pid - tl.load(box + 7)
+    n_tx = tl.cdiv(x_hi - x_org, BLOCK_X)
+    n_ty = tl.cdiv(y_hi - y_lo, BLOCK_Y)
+    tile_x = lp % n_tx
+    rem = lp // n_tx
+    tile_y = rem % n_ty
+    zc = rem // n_ty
+    ys, xl, row_ok, row_mask, _out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo - x_org, x_hi - x_org,
+                                                            nx - x_org, BLOCK_Y, BLOCK_X)
+    xs = xl + x_org
+    inside = row_mask & x_in
+    z_begin = z_lo + zc * BLOCK_Z
+    z_end = tl.minimum(z_begin + BLOCK_Z, z_hi)
+    offs = ys[:, None] * s_y + xs[None, :]
+    w_centre = tl.load(w_ptr)
+    wz = _weights(w_ptr, 0, R)
+    wy = _weights(w_ptr, R, R)
+    wx = _weights(w_ptr, 2 * R, R)
+    y0 = y_lo + tile_y * BLOCK_Y
+    y1 = tl.minimum(y0 + BLOCK_Y, y_hi)
+    x0 = tl.maximum(x_org + tile_x * BLOCK_X, x_lo)
+    x1 = tl.minimum(x_org + tile_x * BLOCK_X + BLOCK_X, x_hi)
+    zS, zt0, zt1, zo_lo, zo_hi, z_split, zE, zw0, zw1, zw2, zw3 = _axis_meta(meta_ptr, 0)
+    yS, yt0, yt1, yo_lo, yo_hi, y_split, yE, yw0, yw1, yw2, yw3 = _axis_meta(meta_ptr, 1)
+    xS, xt0, xt1, xo_lo, xo_hi, x_split, xE, xw0, xw1, xw2, xw3 = _axis_meta(meta_ptr, 2)
+    # y and x: does this tile meet the axis's layers? (z: tested per plane)
+    in_y = ((y0 < yw1) & (y1 > yw0)) | ((y0 < yw3) & (y1 > yw2))
+    in_x = ((x0 < xw1) & (x1 > xw0)) | ((x0 < xw3) & (x1 > xw2))
+    # stores along y and x: which of the K stores, the index inside it
+    ysel = ys >= y_split
+    yq = ys - tl.where(ysel, yo_hi, yo_lo)
+    xsel = xs >= x_split
+    xq = xs - tl.where(xsel, xo_hi, xo_lo)
+    for pz in range(z_begin, z_end):
+        plane = pz * s_z64
+        base = p_ptr + plane
+        centre = tl.load(base + offs, mask=row_mask, other=0.0)
+        rows, chunks = _plane_loads(base, offs, row_ok, row_mask, xs, nx, s_y, R, VEC)
+        lap = _plane_xy(centre, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
+        if HAS_Z:
+            for k in tl.static_range(1, R + 1):
+                lo = tl.load(base - k * s_z64 + offs, mask=row_mask, other=0.0)
+                hi = tl.load(base + k * s_z64 + offs, mask=row_mask, other=0.0)
+                lap += (lo + hi) * wz[k - 1]
+        prev = tl.load(pp_ptr + plane + offs, mask=row_mask, other=0.0)
+        m = tl.load(m_ptr + plane + offs, mask=row_mask, other=0.0)
+        val = 2.0 * centre - prev + m * lap
+        live = pz < z_end
+        if PML_Z:  # noqa: SIM102 - a compile-time switch around a runtime test
+            if ((pz >= zw0) & (pz < zw1)) | ((pz >= zw2) & (pz < zw3)):
+                zc1 = pz + tl.zeros((1, 1), dtype=tl.int32)  # the plane index as a (1, 1) tile
+                zsel = zc1 >= z_split
+                zq = zc1 - tl.where(zsel, zo_hi, zo_lo)
+                aux = (zsel.to(tl.int64) * zS + zq.to(tl.int64) * zt0 + (ys * zt1)[:, None] + xs[None, :])
+                val = _cpml_term(val, m, base + offs, s_z64, zc1, nz, zq, zE, aux, zt0.to(tl.int64), row_mask,
+                                 inside, live, zpo_ptr, zpn_ptr, zz_ptr, za_ptr, zb_ptr, zw_ptr, zc_ptr, R,
+                                 UNROLL)
+        if PML_Y:  # noqa: SIM102 - a compile-time switch around a runtime test
+            if in_y:
+                aux = (ysel.to(tl.int64) * yS + pz * yt0.to(tl.int64) + yq * yt1)[:, None] + xs[None, :]
+                val = _cpml_term(val, m, base + offs, s_y, ys[:, None], ny, yq[:, None], yE, aux, yt1, row_mask,
+                                 inside, live, ypo_ptr, ypn_ptr, yz_ptr, ya_ptr, yb_ptr, yw_ptr, yc_ptr, R,
+                                 UNROLL)
+        if PML_X:  # noqa: SIM102 - a compile-time switch around a runtime test
+            if in_x:
+                aux = (pz * xt0.to(tl.int64) + ys * xt1)[:, None] + (xsel.to(tl.int64) * xS + xq)[None, :]
+                val = _cpml_term(val, m, base + offs, 1, xs[None, :], nx, xq[None, :], xE, aux, 1, row_mask,
+                                 inside, live, xpo_ptr, xpn_ptr, xz_ptr, xa_ptr, xb_ptr, xw_ptr, xc_ptr, R,
+                                 UNROLL)
+        tl.store(out_ptr + plane + offs, val, mask=inside)

@@ -1,7 +1,9 @@
 """The acoustic wave time step: validation, choice of backend, and launch of ``tilecraft.kernels.wave``.
 
-``wave_step`` is the public op (registered as ``torch.ops.tilecraft.wave_step``); ``cpml_psi`` and
-``cpml_correct`` are the PML's slab updates that ``tilecraft.wave.simulate`` launches.
+``wave_step`` is the public op (registered as ``torch.ops.tilecraft.wave_step``); ``cpml_step`` is
+the step with the convolutional PML folded in (``CpmlAxis``: one axis's memory variables), what
+``tilecraft.wave.simulate`` launches with ``boundary="pml"``; ``cpml_psi`` and ``cpml_correct`` are
+the previous, unfused slab updates (kept as the benchmark's comparison and the tests' oracle).
 
 Backends: ``"triton"`` runs the kernels (CUDA/ROCm tensors, or CPU tensors under
 ``TRITON_INTERPRET=1``); ``"torch"`` runs ``tilecraft.reference.wave`` (elementwise torch, in the
@@ -11,7 +13,7 @@ reports which one ran.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 import triton
@@ -22,6 +24,7 @@ from tilecraft.reference.stencil import second_derivative_coefficients, stencil_
 from tilecraft.reference.wave import (
     cpml_correct_torch,
     cpml_psi_torch,
+    cpml_terms_torch,
     first_derivative_coefficients,
     wave_step_torch,
 )
@@ -147,6 +150,9 @@ def _as3d(t: torch.Tensor) -> torch.Tensor:
     return t if t.dim() == 3 else t.unsqueeze(0)
 
 
+X_ALIGN = 8  # x tiles start on multiples of 8 points (32 B in fp32): a multiple of every vector width
+
+
 def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveConfig):
     r = order // 2
     has_z = p.dim() == 3
@@ -163,7 +169,8 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
     s_z, s_y, _ = p3.stride()
     vec = min(16 // p.element_size(), cfg.block_x)
     scale = vec if all(v % vec == 0 for v in (nx, s_z, s_y)) else 1
-    n_prog = (triton_cdiv(nx, cfg.block_x) * triton_cdiv(hi3[1] - lo3[1], cfg.block_y)
+    x_org = lo3[2] - lo3[2] % X_ALIGN  # x tiles start here (a multiple of the vector width)
+    n_prog = (triton_cdiv(hi3[2] - x_org, cfg.block_x) * triton_cdiv(hi3[1] - lo3[1], cfg.block_y)
               * triton_cdiv(hi3[0] - lo3[0], cfg.block_z))
     opts = {"num_warps": cfg.num_warps}
     # The register budget is sized for the plain step with 128-bit loads (56 at order 8, sm90). Unaligned
@@ -174,7 +181,7 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
         opts["maxnreg"] = cfg.maxnreg
     return _k.wave_step_kernel[(n_prog,)](
         p3, pp3, m3, o3, w, *g3, nz, ny, nx // scale, s_z // scale, s_y // scale,
-        lo3[0], hi3[0], lo3[1], hi3[1], lo3[2], hi3[2],
+        lo3[0], hi3[0], lo3[1], hi3[1], lo3[2], hi3[2], x_org // scale,
         R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec, SCALE=scale,
         HAS_Z=has_z, SPONGE=sponge is not None, NONTEMPORAL=cfg.nontemporal, **opts)
 
@@ -213,7 +220,7 @@ def cpml_psi(p, psi, a, b, axis: int, order: int, h: float, lo, hi, backend: str
     """psi = b psi + a dp/dx_axis on the box [lo, hi) (a, b: 1D profiles along ``axis``). psi holds
     indices [origin, origin + psi.shape[axis]) of ``axis`` (the other axes as p). ``z_rows`` (Triton,
     axis 0 of a 3D grid only): tiles hold columns of planes, so the z neighbours are rows of the tile
-    (an alternative tile order, timed by ``bench.wave.cpml_suite``)."""
+    (an alternative tile order)."""
     if backend == "torch":
         cpml_psi_torch(p, psi, a, b, axis, order, h, lo, hi, origin)
         return
@@ -248,6 +255,293 @@ def step_into(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi,
         with torch.cuda.device(p.device):
             return _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg)
     return _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg)
+
+
+# ----------------------------------------------------------------------------------------------
+# the step with the CPML folded in
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CpmlConfig:
+    """Launch configuration of ``wave_cpml_kernel`` (the absorbing layers' boxes)."""
+
+    block_y: int
+    block_x: int
+    block_z: int
+    num_warps: int
+    unroll: bool = True
+    maxnreg: int | None = None
+    by_axes: bool = False
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def default_cpml_config(device: torch.device) -> CpmlConfig:
+    """GPU: 4 rows x 64 points, 8 planes per program, 4 warps, runtime loops, one launch per face
+    axis (128 registers on sm90, cross-compiled; not yet measured). Interpreter: few large programs."""
+    if device.type != "cuda":
+        return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
+    return CpmlConfig(block_y=4, block_x=64, block_z=8, num_warps=4, unroll=False, by_axes=True)
+
+
+_NO_SPLIT = 2**30
+
+
+@dataclass
+class CpmlAxis:
+    """One axis's CPML on a (local) grid: the profiles a, b along the axis, the layers widened by R
+    (``regions``: (w0, w1, origin) each, [w0, w1) where the axis's terms are not zero, ``origin``
+    where its store starts along the axis), and the memory variables: ``psi`` = [old, new] and
+    ``zeta``, (K, ...) stacks of one store per region (K = len(regions)), each of extent
+    ``extent`` along the axis and the grid's along the others. ``swap()`` after every step."""
+
+    axis: int
+    h: float
+    a: torch.Tensor
+    b: torch.Tensor
+    regions: tuple[tuple[int, int, int], ...]
+    psi: list[torch.Tensor]
+    zeta: torch.Tensor
+    _tables: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def create(cls, shape: tuple[int, ...], axis: int, h: float, a: torch.Tensor, b: torch.Tensor,
+               layers: list[tuple[int, int]], order: int, full: bool = False) -> CpmlAxis:
+        """Zeroed memory variables for the widened layers ``layers`` ([w0, w1) each, at most two, in
+        increasing order): per layer a store of [w0 - R, w1 + R) (cut to the grid), or with ``full``
+        one store of the whole axis (what a slab split along this axis keeps, its halos exchanged;
+        it may have no layer at all)."""
+        r, n = order // 2, shape[axis]
+        if not (0 if full else 1) <= len(layers) <= 2 or (len(layers) == 2 and layers[0][1] > layers[1][0]):
+            raise ValueError(f"CPML layers along axis {axis} must be one or two increasing intervals, got {layers}")
+        if full:
+            regions, extent = tuple((w0, w1, 0) for w0, w1 in layers), n
+            k = 1
+        else:
+            regions = tuple((w0, w1, max(w0 - r, 0)) for w0, w1 in layers)
+            extent = max(min(w1 + r, n) - o for w0, w1, o in regions)
+            k = len(regions)
+        store = (k,) + tuple(extent if d == axis else v for d, v in enumerate(shape))
+        z = a.new_zeros(store)
+        return cls(axis, float(h), a, b, regions, [z, torch.zeros_like(z)], torch.zeros_like(z))
+
+    @property
+    def extent(self) -> int:
+        return self.zeta.shape[1 + self.axis]
+
+    def swap(self) -> None:
+        self.psi = [self.psi[1], self.psi[0]]
+
+    def c_table(self, order: int) -> torch.Tensor:
+        """(n, 4R+1): the coefficients of p[c + s], s = -2R..2R, in sum_k d_k (a(c+k) dp/dx(c+k)
+        - a(c-k) dp/dx(c-k)) (d_k / h the first-difference weights; a = 0 beyond the grid), built
+        in float64 once and cast to the fields' dtype."""
+        t = self._tables.get(order)
+        if t is None:
+            r = order // 2
+            d = [float(c) / self.h for c in first_derivative_coefficients(order)]
+            a = torch.nn.functional.pad(self.a.detach().to("cpu", torch.float64), (r, r))  # a[c + r] = a(c)
+            n = self.a.shape[0]
+            c = torch.zeros(n, 4 * r + 1, dtype=torch.float64)
+            for k in range(1, r + 1):
+                a_hi, a_lo = a[r + k:r + k + n], a[r - k:r - k + n]  # a(c + k), a(c - k)
+                for j in range(1, r + 1):
+                    w = d[k - 1] * d[j - 1]
+                    c[:, 2 * r + k + j] += w * a_hi
+                    c[:, 2 * r + k - j] -= w * a_hi
+                    c[:, 2 * r - k + j] -= w * a_lo
+                    c[:, 2 * r - k - j] += w * a_lo
+            t = self._tables[order] = c.to(dtype=self.a.dtype, device=self.a.device).contiguous()
+        return t
+
+
+def check_cpml(p: torch.Tensor, pml: list[CpmlAxis], order: int) -> None:
+    """The CPML axes fit p: distinct axes of p, profiles of p's extent, stores of p's dtype/device."""
+    axes = [ax.axis for ax in pml]
+    if len(set(axes)) != len(axes) or not all(0 <= a < p.dim() for a in axes):
+        raise ValueError(f"CPML axes must be distinct axes of a {p.dim()}D grid, got {axes}")
+    r = order // 2
+    for ax in pml:
+        n = p.shape[ax.axis]
+        for name, t in (("a", ax.a), ("b", ax.b)):
+            if t.dim() != 1 or t.shape[0] != n or t.dtype != p.dtype or t.device != p.device:
+                raise ValueError(f"CPML profile {name} of axis {ax.axis} must be a 1D {p.dtype} tensor of {n} values on "
+                                 f"{p.device}, got {tuple(t.shape)} {t.dtype} on {t.device}")
+        want = ax.zeta.shape
+        if (len(want) != p.dim() + 1 or tuple(want[1:]) != tuple(ax.extent if d == ax.axis else v for d, v in
+                                                                  enumerate(p.shape))):
+            raise ValueError(f"CPML stores of axis {ax.axis} have shape {tuple(want)}, not (K, ...) over p's grid")
+        for t in (*ax.psi, ax.zeta):
+            if t.shape != want or t.dtype != p.dtype or t.device != p.device or not t.is_contiguous():
+                raise ValueError(f"CPML memory variables of axis {ax.axis} must be contiguous {p.dtype} tensors of "
+                                 f"shape {tuple(want)} on {p.device}")
+        k = want[0]
+        for w0, w1, o in ax.regions:
+            if not (r <= w0 < w1 <= n - r and 0 <= o <= max(w0 - r, 0) and min(w1 + r, n) <= o + ax.extent):
+                raise ValueError(f"CPML region {(w0, w1, o)} of axis {ax.axis} does not fit its store "
+                                 f"(extent {ax.extent}, grid {n}, R={r})")
+        if k != 1 and k != len(ax.regions):
+            raise ValueError(f"axis {ax.axis}: {k} stores for {len(ax.regions)} regions")
+
+
+def _split_axis(lo: int, hi: int, layers) -> tuple[tuple[int, int] | None, list[tuple[int, int]]]:
+    """[lo, hi) into the inner interval that meets no layer and the (at most two) end pieces that do."""
+    i_lo, i_hi = lo, hi
+    for w0, w1 in layers:
+        a, b = max(lo, w0), min(hi, w1)
+        if a >= b:
+            continue
+        if a <= i_lo:
+            i_lo = max(i_lo, b)
+        elif b >= i_hi:
+            i_hi = min(i_hi, a)
+        else:
+            raise ValueError(f"a CPML layer [{w0}, {w1}) lies inside the box [{lo}, {hi}), not at its ends")
+    if i_lo >= i_hi:
+        return None, [(lo, hi)]
+    return (i_lo, i_hi), [s for s in ((lo, i_lo), (i_hi, hi)) if s[0] < s[1]]
+
+
+def cpml_boxes(lo3, hi3, layers3, by_axes: bool = False) -> tuple[tuple | None, list[tuple[tuple, list]]]:
+    """The box [lo3, hi3) (z, y, x) split into the interior (no layer: ``wave_step_kernel``) and
+    boxes that meet a layer (``wave_cpml_kernel``), as groups (axes, boxes): ``axes`` the kernel
+    axes whose terms the group's launch computes.
+
+    One group (default): up to six boxes, the z layers' slabs over the whole (y, x) box, then the y
+    layers' over the inner z, then the x layers' over the inner z and y; the launch computes every
+    axis's terms where a tile meets that axis's layer. ``by_axes``: the box cut into up to 27 pieces
+    (inner or layer along each axis); the faces (in one axis's layer) one launch per axis, compiled
+    for that axis's terms only (fewer registers), the edges and corners one more launch."""
+    split = [_split_axis(lo3[d], hi3[d], layers3[d]) for d in range(3)]
+    (zi, zs), (yi, ys), (xi, xs) = split
+    interior = (zi, yi, xi) if None not in (zi, yi, xi) else None
+    present = tuple(d for d in range(3) if layers3[d])
+    if not by_axes:
+        full_y, full_x = (lo3[1], hi3[1]), (lo3[2], hi3[2])
+        boxes = [(z, full_y, full_x) for z in zs]
+        if zi is not None:
+            boxes += [(zi, y, full_x) for y in ys]
+            if yi is not None:
+                boxes += [(zi, yi, x) for x in xs]
+        return interior, ([(present, boxes)] if boxes else [])
+    groups: dict[tuple, list] = {}
+    pieces = [([(inner, False)] if inner is not None else []) + [(sh, True) for sh in shells] for inner, shells in split]
+    for pz, lz in pieces[0]:
+        for py, ly in pieces[1]:
+            for px, lx in pieces[2]:
+                axes = tuple(d for d, flag in enumerate((lz, ly, lx)) if flag)
+                if axes:  # edges and corners (a few percent of the layers) share one launch
+                    groups.setdefault(axes if len(axes) == 1 else present, []).append((pz, py, px))
+    return interior, sorted(groups.items(), key=lambda g: (len(g[0]), g[0]))
+
+
+def _axis_ints(ax: CpmlAxis | None, ndim: int) -> list[int]:
+    """The 11 ints of one kernel axis in the meta table (``_axis_meta``)."""
+    if ax is None:
+        return [0] * 11
+    st = ax.zeta if ndim == 3 else ax.zeta.unsqueeze(1)
+    s_k, t0, t1 = st.stride()[0], st.stride()[1], st.stride()[2]
+    regs = ax.regions
+    two = len(regs) == 2 and ax.zeta.shape[0] == 2
+    o_lo = regs[0][2]
+    o_hi = regs[1][2] if two else o_lo
+    split = regs[0][1] if two else _NO_SPLIT
+    w = [regs[0][0], regs[0][1]] + ([regs[1][0], regs[1][1]] if len(regs) == 2 else [0, 0])
+    return [s_k, t0, t1, o_lo, o_hi, split, ax.extent] + w
+
+
+def _pml_meta(lo3, hi3, kaxes: dict[int, CpmlAxis], ndim: int, cfg: CpmlConfig, scale: int, device):
+    """(interior box, [(axes, meta tensor, number of boxes, programs)] one per launch); cached."""
+    key = ("pml", tuple(lo3), tuple(hi3), cfg, scale, str(device),
+           tuple((ka, ax.regions, tuple(ax.zeta.stride())) for ka, ax in sorted(kaxes.items())))
+    hit = _PLANS.get(key)
+    if hit is not None:
+        return hit
+    layers3 = [[(w0, w1) for w0, w1, _ in kaxes[d].regions] if d in kaxes else [] for d in range(3)]
+    interior, groups = cpml_boxes(lo3, hi3, layers3, cfg.by_axes)
+    axis_ints = [v for d in range(3) for v in _axis_ints(kaxes.get(d), ndim)]
+    launches = []
+    for axes, boxes in groups:
+        ints, start = list(axis_ints), 0
+        for (z0, z1), (y0, y1), (x0, x1) in boxes:
+            x_org = x0 - x0 % X_ALIGN
+            ints += [z0, z1, y0, y1, x0, x1, x_org // scale, start]
+            start += (triton_cdiv(x1 - x_org, cfg.block_x) * triton_cdiv(y1 - y0, cfg.block_y)
+                      * triton_cdiv(z1 - z0, cfg.block_z))
+        if max(abs(v) for v in ints) >= 2**31:
+            raise ValueError("grid too large for the CPML kernel's 32-bit tables")
+        launches.append((axes, torch.tensor(ints, dtype=torch.int32, device=device), len(boxes), start))
+    if len(_PLANS) > 64:
+        _PLANS.clear()
+    plan = _PLANS[key] = (interior, launches)
+    return plan
+
+
+_PLANS: dict[tuple, tuple] = {}
+
+
+def _launch_cpml(p, p_prev, m, out, order, spacing, lo, hi, pml: list[CpmlAxis], cfg: WaveConfig,
+                 pcfg: CpmlConfig) -> None:
+    r = order // 2
+    ndim = p.dim()
+    has_z = ndim == 3
+    p3, pp3, m3, o3 = (_as3d(t) for t in (p, p_prev, m, out))
+    lo3 = tuple(lo) if has_z else (0,) + tuple(lo)
+    hi3 = tuple(hi) if has_z else (1,) + tuple(hi)
+    kaxes = {ax.axis + 3 - ndim: ax for ax in pml if ax.regions}
+    nz, ny, nx = p3.shape
+    s_z, s_y, _ = p3.stride()
+    vec = min(16 // p.element_size(), pcfg.block_x)
+    scale = vec if all(v % vec == 0 for v in (nx, s_z, s_y)) else 1
+    interior, launches = _pml_meta(lo3, hi3, kaxes, ndim, pcfg, scale, p.device)
+    if interior is not None:
+        ilo = tuple(a for a, _ in interior)[3 - ndim:]
+        ihi = tuple(b for _, b in interior)[3 - ndim:]
+        _launch_step(p, p_prev, m, out, order, spacing, ilo, ihi, None, cfg)
+    if not launches:
+        return
+    sp3 = spacing if has_z else (math.inf,) + tuple(spacing)
+    w = _const(("w", order, sp3), stencil_weights(order, sp3), p.dtype, p.device)
+    per_axis = []
+    for d in range(3):
+        ax = kaxes.get(d)
+        if ax is None:
+            per_axis += [w] * 7  # never read
+            continue
+        d1 = [float(c) / ax.h for c in first_derivative_coefficients(order)]
+        d2 = [float(c) / ax.h**2 for c in second_derivative_coefficients(order)]
+        per_axis += [ax.psi[0], ax.psi[1], ax.zeta, ax.a, ax.b,
+                     _const(("cpml", order, ax.h), d1 + d2, p.dtype, p.device), ax.c_table(order)]
+    opts = {"num_warps": pcfg.num_warps}
+    if pcfg.maxnreg and p.device.type == "cuda" and torch.version.hip is None:
+        opts["maxnreg"] = pcfg.maxnreg
+    for axes, meta, nb, n_prog in launches:
+        _k.wave_cpml_kernel[(n_prog,)](
+            p3, pp3, m3, o3, w, meta, *per_axis, nz, ny, nx // scale, s_z // scale, s_y // scale,
+            R=r, BLOCK_Y=pcfg.block_y, BLOCK_X=pcfg.block_x, BLOCK_Z=pcfg.block_z, VEC=vec, SCALE=scale,
+            HAS_Z=has_z, NB=nb, PML_Z=0 in axes, PML_Y=1 in axes, PML_X=2 in axes, UNROLL=pcfg.unroll, **opts)
+
+
+def cpml_step(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi, pml: list[CpmlAxis], backend: str,
+              config: WaveConfig | None = None, pml_config: CpmlConfig | None = None) -> None:
+    """out = 2 p - p_prev + m (lap p + sum_a (dpsi_a/dx_a + zeta_a)) on the box [lo, hi), updating
+    each axis's memory variables there (psi into ``psi[1]``, zeta in place); validated arguments
+    (``check_cpml``), resolved backend. ``out`` may be ``p_prev``. Triton: the box's interior runs
+    ``wave_step_kernel`` (``config``), the layers' boxes one ``wave_cpml_kernel`` launch
+    (``pml_config``). Call ``swap()`` on every axis after the whole step (all boxes of it)."""
+    if backend == "torch":
+        wave_step_torch(p, p_prev, m, out, order, spacing, tuple(lo), tuple(hi))
+        for ax in pml:
+            cpml_terms_torch(p, m, out, ax.psi[0], ax.psi[1], ax.zeta, ax.a, ax.b, ax.axis, order, ax.h, lo, hi,
+                             ax.regions)
+        return
+    cfg = config or default_config(p.dtype, order, p.device)
+    pcfg = pml_config or default_cpml_config(p.device)
+    if p.device.type == "cuda":
+        with torch.cuda.device(p.device):
+            _launch_cpml(p, p_prev, m, out, order, spacing, lo, hi, pml, cfg, pcfg)
+    else:
+        _launch_cpml(p, p_prev, m, out, order, spacing, lo, hi, pml, cfg, pcfg)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -312,4 +606,5 @@ def _wave_step_fake(p, p_prev, m, out, order, spacing, lo, hi, sponge, backend) 
     return None
 
 
-__all__ = ["BACKENDS", "WaveConfig", "cpml_correct", "cpml_psi", "default_config", "step_into", "wave_step"]
+__all__ = ["BACKENDS", "CpmlAxis", "CpmlConfig", "WaveConfig", "check_cpml", "cpml_boxes", "cpml_correct", "cpml_psi",
+           "cpml_step", "default_config", "default_cpml_config", "step_into", "wave_step"]

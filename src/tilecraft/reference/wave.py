@@ -113,6 +113,50 @@ def cpml_correct_torch(p: torch.Tensor, psi: torch.Tensor, zeta: torch.Tensor, a
     out[box] = out[box] + m[box] * (dpsi + zeta[pbox])
 
 
+def cpml_terms_torch(p: torch.Tensor, m: torch.Tensor, out: torch.Tensor, psi_old: torch.Tensor,
+                     psi_new: torch.Tensor, zeta: torch.Tensor, a: torch.Tensor, b: torch.Tensor, axis: int,
+                     order: int, h: float, lo, hi, regions) -> None:
+    """One axis's CPML terms of the fused step on the box [lo, hi), psi double-buffered.
+
+    ``regions``: (w0, w1, origin) per layer: the layer widened by R ([w0, w1): where the terms are
+    not zero) and the index of ``axis`` where its store starts; ``psi_old``, ``psi_new``, ``zeta``
+    are (K, ...) stacks, store k for region k (K = 1: one store for every region). On the box's points in [w0, w1):
+    psi_new = b psi_old + a dp/dx at the points and their R neighbours (computed where p's
+    neighbours exist, i.e. in [R, n - R); outside, a = 0 and psi_new = psi_old), D = dpsi_new/dx,
+    zeta = b zeta + a (d2p/dx2 + D), out += m (D + zeta); psi_new and zeta are stored at the box's
+    points. The same values as ``cpml_psi_torch`` then ``cpml_correct_torch`` on one psi array.
+    """
+    r, n = order // 2, p.shape[axis]
+
+    def along(t_lo, t_hi, lo_, hi_):
+        return (tuple(t_lo if d == axis else v for d, v in enumerate(lo_)),
+                tuple(t_hi if d == axis else v for d, v in enumerate(hi_)))
+
+    for k, (w0, w1, origin) in enumerate(regions):
+        k = k if psi_old.shape[0] > 1 else 0
+        s0, s1 = max(lo[axis], w0), min(hi[axis], w1)
+        if s0 >= s1:
+            continue
+        slo, shi = along(s0, s1, lo, hi)
+        nlo, nhi = along(s0 - r, s1 + r, lo, hi)
+        tmp = psi_old[k][_box(nlo, nhi, axis, -origin)].clone()
+        i0, i1 = max(s0 - r, r), min(s1 + r, n - r)
+        if i0 < i1:
+            ilo, ihi = along(i0, i1, lo, hi)
+            sl = tuple(slice(i0 - s0 + r, i1 - s0 + r) if d == axis else slice(None) for d in range(p.dim()))
+            tmp[sl] = (_profile(b, axis, p.dim(), ilo, ihi) * psi_old[k][_box(ilo, ihi, axis, -origin)]
+                       + _profile(a, axis, p.dim(), ilo, ihi) * first_difference(p, axis, order, h, ilo, ihi))
+        tlo = tuple(r if d == axis else 0 for d in range(p.dim()))
+        thi = tuple(r + s1 - s0 if d == axis else b_ - a_ for d, (a_, b_) in enumerate(zip(slo, shi)))
+        dpsi = first_difference(tmp, axis, order, h, tlo, thi)
+        box, pbox = _box(slo, shi), _box(slo, shi, axis, -origin)
+        aa, bb = _profile(a, axis, p.dim(), slo, shi), _profile(b, axis, p.dim(), slo, shi)
+        z = bb * zeta[k][pbox] + aa * (second_difference(p, axis, order, h, slo, shi) + dpsi)
+        zeta[k][pbox] = z
+        out[box] = out[box] + m[box] * (dpsi + z)
+        psi_new[k][pbox] = tmp[_box(tlo, thi)]
+
+
 # ------------------------------------------------------------------------------------------------
 # analytic solutions: p_tt = v**2 lap p + delta(x) f(t) in a homogeneous medium, p = 0 for t <= 0
 # ------------------------------------------------------------------------------------------------

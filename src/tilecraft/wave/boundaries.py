@@ -139,8 +139,10 @@ def sponge_profile(layout: Layout, axis: int, vmax: float, h: float, dt: float) 
     return damping(layout.depth(axis), vmax, h, layout.width) * dt / 2
 
 
-def apply_free_surface(p: torch.Tensor, radius: int) -> None:
-    """p = 0 on the surface plane (index R of axis 0) and the mirror image -p above it."""
-    p[radius] = 0
+def apply_free_surface(p: torch.Tensor, radius: int, surface: int | None = None) -> None:
+    """p = 0 on the surface plane (index ``surface`` of axis 0, default R) and the mirror image -p on
+    the R planes above it."""
+    s = radius if surface is None else surface
+    p[s] = 0
     for k in range(1, radius + 1):
-        p[radius - k] = -p[radius + k]
+        p[s - k] = -p[s + k]

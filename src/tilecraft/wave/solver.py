@@ -3,13 +3,14 @@
 One step (leapfrog, m = v**2 dt**2)::
 
     p[n+1] = 2 p[n] - p[n-1] + m lap(p[n])             fused kernel (+ sponge damping)
-             + m sum_a (dpsi_a/dx_a + zeta_a)          CPML slabs only
+             + m sum_a (dpsi_a/dx_a + zeta_a)          CPML: in the same step, on the layers' boxes
              + dt**2 s[n] / cell volume               sources (a tiny index_add)
 
 then the free surface (if any), then the receivers read p[n+1] at the next step. Several processes
 (``torch.distributed`` initialised with world size > 1) split axis 0 (depth) into slabs: each rank
-holds its slab and R halo planes on each side, exchanges the halos of p (and of the CPML's psi_z)
-with its neighbours every step, and computes the planes that need no halo while the exchange is in
+holds its slab and H halo planes on each side (H = R; 2R with the CPML, whose dpsi_z/dz recomputes
+psi_z at R neighbours from p at +-R), exchanges the halos of p (and of the CPML's psi_z) with its
+neighbours every step, and computes the planes that need no halo while the exchange is in
 flight. Every point is computed by the same arithmetic as in one process, so the shot record is
 bit-identical to the one-process run (tested on CPU with gloo).
 """
@@ -25,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from tilecraft.ops.stencil import _check_order
-from tilecraft.ops.wave import cpml_correct, cpml_psi, resolve_backend, step_into
+from tilecraft.ops.wave import CpmlAxis, cpml_step, resolve_backend, step_into
 from tilecraft.reference.stencil import second_derivative_coefficients
 from tilecraft.wave.boundaries import (
     BOUNDARIES,
@@ -81,19 +82,30 @@ class Result:
 # ------------------------------------------------------------------------------------------------
 # slabs along axis 0
 # ------------------------------------------------------------------------------------------------
-def partition(n_updated: int, ranks: int, radius: int, free_surface: bool = False) -> list[tuple[int, int]]:
+def halo_width(order: int, boundary: str, ranks: int) -> int:
+    """Halo planes per side of a rank's slab: R, or 2R for the CPML on several ranks (dpsi_z/dz at a
+    slab's face recomputes psi_z at R planes of the halo, from p at R more)."""
+    r = order // 2
+    return 2 * r if (boundary == "pml" and ranks > 1) else r
+
+
+def partition(n_updated: int, ranks: int, radius: int, free_surface: bool = False,
+              halo: int | None = None) -> list[tuple[int, int]]:
     """Split ``n_updated`` planes into ``ranks`` contiguous slabs (offsets from the first updated
-    plane), the first ones one plane larger when it does not divide. Every slab must hold at least R
-    planes (its neighbours' halo comes from it alone; R + 1 for the top slab under a free surface)."""
+    plane), the first ones one plane larger when it does not divide. Every slab must hold at least
+    ``halo`` planes (default R; its neighbours' halo comes from it alone) and R + 1 for the top slab
+    under a free surface."""
     if ranks < 1:
         raise ValueError(f"ranks must be >= 1, got {ranks}")
+    halo = radius if halo is None else halo
     base, extra = divmod(n_updated, ranks)
     sizes = [base + (1 if i < extra else 0) for i in range(ranks)]
-    need = radius + 1 if free_surface else radius
-    if min(sizes) < radius or (ranks > 1 and sizes[0] < need):
-        most = n_updated // max(radius, 1)
+    need = max(radius + 1, halo) if free_surface else halo
+    if min(sizes) < halo or (ranks > 1 and sizes[0] < need):
+        most = n_updated // max(need if ranks > 1 else halo, 1)
+        what = f"the stencil radius R={radius}" + (f" (halo {halo} planes with the CPML)" if halo != radius else "")
         raise ValueError(f"{ranks} ranks split the {n_updated} updated planes of axis 0 into slabs of "
-                         f"{min(sizes)} planes, narrower than the stencil radius R={radius}; use at most "
+                         f"{min(sizes)} planes, narrower than {what}; use at most "
                          f"{most} ranks for this grid and order")
     out, start = [], 0
     for s in sizes:
@@ -206,10 +218,11 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     r, ndim, shape = layout.radius, model.ndim, layout.shape
     glo, ghi = layout.updated
     rank, world = _world()
-    slabs = partition(ghi[0] - glo[0], world, r, free_surface)
+    hw = halo_width(order, boundary, world)
+    slabs = partition(ghi[0] - glo[0], world, r, free_surface, hw)
     z0, z1 = glo[0] + slabs[rank][0], glo[0] + slabs[rank][1]  # owned planes, global indices
-    off = z0 - r  # global index of local plane 0
-    lshape = (z1 - z0 + 2 * r,) + shape[1:]
+    off = z0 - hw  # global index of local plane 0 (negative on rank 0 when hw > R: planes of zeros)
+    lshape = (z1 - z0 + 2 * hw,) + shape[1:]
 
     src_pts, src_per = _points(layout, torch.cat([s.positions for s in sources]), spacing,
                                sources[0].interpolation, "source")
@@ -228,15 +241,16 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     f0 = min(float(s.f0) for s in sources)
     for axis in range(ndim):
         h = spacing[axis]
-        cut = slice(off, off + lshape[0]) if axis == 0 else slice(None)
         if boundary == "sponge":
-            g = sponge_profile(layout, axis, model.vmax, h, dt)[cut]
+            g = _cut(sponge_profile(layout, axis, model.vmax, h, dt), axis, off, lshape[0], 0.0)
             sponge = (sponge or []) + [g.to(dtype=dtype, device=device)]
         elif boundary == "pml":
             a, b = cpml_profiles(layout, axis, model.vmax, h, dt, f0)
-            pml.append({"axis": axis, "h": h, "a": a[cut].to(dtype=dtype, device=device),
-                        "b": b[cut].to(dtype=dtype, device=device),
-                        **_memory_variables(layout, axis, z0, z1, off, lshape, dtype, device, world > 1)})
+            ax = cpml_axis(layout, axis, h, _cut(a, axis, off, lshape[0], 0.0).to(dtype=dtype, device=device),
+                           _cut(b, axis, off, lshape[0], 1.0).to(dtype=dtype, device=device), z0, z1, off, lshape,
+                           world > 1)
+            if ax is not None:
+                pml.append(ax)
 
     # --- sources and receivers, as flat indices into the local arrays ---------------------------
     cell = math.prod(spacing)
@@ -254,11 +268,18 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
 
     lo_other, hi_other = glo[1:], ghi[1:]
     own = z1 - z0
-    interior = (2 * r, own) if own > 2 * r else None  # planes that need no halo (local indices)
-    edges = [(r, min(2 * r, r + own))] + ([(max(own, 2 * r), own + r)] if own + r > max(own, 2 * r) else [])
+    interior = (2 * hw, own) if own > 2 * hw else None  # planes that need no halo (local indices)
+    edges = [(hw, min(2 * hw, hw + own))] + ([(max(own, 2 * hw), own + hw)] if own + hw > max(own, 2 * hw) else [])
     if world == 1:
-        interior, edges = (r, own + r), []
-    exchanger = _Halo(rank, world, r) if world > 1 else None
+        interior, edges = (hw, own + hw), []
+    exchanger = _Halo(rank, world, hw) if world > 1 else None
+    psi_z = [ax for ax in pml if ax.axis == 0 and world > 1]  # split axis: its psi's halos travel too
+
+    def step(e0: int, e1: int) -> None:
+        if pml:
+            cpml_step(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, pml, backend)
+        else:
+            step_into(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, sponge, backend)
 
     _sync(device)
     loop_start = time.perf_counter()
@@ -268,28 +289,19 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
             snaps.append((n, _gather_model(p, layout, z0, z1, off, rank, world)))
         out = pp  # in place: each point reads its own p_prev before writing p_next
         if interior is not None:
-            step_into(p, pp, m, out, order, spacing, (interior[0],) + lo_other, (interior[1],) + hi_other,
-                      sponge, backend)
+            step(*interior)
         if exchanger is not None:
             exchanger.wait()
         for e0, e1 in edges:
-            step_into(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, sponge, backend)
+            step(e0, e1)
         for ax in pml:
-            for lo, hi, st in ax["psi_boxes"]:
-                cpml_psi(p, st["psi"], ax["a"], ax["b"], ax["axis"], order, ax["h"], lo, hi, backend, st["origin"])
-        if pml and exchanger is not None:
-            exchanger.start(pml[0]["stores"][0]["psi"])  # psi_z's halo planes feed dpsi_z/dz near slab faces
-            exchanger.wait()
-        for ax in pml:
-            for lo, hi, st in ax["corr_boxes"]:
-                cpml_correct(p, st["psi"], st["zeta"], ax["a"], ax["b"], m, out, ax["axis"], order, ax["h"], lo, hi,
-                             backend, st["origin"])
+            ax.swap()  # psi written this step becomes the one read next step
         if src_idx.numel():
             out.view(-1).index_add_(0, src_idx, inj[n])
         if free_surface and rank == 0:
-            apply_free_surface(out, r)
+            apply_free_surface(out, r, surface=r - off)
         if exchanger is not None:
-            exchanger.start(out)
+            exchanger.start([out] + [ax.psi[0][0] for ax in psi_z])
         p, pp = out, p
         if progress is not None:
             progress(n + 1, nt)
@@ -333,70 +345,60 @@ def _snapshot_steps(snapshots, nt: int) -> set[int]:
     return steps
 
 
-def _memory_variables(layout: Layout, axis: int, z0: int, z1: int, off: int, lshape: tuple[int, ...],
-                      dtype: torch.dtype, device: torch.device, split: bool = False) -> dict:
-    """The CPML's psi and zeta of one axis and the boxes that update them.
+def _cut(profile: torch.Tensor, axis: int, off: int, length: int, fill: float) -> torch.Tensor:
+    """A 1D profile along ``axis`` on the local planes [off, off + length) of axis 0 (``fill``
+    beyond the grid: a rank's halo may reach past it); other axes whole."""
+    if axis != 0:
+        return profile
+    out = torch.full((length,), fill, dtype=profile.dtype)
+    a, b = max(off, 0), min(off + length, profile.shape[0])
+    if a < b:
+        out[a - off:b - off] = profile[a:b]
+    return out
 
-    Every axis: one pair of arrays per layer, holding only the indices the layer's boxes touch (the
-    widened slab plus R on each side, where dpsi/dx reads): a few percent of the grid, not all of
-    it. Axis 0 when it is ``split`` between ranks (psi_z's halos are exchanged): arrays the size of
-    the rank's slab.
-    Returns {"stores": [{"origin", "psi", "zeta"}], "psi_boxes"/"corr_boxes": [(lo, hi, store)]}.
+
+def cpml_axis(layout: Layout, axis: int, h: float, a: torch.Tensor, b: torch.Tensor, z0: int, z1: int, off: int,
+              lshape: tuple[int, ...], split: bool = False) -> CpmlAxis | None:
+    """The CPML of one axis on the local grid (``tilecraft.ops.wave.CpmlAxis``), None where the axis
+    has no layer on this rank.
+
+    The layers widened by R (where the terms are not zero), in local indices and, along axis 0, cut
+    to the owned planes [z0, z1). Memory variables: one store per layer holding only the indices its
+    points and their R neighbours touch (W + 3R per layer: a few percent of the grid), or, for axis 0
+    when it is ``split`` between ranks, one store of the whole slab (its halos are exchanged; every
+    rank keeps one, with or without a layer, so the exchange pairs up).
     """
     r = layout.radius
-    if axis == 0 and split:
-        regions = [(0, lshape[0])]
-    else:
-        n = lshape[axis]
-        regions = [(max(s0 - r, 0), min(s1 + r, n)) for s0, s1 in layout.slabs(axis, r)]
-    stores = []
-    for e0, e1 in regions:
-        shape = tuple(e1 - e0 if d == axis else k for d, k in enumerate(lshape))
-        stores.append({"origin": e0, "psi": torch.zeros(shape, dtype=dtype, device=device),
-                       "zeta": torch.zeros(shape, dtype=dtype, device=device)})
-
-    def place(boxes):
-        out = []
-        for lo, hi in boxes:
-            st = next(s for s in stores if s["origin"] <= lo[axis] - r and hi[axis] + r <= s["origin"]
-                      + s["psi"].shape[axis])
-            out.append((lo, hi, st))
-        return out
-    return {"stores": stores, "psi_boxes": place(_axis_boxes(layout, axis, 0, z0, z1, off)),
-            "corr_boxes": place(_axis_boxes(layout, axis, r, z0, z1, off))}
-
-
-def _axis_boxes(layout: Layout, axis: int, extra: int, z0: int, z1: int, off: int
-                ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """Local boxes of one axis's CPML slabs (widened by ``extra``), cut to the owned planes [z0, z1)."""
-    glo, ghi = layout.updated
-    boxes = []
-    for s0, s1 in layout.slabs(axis, extra):
-        lo, hi = list(glo), list(ghi)
-        lo[axis], hi[axis] = s0, s1
-        lo[0], hi[0] = max(lo[0], z0), min(hi[0], z1)
-        if lo[0] < hi[0]:
-            lo[0] -= off
-            hi[0] -= off
-            boxes.append((tuple(lo), tuple(hi)))
-    return boxes
+    layers = []
+    for w0, w1 in layout.slabs(axis, r):
+        if axis == 0:
+            w0, w1 = max(w0, z0) - off, min(w1, z1) - off
+        if w0 < w1:
+            layers.append((w0, w1))
+    if not layers and not (axis == 0 and split):
+        return None
+    return CpmlAxis.create(lshape, axis, h, a, b, layers, layout.order, full=axis == 0 and split)
 
 
 class _Halo:
-    """Asynchronous exchange of the R halo planes of axis 0 with the neighbouring ranks."""
+    """Asynchronous exchange of the halo planes of axis 0 (``radius`` of them per side) of one or
+    more tensors with the neighbouring ranks."""
 
     def __init__(self, rank: int, world: int, radius: int):
         self.rank, self.world, self.r = rank, world, radius
         self.works: list = []
 
-    def start(self, t: torch.Tensor) -> None:
-        r, n = self.r, t.shape[0]
+    def start(self, tensors: list[torch.Tensor]) -> None:
+        r = self.r
         ops = []
-        if self.rank > 0:
-            ops += [dist.P2POp(dist.isend, t[r:2 * r], self.rank - 1), dist.P2POp(dist.irecv, t[0:r], self.rank - 1)]
-        if self.rank < self.world - 1:
-            ops += [dist.P2POp(dist.isend, t[n - 2 * r:n - r], self.rank + 1),
-                    dist.P2POp(dist.irecv, t[n - r:n], self.rank + 1)]
+        for t in tensors:
+            n = t.shape[0]
+            if self.rank > 0:
+                ops += [dist.P2POp(dist.isend, t[r:2 * r], self.rank - 1),
+                        dist.P2POp(dist.irecv, t[0:r], self.rank - 1)]
+            if self.rank < self.world - 1:
+                ops += [dist.P2POp(dist.isend, t[n - 2 * r:n - r], self.rank + 1),
+                        dist.P2POp(dist.irecv, t[n - r:n], self.rank + 1)]
         self.works = dist.batch_isend_irecv(ops) if ops else []
 
     def wait(self) -> None:

@@ -43,6 +43,7 @@ def _config_text(r) -> str:
     text += " nt" if cfg.get("nontemporal") else ""
     text += " loop" if cfg.get("unroll") is False else ""
     text += " by-axes" if cfg.get("by_axes") else ""
+    text += " 2ph" if cfg.get("two_phase") else ""
     return text
 
 

@@ -171,10 +171,11 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
 
 # Launch configurations of the CPML kernel swept on a GPU (the interior runs the default WaveConfig).
 CPML_CONFIGS = (
-    CpmlConfig(4, 64, 8, 4, unroll=False, by_axes=True), CpmlConfig(4, 64, 8, 4, unroll=True, by_axes=True),
-    CpmlConfig(8, 64, 8, 8, unroll=False, by_axes=True), CpmlConfig(4, 64, 8, 4, unroll=False),
-    CpmlConfig(2, 128, 16, 4, unroll=False, by_axes=True),
-    CpmlConfig(4, 64, 8, 4, unroll=False, by_axes=True, maxnreg=96),
+    CpmlConfig(4, 64, 8, 4, by_axes=True, two_phase=True), CpmlConfig(4, 64, 8, 4, by_axes=True, two_phase=True, maxnreg=96),
+    CpmlConfig(8, 64, 8, 8, by_axes=True, two_phase=True, maxnreg=80),
+    CpmlConfig(8, 128, 8, 8, by_axes=True, two_phase=True, maxnreg=128), CpmlConfig(4, 64, 8, 4, two_phase=True),
+    CpmlConfig(4, 64, 16, 4, by_axes=True, two_phase=True, maxnreg=72),
+    CpmlConfig(4, 64, 8, 4, unroll=False, by_axes=True, maxnreg=80),
 )
 
 

@@ -160,12 +160,13 @@ def _first_difference(ptrs, stride, mask, d1_ptr, R: tl.constexpr):
 
 @triton.jit
 def cpml_psi_kernel(
-    p_ptr, psi_ptr, a_ptr, b_ptr, d1_ptr,
+    p_ptr, psi_ptr, a_ptr, b_ptr, d1_ptr, psi_out_ptr,
     b0, b1, b2, n0, n1, n2, s0, s1, t0, t1, origin,
     AXIS: tl.constexpr, R: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, Z_ROWS: tl.constexpr,
 ):
-    """psi = b psi + a dp/dx_AXIS on a box; d1_ptr holds the first-difference weights d_k / h.
-    psi stores [origin, ...) of AXIS only (strides t0, t1, 1): the slabs, not the whole grid."""
+    """psi_out = b psi + a dp/dx_AXIS on a box; d1_ptr holds the first-difference weights d_k / h.
+    psi (and psi_out: psi itself, or the other buffer of a pair) store [origin, ...) of AXIS only
+    (strides t0, t1, 1): the slabs, not the whole grid."""
     off, c0, c1, c2, mask = _box_tile(b0, b1, b2, n0, n1, n2, s0, s1, BLOCK_R, BLOCK_C, Z_ROWS)
     s, c = _axis_stride(c0, c1, c2, s0, s1, AXIS)
     aoff, _ = _aux_offsets(c0, c1, c2, t0, t1, origin, AXIS)
@@ -173,7 +174,7 @@ def cpml_psi_kernel(
     a = tl.load(a_ptr + c, mask=mask)
     b = tl.load(b_ptr + c, mask=mask)
     psi = tl.load(psi_ptr + aoff, mask=mask)
-    tl.store(psi_ptr + aoff, b * psi + a * acc, mask=mask)
+    tl.store(psi_out_ptr + aoff, b * psi + a * acc, mask=mask)
 
 
 @triton.jit
@@ -216,9 +217,34 @@ def _psi_pair(psi_old_ptr, b_ptr, aux, st, c, n_c, q, e_ext, lmask, live, k):
 
 
 @triton.jit
+def _cpml_term_read(val, m, p_ptrs, sp, c, n_c, q, e_ext, aux, st, lmask, inside, live, psi_ptr, zeta_ptr, a_ptr,
+                    b_ptr, w_ptr, R: tl.constexpr):
+    """``_cpml_term`` with psi_new already stored (``psi_ptr``): D = sum_k d_k (psi[+k] - psi[-k]),
+    zeta = b zeta + a (d2p/dx2 + D) in the layer, val + m (D + zeta)."""
+    d1 = _weights(w_ptr, -1, R)
+    c2 = _weights(w_ptr, R, R)
+    d2 = tl.load(p_ptrs, mask=lmask, other=0.0) * tl.load(w_ptr + R)
+    dpsi = tl.zeros_like(d2)
+    for k in tl.static_range(1, R + 1):
+        lo = tl.load(p_ptrs - k * sp, mask=lmask & (c - k >= 0), other=0.0)
+        hi = tl.load(p_ptrs + k * sp, mask=lmask & (c + k < n_c), other=0.0)
+        d2 += (lo + hi) * c2[k - 1]
+        s_lo = tl.load(psi_ptr + aux - k * st, mask=lmask & (q - k >= 0) & (q - k < e_ext), other=0.0)
+        s_hi = tl.load(psi_ptr + aux + k * st, mask=lmask & (q + k >= 0) & (q + k < e_ext), other=0.0)
+        dpsi += (s_hi - s_lo) * d1[k - 1]
+    ok0 = live & (c >= 0) & (c < n_c)
+    a0 = tl.load(a_ptr + c, mask=ok0, other=0.0)
+    b0 = tl.load(b_ptr + c, mask=ok0, other=1.0)
+    in_layer = inside & (a0 != 0.0)
+    zeta = tl.where(in_layer, b0 * tl.load(zeta_ptr + aux, mask=in_layer, other=0.0) + a0 * (d2 + dpsi), 0.0)
+    tl.store(zeta_ptr + aux, zeta, mask=in_layer)
+    return val + m * (dpsi + zeta)
+
+
+@triton.jit
 def _cpml_term(val, m, p_ptrs, sp, c, n_c, q, e_ext, aux, st, lmask, inside, live,
                psi_old_ptr, psi_new_ptr, zeta_ptr, a_ptr, b_ptr, w_ptr, c_ptr, R: tl.constexpr,
-               UNROLL: tl.constexpr):
+               UNROLL: tl.constexpr, PRECOMPUTED: tl.constexpr):
     """val + m (dpsi/dx + zeta_new) along one axis for a tile, updating the memory variables.
 
     ``c``: the points' index along the axis (a (1, 1) tile for z, a column for y, a row for x),
@@ -236,7 +262,14 @@ def _cpml_term(val, m, p_ptrs, sp, c, n_c, q, e_ext, aux, st, lmask, inside, liv
     index, so the compiler does not hoist the loop-invariant profile and table loads of the y and x
     terms out of the plane loop (they would stay live across it: registers). UNROLL: unrolled sums (every load in flight
     at once) or runtime loops (fewer registers).
+
+    PRECOMPUTED: psi_new was written before this launch (``cpml_psi_kernel`` over the layers and
+    their R neighbours): dpsi/dx reads it at +-k and d2p/dx2 reads p at +-R, nothing else; psi is
+    not stored here.
     """
+    if PRECOMPUTED:
+        return _cpml_term_read(val, m, p_ptrs, sp, c, n_c, q, e_ext, aux, st, lmask, inside, live, psi_new_ptr,
+                               zeta_ptr, a_ptr, b_ptr, w_ptr, R)
     ok0 = live & (c >= 0) & (c < n_c)
     crow = c_ptr + c * (4 * R + 1) + 2 * R
     centre = tl.load(p_ptrs, mask=lmask, other=0.0)
@@ -296,6 +329,7 @@ def wave_cpml_kernel(
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, SCALE: tl.constexpr, HAS_Z: tl.constexpr, NB: tl.constexpr,
     PML_Z: tl.constexpr, PML_Y: tl.constexpr, PML_X: tl.constexpr, UNROLL: tl.constexpr,
+    PRECOMPUTED: tl.constexpr,
 ):
     """The fused step p_next = 2 p - p_prev + m (lap p + sum_a (dpsi_a/dx_a + zeta_a)) on up to NB
     boxes (the absorbing layers; the rest of the grid runs ``wave_step_kernel``), one launch.
@@ -382,17 +416,17 @@ def wave_cpml_kernel(
                 aux = (zsel.to(tl.int64) * zS + zq.to(tl.int64) * zt0 + (ys * zt1)[:, None] + xs[None, :])
                 val = _cpml_term(val, m, base + offs, s_z64, zc1, nz, zq, zE, aux, zt0.to(tl.int64), row_mask,
                                  inside, live, zpo_ptr, zpn_ptr, zz_ptr, za_ptr, zb_ptr, zw_ptr, zc_ptr, R,
-                                 UNROLL)
+                                 UNROLL, PRECOMPUTED)
         if PML_Y:  # noqa: SIM102 - a compile-time switch around a runtime test
             if in_y:
                 aux = (ysel.to(tl.int64) * yS + pz * yt0.to(tl.int64) + yq * yt1)[:, None] + xs[None, :]
                 val = _cpml_term(val, m, base + offs, s_y, ys[:, None], ny, yq[:, None], yE, aux, yt1, row_mask,
                                  inside, live, ypo_ptr, ypn_ptr, yz_ptr, ya_ptr, yb_ptr, yw_ptr, yc_ptr, R,
-                                 UNROLL)
+                                 UNROLL, PRECOMPUTED)
         if PML_X:  # noqa: SIM102 - a compile-time switch around a runtime test
             if in_x:
                 aux = (pz * xt0.to(tl.int64) + ys * xt1)[:, None] + (xsel.to(tl.int64) * xS + xq)[None, :]
                 val = _cpml_term(val, m, base + offs, 1, xs[None, :], nx, xq[None, :], xE, aux, 1, row_mask,
                                  inside, live, xpo_ptr, xpn_ptr, xz_ptr, xa_ptr, xb_ptr, xw_ptr, xc_ptr, R,
-                                 UNROLL)
+                                 UNROLL, PRECOMPUTED)
         tl.store(out_ptr + plane + offs, val, mask=inside)

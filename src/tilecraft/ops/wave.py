@@ -216,16 +216,17 @@ def _axis_launch(kernel, tensors, p, aux, axis, order, lo, hi, extra_ptrs, origi
 
 
 def cpml_psi(p, psi, a, b, axis: int, order: int, h: float, lo, hi, backend: str, origin: int = 0,
-             z_rows: bool = False) -> None:
+             z_rows: bool = False, psi_out: torch.Tensor | None = None) -> None:
     """psi = b psi + a dp/dx_axis on the box [lo, hi) (a, b: 1D profiles along ``axis``). psi holds
     indices [origin, origin + psi.shape[axis]) of ``axis`` (the other axes as p). ``z_rows`` (Triton,
     axis 0 of a 3D grid only): tiles hold columns of planes, so the z neighbours are rows of the tile
-    (an alternative tile order)."""
+    (an alternative tile order). ``psi_out`` (Triton): where to write (default psi, in place)."""
     if backend == "torch":
         cpml_psi_torch(p, psi, a, b, axis, order, h, lo, hi, origin)
         return
     d1 = _const(("d1", order, h), [float(c) / h for c in first_derivative_coefficients(order)], p.dtype, p.device)
-    _axis_launch(_k.cpml_psi_kernel, (p, psi, a, b), p, psi, axis, order, lo, hi, (d1,), origin, z_rows)
+    out = _as3d(psi if psi_out is None else psi_out)
+    _axis_launch(_k.cpml_psi_kernel, (p, psi, a, b), p, psi, axis, order, lo, hi, (d1, out), origin, z_rows)
 
 
 def cpml_correct(p, psi, zeta, a, b, m, out, axis: int, order: int, h: float, lo, hi, backend: str,
@@ -271,6 +272,7 @@ class CpmlConfig:
     unroll: bool = True
     maxnreg: int | None = None
     by_axes: bool = False
+    two_phase: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -494,6 +496,8 @@ def _launch_cpml(p, p_prev, m, out, order, spacing, lo, hi, pml: list[CpmlAxis],
     vec = min(16 // p.element_size(), pcfg.block_x)
     scale = vec if all(v % vec == 0 for v in (nx, s_z, s_y)) else 1
     interior, launches = _pml_meta(lo3, hi3, kaxes, ndim, pcfg, scale, p.device)
+    if pcfg.two_phase:
+        _psi_phase(p, order, lo, hi, pml)
     if interior is not None:
         ilo = tuple(a for a, _ in interior)[3 - ndim:]
         ihi = tuple(b for _, b in interior)[3 - ndim:]
@@ -519,7 +523,41 @@ def _launch_cpml(p, p_prev, m, out, order, spacing, lo, hi, pml: list[CpmlAxis],
         _k.wave_cpml_kernel[(n_prog,)](
             p3, pp3, m3, o3, w, meta, *per_axis, nz, ny, nx // scale, s_z // scale, s_y // scale,
             R=r, BLOCK_Y=pcfg.block_y, BLOCK_X=pcfg.block_x, BLOCK_Z=pcfg.block_z, VEC=vec, SCALE=scale,
-            HAS_Z=has_z, NB=nb, PML_Z=0 in axes, PML_Y=1 in axes, PML_X=2 in axes, UNROLL=pcfg.unroll, **opts)
+            HAS_Z=has_z, NB=nb, PML_Z=0 in axes, PML_Y=1 in axes, PML_X=2 in axes, UNROLL=pcfg.unroll,
+            PRECOMPUTED=pcfg.two_phase, **opts)
+
+
+def _layer_interval(ax: CpmlAxis, k: int) -> tuple[int, int] | None:
+    """The points of region k where a != 0 (the layer itself, without the R widening)."""
+    key = ("layer", k)
+    if key not in ax._tables:
+        w0, w1, _ = ax.regions[k]
+        idx = (ax.a[w0:w1] != 0).nonzero().flatten().tolist()
+        ax._tables[key] = (w0 + idx[0], w0 + idx[-1] + 1) if idx else None
+    return ax._tables[key]
+
+
+def _psi_phase(p, order: int, lo, hi, pml: list[CpmlAxis]) -> None:
+    """Two-phase variant, phase 1: psi_new = b psi_old + a dp/dx (``cpml_psi_kernel``, psi[0] into
+    psi[1]) on each layer's points of the box and its R neighbours along the axis (where p's R
+    neighbours exist), so the step launch reads psi_new. Recomputing a point (boxes that share
+    neighbours) writes the same value: psi is double-buffered."""
+    r = order // 2
+    for ax in pml:
+        n = p.shape[ax.axis]
+        for k, (_w0, _w1, origin) in enumerate(ax.regions):
+            layer = _layer_interval(ax, k)
+            if layer is None:
+                continue
+            a0 = max(lo[ax.axis] - r, layer[0], r)
+            a1 = min(hi[ax.axis] + r, layer[1], n - r)
+            if a0 >= a1:
+                continue
+            blo = tuple(a0 if d == ax.axis else v for d, v in enumerate(lo))
+            bhi = tuple(a1 if d == ax.axis else v for d, v in enumerate(hi))
+            s_ = k if ax.zeta.shape[0] > 1 else 0
+            cpml_psi(p, ax.psi[0][s_], ax.a, ax.b, ax.axis, order, ax.h, blo, bhi, "triton", origin,
+                     psi_out=ax.psi[1][s_])
 
 
 def cpml_step(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi, pml: list[CpmlAxis], backend: str,

@@ -273,17 +273,21 @@ class CpmlConfig:
     maxnreg: int | None = None
     by_axes: bool = False
     two_phase: bool = False
+    fused: bool = True
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
 def default_cpml_config(device: torch.device) -> CpmlConfig:
-    """GPU: 4 rows x 64 points, 8 planes per program, 4 warps, runtime loops, one launch per face
-    axis (128 registers on sm90, cross-compiled; not yet measured). Interpreter: few large programs."""
+    """GPU: the unfused launches (``fused=False``): on H200 (fp32, order 8, 512**3, W = 20) they
+    took 1.85 ms a step against 2.75 ms for the best folded variant (two-phase, 4 x 64 tiles, 96
+    registers) and 3.3 ms for the recompute one (benchmarks/results/2026-11-21-h200/
+    wave-cpml-sweep-62548e5.json). Interpreter: the folded kernel, few large programs."""
     if device.type != "cuda":
         return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
-    return CpmlConfig(block_y=4, block_x=64, block_z=8, num_warps=4, unroll=False, by_axes=True)
+    return CpmlConfig(block_y=4, block_x=64, block_z=8, num_warps=4, maxnreg=96, by_axes=True, two_phase=True,
+                      fused=False)
 
 
 _NO_SPLIT = 2**30
@@ -495,6 +499,9 @@ def _launch_cpml(p, p_prev, m, out, order, spacing, lo, hi, pml: list[CpmlAxis],
     s_z, s_y, _ = p3.stride()
     vec = min(16 // p.element_size(), pcfg.block_x)
     scale = vec if all(v % vec == 0 for v in (nx, s_z, s_y)) else 1
+    if not pcfg.fused:
+        _unfused(p, p_prev, m, out, order, spacing, lo, hi, pml, cfg)
+        return
     interior, launches = _pml_meta(lo3, hi3, kaxes, ndim, pcfg, scale, p.device)
     if pcfg.two_phase:
         _psi_phase(p, order, lo, hi, pml)
@@ -560,6 +567,25 @@ def _psi_phase(p, order: int, lo, hi, pml: list[CpmlAxis]) -> None:
                      psi_out=ax.psi[1][s_])
 
 
+def _unfused(p, p_prev, m, out, order: int, spacing, lo, hi, pml: list[CpmlAxis], cfg: WaveConfig) -> None:
+    """The CPML in separate launches: psi_new (``_psi_phase``), the plain fused step on the whole box,
+    then per axis and layer ``cpml_correct_kernel`` (zeta, and p_next += m (dpsi/dx + zeta)) on the
+    box's points of the widened layer. More traffic than the folded step (p, m and p_next again in
+    the layers), but each launch is a simple, well-occupied kernel: the fastest measured on H200."""
+    _psi_phase(p, order, lo, hi, pml)
+    _launch_step(p, p_prev, m, out, order, spacing, lo, hi, None, cfg)
+    for ax in pml:
+        for k, (w0, w1, origin) in enumerate(ax.regions):
+            a0, a1 = max(lo[ax.axis], w0), min(hi[ax.axis], w1)
+            if a0 >= a1:
+                continue
+            blo = tuple(a0 if d == ax.axis else v for d, v in enumerate(lo))
+            bhi = tuple(a1 if d == ax.axis else v for d, v in enumerate(hi))
+            s_ = k if ax.zeta.shape[0] > 1 else 0
+            cpml_correct(p, ax.psi[1][s_], ax.zeta[s_], ax.a, ax.b, m, out, ax.axis, order, ax.h, blo, bhi, "triton",
+                         origin)
+
+
 def cpml_step(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi, pml: list[CpmlAxis], backend: str,
               config: WaveConfig | None = None, pml_config: CpmlConfig | None = None) -> None:
     """out = 2 p - p_prev + m (lap p + sum_a (dpsi_a/dx_a + zeta_a)) on the box [lo, hi), updating
@@ -567,6 +593,7 @@ def cpml_step(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi,
     (``check_cpml``), resolved backend. ``out`` may be ``p_prev``. Triton: the box's interior runs
     ``wave_step_kernel`` (``config``), the layers' boxes one ``wave_cpml_kernel`` launch
     (``pml_config``). Call ``swap()`` on every axis after the whole step (all boxes of it)."""
+    check_cpml(p, pml, order)
     if backend == "torch":
         wave_step_torch(p, p_prev, m, out, order, spacing, tuple(lo), tuple(hi))
         for ax in pml:

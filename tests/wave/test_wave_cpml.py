@@ -1,0 +1,181 @@
+"""The step with the CPML folded in (``ops.cpml_step``): the torch path against the previous
+two-kernel path (bitwise), every Triton variant against the float64 torch step (interpreter), the
+box decomposition, bad inputs."""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+
+from tilecraft.ops import wave as ops
+from tilecraft.ops.wave import CpmlConfig, WaveConfig
+from tilecraft.reference.wave import cpml_correct_torch, cpml_psi_torch, wave_step_torch
+from tilecraft.wave.boundaries import Layout, cpml_profiles
+from tilecraft.wave.solver import cpml_axis
+
+SMALL = WaveConfig(block_y=4, block_x=16, block_z=4, num_warps=1)
+VARIANTS = {  # tiles that do not divide the boxes: edge tiles and several boxes per launch run
+    "recompute": CpmlConfig(4, 8, 4, 1),
+    "recompute-loop": CpmlConfig(4, 16, 5, 1, unroll=False),
+    "recompute-by-axes": CpmlConfig(4, 16, 5, 1, by_axes=True),
+    "two-phase": CpmlConfig(4, 16, 4, 1, two_phase=True, by_axes=True),
+    "unfused": CpmlConfig(4, 8, 4, 1, fused=False),
+}
+CASES = [  # model shape, order, layer width, free surface
+    ((9, 10, 11), 4, 3, False),
+    ((12, 9, 13), 8, 5, True),
+    ((7, 8, 9), 2, 2, False),
+    ((20, 23), 8, 6, False),
+    ((15, 17), 6, 4, True),
+    ((5, 21), 4, 1, False),  # axis 0: the two layers' widened slabs meet (one store)
+]
+
+
+def _state(model_shape, order, width, free_surface, dtype, seed=0):
+    """Fields and CPML axes as simulate builds them, with random memory variables on the layers'
+    points of the updated box (zero elsewhere, as a run keeps them)."""
+    layout = Layout(model_shape, order, width, free_surface)
+    shape, (lo, hi) = layout.shape, layout.updated
+    gen = torch.Generator().manual_seed(seed)
+    p, pp = (torch.rand(shape, generator=gen, dtype=torch.float64) - 0.5 for _ in range(2))
+    m = torch.rand(shape, generator=gen, dtype=torch.float64) * 0.1
+    axes = []
+    for axis in range(len(shape)):
+        a, b = cpml_profiles(layout, axis, 3000.0, 10.0 + axis, 1e-3, 15.0)
+        ax = cpml_axis(layout, axis, 10.0 + axis, a, b, lo[0], hi[0], 0, shape)
+        for k, (_w0, _w1, origin) in enumerate(ax.regions):
+            k_ = k if ax.zeta.shape[0] > 1 else 0
+            mask = torch.ones(ax.zeta.shape[1:], dtype=torch.float64)
+            for d in range(len(shape)):
+                pos = torch.arange(mask.shape[d]) + (origin if d == axis else 0)
+                keep = (pos >= lo[d]) & (pos < hi[d])
+                if d == axis:
+                    keep &= a[pos.clamp(max=shape[d] - 1)] != 0
+                mask = mask * keep.double().reshape([-1 if i == d else 1 for i in range(len(shape))])
+            for t in (ax.psi[0], ax.zeta):
+                t[k_] = (torch.rand(t[k_].shape, generator=gen, dtype=torch.float64) - 0.5) * mask
+        axes.append(ax)
+    cast = [t.to(dtype) for t in (p, pp, m)]
+    axes = [replace(ax, a=ax.a.to(dtype), b=ax.b.to(dtype), psi=[t.to(dtype) for t in ax.psi],
+                    zeta=ax.zeta.to(dtype), _tables={}) for ax in axes]
+    return layout, (*cast,), axes
+
+
+def _copy(axes, dtype=None):
+    return [replace(ax, a=ax.a.to(dtype or ax.a.dtype), b=ax.b.to(dtype or ax.b.dtype),
+                    psi=[t.to(dtype or t.dtype, copy=True) for t in ax.psi],
+                    zeta=ax.zeta.to(dtype or ax.zeta.dtype, copy=True), _tables={}) for ax in axes]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_torch_path_is_bitwise_the_previous_two_kernel_path(case):
+    """psi = b psi + a dp/dx on the layers, then zeta and the correction on the widened layers (the
+    path simulate ran before), against cpml_step's torch backend (psi double-buffered, psi_new at
+    the neighbours recomputed): the same bits."""
+    layout, (p, pp, m), axes = _state(*case, torch.float64)
+    order = case[1]
+    lo, hi = layout.updated
+    spacing = tuple(10.0 + d for d in range(p.dim()))
+    old = _copy(axes)
+    out_old = pp.clone()
+    wave_step_torch(p, pp, m, out_old, order, spacing, lo, hi)
+    for ax in old:
+        layers = layout.slabs(ax.axis, 0)
+        for k, (w0, w1, origin) in enumerate(ax.regions):
+            k_ = k if ax.zeta.shape[0] > 1 else 0
+            for (l0, l1) in (layers[k:k + 1] if len(layers) == len(ax.regions) else layers):
+                blo, bhi = list(lo), list(hi)
+                blo[ax.axis], bhi[ax.axis] = l0, l1
+                cpml_psi_torch(p, ax.psi[0][k_], ax.a, ax.b, ax.axis, order, ax.h, tuple(blo), tuple(bhi), origin)
+        for k, (w0, w1, origin) in enumerate(ax.regions):
+            k_ = k if ax.zeta.shape[0] > 1 else 0
+            blo, bhi = list(lo), list(hi)
+            blo[ax.axis], bhi[ax.axis] = w0, w1
+            cpml_correct_torch(p, ax.psi[0][k_], ax.zeta[k_], ax.a, ax.b, m, out_old, ax.axis, order, ax.h,
+                               tuple(blo), tuple(bhi), origin)
+    new = _copy(axes)
+    out_new = pp.clone()
+    ops.cpml_step(p, pp, m, out_new, order, spacing, lo, hi, new, "torch")
+    assert torch.equal(out_new, out_old)
+    for a_new, a_old in zip(new, old):
+        assert torch.equal(a_new.zeta, a_old.zeta)
+        assert torch.equal(a_new.psi[1], a_old.psi[0])  # psi_new where the old path updated in place
+    assert any(float(a.zeta.abs().max()) > 0 for a in new)
+
+
+@pytest.mark.parametrize("case,variant", [(c, v) for i, c in enumerate(CASES) for v in VARIANTS
+                                           if i in (1, 3) or v in ("recompute", "unfused")])
+def test_triton_variants_match_float64(case, variant):
+    dtype = torch.float32 if case[1] in (4, 8) else torch.float64
+    layout, (p, pp, m), axes = _state(*case, dtype, seed=3)
+    order = case[1]
+    lo, hi = layout.updated
+    spacing = tuple(10.0 + d for d in range(p.dim()))
+    ref_axes = _copy(axes, torch.float64)
+    ref = pp.to(torch.float64, copy=True)
+    ops.cpml_step(p.double(), pp.double(), m.double(), ref, order, spacing, lo, hi, ref_axes, "torch")
+    got_axes = _copy(axes)
+    out = torch.full_like(pp, math.nan)  # poisoned: every point of the box must be written
+    ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, got_axes, "triton", SMALL, VARIANTS[variant])
+    box = tuple(slice(a, b) for a, b in zip(lo, hi))
+    tol = 2e-6 if dtype == torch.float32 else 1e-13
+    assert not torch.isnan(out[box]).any()
+    assert float((out[box].double() - ref[box]).abs().max()) <= tol * float(ref[box].abs().max())
+    outside = torch.ones(out.shape, dtype=torch.bool)
+    outside[box] = False
+    assert torch.isnan(out[outside]).all()  # nothing outside the box written
+    for g, r in zip(got_axes, ref_axes):
+        for a, b in ((g.psi[1], r.psi[1]), (g.zeta, r.zeta)):
+            assert float((a.double() - b).abs().max()) <= tol * max(float(b.abs().max()), 1e-30)
+        assert torch.equal(g.psi[0], axes[[x.axis for x in axes].index(g.axis)].psi[0])  # psi_old only read
+
+
+def test_sub_boxes_give_the_whole_box():
+    """Two launches over the planes [R, k) and [k, n - R) (what the slabs' interior and edge calls
+    do) equal one launch over the whole box, bit for bit."""
+    layout, (p, pp, m), axes = _state((10, 7, 9), 4, 3, False, torch.float32, seed=5)
+    lo, hi = layout.updated
+    spacing = (10.0, 11.0, 12.0)
+    for cfg in (VARIANTS["recompute"], VARIANTS["two-phase"], VARIANTS["unfused"]):
+        whole_axes, split_axes = _copy(axes), _copy(axes)
+        whole, split = pp.clone(), pp.clone()
+        ops.cpml_step(p, pp.clone(), m, whole, 4, spacing, lo, hi, whole_axes, "triton", SMALL, cfg)
+        for z0, z1 in ((lo[0], 6), (6, hi[0])):
+            ops.cpml_step(p, split, m, split, 4, spacing, (z0,) + lo[1:], (z1,) + hi[1:], split_axes, "triton", SMALL,
+                          cfg)
+        assert torch.equal(whole, split)
+        for a, b in zip(whole_axes, split_axes):
+            assert torch.equal(a.zeta, b.zeta) and torch.equal(a.psi[1], b.psi[1])
+
+
+@pytest.mark.parametrize("by_axes", [False, True])
+def test_boxes_cover_the_box_once(by_axes):
+    lo3, hi3 = (4, 4, 4), (40, 31, 50)
+    layers = [[(4, 14), (30, 40)], [(4, 10)], [(4, 12), (42, 50)]]
+    interior, groups = ops.cpml_boxes(lo3, hi3, layers, by_axes)
+    count = torch.zeros(44, 35, 54, dtype=torch.int32)
+    boxes = [interior] + [b for _, bs in groups for b in bs]
+    for (z0, z1), (y0, y1), (x0, x1) in boxes:
+        count[z0:z1, y0:y1, x0:x1] += 1
+    assert interior == ((14, 30), (10, 31), (12, 42))
+    assert int(count[4:40, 4:31, 4:50].min()) == 1 and int(count.max()) == 1 and int(count.sum()) == 36 * 27 * 46
+    if by_axes:  # faces one launch per axis, compiled for that axis only; edges and corners together
+        assert [axes for axes, _ in groups] == [(0,), (1,), (2,), (0, 1, 2)]
+
+
+def test_bad_inputs_raise_before_any_launch():
+    layout, (p, pp, m), axes = _state((9, 10, 11), 4, 3, False, torch.float32)
+    lo, hi = layout.updated
+    args = (p, pp, m, pp.clone(), 4, (1.0, 1.0, 1.0), lo, hi)
+    with pytest.raises(ValueError, match="distinct axes"):
+        ops.cpml_step(*args, [axes[0], axes[0]], "triton")
+    with pytest.raises(ValueError, match="profile a"):
+        ops.cpml_step(*args, [replace(axes[1], a=axes[1].a[:-1])], "triton")
+    with pytest.raises(ValueError, match="memory variables"):
+        ops.cpml_step(*args, [replace(axes[2], zeta=axes[2].zeta.double())], "triton")
+    with pytest.raises(ValueError, match="does not fit"):
+        ops.cpml_step(*args, [replace(axes[0], regions=((1, 5, 0),) + axes[0].regions[1:])], "triton")
+    with pytest.raises(ValueError, match="increasing intervals"):
+        ops.CpmlAxis.create(p.shape, 0, 1.0, axes[0].a, axes[0].b, [(10, 14), (2, 6)], 4)

@@ -590,9 +590,10 @@ def cpml_step(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi,
               config: WaveConfig | None = None, pml_config: CpmlConfig | None = None) -> None:
     """out = 2 p - p_prev + m (lap p + sum_a (dpsi_a/dx_a + zeta_a)) on the box [lo, hi), updating
     each axis's memory variables there (psi into ``psi[1]``, zeta in place); validated arguments
-    (``check_cpml``), resolved backend. ``out`` may be ``p_prev``. Triton: the box's interior runs
-    ``wave_step_kernel`` (``config``), the layers' boxes one ``wave_cpml_kernel`` launch
-    (``pml_config``). Call ``swap()`` on every axis after the whole step (all boxes of it)."""
+    (``check_cpml``), resolved backend. ``out`` may be ``p_prev``. Triton: with
+    ``pml_config.fused`` the box's interior runs ``wave_step_kernel`` (``config``) and the layers'
+    boxes ``wave_cpml_kernel`` (one launch, or one per face axis with ``by_axes``); otherwise the
+    unfused launches (``_unfused``, the GPU default). Call ``swap()`` on every axis after the whole step (all boxes of it)."""
     check_cpml(p, pml, order)
     if backend == "torch":
         wave_step_torch(p, p_prev, m, out, order, spacing, tuple(lo), tuple(hi))

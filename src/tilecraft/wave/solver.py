@@ -3,7 +3,7 @@
 One step (leapfrog, m = v**2 dt**2)::
 
     p[n+1] = 2 p[n] - p[n-1] + m lap(p[n])             fused kernel (+ sponge damping)
-             + m sum_a (dpsi_a/dx_a + zeta_a)          CPML: in the same step, on the layers' boxes
+             + m sum_a (dpsi_a/dx_a + zeta_a)          CPML (``ops.wave.cpml_step``; docs/wave.md)
              + dt**2 s[n] / cell volume               sources (a tiny index_add)
 
 then the free surface (if any), then the receivers read p[n+1] at the next step. Several processes
@@ -26,7 +26,13 @@ import torch
 import torch.distributed as dist
 
 from tilecraft.ops.stencil import _check_order
-from tilecraft.ops.wave import CpmlAxis, cpml_step, resolve_backend, step_into
+from tilecraft.ops.wave import (
+    CpmlAxis,
+    CpmlConfig,
+    cpml_step,
+    resolve_backend,
+    step_into,
+)
 from tilecraft.reference.stencil import second_derivative_coefficients
 from tilecraft.wave.boundaries import (
     BOUNDARIES,
@@ -181,7 +187,7 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
              dt: float | None = None, *, order: int = 8, boundary: str = "pml", pml_width: int = 20,
              free_surface: bool = False, snapshots: int | Sequence[int] | None = None, backend: str = "auto",
              courant: float = DEFAULT_COURANT, progress: Callable[[int, int], None] | None = None,
-             device: str | torch.device | None = None) -> Result:
+             device: str | torch.device | None = None, pml_config: CpmlConfig | None = None) -> Result:
     """Model ``nt`` steps of p_tt = v**2 lap p + s and return the shot record (and snapshots).
 
     ``model``: a ``Model`` (2D or 3D). ``device``: where to run (default: the model's device); a
@@ -192,7 +198,9 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     ``boundary``: "pml" (convolutional PML), "sponge" (damping layer) or "none" (rigid walls);
     ``pml_width`` points of it outside the model on every side (not above a ``free_surface``).
     ``snapshots``: every k-th step (int) or the listed steps. ``backend``: "auto", "triton", "torch"
-    (``tilecraft.ops.wave``). ``progress(step, nt)`` is called every step.
+    (``tilecraft.ops.wave``). ``progress(step, nt)`` is called every step. ``pml_config``: how the
+    Triton backend runs the CPML (``tilecraft.ops.wave.CpmlConfig``; default
+    ``default_cpml_config``: the unfused launches on GPUs).
 
     When ``torch.distributed`` is initialised with several ranks, axis 0 is split into slabs (one per
     rank; every rank passes the same arguments) and every rank gets the same record.
@@ -277,7 +285,8 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
 
     def step(e0: int, e1: int) -> None:
         if pml:
-            cpml_step(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, pml, backend)
+            cpml_step(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, pml, backend, None,
+                      pml_config)
         else:
             step_into(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, sponge, backend)
 

@@ -169,7 +169,7 @@ def laplacian_plane_kernel(
         rem = rem // n_tx
         tile_y = band * GROUP_Y + rem % rows_in_band
         z = rem // rows_in_band + R
-    ys, xs, row_ok, row_mask, out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo, x_hi, nx,
+    ys, xs, _row_ok, row_mask, out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo, x_hi, nx,
                                               BLOCK_Y, BLOCK_X)
     z64 = z.to(tl.int64)
     ptrs = u_ptr + z64 * su_z + ys[:, None].to(tl.int64) * su_y + xs[None, :]
@@ -302,6 +302,29 @@ def _scatter_z(win, plane, wz, R: tl.constexpr):
 
 
 @triton.jit
+def _march_tile(pid, n_tx, n_ty, n_zc, GRID_ORDER: tl.constexpr):
+    """(tile_x, tile_y, z chunk) of a marching program on a 1D grid. GRID_ORDER 0: z chunks fastest
+    (programs sharing halo planes run together), then x, then y; 1: y tiles fastest, then x, then z;
+    2: x tiles fastest, then y, then z chunks."""
+    if GRID_ORDER == 0:
+        zc = pid % n_zc
+        rem = pid // n_zc
+        tile_x = rem % n_tx
+        tile_y = rem // n_tx
+    elif GRID_ORDER == 1:
+        tile_y = pid % n_ty
+        rem = pid // n_ty
+        tile_x = rem % n_tx
+        zc = rem // n_tx
+    else:
+        tile_x = pid % n_tx
+        rem = pid // n_tx
+        tile_y = rem % n_ty
+        zc = rem // n_ty
+    return tile_x, tile_y, zc
+
+
+@triton.jit
 def laplacian_zmarch_kernel(
     u_ptr, out_ptr, w_ptr,
     nz, ny, nx_s,
@@ -356,23 +379,8 @@ def laplacian_zmarch_kernel(
     n_ty = tl.cdiv(y_hi - y_lo, BLOCK_Y)
     nzi = nz - 2 * R
     n_zc = tl.cdiv(nzi, BLOCK_Z)
-    pid = tl.program_id(0)
-    if GRID_ORDER == 0:
-        zc = pid % n_zc
-        rem = pid // n_zc
-        tile_x = rem % n_tx
-        tile_y = rem // n_tx
-    elif GRID_ORDER == 1:
-        tile_y = pid % n_ty
-        rem = pid // n_ty
-        tile_x = rem % n_tx
-        zc = rem // n_tx
-    else:
-        tile_x = pid % n_tx
-        rem = pid // n_tx
-        tile_y = rem % n_ty
-        zc = rem // n_ty
-    ys, xs, row_ok, row_mask, out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo, x_hi, nx,
+    tile_x, tile_y, zc = _march_tile(tl.program_id(0), n_tx, n_ty, n_zc, GRID_ORDER)
+    ys, xs, row_ok, row_mask, _out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo, x_hi, nx,
                                                             BLOCK_Y, BLOCK_X)
     x0 = tile_x * BLOCK_X
     full_x = (x0 >= x_lo) & (x0 + BLOCK_X <= x_hi)
@@ -622,7 +630,7 @@ def laplacian_rows_kernel(
     in a loop (long marches, no cache cliff: the working set does not grow with the plane). MODE 2:
     a loop whose z neighbours are re-read through L1 (rows this program loaded in the last 2R
     iterations), for the high orders, where a window of 2R+1 planes does not fit in registers.
-    Grid: 1D; GRID_ORDER 2: x tiles fastest, then y tiles, then z chunks; 0: z chunks fastest.
+    Grid: 1D, its order as in ``_march_tile`` (GRID_ORDER 2: x tiles fastest; 0: z chunks fastest).
     """
     nx = nx_s * SCALE
     su_z = su_z_s * SCALE
@@ -633,17 +641,7 @@ def laplacian_rows_kernel(
     n_ty = tl.cdiv(y_hi - y_lo, BLOCK_Y)
     nzi = nz - 2 * R
     n_zc = tl.cdiv(nzi, BLOCK_Z)
-    pid = tl.program_id(0)
-    if GRID_ORDER == 0:
-        zc = pid % n_zc
-        rem = pid // n_zc
-        tile_x = rem % n_tx
-        tile_y = rem // n_tx
-    else:
-        tile_x = pid % n_tx
-        rem = pid // n_tx
-        tile_y = rem % n_ty
-        zc = rem // n_ty
+    tile_x, tile_y, zc = _march_tile(tl.program_id(0), n_tx, n_ty, n_zc, GRID_ORDER)
     y0 = y_lo + tile_y * BLOCK_Y
     xs = tile_x * BLOCK_X + tl.arange(0, BLOCK_X)
     x_in = ((xs >= x_lo) & (xs < x_hi))[None, :]

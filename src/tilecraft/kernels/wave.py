@@ -34,6 +34,25 @@ from tilecraft.kernels.stencil import (
 
 
 @triton.jit
+def _plane_terms(base, pp_plane, m_plane, offs, row_ok, row_mask, xs, nx, s_y, s_z64, w_centre, wz, wy, wx,
+                 R: tl.constexpr, VEC: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr,
+                 HAS_Z: tl.constexpr):
+    """One plane tile of a step: p's centre, its Laplacian (x/y from the stencil's plane helpers, z
+    terms through L1), and p_prev and m at the same points."""
+    centre = tl.load(base + offs, mask=row_mask, other=0.0)
+    rows, chunks = _plane_loads(base, offs, row_ok, row_mask, xs, nx, s_y, R, VEC)
+    lap = _plane_xy(centre, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
+    if HAS_Z:
+        for k in tl.static_range(1, R + 1):
+            lo = tl.load(base - k * s_z64 + offs, mask=row_mask, other=0.0)
+            hi = tl.load(base + k * s_z64 + offs, mask=row_mask, other=0.0)
+            lap += (lo + hi) * wz[k - 1]
+    prev = tl.load(pp_plane + offs, mask=row_mask, other=0.0)
+    m = tl.load(m_plane + offs, mask=row_mask, other=0.0)
+    return centre, lap, prev, m
+
+
+@triton.jit
 def wave_step_kernel(
     p_ptr, pp_ptr, m_ptr, out_ptr, w_ptr, gz_ptr, gy_ptr, gx_ptr,
     nz, ny, nx_s, s_z_s, s_y_s,
@@ -83,16 +102,8 @@ def wave_step_kernel(
     for p in range(z_begin, z_end):
         plane = p * s_z64
         base = p_ptr + plane
-        centre = tl.load(base + offs, mask=row_mask, other=0.0)
-        rows, chunks = _plane_loads(base, offs, row_ok, row_mask, xs, nx, s_y, R, VEC)
-        lap = _plane_xy(centre, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
-        if HAS_Z:
-            for k in tl.static_range(1, R + 1):
-                lo = tl.load(base - k * s_z64 + offs, mask=row_mask, other=0.0)
-                hi = tl.load(base + k * s_z64 + offs, mask=row_mask, other=0.0)
-                lap += (lo + hi) * wz[k - 1]
-        prev = tl.load(pp_ptr + plane + offs, mask=row_mask, other=0.0)
-        m = tl.load(m_ptr + plane + offs, mask=row_mask, other=0.0)
+        centre, lap, prev, m = _plane_terms(base, pp_ptr + plane, m_ptr + plane, offs, row_ok, row_mask, xs, nx,
+                                            s_y, s_z64, w_centre, wz, wy, wx, R, VEC, BLOCK_Y, BLOCK_X, HAS_Z)
         if SPONGE:
             g = g_yx + tl.load(gz_ptr + p)
             # Approximate division (a few ulp): the IEEE one is a slow multi-instruction sequence.
@@ -396,16 +407,8 @@ def wave_cpml_kernel(
     for pz in range(z_begin, z_end):
         plane = pz * s_z64
         base = p_ptr + plane
-        centre = tl.load(base + offs, mask=row_mask, other=0.0)
-        rows, chunks = _plane_loads(base, offs, row_ok, row_mask, xs, nx, s_y, R, VEC)
-        lap = _plane_xy(centre, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
-        if HAS_Z:
-            for k in tl.static_range(1, R + 1):
-                lo = tl.load(base - k * s_z64 + offs, mask=row_mask, other=0.0)
-                hi = tl.load(base + k * s_z64 + offs, mask=row_mask, other=0.0)
-                lap += (lo + hi) * wz[k - 1]
-        prev = tl.load(pp_ptr + plane + offs, mask=row_mask, other=0.0)
-        m = tl.load(m_ptr + plane + offs, mask=row_mask, other=0.0)
+        centre, lap, prev, m = _plane_terms(base, pp_ptr + plane, m_ptr + plane, offs, row_ok, row_mask, xs, nx,
+                                            s_y, s_z64, w_centre, wz, wy, wx, R, VEC, BLOCK_Y, BLOCK_X, HAS_Z)
         val = 2.0 * centre - prev + m * lap
         live = pz < z_end
         if PML_Z:  # noqa: SIM102 - a compile-time switch around a runtime test

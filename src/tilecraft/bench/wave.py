@@ -67,19 +67,26 @@ def _fields(shape, dtype, device, gen):
     return p, pp, m.to(dtype)
 
 
+def _setup(n: int, order: int, pml_width: int, dtype: torch.dtype, device: str, seed: int):
+    """The padded grid of an n**3 model (+ pml_width + R per side) and its random fields: device,
+    measured (a GPU), layout, shape, updated box lo/hi, spacing, the generator (for more draws),
+    (p, p_prev, m) and the number of updated points."""
+    dev = torch.device(device)
+    layout = Layout((n, n, n), order, pml_width, False)
+    shape, (lo, hi) = layout.shape, layout.updated
+    gen = torch.Generator().manual_seed(seed)
+    fields = _fields(shape, dtype, dev, gen)
+    points = math.prod(b - a for a, b in zip(lo, hi))
+    return dev, dev.type == "cuda", layout, shape, lo, hi, (10.0, 10.0, 10.0), gen, fields, points
+
+
 def step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
                configs: Sequence[WaveConfig] | None = None, device: str = "cuda", copy_tbps: float | None = None,
                budget_s: float = 1.0, say: Callable[[str], None] = print) -> list[Record]:
     """The fused kernel on the padded grid of an n**3 model (+ pml_width + R per side), every point
     R or more from the faces updated: each configuration, the sponge variant, and the torch peer."""
-    dev = torch.device(device)
-    measured = dev.type == "cuda"
-    layout = Layout((n, n, n), order, pml_width, False)
-    shape, (lo, hi) = layout.shape, layout.updated
-    spacing = (10.0, 10.0, 10.0)
-    gen = torch.Generator().manual_seed(20261121)
-    p, pp, m = _fields(shape, dtype, dev, gen)
-    points = math.prod(b - a for a, b in zip(lo, hi))
+    dev, measured, _layout, shape, lo, hi, spacing, gen, (p, pp, m), points = _setup(
+        n, order, pml_width, dtype, device, 20261121)
     traffic = step_traffic(points, order, p.element_size())
     case = {"model": [n] * 3, "grid": list(shape), "order": order, "dtype": str(dtype).replace("torch.", ""),
             "pml_width": pml_width}
@@ -240,15 +247,9 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
     (``cpml_step`` with backend "torch", the peer). Every case is first run from the same state into
     a NaN-filled output and compared with the float64 torch step (p_next over the updated box, psi
     and zeta relative to their largest values); only a case that passed is timed."""
-    dev = torch.device(device)
-    measured = dev.type == "cuda"
-    layout = Layout((n, n, n), order, pml_width, False)
-    shape, (lo, hi) = layout.shape, layout.updated
-    spacing = (10.0, 10.0, 10.0)
-    gen = torch.Generator().manual_seed(20261122)
-    p, pp, m = _fields(shape, dtype, dev, gen)
+    dev, measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), points = _setup(
+        n, order, pml_width, dtype, device, 20261122)
     axes0, layer_points = _cpml_state(layout, shape, dtype, dev, gen, 4500.0, 10.0, 1e-3, 15.0)
-    points = math.prod(b - a for a, b in zip(lo, hi))
     traffic = cpml_traffic(points, layer_points, order, p.element_size())
     case = {"model": [n] * 3, "grid": list(shape), "order": order, "dtype": str(dtype).replace("torch.", ""),
             "pml_width": pml_width, "layer_points": layer_points}

@@ -325,6 +325,17 @@ def _march_tile(pid, n_tx, n_ty, n_zc, GRID_ORDER: tl.constexpr):
 
 
 @triton.jit
+def _march_program(nx, y_lo, y_hi, nz, R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr,
+                   BLOCK_Z: tl.constexpr, GRID_ORDER: tl.constexpr):
+    """This program's (tile_x, tile_y) and its planes [z_begin, z_end) of the interior z range."""
+    n_zc = tl.cdiv(nz - 2 * R, BLOCK_Z)
+    tile_x, tile_y, zc = _march_tile(tl.program_id(0), tl.cdiv(nx, BLOCK_X), tl.cdiv(y_hi - y_lo, BLOCK_Y), n_zc,
+                                     GRID_ORDER)
+    z_begin = R + zc * BLOCK_Z
+    return tile_x, tile_y, z_begin, tl.minimum(z_begin + BLOCK_Z, nz - R)
+
+
+@triton.jit
 def laplacian_zmarch_kernel(
     u_ptr, out_ptr, w_ptr,
     nz, ny, nx_s,
@@ -375,17 +386,11 @@ def laplacian_zmarch_kernel(
         su_y = STATIC_SU_Y
         so_z = STATIC_SO_Z
         so_y = STATIC_SO_Y
-    n_tx = tl.cdiv(nx, BLOCK_X)
-    n_ty = tl.cdiv(y_hi - y_lo, BLOCK_Y)
-    nzi = nz - 2 * R
-    n_zc = tl.cdiv(nzi, BLOCK_Z)
-    tile_x, tile_y, zc = _march_tile(tl.program_id(0), n_tx, n_ty, n_zc, GRID_ORDER)
+    tile_x, tile_y, z_begin, z_end = _march_program(nx, y_lo, y_hi, nz, R, BLOCK_Y, BLOCK_X, BLOCK_Z, GRID_ORDER)
     ys, xs, row_ok, row_mask, _out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo, x_hi, nx,
                                                             BLOCK_Y, BLOCK_X)
     x0 = tile_x * BLOCK_X
     full_x = (x0 >= x_lo) & (x0 + BLOCK_X <= x_hi)
-    z_begin = R + zc * BLOCK_Z
-    z_end = tl.minimum(z_begin + BLOCK_Z, nz - R)
 
     # 64-bit plane strides (p * stride passes 2**31 for grids of more than 2**31 points).
     su_z64 = su_z.to(tl.int64)
@@ -637,18 +642,12 @@ def laplacian_rows_kernel(
     su_y = su_y_s * SCALE
     so_z = so_z_s * SCALE
     so_y = so_y_s * SCALE
-    n_tx = tl.cdiv(nx, BLOCK_X)
-    n_ty = tl.cdiv(y_hi - y_lo, BLOCK_Y)
-    nzi = nz - 2 * R
-    n_zc = tl.cdiv(nzi, BLOCK_Z)
-    tile_x, tile_y, zc = _march_tile(tl.program_id(0), n_tx, n_ty, n_zc, GRID_ORDER)
+    tile_x, tile_y, z_begin, z_end = _march_program(nx, y_lo, y_hi, nz, R, BLOCK_Y, BLOCK_X, BLOCK_Z, GRID_ORDER)
     y0 = y_lo + tile_y * BLOCK_Y
     xs = tile_x * BLOCK_X + tl.arange(0, BLOCK_X)
     x_in = ((xs >= x_lo) & (xs < x_hi))[None, :]
     x0 = tile_x * BLOCK_X
     full_x = (x0 >= x_lo) & (x0 + BLOCK_X <= x_hi)
-    z_begin = R + zc * BLOCK_Z
-    z_end = tl.minimum(z_begin + BLOCK_Z, nz - R)
     su_z64 = su_z.to(tl.int64)
     so_z64 = so_z.to(tl.int64)
     if OFFS64:

@@ -25,6 +25,7 @@ import triton
 import triton.language as tl
 
 from tilecraft.kernels.stencil import (
+    _march_tile,
     _plane_loads,
     _plane_xy,
     _store_tile,
@@ -77,10 +78,7 @@ def wave_step_kernel(
     n_tx = tl.cdiv(x_hi - x_org, BLOCK_X)
     n_ty = tl.cdiv(y_hi - y_lo, BLOCK_Y)
     pid = tl.program_id(0)
-    tile_x = pid % n_tx
-    rem = pid // n_tx
-    tile_y = rem % n_ty
-    zc = rem // n_ty
+    tile_x, tile_y, zc = _march_tile(pid, n_tx, n_ty, 1, 2)  # x tiles fastest, then y, then z chunks
     # x tiles start at x_org (a multiple of SCALE at or below x_lo), so a box that starts inside the
     # row (the CPML's interior box) loads no columns left of it.
     ys, xl, row_ok, row_mask, _out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo - x_org, x_hi - x_org,
@@ -374,10 +372,7 @@ def wave_cpml_kernel(
     lp = pid - tl.load(box + 7)
     n_tx = tl.cdiv(x_hi - x_org, BLOCK_X)
     n_ty = tl.cdiv(y_hi - y_lo, BLOCK_Y)
-    tile_x = lp % n_tx
-    rem = lp // n_tx
-    tile_y = rem % n_ty
-    zc = rem // n_ty
+    tile_x, tile_y, zc = _march_tile(lp, n_tx, n_ty, 1, 2)  # x tiles fastest, then y, then z chunks
     ys, xl, row_ok, row_mask, _out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo - x_org, x_hi - x_org,
                                                             nx - x_org, BLOCK_Y, BLOCK_X)
     xs = xl + x_org

@@ -45,3 +45,25 @@ def cast(x_ptr, y_ptr, BLOCK: tl.constexpr, DTYPE: tl.constexpr):
     compiler process as its name)."""
     offs = tl.arange(0, BLOCK)
     tl.store(y_ptr + offs, tl.load(x_ptr + offs).to(DTYPE))
+
+
+try:  # Gluon (Triton's explicit-layout dialect) ships with triton >= 3.4
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+except ImportError:  # pragma: no cover - older triton
+    gluon = None
+
+if gluon is not None:
+    @gluon.jit
+    def gluon_smem_shift(x_ptr, y_ptr, BLOCK: gl.constexpr):
+        """y = the second half of x, read back through a shared-memory tile: a @gluon.jit kernel with
+        an explicit layout and a shared-memory allocation (shared_bytes > 0). Gluon's slices of shared
+        memory must start at a multiple of their length, hence half-tiles, not shifted windows."""
+        layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        offs = gl.arange(0, BLOCK, layout=layout)
+        smem = gl.allocate_shared_memory(gl.float32, [2 * BLOCK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        smem.slice(0, BLOCK).store(gl.load(x_ptr + offs))
+        gl.thread_barrier()
+        half: gl.constexpr = BLOCK // 2
+        y = smem.slice(half, half).load(gl.BlockedLayout([1], [32], [4], [0]))
+        gl.store(y_ptr + gl.arange(0, half, layout=gl.BlockedLayout([1], [32], [4], [0])), y)

@@ -77,6 +77,15 @@ def test_trivial_kernel_every_target(target: str) -> None:
     json.dumps(r.as_dict())
 
 
+def test_gluon_kernel_cross_compiles_for_sm90() -> None:
+    r = cross_compile(KERNELS, "gluon_smem_shift", {"x_ptr": "*fp32", "y_ptr": "*fp32"},
+                      {"BLOCK": 256}, "sm90", num_warps=4)
+    assert r.error is None, r.error
+    assert r.kernel == "gluon_smem_shift"
+    assert r.shared_bytes is not None and r.shared_bytes >= 256 * 4
+    assert r.spills == 0
+
+
 def test_maxnreg_forces_spills_on_sm90() -> None:
     # 4096 fp32 values over one warp: 128 live values per thread across two reductions. The ':16'
     # hints (16-byte aligned pointers) are what a launch on torch tensors compiles.

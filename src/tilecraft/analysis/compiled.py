@@ -983,6 +983,8 @@ def _compile_here(request: dict) -> dict:
     if request.get("probe"):
         return {"ok": True, "kernel": fn.__name__, "arg_names": list(fn.arg_names)}
     backend, arch, warp_size = request["target"]
+    if getattr(fn, "is_gluon", lambda: False)():  # @gluon.jit kernels parse through Gluon's front end
+        from triton.experimental.gluon._runtime import GluonASTSource as ASTSource
     compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
                               target=GPUTarget(backend, arch, warp_size), options=request["options"])
     meta = compiled.metadata

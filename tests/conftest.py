@@ -31,10 +31,20 @@ except ImportError:
 import torch  # noqa: E402
 
 
+def gpu_mode() -> bool:
+    """True for a run of the GPU tests (tests/gpu/) on a GPU machine: ``TILECRAFT_GPU_TESTS=1`` set and
+    TRITON_INTERPRET not, so the kernels are compiled for the GPU instead of interpreted."""
+    return os.environ.get("TILECRAFT_GPU_TESTS") == "1" and os.environ.get("TRITON_INTERPRET") != "1"
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Stop the whole run at once, with the fix, when the kernels would not be interpreted."""
+    """Stop the whole run at once, with the fix, when the kernels would not be interpreted (unless
+    this is a GPU run of tests/gpu/, see ``gpu_mode``)."""
+    if gpu_mode():
+        return
     if os.environ.get("TRITON_INTERPRET") != "1":
-        pytest.exit(_INTERPRET_HELP, returncode=4)
+        pytest.exit(_INTERPRET_HELP + "\n\nOn a GPU machine, the GPU tests run as\n\n"
+                    "    TILECRAFT_GPU_TESTS=1 python -m pytest -q tests/gpu", returncode=4)
     # The interpreter's own use of a numpy API deprecated in numpy 1.25, once per launch.
     config.addinivalue_line("filterwarnings",
                             "ignore:Conversion of an array with ndim:DeprecationWarning:triton.runtime.interpreter")

@@ -3,7 +3,8 @@ SDPA's backends (forward, backward, decode). Writes JSON as it goes (a timeout k
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/attention_tune.py OUT_DIR [sections]
 
-sections: any of check,fwd,bwd,decode (default all); later rounds: fwd2, bwd2, pccheck, pc, decode2, decode3.
+sections: any of check,fwd,bwd,decode (default all); later rounds: fwd2, bwd2, pccheck, pc, decode2, decode3,
+gluoncheck, gluon (the Gluon forward of ``kernels.attention_gluon``).
 Each configuration is checked against the float64 reference (``bench.attention.measure``) before it is timed.
 """
 from __future__ import annotations
@@ -70,6 +71,16 @@ DECODE2_CONFIGS = [D(64, 4, 3), D(64, 4, 3, 4), D(64, 4, 3, 8), D(128, 4, 3, 4),
 # key tiles, more splits) next to the one-wave default
 DECODE3_CONFIGS = [D(64, 4, 3), D(64, 4, 2, 6), D(32, 4, 3, 6), D(32, 4, 4, 4), D(64, 8, 3, 4), D(128, 8, 2, 4),
                    D(32, 2, 3, 8), D(64, 4, 2, 8)]
+# round 5: the Gluon forward (sm90), Triton's default first, then Gluon tiles; G(n, stages, overlap)
+def G(n: int, stages: int, overlap: bool = True) -> ops.FwdConfig:
+    return F(128, n, 8, stages, True, gluon=True, overlap=overlap)
+
+
+GLUON_CONFIGS = {
+    128: [G(128, 2), G(128, 3), G(128, 2, False), G(64, 3)],
+    64: [G(128, 3), G(128, 2, False), G(64, 4)],
+    256: [G(64, 2), G(64, 2, False), G(32, 3)],
+}
 DECODE_SHAPES = [ba.Shape(8, 32, 8, 1, 8192, 128), ba.Shape(8, 32, 8, 16, 8192, 128),
                  ba.Shape(16, 32, 32, 1, 4096, 128), ba.Shape(4, 32, 8, 4, 32768, 128)]
 
@@ -167,6 +178,39 @@ def check_producer_consumer() -> None:
     save()
 
 
+def check_gluon() -> None:
+    """The Gluon forward on odd shapes against float64 (outputs and lse poisoned with NaN), every
+    candidate config; a compile or launch failure is recorded, not raised."""
+    g = torch.Generator(device="cuda").manual_seed(11)
+    cases = [(1, 2, 2, 1, 1, 128, True), (2, 4, 1, 17, 17, 64, True), (2, 8, 2, 1000, 1000, 128, False),
+             (1, 4, 2, 300, 170, 128, True), (1, 2, 2, 17, 1000, 256, True), (1, 2, 1, 1000, 333, 256, False),
+             (2, 2, 2, 1000, 1000, 64, True), (1, 4, 4, 4096, 4096, 128, True)]
+    for b, h, hk, sq, sk, d, causal in cases:
+        for dtype in (torch.bfloat16, torch.float16):
+            q = torch.randn(b, h, sq, d, device="cuda", generator=g).to(dtype)
+            k = torch.randn(b, hk, sk, d, device="cuda", generator=g).to(dtype)
+            v = torch.randn(b, hk, sk, d, device="cuda", generator=g).to(dtype)
+            ref_o, ref_l = attention_reference(q, k, v, causal=causal)
+            p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+            for cfg in GLUON_CONFIGS[d]:
+                out = torch.full_like(q, float("nan"))
+                lse = torch.full((b, h, sq), float("nan"), device="cuda")
+                try:
+                    hnd = ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg)
+                    torch.cuda.synchronize()
+                    fin = torch.isfinite(ref_l)
+                    errs = [rel(out, ref_o), (lse.double()[fin] - ref_l[fin]).abs().max().item() if fin.any() else 0.0,
+                            float(torch.equal(torch.isfinite(lse), fin))]
+                    msg = f" {hnd.name} {hnd.n_regs}r/{hnd.n_spills}s"
+                except Exception as exc:  # noqa: BLE001 - a compile or launch failure is a result here
+                    errs, msg = [], f" {type(exc).__name__}: {exc}"[:300]
+                doc["checks"].append({"case": f"gluon B{b} H{h}/{hk} {sq}x{sk} D{d} causal={causal}",
+                                      "dtype": str(dtype), "config": cfg.as_dict(), "errors": errs, "message": msg})
+                print(f"check gluon B{b} H{h}/{hk} {sq}x{sk} D{d} c={causal!s:5s} {str(dtype)[6:]:8s} n{cfg.block_n}"
+                      f"/s{cfg.num_stages}/o{int(cfg.overlap)} " + " ".join(f"{e:.1e}" for e in errs) + msg, flush=True)
+    save()
+
+
 def square_shapes(dims):
     """(D, the issue's S_q = S_k shape at D) for each D, non-causal then causal."""
     for d in dims:
@@ -209,7 +253,7 @@ if __name__ == "__main__":
     doc["device"] = INFO.as_dict()
     if "check" in SECTIONS:
         check_paths()
-    if SECTIONS & {"decode", "fwd", "decode2", "decode3"}:
+    if SECTIONS & {"decode", "fwd", "decode2", "decode3", "gluon"}:
         from tilecraft.hardware.ceilings import measure_copy_bandwidth
         COPY = measure_copy_bandwidth()
         doc["copy_TBps"] = COPY
@@ -236,6 +280,11 @@ if __name__ == "__main__":
     if "pc" in SECTIONS:
         for d, shape in square_shapes((128, 64, 256)):
             run(shape, "fwd", WS_CONFIGS[d], ("cudnn", "flash"))
+    if "gluoncheck" in SECTIONS:
+        check_gluon()
+    if "gluon" in SECTIONS:
+        for d, shape in square_shapes((128, 64, 256)):
+            run(shape, "fwd", [ops.triton_fwd_config(d, torch.device("cuda"))] + GLUON_CONFIGS[d], ("cudnn", "flash"))
     if "decode2" in SECTIONS:
         for shape in DECODE_SHAPES[:2]:
             run(shape, "fwd", DECODE2_CONFIGS, ("cudnn",))

@@ -56,8 +56,17 @@ class FwdConfig:
     # num_warps=4, the warps of one consumer warpgroup). Experimental: wrong (NaN) on an H200 so far,
     # refused on a GPU unless PRODUCER_CONSUMER_ON_GPU is set.
     producer_consumer: bool = False
+    # sm90 only: ``kernels.attention_gluon.attention_fwd_gluon_kernel`` (Gluon: explicit TMA ring,
+    # wgmma, block_m = 128 over num_warps = 8); ``overlap`` = FlashAttention-3's intra-warpgroup
+    # overlap of the softmax of tile j with P_{j-1} V_{j-1}. Calls it cannot take (other GPUs, CPU,
+    # packed batches, head dims other than 64/128/256, strides TMA cannot address) run the Triton kernels.
+    gluon: bool = False
+    overlap: bool = True
 
     def __post_init__(self):
+        if self.gluon and (self.block_m != 128 or self.num_warps != 8 or self.producer_consumer or self.persistent):
+            raise ValueError("a Gluon forward config takes block_m=128, num_warps=8 (two warpgroups of 64 rows), "
+                             f"no producer_consumer or persistent, got {self}")
         if self.producer_consumer and not self.tma:
             raise ValueError("producer_consumer needs tma=True (the producer warpgroup loads through tensor descriptors)")
         if self.producer_consumer and self.persistent:
@@ -152,8 +161,22 @@ def _hopper_or_later(device: torch.device, hopper: bool | None = None) -> bool:
     return device.type == "cuda" and torch.version.hip is None and torch.cuda.get_device_capability(device)[0] >= 9
 
 
+#: The Gluon forward's tiles per head dimension, used by ``default_fwd_config`` on sm90 GPUs where
+#: they were measured faster than the Triton kernels (docs/attention.md; empty: not yet).
+GLUON_FWD: dict[int, FwdConfig] = {}
+
+
 def default_fwd_config(head_dim: int, device: torch.device, hopper: bool | None = None) -> FwdConfig:
-    """Forward tiles by padded head dimension, measured on an H200 (2026-11-21,
+    """What ``tilecraft.attention`` runs forward: on an sm90 GPU the Gluon kernel's tiles where
+    ``GLUON_FWD`` has them (head dimensions 64/128/256), else ``triton_fwd_config``. ``launch_fwd``
+    still hands calls the Gluon kernel cannot take (``gluon_ok``) to the Triton kernels."""
+    if device.type == "cuda" and head_dim in GLUON_FWD and (hopper if hopper is not None else _is_sm90(device)):
+        return GLUON_FWD[head_dim]
+    return triton_fwd_config(head_dim, device, hopper)
+
+
+def triton_fwd_config(head_dim: int, device: torch.device, hopper: bool | None = None) -> FwdConfig:
+    """The Triton forward's tiles by padded head dimension, measured on an H200 (2026-11-21,
     ``benchmarks/attention_tune.py``; bf16, causal and not):
 
     * D <= 64 (B8 H16 S2048): 128x64 tiles, 8 warps: 399 / 315 TFLOP/s (128x128: 336 / 257);
@@ -423,10 +446,62 @@ def _descriptor(t: torch.Tensor, p: Problem, seqlen: int, heads: int, block: int
                             [1, 1, block, block_d(p.head_dim)])
 
 
+#: Head dimensions the Gluon forward takes (unpadded: the TMA box is the whole head dimension).
+GLUON_HEAD_DIMS = (64, 128, 256)
+
+
+def _is_sm90(device: torch.device) -> bool:
+    return (device.type == "cuda" and torch.version.hip is None
+            and torch.cuda.get_device_capability(device) == (9, 0))
+
+
+def gluon_ok(p: Problem, *tensors: torch.Tensor) -> bool:
+    """Whether the Gluon forward (``kernels.attention_gluon``) can take this call: CUDA tensors on
+    an sm90 GPU (not the interpreter, not CPU), not packed, head dimension 64, 128 or 256, and
+    layouts tensor descriptors can address (``tma_ok``: 16-byte aligned base and strides)."""
+    if any(t.device.type != "cuda" for t in tensors) or not _is_sm90(tensors[0].device):
+        return False
+    if p.varlen or p.head_dim not in GLUON_HEAD_DIMS or p.seqlen_k == 0:
+        return False
+    return tma_ok(p, *tensors)
+
+
+def _gluon_descriptor(t: torch.Tensor, p: Problem, seqlen: int, heads: int, block: int):
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    dtype = gl.bfloat16 if t.dtype == torch.bfloat16 else gl.float16
+    box = [1, 1, block, p.head_dim]
+    sb, sh, ss = _bhsd_strides(t, p.layout)
+    return TensorDescriptor(t, [p.batch, heads, seqlen, p.head_dim], [sb, sh, ss, 1], box,
+                            gl.NVMMASharedLayout.get_default_for(box, dtype))
+
+
+def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
+    """The Gluon forward on validated sm90 tensors ``gluon_ok`` accepted; returns the compiled kernel."""
+    from tilecraft.kernels import attention_gluon as _g
+
+    with _on_device(q):
+        return _g.attention_fwd_gluon_kernel[(_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)](
+            _gluon_descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m),
+            _gluon_descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n),
+            _gluon_descriptor(v, p, p.seqlen_k, p.kv_heads, cfg.block_n),
+            _gluon_descriptor(out, p, p.seqlen_q, p.heads, cfg.block_m),
+            lse, *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k,
+            p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, STAGES=cfg.num_stages,
+            CAUSAL=p.causal, PIPELINE=cfg.overlap, num_warps=cfg.num_warps)
+
+
 def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
-    """The forward kernel on validated tensors; returns Triton's compiled kernel (or None)."""
+    """The forward kernel on validated tensors; returns Triton's compiled kernel (or None). A Gluon
+    config runs the Gluon kernel only where ``gluon_ok``; anything else gets the Triton tiles of
+    ``triton_fwd_config`` for the device."""
     if p.batch * p.heads == 0 or p.seqlen_q == 0:
         return None
+    if cfg.gluon:
+        if gluon_ok(p, q, k, v, out):
+            return launch_fwd_gluon(q, k, v, out, lse, p, cfg)
+        cfg = triton_fwd_config(p.head_dim, q.device)
     if cfg.tma and not tma_ok(p, q, k, v, out):
         cfg = pointer_fwd_config(p.head_dim, q.device)
     if cfg.producer_consumer:
@@ -771,7 +846,10 @@ __all__ = [
     "attention",
     "default_bwd_config",
     "default_fwd_config",
+    "gluon_ok",
     "launch_bwd",
     "launch_fwd",
+    "launch_fwd_gluon",
+    "triton_fwd_config",
     "validate",
 ]

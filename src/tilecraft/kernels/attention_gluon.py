@@ -1,0 +1,224 @@
+"""Flash-attention forward for sm90 (Hopper) in Gluon, Triton's explicit-layout dialect.
+
+Why a second forward: Triton 3.6 compiles ``attention_fwd_kernel`` so that the softmax of a key tile
+runs after both matrix products of that tile, never beside them; FlashAttention-3 overlaps the two
+(the exp2 of tile j on the special-function units while the tensor cores compute P_{j-1} V_{j-1}).
+Gluon states layouts, shared memory, barriers and the asynchronous ``wgmma`` waits by hand, so the
+overlap is written here explicitly. sm90 only (``wgmma``, TMA); ``tilecraft.ops.attention`` routes
+to it only for CUDA tensors on sm90 that tensor descriptors can address, and where it was measured
+faster; everything else runs the portable Triton kernels. The Triton interpreter cannot run Gluon.
+
+One program = BLOCK_M = 128 queries of one (batch, head), ``num_warps=8``: two warpgroups of 64
+rows each (the wgmma accumulator layout puts 16 rows on each warp). Per program:
+
+* Q (BLOCK_M x D) comes once by TMA into shared memory; K and V tiles (BLOCK_N x D) by TMA into a
+  ring of ``STAGES`` slots, each with its own mbarrier (K and V separately, so Q K^T can start
+  before V has landed); the tile ``STAGES`` ahead is issued as soon as its slot is free.
+* S = Q K^T: ``warpgroup_mma`` with both operands in shared memory (K^T is a permuted view).
+* Online softmax in base 2 with scale * log2(e) folded into one multiplier (``qk_scale``): one FFMA
+  and one MUFU.EX2 per logit; rows that see no key keep m = -inf and subtract 0.
+* P (bf16/fp16) feeds O += P V from registers (``DotOperandLayout`` of O's wgmma layout): S's
+  accumulator layout and that operand layout hold the same elements in the same threads.
+* ``PIPELINE`` (FlashAttention-3's intra-warpgroup overlap): in step j the program issues
+  S_j = Q K_j^T and then O += P_{j-1} V_{j-1}, waits for S_j only (wgmma groups retire in order),
+  computes the softmax of S_j while the P V product is still on the tensor cores, then waits for
+  it and rescales O. Without ``PIPELINE``: S_j, wait, softmax, P_j V_j, wait (the plain order).
+* Causal (bottom-right aligned, as the Triton kernels): key tiles every query of the tile sees take
+  no mask; only tiles from ``lo`` on (the diagonal, and the ragged key tail) are masked (a uniform
+  branch per tile); tiles past the diagonal are never loaded. Causal grids run the heaviest query
+  tiles first.
+* Epilogue: O / l in registers, cast, written to Q's shared memory (Q is dead by then) and stored
+  by TMA (rows past S_q are clipped by the descriptor); lse (natural log) by pointer stores.
+
+Tensor descriptors are 4D over (B, H, S, D) with any 16-byte aligned strides (bhsd and bshd), block
+[1, 1, rows, D]: the copy engine clips at the end of each (batch, head) sequence, reading zeros.
+"""
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+LN2: gl.constexpr = gl.constexpr(0.6931471805599453)
+
+
+@gluon.jit
+def _issue_tile(desc, smem, bars, j, b, h_kv, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, pred):
+    """TMA of key tile j of K (or V) into ring slot j % STAGES, completing on that slot's barrier."""
+    s = j % STAGES
+    bar = bars.index(s)
+    mbarrier.expect(bar, desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(desc, [b, h_kv, j * BLOCK_N, 0], bar, smem.index(s), pred=pred)
+
+
+@gluon.jit
+def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAUSAL: gl.constexpr):
+    """One online-softmax step on raw logits ``qk`` (fp32, S's wgmma layout). Returns
+    (p, alpha, m_new, l_new); m in log2 units of the scaled logits."""
+    if start_n >= lo:
+        # diagonal tile or ragged key tail: mask before the row max (scale > 0, so -inf stays -inf)
+        keep = (start_n + cols)[None, :] < hi
+        if CAUSAL:
+            keep = keep & ((start_n + cols)[None, :] <= rows[:, None] + diag)
+        qk = gl.where(keep, qk, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
+    # A row that has seen no key yet keeps m = -inf: subtract 0 there (its terms are exp2(-inf) = 0).
+    m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)
+    p = gl.exp2(qk * qk_scale - m_sub[:, None])
+    alpha = gl.exp2(m_i - m_sub)
+    l_new = l_i * alpha + gl.sum(p, 1)
+    return p, alpha, m_new, l_new
+
+
+@gluon.jit
+def attention_fwd_gluon_kernel(
+    q_desc, k_desc, v_desc, o_desc, LSE,
+    stride_lb, stride_lh,
+    H, GROUP, S_Q, S_K, qk_scale,
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, num_warps: gl.constexpr,
+):
+    """O = softmax(Q K^T scale) V and LSE (natural log) for one 128-query tile of one (batch, head).
+
+    Grid (cdiv(S_q, BLOCK_M), B * H); ``qk_scale`` = scale * log2(e); ``num_warps`` = 8."""
+    dtype: gl.constexpr = q_desc.dtype
+    # wgmma accumulator layouts: m16 per warp, 8 warps along M (two warpgroups of 64 rows each);
+    # n = the whole tile width (BLOCK_N for S, HEAD_DIM for O), k = 16 for 16-bit operands.
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    tile2d_q: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+    tile2d_kv: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+
+    pid_m = gl.program_id(0)
+    if CAUSAL:
+        pid_m = gl.num_programs(0) - 1 - pid_m  # heaviest query tiles first
+    pid_bh = gl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    h_kv = h // GROUP
+    start_m = pid_m * BLOCK_M
+
+    # key range: [0, lo) seen by every query of the tile (no mask), [lo, hi) masked
+    diag = S_K - S_Q  # key j visible to query i iff j <= i + diag
+    if CAUSAL:
+        hi = gl.minimum(S_K, gl.maximum(start_m + BLOCK_M + diag, 0))
+        lo = gl.maximum(start_m + diag + 1, 0) // BLOCK_N * BLOCK_N
+        lo = gl.minimum(lo, hi // BLOCK_N * BLOCK_N)
+    else:
+        hi = S_K
+        lo = S_K // BLOCK_N * BLOCK_N
+    n_tiles = gl.cdiv(hi, BLOCK_N)
+
+    # shared memory: Q (later O), the K and V rings, one barrier per slot and one for Q
+    q_smem = gl.allocate_shared_memory(dtype, [1, 1, BLOCK_M, HEAD_DIM], q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], v_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(k_bars.index(s), count=1)
+        mbarrier.init(v_bars.index(s), count=1)
+    fence_async_shared()
+
+    mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [b, h, start_m, 0], q_bar, q_smem)
+    for t in gl.static_range(STAGES):
+        _issue_tile(k_desc, k_smem, k_bars, t, b, h_kv, BLOCK_N, STAGES, t < n_tiles)
+        _issue_tile(v_desc, v_smem, v_bars, t, b, h_kv, BLOCK_N, STAGES, t < n_tiles)
+
+    q2d = q_smem._reinterpret(dtype, [BLOCK_M, HEAD_DIM], tile2d_q)
+    rows = start_m + gl.arange(0, BLOCK_M, layout=row_s)
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_s)
+    l_i = gl.full([BLOCK_M], 0.0, gl.float32, layout=row_s)
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+    mbarrier.wait(q_bar, 0)
+
+    if n_tiles > 0:
+        if PIPELINE:
+            # prologue: S_0 and its softmax
+            mbarrier.wait(k_bars.index(0), 0)
+            k_t = k_smem.index(0)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile2d_kv).permute((1, 0))
+            qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
+            qk = warpgroup_mma_wait(0, deps=(qk,))
+            p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL)
+            for j in range(1, n_tiles):
+                s_cur = j % STAGES
+                s_prev = (j - 1) % STAGES
+                # S_j = Q K_j^T and O += P_{j-1} V_{j-1}, both asynchronous, in this order
+                mbarrier.wait(k_bars.index(s_cur), (j // STAGES) & 1)
+                k_t = k_smem.index(s_cur)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile2d_kv).permute((1, 0))
+                qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
+                mbarrier.wait(v_bars.index(s_prev), ((j - 1) // STAGES) & 1)
+                v_t = v_smem.index(s_prev)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile2d_kv)
+                p_op = gl.convert_layout(p.to(dtype), p_layout)
+                acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
+                # S_j done (groups retire in order), P_{j-1} V_{j-1} may still run: softmax beside it
+                qk = warpgroup_mma_wait(1, deps=(qk,))
+                p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, j * BLOCK_N, lo, hi, rows, cols, diag, qk_scale,
+                                                   CAUSAL)
+                acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+                acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                # K_{j-1} and V_{j-1} are consumed by both warpgroups: refill their slot
+                gl.thread_barrier()
+                nxt = j - 1 + STAGES
+                _issue_tile(k_desc, k_smem, k_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles)
+                _issue_tile(v_desc, v_smem, v_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles)
+            # epilogue: the last P V
+            last = n_tiles - 1
+            mbarrier.wait(v_bars.index(last % STAGES), (last // STAGES) & 1)
+            v_t = v_smem.index(last % STAGES)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile2d_kv)
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
+            acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+        else:
+            for j in range(n_tiles):
+                s_cur = j % STAGES
+                phase = (j // STAGES) & 1
+                mbarrier.wait(k_bars.index(s_cur), phase)
+                k_t = k_smem.index(s_cur)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile2d_kv).permute((1, 0))
+                qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
+                qk = warpgroup_mma_wait(0, deps=(qk,))
+                p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, j * BLOCK_N, lo, hi, rows, cols, diag, qk_scale,
+                                                   CAUSAL)
+                acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                mbarrier.wait(v_bars.index(s_cur), phase)
+                v_t = v_smem.index(s_cur)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile2d_kv)
+                p_op = gl.convert_layout(p.to(dtype), p_layout)
+                acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
+                acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+                gl.thread_barrier()
+                nxt = j + STAGES
+                _issue_tile(k_desc, k_smem, k_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles)
+                _issue_tile(v_desc, v_smem, v_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles)
+
+    mbarrier.invalidate(q_bar)
+    for s in gl.static_range(STAGES):
+        mbarrier.invalidate(k_bars.index(s))
+        mbarrier.invalidate(v_bars.index(s))
+
+    # Rows that saw no key: l = 0, acc = 0 -> output 0 and lse = -inf.
+    l_o = gl.convert_layout(l_i, row_o)
+    l_div = gl.where(l_o == 0.0, 1.0, l_o)
+    out = acc / l_div[:, None]
+    q2d.store(out.to(dtype))
+    fence_async_shared()
+    gl.thread_barrier()
+    tma.async_copy_shared_to_global(o_desc, [b, h, start_m, 0], q_smem)
+
+    lse = gl.where(l_i == 0.0, float("-inf"), (m_i + gl.log2(gl.where(l_i == 0.0, 1.0, l_i))) * LN2)
+    l_ptrs = LSE + b.to(gl.int64) * stride_lb + h.to(gl.int64) * stride_lh + rows
+    gl.store(l_ptrs, lse, mask=rows < S_Q)
+    tma.store_wait(0)

@@ -1,0 +1,135 @@
+"""The Gluon forward (``kernels.attention_gluon``) on an sm90 GPU against the float64 reference.
+
+Skipped without an sm90 CUDA GPU (the Triton interpreter cannot run Gluon); on the device machine:
+
+    TILECRAFT_GPU_TESTS=1 PYTHONPATH=src python -m pytest -q tests/gpu/test_attention_gluon.py
+
+Odd lengths (1, 17, 1000), causal with S_q > S_k (rows that see no key), grouped- and multi-query,
+both layouts, fp16 and bf16; outputs and lse poisoned with NaN before each launch.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilecraft
+from tilecraft.ops import attention as ops
+from tilecraft.reference.attention import attention_reference
+
+pytestmark = pytest.mark.skipif(
+    not (torch.cuda.is_available() and torch.version.hip is None and torch.cuda.get_device_capability() == (9, 0)),
+    reason="the Gluon forward needs an sm90 (Hopper) CUDA GPU")
+
+FWD_TOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+# one config per head dimension with the overlap, and the plain order at D = 128
+CONFIGS = {64: [ops.FwdConfig(128, 128, 8, 3, tma=True, gluon=True)],
+           128: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True),
+                 ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False)],
+           256: [ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True)]}
+# (B, H, H_kv, S_q, S_k, D, causal)
+CASES = [
+    (1, 2, 2, 1, 1, 64, False),
+    (1, 2, 2, 1, 1, 128, True),
+    (1, 4, 1, 17, 17, 64, True),          # multi-query, one partial tile
+    (2, 8, 2, 1000, 1000, 128, False),    # grouped-query, ragged tails
+    (2, 8, 2, 1000, 1000, 128, True),
+    (1, 4, 2, 300, 170, 128, True),       # S_q > S_k: the first 130 rows see no key
+    (1, 2, 2, 17, 1000, 256, True),       # S_q < S_k
+    (1, 2, 1, 1000, 333, 256, False),
+    (2, 2, 2, 1000, 1000, 64, True),
+]
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a.double() - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+def make(gen, b, h, h_kv, s_q, s_k, d, dtype):
+    def one(heads, n):
+        return torch.randn(b, heads, n, d, generator=gen, device="cuda").to(dtype)
+    return one(h, s_q), one(h_kv, s_k), one(h_kv, s_k)
+
+
+def check(out, lse, ref_o, ref_l, dtype):
+    assert not torch.isnan(out).any(), "every output element must be written (NaN poison left)"
+    assert rel(out, ref_o) < FWD_TOL[dtype]
+    fin = torch.isfinite(ref_l)
+    assert torch.equal(torch.isfinite(lse), fin), "lse must be -inf exactly on rows that see no key"
+    assert (lse[~fin] == float("-inf")).all()
+    assert (out.double()[~fin] == 0).all(), "rows that see no key must be exactly 0"
+    if fin.any():
+        assert (lse.double()[fin] - ref_l[fin]).abs().max().item() < 1e-3
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_gluon_forward_matches_float64(case, dtype):
+    b, h, h_kv, s_q, s_k, d, causal = case
+    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31)
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
+    ref_o, ref_l = attention_reference(q, k, v, causal=causal)
+    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+    assert ops.gluon_ok(p, q, k, v, q)
+    for cfg in CONFIGS[d]:
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full((b, h, s_q), float("nan"), device="cuda")
+        handle = ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg)
+        torch.cuda.synchronize()
+        assert handle is not None and handle.name == "attention_fwd_gluon_kernel"
+        check(out, lse, ref_o, ref_l, dtype)
+
+
+def test_gluon_forward_bshd_and_scale():
+    """(B, S, H, D) strides through the 4D descriptors, and a scale other than 1/sqrt(D)."""
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    q, k, v = make(gen, 2, 8, 2, 777, 999, 128, torch.bfloat16)
+    ref_o, ref_l = attention_reference(q, k, v, causal=True, scale=0.3)
+    qs, ks, vs = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+    p = ops.validate(qs, ks, vs, causal=True, scale=0.3, layout="bshd")
+    out = torch.full_like(qs, float("nan"))
+    lse = torch.full((2, 8, 777), float("nan"), device="cuda")
+    assert ops.gluon_ok(p, qs, ks, vs, out)
+    handle = ops.launch_fwd(qs, ks, vs, out, lse, None, None, p, CONFIGS[128][0])
+    torch.cuda.synchronize()
+    assert handle.name == "attention_fwd_gluon_kernel"
+    check(out.transpose(1, 2), lse, ref_o, ref_l, torch.bfloat16)
+
+
+def test_gluon_refuses_what_tma_cannot_address():
+    """Misaligned strides, a padded head dimension and packed batches go to the Triton kernels."""
+    gen = torch.Generator(device="cuda").manual_seed(8)
+    q, k, v = make(gen, 1, 2, 2, 64, 64, 96, torch.float16)
+    p = ops.validate(q, k, v, causal=False, scale=None, layout="bhsd")
+    assert not ops.gluon_ok(p, q, k, v, q)  # D = 96
+    base = torch.randn(1, 2, 64, 136, device="cuda").to(torch.float16)
+    q2 = base[..., 1:129]  # 2-byte offset: not 16-byte aligned
+    k2, v2 = make(gen, 1, 2, 2, 64, 64, 128, torch.float16)[1:]
+    p2 = ops.validate(q2, k2, v2, causal=False, scale=None, layout="bhsd")
+    assert not ops.gluon_ok(p2, q2, k2, v2, k2)
+    out = torch.full((1, 2, 64, 128), float("nan"), device="cuda", dtype=torch.float16)
+    lse = torch.full((1, 2, 64), float("nan"), device="cuda")
+    handle = ops.launch_fwd(q2, k2, v2, out, lse, None, None, p2, CONFIGS[128][0])
+    torch.cuda.synchronize()
+    assert handle.name != "attention_fwd_gluon_kernel"
+    ref_o, _ = attention_reference(q2, k2, v2, causal=False)
+    assert rel(out, ref_o) < FWD_TOL[torch.float16]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_public_api_gradients_through_the_gluon_lse(monkeypatch, causal):
+    """``tilecraft.attention`` with the Gluon forward as the default: the backward runs on its out
+    and lse; gradients against float64 (a gradient on the lse too)."""
+    monkeypatch.setitem(ops.GLUON_FWD, 128, CONFIGS[128][0])
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    q, k, v = make(gen, 1, 4, 2, 300, 300, 128, torch.bfloat16)
+    do = torch.randn(q.shape, generator=gen, device="cuda").to(torch.bfloat16)
+    dl = torch.randn(1, 4, 300, generator=gen, device="cuda")
+    lv = [t.clone().requires_grad_() for t in (q, k, v)]
+    o, lse = tilecraft.attention(*lv, causal=causal, return_lse=True)
+    grads = torch.autograd.grad((o.float() * do.float()).sum() + (lse * dl).sum(), lv)
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    ro, rl = attention_reference(*leaves, causal=causal)
+    rg = torch.autograd.grad((ro * do.double()).sum() + (rl * dl.double()).sum(), leaves)
+    assert rel(o, ro.detach()) < FWD_TOL[torch.bfloat16]
+    for g, r in zip(grads, rg):
+        assert rel(g, r) < 2.5e-2

@@ -346,7 +346,23 @@ def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec, arch: str | None = 
     copies, ak, bk = tma_plan(a, b, spec.dtype)
     ok = arch == "sm90" and tma_dtype_ok(spec)
     return Problem(spec.m, spec.n, spec.k, spec.batch, spec.dtype, spec.precision, arch, ok, ak, bk, sms,
-                   tma_copies=copies)
+                   tma_copies=copies, gluon_ok=arch == "sm90" and gluon_ok(a, b, spec))
+
+
+def gluon_ok(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> bool:
+    """Whether the sm90 Gluon kernel (``tilecraft.kernels.gemm_gluon``) can take the call: CUDA
+    (or ``meta``, for :func:`target_plan`) 2D operands, int8 with an int32 output or fp32 with
+    3xTF32 and an fp32 output, no epilogue (alpha 1, no C, bias, scales or activation), and an
+    output whose rows the TMA can store (N a multiple of 4). Operands it cannot read as they are
+    (MN-major, unaligned) are copied K-major first, as for the TMA kernel; the 3xTF32 operands are
+    always split into K-major hi/lo buffers. Anything else runs the Triton kernels."""
+    if a.device.type not in ("cuda", "meta") or bool(torch.version.hip) or a.dim() != 2 or b.dim() != 2:
+        return False
+    plain = (spec.alpha == 1.0 and not spec.has_c and not spec.has_bias and not spec.scale_a and not spec.scale_b
+             and spec.activation is None)
+    kind = ((spec.dtype == "int8" and spec.out_dtype == torch.int32)
+            or (spec.dtype == "fp32" and spec.precision == "tf32x3" and spec.out_dtype == torch.float32))
+    return plain and kind and spec.n % 4 == 0 and spec.k > 0 and spec.m > 0
 
 
 def tma_dtype_ok(spec: Spec) -> bool:
@@ -461,6 +477,11 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
     ws = torch.empty((split, spec.batch, spec.m, spec.n), dtype=acc_torch, device=a.device) if split > 1 else None
     reduce = [] if ws is None else [_reduce_launch(ws, out3, spec, split, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx,
                                                    sms or _facts(a.device)[1])]
+    if cfg.kernel == "gluon":
+        if not gluon_ok(a, b, spec):
+            raise ValueError("the Gluon kernel takes 2D CUDA int8 (int32 out) or 3xTF32 (fp32 out) products "
+                             "without an epilogue and with N a multiple of 4; use a tma or pointer config")
+        return _gluon_launch(a, b, out, spec, cfg, sms)
     if cfg.kernel == "tma":
         if not tma_dtype_ok(spec):
             raise ValueError(f"the TMA kernel cannot take {spec.dtype} operands with precision "
@@ -627,6 +648,51 @@ def _tma_launch(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, sms: i
         INPUT_PRECISION="tf32" if cfg.presplit else _dot_input_precision(spec, a), UPCAST=_upcast(spec, a),
         FLATTEN=cfg.flatten, WARP_SPECIALIZE=cfg.warp_spec, EPILOGUE_SPLIT=_epilogue_split(cfg, spec) and split == 1,
         SPLIT_K=split, PRESPLIT=cfg.presplit, **epi_cx), opts)]
+
+
+def _gluon_desc(t: torch.Tensor, block: list[int]):
+    """A 2D Gluon TMA descriptor of a K-major (rows, K) view with a unit column stride."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    gdt = {torch.int8: gl.int8, torch.float32: gl.float32, torch.int32: gl.int32}[t.dtype]
+    row_stride = t.stride(0) if t.shape[0] > 1 else -(-t.shape[1] * t.element_size() // 16) * 16 // t.element_size()
+    return TensorDescriptor(t, [t.shape[0], t.shape[1]], [row_stride, 1], block,
+                            gl.NVMMASharedLayout.get_default_for(block, gdt))
+
+
+def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None) -> list[KernelLaunch]:
+    """The Gluon kernel's launch (after the 3xTF32 split launches, or the K-major copies of
+    operands the TMA cannot read as they are). ``out`` is (M, N) contiguous."""
+    from tilecraft.kernels import gemm_gluon as _g
+    from tilecraft.tuning.gemm import gluon_epilogue_buffers
+
+    pre: list[KernelLaunch] = []
+    three = spec.dtype == "fp32"
+    if three:
+        a_hi, a_lo, la = tf32_split(a, -1)
+        b_hi, b_lo, lb = tf32_split(b, -2)
+        pre = [la, lb]
+        b_hi, b_lo = b_hi.t(), b_lo.t()
+    else:
+        a_hi = a if _tma_direct(a, -1, spec.dtype) else aligned_kmajor_copy(a, -1)
+        b_hi = (b if _tma_direct(b, -2, spec.dtype) else aligned_kmajor_copy(b, -2)).t()
+        a_lo, b_lo = a_hi, b_hi
+    out2 = out if out.dim() == 2 else out.view(spec.m, spec.n)
+    if out2.stride() != (spec.n, 1):
+        raise ValueError(f"the Gluon kernel writes a contiguous (M, N) output, got strides {out2.stride()}")
+    descs = [_gluon_desc(a_hi, [cfg.block_m, cfg.block_k]), _gluon_desc(b_hi, [cfg.block_n, cfg.block_k]),
+             _gluon_desc(a_lo, [cfg.block_m, cfg.block_k]), _gluon_desc(b_lo, [cfg.block_n, cfg.block_k]),
+             _gluon_desc(out2, [cfg.block_m, 64])]
+    sms = sms or _facts(a.device)[1]
+    tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n)
+    grid = (max(1, min(sms, tiles)),)
+    # the default partition's warps plus one warpgroup for the producer share the register file
+    maxnreg = min(240, 65536 // ((cfg.num_warps + 4) * 32) // 8 * 8)
+    constexprs = {"STAGES": cfg.num_stages, "GROUP_M": cfg.group_m, "NUM_SMS": grid[0], "THREE_TF32": three,
+                  "FLUSH": cfg.flush, "EPI_BUFS": gluon_epilogue_buffers(cfg, 4 if three else 1), "PRODUCER_REGS": 40}
+    return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, spec.m, spec.n, spec.k), constexprs,
+                               {"num_warps": cfg.num_warps, "maxnreg": maxnreg})]
 
 
 def _epilogue_split(cfg: GemmConfig, spec: Spec) -> bool:
@@ -832,6 +898,7 @@ __all__ = [
     "compile_signature",
     "compute",
     "fp32_accurate_precision",
+    "gluon_ok",
     "launch",
     "launch_plan",
     "matmul",

@@ -6,7 +6,9 @@ Every technique of the seeds is a visible field of :class:`GemmConfig`:
 field               technique
 =================== ==================================================================================
 kernel              ``"tma"``: persistent grid + TMA descriptors + wgmma (sm90); ``"pointer"``: one
-                    program per tile, pointer loads with any strides (every GPU, the interpreter)
+                    program per tile, pointer loads with any strides (every GPU, the interpreter);
+                    ``"gluon"``: the sm90 Gluon kernel, persistent and warp-specialised (a TMA
+                    producer warp, wgmma consumer warpgroups), int8 and 3xTF32 without an epilogue
 block_m/n/k         the block tile (the patent's register/shared tiles)
 num_stages          software-pipelining depth of the K loop (the patent's double buffering, generalised)
 group_m             grouped rasterisation: GROUP_M tile rows walked together so tiles reuse L2 (BitBLAS)
@@ -17,6 +19,8 @@ flatten / warp_spec the persistent loop flattened (the next tile's loads overlap
                     / warp-specialised (producer and consumer warps), TMA kernel only
 presplit            3xTF32 on operands split into tf32 hi + lo by a pass before (TMA kernel): three
                     wgmmas per K step on the loaded tiles, no per-tile split work
+flush               3xTF32 on the Gluon kernel: K steps summed in the tensor cores before the sums
+                    are added to the fp32 result (1: every step, the accuracy of the TMA kernel)
 num_warps           warps per program (8 = two warpgroups on sm90)
 =================== ==================================================================================
 
@@ -50,6 +54,7 @@ class GemmConfig:
     epilogue_split: bool = False  # TMA kernel: epilogue in two column halves (fewer live registers)
     presplit: bool = False  # TMA kernel, 3xTF32: operands split into tf32 hi + lo by a pass before
     waves_per_eu: int = 0  # AMD only: occupancy hint (0: the compiler's choice)
+    flush: int = 1  # Gluon kernel, 3xTF32: K steps chained in the tensor cores between fp32 adds
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -68,6 +73,8 @@ class GemmConfig:
             s += " ws"
         if self.presplit:
             s += " presplit"
+        if self.flush > 1:
+            s += f" flush{self.flush}"
         return s
 
 
@@ -87,16 +94,29 @@ class Problem:
     b_kmajor: bool
     sms: int = 132
     tma_copies: int = 0  # operands the TMA kernel must first copy (unaligned, or MN-major 8/32-bit)
+    gluon_ok: bool = False  # the Gluon kernel can take the call (tilecraft.ops.gemm.gluon_ok)
 
     @property
     def itemsize(self) -> int:
         return {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8, "int8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}[self.dtype]
 
 
+def gluon_epilogue_buffers(cfg: GemmConfig, itemsize: int) -> int:
+    """Chunk buffers (BLOCK_M x 64 of 4-byte results) of the Gluon kernel's epilogue: two when
+    they fit beside the pipeline, else one."""
+    pipe = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if itemsize == 4 else 1)
+    return 2 if pipe + 2 * cfg.block_m * 64 * 4 <= SHARED_LIMIT["sm90"] - 1024 else 1
+
+
 def shared_bytes(cfg: GemmConfig, itemsize: int) -> int:
     """Shared memory of the K-loop pipeline: ``num_stages`` copies of an A and a B tile; one more
     when the persistent loop is flattened (sm90 compile of 128x256x64 bf16, 3 stages: 147480 bytes,
-    flattened 180248)."""
+    flattened 180248). The Gluon kernel adds its epilogue chunk buffers and its 3xTF32 operands
+    come in two parts (sm90 compile: int8 128x256x128 s3 213164 bytes, 3xTF32 128x128x32 s3
+    229596)."""
+    if cfg.kernel == "gluon":
+        pipe = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if itemsize == 4 else 1)
+        return pipe + gluon_epilogue_buffers(cfg, itemsize) * cfg.block_m * 64 * 4 + 1024
     stages = max(cfg.num_stages, 1) + (1 if cfg.flatten else 0)
     return stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if cfg.presplit else 1)
 
@@ -115,7 +135,7 @@ def shape_key(p: Problem) -> str:
     m = p.m if p.m < 16 else _pow2_at_least(p.m)
     return (f"{p.dtype}/{p.precision}/m{m}/n{_pow2_at_least(p.n)}/k{_pow2_at_least(p.k)}/b{min(p.batch, 2)}"
             f"/{'T' if p.a_kmajor else 'N'}{'T' if p.b_kmajor else 'N'}/{'tma' if p.tma_ok else 'ptr'}"
-            f"{p.tma_copies}/{p.arch}")
+            f"{p.tma_copies}/{p.arch}" + ("/gluon" if p.gluon_ok else ""))
 
 
 def _small_m_config(p: Problem) -> GemmConfig:

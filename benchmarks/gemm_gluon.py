@@ -1,0 +1,164 @@
+"""The sm90 Gluon GEMM (``tilecraft.kernels.gemm_gluon``) on the GPU in one call: correctness, then
+config variants against torch and against the Triton kernels, in the same run.
+
+* correctness first (a failure stops the run before any timing): int8 exact and 3xTF32 against
+  float64, every layout (MN-major operands are copied / split K-major first), odd shapes, K not a
+  multiple of the block, tiny shapes, NaN/-1 poisoned outputs, inf/NaN rows; the tests of
+  ``tests/gpu/test_gemm_gluon.py`` run in the same call (pytest, separately);
+* 3xTF32 accuracy against float64 at K = 4096 and 16384 (M = N = 1024, uniform [-1, 1]) for every
+  flush length, the Triton heuristic and cuBLAS fp32;
+* timed (``bench.run_case``, the peer timed once per case): int8 NT 8192^3 and fp32-accurate NT / NN
+  8192^3 with each Gluon variant, the Triton heuristic of the same commit and the torch call.
+
+    PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/gemm_gluon.py --out $OUT [--final]
+
+``--final`` times only the heuristic choices (the re-measure at the final commit) plus bf16
+8192^3 NN as the regression guard.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ["TILECRAFT_TUNE"] = "0"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import torch
+from gemm_explore import start
+from gemm_tune import precompile
+
+from tilecraft.bench import gemm as bench
+from tilecraft.bench.harness import write_results
+from tilecraft.ops import gemm as ops
+from tilecraft.reference.gemm import matmul_reference, relative_error
+from tilecraft.tuning.gemm import GemmConfig
+
+BIG = 8192
+FINAL = "--final" in sys.argv
+if FINAL:
+    sys.argv.remove("--final")
+
+
+def G(bm, bn, bk, stages, flush=1, warps=8):
+    return GemmConfig("gluon", bm, bn, bk, 8, warps, stages, flush=flush)
+
+
+INT8 = [G(128, 256, 128, 3), G(256, 128, 128, 3), G(128, 256, 64, 4)]
+TF32X3 = [G(128, 128, 32, 3, 1), G(128, 128, 32, 3, 2), G(128, 128, 32, 3, 4), G(128, 128, 32, 3, 8),
+          G(128, 128, 16, 6, 4)]
+
+
+def check(log) -> tuple[list[dict], list[dict]]:
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(23)
+    rows = []
+
+    def rnd(*s):
+        return torch.rand(*s, device=dev, generator=g) * 2 - 1
+
+    def rint(*s):
+        return torch.randint(-128, 128, s, device=dev, generator=g, dtype=torch.int8)
+
+    def one(case, a, b, cfg, **kw):
+        spec = ops.validate(a, b, **kw)
+        out = torch.full(spec.out_shape, -1 if spec.out_dtype == torch.int32 else float("nan"), device=dev,
+                         dtype=spec.out_dtype)
+        ops.launch(a, b, out, spec, cfg)
+        ref = matmul_reference(a, b, out_dtype=torch.float64 if spec.out_dtype.is_floating_point else torch.int32)
+        if spec.out_dtype == torch.int32:
+            ok, err = bool(torch.equal(out, ref)), float((out.long() - ref.long()).abs().max())
+        else:
+            err = relative_error(out, ref)
+            ok = err <= 1e-5
+        rows.append({"case": case, "config": cfg.short(), "ok": ok, "rel_err": err})
+    shapes = ((1000, 1004, 1000), (300, 260, 4104), (8, 4, 16), (129, 260, 136), (2048, 2048, 2048))
+    for cfg in INT8:
+        for lay in ("NT", "NN", "TT"):
+            for (m, n, k) in shapes:
+                a = rint(k, m).t() if lay[0] == "T" else rint(m, k)
+                b = rint(n, k).t() if lay[1] == "T" else rint(k, n)
+                one(f"int8 {lay} {m}x{n}x{k}", a, b, cfg)
+    for cfg in TF32X3:
+        for lay in ("NT", "NN", "TN"):
+            for (m, n, k) in shapes:
+                a = rnd(k, m).t() if lay[0] == "T" else rnd(m, k)
+                b = rnd(n, k).t() if lay[1] == "T" else rnd(k, n)
+                one(f"3xtf32 {lay} {m}x{n}x{k}", a, b, cfg, precision="fp32-accurate")
+        a, b = rnd(256, 512), rnd(512, 256)
+        a[3, 7], a[5, 9] = float("inf"), float("nan")
+        b = b.abs() + 0.5
+        spec = ops.validate(a, b, precision="fp32-accurate")
+        out = torch.full(spec.out_shape, float("nan"), device=dev)
+        ops.launch(a, b, out, spec, cfg)
+        ok = bool(torch.isposinf(out[3]).all() and torch.isnan(out[5]).all() and torch.isfinite(out[0]).all())
+        rows.append({"case": "3xtf32 inf/nan rows", "config": cfg.short(), "ok": ok, "rel_err": 0.0})
+    acc = []
+    for k in (4096, 16384):
+        a, b = rnd(1024, k), rnd(k, 1024)
+        ref = matmul_reference(a, b, out_dtype=torch.float64)
+        row = {"k": k}
+        spec = ops.validate(a, b, precision="fp32-accurate")
+        for cfg in TF32X3 + [None]:
+            out = torch.full(spec.out_shape, float("nan"), device=dev)
+            c = cfg or ops.choose_config(a, b, spec)
+            ops.launch(a, b, out, spec, c)
+            row[c.short()] = relative_error(out, ref)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        row["cuBLAS fp32"] = relative_error(a @ b, ref)
+        acc.append(row)
+        log(f"accuracy K={k}: " + ", ".join(f"{n} {v:.2e}" for n, v in row.items() if n != "k"))
+    bad = [r for r in rows if not r["ok"]]
+    for r in bad:
+        log(f"CHECK FAILED {r}")
+    log(f"gluon correctness: {len(rows) - len(bad)}/{len(rows)} passed")
+    return rows, acc
+
+
+def timed() -> list[tuple[bench.Case, GemmConfig | None]]:
+    i8 = bench.Case("int8", BIG, BIG, BIG, "NT")
+    out: list[tuple[bench.Case, GemmConfig | None]] = [(i8, None)]
+    for lay in ("NT", "NN"):
+        out.append((bench.Case("fp32-accurate", BIG, BIG, BIG, lay), None))
+    if FINAL:
+        return [(bench.Case("bf16", BIG, BIG, BIG, "NN"), None)] + out
+    out += [(i8, c) for c in INT8]
+    out += [(bench.Case("fp32-accurate", BIG, BIG, BIG, "NT"), c) for c in TF32X3]
+    out += [(bench.Case("fp32-accurate", BIG, BIG, BIG, "NN"), c) for c in TF32X3[1:3]]
+    return out
+
+
+def main() -> None:
+    name = "gemm-gluon-final" if FINAL else "gemm-gluon"
+    out, log, info = start(name)
+    todo = timed()
+    precompile(todo, log)
+    checks, acc = check(log)
+    meta = {"checks": checks, "accuracy": acc}
+    if not all(r["ok"] for r in checks):
+        write_results([], name, out / f"{name}.json", info, meta=meta)
+        log("correctness failed: no timing")
+        sys.exit(1)
+    records, peers = [], {}
+    for case, cfg in todo:
+        try:
+            rec = bench.run_case(case, info, cfg=cfg, budget_s=0.3, peer_ms=peers.get(case.name))
+        except Exception as exc:  # noqa: BLE001
+            log(f"{case.name} {cfg.short() if cfg else 'heuristic'}: {type(exc).__name__}: {str(exc)[:300]}")
+            continue
+        records.append(rec)
+        e = rec.extra
+        if e.get("failed"):
+            log(f"{case.name:32s} FAILED rel err {e['rel_err']:.1e}")
+            continue
+        peers[case.name] = e["peer_time_ms"]
+        rec.extra["pinned"] = cfg is not None
+        log(f"{case.name:32s} {GemmConfig.from_dict(e['config']).short():44s} "
+            f"ours {rec.ours:7.1f} peer {rec.peer_value:7.1f} x{rec.ratio:.3f} err {e['rel_err']:.1e}")
+    write_results(records, name, out / f"{name}.json", info, meta=meta)
+    log("done")
+
+
+if __name__ == "__main__":
+    main()

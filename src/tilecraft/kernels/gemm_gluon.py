@@ -1,0 +1,211 @@
+"""sm90-only GEMM in Gluon (Triton's explicit-layout dialect): persistent and warp-specialised.
+
+:func:`matmul_ws_kernel` computes ``C = A @ B`` for int8 (int32 out, exact) and for 3xTF32
+(fp32 out, fp32-accurate) with both operands K-major, ``A`` (M, K) and ``B`` as (N, K), through
+host-built 2D TMA descriptors. One program per SM walks the output tiles in grouped order
+(``GROUP_M`` tile rows at a time, as ``tilecraft.kernels.gemm._tile_coords``). Inside a program:
+
+* a 1-warp producer partition (:func:`_producer`) fills a ring of ``STAGES`` shared-memory slots
+  with A and B tiles by TMA; slot ``s`` has a ``ready`` mbarrier (the TMA completes it, counting
+  bytes) and an ``empty`` one (the consumers arrive once the wgmmas reading it have retired);
+* the default partition (:func:`_consumer`, ``num_warps`` = 4 or 8: one or two warpgroups sharing
+  a ``BLOCK_M`` x ``BLOCK_N`` tile, 64 rows each) issues async ``warpgroup_mma`` on each slot and
+  keeps the newest in flight (``warpgroup_mma_wait(1)``), releasing a slot as soon as the wgmmas
+  that read it retire; then writes the tile through shared memory in ``EPI_N``-column chunks
+  (two chunk buffers) and TMA stores that are left to finish under the next tile's main loop.
+
+``THREE_TF32``: the operands are the tf32 ``hi`` and ``lo = x - hi`` parts of fp32 matrices
+(``tilecraft.kernels.gemm.tf32_split_kernel``; four descriptors) and each K step issues three tf32
+wgmmas: ``hi*hi`` into one accumulator and ``hi*lo + lo*hi`` into another, both restarted from
+zero every ``FLUSH`` K steps and then added to the fp32 result in registers (IEEE round to
+nearest). The tensor cores do not round to nearest when they accumulate: a running accumulator
+over the whole of K drifts with K (H200, K = 4096: 2.9e-5 against float64; cuBLAS fp32 5.7e-7),
+so the chain is kept short. Non-finite small terms are dropped at the flush (an inf input makes
+``inf * lo`` of either sign, or NaN where lo is 0); the ``hi*hi`` term carries inf and NaN inputs.
+
+The Triton interpreter cannot run Gluon: this module is compiled for sm90 in CI (PTX checked for
+wgmma, TMA and setmaxnreg) and checked against float64 on the GPU. ``tilecraft.ops.gemm``
+dispatches here only on sm90 CUDA tensors, for the cases measured faster (see docs/gemm.md).
+"""
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+
+@gluon.jit
+def _tile_mn(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
+    """Grouped rasterisation (GROUP_M tile rows walked down a column of tiles, then right)."""
+    num_in_group = GROUP_M * num_pid_n
+    group = tile // num_in_group
+    first_m = group * GROUP_M
+    group_rows = gl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + ((tile % num_in_group) % group_rows)
+    pid_n = (tile % num_in_group) // group_rows
+    return pid_m, pid_n
+
+
+@gluon.jit
+def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
+              M, N, K, NUM_SMS: gl.constexpr, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr):
+    """One warp: TMA loads of every (tile, K step) of this program, in the consumers' order."""
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    if THREE_TF32:
+        nbytes: gl.constexpr = 2 * (a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+    else:
+        nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    num_pid_m = gl.cdiv(M, BLOCK_M)
+    num_pid_n = gl.cdiv(N, BLOCK_N)
+    k_tiles = gl.cdiv(K, BLOCK_K)
+    it = 0
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
+        pid_m, pid_n = _tile_mn(tile, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        for ki in range(k_tiles):
+            s = it % STAGES
+            # a fresh mbarrier counts as having completed the phase before phase 0
+            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+            bar = ready.index(s)
+            mbarrier.expect(bar, nbytes)
+            off_k = ki * BLOCK_K
+            tma.async_copy_global_to_shared(a_desc, [off_m, off_k], bar, a_bufs.index(s))
+            tma.async_copy_global_to_shared(b_desc, [off_n, off_k], bar, b_bufs.index(s))
+            if THREE_TF32:
+                tma.async_copy_global_to_shared(a_lo_desc, [off_m, off_k], bar, a_lo_bufs.index(s))
+                tma.async_copy_global_to_shared(b_lo_desc, [off_n, off_k], bar, b_lo_bufs.index(s))
+            it += 1
+
+
+@gluon.jit
+def _store_tile(acc, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N: gl.constexpr):
+    """acc (BLOCK_M x BLOCK_N) to global through the shared-memory chunk buffers, EPI_N columns at
+    a time; each chunk buffer is reused once the TMA store issued from it two chunks ago is done.
+    ``chunk0`` counts the chunks this program stored before (the buffer parity)."""
+    BLOCK_N: gl.constexpr = acc.shape[1]
+    NBUF: gl.constexpr = c_bufs.type.shape[0]
+    if EPI_N == BLOCK_N:
+        tma.store_wait(NBUF - 1)
+        buf = c_bufs.index(chunk0 % NBUF)
+        buf.store(acc.to(c_desc.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(c_desc, [off_m, off_n], buf)
+    else:
+        # columns [0, BLOCK_N/2) and [BLOCK_N/2, BLOCK_N): the top bit of the column index
+        # lives in each thread's registers in the wgmma layout, so the split moves no data
+        lo, hi = acc.reshape([acc.shape[0], 2, BLOCK_N // 2]).permute(0, 2, 1).split()
+        _store_tile(lo, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N)
+        _store_tile(hi, c_desc, c_bufs, off_m, off_n + BLOCK_N // 2,
+                    chunk0 + (BLOCK_N // 2) // EPI_N, EPI_N)
+
+
+@gluon.jit
+def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K,
+              NUM_SMS: gl.constexpr, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr,
+              EPI_N: gl.constexpr):
+    BLOCK_M: gl.constexpr = a_bufs.type.shape[1]
+    BLOCK_K: gl.constexpr = a_bufs.type.shape[2]
+    BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    ACC: gl.constexpr = c_desc.dtype
+    # wgmma K per instruction (tf32: 8, int8: 32); N per instruction at most 128 for int8 (what
+    # Triton 3.6 lowers: m64n128k32), 256 otherwise
+    BITS: gl.constexpr = a_bufs.type.element_ty.primitive_bitwidth
+    INSTR_N: gl.constexpr = min(BLOCK_N, 128) if BITS == 8 else BLOCK_N
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
+                                                     instr_shape=[16, INSTR_N, 256 // BITS])
+    num_pid_m = gl.cdiv(M, BLOCK_M)
+    num_pid_n = gl.cdiv(N, BLOCK_N)
+    k_tiles = gl.cdiv(K, BLOCK_K)
+    it = 0
+    chunks = 0
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
+        pid_m, pid_n = _tile_mn(tile, num_pid_m, num_pid_n, GROUP_M)
+        acc = gl.zeros([BLOCK_M, BLOCK_N], ACC, layout)
+        if THREE_TF32:
+            big = gl.zeros([BLOCK_M, BLOCK_N], ACC, layout)
+            small = gl.zeros([BLOCK_M, BLOCK_N], ACC, layout)
+            for ki in range(k_tiles):
+                s = it % STAGES
+                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                a_hi = a_bufs.index(s)
+                a_lo = a_lo_bufs.index(s)
+                b_hi = b_bufs.index(s).permute((1, 0))
+                b_lo = b_lo_bufs.index(s).permute((1, 0))
+                chain = ki % FLUSH != 0  # False: restart both step sums from zero
+                big = warpgroup_mma(a_hi, b_hi, big, use_acc=chain, is_async=True)
+                small = warpgroup_mma(a_hi, b_lo, small, use_acc=chain, is_async=True)
+                small = warpgroup_mma(a_lo, b_hi, small, is_async=True)
+                last = (ki % FLUSH == FLUSH - 1) | (ki == k_tiles - 1)
+                # the previous step's three wgmmas have retired (its slot is free); at a flush
+                # this step's too, and the step sums join the result
+                big, small = warpgroup_mma_wait(3, deps=(big, small))
+                if last:
+                    big, small = warpgroup_mma_wait(0, deps=(big, small))
+                    acc += big + gl.where(gl.abs(small) < float("inf"), small, 0.0)
+                # a step's slot is released at its own flush (wait(0)) or, otherwise, one step
+                # later, when wait(3) has retired its three wgmmas
+                prev_open = (ki > 0) & ((ki - 1) % FLUSH != FLUSH - 1)
+                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=prev_open)
+                mbarrier.arrive(empty.index(s), pred=last)
+                it += 1
+        else:
+            for ki in range(k_tiles):
+                s = it % STAGES
+                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s).permute((1, 0)), acc, is_async=True)
+                acc = warpgroup_mma_wait(1, deps=(acc,))
+                # the wgmma of the previous step has retired: its slot is free
+                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=ki > 0)
+                it += 1
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
+        _store_tile(acc, c_desc, c_bufs, pid_m * BLOCK_M, pid_n * BLOCK_N, chunks, EPI_N)
+        chunks += BLOCK_N // EPI_N
+    tma.store_wait(0)
+
+
+@gluon.jit
+def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K,
+                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr,
+                     THREE_TF32: gl.constexpr, FLUSH: gl.constexpr, EPI_BUFS: gl.constexpr,
+                     PRODUCER_REGS: gl.constexpr):
+    """C (M, N) = A (M, K) @ B (N, K)^T; grid min(SMs, tiles). ``a_desc``/``b_desc`` tiles are
+    (BLOCK_M, BLOCK_K) / (BLOCK_N, BLOCK_K), ``c_desc`` tiles (BLOCK_M, EPI_N). Without
+    ``THREE_TF32`` the lo descriptors are not read (pass the hi ones)."""
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    EPI_N: gl.constexpr = c_desc.block_type.shape[1]
+    dtype: gl.constexpr = a_desc.dtype
+    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+    if THREE_TF32:
+        a_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+        b_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+    else:
+        a_lo_bufs = a_bufs
+        b_lo_bufs = b_bufs
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [EPI_BUFS, BLOCK_M, EPI_N], c_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    fence_async_shared()
+    gl.warp_specialize([
+        (_consumer, (a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K,
+                     NUM_SMS, GROUP_M, THREE_TF32, FLUSH, EPI_N)),
+        (_producer, (a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
+                     M, N, K, NUM_SMS, GROUP_M, THREE_TF32)),
+    ], [1], [PRODUCER_REGS])

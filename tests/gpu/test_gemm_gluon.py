@@ -1,0 +1,80 @@
+"""The sm90 Gluon GEMM (``tilecraft.kernels.gemm_gluon``) on the GPU against float64: int8 exact,
+3xTF32 within the fp32 tolerance, odd shapes, K not a multiple of the block, every operand layout
+(MN-major operands are copied or split K-major first), outputs poisoned before the launch, inf/NaN
+rows, and ``tilecraft.matmul``'s dispatch. Skipped without a CUDA sm90 GPU (tests/gpu/conftest.py)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tilecraft.ops import gemm as ops
+from tilecraft.reference.gemm import matmul_reference, relative_error
+from tilecraft.tuning.gemm import GemmConfig
+
+CONFIGS = [GemmConfig("gluon", 128, 256, 128, 8, 8, 3), GemmConfig("gluon", 128, 128, 32, 8, 8, 3, flush=1),
+           GemmConfig("gluon", 128, 128, 32, 8, 8, 3, flush=4)]
+SHAPES = [(1000, 1004, 1000), (8, 4, 16), (129, 260, 136), (300, 260, 4104)]
+
+
+def _sm90() -> bool:
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+
+
+pytestmark = pytest.mark.skipif(not _sm90(), reason="the Gluon GEMM is sm90 only")
+
+
+def _operands(dtype, layout, m, n, k, gen):
+    def one(r, c):
+        if dtype == torch.int8:
+            return torch.randint(-128, 128, (r, c), device="cuda", generator=gen, dtype=torch.int8)
+        return torch.rand(r, c, device="cuda", generator=gen) * 2 - 1
+    a = one(k, m).t() if layout[0] == "T" else one(m, k)
+    b = one(n, k).t() if layout[1] == "T" else one(k, n)
+    return a, b
+
+
+@pytest.mark.parametrize("layout", ["NT", "NN", "TN"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_int8_exact(layout, shape):
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape)) % 2**31)
+    a, b = _operands(torch.int8, layout, *shape, gen)
+    spec = ops.validate(a, b)
+    out = torch.full(spec.out_shape, -1, dtype=torch.int32, device="cuda")
+    ops.launch(a, b, out, spec, CONFIGS[0])
+    assert torch.equal(out, matmul_reference(a, b, out_dtype=torch.int32))
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[1:], ids=lambda c: c.short())
+@pytest.mark.parametrize("layout", ["NT", "NN", "TT"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_3xtf32_float64(cfg, layout, shape):
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, cfg.flush)) % 2**31)
+    a, b = _operands(torch.float32, layout, *shape, gen)
+    spec = ops.validate(a, b, precision="fp32-accurate")
+    out = torch.full(spec.out_shape, float("nan"), device="cuda")
+    ops.launch(a, b, out, spec, cfg)
+    assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 1e-5
+
+
+def test_3xtf32_inf_nan_rows():
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    a = torch.rand(256, 512, device="cuda", generator=gen) * 2 - 1
+    b = torch.rand(512, 264, device="cuda", generator=gen) + 0.5
+    a[3, 7], a[5, 9] = float("inf"), float("nan")
+    spec = ops.validate(a, b, precision="fp32-accurate")
+    for cfg in CONFIGS[1:]:
+        out = torch.full(spec.out_shape, 0.0, device="cuda")
+        ops.launch(a, b, out, spec, cfg)
+        assert torch.isposinf(out[3]).all() and torch.isnan(out[5]).all()
+        assert torch.isfinite(out[torch.arange(256, device="cuda") > 5]).all()
+
+
+def test_dispatch_on_sm90():
+    a = torch.randint(-128, 128, (512, 1024), device="cuda", dtype=torch.int8)
+    b = torch.randint(-128, 128, (768, 1024), device="cuda", dtype=torch.int8).t()
+    spec = ops.validate(a, b)
+    assert ops.gluon_ok(a, b, spec)
+    assert not ops.gluon_ok(a, b, ops.validate(a, b, out_dtype=torch.float32))
+    import tilecraft
+    got = tilecraft.matmul(a, b)
+    assert torch.equal(got, matmul_reference(a, b, out_dtype=torch.int32))

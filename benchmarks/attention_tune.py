@@ -77,9 +77,9 @@ def G(n: int, stages: int, overlap: bool = True) -> ops.FwdConfig:
 
 
 GLUON_CONFIGS = {
-    128: [G(128, 2), G(128, 3), G(128, 2, False), G(64, 3)],
-    64: [G(128, 3), G(128, 2, False), G(64, 4)],
-    256: [G(64, 2), G(64, 2, False), G(32, 3)],
+    128: [G(128, 2), G(128, 3), G(128, 2, False), G(128, 3, False)],
+    64: [G(128, 3), G(128, 2, False), G(128, 3, False), G(64, 4, False)],
+    256: [G(64, 2), G(64, 2, False), G(32, 4, False)],
 }
 DECODE_SHAPES = [ba.Shape(8, 32, 8, 1, 8192, 128), ba.Shape(8, 32, 8, 16, 8192, 128),
                  ba.Shape(16, 32, 32, 1, 4096, 128), ba.Shape(4, 32, 8, 4, 32768, 128)]

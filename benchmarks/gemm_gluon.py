@@ -7,8 +7,8 @@ config variants against torch and against the Triton kernels, in the same run.
   ``tests/gpu/test_gemm_gluon.py`` run in the same call (pytest, separately);
 * 3xTF32 accuracy against float64 at K = 4096 and 16384 (M = N = 1024, uniform [-1, 1]) for every
   flush length, the Triton heuristic and cuBLAS fp32;
-* timed (``bench.run_case``, the peer timed once per case): int8 NT 8192^3 and fp32-accurate NT / NN
-  8192^3 with each Gluon variant, the Triton heuristic of the same commit and the torch call.
+* timed (``bench.run_case``, the peer timed once per case): int8 NT 8192^3, fp32-accurate and tf32
+  NT / NN 8192^3 with each Gluon variant, the heuristic of the same commit and the torch call.
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/gemm_gluon.py --out $OUT [--final]
 
@@ -45,9 +45,16 @@ def G(bm, bn, bk, stages, flush=1, warps=8):
     return GemmConfig("gluon", bm, bn, bk, 8, warps, stages, flush=flush)
 
 
-INT8 = [G(128, 256, 128, 3), G(256, 128, 128, 3), G(128, 256, 64, 4)]
-TF32X3 = [G(128, 128, 32, 3, 1), G(128, 128, 32, 3, 2), G(128, 128, 32, 3, 4), G(128, 128, 32, 3, 8),
-          G(128, 128, 16, 6, 4)]
+def Gg(bm, bn, bk, stages, group_m):
+    return GemmConfig("gluon", bm, bn, bk, group_m, 8, stages)
+
+
+# first sweep (b626042): int8 128x256x128 s3 1317 TOPS, 256x128x128 s3 1267, 128x256x64 s4 1258;
+# 3xTF32 128x128x32 s3 flush 1/2/4/8 95.8/102.4/109.4/110.6, 128x128x16 s6 flush 4 93.2
+INT8 = [G(128, 256, 128, 3), G(128, 256, 128, 4), Gg(128, 256, 128, 3, 16), Gg(128, 256, 128, 3, 4),
+        G(128, 256, 256, 2)]
+TF32X3 = [G(128, 128, 32, 3, 4), G(128, 128, 32, 3, 2)]
+TF32 = [G(128, 256, 32, 3), G(128, 256, 32, 4), G(128, 128, 32, 4)]
 
 
 def check(log) -> tuple[list[dict], list[dict]]:
@@ -80,6 +87,17 @@ def check(log) -> tuple[list[dict], list[dict]]:
                 a = rint(k, m).t() if lay[0] == "T" else rint(m, k)
                 b = rint(n, k).t() if lay[1] == "T" else rint(k, n)
                 one(f"int8 {lay} {m}x{n}x{k}", a, b, cfg)
+    for cfg in TF32:
+        for lay in ("NT", "NN"):
+            for (m, n, k) in shapes[:3]:
+                a = rnd(k, m).t() if lay[0] == "T" else rnd(m, k)
+                b = rnd(n, k).t() if lay[1] == "T" else rnd(k, n)
+                spec = ops.validate(a, b, precision="tf32")
+                out = torch.full(spec.out_shape, float("nan"), device=dev)
+                ops.launch(a, b, out, spec, cfg)
+                err = relative_error(out, matmul_reference(a, b, out_dtype=torch.float64))
+                rows.append({"case": f"tf32 {lay} {m}x{n}x{k}", "config": cfg.short(), "ok": err <= 3e-3,
+                             "rel_err": err})
     for cfg in TF32X3:
         for lay in ("NT", "NN", "TN"):
             for (m, n, k) in shapes:
@@ -124,8 +142,8 @@ def timed() -> list[tuple[bench.Case, GemmConfig | None]]:
     if FINAL:
         return [(bench.Case("bf16", BIG, BIG, BIG, "NN"), None)] + out
     out += [(i8, c) for c in INT8]
-    out += [(bench.Case("fp32-accurate", BIG, BIG, BIG, "NT"), c) for c in TF32X3]
-    out += [(bench.Case("fp32-accurate", BIG, BIG, BIG, "NN"), c) for c in TF32X3[1:3]]
+    out += [(bench.Case("fp32-accurate", BIG, BIG, BIG, lay), TF32X3[0]) for lay in ("NT", "NN")]
+    out += [(bench.Case("tf32", BIG, BIG, BIG, lay), c) for c in TF32 for lay in ("NT", "NN")]
     return out
 
 

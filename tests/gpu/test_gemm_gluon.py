@@ -78,3 +78,14 @@ def test_dispatch_on_sm90():
     import tilecraft
     got = tilecraft.matmul(a, b)
     assert torch.equal(got, matmul_reference(a, b, out_dtype=torch.int32))
+
+
+@pytest.mark.parametrize("layout", ["NT", "NN"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_tf32_float64(layout, shape):
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, "tf32")) % 2**31)
+    a, b = _operands(torch.float32, layout, *shape, gen)
+    spec = ops.validate(a, b, precision="tf32")
+    out = torch.full(spec.out_shape, float("nan"), device="cuda")
+    ops.launch(a, b, out, spec, GemmConfig("gluon", 128, 256, 32, 8, 8, 3))
+    assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 3e-3

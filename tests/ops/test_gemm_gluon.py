@@ -78,7 +78,7 @@ def test_gluon_kernel_cross_compiles_for_sm90(dtype, cfg, precision, instr):
     assert res.error is None, res.error
     assert res.spills == 0 and res.scratch_bytes == 0
     assert res.shared_bytes <= SHARED_LIMIT["sm90"]
-    assert abs(res.shared_bytes - shared_bytes(cfg, dtype.itemsize)) <= 2048  # the model the tuner prunes with
+    assert abs(res.shared_bytes - shared_bytes(cfg, dtype.itemsize, dtype == torch.float32)) <= 2048  # the model the tuner prunes with
     facts = _ptx_facts(launch)
     steps = cfg.block_k // (32 if dtype == torch.int8 else 8)
     per_step = 2 * steps if dtype == torch.int8 else 3 * steps  # int8: two n128 halves; 3xTF32: three products

@@ -352,7 +352,7 @@ def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec, arch: str | None = 
 def gluon_ok(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> bool:
     """Whether the sm90 Gluon kernel (``tilecraft.kernels.gemm_gluon``) can take the call: CUDA
     (or ``meta``, for :func:`target_plan`) 2D operands, int8 with an int32 output or fp32 with
-    3xTF32 and an fp32 output, no epilogue (alpha 1, no C, bias, scales or activation), and an
+    tf32 or 3xTF32 and an fp32 output, no epilogue (alpha 1, no C, bias, scales or activation), and an
     output whose rows the TMA can store (N a multiple of 4). Operands it cannot read as they are
     (MN-major, unaligned) are copied K-major first, as for the TMA kernel; the 3xTF32 operands are
     always split into K-major hi/lo buffers. Anything else runs the Triton kernels."""
@@ -361,7 +361,7 @@ def gluon_ok(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> bool:
     plain = (spec.alpha == 1.0 and not spec.has_c and not spec.has_bias and not spec.scale_a and not spec.scale_b
              and spec.activation is None)
     kind = ((spec.dtype == "int8" and spec.out_dtype == torch.int32)
-            or (spec.dtype == "fp32" and spec.precision == "tf32x3" and spec.out_dtype == torch.float32))
+            or (spec.dtype == "fp32" and spec.precision in ("tf32", "tf32x3") and spec.out_dtype == torch.float32))
     return plain and kind and spec.n % 4 == 0 and spec.k > 0 and spec.m > 0
 
 
@@ -479,7 +479,7 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
                                                    sms or _facts(a.device)[1])]
     if cfg.kernel == "gluon":
         if not gluon_ok(a, b, spec):
-            raise ValueError("the Gluon kernel takes 2D CUDA int8 (int32 out) or 3xTF32 (fp32 out) products "
+            raise ValueError("the Gluon kernel takes 2D CUDA int8 (int32 out) or tf32/3xTF32 (fp32 out) products "
                              "without an epilogue and with N a multiple of 4; use a tma or pointer config")
         return _gluon_launch(a, b, out, spec, cfg, sms)
     if cfg.kernel == "tma":
@@ -668,7 +668,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None) -> li
     from tilecraft.tuning.gemm import gluon_epilogue_buffers
 
     pre: list[KernelLaunch] = []
-    three = spec.dtype == "fp32"
+    three = spec.precision == "tf32x3"
     if three:
         a_hi, a_lo, la = tf32_split(a, -1)
         b_hi, b_lo, lb = tf32_split(b, -2)
@@ -690,7 +690,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None) -> li
     # the default partition's warps plus one warpgroup for the producer share the register file
     maxnreg = min(240, 65536 // ((cfg.num_warps + 4) * 32) // 8 * 8)
     constexprs = {"STAGES": cfg.num_stages, "GROUP_M": cfg.group_m, "NUM_SMS": grid[0], "THREE_TF32": three,
-                  "FLUSH": cfg.flush, "EPI_BUFS": gluon_epilogue_buffers(cfg, 4 if three else 1), "PRODUCER_REGS": 40}
+                  "FLUSH": cfg.flush, "EPI_BUFS": gluon_epilogue_buffers(cfg, a.element_size(), three), "PRODUCER_REGS": 40}
     return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, spec.m, spec.n, spec.k), constexprs,
                                {"num_warps": cfg.num_warps, "maxnreg": maxnreg})]
 

@@ -101,28 +101,28 @@ class Problem:
         return {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8, "int8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}[self.dtype]
 
 
-def gluon_epilogue_buffers(cfg: GemmConfig, itemsize: int) -> int:
+def gluon_epilogue_buffers(cfg: GemmConfig, itemsize: int, three: bool = False) -> int:
     """Chunk buffers (BLOCK_M x 64 of 4-byte results) of the Gluon kernel's epilogue: two when
-    they fit beside the pipeline, else one."""
-    pipe = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if itemsize == 4 else 1)
+    they fit beside the pipeline, else one. ``three``: 3xTF32 (hi and lo tiles per stage)."""
+    pipe = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if three else 1)
     return 2 if pipe + 2 * cfg.block_m * 64 * 4 <= SHARED_LIMIT["sm90"] - 1024 else 1
 
 
-def shared_bytes(cfg: GemmConfig, itemsize: int) -> int:
+def shared_bytes(cfg: GemmConfig, itemsize: int, three: bool = False) -> int:
     """Shared memory of the K-loop pipeline: ``num_stages`` copies of an A and a B tile; one more
     when the persistent loop is flattened (sm90 compile of 128x256x64 bf16, 3 stages: 147480 bytes,
     flattened 180248). The Gluon kernel adds its epilogue chunk buffers and its 3xTF32 operands
     come in two parts (sm90 compile: int8 128x256x128 s3 213164 bytes, 3xTF32 128x128x32 s3
     229596)."""
     if cfg.kernel == "gluon":
-        pipe = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if itemsize == 4 else 1)
-        return pipe + gluon_epilogue_buffers(cfg, itemsize) * cfg.block_m * 64 * 4 + 1024
+        pipe = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if three else 1)
+        return pipe + gluon_epilogue_buffers(cfg, itemsize, three) * cfg.block_m * 64 * 4 + 1024
     stages = max(cfg.num_stages, 1) + (1 if cfg.flatten else 0)
     return stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if cfg.presplit else 1)
 
 
 def fits(cfg: GemmConfig, p: Problem) -> bool:
-    return shared_bytes(cfg, p.itemsize) <= SHARED_LIMIT[p.arch]
+    return shared_bytes(cfg, p.itemsize, p.precision == "tf32x3") <= SHARED_LIMIT[p.arch]
 
 
 def _pow2_at_least(x: int, lo: int = 16) -> int:

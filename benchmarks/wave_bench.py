@@ -44,6 +44,9 @@ def _config_text(r) -> str:
     text += " loop" if cfg.get("unroll") is False else ""
     text += " by-axes" if cfg.get("by_axes") else ""
     text += " 2ph" if cfg.get("two_phase") else ""
+    if cfg.get("march"):
+        n = cfg.get("narrow") or ()
+        text = f"march {text} n{'x'.join(map(str, n))}" + (" regs" if cfg.get("march_regs") else "")
     return text
 
 
@@ -101,6 +104,9 @@ def main() -> int:
         return max((r.ours / copy * 100 for r in records if r.case.get("variant") == variant and r.extra.get("ok")),
                    default=None)
     print(json.dumps({"best_fused_pct_copy": best("fused"), "best_cpml_step_pct_copy": best("cpml-fused"),
+                      "best_march_pct_copy": max((r.ours / copy * 100 for r in records if r.case.get("variant") ==
+                                                  "cpml-fused" and r.extra.get("ok") and
+                                                  (r.extra.get("config") or {}).get("march")), default=None),
                       "unfused_cpml_step_pct_copy": best("cpml-unfused")}))
     return 0
 

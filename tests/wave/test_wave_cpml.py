@@ -22,6 +22,7 @@ VARIANTS = {  # tiles that do not divide the boxes: edge tiles and several boxes
     "recompute-by-axes": CpmlConfig(4, 16, 5, 1, by_axes=True),
     "two-phase": CpmlConfig(4, 16, 4, 1, two_phase=True, by_axes=True),
     "unfused": CpmlConfig(4, 8, 4, 1, fused=False),
+    "march": CpmlConfig(4, 16, 3, 1, march=True, narrow=(4, 16, 1)),
 }
 CASES = [  # model shape, order, layer width, free surface
     ((9, 10, 11), 4, 3, False),
@@ -106,7 +107,7 @@ def test_torch_path_is_bitwise_the_previous_two_kernel_path(case):
 
 
 @pytest.mark.parametrize("case,variant", [(c, v) for i, c in enumerate(CASES) for v in VARIANTS
-                                           if i in (1, 3) or v in ("recompute", "unfused")])
+                                           if i in (1, 3) or v in ("recompute", "unfused", "march")])
 def test_triton_variants_match_float64(case, variant):
     dtype = torch.float32 if case[1] in (4, 8) else torch.float64
     layout, (p, pp, m), axes = _state(*case, dtype, seed=3)
@@ -138,7 +139,7 @@ def test_sub_boxes_give_the_whole_box():
     layout, (p, pp, m), axes = _state((10, 7, 9), 4, 3, False, torch.float32, seed=5)
     lo, hi = layout.updated
     spacing = (10.0, 11.0, 12.0)
-    for cfg in (VARIANTS["recompute"], VARIANTS["two-phase"], VARIANTS["unfused"]):
+    for cfg in (VARIANTS["recompute"], VARIANTS["two-phase"], VARIANTS["unfused"], VARIANTS["march"]):
         whole_axes, split_axes = _copy(axes), _copy(axes)
         whole, split = pp.clone(), pp.clone()
         ops.cpml_step(p, pp.clone(), m, whole, 4, spacing, lo, hi, whole_axes, "triton", SMALL, cfg)
@@ -179,3 +180,85 @@ def test_bad_inputs_raise_before_any_launch():
         ops.cpml_step(*args, [replace(axes[0], regions=((1, 5, 0),) + axes[0].regions[1:])], "triton")
     with pytest.raises(ValueError, match="increasing intervals"):
         ops.CpmlAxis.create(p.shape, 0, 1.0, axes[0].a, axes[0].b, [(10, 14), (2, 6)], 4)
+
+
+def test_march_matches_the_unfused_launches():
+    """The layers' z-march against the unfused launches (the previous GPU default) on one state:
+    p_next, psi_new and zeta agree to rounding, every point of the box written (NaN-poisoned), in
+    place (out is p_prev) too, 2D and 3D."""
+    for case in ((CASES[1], torch.float32), (CASES[4], torch.float64), ((6, 9, 26), torch.float32)):
+        shape, dtype = case
+        layout, (p, pp, m), axes = _state(*(shape if len(shape) == 4 else (shape, 4, 2, False)), dtype, seed=9)
+        order = layout.order
+        lo, hi = layout.updated
+        spacing = tuple(10.0 + d for d in range(p.dim()))
+        box = tuple(slice(a, b) for a, b in zip(lo, hi))
+        res = []
+        for cfg, in_place in ((VARIANTS["unfused"], False), (VARIANTS["march"], False), (VARIANTS["march"], True)):
+            got = _copy(axes)
+            out = pp.clone()
+            if in_place:  # out is p_prev
+                ops.cpml_step(p, out, m, out, order, spacing, lo, hi, got, "triton", SMALL, cfg)
+            else:
+                out[box] = math.nan
+                ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, got, "triton", SMALL, cfg)
+                assert not torch.isnan(out).any()
+            assert torch.equal(out[~_mask(out.shape, box)], pp[~_mask(out.shape, box)])
+            res.append((out, got))
+        (a_out, a_axes), (b_out, b_axes), (c_out, c_axes) = res
+        assert torch.equal(b_out, c_out) and all(torch.equal(x.zeta, y.zeta) for x, y in zip(b_axes, c_axes))
+        tol = 2e-6 if dtype == torch.float32 else 1e-13
+        assert float((a_out[box] - b_out[box]).abs().max()) <= tol * float(a_out[box].abs().max())
+        for x, y in zip(a_axes, b_axes):
+            assert torch.equal(x.psi[1], y.psi[1])  # the same psi launches
+            assert float((x.zeta - y.zeta).abs().max()) <= tol * max(float(x.zeta.abs().max()), 1e-30)
+
+
+def _mask(shape, box):
+    m = torch.zeros(shape, dtype=torch.bool)
+    m[box] = True
+    return m
+
+
+@pytest.mark.parametrize("shape,order,width", [((40, 31, 50), 8, 20), ((9, 10, 11), 4, 3), ((5, 21), 4, 1)])
+def test_march_plan_covers_the_box_once_without_shared_vectors(shape, order, width):
+    """The march plan: interior and layer boxes cover the updated box once; each box's active axes
+    are those whose region holds it; within one launch no two boxes' tile columns meet on a row."""
+    layout, (p, _pp, _m), axes = _state(shape, order, width, False, torch.float32)
+    lo, hi = layout.updated
+    ndim = p.dim()
+    lo3 = tuple(lo) if ndim == 3 else (0,) + tuple(lo)
+    hi3 = tuple(hi) if ndim == 3 else (1,) + tuple(hi)
+    kaxes = {ax.axis + 3 - ndim: ax for ax in axes}
+    p3 = p if ndim == 3 else p.unsqueeze(0)
+    cfg = CpmlConfig(8, 64, 8, 8, march=True, narrow=(16, 32, 4))
+    interiors, scale, launches = ops.layer_plan(lo3, hi3, kaxes, ndim, p3.shape[2], cfg, 4, p3.stride()[:2])
+    count = torch.zeros(p3.shape, dtype=torch.int32)
+    for (z0, z1), (y0, y1), (x0, x1) in interiors:
+        count[z0:z1, y0:y1, x0:x1] += 1
+        for d, (a, b) in enumerate(((z0, z1), (y0, y1), (x0, x1))):
+            for w0, w1, _ in kaxes[d].regions if d in kaxes else ():
+                assert b <= w0 or w1 <= a  # no CPML term in an interior box
+    for axes_, (by, bx, _w), table, n_prog in launches:
+        assert bx == (32 if 2 in axes_ else 64)
+        covers = []
+        for z0, z1, y0, y1, x0, x1, x_org, first, *_ in table:
+            count[z0:z1, y0:y1, x0:x1] += 1
+            for d, (a, b) in enumerate(((z0, z1), (y0, y1), (x0, x1))):
+                inside = any(w0 <= a and b <= w1 for w0, w1, _ in (kaxes[d].regions if d in kaxes else ()))
+                assert inside == (d in axes_)
+            cover = (x_org, x_org + -(-(x1 - x_org) // bx) * bx)
+            for cz, cy, cx in covers:
+                assert cz[1] <= z0 or z1 <= cz[0] or cy[1] <= y0 or y1 <= cy[0] or cx[1] <= cover[0] or cover[1] <= cx[0]
+            covers.append(((z0, z1), (y0, y1), cover))
+        assert n_prog > 0
+    box = tuple(slice(a, b) for a, b in zip(lo3, hi3))
+    assert int(count[box].min()) == 1 and int(count.max()) == 1 and int(count.sum()) == count[box].numel()
+    if shape == (40, 31, 50):
+        assert scale == 4 and len(launches) == 7  # aligned: 128-bit accesses, one launch per set of axes
+
+
+def test_x_stores_start_and_end_on_whole_vectors():
+    _layout, _fields, axes = _state((12, 9, 13), 6, 5, True, torch.float32)
+    x = axes[-1]
+    assert all(o % ops.STORE_ALIGN == 0 for _, _, o in x.regions) and x.extent % ops.STORE_ALIGN == 0

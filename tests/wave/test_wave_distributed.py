@@ -46,12 +46,16 @@ def test_too_many_ranks_is_an_error_before_spawning():
     ((40, 31), {"order": 4, "boundary": "pml", "pml_width": 6, "pml_config": CpmlConfig(8, 32, 16, 1, fused=False)}),
     ((40, 31), {"order": 4, "boundary": "pml", "pml_width": 6,
                 "pml_config": CpmlConfig(8, 32, 16, 1, two_phase=True, by_axes=True)}),
+    ((40, 31), {"order": 4, "boundary": "pml", "pml_width": 6, "free_surface": True,
+                "pml_config": CpmlConfig(8, 32, 16, 1, march=True, narrow=(8, 16, 1))}),
+    ((18, 11, 13), {"order": 2, "boundary": "pml", "pml_width": 3,
+                    "pml_config": CpmlConfig(4, 16, 3, 1, march=True, narrow=(4, 16, 1))}),
 ])
 def test_triton_cpml_slabs_are_bit_identical(shape, kw):
     """The Triton step with the CPML (interpreter; 2R halos, psi_z's halos exchanged or recomputed)
     on 2 ranks gives the one-process record bit for bit, and the torch backend's to rounding: the
-    folded recompute variant (the interpreter's default), the unfused launches (the GPU default)
-    and the two-phase variant."""
+    folded recompute variant (the interpreter's default), the unfused launches, the two-phase
+    variant and the layers' z-march."""
     if not torch.cuda.is_available():
         pytest.importorskip("triton")
         import os

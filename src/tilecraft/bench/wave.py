@@ -177,8 +177,14 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
 
 
 # Launch configurations of the CPML kernel swept on a GPU (the interior runs the default WaveConfig).
+MARCH_REGS = (80, 96, 72, 128, 168)  # z, y, x faces, edges, corners: the least spills (sm90 cross-compiles)
 CPML_CONFIGS = (
     CpmlConfig(4, 64, 8, 4, maxnreg=96, by_axes=True, two_phase=True, fused=False),  # the default (unfused)
+    CpmlConfig(8, 128, 8, 8, march=True, march_regs=MARCH_REGS),  # layers' z-march (psi first)
+    CpmlConfig(4, 128, 8, 4, march=True, march_regs=MARCH_REGS),
+    CpmlConfig(8, 128, 16, 8, march=True, march_regs=MARCH_REGS),
+    CpmlConfig(8, 128, 8, 8, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS),
+    CpmlConfig(8, 128, 8, 8, march=True),  # no register budget
     CpmlConfig(4, 64, 8, 4, maxnreg=96, by_axes=True, two_phase=True),  # best folded, run 2 (62548e5)
     CpmlConfig(4, 64, 8, 4, unroll=False, maxnreg=80, by_axes=True),  # folded, psi recomputed in the step
 )
@@ -316,7 +322,10 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
         for variant, fn, pts in (
                 ("part-interior", lambda _i: ops.step_into(p, pp, m, out, order, spacing, ilo, ihi, None, "triton"),
                  math.prod(b - a for a, b in zip(ilo, ihi))),
-                ("part-psi", lambda _i: ops._psi_phase(p, order, lo, hi, axes0), layer_points)):
+                ("part-psi", lambda _i: ops._psi_phase(p, order, lo, hi, axes0), layer_points),
+                ("part-march-layers", lambda _i: ops._march_layers(
+                    p, pp, m, out, order, spacing, lo, hi, axes0, {ax.axis: ax for ax in axes0}, None,
+                    CPML_CONFIGS[1], ("layers",)), points - math.prod(b - a for a, b in zip(ilo, ihi)))):
             say(variant)
             t = time_rotating(fn, 1, device=dev, budget_s=budget_s)
             records.append(_record({**case, "variant": variant}, step_traffic(pts, order, p.element_size()),

@@ -25,6 +25,8 @@ import triton
 import triton.language as tl
 
 from tilecraft.kernels.stencil import (
+    _components,
+    _interleave,
     _march_tile,
     _plane_loads,
     _plane_xy,
@@ -54,6 +56,26 @@ def _plane_terms(base, pp_plane, m_plane, offs, row_ok, row_mask, xs, nx, s_y, s
 
 
 @triton.jit
+def _box_program(lp, z_lo, z_hi, y_lo, y_hi, x_lo, x_hi, x_org, nx, s_y, BLOCK_Y: tl.constexpr,
+                 BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr):
+    """Program ``lp`` of a z-march over the box [z_lo, z_hi) x [y_lo, y_hi) x [x_lo, x_hi): its
+    (BLOCK_Y, BLOCK_X) tile (x tiles fastest, then y tiles, then z chunks; x tiles start at x_org, a
+    multiple of the vector width at or below x_lo, so a box that starts inside the row loads no
+    columns left of it), masks, whether the tile lies inside [x_lo, x_hi), its planes, offsets."""
+    n_tx = tl.cdiv(x_hi - x_org, BLOCK_X)
+    n_ty = tl.cdiv(y_hi - y_lo, BLOCK_Y)
+    tile_x, tile_y, zc = _march_tile(lp, n_tx, n_ty, 1, 2)
+    ys, xl, row_ok, row_mask, _out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo - x_org, x_hi - x_org,
+                                                            nx - x_org, BLOCK_Y, BLOCK_X)
+    xs = xl + x_org
+    x0 = x_org + tile_x * BLOCK_X
+    full_x = (x0 >= x_lo) & (x0 + BLOCK_X <= x_hi)
+    z_begin = z_lo + zc * BLOCK_Z
+    z_end = tl.minimum(z_begin + BLOCK_Z, z_hi)
+    return ys, xs, row_ok, row_mask, x_in, full_x, z_begin, z_end, ys[:, None] * s_y + xs[None, :]
+
+
+@triton.jit
 def wave_step_kernel(
     p_ptr, pp_ptr, m_ptr, out_ptr, w_ptr, gz_ptr, gy_ptr, gx_ptr,
     nz, ny, nx_s, s_z_s, s_y_s,
@@ -75,21 +97,9 @@ def wave_step_kernel(
     s_z = s_z_s * SCALE
     s_y = s_y_s * SCALE
     x_org = x_org_s * SCALE
-    n_tx = tl.cdiv(x_hi - x_org, BLOCK_X)
-    n_ty = tl.cdiv(y_hi - y_lo, BLOCK_Y)
-    pid = tl.program_id(0)
-    tile_x, tile_y, zc = _march_tile(pid, n_tx, n_ty, 1, 2)  # x tiles fastest, then y, then z chunks
-    # x tiles start at x_org (a multiple of SCALE at or below x_lo), so a box that starts inside the
-    # row (the CPML's interior box) loads no columns left of it.
-    ys, xl, row_ok, row_mask, _out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo - x_org, x_hi - x_org,
-                                                            nx - x_org, BLOCK_Y, BLOCK_X)
-    xs = xl + x_org
-    x0 = x_org + tile_x * BLOCK_X
-    full_x = (x0 >= x_lo) & (x0 + BLOCK_X <= x_hi)
-    z_begin = z_lo + zc * BLOCK_Z
-    z_end = tl.minimum(z_begin + BLOCK_Z, z_hi)
+    ys, xs, row_ok, row_mask, x_in, full_x, z_begin, z_end, offs = _box_program(
+        tl.program_id(0), z_lo, z_hi, y_lo, y_hi, x_lo, x_hi, x_org, nx, s_y, BLOCK_Y, BLOCK_X, BLOCK_Z)
     s_z64 = s_z.to(tl.int64)
-    offs = ys[:, None] * s_y + xs[None, :]
     w_centre = tl.load(w_ptr)
     wz = _weights(w_ptr, 0, R)
     wy = _weights(w_ptr, R, R)
@@ -428,3 +438,158 @@ def wave_cpml_kernel(
                                  inside, live, xpo_ptr, xpn_ptr, xz_ptr, xa_ptr, xb_ptr, xw_ptr, xc_ptr, R,
                                  UNROLL, PRECOMPUTED)
         tl.store(out_ptr + plane + offs, val, mask=inside)
+
+
+# ------------------------------------------------------------------------------------------------
+# the layers' z-march (psi_new precomputed): one kernel configuration per set of active axes
+# ------------------------------------------------------------------------------------------------
+@triton.jit
+def _x_difference(ptrs, xq, e, row_ok, d, R: tl.constexpr, VEC: tl.constexpr, BY: tl.constexpr,
+                  BX: tl.constexpr):
+    """sum_k d_k (u[x+k] - u[x-k]) along x for a tile of pointers into a store whose columns are
+    ``xq`` (extent ``e``; columns outside it read as 0): the centre tile and tiles shifted by whole
+    vectors (128-bit when aligned), split into column components as in ``_plane_xy``."""
+    NCH: tl.constexpr = (R + VEC - 1) // VEC
+    comps = ()
+    for m in tl.static_range(-NCH, NCH + 1):
+        xm = xq + m * VEC
+        mask = row_ok[:, None] & ((xm >= 0) & (xm < e))[None, :]
+        comps = comps + (_components(tl.load(ptrs + m * VEC, mask=mask, other=0.0), VEC, BY, BX),)
+    outs = ()
+    for j in tl.static_range(0, VEC):
+        acc = tl.zeros((BY, BX // VEC), dtype=ptrs.dtype.element_ty)
+        for k in tl.static_range(1, R + 1):
+            acc += (comps[(j + k) // VEC + NCH][(j + k) % VEC] - comps[(j - k) // VEC + NCH][(j - k) % VEC]) \
+                * d[k - 1]
+        outs = outs + (acc,)
+    return _interleave(outs, VEC, BY, BX)
+
+
+@triton.jit
+def _strided_difference(ptrs, stride, mask, d, R: tl.constexpr):
+    """sum_k d_k (u[+k stride] - u[-k stride]) for a tile of pointers (y rows or z planes)."""
+    acc = tl.zeros(ptrs.shape, dtype=ptrs.dtype.element_ty)
+    for k in tl.static_range(1, R + 1):
+        acc += (tl.load(ptrs + k * stride, mask=mask, other=0.0) - tl.load(ptrs - k * stride, mask=mask, other=0.0)) \
+            * d[k - 1]
+    return acc
+
+
+@triton.jit
+def _layer_update(val, m, d2, dpsi, zeta_ptrs, a, b, mask, x_in, full_x):
+    """zeta = b zeta + a (d2 + dpsi) (stored: the tile's points of the box), val + m (dpsi + zeta).
+    Outside the layer (a = 0, zeta 0) zeta stays 0."""
+    zeta = b * tl.load(zeta_ptrs, mask=mask, other=0.0) + a * (d2 + dpsi)
+    _store_tile(zeta_ptrs, zeta, mask, x_in, full_x, False)
+    return val + m * (dpsi + zeta)
+
+
+@triton.jit
+def wave_layer_kernel(
+    p_ptr, pp_ptr, m_ptr, out_ptr, w_ptr, box_ptr,
+    zpsi_ptr, zzeta_ptr, za_ptr, zb_ptr, zw_ptr,
+    ypsi_ptr, yzeta_ptr, ya_ptr, yb_ptr, yw_ptr,
+    xpsi_ptr, xzeta_ptr, xa_ptr, xb_ptr, xw_ptr,
+    nx_s, s_z_s, s_y_s, zt0_s, yt0_s, xt0_s, xt1_s, xe_s,
+    R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
+    VEC: tl.constexpr, SCALE: tl.constexpr, HAS_Z: tl.constexpr, NB: tl.constexpr,
+    AX_Z: tl.constexpr, AX_Y: tl.constexpr, AX_X: tl.constexpr,
+):
+    """The step with the CPML on boxes of the absorbing layers where exactly the axes AX_* have
+    terms, built like ``wave_step_kernel``: a program owns a (BLOCK_Y, BLOCK_X) tile and marches
+    BLOCK_Z planes, its loads and stores whole 128-bit vectors (edge tiles rewrite the columns they
+    do not own, ``_store_tile``). psi_new was written before the launch (``cpml_psi_kernel``), so
+    per active axis a: dpsi_a/dx_a from psi_new at +-k (planes, rows, or vector-shifted tiles),
+    d2p/dx_a**2 from the Laplacian's own loads, zeta_a read and written once, and
+    p_next = 2 p - p_prev + m (lap p + sum_a (dpsi_a/dx_a + zeta_a)).
+
+    ``box_ptr`` (int64): NB rows of 16: z_lo, z_hi, y_lo, y_hi, x_lo, x_hi, x_org / SCALE, first
+    program, then per axis (z, y, x) the offset of the box's store in that axis's memory variables
+    (store index x its stride, minus origin x the axis's stride; / SCALE), then the x store's
+    origin / SCALE. An axis's memory variables at (z, y, x) are at shift + z t0 + y t1 + x (t0, t1
+    the store's strides / SCALE; t1 is p's row stride but for the x store; its columns [0, xe)). ``*w_ptr`` of an axis:
+    [d_1..d_R] / h, [c_0..c_R] / h**2.
+    """
+    nx = nx_s * SCALE
+    s_z = s_z_s * SCALE
+    s_y = s_y_s * SCALE
+    s_z64 = s_z.to(tl.int64)
+    pid = tl.program_id(0)
+    bi = 0
+    for i in tl.static_range(1, NB):
+        bi += (pid >= tl.load(box_ptr + i * 16 + 7)).to(tl.int32)
+    box = box_ptr + bi * 16
+    z_lo = tl.load(box).to(tl.int32)
+    z_hi = tl.load(box + 1).to(tl.int32)
+    y_lo = tl.load(box + 2).to(tl.int32)
+    y_hi = tl.load(box + 3).to(tl.int32)
+    x_lo = tl.load(box + 4).to(tl.int32)
+    x_hi = tl.load(box + 5).to(tl.int32)
+    x_org = tl.load(box + 6).to(tl.int32) * SCALE
+    ys, xs, row_ok, row_mask, x_in, full_x, z_begin, z_end, offs = _box_program(
+        pid - tl.load(box + 7).to(tl.int32), z_lo, z_hi, y_lo, y_hi, x_lo, x_hi, x_org, nx, s_y, BLOCK_Y, BLOCK_X,
+        BLOCK_Z)
+    w_centre = tl.load(w_ptr)
+    wz = _weights(w_ptr, 0, R)
+    wy = _weights(w_ptr, R, R)
+    wx = _weights(w_ptr, 2 * R, R)
+    if AX_Z:
+        zt0 = zt0_s.to(tl.int64) * SCALE
+        z_shift = tl.load(box + 8) * SCALE
+        dz = _weights(zw_ptr, -1, R)
+        cz0 = tl.load(zw_ptr + R)
+    if AX_Y:
+        yt0 = yt0_s.to(tl.int64) * SCALE
+        y_shift = tl.load(box + 9) * SCALE
+        dy = _weights(yw_ptr, -1, R)
+        cy0 = tl.load(yw_ptr + R)
+        ay = tl.load(ya_ptr + ys, mask=row_ok, other=0.0)[:, None]
+        by = tl.load(yb_ptr + ys, mask=row_ok, other=1.0)[:, None]
+    if AX_X:
+        xt0 = xt0_s.to(tl.int64) * SCALE
+        x_shift = tl.load(box + 10) * SCALE
+        xq = xs - tl.load(box + 11).to(tl.int32) * SCALE
+        xe = xe_s * SCALE
+        x_mask = row_ok[:, None] & ((xq >= 0) & (xq < xe))[None, :]
+        x_offs = ys[:, None] * (xt1_s * SCALE) + xs[None, :]
+        dx = _weights(xw_ptr, -1, R)
+        cx0 = tl.load(xw_ptr + R)
+        no_y = ()  # zero y weights: the x part alone from _plane_xy
+        for k in tl.static_range(0, R):
+            no_y = no_y + (wy[k] * 0.0,)
+        ax = tl.load(xa_ptr + xs, mask=xs < nx, other=0.0)[None, :]
+        bx = tl.load(xb_ptr + xs, mask=xs < nx, other=1.0)[None, :]
+    for pz in range(z_begin, z_end):
+        plane = pz * s_z64
+        base = p_ptr + plane
+        centre = tl.load(base + offs, mask=row_mask, other=0.0)
+        rows, chunks = _plane_loads(base, offs, row_ok, row_mask, xs, nx, s_y, R, VEC)
+        lap = _plane_xy(centre, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
+        if HAS_Z:
+            zpairs = tl.zeros_like(centre)
+            for k in tl.static_range(1, R + 1):
+                lo = tl.load(base - k * s_z64 + offs, mask=row_mask, other=0.0)
+                hi = tl.load(base + k * s_z64 + offs, mask=row_mask, other=0.0)
+                zpairs += (lo + hi) * wz[k - 1]
+            lap += zpairs
+        m = tl.load(m_ptr + plane + offs, mask=row_mask, other=0.0)
+        val = 2.0 * centre - tl.load(pp_ptr + plane + offs, mask=row_mask, other=0.0) + m * lap
+        if AX_Z:
+            zbase = z_shift + pz * zt0
+            dpsi = _strided_difference(zpsi_ptr + zbase + offs, zt0, row_mask, dz, R)
+            val = _layer_update(val, m, centre * cz0 + zpairs, dpsi, zzeta_ptr + zbase + offs, tl.load(za_ptr + pz),
+                                tl.load(zb_ptr + pz), row_mask, x_in, full_x)
+        if AX_Y:
+            ypairs = tl.zeros_like(centre)
+            for k in tl.static_range(1, R + 1):
+                ypairs += (rows[R - k] + rows[R + k - 1]) * wy[k - 1]
+            ybase = y_shift + pz * yt0
+            dpsi = _strided_difference(ypsi_ptr + ybase + offs, s_y, row_mask, dy, R)
+            val = _layer_update(val, m, centre * cy0 + ypairs, dpsi, yzeta_ptr + ybase + offs, ay, by, row_mask,
+                                x_in, full_x)
+        if AX_X:
+            d2x = _plane_xy(centre, rows, chunks, cx0, no_y, wx, R, VEC, BLOCK_Y, BLOCK_X)
+            xbase = x_shift + pz * xt0
+            dpsi = _x_difference(xpsi_ptr + xbase + x_offs, xq, xe, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)
+            val = _layer_update(val, m, d2x, dpsi, xzeta_ptr + xbase + x_offs, ax, bx, x_mask, x_in, full_x)
+        _store_tile(out_ptr + plane + offs, val, row_mask, x_in, full_x, False)

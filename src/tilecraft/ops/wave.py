@@ -12,6 +12,7 @@ reports which one ran.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -274,6 +275,9 @@ class CpmlConfig:
     by_axes: bool = False
     two_phase: bool = False
     fused: bool = True
+    march: bool = False
+    narrow: tuple[int, int, int] = (16, 32, 4)
+    march_regs: tuple[int, ...] = ()
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -291,6 +295,7 @@ def default_cpml_config(device: torch.device) -> CpmlConfig:
 
 
 _NO_SPLIT = 2**30
+STORE_ALIGN = 4  # points: a 128-bit vector in fp32 (two in fp64)
 
 
 @dataclass
@@ -325,7 +330,11 @@ class CpmlAxis:
             k = 1
         else:
             regions = tuple((w0, w1, max(w0 - r, 0)) for w0, w1 in layers)
+            if axis == len(shape) - 1:  # x stores start and end on whole vectors (128-bit accesses)
+                regions = tuple((w0, w1, o - o % STORE_ALIGN) for w0, w1, o in regions)
             extent = max(min(w1 + r, n) - o for w0, w1, o in regions)
+            if axis == len(shape) - 1 and all(o + extent + (-extent) % STORE_ALIGN <= n for _, _, o in regions):
+                extent += (-extent) % STORE_ALIGN
             k = len(regions)
         store = (k,) + tuple(extent if d == axis else v for d, v in enumerate(shape))
         z = a.new_zeros(store)
@@ -499,6 +508,9 @@ def _launch_cpml(p, p_prev, m, out, order, spacing, lo, hi, pml: list[CpmlAxis],
     s_z, s_y, _ = p3.stride()
     vec = min(16 // p.element_size(), pcfg.block_x)
     scale = vec if all(v % vec == 0 for v in (nx, s_z, s_y)) else 1
+    if pcfg.march:
+        _march_layers(p3, pp3, m3, o3, order, spacing, lo, hi, pml, kaxes, cfg, pcfg)
+        return
     if not pcfg.fused:
         _unfused(p, p_prev, m, out, order, spacing, lo, hi, pml, cfg)
         return
@@ -532,6 +544,163 @@ def _launch_cpml(p, p_prev, m, out, order, spacing, lo, hi, pml: list[CpmlAxis],
             R=r, BLOCK_Y=pcfg.block_y, BLOCK_X=pcfg.block_x, BLOCK_Z=pcfg.block_z, VEC=vec, SCALE=scale,
             HAS_Z=has_z, NB=nb, PML_Z=0 in axes, PML_Y=1 in axes, PML_X=2 in axes, UNROLL=pcfg.unroll,
             PRECOMPUTED=pcfg.two_phase, **opts)
+
+
+def _axis_pieces(lo: int, hi: int, regions) -> list[tuple[int, int, int | None]]:
+    """[lo, hi) cut where a region starts or ends: (a, b, k), k the region that holds [a, b) or
+    None where none does (the pieces without a region merged)."""
+    cuts = sorted({lo, hi} | {v for w0, w1, _ in regions for v in (w0, w1) if lo < v < hi})
+    out: list[tuple[int, int, int | None]] = []
+    for a, b in itertools.pairwise(cuts):
+        k = next((i for i, (w0, w1, _) in enumerate(regions) if w0 <= a and b <= w1), None)
+        if k is None and out and out[-1][2] is None and out[-1][1] == a:
+            out[-1] = (out[-1][0], b, None)
+        else:
+            out.append((a, b, k))
+    return out
+
+
+def _store_view(ax: CpmlAxis, ndim: int) -> torch.Tensor:
+    return ax.zeta if ndim == 3 else ax.zeta.unsqueeze(1)
+
+
+def layer_plan(lo3, hi3, kaxes: dict[int, CpmlAxis], ndim: int, nx: int, cfg: CpmlConfig, vec: int,
+               strides: tuple[int, int]):
+    """The march variant's launches: the box [lo3, hi3) (z, y, x) cut at every region's bounds into
+    boxes with no CPML term (``interiors``: ``wave_step_kernel``) and boxes where exactly the axes
+    ``axes`` have terms, one ``wave_layer_kernel`` launch per set of axes (tiles of (block_y,
+    block_x) at ``num_warps``; launches with x terms take the narrow tiles ``cfg.narrow``: x layers
+    are a few vectors wide). Boxes of one launch whose tiles would share a vector of a row (an edge
+    tile rewrites the columns it does not own) go to separate launches. Returns (interiors, scale,
+    launches); a launch is (axes, (block_y, block_x, warps), table rows (16 ints per box, unscaled),
+    programs). ``scale``: the vector width when every offset is a multiple of it (else 1)."""
+    pieces = [_axis_pieces(lo3[d], hi3[d], kaxes[d].regions if d in kaxes else ()) for d in range(3)]
+    interiors, groups = [], {}
+    for pz in pieces[0]:
+        for py in pieces[1]:
+            for px in pieces[2]:
+                box = (pz, py, px)
+                axes = tuple(d for d in range(3) if box[d][2] is not None)
+                if axes:
+                    groups.setdefault(axes, []).append(box)
+                else:
+                    interiors.append(tuple((a, b) for a, b, _ in box))
+    ints = [nx, *strides]
+    store = {}
+    for d, ax in kaxes.items():
+        st = _store_view(ax, ndim).stride()
+        store[d] = st
+        ints += list(st[:3])
+    xe = kaxes[2].extent if 2 in kaxes else 0
+    launches = []
+    for axes, boxes in sorted(groups.items(), key=lambda g: (len(g[0]), g[0])):
+        by, bx, warps = cfg.narrow if 2 in axes else (cfg.block_y, cfg.block_x, cfg.num_warps)
+        slots: list[list] = []
+        for box in boxes:
+            (z0, z1, _), (y0, y1, _), (x0, x1, _) = box
+            x_org = x0 - x0 % X_ALIGN
+            cover = (x_org, min(x_org + triton_cdiv(x1 - x_org, bx) * bx, nx))
+            row = [z0, z1, y0, y1, x0, x1, x_org, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+            for d in axes:
+                k = box[d][2]
+                ax = kaxes[d]
+                st = store[d]
+                origin = ax.regions[k][2]
+                row[8 + d] = (k if ax.zeta.shape[0] > 1 else 0) * st[0] - origin * (st[1], st[2], 1)[d]
+                if d == 2:
+                    row[11] = origin
+            ints += row[6:7] + row[8:12]
+            for slot in slots:  # the first launch of the group where no box shares a vector of a row
+                if all(z1 <= o[0] or o[1] <= z0 or y1 <= o[2] or o[3] <= y0 or cover[1] <= o[6] or o[7] <= cover[0]
+                       for o in slot):
+                    slot.append(row[:6] + list(cover) + [row])
+                    break
+            else:
+                slots.append([row[:6] + list(cover) + [row]])
+        for slot in slots:
+            table, start = [], 0
+            for *_, row in slot:
+                row = list(row)
+                row[7] = start
+                table.append(row)
+                start += (triton_cdiv(row[5] - row[6], bx) * triton_cdiv(row[3] - row[2], by)
+                          * triton_cdiv(row[1] - row[0], cfg.block_z))
+            launches.append((axes, (by, bx, warps), table, start))
+    if xe:
+        ints.append(xe)
+    scale = vec if all(v % vec == 0 for v in ints) else 1
+    return interiors, scale, launches
+
+
+def _march_budget(pcfg: CpmlConfig, axes: tuple[int, ...]) -> int | None:
+    """The register budget of a ``wave_layer_kernel`` launch: ``march_regs`` = (z faces, y faces,
+    x faces, edges, corners) (0: none), else ``maxnreg``."""
+    if not pcfg.march_regs:
+        return pcfg.maxnreg
+    i = axes[0] if len(axes) == 1 else len(axes) + 1
+    return pcfg.march_regs[i] or None
+
+
+def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAxis], kaxes, cfg: WaveConfig,
+                  pcfg: CpmlConfig, parts: tuple[str, ...] = ("psi", "interior", "layers")) -> None:
+    """The march variant: psi_new on the layers (``_psi_phase``), ``wave_step_kernel`` on the box's
+    interior, ``wave_layer_kernel`` on the layers' boxes (one launch per set of active axes).
+    ``parts``: which of the three run (the benchmark times them alone)."""
+    ndim = len(lo)
+    has_z = ndim == 3
+    lo3 = tuple(lo) if has_z else (0,) + tuple(lo)
+    hi3 = tuple(hi) if has_z else (1,) + tuple(hi)
+    nx = p3.shape[2]
+    s_z, s_y, _ = p3.stride()
+    vec = min(16 // p3.element_size(), pcfg.narrow[1], pcfg.block_x)
+    key = ("march", lo3, hi3, pcfg, vec, tuple(p3.shape), str(p3.device),
+           tuple((d, ax.regions, tuple(ax.zeta.shape)) for d, ax in sorted(kaxes.items())))
+    plan = _PLANS.get(key)
+    if plan is None:
+        interiors, scale, launches = layer_plan(lo3, hi3, kaxes, ndim, nx, pcfg, vec, (s_z, s_y))
+        tables = []
+        for axes, tile, table, n_prog in launches:
+            flat = [v // scale if i % 16 in (6, 8, 9, 10, 11) else v for row in table for i, v in enumerate(row)]
+            tables.append((axes, tile, torch.tensor(flat, dtype=torch.int64, device=p3.device), len(table), n_prog))
+        if len(_PLANS) > 64:
+            _PLANS.clear()
+        plan = _PLANS[key] = (interiors, scale, tables)
+    interiors, scale, tables = plan
+    p, p_prev, m, out = (t if has_z else t[0] for t in (p3, pp3, m3, o3))
+    if "psi" in parts:
+        _psi_phase(p, order, lo, hi, pml)
+    for box in interiors if "interior" in parts else ():
+        _launch_step(p, p_prev, m, out, order, spacing, tuple(a for a, _ in box)[3 - ndim:],
+                     tuple(b for _, b in box)[3 - ndim:], None, cfg)
+    if not tables or "layers" not in parts:
+        return
+    sp3 = spacing if has_z else (math.inf,) + tuple(spacing)
+    w = _const(("w", order, sp3), stencil_weights(order, sp3), p3.dtype, p3.device)
+    per_axis, strides = [], []
+    for d in range(3):
+        ax = kaxes.get(d)
+        if ax is None:
+            per_axis += [w] * 5  # never read
+            strides.append(0)
+            continue
+        d1 = [float(c) / ax.h for c in first_derivative_coefficients(order)]
+        d2 = [float(c) / ax.h**2 for c in second_derivative_coefficients(order)]
+        per_axis += [ax.psi[1], ax.zeta, ax.a, ax.b, _const(("cpml", order, ax.h), d1 + d2, p3.dtype, p3.device)]
+        st = _store_view(ax, ndim).stride()
+        if d < 2 and st[2] != s_y:
+            raise ValueError(f"CPML stores of axis {ax.axis} must have p's row stride")
+        strides.append(st[1] // scale)
+    st = _store_view(kaxes[2], ndim).stride() if 2 in kaxes else (0, 0, 0)
+    strides += [st[2] // scale, kaxes[2].extent // scale if 2 in kaxes else 0]
+    for axes, (by, bx, warps), table, nb, n_prog in tables:
+        opts = {"num_warps": warps}
+        regs = _march_budget(pcfg, axes)
+        if regs and p3.device.type == "cuda" and torch.version.hip is None:
+            opts["maxnreg"] = regs
+        _k.wave_layer_kernel[(n_prog,)](
+            p3, pp3, m3, o3, w, table, *per_axis, nx // scale, s_z // scale, s_y // scale, *strides,
+            R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=pcfg.block_z, VEC=vec, SCALE=scale, HAS_Z=has_z, NB=nb,
+            AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, **opts)
 
 
 def _layer_interval(ax: CpmlAxis, k: int) -> tuple[int, int] | None:

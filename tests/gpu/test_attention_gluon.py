@@ -119,7 +119,7 @@ def test_gluon_refuses_what_tma_cannot_address():
 def test_public_api_gradients_through_the_gluon_lse(monkeypatch, causal):
     """``tilecraft.attention`` with the Gluon forward as the default: the backward runs on its out
     and lse; gradients against float64 (a gradient on the lse too)."""
-    monkeypatch.setitem(ops.GLUON_FWD, 128, CONFIGS[128][0])
+    monkeypatch.setitem(ops.GLUON_FWD, (128, causal), CONFIGS[128][0])
     gen = torch.Generator(device="cuda").manual_seed(9)
     q, k, v = make(gen, 1, 4, 2, 300, 300, 128, torch.bfloat16)
     do = torch.randn(q.shape, generator=gen, device="cuda").to(torch.bfloat16)

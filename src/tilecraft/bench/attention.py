@@ -133,7 +133,7 @@ def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = 
             "constexprs": dict(shared, BLOCK_M=bwd.block_m1, BLOCK_N=bwd.block_n1, ATOMIC_DQ=not deterministic),
             "num_warps": bwd.num_warps, "num_stages": bwd.num_stages}]
     if tma:
-        tma_cfg = ops.default_fwd_config(s.head_dim, dev, hopper=True)
+        tma_cfg = ops.triton_fwd_config(s.head_dim, dev, hopper=True)
         bd = ops.block_d(d)
 
         def desc(rows: int) -> str:
@@ -172,6 +172,43 @@ def compile_report(s: Shape, dtype: torch.dtype, target: str = "sm90", fwd: ops.
         d["config"].update(num_warps=k["num_warps"], num_stages=k["num_stages"])
         out.append(d)
     return out
+
+
+def gluon_kernel_signature(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig) -> dict:
+    """What ``launch_fwd_gluon`` compiles for contiguous "bhsd" tensors of shape s: the Gluon
+    forward's name, signature (4D tensor descriptors with their NVMMA shared layouts), constexprs,
+    num_warps and num_stages — the input of ``analysis.compiled.cross_compile``."""
+    from triton.experimental.gluon import language as gl
+
+    gdt = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
+
+    def desc(rows: int) -> str:
+        box = [1, 1, rows, s.head_dim]
+        return f"tensordesc<{_TRITON[dtype]}[{','.join(map(str, box))}],{gl.NVMMASharedLayout.get_default_for(box, gdt)!r}>"
+    sig = {"q_desc": desc(cfg.block_m), "k_desc": desc(cfg.block_n), "v_desc": desc(cfg.block_n),
+           "o_desc": desc(cfg.block_m), "LSE": "*fp32:16", "stride_lb": _int_hint(s.heads * s.seqlen_q),
+           "stride_lh": _int_hint(s.seqlen_q), "H": _int_hint(s.heads), "GROUP": _int_hint(s.heads // s.kv_heads),
+           "S_Q": _int_hint(s.seqlen_q), "S_K": _int_hint(s.seqlen_k), "qk_scale": "fp32"}
+    cx = {"HEAD_DIM": s.head_dim, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages,
+          "CAUSAL": s.causal, "PIPELINE": cfg.overlap, "num_warps": cfg.num_warps}
+    return {"kernel": "attention_fwd_gluon_kernel", "signature": sig, "constexprs": cx, "num_warps": cfg.num_warps,
+            "num_stages": cfg.num_stages}
+
+
+def gluon_compile_report(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig | None = None, target: str = "sm90",
+                         timeout_s: float = 300.0) -> dict:
+    """The Gluon forward cross-compiled for sm90 in a child process (no GPU needed): registers,
+    spills, shared memory and the instruction census (``wgmma``, TMA, ``HGMMA``); ``cfg`` defaults
+    to the measured choice for the shape (or 128 x 128, 2 stages)."""
+    from tilecraft.analysis.compiled import cross_compile
+
+    cfg = cfg or ops.GLUON_FWD.get((s.head_dim, s.causal)) or ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True)
+    k = gluon_kernel_signature(s, dtype, cfg)
+    res = cross_compile("tilecraft.kernels.attention_gluon", k["kernel"], k["signature"], k["constexprs"], target,
+                        num_warps=k["num_warps"], num_stages=1, timeout_s=timeout_s)
+    d = res.as_dict()
+    d["config"] = cfg.as_dict()
+    return d
 
 
 # ----------------------------------------------------------------------------------------------
@@ -303,7 +340,7 @@ def _ours_fwd(s: Shape, cfg: ops.FwdConfig | ops.DecodeConfig | None):
         c = cfg
         if c is None:
             c = (ops.default_decode_config(p.head_dim, q.device) if ops.uses_decode(p)
-                 else ops.default_fwd_config(p.head_dim, q.device))
+                 else ops.default_fwd_config(p.head_dim, q.device, causal=p.causal))
         if isinstance(c, ops.DecodeConfig):
             handles = ops.launch_decode(q, k, v, out, lse, p, c)
         else:
@@ -498,7 +535,8 @@ def default_config(s: Shape, direction: str):
         return ops.default_bwd_config(s.head_dim, dev)
     if s.seqlen_q <= ops.DECODE_MAX_QUERIES and s.seqlen_k >= ops.DECODE_MIN_KEYS:
         return ops.default_decode_config(s.head_dim, dev)
-    return ops.default_fwd_config(s.head_dim, dev)
+    return ops.default_fwd_config(s.head_dim, dev, hopper=torch.cuda.get_device_capability() == (9, 0),
+                                  causal=s.causal)
 
 
 def bench(shapes: Sequence[Shape] = ISSUE_SHAPES, dtype: str = "bf16", directions: Sequence[str] = ("fwd", "bwd"),

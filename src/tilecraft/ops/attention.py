@@ -161,17 +161,28 @@ def _hopper_or_later(device: torch.device, hopper: bool | None = None) -> bool:
     return device.type == "cuda" and torch.version.hip is None and torch.cuda.get_device_capability(device)[0] >= 9
 
 
-#: The Gluon forward's tiles per head dimension, used by ``default_fwd_config`` on sm90 GPUs where
-#: they were measured faster than the Triton kernels (docs/attention.md; empty: not yet).
-GLUON_FWD: dict[int, FwdConfig] = {}
+#: The Gluon forward's tiles per (head dimension, causal), used by ``default_fwd_config`` on sm90 GPUs
+#: where they were measured faster than the Triton kernels (H200, 2026-11-21, two runs, a4246fc and
+#: 32ba416, bf16, the issue's shapes; docs/attention.md). D = 64 causal stays on Triton (equal: 316 / 315).
+#: The plain order (``overlap=False``) measured faster than the FA3 overlap in both runs.
+GLUON_FWD: dict[tuple[int, bool], FwdConfig] = {
+    (64, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False),    # 451 vs 400 TFLOP/s
+    (128, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False),   # 496 vs 489
+    (128, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False),    # 454 vs 435
+    (256, False): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=False),    # 534 vs 525
+    (256, True): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=False),     # 462 vs 451
+}
 
 
-def default_fwd_config(head_dim: int, device: torch.device, hopper: bool | None = None) -> FwdConfig:
+def default_fwd_config(head_dim: int, device: torch.device, hopper: bool | None = None,
+                       causal: bool = False) -> FwdConfig:
     """What ``tilecraft.attention`` runs forward: on an sm90 GPU the Gluon kernel's tiles where
-    ``GLUON_FWD`` has them (head dimensions 64/128/256), else ``triton_fwd_config``. ``launch_fwd``
-    still hands calls the Gluon kernel cannot take (``gluon_ok``) to the Triton kernels."""
-    if device.type == "cuda" and head_dim in GLUON_FWD and (hopper if hopper is not None else _is_sm90(device)):
-        return GLUON_FWD[head_dim]
+    ``GLUON_FWD`` has them (head dimensions 64/128/256 where measured faster), else
+    ``triton_fwd_config``. ``launch_fwd`` still hands calls the Gluon kernel cannot take
+    (``gluon_ok``) to the Triton kernels."""
+    key = (head_dim, causal)
+    if device.type == "cuda" and key in GLUON_FWD and (hopper if hopper is not None else _is_sm90(device)):
+        return GLUON_FWD[key]
     return triton_fwd_config(head_dim, device, hopper)
 
 
@@ -675,7 +686,7 @@ def _fwd_compute(q, k, v, cu_q, cu_k, p: Problem, cfg: FwdConfig | None = None):
     if uses_decode(p):
         launch_decode(q, k, v, out, lse, p, default_decode_config(p.head_dim, q.device))
     else:
-        launch_fwd(q, k, v, out, lse, cu_q, cu_k, p, cfg or default_fwd_config(p.head_dim, q.device))
+        launch_fwd(q, k, v, out, lse, cu_q, cu_k, p, cfg or default_fwd_config(p.head_dim, q.device, causal=p.causal))
     return out, lse
 
 

@@ -1,0 +1,75 @@
+"""The Gluon forward (``kernels.attention_gluon``) cross-compiled for sm90 on a machine without a GPU.
+
+The Triton interpreter cannot run Gluon, so CI checks the kernel by compiling it: the PTX must hold
+the asynchronous warpgroup products (``wgmma.mma_async``) and the TMA copies
+(``cp.async.bulk.tensor``) the design relies on, the SASS ``HGMMA``, with no spills and within
+sm90's 227 KB of shared memory. Its numerical check runs on the GPU (tests/gpu/test_attention_gluon.py
+and ``benchmarks/attention_tune.py gluoncheck``). Also: CPU tensors never reach it.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tilecraft.bench import attention as ba
+from tilecraft.ops import attention as ops
+
+pytest.importorskip("triton.experimental.gluon")
+SM90_SHARED_BYTES = 232448
+
+
+@pytest.mark.parametrize("d,causal,overlap", [(128, True, True), (64, False, True), (256, True, True),
+                                              (128, False, False)])
+def test_gluon_forward_compiles_to_wgmma_and_tma(d, causal, overlap):
+    cfg = ops.GLUON_FWD.get((d, causal)) or ops.FwdConfig(128, 64 if d == 256 else 128, 8, 2, tma=True, gluon=True)
+    cfg = ops.FwdConfig(cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages, tma=True, gluon=True, overlap=overlap)
+    res = ba.gluon_compile_report(ba.Shape(2, 16, 4, 4096, 4096, d, causal), torch.bfloat16, cfg)
+    assert res["error"] is None, res["error"]
+    census = res["census"]
+    wgmma = sum(n for key, n in census.items() if key.startswith("matrix:wgmma.mma_async"))
+    # two products per key tile, each split into k16 steps: D/16 for Q K^T, BLOCK_N/16 for P V,
+    # issued once in the loop (and in the prologue/epilogue with the overlap)
+    per_tile = d // 16 + cfg.block_n // 16
+    assert wgmma >= per_tile
+    assert not any(key.startswith("matrix:mma.") for key in census), "no mma.sync fallback"
+    assert census.get("tma", 0) >= 4  # Q, K, V loads and the O store
+    assert census.get("sass:UTMALDG", 0) >= 3 and census.get("sass:UTMASTG", 0) == 1
+    assert sum(n for key, n in census.items() if key.startswith("sass:HGMMA")) == wgmma
+    assert res["spills"] == 0
+    assert 0 < res["shared_bytes"] <= SM90_SHARED_BYTES
+    assert res["num_warps"] == 8
+
+
+def test_cpu_tensors_never_reach_the_gluon_kernel(monkeypatch):
+    """A Gluon config on CPU tensors runs the Triton path (the interpreter or the reference)."""
+    def boom(*args, **kwargs):
+        raise AssertionError("the Gluon kernel was launched for CPU tensors")
+    monkeypatch.setattr(ops, "launch_fwd_gluon", boom)
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 40, 64, generator=gen).to(torch.float16) for _ in range(3))
+    p = ops.validate(q, k, v, causal=True, scale=None, layout="bhsd")
+    assert not ops.gluon_ok(p, q, k, v, q)
+    assert ops.default_fwd_config(64, q.device) == ops.INTERPRETER_FWD
+    if ops.triton_on_cpu():
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full((1, 2, 40), float("nan"))
+        ops.launch_fwd(q, k, v, out, lse, None, None, p, ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True))
+        from tilecraft.reference.attention import attention_reference
+        ref_o, _ = attention_reference(q, k, v, causal=True)
+        assert ((out.double() - ref_o).norm() / ref_o.norm()).item() < 2e-3
+    monkeypatch.setitem(ops.GLUON_FWD, (64, True), ops.FwdConfig(128, 128, 8, 3, tma=True, gluon=True))
+    import tilecraft
+    out = tilecraft.attention(q, k, v, causal=True)  # the public path on CPU
+    assert not torch.isnan(out).any()
+
+
+def test_gluon_config_rules():
+    with pytest.raises(ValueError):
+        ops.FwdConfig(64, 128, 8, 2, tma=True, gluon=True)
+    with pytest.raises(ValueError):
+        ops.FwdConfig(128, 128, 4, 2, tma=True, gluon=True)
+    # the sm90 choice only where GLUON_FWD has the head dimension; other GPUs keep Triton's tiles
+    dev = torch.device("cuda")
+    assert not ops.default_fwd_config(96, dev, hopper=True).gluon
+    assert not ops.default_fwd_config(128, dev, hopper=False).gluon
+    assert ops.triton_fwd_config(128, dev, hopper=True) == ops.FwdConfig(128, 128, 8, 3, tma=True)

@@ -220,6 +220,21 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
                       split_k=split)
 
 
+#: The Gluon kernel where it was measured faster than the Triton kernels (H200, 8192^3, 2026-11-21,
+#: gemm-gluon-sweep-b626042 and gemm-gluon-sweep2-85f9275): int8 NT 128x256x128 s4 (one epilogue
+#: chunk buffer) 1365 TOPS, s3 1317-1330 (Triton TMA kernel 1160, torch._int_mm 903-909); 3xTF32
+#: 128x128x32 s3 with 4 K steps chained between fp32 adds 103-110 TFLOP/s NT and NN (Triton 77-80;
+#: cuBLAS fp32 51), error against float64 3.5e-7 / 3.9e-7 at K = 4096 / 16384 (cuBLAS fp32 5.8e-7 /
+#: 1.15e-6; a chain of 8 steps 6.4e-7 at 4096, worse than cuBLAS). Plain tf32 on the Gluon kernel
+#: (128x256x32: NT 351, NN 299-305 with the K-major copy of B) was no faster than the TMA kernel: not
+#: dispatched. Keyed by the dot precision (None: int8). Only for products of two waves of 128x256
+#: tiles or more (what was measured); ``Problem.gluon_ok`` says the call qualifies.
+GLUON_HEURISTIC: dict[str | None, GemmConfig] = {
+    None: GemmConfig("gluon", 128, 256, 128, group_m=8, num_warps=8, num_stages=4),
+    "tf32x3": GemmConfig("gluon", 128, 128, 32, group_m=8, num_warps=8, num_stages=3, flush=4),
+}
+
+
 def heuristic(p: Problem) -> GemmConfig:
     """The configuration used without tuning (``TILECRAFT_TUNE=0``, the interpreter, AMD).
 
@@ -255,6 +270,8 @@ def heuristic(p: Problem) -> GemmConfig:
     # for thin products (below 512 rows and columns: not measured, left on the pointer kernel).
     tma = p.arch == "sm90" and p.tma_ok and (p.tma_copies == 0 or min(p.m, p.n) >= 512
                                              or p.dtype in ("fp32", "int8", "fp8_e4m3", "fp8_e5m2"))
+    if big and p.arch == "sm90" and p.gluon_ok and p.precision in GLUON_HEURISTIC:
+        return GLUON_HEURISTIC[p.precision]
     if tma and p.precision == "tf32x3":
         # three wgmmas per step: 128x128x64, 2 stages, 80.5 TFLOP/s; 128x256x32 spills (57.7)
         return GemmConfig("tma", 128, 128, 64, group_m=8, num_warps=8, num_stages=2)
@@ -293,6 +310,12 @@ def config_space(p: Problem) -> list[GemmConfig]:
             cands.append(GemmConfig("pointer", bm, bn, 256 // p.itemsize, group_m=1, num_warps=4, num_stages=6))
     else:
         bk = 128 if p.itemsize == 1 else (32 if p.itemsize == 4 else 64)
+        if p.arch == "sm90" and p.gluon_ok:
+            for c in (*GLUON_HEURISTIC.values(), GemmConfig("gluon", 128, 256, 32, num_warps=8, num_stages=3)):
+                if (c.block_k == 128) == (p.dtype == "int8") and (c.flush > 1) == (p.precision == "tf32x3"):
+                    cands.append(c)
+            if p.precision == "tf32x3":
+                cands.append(GemmConfig("gluon", 128, 128, 32, num_warps=8, num_stages=3, flush=2))
         if p.arch == "sm90" and p.tma_ok and p.precision == "tf32x3":
             # 3xTF32 on operands split before the GEMM (H200, 8192^3, gemm-explore-f49c9d4: 128x256x32
             # s2 78.6 / 78.2 TFLOP/s NT / NN against 79.6 / 76.5 for the heuristic; 128x128x32 s3 73.2)

@@ -335,11 +335,20 @@ def test_inspect_attention_sm80_mma() -> None:
         assert any(k.startswith("mma.sync.aligned.m16n8k16") and ".f16" in k for k in matrix), (r.label, matrix)
 
 
-def test_attention_jobs_sm90_runs_the_tma_forward() -> None:
+def test_attention_jobs_sm90_runs_the_forward_a_call_runs(monkeypatch) -> None:
+    from tilecraft.ops import attention as ops
+
+    assert (128, False) in ops.GLUON_FWD  # measured faster on the H200: the sm90 default
     labels = [label for label, _, _ in attention_jobs(4, 16, 16, 4096, 128, False, "bf16", ["sm90", "gfx942"])]
+    assert labels[0].startswith("fwd Gluon: attention_fwd_gluon")
+    assert labels[1].startswith("fwd TMA (fallback): attention_fwd_tma_kernel (128x128 w8 s3)")
+    assert labels[2].startswith("fwd (fallback): attention_fwd_kernel")
+    assert [lb.split(":")[0] for lb in labels[5:]] == ["fwd", "bwd dK/dV", "bwd dQ"]
+    # without a Gluon default the TMA forward is the first one, the pointer forward its fallback
+    monkeypatch.setattr(ops, "GLUON_FWD", {})
+    labels = [label for label, _, _ in attention_jobs(4, 16, 16, 4096, 128, False, "bf16", ["sm90"])]
     assert labels[0].startswith("fwd TMA: attention_fwd_tma_kernel (128x128 w8 s3)")
     assert labels[1].startswith("fwd (fallback): attention_fwd_kernel")
-    assert [lb.split(":")[0] for lb in labels[4:]] == ["fwd", "bwd dK/dV", "bwd dQ"]
     with pytest.raises(ValueError, match="must divide"):
         attention_jobs(1, 16, 5, 128, 64, False, "bf16", ["sm90"])
 

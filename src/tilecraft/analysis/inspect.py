@@ -310,8 +310,9 @@ def attention_jobs(batch: int, heads: int, kv_heads: int, seqlen: int, head_dim:
                    dtype: str, targets: Sequence[str], *, deterministic: bool = True) -> list[Job]:
     """The (label, target, compile) jobs of ``tilecraft.attention`` forward and backward on
     contiguous "bhsd" tensors (``seqlen`` queries and keys, ``dtype`` fp16 or bf16), per target
-    with the tiles tilecraft chooses there: on sm90 the tensor-descriptor (TMA) forward where
-    it is the default (and the pointer forward it falls back on), elsewhere the pointer forward
+    with the tiles tilecraft chooses there: on sm90 the Gluon forward where it is the default
+    (``ops.attention.GLUON_FWD``), then the tensor-descriptor (TMA) forward and the pointer forward
+    that take the calls it cannot, elsewhere the pointer forward
     with the tiles for less shared memory. Signatures from
     ``tilecraft.bench.attention.kernel_signatures``."""
     import torch
@@ -336,20 +337,28 @@ def attention_jobs(batch: int, heads: int, kv_heads: int, seqlen: int, head_dim:
     jobs: list[Job] = []
     for target in targets:
         hopper = target == "sm90"
-        tma = hopper and ops.default_fwd_config(head_dim, dev, hopper=True).tma
+        chosen = ops.default_fwd_config(head_dim, dev, hopper=hopper, causal=causal)
+        gluon = hopper and chosen.gluon  # the sm90 Gluon forward where it is the default
+        tma = hopper and ops.triton_fwd_config(head_dim, dev, hopper=True).tma
         fwd = ops.pointer_fwd_config(head_dim, dev, hopper=hopper)
-        kernels = bench.kernel_signatures(shape, bench.DTYPES[dtype], fwd=fwd, deterministic=deterministic, tma=tma)
+        kernels = [dict(k, module="tilecraft.kernels.attention")
+                   for k in bench.kernel_signatures(shape, bench.DTYPES[dtype], fwd=fwd,
+                                                    deterministic=deterministic, tma=tma)]
         order = list(_ATTENTION_LABELS)  # forward (the TMA one first: a contiguous call runs it), backward
         kernels.sort(key=lambda k: order.index(k["kernel"]) if k["kernel"] in order else len(order))
+        if gluon:  # what a contiguous call runs first; the Triton forwards take what it cannot
+            kernels.insert(0, dict(bench.gluon_kernel_signature(shape, bench.DTYPES[dtype], chosen),
+                                   module="tilecraft.kernels.attention_gluon", role="fwd Gluon"))
         for k in kernels:
             cx = k["constexprs"]
-            role = _ATTENTION_LABELS.get(k["kernel"], k["kernel"])
-            if tma and k["kernel"] == "attention_fwd_kernel":
+            role = k.get("role") or _ATTENTION_LABELS.get(k["kernel"], k["kernel"])
+            if (k["kernel"] == "attention_fwd_kernel" and (tma or gluon)) or \
+                    (k["kernel"] == "attention_fwd_tma_kernel" and gluon):
                 role += " (fallback)"
             label = f"{role}: {k['kernel']} ({cx['BLOCK_M']}x{cx['BLOCK_N']} w{k['num_warps']} s{k['num_stages']})"
 
             def job(k=k, target=target) -> KernelResources:
-                return cross_compile("tilecraft.kernels.attention", k["kernel"], k["signature"], k["constexprs"],
+                return cross_compile(k["module"], k["kernel"], k["signature"], k["constexprs"],
                                      target, num_warps=k["num_warps"], num_stages=k["num_stages"])
             jobs.append((label, target, job))
     return jobs

@@ -89,3 +89,60 @@ def test_tf32_float64(layout, shape):
     out = torch.full(spec.out_shape, float("nan"), device="cuda")
     ops.launch(a, b, out, spec, GemmConfig("gluon", 128, 256, 32, 8, 8, 3))
     assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 3e-3
+
+
+# ---------------------------------------------------------------------------------------------
+# fp16 / bf16: operands read K- or MN-major as they are, split-K in the persistent loop, padded rows
+# ---------------------------------------------------------------------------------------------
+G16 = [GemmConfig("gluon", 128, 256, 64, 8, 8, 4), GemmConfig("gluon", 64, 128, 64, 8, 4, 6),
+       GemmConfig("gluon", 64, 64, 64, 8, 4, 8, pad_rows=True)]
+SHAPES16 = [(1000, 1000, 1000), (8, 8, 16), (129, 264, 136), (300, 264, 4104), (77, 136, 1013)]
+
+
+def _rnd16(dtype, layout, m, n, k, gen):
+    def one(r, c):
+        return (torch.rand(r, c, device="cuda", generator=gen) * 2 - 1).to(dtype)
+    a = one(k, m).t() if layout[0] == "T" else one(m, k)
+    b = one(n, k).t() if layout[1] == "T" else one(k, n)
+    return a, b
+
+
+@pytest.mark.parametrize("dtype,cfg", [(torch.bfloat16, c) for c in G16] + [(torch.float16, G16[1])],
+                         ids=lambda x: x.short() if isinstance(x, GemmConfig) else str(x))
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+@pytest.mark.parametrize("shape", SHAPES16)
+def test_16bit_float64(cfg, dtype, layout, shape):
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, str(dtype), cfg.block_m)) % 2**31)
+    a, b = _rnd16(dtype, layout, *shape, gen)
+    spec = ops.validate(a, b)
+    assert ops.gluon_ok(a, b, spec)
+    out = torch.full(spec.out_shape, float("nan"), dtype=dtype, device="cuda")
+    ops.launch(a, b, out, spec, cfg)
+    tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
+    assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= tol
+
+
+@pytest.mark.parametrize("cfg", [GemmConfig("gluon", 64, 128, 64, 8, 4, 6, split_k=2),
+                                 GemmConfig("gluon", 128, 128, 64, 8, 8, 5, split_k=3)], ids=lambda c: c.short())
+@pytest.mark.parametrize("layout", ["NN", "NT"])
+def test_16bit_split_k(cfg, layout):
+    gen = torch.Generator(device="cuda").manual_seed(17)
+    a, b = _rnd16(torch.bfloat16, layout, 256, 520, 4104, gen)
+    spec = ops.validate(a, b)
+    out = torch.full(spec.out_shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+    plan = ops.launch_plan(a, b, out, spec, cfg)
+    assert [k.kernel.__name__ for k in plan] == ["matmul_ws_kernel", "splitk_reduce_kernel"]
+    for k in plan:
+        k.run()
+    assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 1e-2
+
+
+def test_16bit_fp32_out_and_split_rule():
+    gen = torch.Generator(device="cuda").manual_seed(19)
+    a, b = _rnd16(torch.bfloat16, "NN", 200, 264, 520, gen)
+    spec = ops.validate(a, b, out_dtype=torch.float32)
+    out = torch.full(spec.out_shape, float("nan"), device="cuda")
+    ops.launch(a, b, out, spec, G16[0])
+    assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 1e-4
+    with pytest.raises(ValueError, match="multiple of block_m"):
+        ops.launch(a, b, out, spec, GemmConfig("gluon", 128, 128, 64, 8, 8, 4, split_k=2))

@@ -54,11 +54,11 @@ def _tile_mn(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 @gluon.jit
 def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
-              M, N, K, NUM_SMS: gl.constexpr, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr):
-    """One warp: TMA loads of every (tile, K step) of this program, in the consumers' order."""
-    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
-    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
-    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+              M, N, K, k_split_steps, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr,
+              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_KMAJOR: gl.constexpr,
+              B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr):
+    """One warp: TMA loads of every (work unit, K step) of this program, in the consumers' order.
+    An MN-major operand (16-bit only) is loaded as its (BLOCK_K, rows) tile."""
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     if THREE_TF32:
         nbytes: gl.constexpr = 2 * (a_desc.block_type.nbytes + b_desc.block_type.nbytes)
@@ -68,19 +68,26 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
     it = 0
-    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
-        pid_m, pid_n = _tile_mn(tile, num_pid_m, num_pid_n, GROUP_M)
+    for unit in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
+        pid_m, pid_n = _tile_mn(unit // SPLIT_K, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        for ki in range(k_tiles):
+        k_lo = (unit % SPLIT_K) * k_split_steps
+        for ki in range(k_lo, gl.minimum(k_tiles, k_lo + k_split_steps)):
             s = it % STAGES
             # a fresh mbarrier counts as having completed the phase before phase 0
             mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
             bar = ready.index(s)
             mbarrier.expect(bar, nbytes)
             off_k = ki * BLOCK_K
-            tma.async_copy_global_to_shared(a_desc, [off_m, off_k], bar, a_bufs.index(s))
-            tma.async_copy_global_to_shared(b_desc, [off_n, off_k], bar, b_bufs.index(s))
+            if A_KMAJOR:
+                tma.async_copy_global_to_shared(a_desc, [off_m, off_k], bar, a_bufs.index(s))
+            else:
+                tma.async_copy_global_to_shared(a_desc, [off_k, off_m], bar, a_bufs.index(s))
+            if B_KMAJOR:
+                tma.async_copy_global_to_shared(b_desc, [off_n, off_k], bar, b_bufs.index(s))
+            else:
+                tma.async_copy_global_to_shared(b_desc, [off_k, off_n], bar, b_bufs.index(s))
             if THREE_TF32:
                 tma.async_copy_global_to_shared(a_lo_desc, [off_m, off_k], bar, a_lo_bufs.index(s))
                 tma.async_copy_global_to_shared(b_lo_desc, [off_n, off_k], bar, b_lo_bufs.index(s))
@@ -110,18 +117,16 @@ def _store_tile(acc, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N: gl.constexpr):
 
 
 @gluon.jit
-def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K,
-              NUM_SMS: gl.constexpr, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr,
-              EPI_N: gl.constexpr):
-    BLOCK_M: gl.constexpr = a_bufs.type.shape[1]
-    BLOCK_K: gl.constexpr = a_bufs.type.shape[2]
-    BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
+def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps,
+              GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr,
+              EPI_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+              A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr):
     STAGES: gl.constexpr = a_bufs.type.shape[0]
-    ACC: gl.constexpr = c_desc.dtype
     # wgmma K per instruction (tf32: 8, int8: 32); N per instruction at most 128 for int8 (what
     # Triton 3.6 lowers: m64n128k32), 256 otherwise
     BITS: gl.constexpr = a_bufs.type.element_ty.primitive_bitwidth
     INSTR_N: gl.constexpr = min(BLOCK_N, 128) if BITS == 8 else BLOCK_N
+    ACC: gl.constexpr = gl.int32 if BITS == 8 else gl.float32  # int8 (exact) or fp32
     layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                                      instr_shape=[16, INSTR_N, 256 // BITS])
     num_pid_m = gl.cdiv(M, BLOCK_M)
@@ -129,13 +134,15 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
     k_tiles = gl.cdiv(K, BLOCK_K)
     it = 0
     chunks = 0
-    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
-        pid_m, pid_n = _tile_mn(tile, num_pid_m, num_pid_n, GROUP_M)
+    for unit in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
+        pid_m, pid_n = _tile_mn(unit // SPLIT_K, num_pid_m, num_pid_n, GROUP_M)
+        k_lo = (unit % SPLIT_K) * k_split_steps
+        k_steps = gl.minimum(k_tiles - k_lo, k_split_steps)  # >= 1: the launcher sizes the splits
         acc = gl.zeros([BLOCK_M, BLOCK_N], ACC, layout)
         if THREE_TF32:
             big = gl.zeros([BLOCK_M, BLOCK_N], ACC, layout)
             small = gl.zeros([BLOCK_M, BLOCK_N], ACC, layout)
-            for ki in range(k_tiles):
+            for ki in range(k_steps):
                 s = it % STAGES
                 mbarrier.wait(ready.index(s), (it // STAGES) & 1)
                 a_hi = a_bufs.index(s)
@@ -146,7 +153,7 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
                 big = warpgroup_mma(a_hi, b_hi, big, use_acc=chain, is_async=True)
                 small = warpgroup_mma(a_hi, b_lo, small, use_acc=chain, is_async=True)
                 small = warpgroup_mma(a_lo, b_hi, small, is_async=True)
-                last = (ki % FLUSH == FLUSH - 1) | (ki == k_tiles - 1)
+                last = (ki % FLUSH == FLUSH - 1) | (ki == k_steps - 1)
                 # the previous step's three wgmmas have retired (its slot is free); at a flush
                 # this step's too, and the step sums join the result
                 big, small = warpgroup_mma_wait(3, deps=(big, small))
@@ -160,37 +167,60 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
                 mbarrier.arrive(empty.index(s), pred=last)
                 it += 1
         else:
-            for ki in range(k_tiles):
+            for ki in range(k_steps):
                 s = it % STAGES
                 mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-                acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s).permute((1, 0)), acc, is_async=True)
+                if A_KMAJOR:
+                    a_op = a_bufs.index(s)
+                else:
+                    a_op = a_bufs.index(s).permute((1, 0))
+                if B_KMAJOR:
+                    b_op = b_bufs.index(s).permute((1, 0))
+                else:
+                    b_op = b_bufs.index(s)
+                acc = warpgroup_mma(a_op, b_op, acc, is_async=True)
                 acc = warpgroup_mma_wait(1, deps=(acc,))
                 # the wgmma of the previous step has retired: its slot is free
                 mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=ki > 0)
                 it += 1
             acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
-        _store_tile(acc, c_desc, c_bufs, pid_m * BLOCK_M, pid_n * BLOCK_N, chunks, EPI_N)
+        # split-K: unit k's partial tile goes to rows [k * M, (k + 1) * M) of the workspace
+        _store_tile(acc, c_desc, c_bufs, (unit % SPLIT_K) * M + pid_m * BLOCK_M, pid_n * BLOCK_N, chunks, EPI_N)
         chunks += BLOCK_N // EPI_N
     tma.store_wait(0)
 
 
-@gluon.jit
-def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K,
-                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, NUM_SMS: gl.constexpr,
-                     THREE_TF32: gl.constexpr, FLUSH: gl.constexpr, EPI_BUFS: gl.constexpr,
-                     PRODUCER_REGS: gl.constexpr):
-    """C (M, N) = A (M, K) @ B (N, K)^T; grid min(SMs, tiles). ``a_desc``/``b_desc`` tiles are
-    (BLOCK_M, BLOCK_K) / (BLOCK_N, BLOCK_K), ``c_desc`` tiles (BLOCK_M, EPI_N). Without
-    ``THREE_TF32`` the lo descriptors are not read (pass the hi ones)."""
-    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
-    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
-    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+# M, N, K unspecialised: one compiled kernel serves every shape of a configuration (TMA bounds
+# the tiles; divisibility by 16 buys nothing here), and the grid size is read at run time
+@gluon.jit(do_not_specialize=["M", "N", "K", "k_split_steps"])
+def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_split_steps,
+                     STAGES: gl.constexpr, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr, EPI_BUFS: gl.constexpr,
+                     PRODUCER_REGS: gl.constexpr, A_KMAJOR: gl.constexpr = True, B_KMAJOR: gl.constexpr = True,
+                     SPLIT_K: gl.constexpr = 1):
+    """C (M, N) = A (M, K) @ B (K, N); grid min(SMs, work units). ``a_desc`` tiles are (BLOCK_M,
+    BLOCK_K) over A (M, K) when ``A_KMAJOR``, else (BLOCK_K, BLOCK_M) over A^T (K, M); ``b_desc``
+    tiles (BLOCK_N, BLOCK_K) over B^T (N, K) when ``B_KMAJOR``, else (BLOCK_K, BLOCK_N) over B (K,
+    N) (MN-major operands: 16-bit types only, as wgmma reads tf32 and int8 K-major only);
+    ``c_desc`` tiles (BLOCK_M, EPI_N). Without ``THREE_TF32`` the lo descriptors are not read
+    (pass the hi ones). ``SPLIT_K`` > 1: each tile is ``SPLIT_K`` work units of
+    ``k_split_steps`` K steps (every one at least one step), unit k writing its fp32 partial tile
+    to rows [k M, (k + 1) M) of ``c_desc``'s (SPLIT_K M, N) workspace (M a multiple of BLOCK_M);
+    ``tilecraft.kernels.gemm.splitk_reduce_kernel`` sums them."""
+    BLOCK_M: gl.constexpr = c_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
     EPI_N: gl.constexpr = c_desc.block_type.shape[1]
     dtype: gl.constexpr = a_desc.dtype
-    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
-    if THREE_TF32:
+    if A_KMAJOR:
+        a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+    else:
+        a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_M], a_desc.layout)
+    if B_KMAJOR:
+        b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+    else:
+        b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
+    if THREE_TF32:  # K-major operands (the split buffers)
         a_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
         b_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
     else:
@@ -204,8 +234,10 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K,
         mbarrier.init(empty.index(i), count=1)
     fence_async_shared()
     gl.warp_specialize([
-        (_consumer, (a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K,
-                     NUM_SMS, GROUP_M, THREE_TF32, FLUSH, EPI_N)),
+        (_consumer, (a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps,
+                     GROUP_M, THREE_TF32, FLUSH, EPI_N, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR,
+                     SPLIT_K)),
         (_producer, (a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
-                     M, N, K, NUM_SMS, GROUP_M, THREE_TF32)),
+                     M, N, K, k_split_steps, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
+                     B_KMAJOR, SPLIT_K)),
     ], [1], [PRODUCER_REGS])

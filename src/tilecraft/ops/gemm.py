@@ -351,18 +351,21 @@ def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec, arch: str | None = 
 
 def gluon_ok(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> bool:
     """Whether the sm90 Gluon kernel (``tilecraft.kernels.gemm_gluon``) can take the call: CUDA
-    (or ``meta``, for :func:`target_plan`) 2D operands, int8 with an int32 output or fp32 with
-    tf32 or 3xTF32 and an fp32 output, no epilogue (alpha 1, no C, bias, scales or activation), and an
-    output whose rows the TMA can store (N a multiple of 4). Operands it cannot read as they are
-    (MN-major, unaligned) are copied K-major first, as for the TMA kernel; the 3xTF32 operands are
-    always split into K-major hi/lo buffers. Anything else runs the Triton kernels."""
+    (or ``meta``, for :func:`target_plan`) 2D operands, fp16/bf16 (any of their output types), int8
+    with an int32 output, or fp32 with tf32 or 3xTF32 and an fp32 output; no epilogue (alpha 1, no
+    C, bias, scales or activation), and output rows the TMA can store (a multiple of 16 bytes).
+    16-bit operands are read K- or MN-major as they are; operands it cannot read (8/32-bit
+    MN-major, unaligned) are copied first, as for the TMA kernel; the 3xTF32 operands are always
+    split into K-major hi/lo buffers. Anything else runs the Triton kernels."""
     if a.device.type not in ("cuda", "meta") or bool(torch.version.hip) or a.dim() != 2 or b.dim() != 2:
         return False
     plain = (spec.alpha == 1.0 and not spec.has_c and not spec.has_bias and not spec.scale_a and not spec.scale_b
              and spec.activation is None)
     kind = ((spec.dtype == "int8" and spec.out_dtype == torch.int32)
-            or (spec.dtype == "fp32" and spec.precision in ("tf32", "tf32x3") and spec.out_dtype == torch.float32))
-    return plain and kind and spec.n % 4 == 0 and spec.k > 0 and spec.m > 0
+            or (spec.dtype == "fp32" and spec.precision in ("tf32", "tf32x3") and spec.out_dtype == torch.float32)
+            or spec.dtype in ("fp16", "bf16"))
+    out_size = torch.empty((), dtype=spec.out_dtype).element_size()
+    return plain and kind and (spec.n * out_size) % 16 == 0 and spec.k > 0 and spec.m > 0
 
 
 def tma_dtype_ok(spec: Spec) -> bool:
@@ -479,9 +482,11 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
                                                    sms or _facts(a.device)[1])]
     if cfg.kernel == "gluon":
         if not gluon_ok(a, b, spec):
-            raise ValueError("the Gluon kernel takes 2D CUDA int8 (int32 out) or tf32/3xTF32 (fp32 out) products "
-                             "without an epilogue and with N a multiple of 4; use a tma or pointer config")
-        return _gluon_launch(a, b, out, spec, cfg, sms)
+            raise ValueError("the Gluon kernel takes 2D CUDA fp16/bf16, int8 (int32 out) or tf32/3xTF32 (fp32 out) "
+                             "products without an epilogue, with output rows of a multiple of 16 bytes; use a tma "
+                             "or pointer config")
+        dest = out if ws is None else ws.view(split * spec.m, spec.n)
+        return _gluon_launch(a, b, dest, spec, cfg, sms, k_per_split // cfg.block_k, split) + reduce
     if cfg.kernel == "tma":
         if not tma_dtype_ok(spec):
             raise ValueError(f"the TMA kernel cannot take {spec.dtype} operands with precision "
@@ -559,9 +564,12 @@ def compile_signature(k: KernelLaunch) -> dict[str, str]:
     if len(names) != len(k.args):
         raise ValueError(f"{k.kernel.__name__} takes {len(names)} runtime arguments, the launch has {len(k.args)}")
     sig: dict[str, str] = {}
-    for name, value in zip(names, k.args):  # the GEMM kernels mark no argument do_not_specialize
-        ty, spec = native_specialize_impl(BaseBackend, value, False, True, True)
-        if ty == "constexpr":  # an integer equal to 1
+    plain = {p.name for p in getattr(k.kernel, "params", ()) if getattr(p, "do_not_specialize", False)}
+    for name, value in zip(names, k.args):
+        ty, spec = native_specialize_impl(BaseBackend, value, False, name not in plain, True)
+        if ty == "constexpr" and name in plain:  # do_not_specialize: a plain integer, even 1
+            sig[name] = "i32"
+        elif ty == "constexpr":  # an integer equal to 1
             sig[name] = "i32:1"
         else:
             sig[name] = ty.replace(" ", "") + (":16" if spec and "D" in spec else "")
@@ -630,8 +638,12 @@ def _tma_launch(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, sms: i
     else:
         if _tma_direct(a, -1, spec.dtype) is None:
             a = aligned_kmajor_copy(a, -1)
+        elif cfg.pad_rows and _row_pitch_bytes(a, ak, -1) % 128:
+            a = aligned_copy(a, -1)  # keeps the layout, so ak holds
         if _tma_direct(b, -2, spec.dtype) is None:
             b = aligned_kmajor_copy(b, -2)
+        elif cfg.pad_rows and _row_pitch_bytes(b, bk, -2) % 128:
+            b = aligned_copy(b, -2)
     a_desc, a_batched = _tma_desc(a, ak, -1, cfg.block_m, cfg.block_k)
     b_desc, b_batched = _tma_desc(b, bk, -2, cfg.block_n, cfg.block_k)
     a_lo_desc = a_desc if a_lo is None else _tma_desc(a_lo, True, -1, cfg.block_m, cfg.block_k)[0]
@@ -651,19 +663,60 @@ def _tma_launch(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, sms: i
 
 
 def _gluon_desc(t: torch.Tensor, block: list[int]):
-    """A 2D Gluon TMA descriptor of a K-major (rows, K) view with a unit column stride."""
+    """A 2D Gluon TMA descriptor of a (rows, cols) view with a unit column stride."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    gdt = {torch.int8: gl.int8, torch.float32: gl.float32, torch.int32: gl.int32}[t.dtype]
+    gdt = {torch.int8: gl.int8, torch.float32: gl.float32, torch.int32: gl.int32, torch.bfloat16: gl.bfloat16,
+           torch.float16: gl.float16}[t.dtype]
     row_stride = t.stride(0) if t.shape[0] > 1 else -(-t.shape[1] * t.element_size() // 16) * 16 // t.element_size()
     return TensorDescriptor(t, [t.shape[0], t.shape[1]], [row_stride, 1], block,
                             gl.NVMMASharedLayout.get_default_for(block, gdt))
 
 
-def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None) -> list[KernelLaunch]:
-    """The Gluon kernel's launch (after the 3xTF32 split launches, or the K-major copies of
-    operands the TMA cannot read as they are). ``out`` is (M, N) contiguous."""
+def _row_pitch_bytes(t: torch.Tensor, kmajor: bool, k_dim: int) -> int:
+    """Bytes between the rows a TMA descriptor of t walks (the stride of its non-unit dimension)."""
+    outer = (-2 if k_dim == -1 else -1) if kmajor else k_dim
+    return t.stride(outer) * t.element_size() if t.shape[outer] > 1 else 128
+
+
+def aligned_copy(t: torch.Tensor, k_dim: int) -> torch.Tensor:
+    """A copy of t that keeps its unit-stride dimension (no transpose: one streaming pass) with rows
+    padded to 128 bytes; an operand with no unit stride gets :func:`aligned_kmajor_copy`. A
+    broadcast batch (stride 0) stays one matrix."""
+    km = _kmajor(t, k_dim)
+    if km is None:
+        return aligned_kmajor_copy(t, k_dim)
+    if t.dim() == 3 and t.stride(0) == 0:
+        t = t[:1]
+    last = km == (k_dim == -1)  # the unit stride is already the last dimension
+    v = t if last else t.transpose(-1, -2)
+    n = v.shape[-1]
+    per = max(1, 128 // v.element_size())
+    buf = v.new_empty(*v.shape[:-1], -(-max(n, 1) // per) * per)
+    buf[..., :n].copy_(v)
+    return buf[..., :n] if last else buf[..., :n].transpose(-1, -2)
+
+
+def _gluon_operand(t: torch.Tensor, k_dim: int, dtype: str, pad_rows: bool) -> tuple[torch.Tensor, bool]:
+    """(2D view with a unit last stride in the orientation the Gluon kernel loads, K-major?): A as
+    (M, K) or (K, M), B as (N, K) or (K, N). Operands the TMA cannot read are copied (16-bit: rows
+    padded, layout kept; 8/32-bit: K-major), and with ``pad_rows`` so are rows not 128-byte aligned."""
+    d = _tma_direct(t, k_dim, dtype)
+    if d is None:
+        t = aligned_copy(t, k_dim) if dtype in ("fp16", "bf16") else aligned_kmajor_copy(t, k_dim)
+        d = _tma_direct(t, k_dim, dtype)
+    elif pad_rows and _row_pitch_bytes(t, d, k_dim) % 128:
+        t = aligned_copy(t, k_dim)
+    assert d is not None
+    return (t if d == (k_dim == -1) else t.t()), d
+
+
+def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_split_steps: int = 0,
+                  split: int = 1) -> list[KernelLaunch]:
+    """The Gluon kernel's launch (after the 3xTF32 split launches, or the copies of operands the
+    TMA cannot read as they are). ``out`` is (M, N) contiguous, or with ``split`` > 1 the (split M,
+    N) fp32/int32 workspace of ``k_split_steps`` K steps per split (M a multiple of BLOCK_M)."""
     from tilecraft.kernels import gemm_gluon as _g
     from tilecraft.tuning.gemm import gluon_epilogue_buffers
 
@@ -674,24 +727,31 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None) -> li
         b_hi, b_lo, lb = tf32_split(b, -2)
         pre = [la, lb]
         b_hi, b_lo = b_hi.t(), b_lo.t()
+        ak = bk = True
     else:
-        a_hi = a if _tma_direct(a, -1, spec.dtype) else aligned_kmajor_copy(a, -1)
-        b_hi = (b if _tma_direct(b, -2, spec.dtype) else aligned_kmajor_copy(b, -2)).t()
+        a_hi, ak = _gluon_operand(a, -1, spec.dtype, cfg.pad_rows)
+        b_hi, bk = _gluon_operand(b, -2, spec.dtype, cfg.pad_rows)
         a_lo, b_lo = a_hi, b_hi
     out2 = out if out.dim() == 2 else out.view(spec.m, spec.n)
-    if out2.stride() != (spec.n, 1):
+    if out2.stride(1) != 1 or out2.stride(0) != spec.n or out2.shape[0] != spec.m * split:
         raise ValueError(f"the Gluon kernel writes a contiguous (M, N) output, got strides {out2.stride()}")
-    descs = [_gluon_desc(a_hi, [cfg.block_m, cfg.block_k]), _gluon_desc(b_hi, [cfg.block_n, cfg.block_k]),
-             _gluon_desc(a_lo, [cfg.block_m, cfg.block_k]), _gluon_desc(b_lo, [cfg.block_n, cfg.block_k]),
-             _gluon_desc(out2, [cfg.block_m, 64])]
+    if split > 1 and spec.m % cfg.block_m:
+        raise ValueError(f"split-K on the Gluon kernel needs M ({spec.m}) a multiple of block_m ({cfg.block_m})")
+    bm, bn, bkk = cfg.block_m, cfg.block_n, cfg.block_k
+    descs = [_gluon_desc(a_hi, [bm, bkk] if ak else [bkk, bm]), _gluon_desc(b_hi, [bn, bkk] if bk else [bkk, bn]),
+             _gluon_desc(a_lo, [bm, bkk] if ak else [bkk, bm]), _gluon_desc(b_lo, [bn, bkk] if bk else [bkk, bn]),
+             _gluon_desc(out2, [bm, 64])]
     sms = sms or _facts(a.device)[1]
-    tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n)
-    grid = (max(1, min(sms, tiles)),)
+    units = math.ceil(spec.m / bm) * math.ceil(spec.n / bn) * split
+    grid = (max(1, min(sms, units)),)
     # the default partition's warps plus one warpgroup for the producer share the register file
     maxnreg = min(240, 65536 // ((cfg.num_warps + 4) * 32) // 8 * 8)
-    constexprs = {"STAGES": cfg.num_stages, "GROUP_M": cfg.group_m, "NUM_SMS": grid[0], "THREE_TF32": three,
-                  "FLUSH": cfg.flush, "EPI_BUFS": gluon_epilogue_buffers(cfg, a.element_size(), three), "PRODUCER_REGS": 40}
-    return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, spec.m, spec.n, spec.k), constexprs,
+    constexprs = {"STAGES": cfg.num_stages, "GROUP_M": cfg.group_m, "THREE_TF32": three,
+                  "FLUSH": cfg.flush, "EPI_BUFS": gluon_epilogue_buffers(cfg, a.element_size(), three,
+                                                                         out2.element_size()),
+                  "PRODUCER_REGS": 40, "A_KMAJOR": ak, "B_KMAJOR": bk, "SPLIT_K": split}
+    steps = k_split_steps if split > 1 else math.ceil(spec.k / bkk)
+    return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, spec.m, spec.n, spec.k, steps), constexprs,
                                {"num_warps": cfg.num_warps, "maxnreg": maxnreg})]
 
 

@@ -55,6 +55,7 @@ class GemmConfig:
     presplit: bool = False  # TMA kernel, 3xTF32: operands split into tf32 hi + lo by a pass before
     waves_per_eu: int = 0  # AMD only: occupancy hint (0: the compiler's choice)
     flush: int = 1  # Gluon kernel, 3xTF32: K steps chained in the tensor cores between fp32 adds
+    pad_rows: bool = False  # TMA/Gluon: copy operands whose rows are not 128-byte aligned (layout kept)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -75,6 +76,8 @@ class GemmConfig:
             s += " presplit"
         if self.flush > 1:
             s += f" flush{self.flush}"
+        if self.pad_rows:
+            s += " pad"
         return s
 
 
@@ -101,11 +104,11 @@ class Problem:
         return {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8, "int8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}[self.dtype]
 
 
-def gluon_epilogue_buffers(cfg: GemmConfig, itemsize: int, three: bool = False) -> int:
-    """Chunk buffers (BLOCK_M x 64 of 4-byte results) of the Gluon kernel's epilogue: two when
-    they fit beside the pipeline, else one. ``three``: 3xTF32 (hi and lo tiles per stage)."""
+def gluon_epilogue_buffers(cfg: GemmConfig, itemsize: int, three: bool = False, out_size: int = 4) -> int:
+    """Chunk buffers (BLOCK_M x 64 results of ``out_size`` bytes) of the Gluon kernel's epilogue: two
+    when they fit beside the pipeline, else one. ``three``: 3xTF32 (hi and lo tiles per stage)."""
     pipe = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if three else 1)
-    return 2 if pipe + 2 * cfg.block_m * 64 * 4 <= SHARED_LIMIT["sm90"] - 1024 else 1
+    return 2 if pipe + 2 * cfg.block_m * 64 * out_size <= SHARED_LIMIT["sm90"] - 1024 else 1
 
 
 def shared_bytes(cfg: GemmConfig, itemsize: int, three: bool = False) -> int:
@@ -115,8 +118,11 @@ def shared_bytes(cfg: GemmConfig, itemsize: int, three: bool = False) -> int:
     come in two parts (sm90 compile: int8 128x256x128 s3 213164 bytes, 3xTF32 128x128x32 s3
     229596)."""
     if cfg.kernel == "gluon":
+        # results: int32 / fp32 for 8- and 32-bit operands, the operand type for 16-bit (the
+        # default output; split-K stores fp32 partials)
+        out_size = 2 if itemsize == 2 and cfg.split_k == 1 else 4
         pipe = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if three else 1)
-        return pipe + gluon_epilogue_buffers(cfg, itemsize, three) * cfg.block_m * 64 * 4 + 1024
+        return pipe + gluon_epilogue_buffers(cfg, itemsize, three, out_size) * cfg.block_m * 64 * out_size + 1024
     stages = max(cfg.num_stages, 1) + (1 if cfg.flatten else 0)
     return stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if cfg.presplit else 1)
 
@@ -227,10 +233,10 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
 #: cuBLAS fp32 51), error against float64 3.5e-7 / 3.9e-7 at K = 4096 / 16384 (cuBLAS fp32 5.8e-7 /
 #: 1.15e-6; a chain of 8 steps 6.4e-7 at 4096, worse than cuBLAS). Plain tf32 on the Gluon kernel
 #: (128x256x32: NT 351, NN 299-305 with the K-major copy of B) was no faster than the TMA kernel: not
-#: dispatched. Keyed by the dot precision (None: int8). Only for products of two waves of 128x256
-#: tiles or more (what was measured); ``Problem.gluon_ok`` says the call qualifies.
-GLUON_HEURISTIC: dict[str | None, GemmConfig] = {
-    None: GemmConfig("gluon", 128, 256, 128, group_m=8, num_warps=8, num_stages=4),
+#: dispatched. Keyed by operand type ("int8") or dot precision ("tf32x3"). Only for products of two
+#: waves of 128x256 tiles or more (what was measured); ``Problem.gluon_ok`` says the call qualifies.
+GLUON_HEURISTIC: dict[str, GemmConfig] = {
+    "int8": GemmConfig("gluon", 128, 256, 128, group_m=8, num_warps=8, num_stages=4),
     "tf32x3": GemmConfig("gluon", 128, 128, 32, group_m=8, num_warps=8, num_stages=3, flush=4),
 }
 
@@ -270,8 +276,9 @@ def heuristic(p: Problem) -> GemmConfig:
     # for thin products (below 512 rows and columns: not measured, left on the pointer kernel).
     tma = p.arch == "sm90" and p.tma_ok and (p.tma_copies == 0 or min(p.m, p.n) >= 512
                                              or p.dtype in ("fp32", "int8", "fp8_e4m3", "fp8_e5m2"))
-    if big and p.arch == "sm90" and p.gluon_ok and p.precision in GLUON_HEURISTIC:
-        return GLUON_HEURISTIC[p.precision]
+    gluon_key = "int8" if p.dtype == "int8" else p.precision
+    if big and p.arch == "sm90" and p.gluon_ok and gluon_key in GLUON_HEURISTIC:
+        return GLUON_HEURISTIC[gluon_key]
     if tma and p.precision == "tf32x3":
         # three wgmmas per step: 128x128x64, 2 stages, 80.5 TFLOP/s; 128x256x32 spills (57.7)
         return GemmConfig("tma", 128, 128, 64, group_m=8, num_warps=8, num_stages=2)
@@ -310,7 +317,7 @@ def config_space(p: Problem) -> list[GemmConfig]:
             cands.append(GemmConfig("pointer", bm, bn, 256 // p.itemsize, group_m=1, num_warps=4, num_stages=6))
     else:
         bk = 128 if p.itemsize == 1 else (32 if p.itemsize == 4 else 64)
-        if p.arch == "sm90" and p.gluon_ok:
+        if p.arch == "sm90" and p.gluon_ok and p.itemsize != 2:
             for c in (*GLUON_HEURISTIC.values(), GemmConfig("gluon", 128, 256, 32, num_warps=8, num_stages=3)):
                 if (c.block_k == 128) == (p.dtype == "int8") and (c.flush > 1) == (p.precision == "tf32x3"):
                     cands.append(c)

@@ -4,7 +4,7 @@ SDPA's backends (forward, backward, decode). Writes JSON as it goes (a timeout k
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/attention_tune.py OUT_DIR [sections]
 
 sections: any of check,fwd,bwd,decode (default all); later rounds: fwd2, bwd2, pccheck, pc, decode2, decode3,
-gluoncheck, gluon (the Gluon forward of ``kernels.attention_gluon``).
+gluoncheck, gluon (the Gluon forward of ``kernels.attention_gluon``), wscheck, ws (its warp-specialised ping-pong kernel).
 Each configuration is checked against the float64 reference (``bench.attention.measure``) before it is timed.
 """
 from __future__ import annotations
@@ -81,6 +81,25 @@ GLUON_CONFIGS = {
     64: [G(128, 3), G(128, 2, False), G(128, 3, False), G(64, 4, False)],
     256: [G(64, 2), G(64, 2, False), G(32, 4, False)],
 }
+# round 6: the warp-specialised ping-pong forward (attention_fwd_gluon_ws_kernel), the current sm90
+# default first; W(n, stages, overlap, pingpong)
+def W(n: int, stages: int, overlap: bool = False, pingpong: bool = True) -> ops.FwdConfig:
+    return F(128, n, 8, stages, True, gluon=True, overlap=overlap, ws=True, pingpong=pingpong)
+
+
+WS_GLUON_CONFIGS = {
+    128: [W(128, 2), W(128, 2, pingpong=False), W(128, 2, True), W(128, 3), W(128, 3, True)],
+    64: [W(128, 2), W(128, 3), W(128, 3, pingpong=False), W(128, 3, True), W(128, 4)],
+    256: [W(64, 2), W(64, 2, pingpong=False), W(64, 2, True), W(32, 4)],
+}
+
+
+def label(cfg: ops.FwdConfig) -> str:
+    """A short name of a forward config for the printed table."""
+    kind = ("gluon-ws" + ("-pp" if cfg.pingpong else "") if cfg.ws else "gluon") if cfg.gluon else "triton"
+    return f"{kind} {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}" + (" overlap" if cfg.gluon and cfg.overlap else "")
+
+
 DECODE_SHAPES = [ba.Shape(8, 32, 8, 1, 8192, 128), ba.Shape(8, 32, 8, 16, 8192, 128),
                  ba.Shape(16, 32, 32, 1, 4096, 128), ba.Shape(4, 32, 8, 4, 32768, 128)]
 
@@ -178,9 +197,10 @@ def check_producer_consumer() -> None:
     save()
 
 
-def check_gluon() -> None:
+def check_gluon(configs: dict | None = None) -> None:
     """The Gluon forward on odd shapes against float64 (outputs and lse poisoned with NaN), every
-    candidate config; a compile or launch failure is recorded, not raised."""
+    candidate config (``GLUON_CONFIGS`` unless given); a compile or launch failure is recorded, not raised."""
+    configs = configs or GLUON_CONFIGS
     g = torch.Generator(device="cuda").manual_seed(11)
     cases = [(1, 2, 2, 1, 1, 128, True), (2, 4, 1, 17, 17, 64, True), (2, 8, 2, 1000, 1000, 128, False),
              (1, 4, 2, 300, 170, 128, True), (1, 2, 2, 17, 1000, 256, True), (1, 2, 1, 1000, 333, 256, False),
@@ -192,7 +212,7 @@ def check_gluon() -> None:
             v = torch.randn(b, hk, sk, d, device="cuda", generator=g).to(dtype)
             ref_o, ref_l = attention_reference(q, k, v, causal=causal)
             p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
-            for cfg in GLUON_CONFIGS[d]:
+            for cfg in configs[d]:
                 out = torch.full_like(q, float("nan"))
                 lse = torch.full((b, h, sq), float("nan"), device="cuda")
                 try:
@@ -206,8 +226,8 @@ def check_gluon() -> None:
                     errs, msg = [], f" {type(exc).__name__}: {exc}"[:300]
                 doc["checks"].append({"case": f"gluon B{b} H{h}/{hk} {sq}x{sk} D{d} causal={causal}",
                                       "dtype": str(dtype), "config": cfg.as_dict(), "errors": errs, "message": msg})
-                print(f"check gluon B{b} H{h}/{hk} {sq}x{sk} D{d} c={causal!s:5s} {str(dtype)[6:]:8s} n{cfg.block_n}"
-                      f"/s{cfg.num_stages}/o{int(cfg.overlap)} " + " ".join(f"{e:.1e}" for e in errs) + msg, flush=True)
+                print(f"check B{b} H{h}/{hk} {sq}x{sk} D{d} c={causal!s:5s} {str(dtype)[6:]:8s} {label(cfg):30s} "
+                      + " ".join(f"{e:.1e}" for e in errs) + msg, flush=True)
     save()
 
 
@@ -237,7 +257,7 @@ def run(shape: ba.Shape, direction: str, cfgs, backends, deterministic: bool = T
             unit = "TB/s" if ba.is_decode(shape) and direction == "fwd" else "TFLOP/s"
             extra = f" {100 * val / COPY:.1f}% copy" if unit == "TB/s" and val and COPY else ""
             regs = ",".join(f"{x['registers']}r/{x['spills']}s" for x in (r.resources or []))
-            print(f"{direction} {shape.label:30s} {r.impl:16s} {str(cfg.as_dict()) if r.impl == 'tilecraft' else '':60s}"
+            print(f"{direction} {shape.label:30s} {r.impl:16s} {label(cfg) if r.impl == 'tilecraft' else '':32s}"
                   f"{tag} ok={r.ok} err={r.rel_error if r.rel_error is None else f'{r.rel_error:.1e}'} "
                   f"{'' if val is None else f'{val:.1f} {unit}'}{extra} {regs} {r.message[:80]} ({time.time() - t0:.1f}s)",
                   flush=True)
@@ -253,7 +273,7 @@ if __name__ == "__main__":
     doc["device"] = INFO.as_dict()
     if "check" in SECTIONS:
         check_paths()
-    if SECTIONS & {"decode", "fwd", "decode2", "decode3", "gluon"}:
+    if SECTIONS & {"decode", "fwd", "decode2", "decode3", "gluon", "ws"}:
         from tilecraft.hardware.ceilings import measure_copy_bandwidth
         COPY = measure_copy_bandwidth()
         doc["copy_TBps"] = COPY
@@ -285,6 +305,12 @@ if __name__ == "__main__":
     if "gluon" in SECTIONS:
         for d, shape in square_shapes((128, 64, 256)):
             run(shape, "fwd", [ops.triton_fwd_config(d, torch.device("cuda"))] + GLUON_CONFIGS[d], ("cudnn", "flash"))
+    if "wscheck" in SECTIONS:
+        check_gluon(WS_GLUON_CONFIGS)
+    if "ws" in SECTIONS:
+        for d, shape in square_shapes((128, 64, 256)):
+            run(shape, "fwd", [ops.default_fwd_config(d, torch.device("cuda"), causal=shape.causal)]
+                + WS_GLUON_CONFIGS[d], ("cudnn", "flash"))
     if "decode2" in SECTIONS:
         for shape in DECODE_SHAPES[:2]:
             run(shape, "fwd", DECODE2_CONFIGS, ("cudnn",))

@@ -26,6 +26,10 @@ CONFIGS = {64: [ops.FwdConfig(128, 128, 8, 3, tma=True, gluon=True)],
            128: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True),
                  ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False)],
            256: [ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True)]}
+# the warp-specialised kernel: plain order with and without ping-pong, and with the intra-warpgroup overlap
+WS_CONFIGS = {d: [ops.FwdConfig(128, n, 8, st, tma=True, gluon=True, overlap=ov, ws=True, pingpong=pp)
+                  for ov, pp in ((False, True), (False, False), (True, True))]
+              for d, n, st in ((64, 128, 3), (128, 128, 2), (256, 64, 2))}
 # (B, H, H_kv, S_q, S_k, D, causal)
 CASES = [
     (1, 2, 2, 1, 1, 64, False),
@@ -79,6 +83,29 @@ def test_gluon_forward_matches_float64(case, dtype):
         check(out, lse, ref_o, ref_l, dtype)
 
 
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_gluon_ws_forward_matches_float64(case, dtype):
+    """The warp-specialised kernel (loader partition, two consumer partitions, ping-pong turns);
+    run twice per config on the same inputs: a race would show as a moving error."""
+    b, h, h_kv, s_q, s_k, d, causal = case
+    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 1)
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
+    ref_o, ref_l = attention_reference(q, k, v, causal=causal)
+    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+    for cfg in WS_CONFIGS[d]:
+        outs = []
+        for _ in range(2):
+            out = torch.full_like(q, float("nan"))
+            lse = torch.full((b, h, s_q), float("nan"), device="cuda")
+            handle = ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg)
+            torch.cuda.synchronize()
+            assert handle is not None and handle.name == "attention_fwd_gluon_ws_kernel"
+            check(out, lse, ref_o, ref_l, dtype)
+            outs.append(out)
+        assert torch.equal(outs[0], outs[1]), f"{cfg}: two launches on the same inputs differ"
+
+
 def test_gluon_forward_bshd_and_scale():
     """(B, S, H, D) strides through the 4D descriptors, and a scale other than 1/sqrt(D)."""
     gen = torch.Generator(device="cuda").manual_seed(7)
@@ -86,13 +113,14 @@ def test_gluon_forward_bshd_and_scale():
     ref_o, ref_l = attention_reference(q, k, v, causal=True, scale=0.3)
     qs, ks, vs = (t.transpose(1, 2).contiguous() for t in (q, k, v))
     p = ops.validate(qs, ks, vs, causal=True, scale=0.3, layout="bshd")
-    out = torch.full_like(qs, float("nan"))
-    lse = torch.full((2, 8, 777), float("nan"), device="cuda")
-    assert ops.gluon_ok(p, qs, ks, vs, out)
-    handle = ops.launch_fwd(qs, ks, vs, out, lse, None, None, p, CONFIGS[128][0])
-    torch.cuda.synchronize()
-    assert handle.name == "attention_fwd_gluon_kernel"
-    check(out.transpose(1, 2), lse, ref_o, ref_l, torch.bfloat16)
+    assert ops.gluon_ok(p, qs, ks, vs, qs)
+    for cfg, name in ((CONFIGS[128][0], "attention_fwd_gluon_kernel"), (WS_CONFIGS[128][0], "attention_fwd_gluon_ws_kernel")):
+        out = torch.full_like(qs, float("nan"))
+        lse = torch.full((2, 8, 777), float("nan"), device="cuda")
+        handle = ops.launch_fwd(qs, ks, vs, out, lse, None, None, p, cfg)
+        torch.cuda.synchronize()
+        assert handle.name == name
+        check(out.transpose(1, 2), lse, ref_o, ref_l, torch.bfloat16)
 
 
 def test_gluon_refuses_what_tma_cannot_address():
@@ -119,7 +147,7 @@ def test_gluon_refuses_what_tma_cannot_address():
 def test_public_api_gradients_through_the_gluon_lse(monkeypatch, causal):
     """``tilecraft.attention`` with the Gluon forward as the default: the backward runs on its out
     and lse; gradients against float64 (a gradient on the lse too)."""
-    monkeypatch.setitem(ops.GLUON_FWD, (128, causal), CONFIGS[128][0])
+    monkeypatch.setitem(ops.GLUON_FWD, (128, causal), WS_CONFIGS[128][0] if causal else CONFIGS[128][0])
     gen = torch.Generator(device="cuda").manual_seed(9)
     q, k, v = make(gen, 1, 4, 2, 300, 300, 128, torch.bfloat16)
     do = torch.randn(q.shape, generator=gen, device="cuda").to(torch.bfloat16)

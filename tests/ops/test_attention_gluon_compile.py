@@ -73,3 +73,63 @@ def test_gluon_config_rules():
     assert not ops.default_fwd_config(96, dev, hopper=True).gluon
     assert not ops.default_fwd_config(128, dev, hopper=False).gluon
     assert ops.triton_fwd_config(128, dev, hopper=True) == ops.FwdConfig(128, 128, 8, 3, tma=True)
+
+
+_WS_PTX = r"""
+import json, re, sys
+import torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from tilecraft.bench import attention as ba
+from tilecraft.kernels import attention_gluon
+from tilecraft.ops import attention as ops
+d, causal, n, stages, overlap, pingpong = json.loads(sys.argv[1])
+cfg = ops.FwdConfig(128, n, 8, stages, tma=True, gluon=True, overlap=overlap, ws=True, pingpong=pingpong)
+k = ba.gluon_kernel_signature(ba.Shape(2, 16, 4, 4096, 4096, d, causal), torch.bfloat16, cfg)
+sig = {name: t if t.startswith("tensordesc") else t.split(":")[0] for name, t in k["signature"].items()}
+sig.update(dict.fromkeys(k["constexprs"], "constexpr"))
+src = GluonASTSource(fn=getattr(attention_gluon, k["kernel"]), signature=sig, constexprs=k["constexprs"])
+ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                     options={"num_warps": k["num_warps"], "maxnreg": k["maxnreg"]}).asm["ptx"]
+print(json.dumps({"setmaxnreg": re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx),
+                  "maxnreg": re.findall(r"\.maxnreg\s+(\d+)", ptx),
+                  "tma_load": len(re.findall(r"cp\.async\.bulk\.tensor\.4d\.shared::cluster\.global", ptx)),
+                  "tma_store": len(re.findall(r"cp\.async\.bulk\.tensor\.4d\.global\.shared", ptx)),
+                  "wgmma": len(re.findall(r"wgmma\.mma_async", ptx)),
+                  "cta_barrier": len(re.findall(r"bar\.sync\s+0;|barrier\.sync\.aligned\s+0;", ptx))}))
+"""
+
+
+@pytest.mark.parametrize("d,causal,n,stages,overlap,pingpong", [
+    (128, False, 128, 2, False, True), (128, True, 128, 2, True, True), (64, True, 128, 3, False, False),
+    (256, False, 64, 2, False, True)])
+def test_gluon_ws_forward_compiles_to_setmaxnreg_wgmma_and_tma(d, causal, n, stages, overlap, pingpong):
+    """The warp-specialised forward: 12 warps (two 4-warp consumers, a 1-warp loader, padding),
+    the register split by ``setmaxnreg`` (consumers up to 240, the loader down to 24), the TMA loads
+    in the loader and the O stores in each consumer, wgmma in both consumers, no spills."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    cfg = ops.FwdConfig(128, n, 8, stages, tma=True, gluon=True, overlap=overlap, ws=True, pingpong=pingpong)
+    res = ba.gluon_compile_report(ba.Shape(2, 16, 4, 4096, 4096, d, causal), torch.bfloat16, cfg)
+    assert res["error"] is None, res["error"]
+    assert res["spills"] == 0 and res["scratch_bytes"] == 0
+    assert 0 < res["shared_bytes"] <= SM90_SHARED_BYTES
+    assert res["num_warps"] == 12
+    hgmma = sum(v for key, v in res["census"].items() if key.startswith("sass:HGMMA"))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", _WS_PTX, json.dumps([d, causal, n, stages, overlap, pingpong])],
+                       capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    facts = json.loads(r.stdout.strip().splitlines()[-1])
+    regs = {(kind, int(v)) for kind, v in facts["setmaxnreg"]}
+    assert ("dec", ops.WS_LOADER_REGS) in regs, regs
+    assert ("inc", ops.WS_CONSUMER_REGS) in regs or ("dec", ops.WS_CONSUMER_REGS) in regs, regs
+    assert facts["maxnreg"] == [str(ops.WS_MAXNREG)]
+    # per consumer: Q K^T (D/16 k-steps) in the first turn and in the loop, P V (BLOCK_N/16) in the loop and the last turn
+    per_consumer = 2 * (d // 16) + 2 * (n // 16)
+    assert facts["wgmma"] == 2 * per_consumer == hgmma
+    assert facts["tma_load"] >= 3 and facts["tma_store"] == 2  # Q, K, V in the loader; O in each consumer
+    assert facts["cta_barrier"] == 0, "no CTA-wide barrier: the partitions meet only at mbarriers"

@@ -185,10 +185,17 @@ def gluon_kernel_signature(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig) -> 
     def desc(rows: int) -> str:
         box = [1, 1, rows, s.head_dim]
         return f"tensordesc<{_TRITON[dtype]}[{','.join(map(str, box))}],{gl.NVMMASharedLayout.get_default_for(box, gdt)!r}>"
-    sig = {"q_desc": desc(cfg.block_m), "k_desc": desc(cfg.block_n), "v_desc": desc(cfg.block_n),
-           "o_desc": desc(cfg.block_m), "LSE": "*fp32:16", "stride_lb": _int_hint(s.heads * s.seqlen_q),
+    q_rows = cfg.block_m // 2 if cfg.ws else cfg.block_m
+    sig = {"q_desc": desc(q_rows), "k_desc": desc(cfg.block_n), "v_desc": desc(cfg.block_n),
+           "o_desc": desc(q_rows), "LSE": "*fp32:16", "stride_lb": _int_hint(s.heads * s.seqlen_q),
            "stride_lh": _int_hint(s.seqlen_q), "H": _int_hint(s.heads), "GROUP": _int_hint(s.heads // s.kv_heads),
            "S_Q": _int_hint(s.seqlen_q), "S_K": _int_hint(s.seqlen_k), "qk_scale": "fp32"}
+    if cfg.ws:
+        cx = {"HEAD_DIM": s.head_dim, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages, "CAUSAL": s.causal,
+              "PIPELINE": cfg.overlap, "PINGPONG": cfg.pingpong, "CONSUMER_REGS": ops.WS_CONSUMER_REGS,
+              "LOADER_REGS": ops.WS_LOADER_REGS, "num_warps": 4}
+        return {"kernel": "attention_fwd_gluon_ws_kernel", "signature": sig, "constexprs": cx, "num_warps": 4,
+                "num_stages": cfg.num_stages, "maxnreg": ops.WS_MAXNREG}
     cx = {"HEAD_DIM": s.head_dim, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages,
           "CAUSAL": s.causal, "PIPELINE": cfg.overlap, "num_warps": cfg.num_warps}
     return {"kernel": "attention_fwd_gluon_kernel", "signature": sig, "constexprs": cx, "num_warps": cfg.num_warps,
@@ -205,7 +212,7 @@ def gluon_compile_report(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig | None
     cfg = cfg or ops.GLUON_FWD.get((s.head_dim, s.causal)) or ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True)
     k = gluon_kernel_signature(s, dtype, cfg)
     res = cross_compile("tilecraft.kernels.attention_gluon", k["kernel"], k["signature"], k["constexprs"], target,
-                        num_warps=k["num_warps"], num_stages=1, timeout_s=timeout_s)
+                        num_warps=k["num_warps"], num_stages=1, maxnreg=k.get("maxnreg"), timeout_s=timeout_s)
     d = res.as_dict()
     d["config"] = cfg.as_dict()
     return d

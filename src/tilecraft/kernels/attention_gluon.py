@@ -56,6 +56,28 @@ def _issue_tile(desc, smem, bars, j, b, h_kv, BLOCK_N: gl.constexpr, STAGES: gl.
 
 
 @gluon.jit
+def _program_tile(H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """This program's (batch, head, K/V head, first query) and key range: [0, lo) is seen by every
+    query of the tile (no mask), [lo, hi) is masked; n_tiles key tiles in all."""
+    pid_m = gl.program_id(0)
+    if CAUSAL:
+        pid_m = gl.num_programs(0) - 1 - pid_m  # heaviest query tiles first
+    pid_bh = gl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    start_m = pid_m * BLOCK_M
+    diag = S_K - S_Q  # key j visible to query i iff j <= i + diag
+    if CAUSAL:
+        hi = gl.minimum(S_K, gl.maximum(start_m + BLOCK_M + diag, 0))
+        lo = gl.maximum(start_m + diag + 1, 0) // BLOCK_N * BLOCK_N
+        lo = gl.minimum(lo, hi // BLOCK_N * BLOCK_N)
+    else:
+        hi = S_K
+        lo = S_K // BLOCK_N * BLOCK_N
+    return b, h, h // GROUP, start_m, lo, hi, diag, gl.cdiv(hi, BLOCK_N)
+
+
+@gluon.jit
 def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAUSAL: gl.constexpr):
     """One online-softmax step on raw logits ``qk`` (fp32, S's wgmma layout). Returns
     (p, alpha, m_new, l_new); m in log2 units of the scaled logits."""
@@ -98,25 +120,7 @@ def attention_fwd_gluon_kernel(
     tile2d_q: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
     tile2d_kv: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
 
-    pid_m = gl.program_id(0)
-    if CAUSAL:
-        pid_m = gl.num_programs(0) - 1 - pid_m  # heaviest query tiles first
-    pid_bh = gl.program_id(1)
-    b = pid_bh // H
-    h = pid_bh % H
-    h_kv = h // GROUP
-    start_m = pid_m * BLOCK_M
-
-    # key range: [0, lo) seen by every query of the tile (no mask), [lo, hi) masked
-    diag = S_K - S_Q  # key j visible to query i iff j <= i + diag
-    if CAUSAL:
-        hi = gl.minimum(S_K, gl.maximum(start_m + BLOCK_M + diag, 0))
-        lo = gl.maximum(start_m + diag + 1, 0) // BLOCK_N * BLOCK_N
-        lo = gl.minimum(lo, hi // BLOCK_N * BLOCK_N)
-    else:
-        hi = S_K
-        lo = S_K // BLOCK_N * BLOCK_N
-    n_tiles = gl.cdiv(hi, BLOCK_N)
+    b, h, h_kv, start_m, lo, hi, diag, n_tiles = _program_tile(H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
 
     # shared memory: Q (later O), the K and V rings, one barrier per slot and one for Q
     q_smem = gl.allocate_shared_memory(dtype, [1, 1, BLOCK_M, HEAD_DIM], q_desc.layout)
@@ -231,3 +235,212 @@ def attention_fwd_gluon_kernel(
     l_ptrs = LSE + b.to(gl.int64) * stride_lb + h.to(gl.int64) * stride_lh + rows
     gl.store(l_ptrs, lse, mask=rows < S_Q)
     tma.store_wait(0)
+
+
+# ------------------------------------------------------------------------------------------------
+# Warp-specialised ping-pong forward (FlashAttention-3's schedule, sm90)
+# ------------------------------------------------------------------------------------------------
+@gluon.jit
+def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, v_full, k_empty, v_empty,
+               b, h, h_kv, start_m, n_tiles, BLOCK_N: gl.constexpr, CONSUMERS: gl.constexpr):
+    """One warp: each consumer's Q rows once, then K_j and V_j into ring slot j % STAGES as soon as
+    both consumers have released the slot (``*_empty``, count 2); the copies complete on ``*_full``."""
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    ROWS: gl.constexpr = q_smem.type.shape[3]
+    for c in gl.static_range(CONSUMERS):
+        mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [b, h, start_m + c * ROWS, 0], q_bars.index(c), q_smem.index(c))
+    for j in range(n_tiles):
+        s = j % STAGES
+        # a fresh mbarrier counts as having completed the phase before phase 0
+        free = ((j // STAGES) & 1) ^ 1
+        mbarrier.wait(k_empty.index(s), free)
+        mbarrier.expect(k_full.index(s), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [b, h_kv, j * BLOCK_N, 0], k_full.index(s), k_smem.index(s))
+        mbarrier.wait(v_empty.index(s), free)
+        mbarrier.expect(v_full.index(s), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(v_desc, [b, h_kv, j * BLOCK_N, 0], v_full.index(s), v_smem.index(s))
+
+
+@gluon.jit
+def _ws_turn_wait(turns, c: gl.constexpr, t, PINGPONG: gl.constexpr):
+    """Consumer c's t-th turn at the tensor cores: wait until the other consumer has issued its
+    products of the turn before (consumer 0's first turn was granted at init)."""
+    if PINGPONG:
+        mbarrier.wait(turns.index(c), t & 1)
+
+
+@gluon.jit
+def _ws_turn_pass(turns, c: gl.constexpr, CONSUMERS: gl.constexpr, PINGPONG: gl.constexpr):
+    if PINGPONG:
+        mbarrier.arrive(turns.index((c + 1) % CONSUMERS))
+
+
+@gluon.jit
+def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bars, k_full, v_full, k_empty,
+                 v_empty, turns, b, h, start_m, S_Q, lo, hi, diag, n_tiles, qk_scale, c: gl.constexpr,
+                 CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, PINGPONG: gl.constexpr):
+    """One warpgroup: ROWS = 64 query rows (rows c*64.. of the program's tile) over every key tile.
+
+    Plain order, rotated so that a turn issues P_j V_j and then S_{j+1} = Q K_{j+1}^T back to back;
+    with ``PINGPONG`` the consumers take turns (an mbarrier each), so one warpgroup's softmax runs
+    while the other's products are on the tensor cores. ``PIPELINE`` adds FlashAttention-3's
+    intra-warpgroup overlap: a turn issues S_{j+1} first, then P_j V_j, and the softmax of S_{j+1}
+    runs while P_j V_j is still on the tensor cores."""
+    dtype: gl.constexpr = k_smem.dtype
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[3]
+    HEAD_DIM: gl.constexpr = k_smem.type.shape[4]
+    ROWS: gl.constexpr = q_smem.type.shape[3]
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    tile_q: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, HEAD_DIM], dtype)
+    tile_kv: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+
+    q2d = q_smem.index(c)._reinterpret(dtype, [ROWS, HEAD_DIM], tile_q)
+    rows = start_m + c * ROWS + gl.arange(0, ROWS, layout=row_s)
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
+    l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
+    acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+    s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
+    mbarrier.wait(q_bars.index(c), 0)
+
+    if n_tiles > 0:
+        # turn 0: S_0
+        mbarrier.wait(k_full.index(0), 0)
+        k_t = k_smem.index(0)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv).permute((1, 0))
+        _ws_turn_wait(turns, c, 0, PINGPONG)
+        qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
+        _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
+        qk = warpgroup_mma_wait(0, deps=(qk,))
+        mbarrier.arrive(k_empty.index(0))
+        p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL)
+        for j in range(n_tiles - 1):
+            # turn j + 1: P_j V_j and S_{j+1}
+            s = j % STAGES
+            s1 = (j + 1) % STAGES
+            mbarrier.wait(v_full.index(s), (j // STAGES) & 1)
+            mbarrier.wait(k_full.index(s1), ((j + 1) // STAGES) & 1)
+            v_t = v_smem.index(s)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv)
+            k_t = k_smem.index(s1)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv).permute((1, 0))
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            if PIPELINE:
+                _ws_turn_wait(turns, c, j + 1, PINGPONG)
+                qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
+                acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
+                _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
+                # S_{j+1} done (groups retire in order); P_j V_j may still run: softmax beside it
+                qk = warpgroup_mma_wait(1, deps=(qk,))
+                mbarrier.arrive(k_empty.index(s1))
+                p, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
+                                                     qk_scale, CAUSAL)
+                # the blocking wait in a block of its own (see attention_fwd_gluon_kernel): ptxas
+                # would otherwise hoist it above the exp2s
+                if qk_scale > 0.0:
+                    o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+                    mbarrier.arrive(v_empty.index(s))
+                else:
+                    mbarrier.arrive(v_empty.index(s))
+                    o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+                acc = o_done * gl.convert_layout(alpha_n, row_o)[:, None]
+            else:
+                acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                _ws_turn_wait(turns, c, j + 1, PINGPONG)
+                acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
+                qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
+                _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
+                acc, qk, p_op = warpgroup_mma_wait(0, deps=(acc, qk, p_op))
+                mbarrier.arrive(v_empty.index(s))
+                mbarrier.arrive(k_empty.index(s1))
+                p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
+                                                   qk_scale, CAUSAL)
+        # turn n_tiles: the last P V
+        last = n_tiles - 1
+        if not PIPELINE:
+            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
+        v_t = v_smem.index(last % STAGES)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv)
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        _ws_turn_wait(turns, c, n_tiles, PINGPONG)
+        acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
+        _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
+        acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+        mbarrier.arrive(v_empty.index(last % STAGES))
+
+    # Rows that saw no key: l = 0, acc = 0 -> output 0 and lse = -inf. O goes out through this
+    # consumer's Q rows (its last product has retired).
+    l_o = gl.convert_layout(l_i, row_o)
+    out = acc / gl.where(l_o == 0.0, 1.0, l_o)[:, None]
+    q2d.store(out.to(dtype))
+    fence_async_shared()
+    gl.thread_barrier()
+    tma.async_copy_shared_to_global(o_desc, [b, h, start_m + c * ROWS, 0], q_smem.index(c))
+    lse = gl.where(l_i == 0.0, float("-inf"), (m_i + gl.log2(gl.where(l_i == 0.0, 1.0, l_i))) * LN2)
+    l_ptrs = LSE + b.to(gl.int64) * stride_lb + h.to(gl.int64) * stride_lh + rows
+    gl.store(l_ptrs, lse, mask=rows < S_Q)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def attention_fwd_gluon_ws_kernel(
+    q_desc, k_desc, v_desc, o_desc, LSE,
+    stride_lb, stride_lh,
+    H, GROUP, S_Q, S_K, qk_scale,
+    HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, PINGPONG: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr, num_warps: gl.constexpr,
+):
+    """The warp-specialised forward: one program = 2 x 64 queries of one (batch, head).
+
+    ``num_warps`` = 4: the default partition is consumer 0 (rows 0..63 of the tile), a 4-warp worker
+    partition consumer 1 (rows 64..127) and a 1-warp worker the TMA loader (``LOADER_REGS``
+    registers; consumer 1 gets ``CONSUMER_REGS``). ``q_desc``/``o_desc`` boxes are 64 rows, K/V
+    boxes BLOCK_N rows. Grid (cdiv(S_q, 128), B * H); ``qk_scale`` = scale * log2(e).
+    No CTA-wide barrier after the split: the ring's slots have a "full" mbarrier (TMA bytes) and an
+    "empty" one (count 2: each consumer arrives once its products reading the slot have retired),
+    and with ``PINGPONG`` two "turn" mbarriers hand the tensor cores from one consumer to the other."""
+    CONSUMERS: gl.constexpr = 2
+    ROWS: gl.constexpr = q_desc.block_type.shape[2]
+    BLOCK_M: gl.constexpr = CONSUMERS * ROWS
+    dtype: gl.constexpr = q_desc.dtype
+    b, h, h_kv, start_m, lo, hi, diag, n_tiles = _program_tile(H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
+
+    q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 1, 1, ROWS, HEAD_DIM], q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], v_desc.layout)
+    q_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    turns = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    k_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for c in gl.static_range(CONSUMERS):
+        mbarrier.init(q_bars.index(c), count=1)
+        mbarrier.init(turns.index(c), count=1)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(k_full.index(s), count=1)
+        mbarrier.init(v_full.index(s), count=1)
+        mbarrier.init(k_empty.index(s), count=CONSUMERS)
+        mbarrier.init(v_empty.index(s), count=CONSUMERS)
+    mbarrier.arrive(turns.index(0))  # consumer 0 takes the first turn
+    fence_async_shared()
+
+    # the same consumer function twice, told apart by its constexpr index (0: the default partition)
+    C0: gl.constexpr = 0
+    C1: gl.constexpr = 1
+    gl.warp_specialize([
+        (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bars, k_full, v_full, k_empty,
+                        v_empty, turns, b, h, start_m, S_Q, lo, hi, diag, n_tiles, qk_scale, C0, CONSUMERS, CAUSAL,
+                        PIPELINE, PINGPONG)),
+        (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bars, k_full, v_full, k_empty,
+                        v_empty, turns, b, h, start_m, S_Q, lo, hi, diag, n_tiles, qk_scale, C1, CONSUMERS, CAUSAL,
+                        PIPELINE, PINGPONG)),
+        (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, v_full, k_empty, v_empty,
+                      b, h, h_kv, start_m, n_tiles, BLOCK_N, CONSUMERS)),
+    ], [4, 1], [CONSUMER_REGS, LOADER_REGS])

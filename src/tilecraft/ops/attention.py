@@ -62,11 +62,19 @@ class FwdConfig:
     # packed batches, head dims other than 64/128/256, strides TMA cannot address) run the Triton kernels.
     gluon: bool = False
     overlap: bool = True
+    # with gluon: ``attention_fwd_gluon_ws_kernel`` instead, warp-specialised (a 1-warp TMA loader and
+    # two consumer warpgroups of 64 rows, each its own partition; ``pingpong``: the consumers take
+    # turns at the tensor cores, FlashAttention-3's inter-warpgroup schedule). num_warps = 8 counts
+    # the consumers' warps (the loader's warp comes on top).
+    ws: bool = False
+    pingpong: bool = True
 
     def __post_init__(self):
         if self.gluon and (self.block_m != 128 or self.num_warps != 8 or self.producer_consumer or self.persistent):
             raise ValueError("a Gluon forward config takes block_m=128, num_warps=8 (two warpgroups of 64 rows), "
                              f"no producer_consumer or persistent, got {self}")
+        if self.ws and not self.gluon:
+            raise ValueError(f"ws (the warp-specialised Gluon forward) needs gluon=True, got {self}")
         if self.producer_consumer and not self.tma:
             raise ValueError("producer_consumer needs tma=True (the producer warpgroup loads through tensor descriptors)")
         if self.producer_consumer and self.persistent:
@@ -457,6 +465,13 @@ def _descriptor(t: torch.Tensor, p: Problem, seqlen: int, heads: int, block: int
                             [1, 1, block, block_d(p.head_dim)])
 
 
+#: Register split of the warp-specialised Gluon forward (FlashAttention-3's: 12 warps, 240 for each
+#: consumer warpgroup, 24 for the loader's; 2 x 128 x 240 + 128 x 24 = 64512 of the SM's 65536).
+WS_CONSUMER_REGS = 240
+WS_LOADER_REGS = 24
+#: The register cap at entry (12 warps: 65536 / 384, rounded down to 8) that ``setmaxnreg`` needs.
+WS_MAXNREG = 168
+
 #: Head dimensions the Gluon forward takes (unpadded: the TMA box is the whole head dimension).
 GLUON_HEAD_DIMS = (64, 128, 256)
 
@@ -492,6 +507,18 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
     """The Gluon forward on validated sm90 tensors ``gluon_ok`` accepted; returns the compiled kernel."""
     from tilecraft.kernels import attention_gluon as _g
 
+    if cfg.ws:
+        rows = cfg.block_m // 2  # each consumer warpgroup's Q and O box
+        with _on_device(q):
+            return _g.attention_fwd_gluon_ws_kernel[(_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)](
+                _gluon_descriptor(q, p, p.seqlen_q, p.heads, rows),
+                _gluon_descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n),
+                _gluon_descriptor(v, p, p.seqlen_k, p.kv_heads, cfg.block_n),
+                _gluon_descriptor(out, p, p.seqlen_q, p.heads, rows),
+                lse, *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k,
+                p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_N=cfg.block_n, STAGES=cfg.num_stages, CAUSAL=p.causal,
+                PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong, CONSUMER_REGS=WS_CONSUMER_REGS,
+                LOADER_REGS=WS_LOADER_REGS, num_warps=4, maxnreg=WS_MAXNREG)
     with _on_device(q):
         return _g.attention_fwd_gluon_kernel[(_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)](
             _gluon_descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m),

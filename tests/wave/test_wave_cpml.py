@@ -239,7 +239,7 @@ def test_march_plan_covers_the_box_once_without_shared_vectors(shape, order, wid
         for d, (a, b) in enumerate(((z0, z1), (y0, y1), (x0, x1))):
             for w0, w1, _ in kaxes[d].regions if d in kaxes else ():
                 assert b <= w0 or w1 <= a  # no CPML term in an interior box
-    for axes_, (by, bx, _w), table, n_prog in launches:
+    for axes_, (by, bx, _bz, _w), table, n_prog in launches:
         assert bx == (32 if 2 in axes_ else 64)
         covers = []
         for z0, z1, y0, y1, x0, x1, x_org, first, *_ in table:

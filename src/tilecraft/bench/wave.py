@@ -19,7 +19,7 @@ import torch
 
 from tilecraft.bench.harness import Record, time_rotating
 from tilecraft.ops import wave as ops
-from tilecraft.ops.wave import CpmlConfig, WaveConfig
+from tilecraft.ops.wave import MARCH_REGS, CpmlConfig, WaveConfig
 from tilecraft.reference.wave import wave_step_torch
 from tilecraft.wave.boundaries import Layout
 
@@ -177,14 +177,11 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
 
 
 # Launch configurations of the CPML kernel swept on a GPU (the interior runs the default WaveConfig).
-MARCH_REGS = (80, 96, 72, 128, 168)  # z, y, x faces, edges, corners: the least spills (sm90 cross-compiles)
 CPML_CONFIGS = (
-    CpmlConfig(4, 64, 8, 4, maxnreg=96, by_axes=True, two_phase=True, fused=False),  # the default (unfused)
-    CpmlConfig(8, 128, 8, 8, march=True, march_regs=MARCH_REGS),  # layers' z-march (psi first)
-    CpmlConfig(4, 128, 8, 4, march=True, march_regs=MARCH_REGS),
-    CpmlConfig(8, 128, 16, 8, march=True, march_regs=MARCH_REGS),
-    CpmlConfig(8, 128, 8, 8, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS),
-    CpmlConfig(8, 128, 8, 8, march=True),  # no register budget
+    CpmlConfig(8, 128, 8, 8, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS),  # the default (z-march)
+    CpmlConfig(4, 64, 8, 4, maxnreg=96, by_axes=True, two_phase=True, fused=False),  # unfused launches
+    CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS),
+    CpmlConfig(8, 128, 8, 8, march=True, march_regs=MARCH_REGS),
     CpmlConfig(4, 64, 8, 4, maxnreg=96, by_axes=True, two_phase=True),  # best folded, run 2 (62548e5)
     CpmlConfig(4, 64, 8, 4, unroll=False, maxnreg=80, by_axes=True),  # folded, psi recomputed in the step
 )
@@ -315,17 +312,27 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
             "cpml-fused", lambda ax, cfg=cfg: ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, ax, "triton", None,
                                                             cfg), axes, {"config": cfg.as_dict()}))
         del axes
-    if measured:  # where the time goes: the interior's plain step and the psi launches alone
-        interior, _ = ops._pml_meta(tuple(lo), tuple(hi),
-                                    {ax.axis: ax for ax in axes0}, 3, CPML_CONFIGS[1], 4, dev)
-        ilo, ihi = tuple(a for a, _ in interior), tuple(b for _, b in interior)
-        for variant, fn, pts in (
-                ("part-interior", lambda _i: ops.step_into(p, pp, m, out, order, spacing, ilo, ihi, None, "triton"),
-                 math.prod(b - a for a, b in zip(ilo, ihi))),
-                ("part-psi", lambda _i: ops._psi_phase(p, order, lo, hi, axes0), layer_points),
-                ("part-march-layers", lambda _i: ops._march_layers(
-                    p, pp, m, out, order, spacing, lo, hi, axes0, {ax.axis: ax for ax in axes0}, None,
-                    CPML_CONFIGS[1], ("layers",)), points - math.prod(b - a for a, b in zip(ilo, ihi)))):
+    if measured:  # where the time goes: the interior's plain step, the psi launches, the layers' launches
+        part_axes = _copy_axes(axes0)  # the parts write psi and zeta
+        kaxes = {ax.axis: ax for ax in part_axes}
+        march = CPML_CONFIGS[0]
+        interiors, _, launches = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, shape[2], march, 4,
+                                                p.stride()[:2])
+        (ilo, ihi), = (tuple(zip(*box)) for box in interiors)
+        parts = [("part-interior", lambda _i: ops.step_into(p, pp, m, out, order, spacing, ilo, ihi, None, "triton"),
+                  math.prod(b - a for a, b in zip(ilo, ihi))),
+                 ("part-psi", lambda _i: ops._psi_phase(p, order, lo, hi, part_axes), layer_points),
+                 ("part-march-layers", lambda _i: ops._march_layers(p, pp, m, out, order, spacing, lo, hi, part_axes,
+                                                                    kaxes, None, march, ("layers",)),
+                  points - math.prod(b - a for a, b in zip(ilo, ihi)))]
+        by_axes: dict[str, int] = {}
+        for axes, _tile, table, _n in launches:  # the layers' launches of each set of axes alone
+            name = "layers:" + ",".join(map(str, axes))
+            by_axes[name] = by_axes.get(name, 0) + sum((r[1] - r[0]) * (r[3] - r[2]) * (r[5] - r[4]) for r in table)
+        for name, pts in by_axes.items():
+            parts.append((f"part-march-{name}", lambda _i, name=name: ops._march_layers(
+                p, pp, m, out, order, spacing, lo, hi, part_axes, kaxes, None, march, (name,)), pts))
+        for variant, fn, pts in parts:
             say(variant)
             t = time_rotating(fn, 1, device=dev, budget_s=budget_s)
             records.append(_record({**case, "variant": variant}, step_traffic(pts, order, p.element_size()),

@@ -264,7 +264,12 @@ def step_into(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi,
 # ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CpmlConfig:
-    """Launch configuration of ``wave_cpml_kernel`` (the absorbing layers' boxes)."""
+    """How the Triton step runs the CPML: ``march`` (the layers' z-march, ``wave_layer_kernel``:
+    (block_y, block_x) tiles at ``num_warps`` where no x term is, ``narrow`` = (block_y, block_x,
+    num_warps) where one is, ``block_z`` planes per program, register budgets ``march_regs``), else
+    ``march_tiles`` = (block_y, block_x, block_z, num_warps) per kind of box (z, y, x faces, edges,
+    corners) overriding both), else ``fused`` (``wave_cpml_kernel`` on the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``,
+    ``maxnreg``), else the unfused launches."""
 
     block_y: int
     block_x: int
@@ -278,20 +283,25 @@ class CpmlConfig:
     march: bool = False
     narrow: tuple[int, int, int] = (16, 32, 4)
     march_regs: tuple[int, ...] = ()
+    march_tiles: tuple[tuple[int, int, int, int], ...] = ()
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
+MARCH_REGS = (80, 96, 72, 128, 168)  # z, y, x faces, edges, corners: the fewest spills (sm90 cross-compiles)
+
+
 def default_cpml_config(device: torch.device) -> CpmlConfig:
-    """GPU: the unfused launches (``fused=False``): on H200 (fp32, order 8, 512**3, W = 20) they
-    took 1.85 ms a step against 2.75 ms for the best folded variant (two-phase, 4 x 64 tiles, 96
-    registers) and 3.3 ms for the recompute one (benchmarks/results/2026-11-21-h200/
-    wave-cpml-sweep-62548e5.json). Interpreter: the folded kernel, few large programs."""
+    """GPU: the layers' z-march (``march=True``: psi launches, the plain step on the interior,
+    ``wave_layer_kernel`` per set of active axes): on H200 (fp32, order 8, 512**3, W = 20) 1.78 ms a
+    step against 1.87 ms for the unfused launches in the same run, 2.74 ms for the best folded
+    variant and 3.31 ms for the recompute one (benchmarks/results/2026-11-21-h200/
+    wave-march-sweep-dd7b7cb.json). Interpreter: the folded kernel, few large programs."""
     if device.type != "cuda":
         return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
-    return CpmlConfig(block_y=4, block_x=64, block_z=8, num_warps=4, maxnreg=96, by_axes=True, two_phase=True,
-                      fused=False)
+    return CpmlConfig(block_y=8, block_x=128, block_z=8, num_warps=8, march=True, narrow=(8, 32, 2),
+                      march_regs=MARCH_REGS)
 
 
 _NO_SPLIT = 2**30
@@ -572,7 +582,7 @@ def layer_plan(lo3, hi3, kaxes: dict[int, CpmlAxis], ndim: int, nx: int, cfg: Cp
     block_x) at ``num_warps``; launches with x terms take the narrow tiles ``cfg.narrow``: x layers
     are a few vectors wide). Boxes of one launch whose tiles would share a vector of a row (an edge
     tile rewrites the columns it does not own) go to separate launches. Returns (interiors, scale,
-    launches); a launch is (axes, (block_y, block_x, warps), table rows (16 ints per box, unscaled),
+    launches); a launch is (axes, (block_y, block_x, block_z, warps), table rows (16 ints per box, unscaled),
     programs). ``scale``: the vector width when every offset is a multiple of it (else 1)."""
     pieces = [_axis_pieces(lo3[d], hi3[d], kaxes[d].regions if d in kaxes else ()) for d in range(3)]
     interiors, groups = [], {}
@@ -594,7 +604,7 @@ def layer_plan(lo3, hi3, kaxes: dict[int, CpmlAxis], ndim: int, nx: int, cfg: Cp
     xe = kaxes[2].extent if 2 in kaxes else 0
     launches = []
     for axes, boxes in sorted(groups.items(), key=lambda g: (len(g[0]), g[0])):
-        by, bx, warps = cfg.narrow if 2 in axes else (cfg.block_y, cfg.block_x, cfg.num_warps)
+        by, bx, bz, warps = _march_tile_of(cfg, axes)
         slots: list[list] = []
         for box in boxes:
             (z0, z1, _), (y0, y1, _), (x0, x1, _) = box
@@ -624,12 +634,17 @@ def layer_plan(lo3, hi3, kaxes: dict[int, CpmlAxis], ndim: int, nx: int, cfg: Cp
                 row[7] = start
                 table.append(row)
                 start += (triton_cdiv(row[5] - row[6], bx) * triton_cdiv(row[3] - row[2], by)
-                          * triton_cdiv(row[1] - row[0], cfg.block_z))
-            launches.append((axes, (by, bx, warps), table, start))
+                          * triton_cdiv(row[1] - row[0], bz))
+            launches.append((axes, (by, bx, bz, warps), table, start))
     if xe:
         ints.append(xe)
     scale = vec if all(v % vec == 0 for v in ints) else 1
     return interiors, scale, launches
+
+
+def _box_kind(axes: tuple[int, ...]) -> int:
+    """0, 1, 2: the z, y, x faces; 3: edges; 4: corners."""
+    return axes[0] if len(axes) == 1 else len(axes) + 1
 
 
 def _march_budget(pcfg: CpmlConfig, axes: tuple[int, ...]) -> int | None:
@@ -637,22 +652,30 @@ def _march_budget(pcfg: CpmlConfig, axes: tuple[int, ...]) -> int | None:
     x faces, edges, corners) (0: none), else ``maxnreg``."""
     if not pcfg.march_regs:
         return pcfg.maxnreg
-    i = axes[0] if len(axes) == 1 else len(axes) + 1
-    return pcfg.march_regs[i] or None
+    return pcfg.march_regs[_box_kind(axes)] or None
+
+
+def _march_tile_of(cfg: CpmlConfig, axes: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """(block_y, block_x, block_z, num_warps) of the launch for the boxes where ``axes`` have terms."""
+    if cfg.march_tiles:
+        return cfg.march_tiles[_box_kind(axes)]
+    by, bx, warps = cfg.narrow if 2 in axes else (cfg.block_y, cfg.block_x, cfg.num_warps)
+    return by, bx, cfg.block_z, warps
 
 
 def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAxis], kaxes, cfg: WaveConfig,
                   pcfg: CpmlConfig, parts: tuple[str, ...] = ("psi", "interior", "layers")) -> None:
     """The march variant: psi_new on the layers (``_psi_phase``), ``wave_step_kernel`` on the box's
     interior, ``wave_layer_kernel`` on the layers' boxes (one launch per set of active axes).
-    ``parts``: which of the three run (the benchmark times them alone)."""
+    ``parts``: which of the three run (the benchmark times them alone; ``"layers:0,2"``: only the
+    launch of the z and x edges)."""
     ndim = len(lo)
     has_z = ndim == 3
     lo3 = tuple(lo) if has_z else (0,) + tuple(lo)
     hi3 = tuple(hi) if has_z else (1,) + tuple(hi)
     nx = p3.shape[2]
     s_z, s_y, _ = p3.stride()
-    vec = min(16 // p3.element_size(), pcfg.narrow[1], pcfg.block_x)
+    vec = min([16 // p3.element_size()] + [_march_tile_of(pcfg, axes)[1] for axes in ((0,), (1,), (2,), (0, 1), (0, 1, 2))])
     key = ("march", lo3, hi3, pcfg, vec, tuple(p3.shape), str(p3.device),
            tuple((d, ax.regions, tuple(ax.zeta.shape)) for d, ax in sorted(kaxes.items())))
     plan = _PLANS.get(key)
@@ -672,7 +695,7 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
     for box in interiors if "interior" in parts else ():
         _launch_step(p, p_prev, m, out, order, spacing, tuple(a for a, _ in box)[3 - ndim:],
                      tuple(b for _, b in box)[3 - ndim:], None, cfg)
-    if not tables or "layers" not in parts:
+    if not tables or not any(part.startswith("layers") for part in parts):
         return
     sp3 = spacing if has_z else (math.inf,) + tuple(spacing)
     w = _const(("w", order, sp3), stencil_weights(order, sp3), p3.dtype, p3.device)
@@ -692,14 +715,16 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
         strides.append(st[1] // scale)
     st = _store_view(kaxes[2], ndim).stride() if 2 in kaxes else (0, 0, 0)
     strides += [st[2] // scale, kaxes[2].extent // scale if 2 in kaxes else 0]
-    for axes, (by, bx, warps), table, nb, n_prog in tables:
+    for axes, (by, bx, bz, warps), table, nb, n_prog in tables:
+        if "layers" not in parts and f"layers:{','.join(map(str, axes))}" not in parts:
+            continue
         opts = {"num_warps": warps}
         regs = _march_budget(pcfg, axes)
         if regs and p3.device.type == "cuda" and torch.version.hip is None:
             opts["maxnreg"] = regs
         _k.wave_layer_kernel[(n_prog,)](
             p3, pp3, m3, o3, w, table, *per_axis, nx // scale, s_z // scale, s_y // scale, *strides,
-            R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=pcfg.block_z, VEC=vec, SCALE=scale, HAS_Z=has_z, NB=nb,
+            R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=has_z, NB=nb,
             AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, **opts)
 
 

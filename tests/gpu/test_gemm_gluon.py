@@ -146,3 +146,18 @@ def test_16bit_fp32_out_and_split_rule():
     assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 1e-4
     with pytest.raises(ValueError, match="multiple of block_m"):
         ops.launch(a, b, out, spec, GemmConfig("gluon", 128, 128, 64, 8, 8, 4, split_k=2))
+
+
+def test_pad_rows_and_16bit_dispatch():
+    gen = torch.Generator(device="cuda").manual_seed(23)
+    t = (torch.rand(300, 1000, device="cuda", generator=gen) * 2 - 1).to(torch.bfloat16)
+    got = ops.aligned_copy(t, -1)
+    assert torch.equal(got, t) and got.stride(0) * 2 % 128 == 0
+    tt = t.t().contiguous().t()  # MN-major: padded, not transposed
+    got = ops.aligned_copy(tt, -1)
+    assert torch.equal(got, tt) and got.stride(0) == 1 and got.stride(1) * 2 % 128 == 0
+    import tilecraft
+    a, b = _rnd16(torch.bfloat16, "NN", 1000, 1000, 1000, gen)
+    spec = ops.validate(a, b)
+    assert ops.choose_config(a, b, spec, tune_now=False).kernel == "gluon"
+    assert relative_error(tilecraft.matmul(a, b), matmul_reference(a, b, out_dtype=torch.float64)) <= 1e-2

@@ -130,3 +130,104 @@ def test_gluon_problem_key_and_config():
     assert not shape_key(q).endswith("/gluon") and heuristic(q).kernel != "gluon"
     assert "flush4" in GemmConfig("gluon", flush=4).short()
     assert re.search("gluon", heuristic(p).short()) or heuristic(p).kernel == "tma"
+
+
+# ---------------------------------------------------------------------------------------------
+# fp16 / bf16 on the Gluon kernel
+# ---------------------------------------------------------------------------------------------
+def _plan16(cfg, layout, m=8192, n=8192, k=8192, dtype=torch.bfloat16):
+    a = torch.empty(k, m, dtype=dtype, device="meta").t() if layout[0] == "T" else torch.empty(m, k, dtype=dtype,
+                                                                                                device="meta")
+    b = torch.empty(n, k, dtype=dtype, device="meta").t() if layout[1] == "T" else torch.empty(k, n, dtype=dtype,
+                                                                                                device="meta")
+    return ops.target_plan(a, b, "sm90", sms=132, cfg=cfg)
+
+
+@pytest.mark.parametrize("cfg,layout,instr", [
+    (GemmConfig("gluon", 128, 256, 64, 8, 8, 4), "NN", "m64n256k16.f32.bf16.bf16"),
+    (GemmConfig("gluon", 128, 256, 64, 8, 8, 4), "TT", "m64n256k16.f32.bf16.bf16"),
+    (GemmConfig("gluon", 64, 64, 64, 8, 4, 8), "NT", "m64n64k16.f32.bf16.bf16"),
+    (GemmConfig("gluon", 64, 128, 64, 8, 4, 6, split_k=2), "NN", "m64n128k16.f32.bf16.bf16"),
+])
+def test_gluon_16bit_cross_compiles_for_sm90(cfg, layout, instr):
+    m = 128 if cfg.split_k > 1 else 8192
+    _, _, plan = _plan16(cfg, layout, m=m)
+    names = [k.kernel.__name__ for k in plan]
+    assert names == ["matmul_ws_kernel"] + (["splitk_reduce_kernel"] if cfg.split_k > 1 else [])
+    launch = plan[0]
+    assert launch.constexprs["A_KMAJOR"] == (layout[0] == "N") and launch.constexprs["B_KMAJOR"] == (layout[1] == "T")
+    assert launch.constexprs["SPLIT_K"] == cfg.split_k
+    sig = ops.compile_signature(launch)
+    assert sig["M"] == sig["N"] == sig["K"] == "i32"  # unspecialised: one kernel for every shape
+    res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", sig, launch.constexprs, "sm90",
+                        num_warps=launch.options["num_warps"], maxnreg=launch.options["maxnreg"], sass=False)
+    assert res.error is None, res.error
+    assert res.spills == 0 and res.scratch_bytes == 0
+    assert abs(res.shared_bytes - shared_bytes(cfg, 2)) <= 2048
+    facts = _ptx_facts(launch)
+    assert facts["wgmma"] and all(w.endswith(instr) for w in facts["wgmma"])
+    assert len(facts["wgmma"]) == cfg.block_k // 16
+    assert facts["tma_load"] >= 2 and facts["tma_store"] >= 1
+
+
+@pytest.mark.parametrize("shape,layout,dtype,want", [
+    ((8192, 8192, 8192), "NN", torch.bfloat16, "gluon 128x256x64 w8 s4"),
+    ((8192, 8192, 8192), "TT", torch.bfloat16, "gluon 128x256x64 w8 s4"),
+    ((8192, 8192, 8192), "TN", torch.bfloat16, "tma "),  # both MN-major: measured slower on Gluon
+    ((8192, 8192, 8192), "NN", torch.float16, "tma "),  # fp16 not measured on Gluon
+    ((4096, 11008, 4096), "NN", torch.bfloat16, "tma 256x128"),
+    ((4096, 4096, 4096), "NN", torch.bfloat16, "gluon 128x256x64"),
+    ((128, 4096, 4096), "NN", torch.bfloat16, "gluon 64x64x64 w4 s8"),
+    ((128, 11008, 4096), "NN", torch.bfloat16, "gluon 128x128x64 w8 s5"),
+    ((128, 4096, 11008), "NN", torch.bfloat16, "tma 64x128x64 w4 s6 g8 splitk2"),
+    ((1000, 1000, 1000), "NN", torch.bfloat16, "gluon 64x128x64 w4 s4"),
+    ((3000, 7000, 5000), "NN", torch.bfloat16, "gluon 128x256x64 w8 s4 g8 pad"),
+    ((997, 1009, 1013), "NN", torch.bfloat16, "tma "),  # unaligned: copies, not measured on Gluon
+])
+def test_gluon_16bit_dispatch(shape, layout, dtype, want):
+    _, cfg, _ = _plan16(None, layout, *shape, dtype=dtype)
+    assert cfg.short().startswith(want), cfg.short()
+    m, n, k = shape
+    a = torch.empty(m, k, dtype=dtype, device="meta")
+    b = torch.empty(k, n, dtype=dtype, device="meta")
+    assert ops.gluon_ok(a, b, ops.validate(a, b)) == (n * 2 % 16 == 0)  # output rows the TMA can store
+    assert not ops.gluon_ok(a, b, ops.validate(a, b, bias=torch.empty(n, dtype=dtype, device="meta")))
+
+
+def test_gluon_16bit_rules():
+    a = torch.empty(256, 512, dtype=torch.bfloat16, device="meta")
+    b = torch.empty(512, 1004, dtype=torch.bfloat16, device="meta")
+    assert not ops.gluon_ok(a, b, ops.validate(a, b))  # 1004 bf16 = 2008-byte output rows
+    assert ops.gluon_ok(a, b, ops.validate(a, b, out_dtype=torch.float32))  # 4016 bytes
+    assert not ops.gluon_ok(a, b, ops.validate(a, b, alpha=2.0))
+    spec = ops.validate(a, b, out_dtype=torch.float32)
+    with pytest.raises(ValueError, match="multiple of block_m"):
+        ops.launch_plan(torch.empty(200, 512, dtype=torch.bfloat16, device="meta"), b,
+                        torch.empty(200, 1004, device="meta"), ops.validate(a[:200], b, out_dtype=torch.float32),
+                        GemmConfig("gluon", 128, 128, 64, 8, 8, 4, split_k=2))
+    assert spec.out_dtype == torch.float32
+
+
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+def test_aligned_copy_keeps_layout_and_pads(layout):
+    g = torch.Generator().manual_seed(4)
+    base = torch.rand(37, 1000, generator=g).to(torch.bfloat16)
+    t = base if layout == "NN" else base.t().contiguous().t()
+    got = ops.aligned_copy(t, -1)
+    assert torch.equal(got, t)
+    km = ops._kmajor(got, -1)
+    assert km == ops._kmajor(t, -1)  # layout kept: no transpose
+    assert ops._row_pitch_bytes(got, km, -1) % 128 == 0
+
+
+def test_pad_rows_kernel_interpreter():
+    from tilecraft.kernels import gemm as kg
+    if not ops.triton_on_cpu():
+        pytest.skip("the kernel runs here only in Triton's interpreter")
+    g = torch.Generator().manual_seed(6)
+    src = torch.rand(2, 19, 40, generator=g).to(torch.float16)
+    dst = torch.full((2, 19, 64), float("nan"), dtype=torch.float16)
+    kg.pad_rows_kernel[(2 * 2, 3)](src, dst, 19, 40 // 8, 2, src.stride(0) // 8, src.stride(1) // 8,
+                                    dst.stride(0) // 8, dst.stride(1) // 8, VEC=8, BLOCK_R=16, BLOCK_C=16)
+    assert torch.equal(dst[..., :40], src)
+    assert torch.isnan(dst[..., 40:]).all()  # the padding is never written

@@ -13,6 +13,8 @@ Three GEMM kernels share one fused epilogue (:func:`_epilogue`):
   :func:`matmul_kernel`. Split-K too (``SPLIT_K`` work units per tile in the persistent walk, the
   partials summed by :func:`splitk_reduce_kernel`), for products of fewer tiles than SMs.
 * :func:`splitk_reduce_kernel` — the second pass of split-K (of either kernel).
+* :func:`pad_rows_kernel` — a copy into rows of another pitch (16-byte vectors), for operands
+  whose rows are not 128-byte aligned.
 * :func:`tf32_split_kernel` — the 3xTF32 high and low parts of an fp32 operand, K-major, for the
   TMA kernel's ``PRESPLIT`` form.
 
@@ -214,6 +216,25 @@ def splitk_reduce_kernel(ws_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
               c_ptr, stride_cb, stride_cm, stride_cn, bias_ptr, stride_bias_b, sa_ptr, stride_sa_b,
               sb_ptr, stride_sb_b, alpha_hi, alpha_lo, beta_hi, beta_lo,
               EPI, HAS_ALPHA, HAS_C, HAS_BIAS, SCALE_A, SCALE_B, ACTIVATION)
+
+
+@triton.jit
+def pad_rows_kernel(src_ptr, dst_ptr, ROWS, COLS_V, ROW_TILES, stride_sb_v, stride_sr_v, stride_db_v, stride_dr_v,
+                    VEC: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """dst[b, r, c] = src[b, r, c] for rows of unit column stride: a copy into rows of another
+    pitch (the 128-byte padded rows the TMA reads fastest), no transpose. The column count and the
+    strides come in units of ``VEC`` elements (16 bytes), so Triton knows every row starts 16-byte
+    aligned and keeps the loads and stores 16 bytes wide (with plain strides it would see an odd
+    stride and go scalar: sm90 cross compile, 2-byte accesses). Grid (ROW_TILES x batch, column
+    tiles)."""
+    pid_b = tl.program_id(0) // ROW_TILES
+    offs_r = (tl.program_id(0) % ROW_TILES) * BLOCK_R + tl.arange(0, BLOCK_R)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask = (offs_r < ROWS)[:, None] & (offs_c < COLS_V * VEC)[None, :]
+    src = src_ptr + pid_b * (stride_sb_v * VEC) + offs_r[:, None] * (stride_sr_v * VEC) + offs_c[None, :]
+    x = tl.load(src, mask=mask)
+    dst = dst_ptr + pid_b * (stride_db_v * VEC) + offs_r[:, None] * (stride_dr_v * VEC) + offs_c[None, :]
+    tl.store(dst, x, mask=mask)
 
 
 @triton.jit

@@ -98,6 +98,7 @@ class Problem:
     sms: int = 132
     tma_copies: int = 0  # operands the TMA kernel must first copy (unaligned, or MN-major 8/32-bit)
     gluon_ok: bool = False  # the Gluon kernel can take the call (tilecraft.ops.gemm.gluon_ok)
+    rows_128: bool = True  # the operands the TMA reads as they are have 128-byte aligned rows
 
     @property
     def itemsize(self) -> int:
@@ -141,7 +142,7 @@ def shape_key(p: Problem) -> str:
     m = p.m if p.m < 16 else _pow2_at_least(p.m)
     return (f"{p.dtype}/{p.precision}/m{m}/n{_pow2_at_least(p.n)}/k{_pow2_at_least(p.k)}/b{min(p.batch, 2)}"
             f"/{'T' if p.a_kmajor else 'N'}{'T' if p.b_kmajor else 'N'}/{'tma' if p.tma_ok else 'ptr'}"
-            f"{p.tma_copies}/{p.arch}" + ("/gluon" if p.gluon_ok else ""))
+            f"{p.tma_copies}/{p.arch}" + ("/gluon" if p.gluon_ok else "") + ("" if p.rows_128 else "/rows16"))
 
 
 def _small_m_config(p: Problem) -> GemmConfig:
@@ -205,8 +206,24 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
     11008 / 14336: 2 splits, 0.92x / 1.00x / 1.00x, against 0.81-0.96x for 128x128 in 4 splits;
     1000^3: no split, 0.71x against 0.56x for 64x64).
 
+    Gluon kernel (bf16, sm90, H200 2026-11-21, gemm-gluon16-sweep-af91216, same run as the TMA
+    numbers there): 128x128x64 s5 where 128x128 tiles give half the SMs a tile (M = 128, N = 11008
+    / 14336: 0.934x / 0.990x torch against 0.854x / 0.954x); 64x64x64 s8 (one warpgroup) where
+    64x64 tiles fit one wave and K <= 4096 (128x4096x4096: 1.034x against 0.909x); 64x128x64 s4
+    where 64x128 tiles fit one wave unsplit (1000^3: 0.777x against 0.714x). M = 128, N = 4096 with
+    K = 11008 / 14336 stays on the TMA kernel's split-K (1.023x / 1.056x; Gluon split 2: 1.005x /
+    1.040x).
+
     Pointer kernel: the largest tile that still gives every SM a program (128x128, 64x128, 64x64),
     else 64x64 with split-K."""
+    if kind == "tma" and p.arch == "sm90" and p.gluon_ok and p.dtype == "bf16" and p.tma_copies == 0:
+        if math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch >= p.sms / 2:
+            return GemmConfig("gluon", 128, 128, 64, group_m=8, num_warps=8, num_stages=5)
+        if math.ceil(p.m / 64) * math.ceil(p.n / 64) * p.batch <= p.sms and p.k <= 4096:
+            return GemmConfig("gluon", 64, 64, 64, group_m=8, num_warps=4, num_stages=8)
+        tiles = math.ceil(p.m / 64) * math.ceil(p.n / 128) * p.batch
+        if tiles <= p.sms and tma_split(tiles, math.ceil(p.k / 64), p.sms) == 1:
+            return GemmConfig("gluon", 64, 128, 64, group_m=8, num_warps=4, num_stages=4)
     if kind == "tma":
         if math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch >= p.sms / 2:
             return GemmConfig("tma", 128, 128, bk, group_m=8, num_warps=8, num_stages=4)
@@ -279,6 +296,16 @@ def heuristic(p: Problem) -> GemmConfig:
     gluon_key = "int8" if p.dtype == "int8" else p.precision
     if big and p.arch == "sm90" and p.gluon_ok and gluon_key in GLUON_HEURISTIC:
         return GLUON_HEURISTIC[gluon_key]
+    if (big and p.arch == "sm90" and p.gluon_ok and p.dtype == "bf16" and p.tma_copies == 0
+            and (p.a_kmajor or p.b_kmajor) and not 32 * 2**20 <= p.m * p.n * p.batch < 48 * 2**20):
+        # bf16 on the Gluon kernel (H200, 2026-11-21, gemm-gluon16-sweep-af91216, against the TMA
+        # kernel in the same run): 8192^3 NN / NT / TT 1.019 / 1.020 / 1.020x torch (TMA 1.013 /
+        # 0.992 / 0.991); M = 4096 LLM products 0.985-1.014x (TMA 0.944-0.990). Not taken where it
+        # measured slower: TN (both operands MN-major: 0.982 against 1.011) and 4096x11008 outputs
+        # (32-48 Mi elements: 1.013 against 1.020 for TMA 256x128 s4). Rows 16- but not 128-byte
+        # aligned are first copied into padded rows (pad_rows_kernel): 3000x7000x5000 ran 0.767x
+        # as is (TMA 0.756x), the same values in padded rows ~35% faster (gemm-explore-f49c9d4).
+        return GemmConfig("gluon", 128, 256, 64, group_m=8, num_warps=8, num_stages=4, pad_rows=not p.rows_128)
     if tma and p.precision == "tf32x3":
         # three wgmmas per step: 128x128x64, 2 stages, 80.5 TFLOP/s; 128x256x32 spills (57.7)
         return GemmConfig("tma", 128, 128, 64, group_m=8, num_warps=8, num_stages=2)
@@ -317,6 +344,12 @@ def config_space(p: Problem) -> list[GemmConfig]:
             cands.append(GemmConfig("pointer", bm, bn, 256 // p.itemsize, group_m=1, num_warps=4, num_stages=6))
     else:
         bk = 128 if p.itemsize == 1 else (32 if p.itemsize == 4 else 64)
+        if p.arch == "sm90" and p.gluon_ok and p.itemsize == 2:
+            for c in (GemmConfig("gluon", 128, 256, 64, num_warps=8, num_stages=4),
+                      GemmConfig("gluon", 128, 128, 64, num_warps=8, num_stages=5),
+                      GemmConfig("gluon", 64, 128, 64, num_warps=4, num_stages=4),
+                      GemmConfig("gluon", 64, 64, 64, num_warps=4, num_stages=8)):
+                cands += [c] + ([replace(c, pad_rows=True)] if not p.rows_128 else [])
         if p.arch == "sm90" and p.gluon_ok and p.itemsize != 2:
             for c in (*GLUON_HEURISTIC.values(), GemmConfig("gluon", 128, 256, 32, num_warps=8, num_stages=3)):
                 if (c.block_k == 128) == (p.dtype == "int8") and (c.flush > 1) == (p.precision == "tf32x3"):

@@ -19,7 +19,7 @@ import torch
 
 from tilecraft.bench.harness import Record, time_rotating
 from tilecraft.ops import wave as ops
-from tilecraft.ops.wave import MARCH_REGS, CpmlConfig, WaveConfig
+from tilecraft.ops.wave import MARCH_REGS, MARCH_TILES, CpmlConfig, WaveConfig
 from tilecraft.reference.wave import wave_step_torch
 from tilecraft.wave.boundaries import Layout
 
@@ -178,10 +178,9 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
 
 # Launch configurations of the CPML kernel swept on a GPU (the interior runs the default WaveConfig).
 CPML_CONFIGS = (
-    CpmlConfig(8, 128, 8, 8, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS),  # the default (z-march)
+    CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS, march_tiles=MARCH_TILES),  # default
     CpmlConfig(4, 64, 8, 4, maxnreg=96, by_axes=True, two_phase=True, fused=False),  # unfused launches
-    CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS),
-    CpmlConfig(8, 128, 8, 8, march=True, march_regs=MARCH_REGS),
+    CpmlConfig(8, 128, 8, 8, march=True, narrow=(8, 32, 2), march_regs=(80, 96, 72, 128, 168)),  # first march (dd7b7cb)
     CpmlConfig(4, 64, 8, 4, maxnreg=96, by_axes=True, two_phase=True),  # best folded, run 2 (62548e5)
     CpmlConfig(4, 64, 8, 4, unroll=False, maxnreg=80, by_axes=True),  # folded, psi recomputed in the step
 )
@@ -286,8 +285,9 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
         """slot: where the run leaves the new psi (1: ``cpml_step``'s double buffer, swapped after
         each timed run; 0: in place)."""
         rcase = {**case, "variant": variant, **({"config": extra["config"]} if "config" in extra else {})}
-        out.fill_(float("nan"))
         try:
+            run(_copy_axes(axes))  # a first call on a copy: the checked call below uses the cached launchers
+            out.fill_(float("nan"))
             handles = run(axes)
         except Exception as exc:  # noqa: BLE001 - a configuration the compiler rejects is reported, not fatal
             return _record(rcase, traffic, math.inf, 0, copy_tbps, peer_tbps, measured,

@@ -151,6 +151,44 @@ def _as3d(t: torch.Tensor) -> torch.Tensor:
     return t if t.dim() == 3 else t.unsqueeze(0)
 
 
+_OPTIONS = ("num_warps", "num_stages", "maxnreg")
+_LAUNCHERS: dict[tuple, object] = {}
+
+
+def _arg_class(v: object) -> object:
+    """What Triton specializes a runtime argument on: a tensor's dtype and 16-byte alignment, an
+    integer's width, divisibility by 16 and being 1."""
+    if isinstance(v, torch.Tensor):
+        return (v.dtype, v.data_ptr() % 16 == 0)
+    if isinstance(v, bool) or not isinstance(v, int):
+        return (type(v), v)
+    return (v == 1, v % 16 == 0, -2**31 <= v < 2**31)
+
+
+def _launch(kernel, grid: tuple[int, ...], args: list, kw: dict):
+    """``kernel[grid](*args, **kw)`` on a GPU, through the compiled kernel's own launcher once the
+    same specialization (``_arg_class`` of every argument, the constexprs and options) was launched
+    before: Triton's per-call binding costs about 50 us of CPU per launch, and the step with the
+    CPML makes about 14 launches, a few of them shorter than that (measured: the layers' corner
+    launch, 0.11 M points, took 74 us between events). Interpreter: a plain launch."""
+    if not args or not isinstance(args[0], torch.Tensor) or args[0].device.type != "cuda":
+        return kernel[grid](*args, **kw)
+    const = {k: v for k, v in kw.items() if k not in _OPTIONS}
+    key = (kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel), tuple(sorted(kw.items())),
+           tuple(_arg_class(v) for v in args))
+    launcher = _LAUNCHERS.get(key)
+    if launcher is None:
+        compiled = kernel[grid](*args, **kw)
+        if len(_LAUNCHERS) > 256:
+            _LAUNCHERS.clear()
+        _LAUNCHERS[key] = (compiled, len(args))
+        return compiled
+    compiled, n = launcher
+    values = list(args) + [const[name] for name in kernel.arg_names[n:]]
+    compiled[tuple(grid) + (1,) * (3 - len(grid))](*values)
+    return compiled
+
+
 X_ALIGN = 8  # x tiles start on multiples of 8 points (32 B in fp32): a multiple of every vector width
 
 
@@ -180,11 +218,11 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
     if (cfg.maxnreg and scale > 1 and sponge is None and p.device.type == "cuda"
             and torch.version.hip is None):
         opts["maxnreg"] = cfg.maxnreg
-    return _k.wave_step_kernel[(n_prog,)](
+    return _launch(_k.wave_step_kernel, (n_prog,), [
         p3, pp3, m3, o3, w, *g3, nz, ny, nx // scale, s_z // scale, s_y // scale,
-        lo3[0], hi3[0], lo3[1], hi3[1], lo3[2], hi3[2], x_org // scale,
+        lo3[0], hi3[0], lo3[1], hi3[1], lo3[2], hi3[2], x_org // scale], dict(
         R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec, SCALE=scale,
-        HAS_Z=has_z, SPONGE=sponge is not None, NONTEMPORAL=cfg.nontemporal, **opts)
+        HAS_Z=has_z, SPONGE=sponge is not None, NONTEMPORAL=cfg.nontemporal, **opts))
 
 
 # Points per program of the CPML slab kernels (GPU; the interpreter takes fewer, larger programs).
@@ -212,8 +250,9 @@ def _axis_launch(kernel, tensors, p, aux, axis, order, lo, hi, extra_ptrs, origi
     while triton_cdiv(n[0] * n[1], block_r) > 65535:  # CUDA's limit on grid dimension 1
         block_r *= 2
     grid = (triton_cdiv(n[2], block_c), triton_cdiv(n[0] * n[1], block_r))
-    kernel[grid](*[_as3d(t) if t.dim() > 1 else t for t in tensors], *extra_ptrs, *lo3, *n, s0, s1, t0, t1, origin,
-                 AXIS=ax3, R=order // 2, BLOCK_R=block_r, BLOCK_C=block_c, Z_ROWS=z_rows, num_warps=4)
+    _launch(kernel, grid, [*[_as3d(t) if t.dim() > 1 else t for t in tensors], *extra_ptrs, *lo3, *n, s0, s1, t0, t1,
+                           origin], {"AXIS": ax3, "R": order // 2, "BLOCK_R": block_r, "BLOCK_C": block_c,
+                                     "Z_ROWS": z_rows, "num_warps": 4})
 
 
 def cpml_psi(p, psi, a, b, axis: int, order: int, h: float, lo, hi, backend: str, origin: int = 0,
@@ -289,19 +328,24 @@ class CpmlConfig:
         return asdict(self)
 
 
-MARCH_REGS = (80, 96, 72, 128, 168)  # z, y, x faces, edges, corners: the fewest spills (sm90 cross-compiles)
+# Per kind of layer box (z, y, x faces, edges, corners): register budgets and (block_y, block_x, block_z,
+# num_warps), the fastest of benchmarks/wave_layers_sweep.py (H200, fbcaf64).
+MARCH_REGS = (96, 96, 72, 128, 168)
+MARCH_TILES = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (16, 32, 8, 4), (4, 32, 8, 1))
 
 
 def default_cpml_config(device: torch.device) -> CpmlConfig:
     """GPU: the layers' z-march (``march=True``: psi launches, the plain step on the interior,
-    ``wave_layer_kernel`` per set of active axes): on H200 (fp32, order 8, 512**3, W = 20) 1.78 ms a
-    step against 1.87 ms for the unfused launches in the same run, 2.74 ms for the best folded
-    variant and 3.31 ms for the recompute one (benchmarks/results/2026-11-21-h200/
-    wave-march-sweep-dd7b7cb.json). Interpreter: the folded kernel, few large programs."""
+    ``wave_layer_kernel`` per set of active axes) with the fastest tiles of the per-kind sweep: on
+    H200 (fp32, order 8, 512**3, W = 20) 1.76 ms a step against 1.80 ms for the first march
+    configuration and 1.89 ms for the unfused launches in the same run
+    (benchmarks/results/2026-11-21-h200/wave-layers-sweep-fbcaf64.json; the folded variants took
+    2.74 and 3.31 ms, wave-march-sweep-dd7b7cb.json). Interpreter: the folded kernel, few large
+    programs."""
     if device.type != "cuda":
         return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
-    return CpmlConfig(block_y=8, block_x=128, block_z=8, num_warps=8, march=True, narrow=(8, 32, 2),
-                      march_regs=MARCH_REGS)
+    return CpmlConfig(block_y=4, block_x=128, block_z=8, num_warps=4, march=True, narrow=(8, 32, 2),
+                      march_regs=MARCH_REGS, march_tiles=MARCH_TILES)
 
 
 _NO_SPLIT = 2**30
@@ -722,10 +766,10 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
         regs = _march_budget(pcfg, axes)
         if regs and p3.device.type == "cuda" and torch.version.hip is None:
             opts["maxnreg"] = regs
-        _k.wave_layer_kernel[(n_prog,)](
-            p3, pp3, m3, o3, w, table, *per_axis, nx // scale, s_z // scale, s_y // scale, *strides,
+        _launch(_k.wave_layer_kernel, (n_prog,), [
+            p3, pp3, m3, o3, w, table, *per_axis, nx // scale, s_z // scale, s_y // scale, *strides], dict(
             R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=has_z, NB=nb,
-            AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, **opts)
+            AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, **opts))
 
 
 def _layer_interval(ax: CpmlAxis, k: int) -> tuple[int, int] | None:

@@ -1,0 +1,81 @@
+"""On a CUDA GPU only (skipped elsewhere): the default GPU step with the CPML (the layers' z-march,
+``wave_layer_kernel``, launched through the compiled kernels' own launchers after the first call,
+``ops.wave._launch``) against the float64 torch step, on the first call and on later ones (the
+cached launchers), 2D and 3D, odd shapes, free surface, several orders, NaN-poisoned outputs."""
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+from tilecraft.ops import wave as ops
+from tilecraft.wave.boundaries import Layout, cpml_profiles
+from tilecraft.wave.solver import cpml_axis
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
+                                reason="needs a CUDA GPU (compiled kernels)")
+
+
+def _state(shape, order, width, free_surface, seed):
+    layout = Layout(shape, order, width, free_surface)
+    grid, (lo, hi) = layout.shape, layout.updated
+    gen = torch.Generator().manual_seed(seed)
+    p, pp = ((torch.rand(grid, generator=gen, dtype=torch.float64) - 0.5) for _ in range(2))
+    m = torch.rand(grid, generator=gen, dtype=torch.float64) * 0.1
+    axes = []
+    for axis in range(len(grid)):
+        a, b = cpml_profiles(layout, axis, 3000.0, 10.0, 1e-3, 15.0)
+        ax = cpml_axis(layout, axis, 10.0, a.to(DEV), b.to(DEV), lo[0], hi[0], 0, grid)
+        for t in (ax.psi[0], ax.zeta):  # random memory variables on the layer points, as a run keeps them
+            inside = torch.ones(t.shape[1:], dtype=torch.bool, device=DEV)
+            for d in range(len(grid)):
+                pos = torch.arange(t.shape[1 + d], device=DEV)
+                keep = (pos >= lo[d]) & (pos < hi[d]) if d != axis else None
+                if d == axis:
+                    continue
+                inside &= keep.reshape([-1 if i == d else 1 for i in range(len(grid))])
+            for k, (_w0, _w1, origin) in enumerate(ax.regions):
+                k_ = k if t.shape[0] > 1 else 0
+                pos = torch.arange(t.shape[1 + axis], device=DEV) + origin
+                lay = (a.to(DEV)[pos.clamp(max=grid[axis] - 1)] != 0) & (pos >= lo[axis]) & (pos < hi[axis])
+                mask = inside & lay.reshape([-1 if i == axis else 1 for i in range(len(grid))])
+                t[k_] = torch.where(mask, torch.rand(t[k_].shape, generator=gen, dtype=torch.float64).to(DEV) - 0.5, 0.0)
+        axes.append(ax)
+    return layout, (p.to(DEV), pp.to(DEV), m.to(DEV)), axes
+
+
+def _cast(axes, dtype):
+    from dataclasses import replace
+    return [replace(ax, a=ax.a.to(dtype), b=ax.b.to(dtype), psi=[t.to(dtype, copy=True) for t in ax.psi],
+                    zeta=ax.zeta.to(dtype, copy=True), _tables={}) for ax in axes]
+
+
+@pytest.mark.parametrize("shape,order,width,free_surface,dtype", [  # few cases: each compiles ~10 kernels
+    ((40, 37, 45), 8, 6, False, torch.float32), ((33, 29, 50), 16, 4, True, torch.float32),
+    ((45, 39), 6, 7, True, torch.float64)])
+def test_march_step_matches_float64_on_the_gpu(shape, order, width, free_surface, dtype):
+    layout, (p, pp, m), axes = _state(shape, order, width, free_surface, seed=sum(shape))
+    lo, hi = layout.updated
+    spacing = (10.0,) * p.dim()
+    ref_axes = _cast(axes, torch.float64)
+    ref = pp.clone()
+    ops.cpml_step(p, pp, m, ref, order, spacing, lo, hi, ref_axes, "torch")
+    cfg = ops.default_cpml_config(p.device)
+    assert cfg.march
+    box = tuple(slice(a, b) for a, b in zip(lo, hi))
+    tol = 2e-6 if dtype == torch.float32 else 1e-13
+    for _call in range(3):  # the first launch binds and compiles; later ones use the cached launchers
+        got = _cast(axes, dtype)
+        out = torch.full_like(pp, math.nan, dtype=dtype)
+        ops.cpml_step(p.to(dtype), pp.to(dtype), m.to(dtype), out, order, spacing, lo, hi, got, "triton", None, cfg)
+        assert not torch.isnan(out[box]).any()
+        assert float((out[box].double() - ref[box]).abs().max()) <= tol * float(ref[box].abs().max())
+        outside = torch.ones(out.shape, dtype=torch.bool, device=out.device)
+        outside[box] = False
+        assert torch.isnan(out[outside]).all()
+        for g, r in zip(got, ref_axes):
+            for a, b in ((g.psi[1], r.psi[1]), (g.zeta, r.zeta)):
+                assert float((a.double() - b).abs().max()) <= tol * max(float(b.abs().max()), 1e-30)

@@ -138,7 +138,7 @@ def test_gluon_refuses_what_tma_cannot_address():
     lse = torch.full((1, 2, 64), float("nan"), device="cuda")
     handle = ops.launch_fwd(q2, k2, v2, out, lse, None, None, p2, CONFIGS[128][0])
     torch.cuda.synchronize()
-    assert handle.name != "attention_fwd_gluon_kernel"
+    assert not handle.name.startswith("attention_fwd_gluon")
     ref_o, _ = attention_reference(q2, k2, v2, causal=False)
     assert rel(out, ref_o) < FWD_TOL[torch.float16]
 

@@ -191,7 +191,7 @@ def gluon_kernel_signature(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig) -> 
            "stride_lh": _int_hint(s.seqlen_q), "H": _int_hint(s.heads), "GROUP": _int_hint(s.heads // s.kv_heads),
            "S_Q": _int_hint(s.seqlen_q), "S_K": _int_hint(s.seqlen_k), "qk_scale": "fp32"}
     if cfg.ws:
-        cx = {"HEAD_DIM": s.head_dim, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages, "CAUSAL": s.causal,
+        cx = {"HEAD_DIM": s.head_dim, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages, "CAUSAL": s.causal,
               "PIPELINE": cfg.overlap, "PINGPONG": cfg.pingpong, "CONSUMER_REGS": ops.WS_CONSUMER_REGS,
               "LOADER_REGS": ops.WS_LOADER_REGS, "num_warps": 4}
         return {"kernel": "attention_fwd_gluon_ws_kernel", "signature": sig, "constexprs": cx, "num_warps": 4,

@@ -392,7 +392,7 @@ def attention_fwd_gluon_ws_kernel(
     q_desc, k_desc, v_desc, o_desc, LSE,
     stride_lb, stride_lh,
     H, GROUP, S_Q, S_K, qk_scale,
-    HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, PINGPONG: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr, num_warps: gl.constexpr,
 ):
@@ -407,7 +407,7 @@ def attention_fwd_gluon_ws_kernel(
     and with ``PINGPONG`` two "turn" mbarriers hand the tensor cores from one consumer to the other."""
     CONSUMERS: gl.constexpr = 2
     ROWS: gl.constexpr = q_desc.block_type.shape[2]
-    BLOCK_M: gl.constexpr = CONSUMERS * ROWS
+    gl.static_assert(BLOCK_M == CONSUMERS * ROWS, "the Q/O boxes hold BLOCK_M / 2 rows (one consumer's)")
     dtype: gl.constexpr = q_desc.dtype
     b, h, h_kv, start_m, lo, hi, diag, n_tiles = _program_tile(H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
 

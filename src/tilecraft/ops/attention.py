@@ -170,15 +170,17 @@ def _hopper_or_later(device: torch.device, hopper: bool | None = None) -> bool:
 
 
 #: The Gluon forward's tiles per (head dimension, causal), used by ``default_fwd_config`` on sm90 GPUs
-#: where they were measured faster than the Triton kernels (H200, 2026-11-21, two runs, a4246fc and
-#: 32ba416, bf16, the issue's shapes; docs/attention.md). D = 64 causal stays on Triton (equal: 316 / 315).
-#: The plain order (``overlap=False``) measured faster than the FA3 overlap in both runs.
+#: where they were measured faster than the Triton kernels (H200, 2026-11-21, bf16, the issue's shapes;
+#: docs/attention.md rounds 5 and 6). D = 128 and 256 run the warp-specialised ping-pong kernel (``ws``,
+#: run at 95831b7: 589 / 549 and 627 / 563 TFLOP/s against 494 / 446 and 519 / 461 for the one-partition
+#: kernel in the same run); D = 64 keeps the one-partition plain order (452 against 390 for ``ws``);
+#: D = 64 causal stays on Triton (314; ``ws`` 309, one-partition 268).
 GLUON_FWD: dict[tuple[int, bool], FwdConfig] = {
-    (64, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False),    # 451 vs 400 TFLOP/s
-    (128, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False),   # 496 vs 489
-    (128, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False),    # 454 vs 435
-    (256, False): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=False),    # 534 vs 525
-    (256, True): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=False),     # 462 vs 451
+    (64, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False),
+    (128, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True),
+    (128, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True),
+    (256, False): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True),
+    (256, True): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True),
 }
 
 
@@ -516,8 +518,8 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
                 _gluon_descriptor(v, p, p.seqlen_k, p.kv_heads, cfg.block_n),
                 _gluon_descriptor(out, p, p.seqlen_q, p.heads, rows),
                 lse, *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k,
-                p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_N=cfg.block_n, STAGES=cfg.num_stages, CAUSAL=p.causal,
-                PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong, CONSUMER_REGS=WS_CONSUMER_REGS,
+                p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, STAGES=cfg.num_stages,
+                CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong, CONSUMER_REGS=WS_CONSUMER_REGS,
                 LOADER_REGS=WS_LOADER_REGS, num_warps=4, maxnreg=WS_MAXNREG)
     with _on_device(q):
         return _g.attention_fwd_gluon_kernel[(_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)](

@@ -302,10 +302,10 @@ def heuristic(p: Problem) -> GemmConfig:
         # kernel in the same run): 8192^3 NN / NT / TT 1.019 / 1.020 / 1.020x torch (TMA 1.013 /
         # 0.992 / 0.991); M = 4096 LLM products 0.985-1.014x (TMA 0.944-0.990). Not taken where it
         # measured slower: TN (both operands MN-major: 0.982 against 1.011) and 4096x11008 outputs
-        # (32-48 Mi elements: 1.013 against 1.020 for TMA 256x128 s4). Rows 16- but not 128-byte
-        # aligned are first copied into padded rows (pad_rows_kernel): 3000x7000x5000 ran 0.767x
-        # as is (TMA 0.756x), the same values in padded rows ~35% faster (gemm-explore-f49c9d4).
-        return GemmConfig("gluon", 128, 256, 64, group_m=8, num_warps=8, num_stages=4, pad_rows=not p.rows_128)
+        # (32-48 Mi elements: 1.013 against 1.020 for TMA 256x128 s4). 3000x7000x5000 (rows 16- but
+        # not 128-byte aligned) 0.767x (TMA 0.756x); pad_rows (pad_rows_kernel first) is a tuning
+        # candidate there, not yet measured on the GPU, so not the default.
+        return GemmConfig("gluon", 128, 256, 64, group_m=8, num_warps=8, num_stages=4)
     if tma and p.precision == "tf32x3":
         # three wgmmas per step: 128x128x64, 2 stages, 80.5 TFLOP/s; 128x256x32 spills (57.7)
         return GemmConfig("tma", 128, 128, 64, group_m=8, num_warps=8, num_stages=2)

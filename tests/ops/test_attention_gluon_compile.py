@@ -73,6 +73,14 @@ def test_gluon_config_rules():
     assert not ops.default_fwd_config(96, dev, hopper=True).gluon
     assert not ops.default_fwd_config(128, dev, hopper=False).gluon
     assert ops.triton_fwd_config(128, dev, hopper=True) == ops.FwdConfig(128, 128, 8, 3, tma=True)
+    with pytest.raises(ValueError, match="ws"):
+        ops.FwdConfig(128, 128, 8, 2, tma=True, ws=True)  # the warp-specialised kernel is a Gluon one
+    # the sm90 defaults: the warp-specialised kernel where it measured faster (D128, D256), the
+    # one-partition Gluon kernel at D64, Triton for D64 causal
+    for d, causal in ((128, False), (128, True), (256, False), (256, True)):
+        assert ops.default_fwd_config(d, dev, hopper=True, causal=causal).ws
+    assert not ops.default_fwd_config(64, dev, hopper=True).ws
+    assert not ops.default_fwd_config(64, dev, hopper=True, causal=True).gluon
 
 
 _WS_PTX = r"""

@@ -32,6 +32,17 @@ rows each (the wgmma accumulator layout puts 16 rows on each warp). Per program:
 
 Tensor descriptors are 4D over (B, H, S, D) with any 16-byte aligned strides (bhsd and bshd), block
 [1, 1, rows, D]: the copy engine clips at the end of each (batch, head) sequence, reading zeros.
+
+``attention_fwd_gluon_ws_kernel`` is FlashAttention-3's warp-specialised schedule of the same
+computation. In the kernel above both warpgroups of a program meet at a CTA barrier before every
+K/V refill, so they run their softmax at the same time and the tensor cores idle meanwhile. Here
+``gl.warp_specialize`` splits the program into a 1-warp TMA loader (24 registers by ``setmaxnreg``)
+and two consumer partitions of one warpgroup each (64 query rows, 240 registers). The ring's slots
+have "full" mbarriers (TMA bytes) and "empty" ones (count 2: each consumer arrives once the products
+reading the slot have retired), so no CTA-wide barrier remains. With ``PINGPONG`` two "turn"
+mbarriers hand the tensor cores from one consumer to the other: a consumer issues its products
+(P_j V_j, then S_{j+1} = Q K_{j+1}^T) only on its turn and passes the turn right after issuing, so
+one warpgroup's softmax runs while the other's products are on the tensor cores.
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl

@@ -355,11 +355,14 @@ def attention_jobs(batch: int, heads: int, kv_heads: int, seqlen: int, head_dim:
             if (k["kernel"] == "attention_fwd_kernel" and (tma or gluon)) or \
                     (k["kernel"] == "attention_fwd_tma_kernel" and gluon):
                 role += " (fallback)"
-            label = f"{role}: {k['kernel']} ({cx['BLOCK_M']}x{cx['BLOCK_N']} w{k['num_warps']} s{k['num_stages']})"
+            # a warp-specialised kernel: num_warps is its default partition; worker warps come on top
+            warps = f"w{k['num_warps']}+workers" if k["kernel"].endswith("_ws_kernel") else f"w{k['num_warps']}"
+            label = f"{role}: {k['kernel']} ({cx['BLOCK_M']}x{cx['BLOCK_N']} {warps} s{k['num_stages']})"
 
             def job(k=k, target=target) -> KernelResources:
                 return cross_compile(k["module"], k["kernel"], k["signature"], k["constexprs"],
-                                     target, num_warps=k["num_warps"], num_stages=k["num_stages"])
+                                     target, num_warps=k["num_warps"], num_stages=k["num_stages"],
+                                     maxnreg=k.get("maxnreg"))
             jobs.append((label, target, job))
     return jobs
 

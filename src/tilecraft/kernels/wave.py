@@ -13,8 +13,12 @@ Only ``@triton.jit`` code lives here; validation and launches are in ``tilecraft
   2010), one launch over the absorbing layers' boxes; ``wave_step_kernel`` runs the rest. Each
   point reads p (with +-2R along the axes whose layer it meets), p_prev, m and its memory variables
   once and writes p_next, psi and zeta once (psi double-buffered).
-* ``cpml_psi_kernel`` and ``cpml_correct_kernel``: the previous, unfused CPML (separate slab
-  launches per axis after the step), kept as the benchmark's comparison.
+* ``wave_layer_kernel``: the step with the CPML on the layers' boxes where a given set of axes has
+  terms (one launch per set: faces, edges, corners), psi_new written before by ``cpml_psi_kernel``;
+  built like ``wave_step_kernel`` (plane march, 128-bit loads and stores): the GPU default.
+* ``cpml_psi_kernel`` and ``cpml_correct_kernel``: the unfused CPML (separate slab launches per
+  axis after the step), kept as the benchmark's comparison; the psi kernel also runs before the
+  two-phase and march variants.
 
 Arrays are (nz, ny, nx) with unit x stride and shared strides; a 2D run passes (1, nz, nx) views and
 HAS_Z=False.

@@ -1,8 +1,9 @@
 """The acoustic wave time step: validation, choice of backend, and launch of ``tilecraft.kernels.wave``.
 
 ``wave_step`` is the public op (registered as ``torch.ops.tilecraft.wave_step``); ``cpml_step`` is
-the step with the convolutional PML folded in (``CpmlAxis``: one axis's memory variables), what
-``tilecraft.wave.simulate`` launches with ``boundary="pml"``; ``cpml_psi`` and ``cpml_correct`` are
+the step with the convolutional PML (``CpmlAxis``: one axis's memory variables; ``CpmlConfig``: how,
+by default on GPUs the layers' z-march, ``layer_plan``), what ``tilecraft.wave.simulate`` launches
+with ``boundary="pml"``; ``cpml_psi`` and ``cpml_correct`` are
 the previous, unfused slab updates (kept as the benchmark's comparison and the tests' oracle).
 
 Backends: ``"triton"`` runs the kernels (CUDA/ROCm tensors, or CPU tensors under

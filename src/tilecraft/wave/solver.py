@@ -200,7 +200,7 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     ``snapshots``: every k-th step (int) or the listed steps. ``backend``: "auto", "triton", "torch"
     (``tilecraft.ops.wave``). ``progress(step, nt)`` is called every step. ``pml_config``: how the
     Triton backend runs the CPML (``tilecraft.ops.wave.CpmlConfig``; default
-    ``default_cpml_config``: the unfused launches on GPUs).
+    ``default_cpml_config``: the layers' z-march on GPUs).
 
     When ``torch.distributed`` is initialised with several ranks, axis 0 is split into slabs (one per
     rank; every rank passes the same arguments) and every rank gets the same record.

@@ -304,8 +304,9 @@ def test_inspect_gemm_sm90_wgmma_and_gfx942_mfma() -> None:
     rows = {r.target: r for r in inspect_gemm("bf16", (8192, 8192, 8192), "NN", ["sm90", "gfx942"])}
     sm90, gfx = rows["sm90"], rows["gfx942"]
     assert sm90.error is None and gfx.error is None, (sm90.error, gfx.error)
-    # sm90: the persistent TMA kernel with the heuristic's 128x256 tile, wgmma, no global loads (TMA)
-    assert sm90.label.startswith("matmul_tma_kernel (tma 128x256x64 w8 s3")
+    # sm90: the warp-specialised Gluon kernel (measured faster there) with its 128x256 tile, wgmma,
+    # no global loads (TMA)
+    assert sm90.label.startswith("matmul_ws_kernel (gluon 128x256x64 w8 s4")
     s = census_summary(sm90.resources.census)
     assert any(k.startswith("wgmma.mma_async") and "bf16" in k for k in s["matrix"]) and s["global_loads"] == 0
     # gfx942: the pointer kernel with the CDNA config (256x256x32, 2 stages in 64 KB of LDS), MFMA
@@ -317,8 +318,15 @@ def test_inspect_gemm_sm90_wgmma_and_gfx942_mfma() -> None:
 def test_gemm_jobs_follow_the_target() -> None:
     """No compiling: the labels say which config each target gets; split-K adds its reduction."""
     jobs = gemm_jobs("fp32-accurate", (4096, 4096, 4096), "NT", ["sm90", "gfx90a"])
-    assert [(t, label.split(" (")[0]) for label, t, _ in jobs] == [("sm90", "matmul_tma_kernel"),
-                                                                   ("gfx90a", "matmul_kernel")]
+    # sm90: both operands split into tf32 hi/lo once, then the Gluon kernel's three products per K step
+    assert [(t, label.split(" (")[0]) for label, t, _ in jobs] == [
+        ("sm90", "tf32_split_kernel"), ("sm90", "tf32_split_kernel"), ("sm90", "matmul_ws_kernel"),
+        ("gfx90a", "matmul_kernel")]
+    from tilecraft.tuning.gemm import GemmConfig
+
+    pinned = GemmConfig("tma", 128, 128, 64, group_m=8, num_warps=8, num_stages=3)
+    jobs = gemm_jobs("bf16", (8192, 8192, 8192), "NN", ["sm90"], config=pinned)  # a pinned config wins
+    assert [label.split(" (")[0] for label, _, _ in jobs] == ["matmul_tma_kernel"]
     jobs = gemm_jobs("bf16", (16, 256, 8192), "NN", ["sm80"])
     assert [label.split(" (")[0] for label, _, _ in jobs] == ["matmul_kernel", "splitk_reduce_kernel"]
     for args in (("bf17", (8, 8, 8), "NN"), ("bf16", (0, 8, 8), "NN"), ("bf16", (8, 8, 8), "NX")):

@@ -175,8 +175,9 @@ def _launch(kernel, grid: tuple[int, ...], args: list, kw: dict):
     if not args or not isinstance(args[0], torch.Tensor) or args[0].device.type != "cuda":
         return kernel[grid](*args, **kw)
     const = {k: v for k, v in kw.items() if k not in _OPTIONS}
-    key = (kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel), tuple(sorted(kw.items())),
-           tuple(_arg_class(v) for v in args))
+    # the device too: a compiled kernel is loaded on one device's context
+    key = (kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel), args[0].device.index,
+           tuple(sorted(kw.items())), tuple(_arg_class(v) for v in args))
     launcher = _LAUNCHERS.get(key)
     if launcher is None:
         compiled = kernel[grid](*args, **kw)

@@ -95,35 +95,53 @@ def check_presplit(log) -> list[dict]:
     ops.launch(a, b, out, spec, cfgs[1], kw["c"], kw["bias"])
     err = relative_error(out, matmul_reference(a, b, out_dtype=torch.float64, **kw))
     rows.append({"case": "batched epilogue", "config": cfgs[1].short(), "ok": err <= 1e-5, "rel_err": err})
-    # special values: inf stays inf, NaN stays NaN (rows of A with one of them)
+    rows.append(special_values_row(cfgs[1], rnd, dev, "inf/nan rows"))
+    acc = fp32_accurate_accuracy([("presplit 128x256x32", cfgs[0]), ("presplit 128x128x32", cfgs[1]),
+                                  ("tf32x3 in-kernel", F32ACC[0])], rnd, dev, log)
+    log_checks(rows, "presplit", log)
+    return rows, acc
+
+
+def special_values_row(cfg: GemmConfig, rnd, dev, case: str) -> dict:
+    """fp32-accurate with special values: inf stays inf, NaN stays NaN (rows of A with one of them)."""
     a, b = rnd(256, 512), rnd(512, 256)
     a[3, 7], a[5, 9] = float("inf"), float("nan")
     b = b.abs() + 0.5  # positive: the inf row must be +inf everywhere
     spec = ops.validate(a, b, precision="fp32-accurate")
     out = torch.full(spec.out_shape, float("nan"), device=dev)
-    ops.launch(a, b, out, spec, cfgs[1])
+    ops.launch(a, b, out, spec, cfg)
     ok = bool(torch.isposinf(out[3]).all() and torch.isnan(out[5]).all() and torch.isfinite(out[0]).all())
-    rows.append({"case": "inf/nan rows", "config": cfgs[1].short(), "ok": ok, "rel_err": 0.0})
+    return {"case": case, "config": cfg.short(), "ok": ok, "rel_err": 0.0}
+
+
+def fp32_accurate_accuracy(named: list[tuple[str | None, GemmConfig | None]], rnd, dev, log,
+                           ks: tuple[int, ...] = (4096, 16384)) -> list[dict]:
+    """Error against float64 of each (name, config) in fp32-accurate mode (config None: the
+    heuristic's; name None: the config's short name) and of cuBLAS fp32, 1024 x K x 1024."""
     acc = []
-    for k in (4096, 16384):
+    for k in ks:
         a, b = rnd(1024, k), rnd(k, 1024)
         ref = matmul_reference(a, b, out_dtype=torch.float64)
-        row = {"k": k}
-        for name, cfg in (("presplit 128x256x32", cfgs[0]), ("presplit 128x128x32", cfgs[1]),
-                          ("tf32x3 in-kernel", F32ACC[0])):
-            spec = ops.validate(a, b, precision="fp32-accurate")
+        row: dict = {"k": k}
+        spec = ops.validate(a, b, precision="fp32-accurate")
+        for name, cfg in named:
             out = torch.full(spec.out_shape, float("nan"), device=dev)
-            ops.launch(a, b, out, spec, cfg)
-            row[name] = relative_error(out, ref)
+            c = cfg or ops.choose_config(a, b, spec)
+            ops.launch(a, b, out, spec, c)
+            row[name or c.short()] = relative_error(out, ref)
         torch.backends.cuda.matmul.allow_tf32 = False
         row["cuBLAS fp32"] = relative_error(a @ b, ref)
         acc.append(row)
         log(f"accuracy K={k}: " + ", ".join(f"{n} {v:.2e}" for n, v in row.items() if n != "k"))
+    return acc
+
+
+def log_checks(rows: list[dict], what: str, log) -> None:
+    """Log every failed check and the count passed."""
     bad = [r for r in rows if not r["ok"]]
     for r in bad:
         log(f"CHECK FAILED {r}")
-    log(f"presplit correctness: {len(rows) - len(bad)}/{len(rows)} passed")
-    return rows, acc
+    log(f"{what} correctness: {len(rows) - len(bad)}/{len(rows)} passed")
 
 
 def padded(x: torch.Tensor, align_elems: int) -> torch.Tensor:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import torch
-from gemm_explore import start
+from gemm_explore import fp32_accurate_accuracy, log_checks, special_values_row, start
 from gemm_tune import precompile
 
 from tilecraft.bench import gemm as bench
@@ -104,33 +104,9 @@ def check(log) -> tuple[list[dict], list[dict]]:
                 a = rnd(k, m).t() if lay[0] == "T" else rnd(m, k)
                 b = rnd(n, k).t() if lay[1] == "T" else rnd(k, n)
                 one(f"3xtf32 {lay} {m}x{n}x{k}", a, b, cfg, precision="fp32-accurate")
-        a, b = rnd(256, 512), rnd(512, 256)
-        a[3, 7], a[5, 9] = float("inf"), float("nan")
-        b = b.abs() + 0.5
-        spec = ops.validate(a, b, precision="fp32-accurate")
-        out = torch.full(spec.out_shape, float("nan"), device=dev)
-        ops.launch(a, b, out, spec, cfg)
-        ok = bool(torch.isposinf(out[3]).all() and torch.isnan(out[5]).all() and torch.isfinite(out[0]).all())
-        rows.append({"case": "3xtf32 inf/nan rows", "config": cfg.short(), "ok": ok, "rel_err": 0.0})
-    acc = []
-    for k in (4096, 16384):
-        a, b = rnd(1024, k), rnd(k, 1024)
-        ref = matmul_reference(a, b, out_dtype=torch.float64)
-        row = {"k": k}
-        spec = ops.validate(a, b, precision="fp32-accurate")
-        for cfg in TF32X3 + [None]:
-            out = torch.full(spec.out_shape, float("nan"), device=dev)
-            c = cfg or ops.choose_config(a, b, spec)
-            ops.launch(a, b, out, spec, c)
-            row[c.short()] = relative_error(out, ref)
-        torch.backends.cuda.matmul.allow_tf32 = False
-        row["cuBLAS fp32"] = relative_error(a @ b, ref)
-        acc.append(row)
-        log(f"accuracy K={k}: " + ", ".join(f"{n} {v:.2e}" for n, v in row.items() if n != "k"))
-    bad = [r for r in rows if not r["ok"]]
-    for r in bad:
-        log(f"CHECK FAILED {r}")
-    log(f"gluon correctness: {len(rows) - len(bad)}/{len(rows)} passed")
+        rows.append(special_values_row(cfg, rnd, dev, "3xtf32 inf/nan rows"))
+    acc = fp32_accurate_accuracy([(None, cfg) for cfg in TF32X3 + [None]], rnd, dev, log)
+    log_checks(rows, "gluon", log)
     return rows, acc
 
 

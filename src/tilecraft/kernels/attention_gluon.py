@@ -54,6 +54,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from tilecraft.kernels.attention import _key_range
+
 LN2: gl.constexpr = gl.constexpr(0.6931471805599453)
 
 
@@ -78,13 +80,7 @@ def _program_tile(H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constex
     h = pid_bh % H
     start_m = pid_m * BLOCK_M
     diag = S_K - S_Q  # key j visible to query i iff j <= i + diag
-    if CAUSAL:
-        hi = gl.minimum(S_K, gl.maximum(start_m + BLOCK_M + diag, 0))
-        lo = gl.maximum(start_m + diag + 1, 0) // BLOCK_N * BLOCK_N
-        lo = gl.minimum(lo, hi // BLOCK_N * BLOCK_N)
-    else:
-        hi = S_K
-        lo = S_K // BLOCK_N * BLOCK_N
+    lo, hi = _key_range(start_m, S_Q, S_K, CAUSAL, BLOCK_M, BLOCK_N)  # the Triton kernels' split
     return b, h, h // GROUP, start_m, lo, hi, diag, gl.cdiv(hi, BLOCK_N)
 
 

@@ -102,6 +102,29 @@ def check_presplit(log) -> list[dict]:
     return rows, acc
 
 
+def timed_runs(todo, info, log, records: list, *, budget_s: float, copy_TBps: float | None = None,
+               reuse_peer=lambda case: True):
+    """Check and time each (case, config) against torch (``bench.run_case``), the torch time of a
+    case reused for its later configs where ``reuse_peer(case)``; every record goes to ``records``
+    (failed checks too, logged); yields (case, config, record) of those that passed."""
+    peers: dict[str, float] = {}
+    for case, cfg in todo:
+        try:
+            rec = bench.run_case(case, info, copy_TBps=copy_TBps, cfg=cfg, budget_s=budget_s,
+                                 peer_ms=peers.get(case.name))
+        except Exception as exc:  # noqa: BLE001 - one bad case does not end the run
+            log(f"{case.name} {cfg.short() if cfg else 'heuristic'}: {type(exc).__name__}: {str(exc)[:300]}")
+            continue
+        rec.extra["pinned"] = cfg is not None
+        records.append(rec)
+        if rec.extra.get("failed"):
+            log(f"{case.name:30s} {cfg.short() if cfg else 'heuristic':40s} FAILED rel err {rec.extra['rel_err']:.1e}")
+            continue
+        if reuse_peer(case):
+            peers[case.name] = rec.extra["peer_time_ms"]
+        yield case, cfg, rec
+
+
 def special_values_row(cfg: GemmConfig, rnd, dev, case: str) -> dict:
     """fp32-accurate with special values: inf stays inf, NaN stays NaN (rows of A with one of them)."""
     a, b = rnd(256, 512), rnd(512, 256)
@@ -245,19 +268,9 @@ def main() -> None:
     copy = measure_copy_bandwidth()
     meta["copy_TBps"] = copy
     log(f"copy bandwidth {copy:.3f} TB/s")
-    records, peers = [], {}
-    for case, cfg in cases:
-        try:
-            rec = bench.run_case(case, info, copy_TBps=copy, cfg=cfg, budget_s=0.15, peer_ms=peers.get(case.name))
-        except Exception as exc:  # noqa: BLE001
-            log(f"{case.name} {cfg.short() if cfg else 'heuristic'}: {type(exc).__name__}: {str(exc)[:300]}")
-            continue
-        records.append(rec)
+    records: list[Record] = []
+    for case, cfg, rec in timed_runs(cases, info, log, records, budget_s=0.15, copy_TBps=copy):
         e = rec.extra
-        if e.get("failed"):
-            log(f"{case.name:28s} {cfg.short() if cfg else '':40s} FAILED rel err {e['rel_err']:.1e}")
-            continue
-        peers[case.name] = e["peer_time_ms"]
         log(f"{case.name:32s} {GemmConfig.from_dict(e['config']).short():44s} ours {rec.ours:7.1f} "
             f"peer {rec.peer_value:7.1f} x{rec.ratio:.3f} err {e['rel_err']:.1e} copy {e.get('fraction_of_copy', 0):.1%}")
     write_results(records, "gemm-explore", out / "gemm-explore.json", info, meta=meta)

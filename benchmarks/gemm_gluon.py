@@ -26,7 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import torch
-from gemm_explore import fp32_accurate_accuracy, log_checks, special_values_row, start
+from gemm_explore import (
+    fp32_accurate_accuracy,
+    log_checks,
+    special_values_row,
+    start,
+    timed_runs,
+)
 from gemm_tune import precompile
 
 from tilecraft.bench import gemm as bench
@@ -134,20 +140,9 @@ def main() -> None:
         write_results([], name, out / f"{name}.json", info, meta=meta)
         log("correctness failed: no timing")
         sys.exit(1)
-    records, peers = [], {}
-    for case, cfg in todo:
-        try:
-            rec = bench.run_case(case, info, cfg=cfg, budget_s=0.3, peer_ms=None if FINAL else peers.get(case.name))
-        except Exception as exc:  # noqa: BLE001
-            log(f"{case.name} {cfg.short() if cfg else 'heuristic'}: {type(exc).__name__}: {str(exc)[:300]}")
-            continue
-        records.append(rec)
+    records: list = []
+    for case, cfg, rec in timed_runs(todo, info, log, records, budget_s=0.3, reuse_peer=lambda case: not FINAL):
         e = rec.extra
-        if e.get("failed"):
-            log(f"{case.name:32s} FAILED rel err {e['rel_err']:.1e}")
-            continue
-        peers[case.name] = e["peer_time_ms"]
-        rec.extra["pinned"] = cfg is not None
         log(f"{case.name:32s} {GemmConfig.from_dict(e['config']).short():44s} "
             f"ours {rec.ours:7.1f} peer {rec.peer_value:7.1f} x{rec.ratio:.3f} err {e['rel_err']:.1e}")
     write_results(records, name, out / f"{name}.json", info, meta=meta)

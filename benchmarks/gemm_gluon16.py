@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import torch
-from gemm_explore import start
+from gemm_explore import start, timed_runs
 from gemm_tune import _compile_job
 
 from tilecraft.bench import gemm as bench
@@ -202,21 +202,12 @@ def main() -> None:
     log(f"copy bandwidth {copy:.3f} TB/s")
     meta.update(copy_TBps=copy, same_size_copies=same_size_copies(info, log))
     meta["pad_copies"] = pad_copy_times(log)
-    records, peers, heur = [], {}, {}
-    for case, cfg in todo:
-        try:
-            rec = bench.run_case(case, info, copy_TBps=copy, cfg=cfg, budget_s=0.2, peer_ms=peers.get(case.name))
-        except Exception as exc:  # noqa: BLE001
-            log(f"{case.name} {cfg.short() if cfg else 'heuristic'}: {type(exc).__name__}: {str(exc)[:300]}")
-            continue
+    records: list = []
+    heur: dict[str, float] = {}
+    # int8 twice in the final run, each with its own peer
+    for case, cfg, rec in timed_runs(todo, info, log, records, budget_s=0.2, copy_TBps=copy,
+                                     reuse_peer=lambda case: not (FINAL and case.dtype == "int8")):
         e = rec.extra
-        rec.extra["pinned"] = cfg is not None
-        records.append(rec)
-        if e.get("failed"):
-            log(f"{case.name:30s} FAILED rel err {e['rel_err']:.1e}")
-            continue
-        if not (FINAL and case.dtype == "int8"):  # int8 twice in the final run, each with its own peer
-            peers[case.name] = e["peer_time_ms"]
         if cfg is None:
             heur[case.name] = rec.ratio
         base = heur.get(case.name)

@@ -171,27 +171,29 @@ def same_size_copies(info, log) -> list[dict]:
     return rows
 
 
+def timed_copy(calls, moved_bytes: int, what: str, log, budget_s: float = 0.2) -> dict:
+    """One copy routine alone (``calls``: one per source buffer), timed as the GEMM is (graph)."""
+    t = bench.time_graph(calls, torch.device("cuda"), budget_s=budget_s)
+    tbps = moved_bytes / (t.median_ms * 1e-3) / 1e12
+    log(f"{what}: {t.median_ms * 1e3:.1f} us, {tbps:.3f} TB/s")
+    return {"copy": what, "time_us": t.median_ms * 1e3, "TBps": tbps}
+
+
 def pad_copy_times(log) -> list[dict]:
-    """The row-padding copies of 3000x7000x5000's operands alone (aligned_copy, torch copy_)."""
-    dev = torch.device("cuda")
+    """The row-padding copies of 3000x7000x5000's operands alone (aligned_copy: pad_rows_kernel)."""
     rows = []
     for r, c in ((3000, 5000), (5000, 7000)):
-        srcs = [torch.rand(r, c, device=dev).to(torch.bfloat16) for _ in range(3)]
-        t = bench.time_graph([lambda s=s: ops.aligned_copy(s, -1) for s in srcs], dev, budget_s=0.2)
-        tbps = 2 * r * c * 2 / (t.median_ms * 1e-3) / 1e12
-        rows.append({"rows": r, "cols": c, "time_us": t.median_ms * 1e3, "TBps": tbps})
-        log(f"pad copy {r}x{c} bf16: {t.median_ms * 1e3:.1f} us, {tbps:.3f} TB/s")
+        srcs = [torch.rand(r, c, device="cuda").to(torch.bfloat16) for _ in range(3)]
+        rows.append({"rows": r, "cols": c, **timed_copy([lambda s=s: ops.aligned_copy(s, -1) for s in srcs],
+                                                        2 * r * c * 2, f"pad copy {r}x{c} bf16", log)})
     return rows
 
 
-def main() -> None:
-    name = "gemm-gluon16-final" if FINAL else "gemm-gluon16"
-    out, log, info = start(name)
-    todo = final() if FINAL else sweep()
-    names = {torch.bfloat16: "bf16", torch.float16: "fp16"}
-    compile_all(todo + [(C(1000, 1000, 1000, lay, names[dt]), c) for dt, c in CHECK_PAIRS for lay in bench.LAYOUTS]
-                + [(C(128, 1024, 4104, lay), G(bm, bn, 64, st, split=sp)) for lay in ("NN", "NT")
-                   for bm, bn, st, sp in ((64, 128, 6, 2), (128, 128, 5, 3), (64, 64, 8, 4))], log)
+def compiled_and_checked(name: str, out, info, log, check, jobs) -> tuple[dict, float]:
+    """Compile ``jobs`` in a process pool, run ``check(log)`` (its rows into the results' meta; a
+    failure writes them and ends the run before any timing), then measure the copy bandwidth.
+    Returns (meta, copy TB/s)."""
+    compile_all(jobs, log)
     checks = check(log)
     meta: dict = {"checks": checks}
     if not all(r["ok"] for r in checks):
@@ -200,7 +202,21 @@ def main() -> None:
         sys.exit(1)
     copy = measure_copy_bandwidth()
     log(f"copy bandwidth {copy:.3f} TB/s")
-    meta.update(copy_TBps=copy, same_size_copies=same_size_copies(info, log))
+    meta["copy_TBps"] = copy
+    return meta, copy
+
+
+def main() -> None:
+    name = "gemm-gluon16-final" if FINAL else "gemm-gluon16"
+    out, log, info = start(name)
+    todo = final() if FINAL else sweep()
+    names = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+    meta, copy = compiled_and_checked(
+        name, out, info, log, check,
+        todo + [(C(1000, 1000, 1000, lay, names[dt]), c) for dt, c in CHECK_PAIRS for lay in bench.LAYOUTS]
+        + [(C(128, 1024, 4104, lay), G(bm, bn, 64, st, split=sp)) for lay in ("NN", "NT")
+           for bm, bn, st, sp in ((64, 128, 6, 2), (128, 128, 5, 3), (64, 64, 8, 4))])
+    meta["same_size_copies"] = same_size_copies(info, log)
     meta["pad_copies"] = pad_copy_times(log)
     records: list = []
     heur: dict[str, float] = {}

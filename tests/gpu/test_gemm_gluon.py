@@ -91,6 +91,25 @@ def test_tf32_float64(layout, shape):
     assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 3e-3
 
 
+@pytest.mark.parametrize("layout", ["NN", "TT", "NT", "TN"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_tf32_mn_major_in_registers(layout, shape):
+    """``mn_regs``: NN as C^T = B^T A^T (B^T into registers, the tile stored transposed), TT with A
+    into registers, no copy; NT and TN (nothing MN-major to take / both) take the copies."""
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, "regs")) % 2**31)
+    a, b = _operands(torch.float32, layout, *shape, gen)
+    spec = ops.validate(a, b, precision="tf32")
+    cfg = GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True)
+    plan = ops.launch_plan(a, b, torch.empty(spec.out_shape, device="cuda"), spec, cfg)
+    m, n, k = shape  # the MN-major operand's rows must be 16-byte aligned to be read as they are
+    regs = {"NN": "swap" if n % 4 == 0 and k % 4 == 0 else None,
+            "TT": "regs" if m % 4 == 0 and k % 4 == 0 else None}.get(layout)
+    assert plan[-1].constexprs["A_REGS"] == bool(regs) and plan[-1].constexprs["TRANS_OUT"] == (regs == "swap")
+    out = torch.full(spec.out_shape, float("nan"), device="cuda")
+    ops.launch(a, b, out, spec, cfg)
+    assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 3e-3
+
+
 # ---------------------------------------------------------------------------------------------
 # fp16 / bf16: operands read K- or MN-major as they are, split-K in the persistent loop, padded rows
 # ---------------------------------------------------------------------------------------------
@@ -144,8 +163,9 @@ def test_16bit_fp32_out_and_split_rule():
     out = torch.full(spec.out_shape, float("nan"), device="cuda")
     ops.launch(a, b, out, spec, G16[0])
     assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 1e-4
-    with pytest.raises(ValueError, match="multiple of block_m"):
-        ops.launch(a, b, out, spec, GemmConfig("gluon", 128, 128, 64, 8, 8, 4, split_k=2))
+    out.fill_(float("nan"))  # M = 200: split-K with each split's rows padded to whole 128-row tiles
+    ops.launch(a, b, out, spec, GemmConfig("gluon", 128, 128, 64, 8, 8, 4, split_k=2))
+    assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 1e-4
 
 
 def test_pad_rows_and_16bit_dispatch():

@@ -201,11 +201,21 @@ def test_gluon_16bit_rules():
     assert ops.gluon_ok(a, b, ops.validate(a, b, out_dtype=torch.float32))  # 4016 bytes
     assert not ops.gluon_ok(a, b, ops.validate(a, b, alpha=2.0))
     spec = ops.validate(a, b, out_dtype=torch.float32)
-    with pytest.raises(ValueError, match="multiple of block_m"):
-        ops.launch_plan(torch.empty(200, 512, dtype=torch.bfloat16, device="meta"), b,
-                        torch.empty(200, 1004, device="meta"), ops.validate(a[:200], b, out_dtype=torch.float32),
-                        GemmConfig("gluon", 128, 128, 64, 8, 8, 4, split_k=2))
     assert spec.out_dtype == torch.float32
+
+
+def test_gluon_split_k_pads_each_split_to_whole_tiles():
+    """M = 200 in 128-row tiles: each split's partial rows are padded to 256, so the last tile of
+    split 0 (rows 128..255) cannot overwrite split 1's rows; the reduce pass steps 256 rows."""
+    a = torch.empty(200, 512, dtype=torch.bfloat16, device="meta")
+    b = torch.empty(512, 1008, dtype=torch.bfloat16, device="meta")
+    spec = ops.validate(a, b)
+    plan = ops.launch_plan(a, b, torch.empty(200, 1008, dtype=torch.bfloat16, device="meta"), spec,
+                           GemmConfig("gluon", 128, 128, 64, 8, 8, 4, split_k=2))
+    gl, red = plan
+    assert [k.kernel.__name__ for k in plan] == ["matmul_ws_kernel", "splitk_reduce_kernel"]
+    assert gl.args[4].shape == [2 * 256, 1008]  # the c descriptor over the workspace
+    assert red.args[0].shape == (2, 1, 256, 1008) and red.args[9] == 256 * 1008
 
 
 @pytest.mark.parametrize("layout", ["NN", "TT"])

@@ -95,32 +95,39 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
 
 
 @gluon.jit
-def _store_tile(acc, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N: gl.constexpr):
+def _store_tile(acc, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N: gl.constexpr, TRANS_OUT: gl.constexpr = False):
     """acc (BLOCK_M x BLOCK_N) to global through the shared-memory chunk buffers, EPI_N columns at
     a time; each chunk buffer is reused once the TMA store issued from it two chunks ago is done.
-    ``chunk0`` counts the chunks this program stored before (the buffer parity)."""
+    ``chunk0`` counts the chunks this program stored before (the buffer parity). ``TRANS_OUT``:
+    acc is a tile of C^T, each chunk is stored transposed (EPI_N rows of C at row ``off_n``)."""
     BLOCK_N: gl.constexpr = acc.shape[1]
     NBUF: gl.constexpr = c_bufs.type.shape[0]
     if EPI_N == BLOCK_N:
         tma.store_wait(NBUF - 1)
         buf = c_bufs.index(chunk0 % NBUF)
-        buf.store(acc.to(c_desc.dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(c_desc, [off_m, off_n], buf)
+        if TRANS_OUT:
+            buf.store(acc.permute((1, 0)).to(c_desc.dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(c_desc, [off_n, off_m], buf)
+        else:
+            buf.store(acc.to(c_desc.dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(c_desc, [off_m, off_n], buf)
     else:
         # columns [0, BLOCK_N/2) and [BLOCK_N/2, BLOCK_N): the top bit of the column index
         # lives in each thread's registers in the wgmma layout, so the split moves no data
         lo, hi = acc.reshape([acc.shape[0], 2, BLOCK_N // 2]).permute(0, 2, 1).split()
-        _store_tile(lo, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N)
+        _store_tile(lo, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N, TRANS_OUT)
         _store_tile(hi, c_desc, c_bufs, off_m, off_n + BLOCK_N // 2,
-                    chunk0 + (BLOCK_N // 2) // EPI_N, EPI_N)
+                    chunk0 + (BLOCK_N // 2) // EPI_N, EPI_N, TRANS_OUT)
 
 
 @gluon.jit
 def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps,
               GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr,
               EPI_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-              A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr):
+              A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr, A_REGS: gl.constexpr,
+              TRANS_OUT: gl.constexpr):
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     # wgmma K per instruction (tf32: 8, int8: 32); N per instruction at most 128 for int8 (what
     # Triton 3.6 lowers: m64n128k32), 256 otherwise
@@ -129,6 +136,8 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
     ACC: gl.constexpr = gl.int32 if BITS == 8 else gl.float32  # int8 (exact) or fp32
     layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                                      instr_shape=[16, INSTR_N, 256 // BITS])
+    # A_REGS: the (MN-major) A tile is read into registers, wgmma's A operand from registers
+    a_regs: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=layout, k_width=32 // BITS)
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
@@ -172,6 +181,8 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
                 mbarrier.wait(ready.index(s), (it // STAGES) & 1)
                 if A_KMAJOR:
                     a_op = a_bufs.index(s)
+                elif A_REGS:
+                    a_op = a_bufs.index(s).permute((1, 0)).load(a_regs)
                 else:
                     a_op = a_bufs.index(s).permute((1, 0))
                 if B_KMAJOR:
@@ -179,14 +190,19 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
                 else:
                     b_op = b_bufs.index(s)
                 acc = warpgroup_mma(a_op, b_op, acc, is_async=True)
-                acc = warpgroup_mma_wait(1, deps=(acc,))
+                if A_REGS:  # the in-flight wgmma still reads a_op's registers
+                    acc, a_op = warpgroup_mma_wait(1, deps=(acc, a_op))
+                else:
+                    acc = warpgroup_mma_wait(1, deps=(acc,))
                 # the wgmma of the previous step has retired: its slot is free
                 mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=ki > 0)
                 it += 1
             acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
-        # split-K: unit k's partial tile goes to rows [k * M, (k + 1) * M) of the workspace
-        _store_tile(acc, c_desc, c_bufs, (unit % SPLIT_K) * M + pid_m * BLOCK_M, pid_n * BLOCK_N, chunks, EPI_N)
+        # split-K: unit k's partial tile goes to rows [k * Mp, (k + 1) * Mp) of the workspace, Mp
+        # = M rounded up to whole tiles (a tile's rows past M land in its own split's padding)
+        _store_tile(acc, c_desc, c_bufs, (unit % SPLIT_K) * (num_pid_m * BLOCK_M) + pid_m * BLOCK_M,
+                    pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT)
         chunks += BLOCK_N // EPI_N
     tma.store_wait(0)
 
@@ -197,7 +213,7 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
 def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_split_steps,
                      STAGES: gl.constexpr, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr, EPI_BUFS: gl.constexpr,
                      PRODUCER_REGS: gl.constexpr, A_KMAJOR: gl.constexpr = True, B_KMAJOR: gl.constexpr = True,
-                     SPLIT_K: gl.constexpr = 1):
+                     SPLIT_K: gl.constexpr = 1, A_REGS: gl.constexpr = False, TRANS_OUT: gl.constexpr = False):
     """C (M, N) = A (M, K) @ B (K, N); grid min(SMs, work units). ``a_desc`` tiles are (BLOCK_M,
     BLOCK_K) over A (M, K) when ``A_KMAJOR``, else (BLOCK_K, BLOCK_M) over A^T (K, M); ``b_desc``
     tiles (BLOCK_N, BLOCK_K) over B^T (N, K) when ``B_KMAJOR``, else (BLOCK_K, BLOCK_N) over B (K,
@@ -205,12 +221,20 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     ``c_desc`` tiles (BLOCK_M, EPI_N). Without ``THREE_TF32`` the lo descriptors are not read
     (pass the hi ones). ``SPLIT_K`` > 1: each tile is ``SPLIT_K`` work units of
     ``k_split_steps`` K steps (every one at least one step), unit k writing its fp32 partial tile
-    to rows [k M, (k + 1) M) of ``c_desc``'s (SPLIT_K M, N) workspace (M a multiple of BLOCK_M);
-    ``tilecraft.kernels.gemm.splitk_reduce_kernel`` sums them."""
-    BLOCK_M: gl.constexpr = c_desc.block_type.shape[0]
+    to rows [k Mp, (k + 1) Mp) of ``c_desc``'s (SPLIT_K Mp, N) workspace (Mp: M rounded up to
+    a multiple of BLOCK_M);
+    ``tilecraft.kernels.gemm.splitk_reduce_kernel`` sums them.
+
+    ``A_REGS`` (tf32 with an MN-major A): the A tile is loaded from shared memory into registers
+    and wgmma takes A from registers (its shared-memory form reads tf32 K-major only). With
+    ``TRANS_OUT`` the kernel computes a tile of C^T = B^T A^T: the launcher passes B^T as A and A^T
+    as B (so a tf32 NN product, B MN-major, runs as an A-from-registers product with no copy) and
+    ``c_desc`` tiles (EPI_N, BLOCK_M) over C, each EPI_N-column chunk of the C^T tile stored
+    transposed."""
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
-    EPI_N: gl.constexpr = c_desc.block_type.shape[1]
+    EPI_N: gl.constexpr = c_desc.block_type.shape[0] if TRANS_OUT else c_desc.block_type.shape[1]
     dtype: gl.constexpr = a_desc.dtype
     if A_KMAJOR:
         a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
@@ -226,7 +250,8 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     else:
         a_lo_bufs = a_bufs
         b_lo_bufs = b_bufs
-    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [EPI_BUFS, BLOCK_M, EPI_N], c_desc.layout)
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [EPI_BUFS, c_desc.block_type.shape[0], c_desc.block_type.shape[1]],
+                                    c_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
@@ -236,7 +261,7 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     gl.warp_specialize([
         (_consumer, (a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps,
                      GROUP_M, THREE_TF32, FLUSH, EPI_N, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR,
-                     SPLIT_K)),
+                     SPLIT_K, A_REGS, TRANS_OUT)),
         (_producer, (a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
                      M, N, K, k_split_steps, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
                      B_KMAJOR, SPLIT_K)),

@@ -479,15 +479,17 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
     k_per_split = math.ceil(spec.k / (split * cfg.block_k)) * cfg.block_k if spec.k else 0
     if split > 1:
         split = max(1, math.ceil(spec.k / k_per_split))
-    ws = torch.empty((split, spec.batch, spec.m, spec.n), dtype=acc_torch, device=a.device) if split > 1 else None
+    # the Gluon kernel's split-K partial tiles are whole BLOCK_M rows: each split's rows padded to them
+    m_ws = math.ceil(spec.m / cfg.block_m) * cfg.block_m if cfg.kernel == "gluon" else spec.m
+    ws = torch.empty((split, spec.batch, m_ws, spec.n), dtype=acc_torch, device=a.device) if split > 1 else None
     reduce = [] if ws is None else [_reduce_launch(ws, out3, spec, split, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx,
-                                                   sms or _facts(a.device)[1])]
+                                                   sms or _facts(a.device)[1], spec.batch * m_ws * spec.n)]
     if cfg.kernel == "gluon":
         if not gluon_ok(a, b, spec):
             raise ValueError("the Gluon kernel takes 2D CUDA fp16/bf16, int8 (int32 out) or tf32/3xTF32 (fp32 out) "
                              "products without an epilogue, with output rows of a multiple of 16 bytes; use a tma "
                              "or pointer config")
-        dest = out if ws is None else ws.view(split * spec.m, spec.n)
+        dest = out if ws is None else ws.view(split * m_ws, spec.n)
         return _gluon_launch(a, b, dest, spec, cfg, sms, k_per_split // cfg.block_k, split) + reduce
     if cfg.kernel == "tma":
         if not tma_dtype_ok(spec):
@@ -513,16 +515,18 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
                 spec.m * spec.n, spec.n, 1, *epi_args), {"SPLIT_K": split, **common, **epi_cx}, opts)] + reduce
 
 
-def _reduce_launch(ws, out3, spec: Spec, split: int, ptrs, epi_args, epi_cx, sms: int) -> KernelLaunch:
-    """split-K's second pass over the (split, batch, M, N) workspace: 128-wide tiles, 64 rows or
-    fewer, so that (where the output allows) every SM gets a program."""
+def _reduce_launch(ws, out3, spec: Spec, split: int, ptrs, epi_args, epi_cx, sms: int,
+                   split_stride: int) -> KernelLaunch:
+    """split-K's second pass over the workspace (split, batch, M or more rows, N; ``split_stride``
+    elements between splits): 128-wide tiles, 64 rows or fewer, so that (where the output allows)
+    every SM gets a program."""
     rbn = 128
     rbm = min(64, max(16, triton_next_pow2(spec.m)))
     while rbm > 16 and math.ceil(spec.m / rbm) * math.ceil(spec.n / rbn) * spec.batch < sms:
         rbm //= 2
     c3, bias_t, sa_t, sb_t = ptrs
     return KernelLaunch(_k.splitk_reduce_kernel, (math.ceil(spec.m / rbm) * math.ceil(spec.n / rbn), spec.batch), (
-        ws, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.batch, spec.batch * spec.m * spec.n,
+        ws, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.batch, split_stride,
         out3.stride(0), out3.stride(1), out3.stride(2), *epi_args),
         {"BLOCK_M": rbm, "BLOCK_N": rbn, "SPLIT_K": split, **epi_cx}, {"num_warps": 4})
 
@@ -726,11 +730,26 @@ def _gluon_operand(t: torch.Tensor, k_dim: int, dtype: str, pad_rows: bool) -> t
     return (t if d == (k_dim == -1) else t.t()), d
 
 
+def _mn_regs_plan(a: torch.Tensor, b: torch.Tensor, spec: Spec, cfg: GemmConfig) -> str | None:
+    """How the Gluon kernel reads a tf32 product with ``cfg.mn_regs`` without copying an MN-major
+    operand: "regs" (A MN-major and B K-major: A read into registers), "swap" (A K-major, B
+    MN-major, the NN product: C^T = B^T A^T with B^T read into registers), or None (no such
+    plan: both operands K-major, both MN-major, or rows the TMA cannot read; the copies as before)."""
+    if not cfg.mn_regs or spec.dtype != "fp32" or spec.precision != "tf32":
+        return None
+    ka, kb = _kmajor(a, -1), _kmajor(b, -2)
+    if ka is None or kb is None or ka == kb or not (_aligned_for_tma(a, ka, -1) and _aligned_for_tma(b, kb, -2)):
+        return None
+    return "regs" if kb else "swap"
+
+
 def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_split_steps: int = 0,
                   split: int = 1) -> list[KernelLaunch]:
     """The Gluon kernel's launch (after the 3xTF32 split launches, or the copies of operands the
-    TMA cannot read as they are). ``out`` is (M, N) contiguous, or with ``split`` > 1 the (split M,
-    N) fp32/int32 workspace of ``k_split_steps`` K steps per split (M a multiple of BLOCK_M)."""
+    TMA cannot read as they are). ``out`` is (M, N) contiguous, or with ``split`` > 1 the (split Mp,
+    N) fp32/int32 workspace of ``k_split_steps`` K steps per split (Mp: M rounded up to a multiple
+    of BLOCK_M). With ``cfg.mn_regs`` a tf32 product with one MN-major operand is read without a
+    copy (:func:`_mn_regs_plan`)."""
     from tilecraft.kernels import gemm_gluon as _g
     from tilecraft.tuning.gemm import gluon_epilogue_buffers
 
@@ -742,30 +761,39 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
         pre = [la, lb]
         b_hi, b_lo = b_hi.t(), b_lo.t()
         ak = bk = True
-    else:
+    regs = _mn_regs_plan(a, b, spec, cfg) if split == 1 else None
+    if regs == "swap":  # C^T = B^T A^T: B^T (N, K) read N-major into registers, A^T (K, M) K-major
+        a, b = b.t(), a.t()
+    if regs:  # the left operand MN-major (into registers), the right one K-major
+        ak, bk = False, True
+        a_hi, b_hi = (a if ak else a.t()), (b.t() if bk else b)
+        a_lo, b_lo = a_hi, b_hi
+    elif not three:
         a_hi, ak = _gluon_operand(a, -1, spec.dtype, cfg.pad_rows)
         b_hi, bk = _gluon_operand(b, -2, spec.dtype, cfg.pad_rows)
         a_lo, b_lo = a_hi, b_hi
+    m, n = (spec.n, spec.m) if regs == "swap" else (spec.m, spec.n)
     out2 = out if out.dim() == 2 else out.view(spec.m, spec.n)
-    if out2.stride(1) != 1 or out2.stride(0) != spec.n or out2.shape[0] != spec.m * split:
-        raise ValueError(f"the Gluon kernel writes a contiguous (M, N) output, got strides {out2.stride()}")
-    if split > 1 and spec.m % cfg.block_m:
-        raise ValueError(f"split-K on the Gluon kernel needs M ({spec.m}) a multiple of block_m ({cfg.block_m})")
+    rows = spec.m if split == 1 else split * math.ceil(spec.m / cfg.block_m) * cfg.block_m
+    if out2.stride(1) != 1 or out2.stride(0) != spec.n or out2.shape[0] != rows:
+        raise ValueError(f"the Gluon kernel writes a contiguous ({rows}, N) output, got shape {tuple(out2.shape)} "
+                         f"and strides {out2.stride()}")
     bm, bn, bkk = cfg.block_m, cfg.block_n, cfg.block_k
     descs = [_gluon_desc(a_hi, [bm, bkk] if ak else [bkk, bm]), _gluon_desc(b_hi, [bn, bkk] if bk else [bkk, bn]),
              _gluon_desc(a_lo, [bm, bkk] if ak else [bkk, bm]), _gluon_desc(b_lo, [bn, bkk] if bk else [bkk, bn]),
-             _gluon_desc(out2, [bm, 64])]
+             _gluon_desc(out2, [64, bm] if regs == "swap" else [bm, 64])]
     sms = sms or _facts(a.device)[1]
-    units = math.ceil(spec.m / bm) * math.ceil(spec.n / bn) * split
+    units = math.ceil(m / bm) * math.ceil(n / bn) * split
     grid = (max(1, min(sms, units)),)
     # the default partition's warps plus one warpgroup for the producer share the register file
     maxnreg = min(240, 65536 // ((cfg.num_warps + 4) * 32) // 8 * 8)
     constexprs = {"STAGES": cfg.num_stages, "GROUP_M": cfg.group_m, "THREE_TF32": three,
                   "FLUSH": cfg.flush, "EPI_BUFS": gluon_epilogue_buffers(cfg, a.element_size(), three,
                                                                          out2.element_size()),
-                  "PRODUCER_REGS": 40, "A_KMAJOR": ak, "B_KMAJOR": bk, "SPLIT_K": split}
+                  "PRODUCER_REGS": 40, "A_KMAJOR": ak, "B_KMAJOR": bk, "SPLIT_K": split,
+                  "A_REGS": bool(regs), "TRANS_OUT": regs == "swap"}
     steps = k_split_steps if split > 1 else math.ceil(spec.k / bkk)
-    return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, spec.m, spec.n, spec.k, steps), constexprs,
+    return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, m, n, spec.k, steps), constexprs,
                                {"num_warps": cfg.num_warps, "maxnreg": maxnreg})]
 
 

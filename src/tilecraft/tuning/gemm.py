@@ -22,6 +22,8 @@ presplit            3xTF32 on operands split into tf32 hi + lo by a pass before 
 flush               3xTF32 on the Gluon kernel: K steps summed in the tensor cores before the sums
                     are added to the fp32 result (1: every step, the accuracy of the TMA kernel)
 num_warps           warps per program (8 = two warpgroups on sm90)
+mn_regs             Gluon kernel, tf32: an MN-major operand is read from shared memory into registers
+                    (wgmma's A from registers) instead of copied K-major first; NN runs as C^T = B^T A^T
 =================== ==================================================================================
 
 Config spaces are per architecture family and operand size, pruned by whether the pipeline's
@@ -56,6 +58,7 @@ class GemmConfig:
     waves_per_eu: int = 0  # AMD only: occupancy hint (0: the compiler's choice)
     flush: int = 1  # Gluon kernel, 3xTF32: K steps chained in the tensor cores between fp32 adds
     pad_rows: bool = False  # TMA/Gluon: copy operands whose rows are not 128-byte aligned (layout kept)
+    mn_regs: bool = False  # Gluon, tf32: an MN-major operand read into registers, not copied K-major
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -78,6 +81,8 @@ class GemmConfig:
             s += f" flush{self.flush}"
         if self.pad_rows:
             s += " pad"
+        if self.mn_regs:
+            s += " regs"
         return s
 
 

@@ -189,14 +189,14 @@ def pad_copy_times(log) -> list[dict]:
     return rows
 
 
-def compiled_and_checked(name: str, out, info, log, check, jobs) -> tuple[dict, float]:
+def compiled_and_checked(name: str, out, info, log, check, jobs, fatal: bool = True) -> tuple[dict, float]:
     """Compile ``jobs`` in a process pool, run ``check(log)`` (its rows into the results' meta; a
-    failure writes them and ends the run before any timing), then measure the copy bandwidth.
-    Returns (meta, copy TB/s)."""
+    failure writes them and ends the run before any timing, unless not ``fatal``: then the caller
+    leaves the failed configurations out), then measure the copy bandwidth. Returns (meta, copy TB/s)."""
     compile_all(jobs, log)
     checks = check(log)
     meta: dict = {"checks": checks}
-    if not all(r["ok"] for r in checks):
+    if fatal and not all(r["ok"] for r in checks):
         write_results([], name, out / f"{name}.json", info, meta=meta)
         log("correctness failed: no timing")
         sys.exit(1)
@@ -204,6 +204,34 @@ def compiled_and_checked(name: str, out, info, log, check, jobs) -> tuple[dict, 
     log(f"copy bandwidth {copy:.3f} TB/s")
     meta["copy_TBps"] = copy
     return meta, copy
+
+
+def log_record(case, cfg, rec, heur: dict[str, float], log) -> None:
+    """One timed (case, config) as a log line; ``heur`` collects the heuristic's ratio per case
+    (shown beside the pinned configurations timed after it)."""
+    e = rec.extra
+    if cfg is None:
+        heur[case.name] = rec.ratio
+    base = heur.get(case.name)
+    log(f"{case.name:30s} {GemmConfig.from_dict(e['config']).short():44s} ours {rec.ours:7.1f} "
+        f"peer {rec.peer_value:7.1f} x{rec.ratio:.3f}" + (f" [heur x{base:.3f}]" if cfg and base else "")
+        + (f" copy {e['fraction_of_copy']:.1%}" if case.m <= 64 and e.get("fraction_of_copy") else "")
+        + f" {e['time_ms'] * 1e3:.1f} us err {e['rel_err']:.1e}")
+
+
+def suite_summary(records, log) -> dict:
+    """Geometric mean and worst ratio per suite (llm, odd, smallm; bf16 NN) over the records of
+    ``matmul``'s own choice (configurations not pinned)."""
+    summary = {}
+    for suite in ("llm", "odd", "smallm"):
+        names = {C(m, n, k).name for (m, n, k) in bench.SUITES[suite]}
+        rs = [r.ratio for r in records if r.extra.get("kernel") and not r.extra.get("failed")
+              and not r.extra.get("pinned")
+              and f"{r.case['dtype']} {r.case['layout']} {r.case['m']}x{r.case['n']}x{r.case['k']}" in names]
+        if rs:
+            summary[suite] = {"geomean": math.exp(sum(map(math.log, rs)) / len(rs)), "worst": min(rs), "n": len(rs)}
+            log(f"{suite}: geomean x{summary[suite]['geomean']:.3f} worst x{min(rs):.3f} over {len(rs)}")
+    return summary
 
 
 def main() -> None:
@@ -223,24 +251,10 @@ def main() -> None:
     # int8 twice in the final run, each with its own peer
     for case, cfg, rec in timed_runs(todo, info, log, records, budget_s=0.2, copy_TBps=copy,
                                      reuse_peer=lambda case: not (FINAL and case.dtype == "int8")):
-        e = rec.extra
-        if cfg is None:
-            heur[case.name] = rec.ratio
-        base = heur.get(case.name)
-        log(f"{case.name:30s} {GemmConfig.from_dict(e['config']).short():40s} ours {rec.ours:7.1f} "
-            f"peer {rec.peer_value:7.1f} x{rec.ratio:.3f}" + (f" [heur x{base:.3f}]" if cfg and base else "")
-            + (f" copy {e['fraction_of_copy']:.1%}" if case.m <= 64 else "") + f" err {e['rel_err']:.1e}")
+        log_record(case, cfg, rec, heur, log)
         if len(records) % 20 == 0:
             write_results(records, name, out / f"{name}.json", info, meta=meta)
-    summary = {}
-    if FINAL:
-        for suite in ("llm", "odd", "smallm"):
-            names = {C(m, n, k).name for (m, n, k) in bench.SUITES[suite]}
-            rs = [r.ratio for r in records if r.extra.get("kernel") and not r.extra.get("failed")
-                  and f"{r.case['dtype']} {r.case['layout']} {r.case['m']}x{r.case['n']}x{r.case['k']}" in names]
-            if rs:
-                summary[suite] = {"geomean": math.exp(sum(map(math.log, rs)) / len(rs)), "worst": min(rs), "n": len(rs)}
-                log(f"{suite}: geomean x{summary[suite]['geomean']:.3f} worst x{min(rs):.3f} over {len(rs)}")
+    summary = suite_summary(records, log) if FINAL else {}
     meta["summary"] = summary
     write_results(records, name, out / f"{name}.json", info, meta=meta)
     log("done")

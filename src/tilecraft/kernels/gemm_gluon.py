@@ -123,6 +123,20 @@ def _store_tile(acc, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N: gl.constexpr, 
 
 
 @gluon.jit
+def _regs_step(a_bufs, b_bufs, ready, empty, acc, it, release_prev, a_regs: gl.constexpr):
+    """One K step with A (MN-major in shared memory) read into registers, B K-major: the wgmma
+    is left in flight and the previous step's retired, then its slot released (``release_prev``)."""
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    s = it % STAGES
+    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+    a = a_bufs.index(s).permute((1, 0)).load(a_regs)
+    acc = warpgroup_mma(a, b_bufs.index(s).permute((1, 0)), acc, is_async=True)
+    acc, a = warpgroup_mma_wait(1, deps=(acc, a))
+    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=release_prev)
+    return acc
+
+
+@gluon.jit
 def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps,
               GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr,
               EPI_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
@@ -175,14 +189,27 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
                 mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=prev_open)
                 mbarrier.arrive(empty.index(s), pred=last)
                 it += 1
+        elif A_REGS:
+            # wgmma reads A's registers while it runs: a K step's A registers may be loaded again
+            # only once its wgmma has retired. In PTX one loop body reuses its registers every
+            # iteration, so with one A per iteration the next step's loads overwrite the A of the
+            # wgmma still in flight (H200: relative error 0.2-0.7). Two steps per iteration, each
+            # with its own A, the loads of one after the wait that retires the other's wgmma.
+            for kp in range(k_steps // 2):
+                acc = _regs_step(a_bufs, b_bufs, ready, empty, acc, it, kp > 0, a_regs)
+                acc = _regs_step(a_bufs, b_bufs, ready, empty, acc, it + 1, True, a_regs)
+                it += 2
+            if k_steps % 2 == 1:
+                acc = _regs_step(a_bufs, b_bufs, ready, empty, acc, it, k_steps > 1, a_regs)
+                it += 1
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
         else:
             for ki in range(k_steps):
                 s = it % STAGES
                 mbarrier.wait(ready.index(s), (it // STAGES) & 1)
                 if A_KMAJOR:
                     a_op = a_bufs.index(s)
-                elif A_REGS:
-                    a_op = a_bufs.index(s).permute((1, 0)).load(a_regs)
                 else:
                     a_op = a_bufs.index(s).permute((1, 0))
                 if B_KMAJOR:
@@ -190,10 +217,7 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
                 else:
                     b_op = b_bufs.index(s)
                 acc = warpgroup_mma(a_op, b_op, acc, is_async=True)
-                if A_REGS:  # the in-flight wgmma still reads a_op's registers
-                    acc, a_op = warpgroup_mma_wait(1, deps=(acc, a_op))
-                else:
-                    acc = warpgroup_mma_wait(1, deps=(acc,))
+                acc = warpgroup_mma_wait(1, deps=(acc,))
                 # the wgmma of the previous step has retired: its slot is free
                 mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=ki > 0)
                 it += 1

@@ -135,12 +135,36 @@ def test_gluon_problem_key_and_config():
 # ---------------------------------------------------------------------------------------------
 # fp16 / bf16 on the Gluon kernel
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+def test_gluon_tf32_mn_major_in_registers_cross_compiles(layout):
+    """tf32 NN (C^T = B^T A^T, the tile stored transposed) and TT: the MN-major operand goes
+    through registers (ld.shared, then wgmma with A from registers), no copy, no spills. Two K
+    steps per loop iteration plus an odd tail: 3 x BLOCK_K / 8 wgmmas in the SASS. (One A per
+    iteration compiled to one register set that the next step's loads overwrote under the running
+    wgmma: wrong results on the H200.)"""
+    cfg = GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True)
+    a = torch.empty(8192, 4096, device="meta").t() if layout[0] == "T" else torch.empty(4096, 8192, device="meta")
+    b = torch.empty(2048, 8192, device="meta").t() if layout[1] == "T" else torch.empty(8192, 2048, device="meta")
+    _, _, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=cfg, precision="tf32")
+    (launch,) = plan
+    cx = launch.constexprs
+    assert cx["A_REGS"] and not cx["A_KMAJOR"] and cx["B_KMAJOR"] and cx["TRANS_OUT"] == (layout == "NN")
+    if layout == "NN":  # the kernel's M is C's N
+        assert launch.args[5:7] == (2048, 4096)
+    res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch), cx,
+                        "sm90", num_warps=launch.options["num_warps"], maxnreg=launch.options["maxnreg"], sass=True)
+    assert res.error is None, res.error
+    assert res.spills == 0 and res.scratch_bytes == 0 and res.shared_bytes <= SHARED_LIMIT["sm90"]
+    assert res.census.get("sass:HGMMA.64x256x8.F32.TF32") == 3 * 32 // 8
+    assert res.census.get("sass_shared_load_32b") == 3 * 16  # each step's 64x32 A slice per warpgroup
+
+
 def _plan16(cfg, layout, m=8192, n=8192, k=8192, dtype=torch.bfloat16):
     a = torch.empty(k, m, dtype=dtype, device="meta").t() if layout[0] == "T" else torch.empty(m, k, dtype=dtype,
                                                                                                 device="meta")
     b = torch.empty(n, k, dtype=dtype, device="meta").t() if layout[1] == "T" else torch.empty(k, n, dtype=dtype,
                                                                                                 device="meta")
-    return ops.target_plan(a, b, "sm90", sms=132, cfg=cfg)
+    return ops.target_plan(a, b, "sm90", sms=132, cfg=cfg, **({"precision": "tf32"} if dtype == torch.float32 else {}))
 
 
 @pytest.mark.parametrize("cfg,layout,instr", [
@@ -174,19 +198,28 @@ def test_gluon_16bit_cross_compiles_for_sm90(cfg, layout, instr):
     ((8192, 8192, 8192), "NN", torch.bfloat16, "gluon 128x256x64 w8 s4"),
     ((8192, 8192, 8192), "TT", torch.bfloat16, "gluon 128x256x64 w8 s4"),
     ((8192, 8192, 8192), "TN", torch.bfloat16, "tma "),  # both MN-major: measured slower on Gluon
-    ((8192, 8192, 8192), "NN", torch.float16, "tma "),  # fp16 not measured on Gluon
+    ((8192, 8192, 8192), "NN", torch.float16, "tma "),  # fp16 NN measured slower on Gluon
+    ((8192, 8192, 8192), "TN", torch.float16, "gluon 128x256x64 w8 s4"),
+    ((4096, 4096, 4096), "NT", torch.float16, "tma "),  # fp16 measured at 8192^3 only
+    ((8192, 8192, 8192), "NN", torch.float32, "gluon 128x256x32 w8 s3 g8 regs"),  # tf32: B into registers
+    ((8192, 8192, 8192), "TT", torch.float32, "gluon 128x256x32 w8 s3 g8 regs"),  # A into registers
+    ((8192, 8192, 8192), "NT", torch.float32, "tma 128x256x32"),
+    ((8192, 8192, 8192), "TN", torch.float32, "tma 128x256x32"),
     ((4096, 11008, 4096), "NN", torch.bfloat16, "tma 256x128"),
     ((4096, 4096, 4096), "NN", torch.bfloat16, "gluon 128x256x64"),
     ((128, 4096, 4096), "NN", torch.bfloat16, "gluon 64x64x64 w4 s8"),
     ((128, 11008, 4096), "NN", torch.bfloat16, "gluon 128x128x64 w8 s5"),
     ((128, 4096, 11008), "NN", torch.bfloat16, "tma 64x128x64 w4 s6 g8 splitk2"),
     ((1000, 1000, 1000), "NN", torch.bfloat16, "gluon 64x128x64 w4 s4"),
-    ((3000, 7000, 5000), "NN", torch.bfloat16, "gluon 128x256x64 w8 s4 g8"),
+    ((3000, 7000, 5000), "NN", torch.bfloat16, "tma 256x128x64 w8 s4 g8 pad"),  # rows padded to 128 bytes
+    ((3000, 3000, 3000), "NN", torch.bfloat16, "gluon 128x256x64 w8 s4 g8"),  # the copies would not pay
     ((997, 1009, 1013), "NN", torch.bfloat16, "tma "),  # unaligned: copies, not measured on Gluon
 ])
 def test_gluon_16bit_dispatch(shape, layout, dtype, want):
     _, cfg, _ = _plan16(None, layout, *shape, dtype=dtype)
     assert cfg.short().startswith(want), cfg.short()
+    if dtype == torch.float32:
+        return
     m, n, k = shape
     a = torch.empty(m, k, dtype=dtype, device="meta")
     b = torch.empty(k, n, dtype=dtype, device="meta")

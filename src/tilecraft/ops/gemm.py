@@ -347,8 +347,10 @@ def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec, arch: str | None = 
     ok = arch == "sm90" and tma_dtype_ok(spec)
     rows_128 = all(d is None or _row_pitch_bytes(t, d, kd) % 128 == 0
                    for t, kd, d in ((a, -1, _tma_direct(a, -1, spec.dtype)), (b, -2, _tma_direct(b, -2, spec.dtype))))
+    g_ok = arch == "sm90" and gluon_ok(a, b, spec)
     return Problem(spec.m, spec.n, spec.k, spec.batch, spec.dtype, spec.precision, arch, ok, ak, bk, sms,
-                   tma_copies=copies, gluon_ok=arch == "sm90" and gluon_ok(a, b, spec), rows_128=rows_128)
+                   tma_copies=copies, gluon_ok=g_ok, rows_128=rows_128,
+                   mn_regs_ok=g_ok and _mn_regs_plan(a, b, spec, GemmConfig("gluon", mn_regs=True)) is not None)
 
 
 def gluon_ok(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> bool:

@@ -104,6 +104,7 @@ class Problem:
     tma_copies: int = 0  # operands the TMA kernel must first copy (unaligned, or MN-major 8/32-bit)
     gluon_ok: bool = False  # the Gluon kernel can take the call (tilecraft.ops.gemm.gluon_ok)
     rows_128: bool = True  # the operands the TMA reads as they are have 128-byte aligned rows
+    mn_regs_ok: bool = False  # tf32 with one MN-major operand the Gluon kernel can read into registers
 
     @property
     def itemsize(self) -> int:
@@ -147,7 +148,8 @@ def shape_key(p: Problem) -> str:
     m = p.m if p.m < 16 else _pow2_at_least(p.m)
     return (f"{p.dtype}/{p.precision}/m{m}/n{_pow2_at_least(p.n)}/k{_pow2_at_least(p.k)}/b{min(p.batch, 2)}"
             f"/{'T' if p.a_kmajor else 'N'}{'T' if p.b_kmajor else 'N'}/{'tma' if p.tma_ok else 'ptr'}"
-            f"{p.tma_copies}/{p.arch}" + ("/gluon" if p.gluon_ok else "") + ("" if p.rows_128 else "/rows16"))
+            f"{p.tma_copies}/{p.arch}" + ("/gluon" if p.gluon_ok else "") + ("" if p.rows_128 else "/rows16")
+            + ("/regs" if p.mn_regs_ok else ""))
 
 
 def _small_m_config(p: Problem) -> GemmConfig:
@@ -263,6 +265,29 @@ GLUON_HEURISTIC: dict[str, GemmConfig] = {
 }
 
 
+def _gluon16_measured(p: Problem) -> bool:
+    """Where the Gluon kernel measured faster than the TMA kernel on 16-bit products of two waves
+    of 128x256 tiles or more (see :func:`heuristic`). Not taken where it measured slower: bf16 TN
+    (both operands MN-major: 0.982 against 1.011x), bf16 outputs of 32-48 Mi elements (4096x11008:
+    1.013 against 1.020x for TMA 256x128 s4), fp16 NN (0.987 against 1.074x); fp16 only measured
+    at 8192^3 (64 Mi outputs), so only from 48 Mi outputs on."""
+    elems = p.m * p.n * p.batch
+    if p.dtype == "bf16":
+        return (p.a_kmajor or p.b_kmajor) and not 32 * 2**20 <= elems < 48 * 2**20
+    if p.dtype == "fp16":
+        return not (p.a_kmajor and not p.b_kmajor) and elems >= 48 * 2**20
+    return False
+
+
+def _pad_pays(p: Problem) -> bool:
+    """Whether copying the operands into 128-byte rows (``pad_rows``) costs less than it saves: the
+    padded product ran 1.36x faster (3000x7000x5000, 307 against 419 us, H200), so the copies
+    (both operands read and written at ~3.6 TB/s) must stay under 15% of the unpadded product
+    (~500 TFLOP/s) to leave a margin; 3000x7000x5000: 56 us against 420 us (13%)."""
+    copy_s = 2 * (p.m * p.k + p.k * p.n) * p.batch * p.itemsize / 3.6e12
+    return copy_s <= 0.15 * 2 * p.m * p.n * p.k * p.batch / 500e12
+
+
 def heuristic(p: Problem) -> GemmConfig:
     """The configuration used without tuning (``TILECRAFT_TUNE=0``, the interpreter, AMD).
 
@@ -301,15 +326,23 @@ def heuristic(p: Problem) -> GemmConfig:
     gluon_key = "int8" if p.dtype == "int8" else p.precision
     if big and p.arch == "sm90" and p.gluon_ok and gluon_key in GLUON_HEURISTIC:
         return GLUON_HEURISTIC[gluon_key]
-    if (big and p.arch == "sm90" and p.gluon_ok and p.dtype == "bf16" and p.tma_copies == 0
-            and (p.a_kmajor or p.b_kmajor) and not 32 * 2**20 <= p.m * p.n * p.batch < 48 * 2**20):
+    if big and p.arch == "sm90" and p.gluon_ok and p.mn_regs_ok:
+        # tf32 with one operand MN-major (NN, TT): read into registers on the Gluon kernel, no
+        # K-major copy (H200, 8192^3, 2026-11-25, gemm-odd-tf32-44db7cb: NN 0.944x / TT 0.940x
+        # torch with TF32 against 0.885x / 0.907x for the TMA kernel after its copy of 466 us)
+        return GemmConfig("gluon", 128, 256, 32, group_m=8, num_warps=8, num_stages=3, mn_regs=True)
+    if big and tma and p.itemsize == 2 and p.tma_copies == 0 and not p.rows_128 and _pad_pays(p):
+        # rows 16- but not 128-byte aligned: pad_rows_kernel copies them into 128-byte rows first
+        # (H200, bf16 NN 3000x7000x5000, 2026-11-25, gemm-odd-tf32-44db7cb: TMA 256x128 s4 padded
+        # 0.839x torch, Gluon 128x256 s4 padded 0.786x, unpadded Gluon 0.725x / TMA 0.708x; the
+        # copies alone 16.5 + 39.0 us at 3.6 TB/s)
+        return GemmConfig("tma", 256, 128, bk, group_m=8, num_warps=8, num_stages=4, pad_rows=True)
+    if (big and p.arch == "sm90" and p.gluon_ok and p.tma_copies == 0 and _gluon16_measured(p)):
         # bf16 on the Gluon kernel (H200, 2026-11-21, gemm-gluon16-sweep-af91216, against the TMA
         # kernel in the same run): 8192^3 NN / NT / TT 1.019 / 1.020 / 1.020x torch (TMA 1.013 /
-        # 0.992 / 0.991); M = 4096 LLM products 0.985-1.014x (TMA 0.944-0.990). Not taken where it
-        # measured slower: TN (both operands MN-major: 0.982 against 1.011) and 4096x11008 outputs
-        # (32-48 Mi elements: 1.013 against 1.020 for TMA 256x128 s4). 3000x7000x5000 (rows 16- but
-        # not 128-byte aligned) 0.767x (TMA 0.756x); pad_rows (pad_rows_kernel first) is a tuning
-        # candidate there, not yet measured on the GPU, so not the default.
+        # 0.992 / 0.991); M = 4096 LLM products 0.985-1.014x (TMA 0.944-0.990); fp16 8192^3
+        # (2026-11-25, gemm-odd-tf32-44db7cb) NT / TN / TT 1.038 / 1.036 / 1.019x (TMA 1.014 /
+        # 0.992 / 1.011x).
         return GemmConfig("gluon", 128, 256, 64, group_m=8, num_warps=8, num_stages=4)
     if tma and p.precision == "tf32x3":
         # three wgmmas per step: 128x128x64, 2 stages, 80.5 TFLOP/s; 128x256x32 spills (57.7)
@@ -361,6 +394,9 @@ def config_space(p: Problem) -> list[GemmConfig]:
                     cands.append(c)
             if p.precision == "tf32x3":
                 cands.append(GemmConfig("gluon", 128, 128, 32, num_warps=8, num_stages=3, flush=2))
+            if p.mn_regs_ok:
+                for st in (3, 4):
+                    cands.append(GemmConfig("gluon", 128, 256, 32, num_warps=8, num_stages=st, mn_regs=True))
         if p.arch == "sm90" and p.tma_ok and p.precision == "tf32x3":
             # 3xTF32 on operands split before the GEMM (H200, 8192^3, gemm-explore-f49c9d4: 128x256x32
             # s2 78.6 / 78.2 TFLOP/s NT / NN against 79.6 / 76.5 for the heuristic; 128x128x32 s3 73.2)

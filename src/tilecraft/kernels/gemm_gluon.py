@@ -1,8 +1,9 @@
 """sm90-only GEMM in Gluon (Triton's explicit-layout dialect): persistent and warp-specialised.
 
-:func:`matmul_ws_kernel` computes ``C = A @ B`` for int8 (int32 out, exact) and for 3xTF32
-(fp32 out, fp32-accurate) with both operands K-major, ``A`` (M, K) and ``B`` as (N, K), through
-host-built 2D TMA descriptors. One program per SM walks the output tiles in grouped order
+:func:`matmul_ws_kernel` computes ``C = A @ B`` for int8 (int32 out, exact), 3xTF32 (fp32 out,
+fp32-accurate), tf32, and fp16/bf16, through host-built 2D TMA descriptors: 8- and 32-bit operands
+K-major (``A`` (M, K), ``B`` as (N, K)), except that a tf32 MN-major A is read into registers
+(``A_REGS``; the NN product as C^T = B^T A^T with ``TRANS_OUT``); 16-bit operands either way. One program per SM walks the output tiles in grouped order
 (``GROUP_M`` tile rows at a time, as ``tilecraft.kernels.gemm._tile_coords``). Inside a program:
 
 * a 1-warp producer partition (:func:`_producer`) fills a ring of ``STAGES`` shared-memory slots

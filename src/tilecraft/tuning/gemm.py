@@ -256,9 +256,10 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
 #: 128x128x32 s3 with 4 K steps chained between fp32 adds 103-110 TFLOP/s NT and NN (Triton 77-80;
 #: cuBLAS fp32 51), error against float64 3.5e-7 / 3.9e-7 at K = 4096 / 16384 (cuBLAS fp32 5.8e-7 /
 #: 1.15e-6; a chain of 8 steps 6.4e-7 at 4096, worse than cuBLAS). Plain tf32 on the Gluon kernel
-#: (128x256x32: NT 351, NN 299-305 with the K-major copy of B) was no faster than the TMA kernel: not
-#: dispatched. Keyed by operand type ("int8") or dot precision ("tf32x3"). Only for products of two
-#: waves of 128x256 tiles or more (what was measured); ``Problem.gluon_ok`` says the call qualifies.
+#: (128x256x32: NT 351, NN 299-305 with the K-major copy of B) was no faster than the TMA kernel; with
+#: the MN-major operand read into registers (``mn_regs``, no copy) NN and TT are (:func:`heuristic`).
+#: Keyed by operand type ("int8") or dot precision ("tf32x3"). Only for products of two waves of
+#: 128x256 tiles or more (what was measured); ``Problem.gluon_ok`` says the call qualifies.
 GLUON_HEURISTIC: dict[str, GemmConfig] = {
     "int8": GemmConfig("gluon", 128, 256, 128, group_m=8, num_warps=8, num_stages=4),
     "tf32x3": GemmConfig("gluon", 128, 128, 32, group_m=8, num_warps=8, num_stages=3, flush=4),

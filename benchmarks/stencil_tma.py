@@ -40,7 +40,18 @@ ROUNDS: dict[int, dict[str, list[StencilConfig | None]]] = {
         "fp32-o2": [None, tma(4, 16, 20, 2), tma(4, 16, 20, 1), tma(2, 16, 20, 2), tma(4, 16, 20, 3)],
         "fp32-o8": [None, tma(2, 16, 64, 1)],
     },
+    # Round 2 (after round 1 at 9031451: 38-45% fp64, 25-29% fp32, 12.6% o8): the edge tiles no
+    # longer read the boundary back per row (a second, element-masked store instead), and fewer
+    # rows per strip (8: 16 KB of ring per warp at 4 slots) let 8-12 warps share an SM.
+    2: {
+        "fp64-o2": [None, tma(4, 16, 32, 2), tma(2, 16, 32, 1), tma(4, 8, 32, 2), tma(4, 8, 32, 1), tma(8, 8, 32, 1),
+                    tma(2, 8, 32, 1), tma(4, 8, 64, 1)],
+        "fp32-o2": [None, tma(4, 16, 20, 2), tma(2, 16, 20, 1), tma(4, 8, 20, 2), tma(4, 8, 20, 1), tma(8, 8, 20, 1),
+                    tma(2, 8, 20, 1), tma(4, 8, 64, 1)],
+        "fp32-o8": [None, tma(2, 16, 64, 1), tma(1, 16, 64, 1)],
+    },
 }
+SWEEP_SIZES = (128, 256, 512, 1024, 2048, 4096)
 
 
 def label(cfg: StencilConfig | None) -> str:
@@ -71,6 +82,7 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=0.3)
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--round", type=int, default=1, choices=sorted(ROUNDS))
+    ap.add_argument("--sweep", action="store_true", help="also the fp64 o2 plane-size sweep (auto, best 2 TMA)")
     args = ap.parse_args()
     info = detect()
     out = Path(args.out)
@@ -89,6 +101,20 @@ def main() -> int:
             records.append(rec)
             table.append((name, label(cfg), rec.extra["fraction_of_copy"]))
     write_results(records, "stencil.tma", out / f"stencil-tma-r{args.round}.json", info)
+    if args.sweep:
+        # the cache-cliff sweep (fp64 o2) for auto and the two fastest TMA configs of the fp64 case
+        fp64 = [(rec.extra["fraction_of_copy"], cfg) for rec, cfg in zip(records, ROUNDS[args.round]["fp64-o2"])
+                if cfg is not None and rec.extra["ok"]]
+        best = [cfg for _, cfg in sorted(fp64, key=lambda t: -t[0])[:2]]
+        sweep_records = []
+        for shape in sb.sweep_shapes(SWEEP_SIZES, 2, 8):
+            print(f"== sweep fp64 o2 {shape} ({time.time() - t0:.0f}s)", flush=True)
+            for cfg in [None, *best]:
+                rec = measure(shape, "fp64", 2, cfg, info, args.budget, copy, "stencil.tma-sweep",
+                              {"shape": list(shape), "plane": shape[1] * shape[2], "dtype": "fp64", "order": 2})
+                sweep_records.append(rec)
+                table.append((f"sw{shape[1]}", label(cfg), rec.extra["fraction_of_copy"]))
+        write_results(sweep_records, "stencil.tma-sweep", out / f"stencil-tma-sweep-r{args.round}.json", info)
     print(f"\ncopy {copy:.3f} TB/s; % of copy ({time.time() - t0:.0f}s)")
     for name, lab, frac in table:
         print(f"{name:8s} {lab:36s} {frac:6.1%}")

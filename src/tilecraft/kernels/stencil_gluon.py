@@ -61,9 +61,9 @@ def _lane_shift(v, D: gl.constexpr, UP: gl.constexpr):
 
 @gluon.jit
 def _components(t, NW: gl.constexpr, VEC: gl.constexpr):
-    """[NW, 1, 32 * VEC] -> VEC tensors [NW, 32]: component j holds each lane's column j."""
+    """[NW, 32, VEC] -> VEC tensors [NW, 32]: component j holds each lane's column j."""
     if VEC == 2:
-        c0, c1 = gl.split(gl.reshape(t, [NW, 32, 2]))
+        c0, c1 = gl.split(t)
         return (c0, c1)
     else:
         b0, b1 = gl.split(gl.reshape(t, [NW, 32, 2, 2]))  # column 2a + b
@@ -73,11 +73,21 @@ def _components(t, NW: gl.constexpr, VEC: gl.constexpr):
 
 
 @gluon.jit
-def _interleave(c, NW: gl.constexpr, VEC: gl.constexpr, BX: gl.constexpr):
+def _interleave(c, NW: gl.constexpr, VEC: gl.constexpr, L4: gl.constexpr):
+    """Inverse of ``_components``, in the layout L4 the rows are loaded in (a trivial conversion:
+    checked at compile time)."""
     if VEC == 2:
-        return gl.reshape(gl.join(c[0], c[1]), [NW, 1, BX])
+        return gl.convert_layout(gl.join(c[0], c[1]), L4, assert_trivial=True)
     else:
-        return gl.reshape(gl.join(gl.join(c[0], c[2]), gl.join(c[1], c[3])), [NW, 1, BX])
+        return gl.convert_layout(gl.reshape(gl.join(gl.join(c[0], c[2]), gl.join(c[1], c[3])), [NW, 32, VEC]), L4,
+                                 assert_trivial=True)
+
+
+@gluon.jit
+def _row(buf, r: gl.constexpr, NW: gl.constexpr, VEC: gl.constexpr, L5: gl.constexpr):
+    """Row r of every warp's strip in a ring slot [NW, ROWS, BX], as [NW, 32, VEC]."""
+    ROWS: gl.constexpr = buf.shape[1]
+    return gl.reshape(buf.reshape([NW, ROWS, 32, VEC]).slice(r, 1, dim=1).load(L5), [NW, 32, VEC])
 
 
 @gluon.jit
@@ -132,7 +142,8 @@ def laplacian_tma_kernel(
     so_z = so_z_s * VEC
     so_y = so_y_s * VEC
     dtype: gl.constexpr = u_desc.dtype
-    L3: gl.constexpr = gl.BlockedLayout([1, 1, VEC], [1, 1, 32], [NW, 1, 1], [2, 1, 0])
+    L4: gl.constexpr = gl.BlockedLayout([1, 1, VEC], [1, 32, 1], [NW, 1, 1], [2, 1, 0])
+    L5: gl.constexpr = gl.BlockedLayout([1, 1, 1, VEC], [1, 1, 32, 1], [NW, 1, 1, 1], [3, 2, 1, 0])
 
     # program -> (x tile, y block, z chunk), x fastest
     n_tx = gl.cdiv(nx, BXO)
@@ -171,15 +182,21 @@ def laplacian_tma_kernel(
     wy = _weights(w_ptr, R, R)
     wx = _weights(w_ptr, 2 * R, R)
 
-    # output coordinates of a [NW, 1, BX] row tile
-    warp = gl.arange(0, NW, layout=gl.SliceLayout(1, gl.SliceLayout(2, L3)))
-    pos = gl.arange(0, BX, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))
+    # output coordinates of a [NW, 32, VEC] row tile (warp, lane, element)
+    warp = gl.arange(0, NW, layout=gl.SliceLayout(1, gl.SliceLayout(2, L4)))[:, None, None]
+    lane = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, L4)))[None, :, None]
+    elem = gl.arange(0, VEC, layout=gl.SliceLayout(0, gl.SliceLayout(1, L4)))[None, None, :]
+    pos = lane * VEC + elem
     xs = x_box + pos
-    lane_ok = ((pos >= HV) & (pos < BX - HV))[None, None, :]
-    x_in = ((xs >= x_lo) & (xs < x_hi))[None, None, :]
-    x_store = lane_ok & (xs < nx)[None, None, :]
-    full_x = (x_box + HV >= x_lo) & (x_box + BX - HV <= x_hi)
-    y_strip = (y_block + warp * STRIP)[:, None, None]
+    lane_ok = (lane >= HV // VEC) & (lane < 32 - HV // VEC)
+    # Stores under masks that are constant over a lane's VEC elements are 128-bit: every vector
+    # inside [x_lo, x_hi) goes that way; the at most two vectors per row that straddle x_lo or
+    # x_hi take a second, element-masked store (no read-back of the boundary, no branch).
+    x_vec = x_box + lane * VEC
+    vec_in = lane_ok & (x_vec >= x_lo) & (x_vec + VEC <= x_hi)
+    edge_in = lane_ok & ~vec_in & (xs >= x_lo) & (xs < x_hi)
+    y_strip = y_block + warp * STRIP
+    offs = y_strip * so_y + xs
 
     for p in range(z_begin, z_end):
         # every warp is done with iteration p - 1, so the slot of plane p - R - 1 may be refilled
@@ -206,26 +223,30 @@ def laplacian_tma_kernel(
         out_plane = out_ptr + p.to(gl.int64) * so_z
         win = ()
         for r in gl.static_range(0, ROWS):
-            row = centre.slice(r, 1, dim=1).load(L3)
+            row = gl.convert_layout(_row(centre, r, NW, VEC, L5), L4, assert_trivial=True)
             win = win + (row,)
             if r >= 2 * R:
                 c = win[R]
                 acc = c * w_centre
                 for k in gl.static_range(1, R + 1):
                     acc += (win[R - k] + win[R + k]) * wy[k - 1]
-                    acc += (zlo[k - 1].slice(r - R, 1, dim=1).load(L3) + zhi[k - 1].slice(r - R, 1, dim=1).load(L3)) * wz[k - 1]
+                    acc += gl.convert_layout(_row(zlo[k - 1], r - R, NW, VEC, L5) + _row(zhi[k - 1], r - R, NW, VEC, L5), L4,
+                                            assert_trivial=True) * wz[k - 1]
                 xt = _x_terms(_components(c, NW, VEC), wx, R, VEC)
-                acc = acc + gl.convert_layout(_interleave(xt, NW, VEC, BX), L3)
-                y = y_strip + (r - 2 * R)  # box row r - R is the output row
-                row_ok = y < y_hi
-                ptrs = out_plane + y * so_y + xs[None, None, :]
-                mask = row_ok & x_store
-                if not full_x:
-                    acc = gl.where(x_in, acc, gl.load(ptrs, mask=mask & ~x_in))
+                ac = _components(acc, NW, VEC)
+                outs = ()
+                for j in gl.static_range(0, VEC):
+                    outs = outs + (ac[j] + xt[j],)
+                acc = _interleave(outs, NW, VEC, L4)
+                dy = r - 2 * R  # box row r - R is output row y_strip + dy
+                ptrs = out_plane + dy * so_y + offs
+                row_ok = y_strip < y_hi - dy
                 if NONTEMPORAL:
-                    gl.store(ptrs, acc, mask=mask, cache_modifier=".cs")
+                    gl.store(ptrs, acc, mask=row_ok & vec_in, cache_modifier=".cs")
+                    gl.store(ptrs, acc, mask=row_ok & edge_in, cache_modifier=".cs")
                 else:
-                    gl.store(ptrs, acc, mask=mask)
+                    gl.store(ptrs, acc, mask=row_ok & vec_in)
+                    gl.store(ptrs, acc, mask=row_ok & edge_in)
                 win = win[1:]
 
     for s in gl.static_range(S):

@@ -18,9 +18,13 @@ strips of rows (one warp each) of a BX-wide column and marches through BZ planes
 * stores are 128-bit from registers (the stored lanes start on a vector boundary).
 
 Gluon's shared-memory views cannot start a window at a row offset that is not a multiple of its
-length (``slice`` rejects it), so rows are read one at a time, as [NW, 1, BX] slices of length 1
-(any offset), and never as shifted 2D windows. Only for CUDA sm90+; the Triton interpreter cannot
-run it (checked on the GPU by ``benchmarks/stencil_gluon.py`` and ``tests/gpu``).
+length (``slice`` rejects it), so rows are read one at a time, as length-1 slices (any offset), and never as shifted 2D windows. Only for CUDA sm90+; the Triton interpreter cannot
+run it (checked on the GPU by ``benchmarks/stencil_tma.py`` and ``tests/gpu/test_stencil_tma.py``).
+The rows are loaded as [NW, 1, 32, VEC] from the slot reshaped to [NW, ROWS, 32, VEC], so the
+lane/element split used for the x shifts is a register rename, and the stores share that layout.
+
+Measured (H200, 2026-11-25, docs/stencil-notes.md): correct, but slower than ``auto`` everywhere
+(fp64 o2 512^3 at most 67% of copy against 78%), so it is an explicit config, not a default.
 """
 from __future__ import annotations
 

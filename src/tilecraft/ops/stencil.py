@@ -125,6 +125,9 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
       baseline as fast as any). Unaligned orders 2 and 4 take the tiled plane kernel, banded in y
       (grid order 1) once the 2R+1 planes no longer fit in L2 (not measured unaligned); orders 6 and
       up take the baseline. Pad nx to a multiple of 16 bytes for the fast path.
+    * Not used: the sm90 Gluon TMA z-march (``kernel="tma"``, selectable as an explicit config)
+      measured slower than the above on every case and plane size (H200, 2026-11-25: fp64 o2 at
+      most 67% of copy against 78%, fp32 o2 52% against 71%, fp32 o8 31% against 37%).
     """
     r = order // 2
     if not vector_aligned:

@@ -48,7 +48,9 @@ _MAX_GRID_YZ = 65535
 class StencilConfig:
     """A launch configuration; every field is a knob a reader can map to a seed technique."""
 
-    kernel: str  # "plane" (one plane tile per program), "zmarch" (z-marching column) or "rows" (z-march, row tiles)
+    kernel: str  # "plane" (one plane tile per program), "zmarch" (z-marching column), "rows" (z-march, row
+    # tiles) or "tma" (sm90 Gluon z-march through a TMA ring in shared memory; block_y = rows per warp strip
+    # with its 2R halo rows, num_warps = strips per program, prefetch = planes requested ahead)
     block_y: int
     block_x: int
     num_warps: int
@@ -123,6 +125,9 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
       baseline as fast as any). Unaligned orders 2 and 4 take the tiled plane kernel, banded in y
       (grid order 1) once the 2R+1 planes no longer fit in L2 (not measured unaligned); orders 6 and
       up take the baseline. Pad nx to a multiple of 16 bytes for the fast path.
+    * Not used: the sm90 Gluon TMA z-march (``kernel="tma"``, selectable as an explicit config)
+      measured slower than the above on every case and plane size (H200, 2026-11-25: fp64 o2 at
+      most 67% of copy against 78%, fp32 o2 52% against 71%, fp32 o8 31% against 37%).
     """
     r = order // 2
     if not vector_aligned:
@@ -357,6 +362,8 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
                       "SCALE": scale, "NONTEMPORAL": cfg.nontemporal, "MODE": rows_mode(cfg),
                       "GRID_ORDER": cfg.zorder, "OFFS64": _plane_offsets_need_64bit(u, out, cfg.block_x)}
         return [KernelLaunch(_k.laplacian_rows_kernel, (n_prog,), args, constexprs, opts)]
+    if cfg.kernel == "tma":
+        return [_tma_launch(u, out, w, r, cfg)]
     if cfg.kernel != "plane":
         raise ValueError(f"unknown kernel {cfg.kernel!r}")
     slabs = [(r, ny - r)]
@@ -379,6 +386,59 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
                           NONTEMPORAL=cfg.nontemporal, GRID_ORDER=cfg.grid_order, GROUP_Y=cfg.group_y)
         plan.append(KernelLaunch(_k.laplacian_plane_kernel, grid, args, constexprs, opts))
     return plan
+
+
+def tma_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) -> str | None:
+    """Why the sm90 Gluon kernel (``kernels.stencil_gluon``) cannot take this call, or None.
+
+    It needs a CUDA (or ``meta``) tensor on an sm90+ NVIDIA GPU, rows and strides of a multiple of 16
+    bytes (TMA and its 128-bit stores), a z stride that is a whole number of rows (u is read as one
+    2D tensor of rows), R no more than two vectors (its lane shuffles), a strip taller than its 2R
+    halo rows, and offsets inside a plane that fit int32."""
+    r = order // 2
+    vec = 16 // u.element_size()
+    if u.device.type not in ("cuda", "meta") or torch.version.hip:
+        return "the TMA kernel runs on NVIDIA GPUs only"
+    if u.device.type == "cuda" and torch.cuda.get_device_capability(u.device)[0] < 9:
+        return "the TMA kernel needs sm90 or newer"
+    if not (all(v % vec == 0 for v in (u.shape[2], *u.stride()[:2], *out.stride()[:2]))
+            and (u.device.type == "meta" or (u.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0))):
+        return "the TMA kernel needs 16-byte aligned rows and strides"
+    if u.stride(0) % u.stride(1):
+        return "the TMA kernel needs a z stride that is a multiple of the y stride"
+    if r > 2 * vec or cfg.block_y <= 2 * r:
+        return f"the TMA kernel takes R <= {2 * vec} and strips taller than 2R rows"
+    if _plane_offsets_need_64bit(u, out, 32 * vec) or u.stride(0) * u.shape[0] >= 2**31 * u.stride(1):
+        return "the TMA kernel keeps plane offsets and row indices in int32"
+    return None
+
+
+def _tma_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, cfg: StencilConfig) -> KernelLaunch:
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from tilecraft.kernels import stencil_gluon as _g
+
+    why = tma_ok(u, out, 2 * r, cfg)
+    if why:
+        raise ValueError(why)
+    nz, ny, nx = u.shape
+    vec = 16 // u.element_size()
+    bx = 32 * vec
+    hv = vec * triton_cdiv(r, vec)
+    rows_per_plane = u.stride(0) // u.stride(1)
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8 * u.element_size(), rank=3)
+    # rows past the last plane's ny (padding of a view) are out of bounds: TMA fills them with zeros
+    n_rows = (nz - 1) * rows_per_plane + ny
+    desc = TensorDescriptor(u, [1, n_rows, nx], [n_rows * u.stride(1), u.stride(1), 1], [1, cfg.block_y, bx], layout)
+    strip = cfg.block_y - 2 * r
+    n_prog = (triton_cdiv(nx, bx - 2 * hv) * triton_cdiv(ny - 2 * r, cfg.num_warps * strip)
+              * triton_cdiv(nz - 2 * r, cfg.block_z))
+    so_z, so_y, _ = out.stride()
+    args = (desc, out, w, nz, ny, nx // vec, rows_per_plane, so_z // vec, so_y // vec, r, ny - r, r, nx - r)
+    constexprs = dict(R=r, NW=cfg.num_warps, ROWS=cfg.block_y, VEC=vec, BZ=cfg.block_z, D=max(1, cfg.prefetch),
+                      NONTEMPORAL=cfg.nontemporal)
+    return KernelLaunch(_g.laplacian_tma_kernel, (n_prog,), args, constexprs, {"num_warps": cfg.num_warps})
 
 
 def rows_mode(cfg: StencilConfig) -> int:

@@ -21,14 +21,19 @@ pytestmark = pytest.mark.skipif(
     reason="the Gluon forward needs an sm90 (Hopper) CUDA GPU")
 
 FWD_TOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
-# one config per head dimension with the overlap, and the plain order at D = 128
-CONFIGS = {64: [ops.FwdConfig(128, 128, 8, 3, tma=True, gluon=True)],
+# one config per head dimension with the overlap, and the plain order at D = 128; D = 64 also with
+# the odd columns' exp2 on the FMA units (poly)
+CONFIGS = {64: [ops.FwdConfig(128, 128, 8, 3, tma=True, gluon=True),
+                ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, poly=1)],
            128: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True),
                  ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False)],
            256: [ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True)]}
-# the warp-specialised kernel: plain order with and without ping-pong, and with the intra-warpgroup overlap
-WS_CONFIGS = {d: [ops.FwdConfig(128, n, 8, st, tma=True, gluon=True, overlap=ov, ws=True, pingpong=pp)
-                  for ov, pp in ((False, True), (False, False), (True, True))]
+# the warp-specialised kernel: plain order with and without ping-pong, with the intra-warpgroup
+# overlap, and persistent (one program per SM walking the tiles; with and without the FMA-unit exp2)
+WS_CONFIGS = {d: [ops.FwdConfig(128, n, 8, st, tma=True, gluon=True, overlap=ov, ws=True, pingpong=pp, persistent=pe,
+                                poly=po)
+                  for ov, pp, pe, po in ((False, True, False, 0), (False, False, False, 0), (True, True, False, 0),
+                                         (False, True, True, 0), (False, True, True, 1))]
               for d, n, st in ((64, 128, 3), (128, 128, 2), (256, 64, 2))}
 # (B, H, H_kv, S_q, S_k, D, causal)
 CASES = [
@@ -41,6 +46,8 @@ CASES = [
     (1, 2, 2, 17, 1000, 256, True),       # S_q < S_k
     (1, 2, 1, 1000, 333, 256, False),
     (2, 2, 2, 1000, 1000, 64, True),
+    (2, 16, 4, 1000, 600, 128, True),     # 256 query tiles (more than SMs: persistent programs take
+                                          # several), S_q > S_k: tiles that see no key at all
 ]
 
 

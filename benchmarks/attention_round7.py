@@ -123,6 +123,48 @@ def check_job(name: str, cfg_dict: dict) -> tuple[bool, str]:
         return False, f"{type(exc).__name__}: {exc}"[:400]
 
 
+def time_job(name: str, cfg_dicts: list[dict], rounds: int, budget: float) -> dict:
+    """In a fresh process: each config and cuDNN run once (synchronised, so a fault names its config),
+    captured as CUDA graphs over rotated inputs, then ``rounds`` rounds timing each in turn (the order
+    reversed every other round). {"ms": per config, "cudnn_ms"} or {"failed": index, "error"}."""
+    from tilecraft.bench.harness import time_rotating
+
+    shape = shape_of(name)
+    info = detect()
+    n_sets = rotation_sets(ba.attention_bytes(shape, 2), info.l2_bytes)
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    sets = [ba.make_inputs(shape, torch.bfloat16, "cuda", gen) for _ in range(n_sets)]
+    impls = []
+    for i, cd in enumerate(cfg_dicts):
+        try:
+            run = run_ours(F(**cd), shape.causal)
+            outs = [run(*x) for x in sets]
+            torch.cuda.synchronize()
+            fn = lambda j, run=run, outs=outs: run(*sets[j], *outs[j])  # noqa: E731
+            g = ba.graphed(fn, n_sets)
+            torch.cuda.synchronize()
+            if g is not None:
+                g(0)
+                torch.cuda.synchronize()
+            impls.append((i, g or fn))
+        except Exception as exc:  # noqa: BLE001 - a fault or launch failure: reported, the parent retries
+            return {"failed": i, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    sdpa = ba._sdpa("cudnn")
+    fn = lambda j: sdpa(*sets[j], shape.causal)  # noqa: E731
+    impls.append(("cudnn", ba.graphed(fn, n_sets) or fn))
+    out = {"ms": [[] for _ in cfg_dicts], "cudnn_ms": []}
+    for r in range(rounds):
+        for key, fn in (impls if r % 2 == 0 else impls[::-1]):
+            try:
+                t = time_rotating(fn, n_sets, budget_s=budget).median_ms
+            except Exception as exc:  # noqa: BLE001
+                if key == "cudnn":
+                    raise
+                return {"failed": key, "error": f"timing round {r}: {type(exc).__name__}: {exc}"[:300]}
+            (out["cudnn_ms"] if key == "cudnn" else out["ms"][key]).append(t)
+    return out
+
+
 def configs_of(name: str) -> list[ops.FwdConfig]:
     shape = shape_of(name)
     default = ops.default_fwd_config(shape.head_dim, torch.device("cuda"), causal=shape.causal)
@@ -158,6 +200,8 @@ def main() -> None:
     pool.shutdown(wait=not hung, cancel_futures=True)
     print(f"checks done in {time.time() - T0:.0f}s" + (" (some did not finish: workers killed)" if hung else ""),
           flush=True)
+    for n, i, c in jobs:
+        print(f"check {n:6s} {label(c):40s} ok={checks[(n, i)][0]} {checks[(n, i)][1]}", flush=True)
     t0 = T0
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -175,30 +219,34 @@ def main() -> None:
         b, h, s, d, causal = SHAPES[name]
         shape = shape_of(name)
         cfgs = configs_of(name)
-        per_set = ba.attention_bytes(shape, 2)
-        n_sets = rotation_sets(per_set, info.l2_bytes)
-        gen = torch.Generator(device="cuda").manual_seed(7)
-        sets = [ba.make_inputs(shape, torch.bfloat16, "cuda", gen) for _ in range(n_sets)]
         entry = {"shape": name, "B": b, "H": h, "S": s, "D": d, "causal": causal, "configs": [], "cudnn_ms": []}
-        impls = []  # (name, fn(i))
         for i, cfg in enumerate(cfgs):
             ok, msg = checks[(name, i)]
-            print(f"check {name:6s} {label(cfg):40s} ok={ok} {msg}", flush=True)
             entry["configs"].append({"label": label(cfg), "config": cfg.as_dict(), "default": i == 0, "ok": ok,
                                      "check": msg, "ms": []})
-            if ok:
-                run = run_ours(cfg, causal)
-                outs = [run(*x) for x in sets]
-                fn = lambda j, run=run, outs=outs: run(*sets[j], *outs[j])  # noqa: E731
-                impls.append((i, ba.graphed(fn, n_sets) or fn))
-        sdpa = ba._sdpa("cudnn")
-        fn = lambda j: sdpa(*sets[j], causal)  # noqa: E731
-        impls.append(("cudnn", ba.graphed(fn, n_sets) or fn))
-        from tilecraft.bench.harness import time_rotating
-        for r in range(args.rounds):
-            for key, fn in (impls if r % 2 == 0 else impls[::-1]):
-                t = time_rotating(fn, n_sets, budget_s=args.budget).median_ms
-                (entry["cudnn_ms"] if key == "cudnn" else entry["configs"][key]["ms"]).append(t)
+        # each attempt in a fresh process: a config that faults (its error is sticky) is dropped and the
+        # shape timed again without it
+        todo = [i for i, c in enumerate(entry["configs"]) if c["ok"]]
+        for _attempt in range(3):
+            try:
+                with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as one:
+                    res = one.submit(time_job, name, [cfgs[i].as_dict() for i in todo], args.rounds,
+                                     args.budget).result()
+            except Exception as exc:  # noqa: BLE001 - the process died (or cuDNN failed): no timing for the shape
+                print(f"{name}: the timing process failed: {type(exc).__name__}: {exc}"[:300], flush=True)
+                res = {"ms": [[] for _ in todo], "cudnn_ms": [float("nan")]}
+                break
+            if "failed" not in res:
+                break
+            bad = todo[res["failed"]]
+            entry["configs"][bad].update(ok=False, check=entry["configs"][bad]["check"] + " | timing: " + res["error"])
+            print(f"{name}: {entry['configs'][bad]['label']} failed in the timing process: {res['error']}", flush=True)
+            todo.remove(bad)
+        else:
+            res = {"ms": [[] for _ in todo], "cudnn_ms": [float("nan")]}
+        for i, ms in zip(todo, res["ms"]):
+            entry["configs"][i]["ms"] = ms
+        entry["cudnn_ms"] = res["cudnn_ms"]
         flops = ba.attention_flops(shape)
         cud = statistics.median(entry["cudnn_ms"])
         entry["cudnn_tflops"] = flops / cud / 1e9
@@ -216,8 +264,6 @@ def main() -> None:
                 table.append(line)
         doc["shapes"].append(entry)
         (out_dir / "attention-round7.json").write_text(json.dumps(doc, indent=1, default=str))
-        del sets, impls
-        torch.cuda.empty_cache()
     doc["wall_s"] = time.time() - t0
     (out_dir / "attention-round7.json").write_text(json.dumps(doc, indent=1, default=str))
     print("\n".join(table))

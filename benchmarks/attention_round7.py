@@ -46,10 +46,10 @@ def G(n: int, stages: int = 2, poly: int = 0) -> ops.FwdConfig:
 SHAPES = {"d128": (4, 16, 4096, 128, False), "d128c": (4, 16, 4096, 128, True), "d64": (8, 16, 2048, 64, False),
           "d64c": (8, 16, 2048, 64, True), "d256": (2, 16, 4096, 256, False), "d256c": (2, 16, 4096, 256, True)}
 CANDIDATES = {
-    "d128": [W(128, persistent=True), W(128, persistent=True, poly=1), W(128, persistent=True, poly=2)],
-    "d128c": [W(128, persistent=True), W(128, persistent=True, poly=1)],
-    "d64": [G(128, poly=1), G(128, poly=2), W(128, persistent=True)],
-    "d64c": [G(64, 4), W(128, persistent=True), W(128, persistent=True, poly=1)],
+    "d128": [W(128, persistent=True), W(128, persistent=True, poly=1), W(128, poly=1)],
+    "d128c": [W(128, persistent=True), W(128, persistent=True, poly=1), W(128, poly=1)],
+    "d64": [G(128, poly=1), G(128, poly=2), W(128, persistent=True), W(128, persistent=True, poly=1)],
+    "d64c": [G(64, 4), G(64, 4, poly=1), W(128, persistent=True), W(128, persistent=True, poly=1)],
     "d256": [W(64, persistent=True), W(64, overlap=True, poly=1)],
     "d256c": [W(64, persistent=True), W(64, overlap=True, poly=1)],
 }

@@ -134,7 +134,7 @@ def time_job(name: str, cfg_dicts: list[dict], rounds: int, budget: float) -> di
     n_sets = rotation_sets(ba.attention_bytes(shape, 2), info.l2_bytes)
     gen = torch.Generator(device="cuda").manual_seed(7)
     sets = [ba.make_inputs(shape, torch.bfloat16, "cuda", gen) for _ in range(n_sets)]
-    impls = []
+    impls, keep = [], []
     for i, cd in enumerate(cfg_dicts):
         try:
             run = run_ours(F(**cd), shape.causal)
@@ -146,6 +146,10 @@ def time_job(name: str, cfg_dicts: list[dict], rounds: int, budget: float) -> di
             if g is not None:
                 g(0)
                 torch.cuda.synchronize()
+            # the graphs write into outs: keep them alive. (Without this, the next config's capture,
+            # which begins with gc.collect() and empty_cache(), unmapped this config's outputs and
+            # every replay but the last config's faulted: run 3 at 24e4014.)
+            keep.append(outs)
             impls.append((i, g or fn))
         except Exception as exc:  # noqa: BLE001 - a fault or launch failure: reported, the parent retries
             return {"failed": i, "error": f"{type(exc).__name__}: {exc}"[:300]}

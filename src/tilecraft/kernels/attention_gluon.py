@@ -42,7 +42,14 @@ have "full" mbarriers (TMA bytes) and "empty" ones (count 2: each consumer arriv
 reading the slot have retired), so no CTA-wide barrier remains. With ``PINGPONG`` two "turn"
 mbarriers hand the tensor cores from one consumer to the other: a consumer issues its products
 (P_j V_j, then S_{j+1} = Q K_{j+1}^T) only on its turn and passes the turn right after issuing, so
-one warpgroup's softmax runs while the other's products are on the tensor cores.
+one warpgroup's softmax runs while the other's products are on the tensor cores. Its grid is 1D over
+tiles (``_tile_coords``): one program per tile, or with ``PERSISTENT`` one per SM walking tiles p,
+p + programs, ... (the loader runs ahead into the next tile; where shared memory allows, O has its own
+buffer and its TMA store stays in flight while the next tile starts).
+
+``POLY`` (both kernels): in every POLY-th key tile the odd columns' exp2 runs on the FMA units
+(``_exp2_fma``, FlashAttention-4's software exponential) and the even columns' on the MUFU, which
+otherwise does every exp2 of the softmax.
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -57,6 +64,15 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from tilecraft.kernels.attention import _key_range
 
 LN2: gl.constexpr = gl.constexpr(0.6931471805599453)
+#: 2^f ~ 1 + f (c1 + f (c2 + f c3)) on [-1/2, 1/2]: the relative-error minimax cubic with the constant
+#: term held at 1 (so 2^n comes out exact); largest relative error 1.014e-4 (``_exp2_fma``).
+EXP2_POLY = (0.6932829, 0.24221037, 0.05500858)
+#: 1.5 * 2^23: x + this, in fp32, holds round(x) in its low mantissa bits (|x| < 2^22).
+ROUND_MAGIC = 12582912.0
+_C1: gl.constexpr = gl.constexpr(EXP2_POLY[0])
+_C2: gl.constexpr = gl.constexpr(EXP2_POLY[1])
+_C3: gl.constexpr = gl.constexpr(EXP2_POLY[2])
+_MAGIC: gl.constexpr = gl.constexpr(ROUND_MAGIC)
 
 
 @gluon.jit
@@ -99,10 +115,10 @@ def _exp2_fma(x):
     bf16's 3.9e-3), n added to the exponent bits. x <= -127 (and -inf) gives exactly 0: x is clamped
     there, f = 0, the polynomial is 1.0 and its exponent field drops to 0."""
     x = gl.maximum(x, -127.0)
-    t = x + 12582912.0
-    f = x - (t - 12582912.0)
-    p = f * 0.05500858 + 0.24221037
-    p = p * f + 0.6932829
+    t = x + _MAGIC
+    f = x - (t - _MAGIC)
+    p = f * _C3 + _C2
+    p = p * f + _C1
     p = p * f + 1.0
     bits = p.to(gl.int32, bitcast=True) + (t.to(gl.int32, bitcast=True) << 23)
     return bits.to(gl.float32, bitcast=True)

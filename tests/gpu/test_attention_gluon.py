@@ -21,8 +21,10 @@ pytestmark = pytest.mark.skipif(
     reason="the Gluon forward needs an sm90 (Hopper) CUDA GPU")
 
 FWD_TOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
-# one config per head dimension with the overlap, and the plain order at D = 128
-CONFIGS = {64: [ops.FwdConfig(128, 128, 8, 3, tma=True, gluon=True)],
+# one config per head dimension with the overlap, and the plain order at D = 128; D = 64 also with
+# the odd columns' exp2 on the FMA units (poly)
+CONFIGS = {64: [ops.FwdConfig(128, 128, 8, 3, tma=True, gluon=True),
+                ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, poly=1)],
            128: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True),
                  ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False)],
            256: [ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True)]}
@@ -30,6 +32,10 @@ CONFIGS = {64: [ops.FwdConfig(128, 128, 8, 3, tma=True, gluon=True)],
 WS_CONFIGS = {d: [ops.FwdConfig(128, n, 8, st, tma=True, gluon=True, overlap=ov, ws=True, pingpong=pp)
                   for ov, pp in ((False, True), (False, False), (True, True))]
               for d, n, st in ((64, 128, 3), (128, 128, 2), (256, 64, 2))}
+# persistent (one program per SM walking the tiles), with and without the FMA-unit exp2
+PERSISTENT_CONFIGS = {d: [ops.FwdConfig(128, n, 8, st, tma=True, gluon=True, overlap=False, ws=True, persistent=True,
+                                        poly=po) for po in (0, 1)]
+                      for d, n, st in ((64, 128, 3), (128, 128, 2), (256, 64, 2))}
 # (B, H, H_kv, S_q, S_k, D, causal)
 CASES = [
     (1, 2, 2, 1, 1, 64, False),
@@ -42,6 +48,10 @@ CASES = [
     (1, 2, 1, 1000, 333, 256, False),
     (2, 2, 2, 1000, 1000, 64, True),
 ]
+# more query tiles than an H200 has SMs (persistent programs take several), grouped-query, S_q > S_k
+# (the first tiles see no key at all), ragged tails
+MANY_TILE_CASES = [(2, 16, 4, 1000, 600, 64, True), (2, 16, 4, 1000, 600, 128, True), (2, 16, 4, 1000, 1000, 128, False),
+                   (2, 16, 4, 1000, 600, 256, True)]
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -104,6 +114,29 @@ def test_gluon_ws_forward_matches_float64(case, dtype):
             check(out, lse, ref_o, ref_l, dtype)
             outs.append(out)
         assert torch.equal(outs[0], outs[1]), f"{cfg}: two launches on the same inputs differ"
+
+
+@pytest.mark.parametrize("case", MANY_TILE_CASES, ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_gluon_ws_persistent_matches_float64(case, dtype):
+    """The persistent kernel (the loader running ahead into the next tile, O stores in flight) and its
+    FMA-unit exp2 variant against float64, and bit-for-bit against the one-tile-per-program kernel."""
+    b, h, h_kv, s_q, s_k, d, causal = case
+    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 2)
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
+    ref_o, ref_l = attention_reference(q, k, v, causal=causal)
+    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+    assert ops.ws_grid(p, PERSISTENT_CONFIGS[d][0], q.device) < ops.ws_grid(p, WS_CONFIGS[d][0], q.device)
+    for cfg in PERSISTENT_CONFIGS[d]:
+        outs = []
+        for c in (cfg, ops.FwdConfig(**{**cfg.as_dict(), "persistent": False})):
+            out = torch.full_like(q, float("nan"))
+            lse = torch.full((b, h, s_q), float("nan"), device="cuda")
+            ops.launch_fwd(q, k, v, out, lse, None, None, p, c)
+            torch.cuda.synchronize()
+            check(out, lse, ref_o, ref_l, dtype)
+            outs.append((out, lse))
+        assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1]), cfg
 
 
 def test_gluon_forward_bshd_and_scale():

@@ -18,11 +18,12 @@ pytest.importorskip("triton.experimental.gluon")
 SM90_SHARED_BYTES = 232448
 
 
-@pytest.mark.parametrize("d,causal,overlap", [(128, True, True), (64, False, True), (256, True, True),
-                                              (128, False, False)])
-def test_gluon_forward_compiles_to_wgmma_and_tma(d, causal, overlap):
+@pytest.mark.parametrize("d,causal,overlap,poly", [(128, True, True, 0), (64, False, True, 0), (256, True, True, 0),
+                                                   (128, False, False, 0), (64, False, False, 1)])
+def test_gluon_forward_compiles_to_wgmma_and_tma(d, causal, overlap, poly):
     cfg = ops.GLUON_FWD.get((d, causal)) or ops.FwdConfig(128, 64 if d == 256 else 128, 8, 2, tma=True, gluon=True)
-    cfg = ops.FwdConfig(cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages, tma=True, gluon=True, overlap=overlap)
+    cfg = ops.FwdConfig(cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages, tma=True, gluon=True, overlap=overlap,
+                        poly=poly)
     res = ba.gluon_compile_report(ba.Shape(2, 16, 4, 4096, 4096, d, causal), torch.bfloat16, cfg)
     assert res["error"] is None, res["error"]
     census = res["census"]
@@ -75,6 +76,10 @@ def test_gluon_config_rules():
     assert ops.triton_fwd_config(128, dev, hopper=True) == ops.FwdConfig(128, 128, 8, 3, tma=True)
     with pytest.raises(ValueError, match="ws"):
         ops.FwdConfig(128, 128, 8, 2, tma=True, ws=True)  # the warp-specialised kernel is a Gluon one
+    with pytest.raises(ValueError, match="persistent only with ws"):
+        ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, persistent=True)
+    with pytest.raises(ValueError, match="poly"):
+        ops.FwdConfig(128, 128, 8, 2, tma=True, poly=1)  # the FMA-unit exp2 is in the Gluon kernels only
     # the sm90 defaults: the warp-specialised kernel where it measured faster (D128, D256), the
     # one-partition Gluon kernel at D64, Triton for D64 causal
     for d, causal in ((128, False), (128, True), (256, False), (256, True)):
@@ -91,8 +96,9 @@ from triton.experimental.gluon._runtime import GluonASTSource
 from tilecraft.bench import attention as ba
 from tilecraft.kernels import attention_gluon
 from tilecraft.ops import attention as ops
-d, causal, n, stages, overlap, pingpong = json.loads(sys.argv[1])
-cfg = ops.FwdConfig(128, n, 8, stages, tma=True, gluon=True, overlap=overlap, ws=True, pingpong=pingpong)
+d, causal, n, stages, overlap, pingpong, persistent, poly = json.loads(sys.argv[1])
+cfg = ops.FwdConfig(128, n, 8, stages, tma=True, gluon=True, overlap=overlap, ws=True, pingpong=pingpong,
+                    persistent=persistent, poly=poly)
 k = ba.gluon_kernel_signature(ba.Shape(2, 16, 4, 4096, 4096, d, causal), torch.bfloat16, cfg)
 sig = {name: t if t.startswith("tensordesc") else t.split(":")[0] for name, t in k["signature"].items()}
 sig.update(dict.fromkeys(k["constexprs"], "constexpr"))
@@ -108,19 +114,24 @@ print(json.dumps({"setmaxnreg": re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligne
 """
 
 
-@pytest.mark.parametrize("d,causal,n,stages,overlap,pingpong", [
-    (128, False, 128, 2, False, True), (128, True, 128, 2, True, True), (64, True, 128, 3, False, False),
-    (256, False, 64, 2, False, True)])
-def test_gluon_ws_forward_compiles_to_setmaxnreg_wgmma_and_tma(d, causal, n, stages, overlap, pingpong):
+@pytest.mark.parametrize("d,causal,n,stages,overlap,pingpong,persistent,poly", [
+    (128, False, 128, 2, False, True, False, 0), (128, True, 128, 2, True, True, False, 0),
+    (64, True, 128, 3, False, False, False, 0), (256, False, 64, 2, False, True, False, 0),
+    (128, True, 128, 2, False, True, True, 1), (256, False, 64, 2, False, True, True, 0)])
+def test_gluon_ws_forward_compiles_to_setmaxnreg_wgmma_and_tma(d, causal, n, stages, overlap, pingpong, persistent,
+                                                               poly):
     """The warp-specialised forward: 12 warps (two 4-warp consumers, a 1-warp loader, padding),
     the register split by ``setmaxnreg`` (consumers up to 240, the loader down to 24), the TMA loads
-    in the loader and the O stores in each consumer, wgmma in both consumers, no spills."""
+    in the loader and the O stores in each consumer, wgmma in both consumers, no spills; also
+    persistent (one program per SM walking the tiles, O in its own buffer where it fits: D128) and
+    with the FMA-unit exp2."""
     import json
     import os
     import subprocess
     import sys
 
-    cfg = ops.FwdConfig(128, n, 8, stages, tma=True, gluon=True, overlap=overlap, ws=True, pingpong=pingpong)
+    cfg = ops.FwdConfig(128, n, 8, stages, tma=True, gluon=True, overlap=overlap, ws=True, pingpong=pingpong,
+                        persistent=persistent, poly=poly)
     res = ba.gluon_compile_report(ba.Shape(2, 16, 4, 4096, 4096, d, causal), torch.bfloat16, cfg)
     assert res["error"] is None, res["error"]
     assert res["spills"] == 0 and res["scratch_bytes"] == 0
@@ -128,7 +139,8 @@ def test_gluon_ws_forward_compiles_to_setmaxnreg_wgmma_and_tma(d, causal, n, sta
     assert res["num_warps"] == 12
     hgmma = sum(v for key, v in res["census"].items() if key.startswith("sass:HGMMA"))
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", _WS_PTX, json.dumps([d, causal, n, stages, overlap, pingpong])],
+    r = subprocess.run([sys.executable, "-c", _WS_PTX,
+                        json.dumps([d, causal, n, stages, overlap, pingpong, persistent, poly])],
                        capture_output=True, text=True, env=env, timeout=300, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     facts = json.loads(r.stdout.strip().splitlines()[-1])
@@ -141,3 +153,45 @@ def test_gluon_ws_forward_compiles_to_setmaxnreg_wgmma_and_tma(d, causal, n, sta
     assert facts["wgmma"] == 2 * per_consumer == hgmma
     assert facts["tma_load"] >= 3 and facts["tma_store"] == 2  # Q, K, V in the loader; O in each consumer
     assert facts["cta_barrier"] == 0, "no CTA-wide barrier: the partitions meet only at mbarriers"
+
+
+def test_persistent_grid_and_separate_o_buffer():
+    """One program per tile, or at most one per SM when persistent; O gets its own shared buffer
+    only where Q, O and the K/V ring fit sm90's 227 KB together."""
+    ws = ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, ws=True)
+    pers = ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, ws=True, persistent=True)
+    q = torch.empty(2, 16, 1000, 128, dtype=torch.bfloat16)
+    p = ops.validate(q, q[:, :4], q[:, :4], causal=True, scale=None, layout="bhsd")
+    cpu = torch.device("cpu")  # ops._sm_count gives 4 "SMs" off the GPU
+    assert ops.ws_grid(p, ws, cpu) == 8 * 32 and ops.ws_grid(p, pers, cpu) == 4
+    assert ops.ws_separate_o(pers, 128) and not ops.ws_separate_o(ws, 128)
+    assert ops.ws_separate_o(ops.FwdConfig(128, 128, 8, 3, tma=True, gluon=True, ws=True, persistent=True), 64)
+    # D256: Q (64 KB) + the 128 x 64 ring of 2 stages (128 KB) leave no room for O (64 KB)
+    assert not ops.ws_separate_o(ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True, ws=True, persistent=True), 256)
+
+
+def test_fma_exp2_constants():
+    """``_exp2_fma``'s arithmetic replayed in float32 with the kernel's constants: relative error
+    below 1.1e-4 over the softmax's range, exact powers of two at integers, exactly 0 at and below
+    -127 (and for -inf: masked logits must give p = 0, or an all-masked row would not stay 0)."""
+    np = pytest.importorskip("numpy")
+    from tilecraft.kernels.attention_gluon import EXP2_POLY, ROUND_MAGIC
+
+    c1, c2, c3 = (np.float32(c) for c in EXP2_POLY)
+    magic = np.float32(ROUND_MAGIC)
+
+    def exp2_fma(x):
+        x = np.maximum(np.asarray(x, np.float32), np.float32(-127.0))
+        t = x + magic
+        f = x - (t - magic)
+        p = ((f * c3 + c2) * f + c1) * f + np.float32(1.0)
+        bits = p.view(np.int32) + (t.view(np.int32) << np.int32(23))
+        return bits.view(np.float32)
+
+    with np.errstate(over="ignore"):
+        x = np.linspace(-125.9, 0.0, 400_003, dtype=np.float32)
+        rel = np.abs(exp2_fma(x).astype(np.float64) / np.exp2(x.astype(np.float64)) - 1)
+        assert rel.max() < 1.1e-4
+        ints = np.arange(-126, 1, dtype=np.float32)
+        assert np.array_equal(exp2_fma(ints), np.exp2(ints))
+        assert np.all(exp2_fma(np.array([-127.0, -200.0, -1e30, -np.inf], np.float32)) == 0)

@@ -191,13 +191,14 @@ def gluon_kernel_signature(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig) -> 
            "stride_lh": _int_hint(s.seqlen_q), "H": _int_hint(s.heads), "GROUP": _int_hint(s.heads // s.kv_heads),
            "S_Q": _int_hint(s.seqlen_q), "S_K": _int_hint(s.seqlen_k), "qk_scale": "fp32"}
     if cfg.ws:
+        sig = dict(list(sig.items())[:7] + [("BH", _int_hint(s.batch * s.heads))] + list(sig.items())[7:])
         cx = {"HEAD_DIM": s.head_dim, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages, "CAUSAL": s.causal,
-              "PIPELINE": cfg.overlap, "PINGPONG": cfg.pingpong, "CONSUMER_REGS": ops.WS_CONSUMER_REGS,
-              "LOADER_REGS": ops.WS_LOADER_REGS, "num_warps": 4}
+              "PIPELINE": cfg.overlap, "PINGPONG": cfg.pingpong, "SEPARATE_O": ops.ws_separate_o(cfg, s.head_dim),
+              "POLY": cfg.poly, "PERSISTENT": cfg.persistent, "CONSUMER_REGS": ops.WS_CONSUMER_REGS, "LOADER_REGS": ops.WS_LOADER_REGS, "num_warps": 4}
         return {"kernel": "attention_fwd_gluon_ws_kernel", "signature": sig, "constexprs": cx, "num_warps": 4,
                 "num_stages": cfg.num_stages, "maxnreg": ops.WS_MAXNREG}
     cx = {"HEAD_DIM": s.head_dim, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages,
-          "CAUSAL": s.causal, "PIPELINE": cfg.overlap, "num_warps": cfg.num_warps}
+          "CAUSAL": s.causal, "PIPELINE": cfg.overlap, "num_warps": cfg.num_warps, "POLY": cfg.poly}
     return {"kernel": "attention_fwd_gluon_kernel", "signature": sig, "constexprs": cx, "num_warps": cfg.num_warps,
             "num_stages": cfg.num_stages}
 

@@ -42,7 +42,14 @@ have "full" mbarriers (TMA bytes) and "empty" ones (count 2: each consumer arriv
 reading the slot have retired), so no CTA-wide barrier remains. With ``PINGPONG`` two "turn"
 mbarriers hand the tensor cores from one consumer to the other: a consumer issues its products
 (P_j V_j, then S_{j+1} = Q K_{j+1}^T) only on its turn and passes the turn right after issuing, so
-one warpgroup's softmax runs while the other's products are on the tensor cores.
+one warpgroup's softmax runs while the other's products are on the tensor cores. Its grid is 1D over
+tiles (``_tile_coords``): one program per tile, or with ``PERSISTENT`` one per SM walking tiles p,
+p + programs, ... (the loader runs ahead into the next tile; where shared memory allows, O has its own
+buffer and its TMA store stays in flight while the next tile starts).
+
+``POLY`` (both kernels): in every POLY-th key tile the odd columns' exp2 runs on the FMA units
+(``_exp2_fma``, FlashAttention-4's software exponential) and the even columns' on the MUFU, which
+otherwise does every exp2 of the softmax.
 """
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -57,6 +64,15 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from tilecraft.kernels.attention import _key_range
 
 LN2: gl.constexpr = gl.constexpr(0.6931471805599453)
+#: 2^f ~ 1 + f (c1 + f (c2 + f c3)) on [-1/2, 1/2]: the relative-error minimax cubic with the constant
+#: term held at 1 (so 2^n comes out exact); largest relative error 1.014e-4 (``_exp2_fma``).
+EXP2_POLY = (0.6932829, 0.24221037, 0.05500858)
+#: 1.5 * 2^23: x + this, in fp32, holds round(x) in its low mantissa bits (|x| < 2^22).
+ROUND_MAGIC = 12582912.0
+_C1: gl.constexpr = gl.constexpr(EXP2_POLY[0])
+_C2: gl.constexpr = gl.constexpr(EXP2_POLY[1])
+_C3: gl.constexpr = gl.constexpr(EXP2_POLY[2])
+_MAGIC: gl.constexpr = gl.constexpr(ROUND_MAGIC)
 
 
 @gluon.jit
@@ -69,13 +85,14 @@ def _issue_tile(desc, smem, bars, j, b, h_kv, BLOCK_N: gl.constexpr, STAGES: gl.
 
 
 @gluon.jit
-def _program_tile(H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    """This program's (batch, head, K/V head, first query) and key range: [0, lo) is seen by every
-    query of the tile (no mask), [lo, hi) is masked; n_tiles key tiles in all."""
-    pid_m = gl.program_id(0)
+def _tile_coords(t, n_m, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """Tile t of the (B * H) x n_m query tiles, query tiles of one (batch, head) consecutive (heaviest
+    first when causal): its (batch, head, K/V head, first query) and key range: [0, lo) is seen by
+    every query of the tile (no mask), [lo, hi) is masked; n_tiles key tiles in all."""
+    pid_m = t % n_m
     if CAUSAL:
-        pid_m = gl.num_programs(0) - 1 - pid_m  # heaviest query tiles first
-    pid_bh = gl.program_id(1)
+        pid_m = n_m - 1 - pid_m  # heaviest query tiles first
+    pid_bh = t // n_m
     b = pid_bh // H
     h = pid_bh % H
     start_m = pid_m * BLOCK_M
@@ -85,9 +102,49 @@ def _program_tile(H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constex
 
 
 @gluon.jit
-def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAUSAL: gl.constexpr):
+def _program_tile(H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """The tile of a (cdiv(S_q, BLOCK_M), B * H) grid's program (``_tile_coords``)."""
+    n_m = gl.num_programs(0)
+    return _tile_coords(gl.program_id(1) * n_m + gl.program_id(0), n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
+
+
+@gluon.jit
+def _exp2_fma(x):
+    """2^x on the FMA units (FlashAttention-4's software exponential): round x to n by the 1.5 * 2^23
+    trick, a degree-3 polynomial for 2^f on f = x - n in [-1/2, 1/2] (relative error 1.0e-4, far below
+    bf16's 3.9e-3), n added to the exponent bits. x <= -127 (and -inf) gives exactly 0: x is clamped
+    there, f = 0, the polynomial is 1.0 and its exponent field drops to 0."""
+    x = gl.maximum(x, -127.0)
+    t = x + _MAGIC
+    f = x - (t - _MAGIC)
+    p = f * _C3 + _C2
+    p = p * f + _C1
+    p = p * f + 1.0
+    bits = p.to(gl.int32, bitcast=True) + (t.to(gl.int32, bitcast=True) << 23)
+    return bits.to(gl.float32, bitcast=True)
+
+
+@gluon.jit
+def _exp2_split(x, poly):
+    """exp2 of a (rows, BLOCK_N) tile in the wgmma accumulator layout; with ``poly`` (a uniform
+    runtime flag) the odd columns (each thread holds column pairs, so the split moves no data) go
+    to the FMA units and the even ones to the MUFU, which otherwise does every exp2 of the softmax."""
+    if poly:
+        M: gl.constexpr = x.shape[0]
+        N: gl.constexpr = x.shape[1]
+        even, odd = gl.split(x.reshape([M, N // 2, 2]))
+        y = gl.join(gl.exp2(even), _exp2_fma(odd)).reshape([M, N])
+        return gl.convert_layout(y, x.type.layout)
+    else:
+        return gl.exp2(x)
+
+
+@gluon.jit
+def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAUSAL: gl.constexpr,
+                  POLY: gl.constexpr = 0):
     """One online-softmax step on raw logits ``qk`` (fp32, S's wgmma layout). Returns
-    (p, alpha, m_new, l_new); m in log2 units of the scaled logits."""
+    (p, alpha, m_new, l_new); m in log2 units of the scaled logits. ``POLY`` = k > 0: the odd
+    columns of every k-th key tile take the FMA units' exp2 (``_exp2_split``)."""
     if start_n >= lo:
         # diagonal tile or ragged key tail: mask before the row max (scale > 0, so -inf stays -inf)
         keep = (start_n + cols)[None, :] < hi
@@ -97,7 +154,11 @@ def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAU
     m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
     # A row that has seen no key yet keeps m = -inf: subtract 0 there (its terms are exp2(-inf) = 0).
     m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)
-    p = gl.exp2(qk * qk_scale - m_sub[:, None])
+    x = qk * qk_scale - m_sub[:, None]
+    if POLY > 0:
+        p = _exp2_split(x, (start_n // qk.shape[1]) % POLY == 0)
+    else:
+        p = gl.exp2(x)
     alpha = gl.exp2(m_i - m_sub)
     l_new = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_new
@@ -109,7 +170,7 @@ def attention_fwd_gluon_kernel(
     stride_lb, stride_lh,
     H, GROUP, S_Q, S_K, qk_scale,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-    CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, num_warps: gl.constexpr,
+    CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, num_warps: gl.constexpr, POLY: gl.constexpr = 0,
 ):
     """O = softmax(Q K^T scale) V and LSE (natural log) for one 128-query tile of one (batch, head).
 
@@ -164,7 +225,7 @@ def attention_fwd_gluon_kernel(
             k_t = k_smem.index(0)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile2d_kv).permute((1, 0))
             qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
             qk = warpgroup_mma_wait(0, deps=(qk,))
-            p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL)
+            p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY)
             for j in range(1, n_tiles):
                 s_cur = j % STAGES
                 s_prev = (j - 1) % STAGES
@@ -179,7 +240,7 @@ def attention_fwd_gluon_kernel(
                 # S_j done (groups retire in order), P_{j-1} V_{j-1} may still run: softmax beside it
                 qk = warpgroup_mma_wait(1, deps=(qk,))
                 p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, j * BLOCK_N, lo, hi, rows, cols, diag, qk_scale,
-                                                   CAUSAL)
+                                                   CAUSAL, POLY)
                 # Then wait for P_{j-1} V_{j-1}. The wait goes into a block of its own behind a branch
                 # (qk_scale > 0 always holds; the other side orders its two statements differently,
                 # so LLVM cannot merge the sides): in the same block as the softmax, ptxas scheduled
@@ -212,7 +273,7 @@ def attention_fwd_gluon_kernel(
                 qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
                 qk = warpgroup_mma_wait(0, deps=(qk,))
                 p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, j * BLOCK_N, lo, hi, rows, cols, diag, qk_scale,
-                                                   CAUSAL)
+                                                   CAUSAL, POLY)
                 acc = acc * gl.convert_layout(alpha, row_o)[:, None]
                 mbarrier.wait(v_bars.index(s_cur), phase)
                 v_t = v_smem.index(s_cur)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile2d_kv)
@@ -248,25 +309,58 @@ def attention_fwd_gluon_kernel(
 # Warp-specialised ping-pong forward (FlashAttention-3's schedule, sm90)
 # ------------------------------------------------------------------------------------------------
 @gluon.jit
-def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, v_full, k_empty, v_empty,
-               b, h, h_kv, start_m, n_tiles, BLOCK_N: gl.constexpr, CONSUMERS: gl.constexpr):
-    """One warp: each consumer's Q rows once, then K_j and V_j into ring slot j % STAGES as soon as
-    both consumers have released the slot (``*_empty``, count 2); the copies complete on ``*_full``."""
+def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
+               n_m, total, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+               CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
+    """One warp, over this program's tiles: K_0 and V_0, each consumer's Q rows once its Q buffer is
+    free (``q_empty``), then K_j and V_j into ring slot (count % STAGES) as soon as both consumers
+    have released the slot (``*_empty``, count 2); the copies complete on ``*_full``. The ring's
+    count runs on across tiles, so the loads of the next tile start while this one is computed."""
+    if PERSISTENT:
+        count = 0
+        it = 0
+        for t in range(gl.program_id(0), total, gl.num_programs(0)):
+            count = _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full,
+                                  k_empty, v_empty, t, it, count, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS,
+                                  CAUSAL)
+            it += 1
+    else:
+        _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
+                      gl.program_id(0), 0, 0, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL)
+
+
+@gluon.jit
+def _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
+                  t, it, count, n_m, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr):
+    """The loads of tile t, the loader's it-th; ``count``: K/V tiles loaded before (returned advanced)."""
     STAGES: gl.constexpr = k_smem.type.shape[0]
     ROWS: gl.constexpr = q_smem.type.shape[3]
-    for c in gl.static_range(CONSUMERS):
-        mbarrier.expect(q_bars.index(c), q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [b, h, start_m + c * ROWS, 0], q_bars.index(c), q_smem.index(c))
+    b, h, h_kv, start_m, lo, hi, diag, n_tiles = _tile_coords(t, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
     for j in range(n_tiles):
-        s = j % STAGES
+        s = (count + j) % STAGES
         # a fresh mbarrier counts as having completed the phase before phase 0
-        free = ((j // STAGES) & 1) ^ 1
+        free = (((count + j) // STAGES) & 1) ^ 1
         mbarrier.wait(k_empty.index(s), free)
         mbarrier.expect(k_full.index(s), k_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(k_desc, [b, h_kv, j * BLOCK_N, 0], k_full.index(s), k_smem.index(s))
         mbarrier.wait(v_empty.index(s), free)
         mbarrier.expect(v_full.index(s), v_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(v_desc, [b, h_kv, j * BLOCK_N, 0], v_full.index(s), v_smem.index(s))
+        if j == 0:
+            _ws_load_q(q_desc, q_smem, q_full, q_empty, b, h, start_m, it, ROWS, CONSUMERS)
+    if n_tiles == 0:
+        _ws_load_q(q_desc, q_smem, q_full, q_empty, b, h, start_m, it, ROWS, CONSUMERS)
+    return count + n_tiles
+
+
+@gluon.jit
+def _ws_load_q(q_desc, q_smem, q_full, q_empty, b, h, start_m, it, ROWS: gl.constexpr, CONSUMERS: gl.constexpr):
+    """Each consumer's Q rows of the program's it-th tile, once that consumer freed its Q buffer."""
+    for c in gl.static_range(CONSUMERS):
+        mbarrier.wait(q_empty.index(c), (it & 1) ^ 1)
+        mbarrier.expect(q_full.index(c), q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [b, h, start_m + c * ROWS, 0], q_full.index(c), q_smem.index(c))
 
 
 @gluon.jit
@@ -284,16 +378,44 @@ def _ws_turn_pass(turns, c: gl.constexpr, CONSUMERS: gl.constexpr, PINGPONG: gl.
 
 
 @gluon.jit
-def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bars, k_full, v_full, k_empty,
-                 v_empty, turns, b, h, start_m, S_Q, lo, hi, diag, n_tiles, qk_scale, c: gl.constexpr,
-                 CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, PINGPONG: gl.constexpr):
-    """One warpgroup: ROWS = 64 query rows (rows c*64.. of the program's tile) over every key tile.
+def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full,
+                 k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, c: gl.constexpr,
+                 BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PIPELINE: gl.constexpr,
+                 PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr, PERSISTENT: gl.constexpr):
+    """One warpgroup: ROWS = 64 query rows (rows c*64.. of each of the program's tiles) over every key tile.
 
     Plain order, rotated so that a turn issues P_j V_j and then S_{j+1} = Q K_{j+1}^T back to back;
     with ``PINGPONG`` the consumers take turns (an mbarrier each), so one warpgroup's softmax runs
     while the other's products are on the tensor cores. ``PIPELINE`` adds FlashAttention-3's
     intra-warpgroup overlap: a turn issues S_{j+1} first, then P_j V_j, and the softmax of S_{j+1}
-    runs while P_j V_j is still on the tensor cores."""
+    runs while P_j V_j is still on the tensor cores. The ring index and the turn count run on across
+    tiles. ``SEPARATE_O``: O leaves through its own buffer and its TMA store stays in flight while the
+    next tile starts (Q's buffer is released after the tile's last Q K^T); otherwise through Q's buffer,
+    released once the store has completed."""
+    if PERSISTENT:
+        base = 0  # ring index of the tile's first key tile
+        turn = 0  # turns taken so far
+        it = 0
+        for t in range(gl.program_id(0), total, gl.num_programs(0)):
+            base, turn = _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full,
+                                           q_empty, k_full, v_full, k_empty, v_empty, turns, t, it, base, turn, n_m, H,
+                                           GROUP, S_Q, S_K, qk_scale, c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG,
+                                           SEPARATE_O, POLY)
+            it += 1
+    else:
+        _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
+                          v_full, k_empty, v_empty, turns, gl.program_id(0), 0, 0, 0, n_m, H, GROUP, S_Q, S_K, qk_scale,
+                          c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
+                      v_full, k_empty, v_empty, turns, t, it, base, turn, n_m, H, GROUP, S_Q, S_K, qk_scale,
+                      c: gl.constexpr, BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr,
+                      PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr):
+    """One tile t (the consumer's it-th) of ``_ws_consumer``: ``base`` is the ring index of its first
+    key tile, ``turn`` the turns taken before; returns both advanced."""
     dtype: gl.constexpr = k_smem.dtype
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[3]
@@ -308,37 +430,41 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_ba
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     tile_q: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, HEAD_DIM], dtype)
     tile_kv: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-
     q2d = q_smem.index(c)._reinterpret(dtype, [ROWS, HEAD_DIM], tile_q)
-    rows = start_m + c * ROWS + gl.arange(0, ROWS, layout=row_s)
+    o_buf = o_smem.index(c) if SEPARATE_O else q_smem.index(c)
+    o2d = o_buf._reinterpret(dtype, [ROWS, HEAD_DIM], tile_q)
     cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
+    b, h, h_kv, start_m, lo, hi, diag, n_tiles = _tile_coords(t, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
+    rows = start_m + c * ROWS + gl.arange(0, ROWS, layout=row_s)
     m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
     l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
     acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
-    s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
-    mbarrier.wait(q_bars.index(c), 0)
+    mbarrier.wait(q_full.index(c), it & 1)
 
     if n_tiles > 0:
         # turn 0: S_0
-        mbarrier.wait(k_full.index(0), 0)
-        k_t = k_smem.index(0)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv).permute((1, 0))
-        _ws_turn_wait(turns, c, 0, PINGPONG)
+        s0 = base % STAGES
+        mbarrier.wait(k_full.index(s0), (base // STAGES) & 1)
+        k_t = k_smem.index(s0)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv).permute((1, 0))
+        _ws_turn_wait(turns, c, turn, PINGPONG)
         qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
         _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
         qk = warpgroup_mma_wait(0, deps=(qk,))
-        mbarrier.arrive(k_empty.index(0))
-        p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL)
+        mbarrier.arrive(k_empty.index(s0))
+        p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY)
         for j in range(n_tiles - 1):
             # turn j + 1: P_j V_j and S_{j+1}
-            s = j % STAGES
-            s1 = (j + 1) % STAGES
-            mbarrier.wait(v_full.index(s), (j // STAGES) & 1)
-            mbarrier.wait(k_full.index(s1), ((j + 1) // STAGES) & 1)
+            g = base + j
+            s = g % STAGES
+            s1 = (g + 1) % STAGES
+            mbarrier.wait(v_full.index(s), (g // STAGES) & 1)
+            mbarrier.wait(k_full.index(s1), ((g + 1) // STAGES) & 1)
             v_t = v_smem.index(s)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv)
             k_t = k_smem.index(s1)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv).permute((1, 0))
             p_op = gl.convert_layout(p.to(dtype), p_layout)
             if PIPELINE:
-                _ws_turn_wait(turns, c, j + 1, PINGPONG)
+                _ws_turn_wait(turns, c, turn + j + 1, PINGPONG)
                 qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
                 acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
                 _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
@@ -346,7 +472,7 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_ba
                 qk = warpgroup_mma_wait(1, deps=(qk,))
                 mbarrier.arrive(k_empty.index(s1))
                 p, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
-                                                     qk_scale, CAUSAL)
+                                                     qk_scale, CAUSAL, POLY)
                 # the blocking wait in a block of its own (see attention_fwd_gluon_kernel): ptxas
                 # would otherwise hoist it above the exp2s
                 if qk_scale > 0.0:
@@ -358,7 +484,7 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_ba
                 acc = o_done * gl.convert_layout(alpha_n, row_o)[:, None]
             else:
                 acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-                _ws_turn_wait(turns, c, j + 1, PINGPONG)
+                _ws_turn_wait(turns, c, turn + j + 1, PINGPONG)
                 acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
                 qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
                 _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
@@ -366,69 +492,88 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_ba
                 mbarrier.arrive(v_empty.index(s))
                 mbarrier.arrive(k_empty.index(s1))
                 p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
-                                                   qk_scale, CAUSAL)
+                                                   qk_scale, CAUSAL, POLY)
+        if SEPARATE_O:
+            mbarrier.arrive(q_empty.index(c))  # every Q K^T of the tile has retired
         # turn n_tiles: the last P V
-        last = n_tiles - 1
+        g = base + n_tiles - 1
         if not PIPELINE:
             acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-        mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
-        v_t = v_smem.index(last % STAGES)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv)
+        mbarrier.wait(v_full.index(g % STAGES), (g // STAGES) & 1)
+        v_t = v_smem.index(g % STAGES)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv)
         p_op = gl.convert_layout(p.to(dtype), p_layout)
-        _ws_turn_wait(turns, c, n_tiles, PINGPONG)
+        _ws_turn_wait(turns, c, turn + n_tiles, PINGPONG)
         acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
         _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
         acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-        mbarrier.arrive(v_empty.index(last % STAGES))
+        mbarrier.arrive(v_empty.index(g % STAGES))
+    elif SEPARATE_O:
+        mbarrier.arrive(q_empty.index(c))
 
-    # Rows that saw no key: l = 0, acc = 0 -> output 0 and lse = -inf. O goes out through this
-    # consumer's Q rows (its last product has retired).
+    # Rows that saw no key: l = 0, acc = 0 -> output 0 and lse = -inf.
     l_o = gl.convert_layout(l_i, row_o)
     out = acc / gl.where(l_o == 0.0, 1.0, l_o)[:, None]
-    q2d.store(out.to(dtype))
+    if SEPARATE_O:
+        tma.store_wait(0)  # the previous tile's O has left the buffer
+        gl.thread_barrier()
+    o2d.store(out.to(dtype))
     fence_async_shared()
     gl.thread_barrier()
-    tma.async_copy_shared_to_global(o_desc, [b, h, start_m + c * ROWS, 0], q_smem.index(c))
+    tma.async_copy_shared_to_global(o_desc, [b, h, start_m + c * ROWS, 0], o_buf)
     lse = gl.where(l_i == 0.0, float("-inf"), (m_i + gl.log2(gl.where(l_i == 0.0, 1.0, l_i))) * LN2)
     l_ptrs = LSE + b.to(gl.int64) * stride_lb + h.to(gl.int64) * stride_lh + rows
     gl.store(l_ptrs, lse, mask=rows < S_Q)
-    tma.store_wait(0)
+    if not SEPARATE_O:
+        tma.store_wait(0)
+        mbarrier.arrive(q_empty.index(c))  # O has left Q's buffer
+    return base + n_tiles, turn + gl.where(n_tiles > 0, n_tiles + 1, 0)
 
 
 @gluon.jit
 def attention_fwd_gluon_ws_kernel(
     q_desc, k_desc, v_desc, o_desc, LSE,
     stride_lb, stride_lh,
-    H, GROUP, S_Q, S_K, qk_scale,
+    BH, H, GROUP, S_Q, S_K, qk_scale,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-    CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, PINGPONG: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr, num_warps: gl.constexpr,
+    CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr,
+    POLY: gl.constexpr, PERSISTENT: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
+    num_warps: gl.constexpr,
 ):
-    """The warp-specialised forward: one program = 2 x 64 queries of one (batch, head).
+    """The warp-specialised forward: tiles of 2 x 64 queries of one (batch, head).
 
-    ``num_warps`` = 4: the default partition is consumer 0 (rows 0..63 of the tile), a 4-warp worker
+    ``num_warps`` = 4: the default partition is consumer 0 (rows 0..63 of each tile), a 4-warp worker
     partition consumer 1 (rows 64..127) and a 1-warp worker the TMA loader (``LOADER_REGS``
     registers; consumer 1 gets ``CONSUMER_REGS``). ``q_desc``/``o_desc`` boxes are 64 rows, K/V
-    boxes BLOCK_N rows. Grid (cdiv(S_q, 128), B * H); ``qk_scale`` = scale * log2(e).
+    boxes BLOCK_N rows. Grid (programs,): program p takes tiles p, p + programs, ... of the
+    cdiv(S_q, 128) x BH tiles (``_tile_coords``): one tile each when there are as many programs as
+    tiles, persistent (the loader running ahead into the next tile) with one program per SM.
+    ``qk_scale`` = scale * log2(e); ``POLY``: ``_softmax_step``'s exp2 split.
     No CTA-wide barrier after the split: the ring's slots have a "full" mbarrier (TMA bytes) and an
     "empty" one (count 2: each consumer arrives once its products reading the slot have retired),
-    and with ``PINGPONG`` two "turn" mbarriers hand the tensor cores from one consumer to the other."""
+    each consumer's Q buffer a full/empty pair, and with ``PINGPONG`` two "turn" mbarriers hand the
+    tensor cores from one consumer to the other."""
     CONSUMERS: gl.constexpr = 2
     ROWS: gl.constexpr = q_desc.block_type.shape[2]
     gl.static_assert(BLOCK_M == CONSUMERS * ROWS, "the Q/O boxes hold BLOCK_M / 2 rows (one consumer's)")
     dtype: gl.constexpr = q_desc.dtype
-    b, h, h_kv, start_m, lo, hi, diag, n_tiles = _program_tile(H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
+    n_m = gl.cdiv(S_Q, BLOCK_M)
+    total = n_m * BH
 
     q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 1, 1, ROWS, HEAD_DIM], q_desc.layout)
+    o_smem = gl.allocate_shared_memory(dtype, [CONSUMERS if SEPARATE_O else 1, 1, 1, ROWS if SEPARATE_O else 8,
+                                               HEAD_DIM], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], v_desc.layout)
-    q_bars = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    q_full = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     turns = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     k_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for c in gl.static_range(CONSUMERS):
-        mbarrier.init(q_bars.index(c), count=1)
+        mbarrier.init(q_full.index(c), count=1)
+        mbarrier.init(q_empty.index(c), count=1)
         mbarrier.init(turns.index(c), count=1)
     for s in gl.static_range(STAGES):
         mbarrier.init(k_full.index(s), count=1)
@@ -442,12 +587,12 @@ def attention_fwd_gluon_ws_kernel(
     C0: gl.constexpr = 0
     C1: gl.constexpr = 1
     gl.warp_specialize([
-        (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bars, k_full, v_full, k_empty,
-                        v_empty, turns, b, h, start_m, S_Q, lo, hi, diag, n_tiles, qk_scale, C0, CONSUMERS, CAUSAL,
-                        PIPELINE, PINGPONG)),
-        (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bars, k_full, v_full, k_empty,
-                        v_empty, turns, b, h, start_m, S_Q, lo, hi, diag, n_tiles, qk_scale, C1, CONSUMERS, CAUSAL,
-                        PIPELINE, PINGPONG)),
-        (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bars, k_full, v_full, k_empty, v_empty,
-                      b, h, h_kv, start_m, n_tiles, BLOCK_N, CONSUMERS)),
+        (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
+                        v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
+                        CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT)),
+        (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
+                        v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
+                        CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT)),
+        (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
+                      v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT)),
     ], [4, 1], [CONSUMER_REGS, LOADER_REGS])

@@ -68,11 +68,18 @@ class FwdConfig:
     # the consumers' warps (the loader's warp comes on top).
     ws: bool = False
     pingpong: bool = True
+    # Gluon only: the odd columns of every ``poly``-th key tile take a polynomial exp2 on the FMA units
+    # instead of the MUFU (FlashAttention-4's trick; 0: every exp2 on the MUFU). With ws, ``persistent``
+    # runs one program per SM walking the tiles (the loader running ahead into the next tile).
+    poly: int = 0
 
     def __post_init__(self):
-        if self.gluon and (self.block_m != 128 or self.num_warps != 8 or self.producer_consumer or self.persistent):
+        if self.gluon and (self.block_m != 128 or self.num_warps != 8 or self.producer_consumer
+                           or (self.persistent and not self.ws)):
             raise ValueError("a Gluon forward config takes block_m=128, num_warps=8 (two warpgroups of 64 rows), "
-                             f"no producer_consumer or persistent, got {self}")
+                             f"no producer_consumer, persistent only with ws, got {self}")
+        if self.poly and not self.gluon:
+            raise ValueError(f"poly (the FMA-unit exp2) is a Gluon kernel option, got {self}")
         if self.ws and not self.gluon:
             raise ValueError(f"ws (the warp-specialised Gluon forward) needs gluon=True, got {self}")
         if self.producer_consumer and not self.tma:
@@ -474,6 +481,23 @@ WS_LOADER_REGS = 24
 #: The register cap at entry (12 warps: 65536 / 384, rounded down to 8) that ``setmaxnreg`` needs.
 WS_MAXNREG = 168
 
+#: Shared memory an sm90 program may take (227 KB) less room for the mbarriers.
+SM90_SMEM_BYTES = 232448 - 1024
+
+
+def ws_separate_o(cfg: FwdConfig, head_dim: int, itemsize: int = 2) -> bool:
+    """Whether the persistent warp-specialised forward gives O its own shared buffer (its TMA store
+    then stays in flight into the next tile): where Q, O and the K/V ring fit together."""
+    ring = 2 * cfg.num_stages * cfg.block_n * head_dim
+    return cfg.persistent and (2 * cfg.block_m * head_dim + ring) * itemsize <= SM90_SMEM_BYTES
+
+
+def ws_grid(p: Problem, cfg: FwdConfig, device: torch.device) -> int:
+    """Programs of the warp-specialised forward: one per tile, or one per SM when persistent."""
+    tiles = _cdiv(p.seqlen_q, cfg.block_m) * p.batch * p.heads
+    return min(tiles, _sm_count(device)) if cfg.persistent else tiles
+
+
 #: Head dimensions the Gluon forward takes (unpadded: the TMA box is the whole head dimension).
 GLUON_HEAD_DIMS = (64, 128, 256)
 
@@ -512,14 +536,16 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
     if cfg.ws:
         rows = cfg.block_m // 2  # each consumer warpgroup's Q and O box
         with _on_device(q):
-            return _g.attention_fwd_gluon_ws_kernel[(_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)](
+            return _g.attention_fwd_gluon_ws_kernel[(ws_grid(p, cfg, q.device),)](
                 _gluon_descriptor(q, p, p.seqlen_q, p.heads, rows),
                 _gluon_descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n),
                 _gluon_descriptor(v, p, p.seqlen_k, p.kv_heads, cfg.block_n),
                 _gluon_descriptor(out, p, p.seqlen_q, p.heads, rows),
-                lse, *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k,
-                p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, STAGES=cfg.num_stages,
-                CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong, CONSUMER_REGS=WS_CONSUMER_REGS,
+                lse, *_lse_strides(lse, p.varlen), p.batch * p.heads, p.heads, p.heads // p.kv_heads, p.seqlen_q,
+                p.seqlen_k, p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+                STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong,
+                SEPARATE_O=ws_separate_o(cfg, p.head_dim), POLY=cfg.poly, PERSISTENT=cfg.persistent,
+                CONSUMER_REGS=WS_CONSUMER_REGS,
                 LOADER_REGS=WS_LOADER_REGS, num_warps=4, maxnreg=WS_MAXNREG)
     with _on_device(q):
         return _g.attention_fwd_gluon_kernel[(_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)](
@@ -529,7 +555,7 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
             _gluon_descriptor(out, p, p.seqlen_q, p.heads, cfg.block_m),
             lse, *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k,
             p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, STAGES=cfg.num_stages,
-            CAUSAL=p.causal, PIPELINE=cfg.overlap, num_warps=cfg.num_warps)
+            CAUSAL=p.causal, PIPELINE=cfg.overlap, num_warps=cfg.num_warps, POLY=cfg.poly)
 
 
 def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):

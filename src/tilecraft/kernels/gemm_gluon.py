@@ -15,6 +15,10 @@ K-major (``A`` (M, K), ``B`` as (N, K)), except that a tf32 MN-major A is read i
   that read it retire; then writes the tile through shared memory in ``EPI_N``-column chunks
   (two chunk buffers) and TMA stores that are left to finish under the next tile's main loop.
 
+Measured variants kept as knobs (docs/gemm.md follow-up 6): ``ROW_PERM`` (the tf32 register
+operand's rows read in an order free of bank conflicts) and ``FIXUP`` (split-K 2 joined inside
+the kernel through a per-tile flag).
+
 ``THREE_TF32``: the operands are the tf32 ``hi`` and ``lo = x - hi`` parts of fp32 matrices
 (``tilecraft.kernels.gemm.tf32_split_kernel``; four descriptors) and each K step issues three tf32
 wgmmas: ``hi*hi`` into one accumulator and ``hi*lo + lo*hi`` into another, both restarted from

@@ -91,20 +91,23 @@ def test_tf32_float64(layout, shape):
     assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 3e-3
 
 
+@pytest.mark.parametrize("perm", [False, True])
 @pytest.mark.parametrize("layout", ["NN", "TT", "NT", "TN"])
 @pytest.mark.parametrize("shape", SHAPES)
-def test_tf32_mn_major_in_registers(layout, shape):
+def test_tf32_mn_major_in_registers(layout, shape, perm):
     """``mn_regs``: NN as C^T = B^T A^T (B^T into registers, the tile stored transposed), TT with A
-    into registers, no copy; NT and TN (nothing MN-major to take / both) take the copies."""
+    into registers, no copy; NT and TN (nothing MN-major to take / both) take the copies.
+    ``row_perm``: the register operand's rows read in a relabelled order, put back before the store."""
     gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, "regs")) % 2**31)
     a, b = _operands(torch.float32, layout, *shape, gen)
     spec = ops.validate(a, b, precision="tf32")
-    cfg = GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True)
+    cfg = GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True, row_perm=perm)
     plan = ops.launch_plan(a, b, torch.empty(spec.out_shape, device="cuda"), spec, cfg)
     m, n, k = shape  # the MN-major operand's rows must be 16-byte aligned to be read as they are
     regs = {"NN": "swap" if n % 4 == 0 and k % 4 == 0 else None,
             "TT": "regs" if m % 4 == 0 and k % 4 == 0 else None}.get(layout)
     assert plan[-1].constexprs["A_REGS"] == bool(regs) and plan[-1].constexprs["TRANS_OUT"] == (regs == "swap")
+    assert plan[-1].constexprs["ROW_PERM"] == (perm and bool(regs))
     out = torch.full(spec.out_shape, float("nan"), device="cuda")
     ops.launch(a, b, out, spec, cfg)
     assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 3e-3
@@ -154,6 +157,23 @@ def test_16bit_split_k(cfg, layout):
     for k in plan:
         k.run()
     assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 1e-2
+
+
+@pytest.mark.parametrize("layout", ["NN", "NT"])
+def test_16bit_split_k_fixup(layout):
+    """split-K 2 with the halves joined inside the kernel (``fixup``: one launch, a flag per tile):
+    three calls in a row per shape, each checked (every launch must leave its flags at zero)."""
+    cfg = GemmConfig("gluon", 128, 128, 64, 8, 8, 4, split_k=2, fixup=True)
+    gen = torch.Generator(device="cuda").manual_seed(19)
+    for shape in ((1000, 1000, 1000), (77, 136, 1012), (200, 264, 4104), (1000, 1000, 72)):
+        for _ in range(3):
+            a, b = _rnd16(torch.bfloat16, layout, *shape, gen)
+            spec = ops.validate(a, b)
+            out = torch.full(spec.out_shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+            plan = ops.launch_plan(a, b, out, spec, cfg)
+            assert [k.kernel.__name__ for k in plan] == ["matmul_ws_kernel"] and plan[0].constexprs["FIXUP"]
+            plan[0].run()
+            assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 1e-2, shape
 
 
 def test_16bit_fp32_out_and_split_rule():

@@ -135,20 +135,22 @@ def test_gluon_problem_key_and_config():
 # ---------------------------------------------------------------------------------------------
 # fp16 / bf16 on the Gluon kernel
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("layout", ["NN", "TT"])
-def test_gluon_tf32_mn_major_in_registers_cross_compiles(layout):
+@pytest.mark.parametrize("layout,perm", [("NN", False), ("TT", False), ("NN", True), ("TT", True)])
+def test_gluon_tf32_mn_major_in_registers_cross_compiles(layout, perm):
     """tf32 NN (C^T = B^T A^T, the tile stored transposed) and TT: the MN-major operand goes
     through registers (ld.shared, then wgmma with A from registers), no copy, no spills. Two K
     steps per loop iteration plus an odd tail: 3 x BLOCK_K / 8 wgmmas in the SASS. (One A per
     iteration compiled to one register set that the next step's loads overwrote under the running
-    wgmma: wrong results on the H200.)"""
-    cfg = GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True)
+    wgmma: wrong results on the H200.) ``row_perm``: the same loads and wgmmas, the rows relabelled
+    by layout only (the conversion to the wgmma operand layout is asserted trivial at compile time)."""
+    cfg = GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True, row_perm=perm)
     a = torch.empty(8192, 4096, device="meta").t() if layout[0] == "T" else torch.empty(4096, 8192, device="meta")
     b = torch.empty(2048, 8192, device="meta").t() if layout[1] == "T" else torch.empty(8192, 2048, device="meta")
     _, _, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=cfg, precision="tf32")
     (launch,) = plan
     cx = launch.constexprs
     assert cx["A_REGS"] and not cx["A_KMAJOR"] and cx["B_KMAJOR"] and cx["TRANS_OUT"] == (layout == "NN")
+    assert cx["ROW_PERM"] == perm
     if layout == "NN":  # the kernel's M is C's N
         assert launch.args[5:7] == (2048, 4096)
     res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch), cx,
@@ -274,3 +276,72 @@ def test_pad_rows_kernel_interpreter():
                                     dst.stride(0) // 8, dst.stride(1) // 8, VEC=8, BLOCK_R=16, BLOCK_C=16)
     assert torch.equal(dst[..., :40], src)
     assert torch.isnan(dst[..., 40:]).all()  # the padding is never written
+
+
+_BANKS = r"""
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon._runtime import GluonASTSource
+from tilecraft.kernels.gemm_gluon import _row_swapped
+
+@gluon.constexpr_function
+def transposed(ll):
+    t = lambda v: [v[1], v[0]]
+    return gl.DistributedLinearLayout([t(v) for v in ll.reg_bases], [t(v) for v in ll.lane_bases],
+                                      [t(v) for v in ll.warp_bases], [], [ll.shape[1], ll.shape[0]])
+
+@gluon.jit
+def probe(X, BM: gl.constexpr, NW: gl.constexpr):
+    acc: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1], instr_shape=[16, 256, 8])
+    ll: gl.constexpr = gl.to_linear_layout(gl.DotOperandLayout(operand_index=0, parent=acc, k_width=1), [BM, 32])
+    smem: gl.constexpr = gl.shared_memory_descriptor_type(
+        gl.float32, [32, BM], gl.NVMMASharedLayout.get_default_for([32, BM], gl.float32), [32, BM])
+    gl.static_print("conflicts", gl.bank_conflicts(gl.distributed_type(gl.float32, [32, BM], transposed(ll)), smem),
+                    gl.bank_conflicts(gl.distributed_type(gl.float32, [32, BM], _row_swapped(ll)), smem))
+
+for bm, nw in ((128, 8), (128, 4), (64, 4)):
+    triton.compile(GluonASTSource(fn=probe, signature={"X": "*fp32", "BM": "constexpr", "NW": "constexpr"},
+                                  constexprs={"BM": bm, "NW": nw}), target=GPUTarget("cuda", 90, 32),
+                   options={"num_warps": nw})
+"""
+
+
+def test_gluon_row_perm_loads_free_of_bank_conflicts(tmp_path):
+    """The tf32 register operand read from its 128-byte-swizzled MN-major tile: in tile order a
+    warp's loads conflict 2-way (each 32-bit load takes two wavefronts); with ``row_perm``'s row
+    relabelling (bits 2 and 4 swapped) none, for the 128- and 64-row tiles (Triton's own count)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")  # the counts print while compiling, not from a cache
+    script = tmp_path / "banks.py"  # @jit functions must live in a file
+    script.write_text(_BANKS)
+    r = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    counts = [line.split()[1:] for line in r.stdout.splitlines() if line.startswith("conflicts")]
+    assert counts == [["1", "0"]] * 3, r.stdout
+
+
+def test_gluon_split_k_fixup_cross_compiles_and_rules():
+    """split-K 2 joined inside the Gluon kernel: one launch (no workspace pass, no reduce), one
+    program per work unit (64 tiles of 1000^2 in 128 programs), the partial tile handed over by
+    64-bit global stores and loads, no spills; refused where the units outnumber the SMs (a waiting
+    half needs its partner running) or the split is not 2."""
+    cfg = GemmConfig("gluon", 128, 128, 64, 8, 8, 4, split_k=2, fixup=True)
+    a = torch.empty(1000, 1000, dtype=torch.bfloat16, device="meta")
+    _, _, plan = ops.target_plan(a, a, "sm90", sms=132, cfg=cfg)
+    (launch,) = plan
+    assert launch.grid == (128,) and launch.constexprs["FIXUP"] and launch.constexprs["SPLIT_K"] == 2
+    assert launch.args[-2].numel() == 64 * 128 * 128 and launch.args[-1].dtype == torch.int32
+    res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch),
+                        launch.constexprs, "sm90", num_warps=8, maxnreg=launch.options["maxnreg"], sass=True)
+    assert res.error is None, res.error
+    assert res.spills == 0 and res.shared_bytes <= SHARED_LIMIT["sm90"]
+    # 128x128 fp32 over 256 threads: 32 two-element stores (one half) and loads (the other)
+    assert res.census.get("sass_global_store_64b") == 32 and res.census.get("sass_global_load_64b") == 32
+    big = torch.empty(2000, 2000, dtype=torch.bfloat16, device="meta")
+    with pytest.raises(ValueError, match="one program per work unit"):
+        ops.target_plan(big, big, "sm90", sms=132, cfg=cfg)
+    with pytest.raises(ValueError, match="split_k must be 2"):
+        ops.target_plan(a, a, "sm90", sms=132, cfg=GemmConfig("gluon", 128, 128, 64, 8, 8, 4, split_k=3, fixup=True))

@@ -15,6 +15,10 @@ K-major (``A`` (M, K), ``B`` as (N, K)), except that a tf32 MN-major A is read i
   that read it retire; then writes the tile through shared memory in ``EPI_N``-column chunks
   (two chunk buffers) and TMA stores that are left to finish under the next tile's main loop.
 
+Measured variants kept as knobs (docs/gemm.md follow-up 6): ``ROW_PERM`` (the tf32 register
+operand's rows read in an order free of bank conflicts) and ``FIXUP`` (split-K 2 joined inside
+the kernel through a per-tile flag).
+
 ``THREE_TF32``: the operands are the tf32 ``hi`` and ``lo = x - hi`` parts of fp32 matrices
 (``tilecraft.kernels.gemm.tf32_split_kernel``; four descriptors) and each K step issues three tf32
 wgmmas: ``hi*hi`` into one accumulator and ``hi*lo + lo*hi`` into another, both restarted from
@@ -123,14 +127,48 @@ def _store_tile(acc, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N: gl.constexpr, 
                     chunk0 + (BLOCK_N // 2) // EPI_N, EPI_N, TRANS_OUT)
 
 
+@gluon.constexpr_function
+def _row_swapped(ll):
+    """The load layout of an MN-major (K, M) A tile whose registers hold, for logical row r, the
+    row of the tile with bits 2 and 4 of r swapped: ``ll`` is the wgmma register layout of A over
+    (M, K) (bases [row, col], each one bit), the result is over (K, M) in shared-memory order."""
+    swap = {4: 16, 16: 4}
+
+    def base(v):
+        return [v[1], swap.get(v[0], v[0])]
+    return gl.DistributedLinearLayout([base(v) for v in ll.reg_bases], [base(v) for v in ll.lane_bases],
+                                      [base(v) for v in ll.warp_bases], [base(v) for v in ll.block_bases],
+                                      [ll.shape[1], ll.shape[0]])
+
+
 @gluon.jit
-def _regs_step(a_bufs, b_bufs, ready, empty, acc, it, release_prev, a_regs: gl.constexpr):
+def _swap_rows(x, AXIS: gl.constexpr):
+    """x with the indices along AXIS (a multiple of 32 long) relabelled, bits 2 and 4 swapped (its
+    own inverse). Only the layout changes: no data moves."""
+    if AXIS == 0:
+        y = x.reshape([x.shape[0] // 32, 2, 2, 2, 4, x.shape[1]]).permute(0, 3, 2, 1, 4, 5).reshape(x.shape)
+    else:
+        y = x.reshape([x.shape[0], x.shape[1] // 32, 2, 2, 2, 4]).permute(0, 1, 4, 3, 2, 5).reshape(x.shape)
+    return y
+
+
+@gluon.jit
+def _regs_step(a_bufs, b_bufs, ready, empty, acc, it, release_prev, a_regs: gl.constexpr, ROW_PERM: gl.constexpr):
     """One K step with A (MN-major in shared memory) read into registers, B K-major: the wgmma
-    is left in flight and the previous step's retired, then its slot released (``release_prev``)."""
+    is left in flight and the previous step's retired, then its slot released (``release_prev``).
+    ``ROW_PERM``: A's rows are read with bits 2 and 4 of the row index swapped (the accumulator's
+    rows come out in that order): with the 128-byte swizzle the loads are then free of bank
+    conflicts (a warp's 32 lanes cover 4 K columns x 8 rows; in tile order the rows 0-7 fold onto
+    16 banks, with rows 0-3 and 16-19 onto all 32)."""
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     s = it % STAGES
     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-    a = a_bufs.index(s).permute((1, 0)).load(a_regs)
+    if ROW_PERM:
+        a_load: gl.constexpr = _row_swapped(gl.to_linear_layout(a_regs, [a_bufs.type.shape[2], a_bufs.type.shape[1]]))
+        x = a_bufs.index(s).load(a_load)
+        a = gl.convert_layout(_swap_rows(x, 1).permute((1, 0)), a_regs, assert_trivial=True)
+    else:
+        a = a_bufs.index(s).permute((1, 0)).load(a_regs)
     acc = warpgroup_mma(a, b_bufs.index(s).permute((1, 0)), acc, is_async=True)
     acc, a = warpgroup_mma_wait(1, deps=(acc, a))
     mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=release_prev)
@@ -138,11 +176,12 @@ def _regs_step(a_bufs, b_bufs, ready, empty, acc, it, release_prev, a_regs: gl.c
 
 
 @gluon.jit
-def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps,
+def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps, ws_ptr,
+              flag_ptr,
               GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr,
               EPI_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
               A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr, A_REGS: gl.constexpr,
-              TRANS_OUT: gl.constexpr):
+              TRANS_OUT: gl.constexpr, ROW_PERM: gl.constexpr, FIXUP: gl.constexpr):
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     # wgmma K per instruction (tf32: 8, int8: 32); N per instruction at most 128 for int8 (what
     # Triton 3.6 lowers: m64n128k32), 256 otherwise
@@ -197,14 +236,16 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
             # wgmma still in flight (H200: relative error 0.2-0.7). Two steps per iteration, each
             # with its own A, the loads of one after the wait that retires the other's wgmma.
             for kp in range(k_steps // 2):
-                acc = _regs_step(a_bufs, b_bufs, ready, empty, acc, it, kp > 0, a_regs)
-                acc = _regs_step(a_bufs, b_bufs, ready, empty, acc, it + 1, True, a_regs)
+                acc = _regs_step(a_bufs, b_bufs, ready, empty, acc, it, kp > 0, a_regs, ROW_PERM)
+                acc = _regs_step(a_bufs, b_bufs, ready, empty, acc, it + 1, True, a_regs, ROW_PERM)
                 it += 2
             if k_steps % 2 == 1:
-                acc = _regs_step(a_bufs, b_bufs, ready, empty, acc, it, k_steps > 1, a_regs)
+                acc = _regs_step(a_bufs, b_bufs, ready, empty, acc, it, k_steps > 1, a_regs, ROW_PERM)
                 it += 1
             acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
+            if ROW_PERM:  # back to the tile's row order
+                acc = _swap_rows(acc, 0)
         else:
             for ki in range(k_steps):
                 s = it % STAGES
@@ -224,21 +265,46 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
                 it += 1
             acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
-        # split-K: unit k's partial tile goes to rows [k * Mp, (k + 1) * Mp) of the workspace, Mp
-        # = M rounded up to whole tiles (a tile's rows past M land in its own split's padding)
-        _store_tile(acc, c_desc, c_bufs, (unit % SPLIT_K) * (num_pid_m * BLOCK_M) + pid_m * BLOCK_M,
-                    pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT)
-        chunks += BLOCK_N // EPI_N
+        if FIXUP:
+            # SPLIT_K = 2, one unit per program: the second K half hands its partial tile over
+            # through global memory, the first adds it and stores the tile
+            tile = unit // 2
+            rows = gl.arange(0, BLOCK_M, gl.SliceLayout(1, layout))
+            cols = gl.arange(0, BLOCK_N, gl.SliceLayout(0, layout))
+            part = ws_ptr + tile * (BLOCK_M * BLOCK_N) + rows[:, None] * BLOCK_N + cols[None, :]
+            NT: gl.constexpr = 32 * gl.num_warps()
+            zero = gl.zeros([NT], gl.int32, gl.BlockedLayout([1], [32], [gl.num_warps()], [0]))
+            flags = flag_ptr + tile + zero
+            if unit % 2 == 1:
+                gl.store(part, acc)
+                gl.atomic_add(flags, zero + 1, sem="release", scope="gpu")  # each thread: its own stores
+            else:
+                seen = gl.min(gl.atomic_add(flags, zero, sem="acquire", scope="gpu"), 0)
+                while seen < NT:
+                    seen = gl.min(gl.atomic_add(flags, zero, sem="acquire", scope="gpu"), 0)
+                acc += gl.load(part)
+                # the flag back to 0 once every thread here has seen it complete (the last to count)
+                done = gl.atomic_add(flags, zero + 1, sem="relaxed", scope="gpu")
+                gl.atomic_xchg(flags, zero, mask=done == 2 * NT - 1, sem="relaxed", scope="gpu")
+                _store_tile(acc, c_desc, c_bufs, pid_m * BLOCK_M, pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT)
+                chunks += BLOCK_N // EPI_N
+        else:
+            # split-K: unit k's partial tile goes to rows [k * Mp, (k + 1) * Mp) of the workspace, Mp
+            # = M rounded up to whole tiles (a tile's rows past M land in its own split's padding)
+            _store_tile(acc, c_desc, c_bufs, (unit % SPLIT_K) * (num_pid_m * BLOCK_M) + pid_m * BLOCK_M,
+                        pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT)
+            chunks += BLOCK_N // EPI_N
     tma.store_wait(0)
 
 
 # M, N, K unspecialised: one compiled kernel serves every shape of a configuration (TMA bounds
 # the tiles; divisibility by 16 buys nothing here), and the grid size is read at run time
 @gluon.jit(do_not_specialize=["M", "N", "K", "k_split_steps"])
-def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_split_steps,
+def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_split_steps, ws_ptr, flag_ptr,
                      STAGES: gl.constexpr, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr, EPI_BUFS: gl.constexpr,
                      PRODUCER_REGS: gl.constexpr, A_KMAJOR: gl.constexpr = True, B_KMAJOR: gl.constexpr = True,
-                     SPLIT_K: gl.constexpr = 1, A_REGS: gl.constexpr = False, TRANS_OUT: gl.constexpr = False):
+                     SPLIT_K: gl.constexpr = 1, A_REGS: gl.constexpr = False, TRANS_OUT: gl.constexpr = False,
+                     ROW_PERM: gl.constexpr = False, FIXUP: gl.constexpr = False):
     """C (M, N) = A (M, K) @ B (K, N); grid min(SMs, work units). ``a_desc`` tiles are (BLOCK_M,
     BLOCK_K) over A (M, K) when ``A_KMAJOR``, else (BLOCK_K, BLOCK_M) over A^T (K, M); ``b_desc``
     tiles (BLOCK_N, BLOCK_K) over B^T (N, K) when ``B_KMAJOR``, else (BLOCK_K, BLOCK_N) over B (K,
@@ -255,7 +321,15 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     ``TRANS_OUT`` the kernel computes a tile of C^T = B^T A^T: the launcher passes B^T as A and A^T
     as B (so a tf32 NN product, B MN-major, runs as an A-from-registers product with no copy) and
     ``c_desc`` tiles (EPI_N, BLOCK_M) over C, each EPI_N-column chunk of the C^T tile stored
-    transposed."""
+    transposed. ``ROW_PERM`` (with ``A_REGS``, BLOCK_M a multiple of 32): the register loads of A
+    read its rows in a relabelled order free of bank conflicts (:func:`_regs_step`).
+
+    ``FIXUP`` (``SPLIT_K`` = 2, one work unit per program: the grid is the unit count, at most
+    the SM count, so both halves of a tile run at once): unit 2t + 1 writes its fp32 partial
+    tile to ``ws_ptr`` (tile t at t BLOCK_M BLOCK_N) and counts each thread's release on the
+    int32 ``flag_ptr[t]``; unit 2t waits for the count (acquire), adds the partial, stores the tile
+    to ``c_desc`` (the output) and sets the flag back to 0 (the flags start at 0 and are left at 0).
+    Otherwise ``ws_ptr`` and ``flag_ptr`` are not read."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
@@ -285,8 +359,9 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     fence_async_shared()
     gl.warp_specialize([
         (_consumer, (a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps,
+                     ws_ptr, flag_ptr,
                      GROUP_M, THREE_TF32, FLUSH, EPI_N, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR,
-                     SPLIT_K, A_REGS, TRANS_OUT)),
+                     SPLIT_K, A_REGS, TRANS_OUT, ROW_PERM, FIXUP)),
         (_producer, (a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
                      M, N, K, k_split_steps, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
                      B_KMAJOR, SPLIT_K)),

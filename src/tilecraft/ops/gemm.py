@@ -483,6 +483,13 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         split = max(1, math.ceil(spec.k / k_per_split))
     # the Gluon kernel's split-K partial tiles are whole BLOCK_M rows: each split's rows padded to them
     m_ws = math.ceil(spec.m / cfg.block_m) * cfg.block_m if cfg.kernel == "gluon" else spec.m
+    if cfg.kernel == "gluon" and cfg.fixup:
+        if split != 2 or cfg.split_k != 2:
+            raise ValueError(f"fixup joins two K halves in the Gluon kernel: split_k must be 2 (K = {spec.k} "
+                             f"with BLOCK_K {cfg.block_k} gives {split} splits)")
+        if not gluon_ok(a, b, spec):
+            raise ValueError("the Gluon kernel cannot take this product; use a tma or pointer config")
+        return _gluon_launch(a, b, out, spec, cfg, sms, k_per_split // cfg.block_k, 2)
     ws = torch.empty((split, spec.batch, m_ws, spec.n), dtype=acc_torch, device=a.device) if split > 1 else None
     reduce = [] if ws is None else [_reduce_launch(ws, out3, spec, split, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx,
                                                    sms or _facts(a.device)[1], spec.batch * m_ws * spec.n)]
@@ -745,6 +752,26 @@ def _mn_regs_plan(a: torch.Tensor, b: torch.Tensor, spec: Spec, cfg: GemmConfig)
     return "regs" if kb else "swap"
 
 
+_FIXUP_FLAGS: dict[tuple[int | None, int], torch.Tensor] = {}
+
+
+def _fixup_flags(device: torch.device, tiles: int) -> torch.Tensor:
+    """The int32 per-tile flags of the Gluon kernel's ``FIXUP`` split-K. Every launch leaves them
+    at zero, so one zeroed buffer serves all launches on a stream (keyed by device and the current
+    CUDA stream: launches on one stream never overlap). While a CUDA graph is captured on a stream
+    with no buffer yet, a fresh zeroed one per call (the graph then zeroes it on every replay)."""
+    if device.type != "cuda":  # planning on the meta device (cross compiles)
+        return torch.zeros(tiles, dtype=torch.int32, device=device)
+    key = (device.index, torch.cuda.current_stream(device).cuda_stream)
+    buf = _FIXUP_FLAGS.get(key)
+    if buf is not None and buf.numel() >= tiles:
+        return buf
+    if torch.cuda.is_current_stream_capturing():  # memory of the graph's pool: not to be kept
+        return torch.zeros(tiles, dtype=torch.int32, device=device)
+    buf = _FIXUP_FLAGS[key] = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
+    return buf
+
+
 def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_split_steps: int = 0,
                   split: int = 1) -> list[KernelLaunch]:
     """The Gluon kernel's launch (after the 3xTF32 split launches, or the copies of operands the
@@ -776,7 +803,8 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
         a_lo, b_lo = a_hi, b_hi
     m, n = (spec.n, spec.m) if regs == "swap" else (spec.m, spec.n)
     out2 = out if out.dim() == 2 else out.view(spec.m, spec.n)
-    rows = spec.m if split == 1 else split * math.ceil(spec.m / cfg.block_m) * cfg.block_m
+    fixup = split > 1 and cfg.fixup
+    rows = spec.m if split == 1 or fixup else split * math.ceil(spec.m / cfg.block_m) * cfg.block_m
     if out2.stride(1) != 1 or out2.stride(0) != spec.n or out2.shape[0] != rows:
         raise ValueError(f"the Gluon kernel writes a contiguous ({rows}, N) output, got shape {tuple(out2.shape)} "
                          f"and strides {out2.stride()}")
@@ -785,17 +813,25 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
              _gluon_desc(a_lo, [bm, bkk] if ak else [bkk, bm]), _gluon_desc(b_lo, [bn, bkk] if bk else [bkk, bn]),
              _gluon_desc(out2, [64, bm] if regs == "swap" else [bm, 64])]
     sms = sms or _facts(a.device)[1]
-    units = math.ceil(m / bm) * math.ceil(n / bn) * split
+    tiles = math.ceil(m / bm) * math.ceil(n / bn)
+    units = tiles * split
     grid = (max(1, min(sms, units)),)
+    ws_ptr = flag_ptr = out2  # read only with fixup
+    if fixup:
+        if units > sms:  # a waiting half needs its partner running beside it, not after it
+            raise ValueError(f"fixup needs one program per work unit: {units} units on {sms} SMs")
+        ws_ptr = torch.empty(tiles * bm * bn, dtype=torch.float32, device=out.device)
+        flag_ptr = _fixup_flags(out.device, tiles)
     # the default partition's warps plus one warpgroup for the producer share the register file
     maxnreg = min(240, 65536 // ((cfg.num_warps + 4) * 32) // 8 * 8)
     constexprs = {"STAGES": cfg.num_stages, "GROUP_M": cfg.group_m, "THREE_TF32": three,
                   "FLUSH": cfg.flush, "EPI_BUFS": gluon_epilogue_buffers(cfg, a.element_size(), three,
                                                                          out2.element_size()),
                   "PRODUCER_REGS": 40, "A_KMAJOR": ak, "B_KMAJOR": bk, "SPLIT_K": split,
-                  "A_REGS": bool(regs), "TRANS_OUT": regs == "swap"}
+                  "A_REGS": bool(regs), "TRANS_OUT": regs == "swap", "ROW_PERM": bool(regs) and cfg.row_perm,
+                  "FIXUP": fixup}
     steps = k_split_steps if split > 1 else math.ceil(spec.k / bkk)
-    return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, m, n, spec.k, steps), constexprs,
+    return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, m, n, spec.k, steps, ws_ptr, flag_ptr), constexprs,
                                {"num_warps": cfg.num_warps, "maxnreg": maxnreg})]
 
 

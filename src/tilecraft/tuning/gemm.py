@@ -59,6 +59,8 @@ class GemmConfig:
     flush: int = 1  # Gluon kernel, 3xTF32: K steps chained in the tensor cores between fp32 adds
     pad_rows: bool = False  # TMA/Gluon: copy operands whose rows are not 128-byte aligned (layout kept)
     mn_regs: bool = False  # Gluon, tf32: an MN-major operand read into registers, not copied K-major
+    row_perm: bool = False  # Gluon, mn_regs: the register operand's rows read in a bank-conflict-free order
+    fixup: bool = False  # Gluon, split_k 2: the halves joined in the kernel (no workspace pass), units <= SMs
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -83,6 +85,10 @@ class GemmConfig:
             s += " pad"
         if self.mn_regs:
             s += " regs"
+        if self.row_perm:
+            s += " perm"
+        if self.fixup:
+            s += " fixup"
         return s
 
 

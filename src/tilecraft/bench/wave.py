@@ -360,3 +360,40 @@ def _unfused(p, pp, m, out, order, spacing, lo, hi, axes, layout: Layout) -> Non
             blo[ax.axis], bhi[ax.axis] = w0, w1
             ops.cpml_correct(p, ax.psi[0][k], ax.zeta[k], ax.a, ax.b, m, out, ax.axis, order, ax.h, tuple(blo),
                              tuple(bhi), "triton", origin)
+
+
+def per_launch(kernels: Sequence[tuple[str, float]], reps: int) -> list[tuple[str, float]]:
+    """``reps`` repetitions of the same launch sequence ((name, GPU us) in start order) as one
+    sequence of (name, median ms); ``ValueError`` when the list is not ``reps`` equal sequences."""
+    if reps < 1 or len(kernels) % reps:
+        raise ValueError(f"{len(kernels)} kernels are not {reps} repetitions of one sequence")
+    n = len(kernels) // reps
+    out = []
+    for i in range(n):
+        names = {kernels[j * n + i][0] for j in range(reps)}
+        if len(names) != 1:
+            raise ValueError(f"launch {i} differs between repetitions: {sorted(names)}")
+        times = sorted(kernels[j * n + i][1] for j in range(reps))
+        out.append((names.pop(), times[len(times) // 2] / 1e3))
+    return out
+
+
+def launch_times(fn: Callable[[], object], reps: int = 10) -> list[tuple[str, float]] | None:
+    """The GPU time of each kernel ``fn`` launches (median over ``reps`` calls, ms, in launch
+    order), from the profiler's kernel records: unlike events around a call it excludes the CPU's
+    launch latency, which dominates a short launch timed alone. None where the profiler records no
+    kernels (no CUPTI)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    kernels = sorted(((e.time_range.start, e.name, e.time_range.elapsed_us()) for e in prof.events()
+                      if e.device_type == DeviceType.CUDA), key=lambda k: k[0])
+    if not kernels:
+        return None
+    return per_launch([(name, us) for _, name, us in kernels], reps)

@@ -309,7 +309,8 @@ class CpmlConfig:
     (block_y, block_x) tiles at ``num_warps`` where no x term is, ``narrow`` = (block_y, block_x,
     num_warps) where one is, ``block_z`` planes per program, register budgets ``march_regs``), else
     ``march_tiles`` = (block_y, block_x, block_z, num_warps) per kind of box (z, y, x faces, edges,
-    corners) overriding both), else ``fused`` (``wave_cpml_kernel`` on the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``,
+    corners) overriding both; ``psi_tiles`` = (block_y, block_x, block_z, num_warps) per axis
+    (z, y, x): psi_new by ``cpml_psi_march_kernel``, else by ``cpml_psi_kernel``), else ``fused`` (``wave_cpml_kernel`` on the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``,
     ``maxnreg``), else the unfused launches."""
 
     block_y: int
@@ -325,6 +326,7 @@ class CpmlConfig:
     narrow: tuple[int, int, int] = (16, 32, 4)
     march_regs: tuple[int, ...] = ()
     march_tiles: tuple[tuple[int, int, int, int], ...] = ()
+    psi_tiles: tuple[tuple[int, int, int, int], ...] = ()
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -737,7 +739,10 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
     interiors, scale, tables = plan
     p, p_prev, m, out = (t if has_z else t[0] for t in (p3, pp3, m3, o3))
     if "psi" in parts:
-        _psi_phase(p, order, lo, hi, pml)
+        if pcfg.psi_tiles:
+            _psi_march(p3, order, lo, hi, pml, pcfg.psi_tiles)
+        else:
+            _psi_phase(p, order, lo, hi, pml)
     for box in interiors if "interior" in parts else ():
         _launch_step(p, p_prev, m, out, order, spacing, tuple(a for a, _ in box)[3 - ndim:],
                      tuple(b for _, b in box)[3 - ndim:], None, cfg)
@@ -784,25 +789,76 @@ def _layer_interval(ax: CpmlAxis, k: int) -> tuple[int, int] | None:
     return ax._tables[key]
 
 
+def _psi_boxes(lo, hi, ax: CpmlAxis, n: int, r: int):
+    """(k, store index, origin, box lo, box hi) of each region of ``ax`` whose layer meets the box
+    [lo, hi) widened by R along the axis: where psi_new is computed (``_psi_phase``)."""
+    out = []
+    for k, (_w0, _w1, origin) in enumerate(ax.regions):
+        layer = _layer_interval(ax, k)
+        if layer is None:
+            continue
+        a0 = max(lo[ax.axis] - r, layer[0], r)
+        a1 = min(hi[ax.axis] + r, layer[1], n - r)
+        if a0 >= a1:
+            continue
+        blo = tuple(a0 if d == ax.axis else v for d, v in enumerate(lo))
+        bhi = tuple(a1 if d == ax.axis else v for d, v in enumerate(hi))
+        out.append((k, k if ax.zeta.shape[0] > 1 else 0, origin, blo, bhi))
+    return out
+
+
+def _psi_march(p3, order: int, lo, hi, pml: list[CpmlAxis], tiles) -> None:
+    """psi_new on the layers (``_psi_phase``'s boxes) by ``cpml_psi_march_kernel``: one launch per
+    axis over its layers' boxes, ``tiles`` = (block_y, block_x, block_z, num_warps) per axis
+    (z, y, x)."""
+    ndim = len(lo)
+    r = order // 2
+    nx = p3.shape[2]
+    s_z, s_y, _ = p3.stride()
+    vec = min([16 // p3.element_size()] + [t[1] for t in tiles])
+    for ax in pml:
+        d = ax.axis + 3 - ndim
+        by, bx, bz, warps = tiles[d]
+        key = ("psi", tuple(lo), tuple(hi), d, (by, bx, bz), vec, tuple(p3.shape), str(p3.device), ax.regions,
+               tuple(ax.zeta.shape))
+        plan = _PLANS.get(key)
+        if plan is None:
+            st = _store_view(ax, ndim).stride()
+            rows, start = [], 0
+            for _reg, s_, origin, blo, bhi in _psi_boxes(lo, hi, ax, p3.shape[d], r):
+                (z0, y0, x0), (z1, y1, x1) = ((0,) * (3 - ndim) + blo), ((1,) * (3 - ndim) + bhi)
+                x_org = x0 - x0 % X_ALIGN
+                rows.append([z0, z1, y0, y1, x0, x1, x_org, start, s_ * st[0] - origin * st[1 + d],
+                             origin if d == 2 else 0] + [0] * 6)
+                start += triton_cdiv(x1 - x_org, bx) * triton_cdiv(y1 - y0, by) * triton_cdiv(z1 - z0, bz)
+            ints = [nx, s_z, s_y, st[1], st[2]] + [v for row in rows for v in (row[6], row[8], row[9])]
+            if d == 2:
+                ints.append(ax.extent)
+            scale = vec if all(v % vec == 0 for v in ints) else 1
+            flat = [v // scale if i % 16 in (6, 8, 9) else v for row in rows for i, v in enumerate(row)]
+            table = torch.tensor(flat, dtype=torch.int64, device=p3.device) if rows else None
+            if len(_PLANS) > 64:
+                _PLANS.clear()
+            plan = _PLANS[key] = (table, len(rows), start, scale, (st[1], st[2]))
+        table, nb, n_prog, scale, (t0, t1) = plan
+        if not nb:
+            continue
+        d1 = _const(("d1", order, ax.h), [float(c) / ax.h for c in first_derivative_coefficients(order)], p3.dtype,
+                    p3.device)
+        psi = [t if ndim == 3 else t.unsqueeze(1) for t in ax.psi]
+        _launch(_k.cpml_psi_march_kernel, (n_prog,), [
+            p3, psi[0], psi[1], ax.a, ax.b, d1, table, nx // scale, s_z // scale, s_y // scale, t0 // scale,
+            t1 // scale, ax.extent // scale if d == 2 else 0], dict(
+            AXIS=d, R=r, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, NB=nb, num_warps=warps))
+
+
 def _psi_phase(p, order: int, lo, hi, pml: list[CpmlAxis]) -> None:
     """Two-phase variant, phase 1: psi_new = b psi_old + a dp/dx (``cpml_psi_kernel``, psi[0] into
     psi[1]) on each layer's points of the box and its R neighbours along the axis (where p's R
     neighbours exist), so the step launch reads psi_new. Recomputing a point (boxes that share
     neighbours) writes the same value: psi is double-buffered."""
-    r = order // 2
     for ax in pml:
-        n = p.shape[ax.axis]
-        for k, (_w0, _w1, origin) in enumerate(ax.regions):
-            layer = _layer_interval(ax, k)
-            if layer is None:
-                continue
-            a0 = max(lo[ax.axis] - r, layer[0], r)
-            a1 = min(hi[ax.axis] + r, layer[1], n - r)
-            if a0 >= a1:
-                continue
-            blo = tuple(a0 if d == ax.axis else v for d, v in enumerate(lo))
-            bhi = tuple(a1 if d == ax.axis else v for d, v in enumerate(hi))
-            s_ = k if ax.zeta.shape[0] > 1 else 0
+        for _reg, s_, origin, blo, bhi in _psi_boxes(lo, hi, ax, p.shape[ax.axis], order // 2):
             cpml_psi(p, ax.psi[0][s_], ax.a, ax.b, ax.axis, order, ax.h, blo, bhi, "triton", origin,
                      psi_out=ax.psi[1][s_])
 

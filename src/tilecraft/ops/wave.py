@@ -138,14 +138,28 @@ def check_spacing(spacing: object, ndim: int) -> tuple[float, ...]:
 _CACHE: dict[tuple, torch.Tensor] = {}
 
 
-def _const(key: tuple, values: list[float], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+def _const(key: tuple, values, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A cached constant tensor; ``values`` a list or a function returning it (called on a miss
+    only: building the lists from exact coefficients costs more CPU per step than the launches)."""
     k = key + (dtype, str(device))
     t = _CACHE.get(k)
     if t is None:
         if len(_CACHE) > 256:
             _CACHE.clear()
-        t = _CACHE[k] = torch.tensor(values, dtype=dtype, device=device)
+        t = _CACHE[k] = torch.tensor(values() if callable(values) else values, dtype=dtype, device=device)
     return t
+
+
+def _d1(order: int, h: float, dtype, device) -> torch.Tensor:
+    """The first-difference weights [d_1..d_R] / h."""
+    return _const(("d1", order, h), lambda: [float(c) / h for c in first_derivative_coefficients(order)], dtype,
+                  device)
+
+
+def _cpml_weights(order: int, h: float, dtype, device) -> torch.Tensor:
+    """[d_1..d_R] / h, [c_0..c_R] / h**2 of one axis (``wave_layer_kernel``, ``wave_cpml_kernel``)."""
+    return _const(("cpml", order, h), lambda: [float(c) / h for c in first_derivative_coefficients(order)]
+                  + [float(c) / h**2 for c in second_derivative_coefficients(order)], dtype, device)
 
 
 def _as3d(t: torch.Tensor) -> torch.Tensor:
@@ -201,7 +215,7 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
     sp3 = spacing if has_z else (math.inf,) + tuple(spacing)
     lo3 = tuple(lo) if has_z else (0,) + tuple(lo)
     hi3 = tuple(hi) if has_z else (1,) + tuple(hi)
-    w = _const(("w", order, sp3), stencil_weights(order, sp3), p.dtype, p.device)
+    w = _const(("w", order, sp3), lambda: stencil_weights(order, sp3), p.dtype, p.device)
     if sponge is not None:
         g3 = tuple(sponge) if has_z else (_const(("zero",), [0.0], p.dtype, p.device),) + tuple(sponge)
     else:
@@ -266,7 +280,7 @@ def cpml_psi(p, psi, a, b, axis: int, order: int, h: float, lo, hi, backend: str
     if backend == "torch":
         cpml_psi_torch(p, psi, a, b, axis, order, h, lo, hi, origin)
         return
-    d1 = _const(("d1", order, h), [float(c) / h for c in first_derivative_coefficients(order)], p.dtype, p.device)
+    d1 = _d1(order, h, p.dtype, p.device)
     out = _as3d(psi if psi_out is None else psi_out)
     _axis_launch(_k.cpml_psi_kernel, (p, psi, a, b), p, psi, axis, order, lo, hi, (d1, out), origin, z_rows)
 
@@ -279,8 +293,8 @@ def cpml_correct(p, psi, zeta, a, b, m, out, axis: int, order: int, h: float, lo
     if backend == "torch":
         cpml_correct_torch(p, psi, zeta, a, b, m, out, axis, order, h, lo, hi, origin)
         return
-    d1 = _const(("d1", order, h), [float(c) / h for c in first_derivative_coefficients(order)], p.dtype, p.device)
-    d2 = _const(("d2", order, h), [float(c) / h**2 for c in second_derivative_coefficients(order)], p.dtype,
+    d1 = _d1(order, h, p.dtype, p.device)
+    d2 = _const(("d2", order, h), lambda: [float(c) / h**2 for c in second_derivative_coefficients(order)], p.dtype,
                 p.device)
     _axis_launch(_k.cpml_correct_kernel, (p, psi, zeta, a, b, m, out), p, psi, axis, order, lo, hi, (d1, d2), origin,
                  z_rows)
@@ -310,7 +324,9 @@ class CpmlConfig:
     num_warps) where one is, ``block_z`` planes per program, register budgets ``march_regs``), else
     ``march_tiles`` = (block_y, block_x, block_z, num_warps) per kind of box (z, y, x faces, edges,
     corners) overriding both; ``psi_tiles`` = (block_y, block_x, block_z, num_warps) per axis
-    (z, y, x): psi_new by ``cpml_psi_march_kernel``, else by ``cpml_psi_kernel``), else ``fused`` (``wave_cpml_kernel`` on the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``,
+    (z, y, x): psi_new by ``cpml_psi_march_kernel``, else by ``cpml_psi_kernel``; ``interior_first``:
+    the interior's launch before the psi launches, so the CPU queues the rest while the GPU runs
+    the longest launch), else ``fused`` (``wave_cpml_kernel`` on the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``,
     ``maxnreg``), else the unfused launches."""
 
     block_y: int
@@ -327,29 +343,35 @@ class CpmlConfig:
     march_regs: tuple[int, ...] = ()
     march_tiles: tuple[tuple[int, int, int, int], ...] = ()
     psi_tiles: tuple[tuple[int, int, int, int], ...] = ()
+    interior_first: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
 # Per kind of layer box (z, y, x faces, edges, corners): register budgets and (block_y, block_x, block_z,
-# num_warps), the fastest of benchmarks/wave_layers_sweep.py (H200, fbcaf64).
+# num_warps), the fastest of benchmarks/wave_layers_sweep.py (H200, fbcaf64; the faces) and
+# benchmarks/wave_psi_sweep.py (H200, e0b1e2f; edges and corners: 2 planes per program).
 MARCH_REGS = (96, 96, 72, 128, 168)
-MARCH_TILES = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (16, 32, 8, 4), (4, 32, 8, 1))
+MARCH_TILES = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (8, 32, 2, 2), (4, 32, 2, 1))
+# The previous default's edge and corner tiles (16 and 8 planes per program), kept for the benchmark.
+MARCH_TILES_PREVIOUS = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (16, 32, 8, 4), (4, 32, 8, 1))
+# (block_y, block_x, block_z, num_warps) of the marching psi launch per axis (z, y, x)
+PSI_TILES = ((4, 128, 10, 4), (4, 128, 8, 4), (16, 32, 8, 4))
 
 
 def default_cpml_config(device: torch.device) -> CpmlConfig:
-    """GPU: the layers' z-march (``march=True``: psi launches, the plain step on the interior,
-    ``wave_layer_kernel`` per set of active axes) with the fastest tiles of the per-kind sweep: on
-    H200 (fp32, order 8, 512**3, W = 20) 1.76 ms a step against 1.80 ms for the first march
-    configuration and 1.89 ms for the unfused launches in the same run
-    (benchmarks/results/2026-11-21-h200/wave-layers-sweep-fbcaf64.json; the folded variants took
-    2.74 and 3.31 ms, wave-march-sweep-dd7b7cb.json). Interpreter: the folded kernel, few large
-    programs."""
+    """GPU: the layers' z-march (``march=True``: the plain step on the interior, the marching psi
+    launches, ``wave_layer_kernel`` per set of active axes) with the fastest tiles of the sweeps: on
+    H200 (fp32, order 8, 512**3, W = 20) 1.69 ms a step against 1.84 ms for the previous default
+    (slab psi kernels, 8-16 planes per edge and corner program) in the same run
+    (benchmarks/results/2026-11-25-h200/wave-psi-sweep-e0b1e2f.json; earlier: the first march
+    configuration 1.80 ms, the unfused launches 1.89 ms, the folded variants 2.74 and 3.31 ms).
+    Interpreter: the folded kernel, few large programs."""
     if device.type != "cuda":
         return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     return CpmlConfig(block_y=4, block_x=128, block_z=8, num_warps=4, march=True, narrow=(8, 32, 2),
-                      march_regs=MARCH_REGS, march_tiles=MARCH_TILES)
+                      march_regs=MARCH_REGS, march_tiles=MARCH_TILES, psi_tiles=PSI_TILES, interior_first=True)
 
 
 _NO_SPLIT = 2**30
@@ -582,17 +604,15 @@ def _launch_cpml(p, p_prev, m, out, order, spacing, lo, hi, pml: list[CpmlAxis],
     if not launches:
         return
     sp3 = spacing if has_z else (math.inf,) + tuple(spacing)
-    w = _const(("w", order, sp3), stencil_weights(order, sp3), p.dtype, p.device)
+    w = _const(("w", order, sp3), lambda: stencil_weights(order, sp3), p.dtype, p.device)
     per_axis = []
     for d in range(3):
         ax = kaxes.get(d)
         if ax is None:
             per_axis += [w] * 7  # never read
             continue
-        d1 = [float(c) / ax.h for c in first_derivative_coefficients(order)]
-        d2 = [float(c) / ax.h**2 for c in second_derivative_coefficients(order)]
-        per_axis += [ax.psi[0], ax.psi[1], ax.zeta, ax.a, ax.b,
-                     _const(("cpml", order, ax.h), d1 + d2, p.dtype, p.device), ax.c_table(order)]
+        per_axis += [ax.psi[0], ax.psi[1], ax.zeta, ax.a, ax.b, _cpml_weights(order, ax.h, p.dtype, p.device),
+                     ax.c_table(order)]
     opts = {"num_warps": pcfg.num_warps}
     if pcfg.maxnreg and p.device.type == "cuda" and torch.version.hip is None:
         opts["maxnreg"] = pcfg.maxnreg
@@ -738,18 +758,23 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
         plan = _PLANS[key] = (interiors, scale, tables)
     interiors, scale, tables = plan
     p, p_prev, m, out = (t if has_z else t[0] for t in (p3, pp3, m3, o3))
-    if "psi" in parts:
-        if pcfg.psi_tiles:
+    # The interior reads p, p_prev, m and writes its own box of out: independent of psi and of the
+    # layers' boxes (which rewrite its edge columns with the same bits after it), so it may go first.
+    for stage in (("interior", "psi") if pcfg.interior_first else ("psi", "interior")):
+        if stage not in parts:
+            continue
+        if stage == "psi" and pcfg.psi_tiles:
             _psi_march(p3, order, lo, hi, pml, pcfg.psi_tiles)
-        else:
+        elif stage == "psi":
             _psi_phase(p, order, lo, hi, pml)
-    for box in interiors if "interior" in parts else ():
-        _launch_step(p, p_prev, m, out, order, spacing, tuple(a for a, _ in box)[3 - ndim:],
-                     tuple(b for _, b in box)[3 - ndim:], None, cfg)
+        else:
+            for box in interiors:
+                _launch_step(p, p_prev, m, out, order, spacing, tuple(a for a, _ in box)[3 - ndim:],
+                             tuple(b for _, b in box)[3 - ndim:], None, cfg)
     if not tables or not any(part.startswith("layers") for part in parts):
         return
     sp3 = spacing if has_z else (math.inf,) + tuple(spacing)
-    w = _const(("w", order, sp3), stencil_weights(order, sp3), p3.dtype, p3.device)
+    w = _const(("w", order, sp3), lambda: stencil_weights(order, sp3), p3.dtype, p3.device)
     per_axis, strides = [], []
     for d in range(3):
         ax = kaxes.get(d)
@@ -757,9 +782,7 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
             per_axis += [w] * 5  # never read
             strides.append(0)
             continue
-        d1 = [float(c) / ax.h for c in first_derivative_coefficients(order)]
-        d2 = [float(c) / ax.h**2 for c in second_derivative_coefficients(order)]
-        per_axis += [ax.psi[1], ax.zeta, ax.a, ax.b, _const(("cpml", order, ax.h), d1 + d2, p3.dtype, p3.device)]
+        per_axis += [ax.psi[1], ax.zeta, ax.a, ax.b, _cpml_weights(order, ax.h, p3.dtype, p3.device)]
         st = _store_view(ax, ndim).stride()
         if d < 2 and st[2] != s_y:
             raise ValueError(f"CPML stores of axis {ax.axis} must have p's row stride")
@@ -843,8 +866,7 @@ def _psi_march(p3, order: int, lo, hi, pml: list[CpmlAxis], tiles) -> None:
         table, nb, n_prog, scale, (t0, t1) = plan
         if not nb:
             continue
-        d1 = _const(("d1", order, ax.h), [float(c) / ax.h for c in first_derivative_coefficients(order)], p3.dtype,
-                    p3.device)
+        d1 = _d1(order, ax.h, p3.dtype, p3.device)
         psi = [t if ndim == 3 else t.unsqueeze(1) for t in ax.psi]
         _launch(_k.cpml_psi_march_kernel, (n_prog,), [
             p3, psi[0], psi[1], ax.a, ax.b, d1, table, nx // scale, s_z // scale, s_y // scale, t0 // scale,

@@ -28,11 +28,12 @@ import torch
 
 from tilecraft.bench.harness import time_rotating, write_results
 from tilecraft.bench.wave import (
+    StepTraffic,
     _copy_axes,
     _cpml_state,
     _record,
     _setup,
-    StepTraffic,
+    axis_layer_points,
     cpml_traffic,
     launch_times,
     step_traffic,

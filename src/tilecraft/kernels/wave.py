@@ -16,9 +16,12 @@ Only ``@triton.jit`` code lives here; validation and launches are in ``tilecraft
 * ``wave_layer_kernel``: the step with the CPML on the layers' boxes where a given set of axes has
   terms (one launch per set: faces, edges, corners), psi_new written before by ``cpml_psi_kernel``;
   built like ``wave_step_kernel`` (plane march, 128-bit loads and stores): the GPU default.
+* ``cpml_psi_march_kernel``: psi_new on the layers before ``wave_layer_kernel``, one launch per axis
+  over its layers' boxes, built the same way (plane march, 128-bit, no element masks): the GPU
+  default's psi launches.
 * ``cpml_psi_kernel`` and ``cpml_correct_kernel``: the unfused CPML (separate slab launches per
   axis after the step), kept as the benchmark's comparison; the psi kernel also runs before the
-  two-phase and march variants.
+  two-phase variant (and the march variant without ``psi_tiles``).
 
 Arrays are (nz, ny, nx) with unit x stride and shared strides; a 2D run passes (1, nz, nx) views and
 HAS_Z=False.

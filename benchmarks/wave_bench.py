@@ -47,6 +47,8 @@ def _config_text(r) -> str:
     if cfg.get("march"):
         n = cfg.get("narrow") or ()
         text = f"march {text} n{'x'.join(map(str, n))}" + (" regs" if cfg.get("march_regs") else "")
+        text += " psi-march" if cfg.get("psi_tiles") else ""
+        text += " int-1st" if cfg.get("interior_first") else ""
     return text
 
 

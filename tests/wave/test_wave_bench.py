@@ -2,6 +2,7 @@
 kernel is reported as failed instead of being timed."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tilecraft.bench import wave as wb
@@ -70,3 +71,14 @@ def test_cpml_step_suite_records(monkeypatch):
                              say=lambda _m: None)
     fused = [r for r in bad if r.case["variant"] == "cpml-fused"]
     assert fused and not fused[0].extra["ok"] and fused[0].ours == 0.0
+
+
+def test_per_launch_takes_the_median_of_each_launch():
+    from tilecraft.bench.wave import per_launch
+
+    seq = [("a", 10.0), ("b", 1.0), ("a", 30.0), ("b", 3.0), ("a", 20.0), ("b", 2.0)]
+    assert per_launch(seq, 3) == [("a", 0.02), ("b", 0.002)]
+    with pytest.raises(ValueError, match="differs"):
+        per_launch([("a", 1.0), ("b", 1.0), ("b", 1.0), ("a", 1.0)], 2)
+    with pytest.raises(ValueError, match="repetitions"):
+        per_launch(seq[:5], 3)

@@ -23,6 +23,9 @@ VARIANTS = {  # tiles that do not divide the boxes: edge tiles and several boxes
     "two-phase": CpmlConfig(4, 16, 4, 1, two_phase=True, by_axes=True),
     "unfused": CpmlConfig(4, 8, 4, 1, fused=False),
     "march": CpmlConfig(4, 16, 3, 1, march=True, narrow=(4, 16, 1)),
+    # psi_new by the marching psi kernel (tiles per axis z, y, x; odd plane counts), the interior first
+    "march-psi": CpmlConfig(4, 16, 3, 1, march=True, narrow=(4, 16, 1),
+                            psi_tiles=((4, 16, 3, 1), (2, 16, 5, 1), (4, 16, 2, 1)), interior_first=True),
 }
 CASES = [  # model shape, order, layer width, free surface
     ((9, 10, 11), 4, 3, False),
@@ -107,7 +110,7 @@ def test_torch_path_is_bitwise_the_previous_two_kernel_path(case):
 
 
 @pytest.mark.parametrize("case,variant", [(c, v) for i, c in enumerate(CASES) for v in VARIANTS
-                                           if i in (1, 3) or v in ("recompute", "unfused", "march")])
+                                           if i in (1, 3) or v in ("recompute", "unfused", "march", "march-psi")])
 def test_triton_variants_match_float64(case, variant):
     dtype = torch.float32 if case[1] in (4, 8) else torch.float64
     layout, (p, pp, m), axes = _state(*case, dtype, seed=3)
@@ -194,7 +197,8 @@ def test_march_matches_the_unfused_launches():
         spacing = tuple(10.0 + d for d in range(p.dim()))
         box = tuple(slice(a, b) for a, b in zip(lo, hi))
         res = []
-        for cfg, in_place in ((VARIANTS["unfused"], False), (VARIANTS["march"], False), (VARIANTS["march"], True)):
+        for cfg, in_place in ((VARIANTS["unfused"], False), (VARIANTS["march"], False), (VARIANTS["march"], True),
+                              (VARIANTS["march-psi"], True)):
             got = _copy(axes)
             out = pp.clone()
             if in_place:  # out is p_prev
@@ -205,8 +209,12 @@ def test_march_matches_the_unfused_launches():
                 assert not torch.isnan(out).any()
             assert torch.equal(out[~_mask(out.shape, box)], pp[~_mask(out.shape, box)])
             res.append((out, got))
-        (a_out, a_axes), (b_out, b_axes), (c_out, c_axes) = res
+        (a_out, a_axes), (b_out, b_axes), (c_out, c_axes), (d_out, d_axes) = res
         assert torch.equal(b_out, c_out) and all(torch.equal(x.zeta, y.zeta) for x, y in zip(b_axes, c_axes))
+        # the marching psi kernel (in place, the interior first): the same psi_new bits as the slab
+        # kernel in the interpreter, so the same step
+        assert torch.equal(b_out, d_out)
+        assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(b_axes, d_axes))
         tol = 2e-6 if dtype == torch.float32 else 1e-13
         assert float((a_out[box] - b_out[box]).abs().max()) <= tol * float(a_out[box].abs().max())
         for x, y in zip(a_axes, b_axes):

@@ -50,6 +50,9 @@ def test_too_many_ranks_is_an_error_before_spawning():
                 "pml_config": CpmlConfig(8, 32, 16, 1, march=True, narrow=(8, 16, 1))}),
     ((18, 11, 13), {"order": 2, "boundary": "pml", "pml_width": 3,
                     "pml_config": CpmlConfig(4, 16, 3, 1, march=True, narrow=(4, 16, 1))}),
+    ((18, 11, 13), {"order": 2, "boundary": "pml", "pml_width": 3,
+                    "pml_config": CpmlConfig(4, 16, 3, 1, march=True, narrow=(4, 16, 1),
+                                             psi_tiles=((4, 16, 3, 1), (2, 16, 5, 1), (4, 16, 2, 1)), interior_first=True)}),
 ])
 def test_triton_cpml_slabs_are_bit_identical(shape, kw):
     """The Triton step with the CPML (interpreter; 2R halos, psi_z's halos exchanged or recomputed)

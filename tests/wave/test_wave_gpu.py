@@ -79,3 +79,30 @@ def test_march_step_matches_float64_on_the_gpu(shape, order, width, free_surface
         for g, r in zip(got, ref_axes):
             for a, b in ((g.psi[1], r.psi[1]), (g.zeta, r.zeta)):
                 assert float((a.double() - b).abs().max()) <= tol * max(float(b.abs().max()), 1e-30)
+
+
+def test_default_matches_the_previous_default_on_the_gpu():
+    """The default (marching psi launches, the interior first, 2 planes per edge and corner program)
+    against the previous default (slab psi kernels, psi first; 75154d9) on one state, in place
+    (out is p_prev) too: p_next, psi_new and zeta agree to rounding."""
+    from dataclasses import replace
+
+    layout, (p, pp, m), axes = _state((40, 37, 45), 8, 6, False, seed=5)
+    p, pp, m = (t.float() for t in (p, pp, m))
+    lo, hi = layout.updated
+    new = ops.default_cpml_config(p.device)
+    old = replace(new, psi_tiles=(), interior_first=False, march_tiles=ops.MARCH_TILES_PREVIOUS)
+    res = []
+    for cfg in (old, new):
+        for in_place in (False, True):
+            got = _cast(axes, torch.float32)
+            out = pp.clone()
+            ops.cpml_step(p, out if in_place else pp, m, out, 8, (10.0,) * 3, lo, hi, got, "triton", None, cfg)
+            res.append((out, got))
+    (a, a_ax), (b, b_ax), (c, c_ax), (d, d_ax) = res
+    assert torch.equal(a, b) and torch.equal(c, d)
+    scale = float(a.abs().max())
+    assert float((a - c).abs().max()) <= 2e-6 * scale
+    for x, y in zip(a_ax, c_ax):
+        for u, v in ((x.psi[1], y.psi[1]), (x.zeta, y.zeta)):
+            assert float((u - v).abs().max()) <= 2e-6 * max(float(u.abs().max()), 1e-30)

@@ -19,7 +19,7 @@ import torch
 
 from tilecraft.bench.harness import Record, time_rotating
 from tilecraft.ops import wave as ops
-from tilecraft.ops.wave import MARCH_REGS, MARCH_TILES, CpmlConfig, WaveConfig
+from tilecraft.ops.wave import MARCH_REGS, MARCH_TILES, MARCH_TILES_PREVIOUS, PSI_TILES, CpmlConfig, WaveConfig
 from tilecraft.reference.wave import wave_step_torch
 from tilecraft.wave.boundaries import Layout
 
@@ -177,12 +177,15 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
 
 
 # Launch configurations of the CPML kernel swept on a GPU (the interior runs the default WaveConfig).
+# (The folded variants, 2.7-3.3 ms, were dropped from the default list after 75154d9.)
 CPML_CONFIGS = (
-    CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS, march_tiles=MARCH_TILES),  # default
+    CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS, march_tiles=MARCH_TILES,
+               psi_tiles=PSI_TILES, interior_first=True),  # default
+    CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS, march_tiles=MARCH_TILES,
+               psi_tiles=PSI_TILES),  # the same, psi launches before the interior
+    CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS,
+               march_tiles=MARCH_TILES_PREVIOUS),  # the previous default (75154d9)
     CpmlConfig(4, 64, 8, 4, maxnreg=96, by_axes=True, two_phase=True, fused=False),  # unfused launches
-    CpmlConfig(8, 128, 8, 8, march=True, narrow=(8, 32, 2), march_regs=(80, 96, 72, 128, 168)),  # first march (dd7b7cb)
-    CpmlConfig(4, 64, 8, 4, maxnreg=96, by_axes=True, two_phase=True),  # best folded, run 2 (62548e5)
-    CpmlConfig(4, 64, 8, 4, unroll=False, maxnreg=80, by_axes=True),  # folded, psi recomputed in the step
 )
 
 
@@ -228,6 +231,12 @@ def _cpml_state(layout: Layout, shape, dtype, device, gen, vmax: float, h: float
                 t[k].copy_((rnd * mask).to(device))
         axes.append(ax)
     return axes, layer_points
+
+
+def axis_layer_points(ax, lo, hi) -> int:
+    """Points of the box [lo, hi) in ``ax``'s layers (a != 0)."""
+    inside = (ax.a != 0)[lo[ax.axis]:hi[ax.axis]]
+    return int(inside.sum()) * math.prod(b - a for d, (a, b) in enumerate(zip(lo, hi)) if d != ax.axis)
 
 
 def _copy_axes(axes, dtype=None):
@@ -312,31 +321,28 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
             "cpml-fused", lambda ax, cfg=cfg: ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, ax, "triton", None,
                                                             cfg), axes, {"config": cfg.as_dict()}))
         del axes
-    if measured:  # where the time goes: the interior's plain step, the psi launches, the layers' launches
+    if measured:  # where the time goes: the GPU time of each launch of one default step (profiler)
         part_axes = _copy_axes(axes0)  # the parts write psi and zeta
         kaxes = {ax.axis: ax for ax in part_axes}
         march = CPML_CONFIGS[0]
         interiors, _, launches = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, shape[2], march, 4,
                                                 p.stride()[:2])
-        (ilo, ihi), = (tuple(zip(*box)) for box in interiors)
-        parts = [("part-interior", lambda _i: ops.step_into(p, pp, m, out, order, spacing, ilo, ihi, None, "triton"),
-                  math.prod(b - a for a, b in zip(ilo, ihi))),
-                 ("part-psi", lambda _i: ops._psi_phase(p, order, lo, hi, part_axes), layer_points),
-                 ("part-march-layers", lambda _i: ops._march_layers(p, pp, m, out, order, spacing, lo, hi, part_axes,
-                                                                    kaxes, None, march, ("layers",)),
-                  points - math.prod(b - a for a, b in zip(ilo, ihi)))]
-        by_axes: dict[str, int] = {}
-        for axes, _tile, table, _n in launches:  # the layers' launches of each set of axes alone
-            name = "layers:" + ",".join(map(str, axes))
-            by_axes[name] = by_axes.get(name, 0) + sum((r[1] - r[0]) * (r[3] - r[2]) * (r[5] - r[4]) for r in table)
-        for name, pts in by_axes.items():
-            parts.append((f"part-march-{name}", lambda _i, name=name: ops._march_layers(
-                p, pp, m, out, order, spacing, lo, hi, part_axes, kaxes, None, march, (name,)), pts))
-        for variant, fn, pts in parts:
-            say(variant)
-            t = time_rotating(fn, 1, device=dev, budget_s=budget_s)
-            records.append(_record({**case, "variant": variant}, step_traffic(pts, order, p.element_size()),
-                                   t.median_ms, t.spread, copy_tbps, None, measured, {"part": True}))
+        inner = [("part-interior", sum(math.prod(b - a for a, b in box) for box in interiors))]
+        psi = [(f"part-psi-{'zyx'[ax.axis]}", axis_layer_points(ax, lo, hi)) for ax in part_axes]
+        layers = [("part-layers:" + ",".join(map(str, axes)), sum((r[1] - r[0]) * (r[3] - r[2]) * (r[5] - r[4])
+                                                                  for r in table))
+                  for axes, _tile, table, _n in launches]
+        labels = (inner + psi if march.interior_first else psi + inner) + layers
+        say("cpml default step: GPU time per launch")
+        seq = launch_times(lambda: ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, part_axes, "triton", None,
+                                                 march), 20)
+        if seq is not None and len(seq) == len(labels):
+            for (variant, pts), (kernel, ms) in zip(labels, seq):
+                records.append(_record({**case, "variant": variant}, step_traffic(pts, order, p.element_size()), ms,
+                                       0.0, copy_tbps, None, measured, {"part": True, "gpu_time": True,
+                                                                        "kernel": kernel}))
+        else:
+            say(f"  launches not as planned: {seq}")
     if unfused:
         say("cpml unfused (previous path)")
         axes = _copy_axes(axes0)
@@ -360,3 +366,40 @@ def _unfused(p, pp, m, out, order, spacing, lo, hi, axes, layout: Layout) -> Non
             blo[ax.axis], bhi[ax.axis] = w0, w1
             ops.cpml_correct(p, ax.psi[0][k], ax.zeta[k], ax.a, ax.b, m, out, ax.axis, order, ax.h, tuple(blo),
                              tuple(bhi), "triton", origin)
+
+
+def per_launch(kernels: Sequence[tuple[str, float]], reps: int) -> list[tuple[str, float]]:
+    """``reps`` repetitions of the same launch sequence ((name, GPU us) in start order) as one
+    sequence of (name, median ms); ``ValueError`` when the list is not ``reps`` equal sequences."""
+    if reps < 1 or len(kernels) % reps:
+        raise ValueError(f"{len(kernels)} kernels are not {reps} repetitions of one sequence")
+    n = len(kernels) // reps
+    out = []
+    for i in range(n):
+        names = {kernels[j * n + i][0] for j in range(reps)}
+        if len(names) != 1:
+            raise ValueError(f"launch {i} differs between repetitions: {sorted(names)}")
+        times = sorted(kernels[j * n + i][1] for j in range(reps))
+        out.append((names.pop(), times[len(times) // 2] / 1e3))
+    return out
+
+
+def launch_times(fn: Callable[[], object], reps: int = 10) -> list[tuple[str, float]] | None:
+    """The GPU time of each kernel ``fn`` launches (median over ``reps`` calls, ms, in launch
+    order), from the profiler's kernel records: unlike events around a call it excludes the CPU's
+    launch latency, which dominates a short launch timed alone. None where the profiler records no
+    kernels (no CUPTI)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    kernels = sorted(((e.time_range.start, e.name, e.time_range.elapsed_us()) for e in prof.events()
+                      if e.device_type == DeviceType.CUDA), key=lambda k: k[0])
+    if not kernels:
+        return None
+    return per_launch([(name, us) for _, name, us in kernels], reps)

@@ -16,9 +16,12 @@ Only ``@triton.jit`` code lives here; validation and launches are in ``tilecraft
 * ``wave_layer_kernel``: the step with the CPML on the layers' boxes where a given set of axes has
   terms (one launch per set: faces, edges, corners), psi_new written before by ``cpml_psi_kernel``;
   built like ``wave_step_kernel`` (plane march, 128-bit loads and stores): the GPU default.
+* ``cpml_psi_march_kernel``: psi_new on the layers before ``wave_layer_kernel``, one launch per axis
+  over its layers' boxes, built the same way (plane march, 128-bit, no element masks): the GPU
+  default's psi launches.
 * ``cpml_psi_kernel`` and ``cpml_correct_kernel``: the unfused CPML (separate slab launches per
   axis after the step), kept as the benchmark's comparison; the psi kernel also runs before the
-  two-phase and march variants.
+  two-phase variant (and the march variant without ``psi_tiles``).
 
 Arrays are (nz, ny, nx) with unit x stride and shared strides; a 2D run passes (1, nz, nx) views and
 HAS_Z=False.
@@ -489,6 +492,78 @@ def _layer_update(val, m, d2, dpsi, zeta_ptrs, a, b, mask, x_in, full_x):
 
 
 @triton.jit
+def _table_program(box_ptr, nx, s_y, NB: tl.constexpr, SCALE: tl.constexpr, BLOCK_Y: tl.constexpr,
+                   BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr):
+    """This program's box of a launch over NB boxes (``box_ptr``, int64, rows of 16: z_lo, z_hi,
+    y_lo, y_hi, x_lo, x_hi, x_org / SCALE, first program, then the launch's own values) and its
+    ``_box_program`` tile; returns the box's row pointer first."""
+    pid = tl.program_id(0)
+    bi = 0
+    for i in tl.static_range(1, NB):
+        bi += (pid >= tl.load(box_ptr + i * 16 + 7)).to(tl.int32)
+    box = box_ptr + bi * 16
+    z_lo = tl.load(box).to(tl.int32)
+    z_hi = tl.load(box + 1).to(tl.int32)
+    y_lo = tl.load(box + 2).to(tl.int32)
+    y_hi = tl.load(box + 3).to(tl.int32)
+    x_lo = tl.load(box + 4).to(tl.int32)
+    x_hi = tl.load(box + 5).to(tl.int32)
+    x_org = tl.load(box + 6).to(tl.int32) * SCALE
+    return (box,) + _box_program(pid - tl.load(box + 7).to(tl.int32), z_lo, z_hi, y_lo, y_hi, x_lo, x_hi, x_org, nx,
+                                 s_y, BLOCK_Y, BLOCK_X, BLOCK_Z)
+
+
+@triton.jit
+def cpml_psi_march_kernel(
+    p_ptr, psi_ptr, psi_out_ptr, a_ptr, b_ptr, d_ptr, box_ptr,
+    nx_s, s_z_s, s_y_s, t0_s, t1_s, xe_s,
+    AXIS: tl.constexpr, R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
+    VEC: tl.constexpr, SCALE: tl.constexpr, NB: tl.constexpr,
+):
+    """psi_out = b psi + a dp/dx_AXIS on NB boxes (one per layer), built like ``wave_layer_kernel``:
+    a program owns a (BLOCK_Y, BLOCK_X) tile and marches BLOCK_Z planes, every load and store a
+    whole 128-bit vector (no element masks: edge tiles rewrite the columns they do not own with
+    their own bits, ``_store_tile``). dp/dx_AXIS from p at +-k planes, rows or vector-shifted
+    tiles (``_strided_difference``, ``_x_difference``); ``d_ptr``: [d_1..d_R] / h.
+
+    ``box_ptr``: ``_table_program``'s rows; per box, at 8, the offset of its store (store index x
+    its stride, minus origin x the store's stride along AXIS; / SCALE) and at 9 the store's origin
+    along x / SCALE (AXIS 2). psi at (z, y, x) is at offset + z t0 + y t1 + x (t0, t1 the store's
+    strides / SCALE); the x store's columns are [0, xe) from its origin."""
+    nx = nx_s * SCALE
+    s_y = s_y_s * SCALE
+    s_z64 = s_z_s.to(tl.int64) * SCALE
+    box, ys, xs, row_ok, row_mask, x_in, full_x, z_begin, z_end, offs = _table_program(
+        box_ptr, nx, s_y, NB, SCALE, BLOCK_Y, BLOCK_X, BLOCK_Z)
+    t0 = t0_s.to(tl.int64) * SCALE
+    shift = tl.load(box + 8) * SCALE
+    aux_offs = ys[:, None] * (t1_s * SCALE) + xs[None, :]
+    d = _weights(d_ptr, -1, R)
+    mask = row_mask
+    if AXIS == 1:
+        a = tl.load(a_ptr + ys, mask=row_ok, other=0.0)[:, None]
+        b = tl.load(b_ptr + ys, mask=row_ok, other=1.0)[:, None]
+    if AXIS == 2:
+        xq = xs - tl.load(box + 9).to(tl.int32) * SCALE
+        mask = row_ok[:, None] & ((xq >= 0) & (xq < xe_s * SCALE))[None, :]
+        a = tl.load(a_ptr + xs, mask=xs < nx, other=0.0)[None, :]
+        b = tl.load(b_ptr + xs, mask=xs < nx, other=1.0)[None, :]
+    for pz in range(z_begin, z_end):
+        base = p_ptr + pz * s_z64 + offs
+        if AXIS == 0:
+            acc = _strided_difference(base, s_z64, row_mask, d, R)
+            a = tl.load(a_ptr + pz)
+            b = tl.load(b_ptr + pz)
+        elif AXIS == 1:
+            acc = _strided_difference(base, s_y, row_mask, d, R)
+        else:
+            acc = _x_difference(base, xs, nx, row_ok, d, R, VEC, BLOCK_Y, BLOCK_X)
+        aux = shift + pz * t0 + aux_offs
+        psi = tl.load(psi_ptr + aux, mask=mask, other=0.0)
+        _store_tile(psi_out_ptr + aux, b * psi + a * acc, mask, x_in, full_x, False)
+
+
+@triton.jit
 def wave_layer_kernel(
     p_ptr, pp_ptr, m_ptr, out_ptr, w_ptr, box_ptr,
     zpsi_ptr, zzeta_ptr, za_ptr, zb_ptr, zw_ptr,
@@ -518,21 +593,8 @@ def wave_layer_kernel(
     s_z = s_z_s * SCALE
     s_y = s_y_s * SCALE
     s_z64 = s_z.to(tl.int64)
-    pid = tl.program_id(0)
-    bi = 0
-    for i in tl.static_range(1, NB):
-        bi += (pid >= tl.load(box_ptr + i * 16 + 7)).to(tl.int32)
-    box = box_ptr + bi * 16
-    z_lo = tl.load(box).to(tl.int32)
-    z_hi = tl.load(box + 1).to(tl.int32)
-    y_lo = tl.load(box + 2).to(tl.int32)
-    y_hi = tl.load(box + 3).to(tl.int32)
-    x_lo = tl.load(box + 4).to(tl.int32)
-    x_hi = tl.load(box + 5).to(tl.int32)
-    x_org = tl.load(box + 6).to(tl.int32) * SCALE
-    ys, xs, row_ok, row_mask, x_in, full_x, z_begin, z_end, offs = _box_program(
-        pid - tl.load(box + 7).to(tl.int32), z_lo, z_hi, y_lo, y_hi, x_lo, x_hi, x_org, nx, s_y, BLOCK_Y, BLOCK_X,
-        BLOCK_Z)
+    box, ys, xs, row_ok, row_mask, x_in, full_x, z_begin, z_end, offs = _table_program(
+        box_ptr, nx, s_y, NB, SCALE, BLOCK_Y, BLOCK_X, BLOCK_Z)
     w_centre = tl.load(w_ptr)
     wz = _weights(w_ptr, 0, R)
     wy = _weights(w_ptr, R, R)

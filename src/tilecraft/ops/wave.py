@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -138,14 +139,28 @@ def check_spacing(spacing: object, ndim: int) -> tuple[float, ...]:
 _CACHE: dict[tuple, torch.Tensor] = {}
 
 
-def _const(key: tuple, values: list[float], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+def _const(key: tuple, values, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A cached constant tensor; ``values`` a list or a function returning it (called on a miss
+    only: building the lists from exact coefficients costs more CPU per step than the launches)."""
     k = key + (dtype, str(device))
     t = _CACHE.get(k)
     if t is None:
         if len(_CACHE) > 256:
             _CACHE.clear()
-        t = _CACHE[k] = torch.tensor(values, dtype=dtype, device=device)
+        t = _CACHE[k] = torch.tensor(values() if callable(values) else values, dtype=dtype, device=device)
     return t
+
+
+def _d1(order: int, h: float, dtype, device) -> torch.Tensor:
+    """The first-difference weights [d_1..d_R] / h."""
+    return _const(("d1", order, h), lambda: [float(c) / h for c in first_derivative_coefficients(order)], dtype,
+                  device)
+
+
+def _cpml_weights(order: int, h: float, dtype, device) -> torch.Tensor:
+    """[d_1..d_R] / h, [c_0..c_R] / h**2 of one axis (``wave_layer_kernel``, ``wave_cpml_kernel``)."""
+    return _const(("cpml", order, h), lambda: [float(c) / h for c in first_derivative_coefficients(order)]
+                  + [float(c) / h**2 for c in second_derivative_coefficients(order)], dtype, device)
 
 
 def _as3d(t: torch.Tensor) -> torch.Tensor:
@@ -201,7 +216,7 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
     sp3 = spacing if has_z else (math.inf,) + tuple(spacing)
     lo3 = tuple(lo) if has_z else (0,) + tuple(lo)
     hi3 = tuple(hi) if has_z else (1,) + tuple(hi)
-    w = _const(("w", order, sp3), stencil_weights(order, sp3), p.dtype, p.device)
+    w = _const(("w", order, sp3), lambda: stencil_weights(order, sp3), p.dtype, p.device)
     if sponge is not None:
         g3 = tuple(sponge) if has_z else (_const(("zero",), [0.0], p.dtype, p.device),) + tuple(sponge)
     else:
@@ -266,7 +281,7 @@ def cpml_psi(p, psi, a, b, axis: int, order: int, h: float, lo, hi, backend: str
     if backend == "torch":
         cpml_psi_torch(p, psi, a, b, axis, order, h, lo, hi, origin)
         return
-    d1 = _const(("d1", order, h), [float(c) / h for c in first_derivative_coefficients(order)], p.dtype, p.device)
+    d1 = _d1(order, h, p.dtype, p.device)
     out = _as3d(psi if psi_out is None else psi_out)
     _axis_launch(_k.cpml_psi_kernel, (p, psi, a, b), p, psi, axis, order, lo, hi, (d1, out), origin, z_rows)
 
@@ -279,8 +294,8 @@ def cpml_correct(p, psi, zeta, a, b, m, out, axis: int, order: int, h: float, lo
     if backend == "torch":
         cpml_correct_torch(p, psi, zeta, a, b, m, out, axis, order, h, lo, hi, origin)
         return
-    d1 = _const(("d1", order, h), [float(c) / h for c in first_derivative_coefficients(order)], p.dtype, p.device)
-    d2 = _const(("d2", order, h), [float(c) / h**2 for c in second_derivative_coefficients(order)], p.dtype,
+    d1 = _d1(order, h, p.dtype, p.device)
+    d2 = _const(("d2", order, h), lambda: [float(c) / h**2 for c in second_derivative_coefficients(order)], p.dtype,
                 p.device)
     _axis_launch(_k.cpml_correct_kernel, (p, psi, zeta, a, b, m, out), p, psi, axis, order, lo, hi, (d1, d2), origin,
                  z_rows)
@@ -309,7 +324,10 @@ class CpmlConfig:
     (block_y, block_x) tiles at ``num_warps`` where no x term is, ``narrow`` = (block_y, block_x,
     num_warps) where one is, ``block_z`` planes per program, register budgets ``march_regs``), else
     ``march_tiles`` = (block_y, block_x, block_z, num_warps) per kind of box (z, y, x faces, edges,
-    corners) overriding both), else ``fused`` (``wave_cpml_kernel`` on the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``,
+    corners) overriding both; ``psi_tiles`` = (block_y, block_x, block_z, num_warps) per axis
+    (z, y, x): psi_new by ``cpml_psi_march_kernel``, else by ``cpml_psi_kernel``; ``interior_first``:
+    the interior's launch before the psi launches, so the CPU queues the rest while the GPU runs
+    the longest launch), else ``fused`` (``wave_cpml_kernel`` on the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``,
     ``maxnreg``), else the unfused launches."""
 
     block_y: int
@@ -325,29 +343,37 @@ class CpmlConfig:
     narrow: tuple[int, int, int] = (16, 32, 4)
     march_regs: tuple[int, ...] = ()
     march_tiles: tuple[tuple[int, int, int, int], ...] = ()
+    psi_tiles: tuple[tuple[int, int, int, int], ...] = ()
+    interior_first: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
 # Per kind of layer box (z, y, x faces, edges, corners): register budgets and (block_y, block_x, block_z,
-# num_warps), the fastest of benchmarks/wave_layers_sweep.py (H200, fbcaf64).
+# num_warps), the fastest of benchmarks/wave_layers_sweep.py (H200, fbcaf64; the faces) and
+# benchmarks/wave_psi_sweep.py (H200, e0b1e2f; edges and corners: 2 planes per program).
 MARCH_REGS = (96, 96, 72, 128, 168)
-MARCH_TILES = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (16, 32, 8, 4), (4, 32, 8, 1))
+MARCH_TILES = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (8, 32, 2, 2), (4, 32, 2, 1))
+# The previous default's edge and corner tiles (16 and 8 planes per program), kept for the benchmark.
+MARCH_TILES_PREVIOUS = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (16, 32, 8, 4), (4, 32, 8, 1))
+# (block_y, block_x, block_z, num_warps) of the marching psi launch per axis (z, y, x)
+PSI_TILES = ((4, 128, 10, 4), (4, 128, 8, 4), (16, 32, 8, 4))
 
 
 def default_cpml_config(device: torch.device) -> CpmlConfig:
-    """GPU: the layers' z-march (``march=True``: psi launches, the plain step on the interior,
-    ``wave_layer_kernel`` per set of active axes) with the fastest tiles of the per-kind sweep: on
-    H200 (fp32, order 8, 512**3, W = 20) 1.76 ms a step against 1.80 ms for the first march
-    configuration and 1.89 ms for the unfused launches in the same run
-    (benchmarks/results/2026-11-21-h200/wave-layers-sweep-fbcaf64.json; the folded variants took
-    2.74 and 3.31 ms, wave-march-sweep-dd7b7cb.json). Interpreter: the folded kernel, few large
-    programs."""
+    """GPU: the layers' z-march (``march=True``: the plain step on the interior, the marching psi
+    launches, ``wave_layer_kernel`` per set of active axes) with the fastest tiles of the sweeps: on
+    H200 (fp32, order 8, 512**3, W = 20) 1.69 ms a step against 1.84 ms for the previous default
+    (slab psi kernels, 8-16 planes per edge and corner program) in the same run
+    (benchmarks/results/2026-11-25-h200/wave-psi-sweep-e0b1e2f.json), 1.785 against 1.869 ms with
+    the interior first (wave-step-9e4d4d0.json; psi first: 1.799 ms); earlier: the first march
+    configuration 1.80 ms, the unfused launches 1.89 ms, the folded variants 2.74 and 3.31 ms).
+    Interpreter: the folded kernel, few large programs."""
     if device.type != "cuda":
         return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     return CpmlConfig(block_y=4, block_x=128, block_z=8, num_warps=4, march=True, narrow=(8, 32, 2),
-                      march_regs=MARCH_REGS, march_tiles=MARCH_TILES)
+                      march_regs=MARCH_REGS, march_tiles=MARCH_TILES, psi_tiles=PSI_TILES, interior_first=True)
 
 
 _NO_SPLIT = 2**30
@@ -426,8 +452,29 @@ class CpmlAxis:
         return t
 
 
+_CHECKED: dict[tuple, list] = {}
+
+
 def check_cpml(p: torch.Tensor, pml: list[CpmlAxis], order: int) -> None:
-    """The CPML axes fit p: distinct axes of p, profiles of p's extent, stores of p's dtype/device."""
+    """The CPML axes fit p: distinct axes of p, profiles of p's extent, stores of p's dtype/device.
+
+    A run calls this every step with the same tensors: a set of (p's shape, dtype, device, order,
+    and per axis its regions and the identities and shapes of its tensors) that passed is
+    remembered, with weak references that must still name the same objects (a freed tensor's id
+    may be reused), so a step skips the ~40 attribute checks (CPU time before the first launch)."""
+    tensors = [t for ax in pml for t in (ax.a, ax.b, *ax.psi, ax.zeta)]
+    key = (order, tuple(p.shape), p.dtype, p.device, tuple((ax.axis, ax.regions, ax.h) for ax in pml),
+           tuple((id(t), tuple(t.shape)) for t in tensors))
+    refs = _CHECKED.get(key)
+    if refs is not None and all(r() is t for r, t in zip(refs, tensors)):
+        return
+    _check_cpml(p, pml, order)
+    if len(_CHECKED) > 64:
+        _CHECKED.clear()
+    _CHECKED[key] = [weakref.ref(t) for t in tensors]
+
+
+def _check_cpml(p: torch.Tensor, pml: list[CpmlAxis], order: int) -> None:
     axes = [ax.axis for ax in pml]
     if len(set(axes)) != len(axes) or not all(0 <= a < p.dim() for a in axes):
         raise ValueError(f"CPML axes must be distinct axes of a {p.dim()}D grid, got {axes}")
@@ -580,17 +627,15 @@ def _launch_cpml(p, p_prev, m, out, order, spacing, lo, hi, pml: list[CpmlAxis],
     if not launches:
         return
     sp3 = spacing if has_z else (math.inf,) + tuple(spacing)
-    w = _const(("w", order, sp3), stencil_weights(order, sp3), p.dtype, p.device)
+    w = _const(("w", order, sp3), lambda: stencil_weights(order, sp3), p.dtype, p.device)
     per_axis = []
     for d in range(3):
         ax = kaxes.get(d)
         if ax is None:
             per_axis += [w] * 7  # never read
             continue
-        d1 = [float(c) / ax.h for c in first_derivative_coefficients(order)]
-        d2 = [float(c) / ax.h**2 for c in second_derivative_coefficients(order)]
-        per_axis += [ax.psi[0], ax.psi[1], ax.zeta, ax.a, ax.b,
-                     _const(("cpml", order, ax.h), d1 + d2, p.dtype, p.device), ax.c_table(order)]
+        per_axis += [ax.psi[0], ax.psi[1], ax.zeta, ax.a, ax.b, _cpml_weights(order, ax.h, p.dtype, p.device),
+                     ax.c_table(order)]
     opts = {"num_warps": pcfg.num_warps}
     if pcfg.maxnreg and p.device.type == "cuda" and torch.version.hip is None:
         opts["maxnreg"] = pcfg.maxnreg
@@ -719,59 +764,74 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
     has_z = ndim == 3
     lo3 = tuple(lo) if has_z else (0,) + tuple(lo)
     hi3 = tuple(hi) if has_z else (1,) + tuple(hi)
+    # Everything but the tensors is planned once per (box, configuration, grid, stores): the CPU
+    # time of a call before its first launch is GPU time lost in a step timed alone.
+    key = ("march", lo3, hi3, pcfg, order, tuple(p3.shape), tuple(p3.stride()), p3.dtype, str(p3.device),
+           tuple((d, ax.regions, tuple(ax.zeta.shape), ax.h) for d, ax in sorted(kaxes.items())))
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _march_plan(p3, order, lo3, hi3, kaxes, ndim, pcfg)
+    interiors, launches, strides = plan
+    p, p_prev, m, out = (t if has_z else t[0] for t in (p3, pp3, m3, o3))
+    # The interior reads p, p_prev, m and writes its own box of out: independent of psi and of the
+    # layers' boxes (which rewrite its edge columns with the same bits after it), so it may go first.
+    for stage in (("interior", "psi") if pcfg.interior_first else ("psi", "interior")):
+        if stage not in parts:
+            continue
+        if stage == "psi" and pcfg.psi_tiles:
+            _psi_march(p3, order, lo, hi, pml, pcfg.psi_tiles)
+        elif stage == "psi":
+            _psi_phase(p, order, lo, hi, pml)
+        else:
+            for box_lo, box_hi in interiors:
+                _launch_step(p, p_prev, m, out, order, spacing, box_lo, box_hi, None, cfg)
+    if not launches or not any(part.startswith("layers") for part in parts):
+        return
+    sp3 = spacing if has_z else (math.inf,) + tuple(spacing)
+    w = _const(("w", order, sp3), lambda: stencil_weights(order, sp3), p3.dtype, p3.device)
+    per_axis = []
+    for d in range(3):
+        ax = kaxes.get(d)
+        per_axis += ([ax.psi[1], ax.zeta, ax.a, ax.b, _cpml_weights(order, ax.h, p3.dtype, p3.device)] if ax is not None
+                     else [w] * 5)  # never read
+    for name, table, n_prog, kw in launches:
+        if "layers" in parts or name in parts:
+            _launch(_k.wave_layer_kernel, (n_prog,), [p3, pp3, m3, o3, w, table, *per_axis, *strides], kw)
+
+
+def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig):
+    """``_march_layers``' launches: (interior boxes as (lo, hi) in p's dimensions, [(name, box table,
+    programs, constexprs and options)] of ``wave_layer_kernel``, its integer arguments)."""
     nx = p3.shape[2]
     s_z, s_y, _ = p3.stride()
     vec = min([16 // p3.element_size()] + [_march_tile_of(pcfg, axes)[1] for axes in ((0,), (1,), (2,), (0, 1), (0, 1, 2))])
-    key = ("march", lo3, hi3, pcfg, vec, tuple(p3.shape), str(p3.device),
-           tuple((d, ax.regions, tuple(ax.zeta.shape)) for d, ax in sorted(kaxes.items())))
-    plan = _PLANS.get(key)
-    if plan is None:
-        interiors, scale, launches = layer_plan(lo3, hi3, kaxes, ndim, nx, pcfg, vec, (s_z, s_y))
-        tables = []
-        for axes, tile, table, n_prog in launches:
-            flat = [v // scale if i % 16 in (6, 8, 9, 10, 11) else v for row in table for i, v in enumerate(row)]
-            tables.append((axes, tile, torch.tensor(flat, dtype=torch.int64, device=p3.device), len(table), n_prog))
-        if len(_PLANS) > 64:
-            _PLANS.clear()
-        plan = _PLANS[key] = (interiors, scale, tables)
-    interiors, scale, tables = plan
-    p, p_prev, m, out = (t if has_z else t[0] for t in (p3, pp3, m3, o3))
-    if "psi" in parts:
-        _psi_phase(p, order, lo, hi, pml)
-    for box in interiors if "interior" in parts else ():
-        _launch_step(p, p_prev, m, out, order, spacing, tuple(a for a, _ in box)[3 - ndim:],
-                     tuple(b for _, b in box)[3 - ndim:], None, cfg)
-    if not tables or not any(part.startswith("layers") for part in parts):
-        return
-    sp3 = spacing if has_z else (math.inf,) + tuple(spacing)
-    w = _const(("w", order, sp3), stencil_weights(order, sp3), p3.dtype, p3.device)
-    per_axis, strides = [], []
+    interiors, scale, plan = layer_plan(lo3, hi3, kaxes, ndim, nx, pcfg, vec, (s_z, s_y))
+    strides = [nx // scale, s_z // scale, s_y // scale]
     for d in range(3):
         ax = kaxes.get(d)
         if ax is None:
-            per_axis += [w] * 5  # never read
             strides.append(0)
             continue
-        d1 = [float(c) / ax.h for c in first_derivative_coefficients(order)]
-        d2 = [float(c) / ax.h**2 for c in second_derivative_coefficients(order)]
-        per_axis += [ax.psi[1], ax.zeta, ax.a, ax.b, _const(("cpml", order, ax.h), d1 + d2, p3.dtype, p3.device)]
         st = _store_view(ax, ndim).stride()
         if d < 2 and st[2] != s_y:
             raise ValueError(f"CPML stores of axis {ax.axis} must have p's row stride")
         strides.append(st[1] // scale)
     st = _store_view(kaxes[2], ndim).stride() if 2 in kaxes else (0, 0, 0)
     strides += [st[2] // scale, kaxes[2].extent // scale if 2 in kaxes else 0]
-    for axes, (by, bx, bz, warps), table, nb, n_prog in tables:
-        if "layers" not in parts and f"layers:{','.join(map(str, axes))}" not in parts:
-            continue
-        opts = {"num_warps": warps}
+    launches = []
+    for axes, (by, bx, bz, warps), table, n_prog in plan:
+        flat = [v // scale if i % 16 in (6, 8, 9, 10, 11) else v for row in table for i, v in enumerate(row)]
+        kw = dict(R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=ndim == 3,
+                  NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, num_warps=warps)
         regs = _march_budget(pcfg, axes)
         if regs and p3.device.type == "cuda" and torch.version.hip is None:
-            opts["maxnreg"] = regs
-        _launch(_k.wave_layer_kernel, (n_prog,), [
-            p3, pp3, m3, o3, w, table, *per_axis, nx // scale, s_z // scale, s_y // scale, *strides], dict(
-            R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=has_z, NB=nb,
-            AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, **opts))
+            kw["maxnreg"] = regs
+        launches.append(("layers:" + ",".join(map(str, axes)), torch.tensor(flat, dtype=torch.int64, device=p3.device),
+                         n_prog, kw))
+    if len(_PLANS) > 64:
+        _PLANS.clear()
+    boxes = [(tuple(a for a, _ in box)[3 - ndim:], tuple(b for _, b in box)[3 - ndim:]) for box in interiors]
+    return boxes, launches, strides
 
 
 def _layer_interval(ax: CpmlAxis, k: int) -> tuple[int, int] | None:
@@ -784,25 +844,75 @@ def _layer_interval(ax: CpmlAxis, k: int) -> tuple[int, int] | None:
     return ax._tables[key]
 
 
+def _psi_boxes(lo, hi, ax: CpmlAxis, n: int, r: int):
+    """(k, store index, origin, box lo, box hi) of each region of ``ax`` whose layer meets the box
+    [lo, hi) widened by R along the axis: where psi_new is computed (``_psi_phase``)."""
+    out = []
+    for k, (_w0, _w1, origin) in enumerate(ax.regions):
+        layer = _layer_interval(ax, k)
+        if layer is None:
+            continue
+        a0 = max(lo[ax.axis] - r, layer[0], r)
+        a1 = min(hi[ax.axis] + r, layer[1], n - r)
+        if a0 >= a1:
+            continue
+        blo = tuple(a0 if d == ax.axis else v for d, v in enumerate(lo))
+        bhi = tuple(a1 if d == ax.axis else v for d, v in enumerate(hi))
+        out.append((k, k if ax.zeta.shape[0] > 1 else 0, origin, blo, bhi))
+    return out
+
+
+def _psi_march(p3, order: int, lo, hi, pml: list[CpmlAxis], tiles) -> None:
+    """psi_new on the layers (``_psi_phase``'s boxes) by ``cpml_psi_march_kernel``: one launch per
+    axis over its layers' boxes, ``tiles`` = (block_y, block_x, block_z, num_warps) per axis
+    (z, y, x)."""
+    ndim = len(lo)
+    r = order // 2
+    nx = p3.shape[2]
+    s_z, s_y, _ = p3.stride()
+    vec = min([16 // p3.element_size()] + [t[1] for t in tiles])
+    for ax in pml:
+        d = ax.axis + 3 - ndim
+        by, bx, bz, warps = tiles[d]
+        key = ("psi", tuple(lo), tuple(hi), d, (by, bx, bz), vec, tuple(p3.shape), str(p3.device), ax.regions,
+               tuple(ax.zeta.shape))
+        plan = _PLANS.get(key)
+        if plan is None:
+            st = _store_view(ax, ndim).stride()
+            rows, start = [], 0
+            for _reg, s_, origin, blo, bhi in _psi_boxes(lo, hi, ax, p3.shape[d], r):
+                (z0, y0, x0), (z1, y1, x1) = ((0,) * (3 - ndim) + blo), ((1,) * (3 - ndim) + bhi)
+                x_org = x0 - x0 % X_ALIGN
+                rows.append([z0, z1, y0, y1, x0, x1, x_org, start, s_ * st[0] - origin * st[1 + d],
+                             origin if d == 2 else 0] + [0] * 6)
+                start += triton_cdiv(x1 - x_org, bx) * triton_cdiv(y1 - y0, by) * triton_cdiv(z1 - z0, bz)
+            ints = [nx, s_z, s_y, st[1], st[2]] + [v for row in rows for v in (row[6], row[8], row[9])]
+            if d == 2:
+                ints.append(ax.extent)
+            scale = vec if all(v % vec == 0 for v in ints) else 1
+            flat = [v // scale if i % 16 in (6, 8, 9) else v for row in rows for i, v in enumerate(row)]
+            table = torch.tensor(flat, dtype=torch.int64, device=p3.device) if rows else None
+            if len(_PLANS) > 64:
+                _PLANS.clear()
+            plan = _PLANS[key] = (table, len(rows), start, scale, (st[1], st[2]))
+        table, nb, n_prog, scale, (t0, t1) = plan
+        if not nb:
+            continue
+        d1 = _d1(order, ax.h, p3.dtype, p3.device)
+        psi = [t if ndim == 3 else t.unsqueeze(1) for t in ax.psi]
+        _launch(_k.cpml_psi_march_kernel, (n_prog,), [
+            p3, psi[0], psi[1], ax.a, ax.b, d1, table, nx // scale, s_z // scale, s_y // scale, t0 // scale,
+            t1 // scale, ax.extent // scale if d == 2 else 0], dict(
+            AXIS=d, R=r, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, NB=nb, num_warps=warps))
+
+
 def _psi_phase(p, order: int, lo, hi, pml: list[CpmlAxis]) -> None:
     """Two-phase variant, phase 1: psi_new = b psi_old + a dp/dx (``cpml_psi_kernel``, psi[0] into
     psi[1]) on each layer's points of the box and its R neighbours along the axis (where p's R
     neighbours exist), so the step launch reads psi_new. Recomputing a point (boxes that share
     neighbours) writes the same value: psi is double-buffered."""
-    r = order // 2
     for ax in pml:
-        n = p.shape[ax.axis]
-        for k, (_w0, _w1, origin) in enumerate(ax.regions):
-            layer = _layer_interval(ax, k)
-            if layer is None:
-                continue
-            a0 = max(lo[ax.axis] - r, layer[0], r)
-            a1 = min(hi[ax.axis] + r, layer[1], n - r)
-            if a0 >= a1:
-                continue
-            blo = tuple(a0 if d == ax.axis else v for d, v in enumerate(lo))
-            bhi = tuple(a1 if d == ax.axis else v for d, v in enumerate(hi))
-            s_ = k if ax.zeta.shape[0] > 1 else 0
+        for _reg, s_, origin, blo, bhi in _psi_boxes(lo, hi, ax, p.shape[ax.axis], order // 2):
             cpml_psi(p, ax.psi[0][s_], ax.a, ax.b, ax.axis, order, ax.h, blo, bhi, "triton", origin,
                      psi_out=ax.psi[1][s_])
 

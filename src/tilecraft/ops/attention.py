@@ -118,6 +118,17 @@ class DecodeConfig:
     num_warps: int
     num_stages: int
     splits: int = 0
+    # ``attention_decode_gluon_kernel`` (sm90 only, ``gluon_ok`` calls): one warpgroup of 64 rows,
+    # K/V by TMA into a ``num_stages`` ring, both products on wgmma; ``overlap``: the softmax of S_j
+    # beside P_{j-1} V_{j-1} (FlashAttention-3's order)
+    gluon: bool = False
+    overlap: bool = False
+
+    def __post_init__(self):
+        if self.gluon and self.num_warps != 4:
+            raise ValueError(f"the Gluon decode kernel is one warpgroup (num_warps=4), got {self}")
+        if self.overlap and not self.gluon:
+            raise ValueError(f"overlap is a Gluon decode option, got {self}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -273,6 +284,20 @@ def default_decode_config(head_dim: int, device: torch.device) -> DecodeConfig:
     if device.type != "cuda":
         return INTERPRETER_DECODE
     return DecodeConfig(64 if block_d(head_dim) <= 128 else 32, 4, 3)
+
+
+#: sm90: the Gluon split-KV kernel per head dimension, where a GPU run measured it faster than the
+#: Triton one (docs/attention.md, round 8); other head dims, devices and layouts run the Triton kernel.
+GLUON_DECODE: dict[int, DecodeConfig] = {}
+
+
+def decode_config(p: Problem, *tensors: torch.Tensor) -> DecodeConfig:
+    """The split-KV launch ``attention`` uses for these validated tensors: the measured Gluon kernel
+    on sm90 where it takes the call (``gluon_ok``), else the Triton kernel's default."""
+    cfg = GLUON_DECODE.get(p.head_dim)
+    if cfg is not None and gluon_ok(p, *tensors):
+        return cfg
+    return default_decode_config(p.head_dim, tensors[0].device)
 
 
 def uses_decode(p: Problem) -> bool:
@@ -647,7 +672,7 @@ def decode_splits(p: Problem, cfg: DecodeConfig, device: torch.device) -> tuple[
     73% for 256 programs at B8 H32/8 S16x8192 on an H200, commit c5409ea), each chunk at least 4
     key tiles long."""
     rows = (p.heads // p.kv_heads) * p.seqlen_q
-    block_m = max(16, min(64, 1 << (rows - 1).bit_length()))
+    block_m = 64 if cfg.gluon else max(16, min(64, 1 << (rows - 1).bit_length()))
     programs = p.batch * p.kv_heads * _cdiv(rows, block_m)
     splits = cfg.splits or max(1, (2 * _sm_count(device)) // programs)
     splits = max(1, min(splits, _cdiv(p.seqlen_k, 4 * cfg.block_n)))
@@ -664,12 +689,25 @@ def launch_decode(q, k, v, out, lse, p: Problem, cfg: DecodeConfig) -> list:
     group = p.heads // p.kv_heads
     o_part = torch.empty((splits, p.batch, p.heads, p.seqlen_q, bd), dtype=torch.float32, device=q.device)
     l_part = torch.empty((splits, p.batch, p.heads, p.seqlen_q), dtype=torch.float32, device=q.device)
+    grid = (splits, p.batch * p.kv_heads, _cdiv(group * p.seqlen_q, block_m))
+    if cfg.gluon and not gluon_ok(p, q, k, v):
+        raise ValueError("the Gluon decode kernel needs CUDA tensors on sm90 that TMA can address, D in "
+                         f"{GLUON_HEAD_DIMS}; use a Triton DecodeConfig for this call")
     with _on_device(q):
-        h1 = _k.attention_decode_kernel[(splits, p.batch * p.kv_heads, _cdiv(group * p.seqlen_q, block_m))](
-            q, k, v, o_part, l_part, *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout),
-            *_bhsd_strides(v, p.layout), *l_part.stride(), p.heads, group, p.seqlen_q, p.seqlen_k, per,
-            p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
-            CAUSAL=p.causal, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        if cfg.gluon:
+            from tilecraft.kernels import attention_gluon as _g
+            h1 = _g.attention_decode_gluon_kernel[grid](
+                q, _gluon_descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n),
+                _gluon_descriptor(v, p, p.seqlen_k, p.kv_heads, cfg.block_n), o_part, l_part,
+                *_bhsd_strides(q, p.layout), *l_part.stride(), p.heads, group, p.seqlen_q, p.seqlen_k, per,
+                p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_N=cfg.block_n, STAGES=cfg.num_stages, CAUSAL=p.causal,
+                PIPELINE=cfg.overlap, num_warps=4)
+        else:
+            h1 = _k.attention_decode_kernel[grid](
+                q, k, v, o_part, l_part, *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout),
+                *_bhsd_strides(v, p.layout), *l_part.stride(), p.heads, group, p.seqlen_q, p.seqlen_k, per,
+                p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
+                CAUSAL=p.causal, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         h2 = _k.attention_combine_kernel[(p.batch * p.heads * p.seqlen_q,)](
             o_part, l_part, out, lse, *_bhsd_strides(out, p.layout), *_lse_strides(lse, False), l_part.stride(0),
             p.heads, p.seqlen_q, splits, HEAD_DIM=p.head_dim, BLOCK_D=bd,
@@ -739,7 +777,7 @@ def _fwd_compute(q, k, v, cu_q, cu_k, p: Problem, cfg: FwdConfig | None = None):
         lse[..., :l_ref.shape[-1]].copy_(l_ref)
         return out, lse
     if uses_decode(p):
-        launch_decode(q, k, v, out, lse, p, default_decode_config(p.head_dim, q.device))
+        launch_decode(q, k, v, out, lse, p, decode_config(p, q, k, v))
     else:
         launch_fwd(q, k, v, out, lse, cu_q, cu_k, p, cfg or default_fwd_config(p.head_dim, q.device, causal=p.causal))
     return out, lse

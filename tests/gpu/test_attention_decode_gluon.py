@@ -89,16 +89,18 @@ def test_gluon_decode_matches_float64(name, cfg, case, dtype):
     assert torch.equal(outs[0], outs[1]), f"{cfg}: two launches on the same inputs differ"
 
 
-def test_public_api_dispatches_measured_gluon_decode():
-    """Where GLUON_DECODE holds a config, ``tilecraft.attention`` runs it for a decode call (and the
-    result matches float64); elsewhere the Triton kernel."""
+@pytest.mark.parametrize("s_q", [16, 1])
+def test_public_api_dispatches_measured_decode(s_q):
+    """``tilecraft.attention`` runs ``SM90_DECODE``'s choice for a decode call (the Gluon kernel for
+    fewer than 64 rows per K/V head, one Triton program per SM for full tiles), matching float64."""
     gen = torch.Generator(device="cuda").manual_seed(5)
-    q = torch.randn(2, 8, 16, 128, generator=gen, device="cuda").to(torch.bfloat16)
+    q = torch.randn(2, 8, s_q, 128, generator=gen, device="cuda").to(torch.bfloat16)
     k = torch.randn(2, 2, 2000, 128, generator=gen, device="cuda").to(torch.bfloat16)
     v = torch.randn(2, 2, 2000, 128, generator=gen, device="cuda").to(torch.bfloat16)
     p = ops.validate(q, k, v, causal=False, scale=None, layout="bhsd")
     assert ops.uses_decode(p)
-    assert ops.decode_config(p, q, k, v).gluon == (128 in ops.GLUON_DECODE)
+    cfg = ops.decode_config(p, q, k, v)
+    assert cfg == ops.sm90_decode_choice(128, 4 * s_q) and cfg.gluon == (s_q == 1)
     out = tilecraft.attention(q, k, v)
     ref_o, _ = attention_reference(q, k, v)
     assert rel(out, ref_o) < TOL[torch.bfloat16]

@@ -46,8 +46,8 @@ def test_gluon_decode_config_rules_and_cpu_dispatch(monkeypatch):
     k, v = (torch.randn(1, 2, 1100, 64, generator=gen).to(torch.float16) for _ in range(2))
     p = ops.validate(q, k, v, causal=False, scale=None, layout="bhsd")
     assert ops.uses_decode(p)
-    monkeypatch.setitem(ops.GLUON_DECODE, 64, D(64, 4, 3, gluon=True))
-    # CPU tensors: the Triton (interpreter) config even where GLUON_DECODE has one
+    monkeypatch.setitem(ops.SM90_DECODE, 64, (D(64, 4, 4, programs_per_sm=1), D(64, 4, 3, gluon=True)))
+    # CPU tensors: the Triton (interpreter) config even where SM90_DECODE has one
     assert ops.decode_config(p, q, k, v) == ops.INTERPRETER_DECODE
     out = torch.full_like(q, float("nan"))
     lse = torch.full((1, 4, 3), float("nan"))
@@ -55,6 +55,25 @@ def test_gluon_decode_config_rules_and_cpu_dispatch(monkeypatch):
         ops.launch_decode(q, k, v, out, lse, p, D(64, 4, 3, gluon=True))  # an explicit Gluon config: no silent path
     import tilecraft
     from tilecraft.reference.attention import attention_reference
-    out = tilecraft.attention(q, k, v)  # the public path on CPU, GLUON_DECODE set
+    out = tilecraft.attention(q, k, v)  # the public path on CPU, SM90_DECODE set
     ref, _ = attention_reference(q, k, v)
     assert ((out.double() - ref).norm() / ref.norm()).item() < 2e-3
+
+
+def test_sm90_decode_choice_by_rows():
+    """Full group tiles (G x S_q >= 64 rows) take one program per SM with a 4-stage ring (Triton);
+    fewer rows the Gluon kernel with the overlap; head dims not measured: none (the Triton default)."""
+    full = ops.sm90_decode_choice(128, 64)
+    assert full == ops.sm90_decode_choice(128, 128) and not full.gluon and full.programs_per_sm == 1
+    assert full.num_stages == 4 and full.block_n == 64
+    few = ops.sm90_decode_choice(128, 4)
+    assert few.gluon and few.overlap and ops.sm90_decode_choice(128, 63) == few
+    assert ops.sm90_decode_choice(96, 64) is None
+    # the measured shape, B8 H32/8 S16x8192 on 132 SMs: 64 programs -> 2 chunks of 4096 keys (one wave of 128)
+    q = torch.empty(8, 32, 16, 128, dtype=torch.float16, device="meta")
+    k = torch.empty(8, 8, 8192, 128, dtype=torch.float16, device="meta")
+    p = ops.validate(q, k, k, causal=False, scale=None, layout="bhsd")
+    from unittest import mock
+    with mock.patch.object(ops, "_sm_count", return_value=132):
+        assert ops.decode_splits(p, full, torch.device("cuda"))[:2] == (2, 4096)
+        assert ops.decode_splits(p, ops.DecodeConfig(64, 4, 3), torch.device("cuda"))[:2] == (4, 2048)

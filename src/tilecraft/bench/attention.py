@@ -572,7 +572,8 @@ def default_config(s: Shape, direction: str):
         return ops.default_bwd_config(s.head_dim, dev)
     if s.seqlen_q <= ops.DECODE_MAX_QUERIES and s.seqlen_k >= ops.DECODE_MIN_KEYS:
         hopper = torch.cuda.get_device_capability() == (9, 0)
-        return (ops.GLUON_DECODE.get(s.head_dim) if hopper else None) or ops.default_decode_config(s.head_dim, dev)
+        choice = ops.sm90_decode_choice(s.head_dim, s.heads // s.kv_heads * s.seqlen_q) if hopper else None
+        return choice or ops.default_decode_config(s.head_dim, dev)
     return ops.default_fwd_config(s.head_dim, dev, hopper=torch.cuda.get_device_capability() == (9, 0),
                                   causal=s.causal)
 

@@ -118,6 +118,8 @@ class DecodeConfig:
     num_warps: int
     num_stages: int
     splits: int = 0
+    # with splits = 0: chunks enough for this many programs per SM in one wave
+    programs_per_sm: int = 2
     # ``attention_decode_gluon_kernel`` (sm90 only, ``gluon_ok`` calls): one warpgroup of 64 rows,
     # K/V by TMA into a ``num_stages`` ring, both products on wgmma; ``overlap``: the softmax of S_j
     # beside P_{j-1} V_{j-1} (FlashAttention-3's order)
@@ -286,18 +288,36 @@ def default_decode_config(head_dim: int, device: torch.device) -> DecodeConfig:
     return DecodeConfig(64 if block_d(head_dim) <= 128 else 32, 4, 3)
 
 
-#: sm90: the Gluon split-KV kernel per head dimension, where a GPU run measured it faster than the
-#: Triton one (docs/attention.md, round 8); other head dims, devices and layouts run the Triton kernel.
-GLUON_DECODE: dict[int, DecodeConfig] = {}
+#: Rows of a full group tile: the query heads of one K/V head x S_q filling a 64-row program.
+DECODE_FULL_ROWS = 64
+#: sm90, per head dimension: (the config for full group tiles, G x S_q >= 64; the one for fewer rows).
+#: Measured on an H200 (docs/attention.md, round 8, commit 239b0f2): B8 H32/8 S16x8192 went from 73.2%
+#: to 82.0% of copy with one program per SM and a 4-stage ring (the Gluon kernel the same way: 80.9%);
+#: with fewer rows the Gluon kernel (FlashAttention-3's order) beat the Triton one: 88.9 -> 90.5%
+#: (S1 GQA), 91.9 -> 104.4% (B16 H32 S1x4096), 96.3 -> 97.0% (S4x32768).
+SM90_DECODE: dict[int, tuple[DecodeConfig, DecodeConfig]] = {
+    128: (DecodeConfig(64, 4, 4, programs_per_sm=1), DecodeConfig(64, 4, 3, gluon=True, overlap=True)),
+}
+
+
+def sm90_decode_choice(head_dim: int, rows: int) -> DecodeConfig | None:
+    """The measured sm90 split-KV launch for ``rows`` = G x S_q rows per K/V head, or None."""
+    if head_dim not in SM90_DECODE:
+        return None
+    full, few = SM90_DECODE[head_dim]
+    return full if rows >= DECODE_FULL_ROWS else few
 
 
 def decode_config(p: Problem, *tensors: torch.Tensor) -> DecodeConfig:
-    """The split-KV launch ``attention`` uses for these validated tensors: the measured Gluon kernel
-    on sm90 where it takes the call (``gluon_ok``), else the Triton kernel's default."""
-    cfg = GLUON_DECODE.get(p.head_dim)
-    if cfg is not None and gluon_ok(p, *tensors):
-        return cfg
-    return default_decode_config(p.head_dim, tensors[0].device)
+    """The split-KV launch ``attention`` uses for these validated tensors: on sm90 the measured
+    choice (``SM90_DECODE``; the Gluon kernel only where ``gluon_ok`` takes the call), else the
+    Triton kernel's default."""
+    dev = tensors[0].device
+    if dev.type == "cuda" and _is_sm90(dev):
+        cfg = sm90_decode_choice(p.head_dim, (p.heads // p.kv_heads) * p.seqlen_q)
+        if cfg is not None and (not cfg.gluon or gluon_ok(p, *tensors)):
+            return cfg
+    return default_decode_config(p.head_dim, dev)
 
 
 def uses_decode(p: Problem) -> bool:
@@ -667,14 +687,14 @@ def _sm_count(device: torch.device) -> int:
 
 
 def decode_splits(p: Problem, cfg: DecodeConfig, device: torch.device) -> tuple[int, int, int]:
-    """(splits, keys per split, row tile): as many chunks as fit two programs per SM in ONE wave
-    (rounded down: 320 programs on 264 slots ran the last 56 as a second wave, 59% of copy against
-    73% for 256 programs at B8 H32/8 S16x8192 on an H200, commit c5409ea), each chunk at least 4
-    key tiles long."""
+    """(splits, keys per split, row tile): as many chunks as fit ``cfg.programs_per_sm`` programs per
+    SM in ONE wave (rounded down: 320 programs on 264 slots ran the last 56 as a second wave, 59% of
+    copy against 73% for 256 programs at B8 H32/8 S16x8192 on an H200, commit c5409ea; one program per
+    SM, twice as long, 82%, round 8), each chunk at least 4 key tiles long."""
     rows = (p.heads // p.kv_heads) * p.seqlen_q
     block_m = 64 if cfg.gluon else max(16, min(64, 1 << (rows - 1).bit_length()))
     programs = p.batch * p.kv_heads * _cdiv(rows, block_m)
-    splits = cfg.splits or max(1, (2 * _sm_count(device)) // programs)
+    splits = cfg.splits or max(1, (cfg.programs_per_sm * _sm_count(device)) // programs)
     splits = max(1, min(splits, _cdiv(p.seqlen_k, 4 * cfg.block_n)))
     per = _cdiv(_cdiv(p.seqlen_k, splits), cfg.block_n) * cfg.block_n
     return _cdiv(p.seqlen_k, per), per, block_m

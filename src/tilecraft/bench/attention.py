@@ -219,6 +219,35 @@ def gluon_compile_report(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig | None
     return d
 
 
+def gluon_decode_compile_report(s: Shape, dtype: torch.dtype, cfg: ops.DecodeConfig, target: str = "sm90",
+                                timeout_s: float = 300.0) -> dict:
+    """``attention_decode_gluon_kernel`` as ``launch_decode`` compiles it for contiguous "bhsd"
+    tensors of shape s (K/V through 4D descriptors), cross-compiled for sm90 in a child process:
+    registers, spills, shared memory, instruction census."""
+    from triton.experimental.gluon import language as gl
+
+    from tilecraft.analysis.compiled import cross_compile
+
+    gdt = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
+    box = [1, 1, cfg.block_n, s.head_dim]
+    desc = f"tensordesc<{_TRITON[dtype]}[{','.join(map(str, box))}],{gl.NVMMASharedLayout.get_default_for(box, gdt)!r}>"
+    d = s.head_dim
+    splits_stride = s.batch * s.heads * s.seqlen_q
+    sig = {"Q": "*" + _TRITON[dtype] + ":16", "k_desc": desc, "v_desc": desc, "O_PART": "*fp32:16",
+           "LSE_PART": "*fp32:16", "stride_qb": _int_hint(s.heads * s.seqlen_q * d), "stride_qh": _int_hint(s.seqlen_q * d),
+           "stride_qs": _int_hint(d), "stride_ps": _int_hint(splits_stride), "stride_pb": _int_hint(s.heads * s.seqlen_q),
+           "stride_ph": _int_hint(s.seqlen_q), "stride_pm": "i32:1", "H": _int_hint(s.heads),
+           "GROUP": _int_hint(s.heads // s.kv_heads), "S_Q": _int_hint(s.seqlen_q), "S_K": _int_hint(s.seqlen_k),
+           "keys_per_split": "i32:16", "qk_scale": "fp32"}
+    cx = {"HEAD_DIM": d, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages, "CAUSAL": s.causal,
+          "PIPELINE": cfg.overlap, "num_warps": 4}
+    res = cross_compile("tilecraft.kernels.attention_gluon", "attention_decode_gluon_kernel", sig, cx, target,
+                        num_warps=4, num_stages=1, timeout_s=timeout_s)
+    out = res.as_dict()
+    out["config"] = cfg.as_dict()
+    return out
+
+
 # ----------------------------------------------------------------------------------------------
 # correctness check (the one every timed case passes first)
 # ----------------------------------------------------------------------------------------------
@@ -347,7 +376,7 @@ def _ours_fwd(s: Shape, cfg: ops.FwdConfig | ops.DecodeConfig | None):
         lse = torch.empty(p.batch, p.heads, p.seqlen_q, device=q.device, dtype=torch.float32) if lse is None else lse
         c = cfg
         if c is None:
-            c = (ops.default_decode_config(p.head_dim, q.device) if ops.uses_decode(p)
+            c = (ops.decode_config(p, q, k, v) if ops.uses_decode(p)
                  else ops.default_fwd_config(p.head_dim, q.device, causal=p.causal))
         if isinstance(c, ops.DecodeConfig):
             handles = ops.launch_decode(q, k, v, out, lse, p, c)
@@ -542,7 +571,9 @@ def default_config(s: Shape, direction: str):
     if direction == "bwd":
         return ops.default_bwd_config(s.head_dim, dev)
     if s.seqlen_q <= ops.DECODE_MAX_QUERIES and s.seqlen_k >= ops.DECODE_MIN_KEYS:
-        return ops.default_decode_config(s.head_dim, dev)
+        hopper = torch.cuda.get_device_capability() == (9, 0)
+        choice = ops.sm90_decode_choice(s.head_dim, s.heads // s.kv_heads * s.seqlen_q) if hopper else None
+        return choice or ops.default_decode_config(s.head_dim, dev)
     return ops.default_fwd_config(s.head_dim, dev, hopper=torch.cuda.get_device_capability() == (9, 0),
                                   causal=s.causal)
 

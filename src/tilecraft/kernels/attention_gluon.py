@@ -85,6 +85,30 @@ def _issue_tile(desc, smem, bars, j, b, h_kv, BLOCK_N: gl.constexpr, STAGES: gl.
 
 
 @gluon.jit
+def _qk_issue(q2d, k_smem, k_bars, j, s_zero, tile2d_kv: gl.constexpr, STAGES: gl.constexpr):
+    """Wait for key tile j in its ring slot and issue S = Q K_j^T (asynchronous wgmma, K^T a permuted view)."""
+    s = j % STAGES
+    mbarrier.wait(k_bars.index(s), (j // STAGES) & 1)
+    BLOCK_N: gl.constexpr = k_smem.shape[3]
+    HEAD_DIM: gl.constexpr = k_smem.shape[4]
+    k_t = k_smem.index(s)._reinterpret(k_smem.dtype, [BLOCK_N, HEAD_DIM], tile2d_kv).permute((1, 0))
+    return warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
+
+
+@gluon.jit
+def _pv_issue(p, acc, v_smem, v_bars, j, p_layout: gl.constexpr, tile2d_kv: gl.constexpr, STAGES: gl.constexpr):
+    """Wait for value tile j in its ring slot and issue O += P V_j (P from registers, asynchronous);
+    returns (the accumulator token, P's operand, which the wait must keep alive)."""
+    s = j % STAGES
+    mbarrier.wait(v_bars.index(s), (j // STAGES) & 1)
+    BLOCK_N: gl.constexpr = v_smem.shape[3]
+    HEAD_DIM: gl.constexpr = v_smem.shape[4]
+    v_t = v_smem.index(s)._reinterpret(v_smem.dtype, [BLOCK_N, HEAD_DIM], tile2d_kv)
+    p_op = gl.convert_layout(p.to(v_smem.dtype), p_layout)
+    return warpgroup_mma(p_op, v_t, acc, is_async=True), p_op
+
+
+@gluon.jit
 def _tile_coords(t, n_m, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
     """Tile t of the (B * H) x n_m query tiles, query tiles of one (batch, head) consecutive (heaviest
     first when causal): its (batch, head, K/V head, first query) and key range: [0, lo) is seen by
@@ -221,22 +245,13 @@ def attention_fwd_gluon_kernel(
     if n_tiles > 0:
         if PIPELINE:
             # prologue: S_0 and its softmax
-            mbarrier.wait(k_bars.index(0), 0)
-            k_t = k_smem.index(0)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile2d_kv).permute((1, 0))
-            qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
+            qk = _qk_issue(q2d, k_smem, k_bars, 0, s_zero, tile2d_kv, STAGES)
             qk = warpgroup_mma_wait(0, deps=(qk,))
             p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY)
             for j in range(1, n_tiles):
-                s_cur = j % STAGES
-                s_prev = (j - 1) % STAGES
                 # S_j = Q K_j^T and O += P_{j-1} V_{j-1}, both asynchronous, in this order
-                mbarrier.wait(k_bars.index(s_cur), (j // STAGES) & 1)
-                k_t = k_smem.index(s_cur)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile2d_kv).permute((1, 0))
-                qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
-                mbarrier.wait(v_bars.index(s_prev), ((j - 1) // STAGES) & 1)
-                v_t = v_smem.index(s_prev)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile2d_kv)
-                p_op = gl.convert_layout(p.to(dtype), p_layout)
-                acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
+                qk = _qk_issue(q2d, k_smem, k_bars, j, s_zero, tile2d_kv, STAGES)
+                acc, p_op = _pv_issue(p, acc, v_smem, v_bars, j - 1, p_layout, tile2d_kv, STAGES)
                 # S_j done (groups retire in order), P_{j-1} V_{j-1} may still run: softmax beside it
                 qk = warpgroup_mma_wait(1, deps=(qk,))
                 p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, j * BLOCK_N, lo, hi, rows, cols, diag, qk_scale,
@@ -258,27 +273,16 @@ def attention_fwd_gluon_kernel(
                 _issue_tile(k_desc, k_smem, k_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles)
                 _issue_tile(v_desc, v_smem, v_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles)
             # epilogue: the last P V
-            last = n_tiles - 1
-            mbarrier.wait(v_bars.index(last % STAGES), (last // STAGES) & 1)
-            v_t = v_smem.index(last % STAGES)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile2d_kv)
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
-            acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
+            acc, p_op = _pv_issue(p, acc, v_smem, v_bars, n_tiles - 1, p_layout, tile2d_kv, STAGES)
             acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
         else:
             for j in range(n_tiles):
-                s_cur = j % STAGES
-                phase = (j // STAGES) & 1
-                mbarrier.wait(k_bars.index(s_cur), phase)
-                k_t = k_smem.index(s_cur)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile2d_kv).permute((1, 0))
-                qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
+                qk = _qk_issue(q2d, k_smem, k_bars, j, s_zero, tile2d_kv, STAGES)
                 qk = warpgroup_mma_wait(0, deps=(qk,))
                 p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, j * BLOCK_N, lo, hi, rows, cols, diag, qk_scale,
                                                    CAUSAL, POLY)
                 acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-                mbarrier.wait(v_bars.index(s_cur), phase)
-                v_t = v_smem.index(s_cur)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile2d_kv)
-                p_op = gl.convert_layout(p.to(dtype), p_layout)
-                acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
+                acc, p_op = _pv_issue(p, acc, v_smem, v_bars, j, p_layout, tile2d_kv, STAGES)
                 acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
                 gl.thread_barrier()
                 nxt = j + STAGES
@@ -596,3 +600,156 @@ def attention_fwd_gluon_ws_kernel(
         (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
                       v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT)),
     ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+
+
+# ------------------------------------------------------------------------------------------------
+# Split-KV decode (few queries against many keys), sm90
+# ------------------------------------------------------------------------------------------------
+@gluon.jit
+def _decode_release(desc, smem, bars, nxt, n_tiles, k_lo, b, h_kv, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+    """Every warp of the warpgroup is past its wgmma wait on slot nxt % STAGES (the barrier): refill
+    it with key tile nxt of this program's chunk."""
+    gl.thread_barrier()
+    s = nxt % STAGES
+    pred = nxt < n_tiles
+    mbarrier.expect(bars.index(s), desc.block_type.nbytes, pred=pred)
+    tma.async_copy_global_to_shared(desc, [b, h_kv, k_lo + nxt * BLOCK_N, 0], bars.index(s), smem.index(s), pred=pred)
+
+
+@gluon.jit
+def attention_decode_gluon_kernel(
+    Q, k_desc, v_desc, O_PART, LSE_PART,
+    stride_qb, stride_qh, stride_qs,
+    stride_ps, stride_pb, stride_ph, stride_pm,
+    H, GROUP, S_Q, S_K, keys_per_split, qk_scale,
+    HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+    PIPELINE: gl.constexpr, num_warps: gl.constexpr,
+):
+    """The split-KV program of ``attention_decode_kernel`` (same grid, partials and combine) as one
+    warpgroup on sm90: its 64 rows are the GROUP query heads x S_q queries of one (batch, K/V head)
+    (pointer-gathered once into shared memory), so each K/V byte of the key chunk is read once for
+    all of them; K and V come by TMA into a ring of ``STAGES`` slots (a barrier per slot, K and V
+    apart), both products are ``wgmma`` (S = Q K^T from shared memory, O += P V with P from
+    registers). A K slot is refilled as soon as its S has retired, a V slot once its P V has, so the
+    copy engine always has up to STAGES tiles of each in flight. ``PIPELINE``: FlashAttention-3's
+    order (S_j and P_{j-1} V_{j-1} in flight together, the softmax of S_j beside the second).
+
+    Grid (splits, B * H_kv, cdiv(GROUP * S_q, 64)); partials (splits, B, H, S_q, HEAD_DIM) fp32,
+    normalised, and their log2-sum-exp."""
+    BLOCK_M: gl.constexpr = 16 * num_warps
+    dtype: gl.constexpr = k_desc.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    q_ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    tile2d_q: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
+    tile2d_kv: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+
+    pid_s = gl.program_id(0)
+    pid_bh = gl.program_id(1)
+    pid_m = gl.program_id(2)
+    h_kvs = H // GROUP
+    b = pid_bh // h_kvs
+    h_kv = pid_bh % h_kvs
+    b64 = b.to(gl.int64)
+    k_lo = pid_s * keys_per_split
+    k_hi = gl.minimum(k_lo + keys_per_split, S_K)
+    diag = S_K - S_Q  # key j visible to query i iff j <= i + diag
+    # tiles from lo on need the mask: the ragged tail of S_k, and (causal) keys past diag
+    vis = gl.minimum(k_hi, diag + 1) if CAUSAL else k_hi
+    lo = k_lo + gl.maximum(vis - k_lo, 0) // BLOCK_N * BLOCK_N
+    n_tiles = gl.cdiv(gl.maximum(k_hi - k_lo, 0), BLOCK_N)
+
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], v_desc.layout)
+    k_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(k_bars.index(s), count=1)
+        mbarrier.init(v_bars.index(s), count=1)
+    fence_async_shared()
+    for t in gl.static_range(STAGES):
+        mbarrier.expect(k_bars.index(t), k_desc.block_type.nbytes, pred=t < n_tiles)
+        tma.async_copy_global_to_shared(k_desc, [b, h_kv, k_lo + t * BLOCK_N, 0], k_bars.index(t),
+                                        k_smem.index(t), pred=t < n_tiles)
+        mbarrier.expect(v_bars.index(t), v_desc.block_type.nbytes, pred=t < n_tiles)
+        tma.async_copy_global_to_shared(v_desc, [b, h_kv, k_lo + t * BLOCK_N, 0], v_bars.index(t),
+                                        v_smem.index(t), pred=t < n_tiles)
+
+    # Q: row r of the tile is query r % S_q of query head h_kv * GROUP + r // S_q (rows past
+    # GROUP * S_q load zeros and are never stored), gathered by pointers while K/V are in flight
+    r = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, q_ld))
+    d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, q_ld))
+    hq = (h_kv * GROUP + r // S_Q).to(gl.int64)
+    iq = (r % S_Q).to(gl.int64)
+    q_mask = (r < GROUP * S_Q)[:, None] & (d < HEAD_DIM)[None, :]
+    q = gl.load(Q + b64 * stride_qb + hq[:, None] * stride_qh + iq[:, None] * stride_qs + d[None, :], mask=q_mask,
+                other=0.0)
+    q2d = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], tile2d_q, q)
+    fence_async_shared()
+    gl.thread_barrier()
+
+    rows = (pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=row_s)) % S_Q  # query index, for the causal mask
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_s)
+    l_i = gl.full([BLOCK_M], 0.0, gl.float32, layout=row_s)
+    acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
+    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
+
+    if n_tiles > 0:
+        if PIPELINE:
+            qk = _qk_issue(q2d, k_smem, k_bars, 0, s_zero, tile2d_kv, STAGES)
+            qk = warpgroup_mma_wait(0, deps=(qk,))
+            _decode_release(k_desc, k_smem, k_bars, STAGES, n_tiles, k_lo, b, h_kv, BLOCK_N, STAGES)
+            p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, k_lo, lo, k_hi, rows, cols, diag, qk_scale, CAUSAL)
+            for j in range(1, n_tiles):
+                qk = _qk_issue(q2d, k_smem, k_bars, j, s_zero, tile2d_kv, STAGES)
+                acc, p_op = _pv_issue(p, acc, v_smem, v_bars, j - 1, p_layout, tile2d_kv, STAGES)
+                qk = warpgroup_mma_wait(1, deps=(qk,))  # S_j retired (groups retire in order)
+                _decode_release(k_desc, k_smem, k_bars, j + STAGES, n_tiles, k_lo, b, h_kv, BLOCK_N, STAGES)
+                p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, k_lo + j * BLOCK_N, lo, k_hi, rows, cols, diag,
+                                                   qk_scale, CAUSAL)
+                # the blocking wait in a block of its own (see attention_fwd_gluon_kernel)
+                if qk_scale > 0.0:
+                    o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+                else:
+                    gl.thread_barrier()
+                    o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+                acc = o_done * gl.convert_layout(alpha, row_o)[:, None]
+                _decode_release(v_desc, v_smem, v_bars, j - 1 + STAGES, n_tiles, k_lo, b, h_kv, BLOCK_N, STAGES)
+            acc, p_op = _pv_issue(p, acc, v_smem, v_bars, n_tiles - 1, p_layout, tile2d_kv, STAGES)
+            acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+        else:
+            for j in range(n_tiles):
+                qk = _qk_issue(q2d, k_smem, k_bars, j, s_zero, tile2d_kv, STAGES)
+                qk = warpgroup_mma_wait(0, deps=(qk,))
+                _decode_release(k_desc, k_smem, k_bars, j + STAGES, n_tiles, k_lo, b, h_kv, BLOCK_N, STAGES)
+                p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, k_lo + j * BLOCK_N, lo, k_hi, rows, cols, diag,
+                                                   qk_scale, CAUSAL)
+                acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                acc, p_op = _pv_issue(p, acc, v_smem, v_bars, j, p_layout, tile2d_kv, STAGES)
+                acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+                _decode_release(v_desc, v_smem, v_bars, j + STAGES, n_tiles, k_lo, b, h_kv, BLOCK_N, STAGES)
+
+    for s in gl.static_range(STAGES):
+        mbarrier.invalidate(k_bars.index(s))
+        mbarrier.invalidate(v_bars.index(s))
+
+    # the chunk's normalised output and log2-sum-exp (l = 0: no key seen, output 0, lse -inf)
+    ro = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=row_o)
+    do = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+    l_o = gl.convert_layout(l_i, row_o)
+    out = acc / gl.where(l_o == 0.0, 1.0, l_o)[:, None]
+    p_row = (pid_s.to(gl.int64) * stride_ps + b64 * stride_pb + (h_kv * GROUP + ro // S_Q).to(gl.int64) * stride_ph
+             + (ro % S_Q).to(gl.int64) * stride_pm)
+    o_mask = (ro < GROUP * S_Q)[:, None] & (do < HEAD_DIM)[None, :]
+    gl.store(O_PART + p_row[:, None] * HEAD_DIM + do[None, :], out, mask=o_mask)
+    rs = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=row_s)
+    lse2 = gl.where(l_i == 0.0, float("-inf"), m_i + gl.log2(gl.where(l_i == 0.0, 1.0, l_i)))
+    l_row = (pid_s.to(gl.int64) * stride_ps + b64 * stride_pb + (h_kv * GROUP + rs // S_Q).to(gl.int64) * stride_ph
+             + (rs % S_Q).to(gl.int64) * stride_pm)
+    gl.store(LSE_PART + l_row, lse2, mask=rs < GROUP * S_Q)

@@ -118,6 +118,19 @@ class DecodeConfig:
     num_warps: int
     num_stages: int
     splits: int = 0
+    # with splits = 0: chunks enough for this many programs per SM in one wave
+    programs_per_sm: int = 2
+    # ``attention_decode_gluon_kernel`` (sm90 only, ``gluon_ok`` calls): one warpgroup of 64 rows,
+    # K/V by TMA into a ``num_stages`` ring, both products on wgmma; ``overlap``: the softmax of S_j
+    # beside P_{j-1} V_{j-1} (FlashAttention-3's order)
+    gluon: bool = False
+    overlap: bool = False
+
+    def __post_init__(self):
+        if self.gluon and self.num_warps != 4:
+            raise ValueError(f"the Gluon decode kernel is one warpgroup (num_warps=4), got {self}")
+        if self.overlap and not self.gluon:
+            raise ValueError(f"overlap is a Gluon decode option, got {self}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -273,6 +286,38 @@ def default_decode_config(head_dim: int, device: torch.device) -> DecodeConfig:
     if device.type != "cuda":
         return INTERPRETER_DECODE
     return DecodeConfig(64 if block_d(head_dim) <= 128 else 32, 4, 3)
+
+
+#: Rows of a full group tile: the query heads of one K/V head x S_q filling a 64-row program.
+DECODE_FULL_ROWS = 64
+#: sm90, per head dimension: (the config for full group tiles, G x S_q >= 64; the one for fewer rows).
+#: Measured on an H200 (docs/attention.md, round 8, commit 239b0f2): B8 H32/8 S16x8192 went from 73.2%
+#: to 82.0% of copy with one program per SM and a 4-stage ring (the Gluon kernel the same way: 80.9%);
+#: with fewer rows the Gluon kernel (FlashAttention-3's order) beat the Triton one: 88.9 -> 90.5%
+#: (S1 GQA), 91.9 -> 104.4% (B16 H32 S1x4096), 96.3 -> 97.0% (S4x32768).
+SM90_DECODE: dict[int, tuple[DecodeConfig, DecodeConfig]] = {
+    128: (DecodeConfig(64, 4, 4, programs_per_sm=1), DecodeConfig(64, 4, 3, gluon=True, overlap=True)),
+}
+
+
+def sm90_decode_choice(head_dim: int, rows: int) -> DecodeConfig | None:
+    """The measured sm90 split-KV launch for ``rows`` = G x S_q rows per K/V head, or None."""
+    if head_dim not in SM90_DECODE:
+        return None
+    full, few = SM90_DECODE[head_dim]
+    return full if rows >= DECODE_FULL_ROWS else few
+
+
+def decode_config(p: Problem, *tensors: torch.Tensor) -> DecodeConfig:
+    """The split-KV launch ``attention`` uses for these validated tensors: on sm90 the measured
+    choice (``SM90_DECODE``; the Gluon kernel only where ``gluon_ok`` takes the call), else the
+    Triton kernel's default."""
+    dev = tensors[0].device
+    if dev.type == "cuda" and _is_sm90(dev):
+        cfg = sm90_decode_choice(p.head_dim, (p.heads // p.kv_heads) * p.seqlen_q)
+        if cfg is not None and (not cfg.gluon or gluon_ok(p, *tensors)):
+            return cfg
+    return default_decode_config(p.head_dim, dev)
 
 
 def uses_decode(p: Problem) -> bool:
@@ -642,14 +687,14 @@ def _sm_count(device: torch.device) -> int:
 
 
 def decode_splits(p: Problem, cfg: DecodeConfig, device: torch.device) -> tuple[int, int, int]:
-    """(splits, keys per split, row tile): as many chunks as fit two programs per SM in ONE wave
-    (rounded down: 320 programs on 264 slots ran the last 56 as a second wave, 59% of copy against
-    73% for 256 programs at B8 H32/8 S16x8192 on an H200, commit c5409ea), each chunk at least 4
-    key tiles long."""
+    """(splits, keys per split, row tile): as many chunks as fit ``cfg.programs_per_sm`` programs per
+    SM in ONE wave (rounded down: 320 programs on 264 slots ran the last 56 as a second wave, 59% of
+    copy against 73% for 256 programs at B8 H32/8 S16x8192 on an H200, commit c5409ea; one program per
+    SM, twice as long, 82%, round 8), each chunk at least 4 key tiles long."""
     rows = (p.heads // p.kv_heads) * p.seqlen_q
-    block_m = max(16, min(64, 1 << (rows - 1).bit_length()))
+    block_m = 64 if cfg.gluon else max(16, min(64, 1 << (rows - 1).bit_length()))
     programs = p.batch * p.kv_heads * _cdiv(rows, block_m)
-    splits = cfg.splits or max(1, (2 * _sm_count(device)) // programs)
+    splits = cfg.splits or max(1, (cfg.programs_per_sm * _sm_count(device)) // programs)
     splits = max(1, min(splits, _cdiv(p.seqlen_k, 4 * cfg.block_n)))
     per = _cdiv(_cdiv(p.seqlen_k, splits), cfg.block_n) * cfg.block_n
     return _cdiv(p.seqlen_k, per), per, block_m
@@ -664,12 +709,25 @@ def launch_decode(q, k, v, out, lse, p: Problem, cfg: DecodeConfig) -> list:
     group = p.heads // p.kv_heads
     o_part = torch.empty((splits, p.batch, p.heads, p.seqlen_q, bd), dtype=torch.float32, device=q.device)
     l_part = torch.empty((splits, p.batch, p.heads, p.seqlen_q), dtype=torch.float32, device=q.device)
+    grid = (splits, p.batch * p.kv_heads, _cdiv(group * p.seqlen_q, block_m))
+    if cfg.gluon and not gluon_ok(p, q, k, v):
+        raise ValueError("the Gluon decode kernel needs CUDA tensors on sm90 that TMA can address, D in "
+                         f"{GLUON_HEAD_DIMS}; use a Triton DecodeConfig for this call")
     with _on_device(q):
-        h1 = _k.attention_decode_kernel[(splits, p.batch * p.kv_heads, _cdiv(group * p.seqlen_q, block_m))](
-            q, k, v, o_part, l_part, *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout),
-            *_bhsd_strides(v, p.layout), *l_part.stride(), p.heads, group, p.seqlen_q, p.seqlen_k, per,
-            p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
-            CAUSAL=p.causal, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        if cfg.gluon:
+            from tilecraft.kernels import attention_gluon as _g
+            h1 = _g.attention_decode_gluon_kernel[grid](
+                q, _gluon_descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n),
+                _gluon_descriptor(v, p, p.seqlen_k, p.kv_heads, cfg.block_n), o_part, l_part,
+                *_bhsd_strides(q, p.layout), *l_part.stride(), p.heads, group, p.seqlen_q, p.seqlen_k, per,
+                p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_N=cfg.block_n, STAGES=cfg.num_stages, CAUSAL=p.causal,
+                PIPELINE=cfg.overlap, num_warps=4)
+        else:
+            h1 = _k.attention_decode_kernel[grid](
+                q, k, v, o_part, l_part, *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout),
+                *_bhsd_strides(v, p.layout), *l_part.stride(), p.heads, group, p.seqlen_q, p.seqlen_k, per,
+                p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
+                CAUSAL=p.causal, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         h2 = _k.attention_combine_kernel[(p.batch * p.heads * p.seqlen_q,)](
             o_part, l_part, out, lse, *_bhsd_strides(out, p.layout), *_lse_strides(lse, False), l_part.stride(0),
             p.heads, p.seqlen_q, splits, HEAD_DIM=p.head_dim, BLOCK_D=bd,
@@ -739,7 +797,7 @@ def _fwd_compute(q, k, v, cu_q, cu_k, p: Problem, cfg: FwdConfig | None = None):
         lse[..., :l_ref.shape[-1]].copy_(l_ref)
         return out, lse
     if uses_decode(p):
-        launch_decode(q, k, v, out, lse, p, default_decode_config(p.head_dim, q.device))
+        launch_decode(q, k, v, out, lse, p, decode_config(p, q, k, v))
     else:
         launch_fwd(q, k, v, out, lse, cu_q, cu_k, p, cfg or default_fwd_config(p.head_dim, q.device, causal=p.causal))
     return out, lse

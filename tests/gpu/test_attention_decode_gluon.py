@@ -1,4 +1,5 @@
-"""The Gluon split-KV decode kernel (``attention_decode_gluon_kernel``) on an sm90 GPU against float64.
+"""The Gluon split-KV decode kernel (``attention_decode_gluon_kernel``) and the Triton one with the
+fused merge (``DecodeConfig(fuse=True)``: no combine kernel) on an sm90 GPU against float64.
 
 Skipped without an sm90 CUDA GPU (the Triton interpreter cannot run Gluon); on the device machine:
 
@@ -33,6 +34,11 @@ CONFIGS = [
     ("g32s4o", D(32, 4, 4, gluon=True, overlap=True)),
     ("g64s6x2", D(64, 4, 6, splits=2, gluon=True)),
     ("g32s6", D(32, 4, 6, gluon=True)),
+    # round 9: the Triton kernel whose last program per row tile merges the chunks
+    ("f64s4p1", D(64, 4, 4, programs_per_sm=1, fuse=True)),
+    ("f64s5p1", D(64, 4, 5, programs_per_sm=1, fuse=True)),
+    ("f64s3", D(64, 4, 3, fuse=True)),
+    ("f64s4p1w8", D(64, 8, 4, programs_per_sm=1, fuse=True)),
 ]
 # (B, H, H_kv, S_q, S_k, D, causal, layout, splits)
 CASES = [
@@ -76,7 +82,10 @@ def test_gluon_decode_matches_float64(name, cfg, case, dtype):
         lse = torch.full((b, h, s_q), float("nan"), device="cuda")
         handles = ops.launch_decode(qa, ka, va, out, lse, p, c)
         torch.cuda.synchronize()
-        assert handles[0].name == "attention_decode_gluon_kernel"
+        assert handles[0].name == ("attention_decode_gluon_kernel" if cfg.gluon else "attention_decode_kernel")
+        assert len(handles) == (1 if cfg.fuse else 2)
+        if cfg.fuse:
+            assert not ops.decode_counters(1, q.device).any(), "the fused merge must re-arm its counters"
         o = out.transpose(1, 2) if layout == "bshd" else out
         assert not torch.isnan(o).any(), "every output element must be written (NaN poison left)"
         assert rel(o, ref_o) < TOL[dtype], rel(o, ref_o)
@@ -103,4 +112,33 @@ def test_public_api_dispatches_measured_decode(s_q):
     assert cfg == ops.sm90_decode_choice(128, 4 * s_q) and cfg.gluon == (s_q == 1)
     out = tilecraft.attention(q, k, v)
     ref_o, _ = attention_reference(q, k, v)
+    assert rel(out, ref_o) < TOL[torch.bfloat16]
+
+
+def test_fused_decode_replays_in_a_cuda_graph():
+    """The fused merge's arrival counters are re-armed by the launch itself: a captured launch replays
+    bit-equal to the eager one, many times (the benchmark times graph replays)."""
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    q = torch.randn(3, 12, 16, 128, generator=gen, device="cuda").to(torch.bfloat16)
+    k, v = (torch.randn(3, 3, 3001, 128, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(2))
+    p = ops.validate(q, k, v, causal=True, scale=None, layout="bhsd")
+    cfg = D(64, 4, 4, splits=5, fuse=True)
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((3, 12, 16), float("nan"), device="cuda")
+    ops.launch_decode(q, k, v, out, lse, p, cfg)
+    eager, eager_lse = out.clone(), lse.clone()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        ops.launch_decode(q, k, v, out, lse, p, cfg)  # the counters of this stream, allocated before capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            ops.launch_decode(q, k, v, out, lse, p, cfg)
+    torch.cuda.current_stream().wait_stream(s)
+    for _ in range(20):
+        out.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, eager) and torch.equal(lse, eager_lse)
+    ref_o, _ = attention_reference(q, k, v, causal=True)
     assert rel(out, ref_o) < TOL[torch.bfloat16]

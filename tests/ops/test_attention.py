@@ -555,6 +555,34 @@ def test_decode_split_kv_matches_reference(case, gen):
     check_lse(lse, ref_lse)
 
 
+@pytest.mark.parametrize("case", DECODE_CASES, ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
+def test_decode_fused_merge_matches_reference_and_combine(case, gen):
+    """``fuse``: the last program of each row tile merges the chunks (no combine kernel). Against
+    float64, against the two-kernel path (same merge arithmetic, up to the summation order), and
+    twice bit-equal with the arrival counters left zero (replayable)."""
+    b, h, h_kv, s_q, s_k, d, causal = case
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, torch.float16)
+    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+    runs = []
+    for cfg in (ops.DecodeConfig(16, 4, 1, splits=3, fuse=True),) * 2 + (ops.DecodeConfig(16, 4, 1, splits=3),):
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full((b, h, s_q), float("nan"))
+        assert len(ops.launch_decode(q, k, v, out, lse, p, cfg)) == (1 if cfg.fuse else 2)
+        runs.append((out, lse))
+    assert not ops.decode_counters(1, q.device).any()
+    ref, ref_lse = attention_reference(q, k, v, causal=causal)
+    assert rel(runs[0][0], ref) < FWD_TOL[torch.float16]
+    check_lse(runs[0][1], ref_lse)
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+    torch.testing.assert_close(runs[0][0], runs[2][0], atol=2e-3, rtol=0)
+    torch.testing.assert_close(runs[0][1], runs[2][1], equal_nan=True)
+
+
+def test_decode_fused_is_a_triton_option():
+    with pytest.raises(ValueError, match="fuse"):
+        ops.DecodeConfig(64, 4, 3, gluon=True, fuse=True)
+
+
 def test_decode_is_taken_for_few_queries_and_many_keys(gen):
     q, k, v = make(gen, 1, 2, 1, 1, ops.DECODE_MIN_KEYS + 7, 32, torch.bfloat16)
     p = ops.validate(q, k, v, causal=True, scale=None, layout="bhsd")

@@ -556,13 +556,16 @@ def attention_decode_kernel(
     stride_vb, stride_vh, stride_vs,
     stride_ps, stride_pb, stride_ph, stride_pm,
     H, GROUP, S_Q, S_K, keys_per_split, qk_scale,
+    O, LSE, COUNT, stride_ob, stride_oh, stride_os, stride_lb, stride_lh, splits,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr,
+    CAUSAL: tl.constexpr, FUSE: tl.constexpr = False,
 ):
     """Split-KV forward for few queries (decode): one program takes one key chunk of one (batch,
     K/V head), and its rows are the GROUP query heads x S_q queries that read that K/V head, so
     K and V are read from memory once per chunk however many query heads share them. Writes the
-    chunk's normalised output (fp32) and log2-sum-exp; ``attention_combine_kernel`` merges chunks.
+    chunk's normalised output (fp32) and log2-sum-exp; ``attention_combine_kernel`` merges chunks,
+    or with FUSE the last of the ``splits`` programs of a row tile to finish does (``_merge_chunks``):
+    each program bumps the tile's COUNT (int32, zero before the launch, left zero after it).
     Grid: (splits, B * H_kv, cdiv(GROUP * S_q, BLOCK_M)). Partials are (splits, B, H, S_q, D)."""
     pid_s = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -600,6 +603,44 @@ def attention_decode_kernel(
     p_row = pid_s.to(tl.int64) * stride_ps + b64 * stride_pb + h * stride_ph + i.to(tl.int64) * stride_pm
     tl.store(O_PART + p_row[:, None] * BLOCK_D + offs_d[None, :], acc / l_div[:, None], mask=io_mask)
     tl.store(LSE_PART + p_row, lse2, mask=r_ok)
+    if FUSE:
+        _merge_chunks(O_PART, LSE_PART, O, LSE, COUNT + pid_bh * tl.num_programs(2) + pid_m, p_row - pid_s.to(
+            tl.int64) * stride_ps, stride_ps, b64, h, i, r_ok, io_mask, offs_d, stride_ob, stride_oh, stride_os,
+            stride_lb, stride_lh, splits, BLOCK_D)
+
+
+@triton.jit
+def _merge_chunks(O_PART, LSE_PART, O, LSE, count_ptr, row0, stride_ps, b64, h, i, r_ok, io_mask, offs_d,
+                  stride_ob, stride_oh, stride_os, stride_lb, stride_lh, splits, BLOCK_D: tl.constexpr):
+    """The split-KV merge inside the decode kernel: this program's partials are stored; the CTA
+    barrier then one release/acquire atomic at GPU scope publish them (the usual semaphore pattern).
+    The program that counts ``splits`` merges every chunk of its rows in chunk order from memory
+    (the same arithmetic whichever program is last: deterministic) and re-arms the counter to 0
+    (the launch is replayable, e.g. in a CUDA graph). Loads bypass L1 (.cg): the lines are other SMs'."""
+    tl.debug_barrier()
+    done = tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu")
+    if done == splits - 1:
+        m = tl.full(row0.shape, float("-inf"), dtype=tl.float32)
+        for s in range(0, splits):
+            m = tl.maximum(m, tl.load(LSE_PART + s * stride_ps + row0, mask=r_ok, other=float("-inf"),
+                                      cache_modifier=".cg"))
+        m_sub = tl.where(m == float("-inf"), 0.0, m)
+        total = tl.zeros(row0.shape, dtype=tl.float32)
+        out = tl.zeros(io_mask.shape, dtype=tl.float32)
+        for s in range(0, splits):
+            w = tl.math.exp2(tl.load(LSE_PART + s * stride_ps + row0, mask=r_ok, other=float("-inf"),
+                                     cache_modifier=".cg") - m_sub)
+            total += w
+            o_s = tl.load(O_PART + (s * stride_ps + row0)[:, None] * BLOCK_D + offs_d[None, :], mask=io_mask,
+                          other=0.0, cache_modifier=".cg")
+            out += o_s * w[:, None]
+        none = total == 0.0
+        out = out / tl.where(none, 1.0, total)[:, None]
+        tl.store(O + b64 * stride_ob + h[:, None] * stride_oh + i[:, None].to(tl.int64) * stride_os + offs_d[None, :],
+                 out.to(O.dtype.element_ty), mask=io_mask)
+        lse = tl.where(none, float("-inf"), (m_sub + tl.math.log2(tl.where(none, 1.0, total))) * LN2)
+        tl.store(LSE + b64 * stride_lb + h * stride_lh + i, lse, mask=r_ok)
+        tl.atomic_xchg(count_ptr, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit

@@ -125,12 +125,16 @@ class DecodeConfig:
     # beside P_{j-1} V_{j-1} (FlashAttention-3's order)
     gluon: bool = False
     overlap: bool = False
+    # the Triton kernel merges the chunks itself (the last program of a row tile; no combine kernel)
+    fuse: bool = False
 
     def __post_init__(self):
         if self.gluon and self.num_warps != 4:
             raise ValueError(f"the Gluon decode kernel is one warpgroup (num_warps=4), got {self}")
         if self.overlap and not self.gluon:
             raise ValueError(f"overlap is a Gluon decode option, got {self}")
+        if self.fuse and self.gluon:
+            raise ValueError(f"fuse is a Triton decode option, got {self}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -700,8 +704,34 @@ def decode_splits(p: Problem, cfg: DecodeConfig, device: torch.device) -> tuple[
     return _cdiv(p.seqlen_k, per), per, block_m
 
 
+#: (device, stream) -> zeroed int32 arrival counters of the fused decode merge; every launch leaves
+#: them zero. Grown by replacing; the old ones stay referenced (a captured CUDA graph may use them).
+_DECODE_COUNTERS: dict[tuple, list[torch.Tensor]] = {}
+#: device -> a zeroed (and synchronized) set no stream holds yet: what a stream first seen while it
+#: captures a CUDA graph takes, so the graph needs no memset node of its own
+_SPARE_COUNTERS: dict[str, torch.Tensor] = {}
+
+
+def decode_counters(n: int, device: torch.device) -> torch.Tensor:
+    """At least ``n`` zeroed int32 counters for the fused decode merge on the current stream of
+    ``device`` (one set per stream: launches on one stream run in order, each re-arms them)."""
+    cuda = device.type == "cuda"
+    key = (str(device), torch.cuda.current_stream(device).cuda_stream if cuda else 0)
+    kept = _DECODE_COUNTERS.setdefault(key, [])
+    if not kept or kept[-1].numel() < n:
+        size = max(n, 4096)
+        spare = _SPARE_COUNTERS.pop(str(device), None)
+        kept.append(spare if spare is not None and spare.numel() >= size else
+                    torch.zeros(size, dtype=torch.int32, device=device))
+        if cuda and not torch.cuda.is_current_stream_capturing():
+            _SPARE_COUNTERS[str(device)] = torch.zeros(size, dtype=torch.int32, device=device)
+            torch.cuda.synchronize(device)  # once per new stream: the zeros are done before any stream uses them
+    return kept[-1]
+
+
 def launch_decode(q, k, v, out, lse, p: Problem, cfg: DecodeConfig) -> list:
-    """Split-KV forward (bhsd/bshd): partial outputs per key chunk, then the combine kernel."""
+    """Split-KV forward (bhsd/bshd): partial outputs per key chunk, then the combine kernel (with
+    ``cfg.fuse`` the decode kernel's last program per row tile merges instead)."""
     if p.batch * p.heads == 0 or p.seqlen_q == 0:
         return []
     splits, per, block_m = decode_splits(p, cfg, q.device)
@@ -723,11 +753,15 @@ def launch_decode(q, k, v, out, lse, p: Problem, cfg: DecodeConfig) -> list:
                 p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_N=cfg.block_n, STAGES=cfg.num_stages, CAUSAL=p.causal,
                 PIPELINE=cfg.overlap, num_warps=4)
         else:
+            count = decode_counters(grid[1] * grid[2], q.device) if cfg.fuse else l_part
             h1 = _k.attention_decode_kernel[grid](
                 q, k, v, o_part, l_part, *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout),
                 *_bhsd_strides(v, p.layout), *l_part.stride(), p.heads, group, p.seqlen_q, p.seqlen_k, per,
-                p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
-                CAUSAL=p.causal, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+                p.scale * LOG2E, out, lse, count, *_bhsd_strides(out, p.layout), *_lse_strides(lse, False), splits,
+                HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=block_m, BLOCK_N=cfg.block_n,
+                CAUSAL=p.causal, FUSE=cfg.fuse, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            if cfg.fuse:
+                return [h1]
         h2 = _k.attention_combine_kernel[(p.batch * p.heads * p.seqlen_q,)](
             o_part, l_part, out, lse, *_bhsd_strides(out, p.layout), *_lse_strides(lse, False), l_part.stride(0),
             p.heads, p.seqlen_q, splits, HEAD_DIM=p.head_dim, BLOCK_D=bd,

@@ -61,11 +61,12 @@ def test_gluon_decode_config_rules_and_cpu_dispatch(monkeypatch):
 
 
 def test_sm90_decode_choice_by_rows():
-    """Full group tiles (G x S_q >= 64 rows) take one program per SM with a 4-stage ring (Triton);
+    """Full group tiles (G x S_q >= 64 rows) take one program per SM with a 4-stage ring (Triton, the
+    chunks merged in the decode kernel);
     fewer rows the Gluon kernel with the overlap; head dims not measured: none (the Triton default)."""
     full = ops.sm90_decode_choice(128, 64)
     assert full == ops.sm90_decode_choice(128, 128) and not full.gluon and full.programs_per_sm == 1
-    assert full.num_stages == 4 and full.block_n == 64
+    assert full.num_stages == 4 and full.block_n == 64 and full.fuse and not ops.sm90_decode_choice(128, 4).fuse
     few = ops.sm90_decode_choice(128, 4)
     assert few.gluon and few.overlap and ops.sm90_decode_choice(128, 63) == few
     assert ops.sm90_decode_choice(96, 64) is None

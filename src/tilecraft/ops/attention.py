@@ -298,9 +298,10 @@ DECODE_FULL_ROWS = 64
 #: Measured on an H200 (docs/attention.md, round 8, commit 239b0f2): B8 H32/8 S16x8192 went from 73.2%
 #: to 82.0% of copy with one program per SM and a 4-stage ring (the Gluon kernel the same way: 80.9%);
 #: with fewer rows the Gluon kernel (FlashAttention-3's order) beat the Triton one: 88.9 -> 90.5%
-#: (S1 GQA), 91.9 -> 104.4% (B16 H32 S1x4096), 96.3 -> 97.0% (S4x32768).
+#: (S1 GQA), 91.9 -> 104.4% (B16 H32 S1x4096), 96.3 -> 97.0% (S4x32768). Round 9 (commit eb67ed0):
+#: full tiles merge their chunks in the decode kernel (``fuse``, no combine kernel): 79.3 -> 82.4%.
 SM90_DECODE: dict[int, tuple[DecodeConfig, DecodeConfig]] = {
-    128: (DecodeConfig(64, 4, 4, programs_per_sm=1), DecodeConfig(64, 4, 3, gluon=True, overlap=True)),
+    128: (DecodeConfig(64, 4, 4, programs_per_sm=1, fuse=True), DecodeConfig(64, 4, 3, gluon=True, overlap=True)),
 }
 
 

@@ -142,7 +142,7 @@ def step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32,
 
 def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
                    nt: int = 50, device: str = "cuda", copy_tbps: float | None = None, backends=("triton", "torch"),
-                   boundary: str = "pml", say: Callable[[str], None] = print, graph_modes: Sequence[bool] = (True,),
+                   boundary: str = "pml", say: Callable[[str], None] = print, graph_modes: Sequence[bool] = (False,),
                    rounds: int = 1) -> list[Record]:
     """Whole steps through ``simulate`` (fused step + CPML slabs + source and receivers), per step
     time = the time loop's wall time / nt after a warm-up run; FOM with the same 16 B/pt.

@@ -1068,5 +1068,5 @@ def _wave_step_fake(p, p_prev, m, out, order, spacing, lo, hi, sponge, backend) 
     return None
 
 
-__all__ = ["BACKENDS", "CpmlAxis", "CpmlConfig", "WaveConfig", "check_cpml", "cpml_boxes", "cpml_correct", "cpml_psi",
-           "StepGraphs", "capture_steps", "cpml_step", "default_config", "default_cpml_config", "step_into", "wave_step"]
+__all__ = ["BACKENDS", "CpmlAxis", "CpmlConfig", "StepGraphs", "WaveConfig", "capture_steps", "check_cpml", "cpml_boxes",
+           "cpml_correct", "cpml_psi", "cpml_step", "default_config", "default_cpml_config", "step_into", "wave_step"]

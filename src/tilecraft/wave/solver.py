@@ -190,7 +190,7 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
              free_surface: bool = False, snapshots: int | Sequence[int] | None = None, backend: str = "auto",
              courant: float = DEFAULT_COURANT, progress: Callable[[int, int], None] | None = None,
              device: str | torch.device | None = None, pml_config: CpmlConfig | None = None,
-             cuda_graphs: bool = True) -> Result:
+             cuda_graphs: bool = False) -> Result:
     """Model ``nt`` steps of p_tt = v**2 lap p + s and return the shot record (and snapshots).
 
     ``model``: a ``Model`` (2D or 3D). ``device``: where to run (default: the model's device); a
@@ -203,12 +203,13 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     ``snapshots``: every k-th step (int) or the listed steps. ``backend``: "auto", "triton", "torch"
     (``tilecraft.ops.wave``). ``progress(step, nt)`` is called every step. ``pml_config``: how the
     Triton backend runs the CPML (``tilecraft.ops.wave.CpmlConfig``; default
-    ``default_cpml_config``: the layers' z-march on GPUs). ``cuda_graphs``: with the CPML on one
-    CUDA GPU (Triton backend, one rank), steps from the third on replay two CUDA graphs of the step
-    (``ops.wave.capture_steps``: one per parity of p/p_prev and psi's buffers) instead of launching
-    its ~12 kernels from Python: the same bits without the CPU's launch latency. False: every step
-    launched. ``info["cuda_graphs"]`` says whether they ran, or why not (a failed capture also
-    warns and runs uncaptured).
+    ``default_cpml_config``: the layers' z-march on GPUs). ``cuda_graphs=True``: with the CPML on
+    one CUDA GPU (Triton backend, one rank), steps from the third on replay two CUDA graphs of the
+    step (``ops.wave.capture_steps``: one per parity of p/p_prev and psi's buffers) instead of
+    launching its ~12 kernels from Python, meant to give the same bits without the CPU's launch
+    latency. Off by default until a GPU run has measured it faster (docs/wave.md).
+    ``info["cuda_graphs"]`` says whether they ran, or why not (a failed capture also warns and
+    runs uncaptured).
 
     When ``torch.distributed`` is initialised with several ranks, axis 0 is split into slabs (one per
     rank; every rank passes the same arguments) and every rank gets the same record.

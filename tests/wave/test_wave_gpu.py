@@ -106,3 +106,78 @@ def test_default_matches_the_previous_default_on_the_gpu():
     for x, y in zip(a_ax, c_ax):
         for u, v in ((x.psi[1], y.psi[1]), (x.zeta, y.zeta)):
             assert float((u - v).abs().max()) <= 2e-6 * max(float(u.abs().max()), 1e-30)
+
+
+def test_graphed_step_and_simulate_have_the_uncaptured_bits():
+    """Steps replayed from CUDA graphs (``ops.capture_steps``, two parities, as ``simulate`` does:
+    captured at step 2, p and p_prev exchanging, out = p_prev) give the uncaptured steps' bits
+    (p_next, psi, zeta) over several steps; so does the benchmark's ``graphed_cpml_step`` (fixed
+    fields, NaN-poisoned output); ``simulate`` with and without graphs: the same shot record bits,
+    and it says the graphs ran."""
+    from tilecraft import wave
+    from tilecraft.bench.wave import graphed_cpml_step
+
+    layout, (p, pp, m), axes = _state((40, 37, 45), 8, 6, False, seed=11)
+    p, pp, m = (t.float() for t in (p, pp, m))
+    lo, hi = layout.updated
+    cfg = ops.default_cpml_config(p.device)
+    sp = (10.0,) * 3
+
+    def step(a, b, got):
+        ops.cpml_step(a, b, m, b, 8, sp, lo, hi, got, "triton", None, cfg)
+
+    results = []
+    for graphed in (False, True):
+        got = _cast(axes, torch.float32)
+        f = [p.clone(), pp.clone()]
+        graphs = None
+        for n in range(6):
+            a, b = f[n % 2], f[(n + 1) % 2]
+            if graphed and n == 2:
+                def parity(k, a=a, b=b):
+                    for ax in got * k:
+                        ax.swap()
+                    step(*((a, b) if k == 0 else (b, a)), got)
+                    for ax in got * k:
+                        ax.swap()
+                graphs = ops.capture_steps(parity, 2, p.device, keep=(f, got))
+                assert not isinstance(graphs, str), graphs
+            if graphs is not None:
+                graphs.replay(n - 2)
+            else:
+                step(a, b, got)
+            for ax in got:
+                ax.swap()
+        results.append((f, got))
+    (f0, g0), (f1, g1) = results
+    assert all(torch.equal(x, y) for x, y in zip(f0, f1)) and not torch.equal(f1[0], p)
+    for x, y in zip(g0, g1):
+        assert torch.equal(x.psi[0], y.psi[0]) and torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta)
+
+    outs = []
+    for graphed in (False, True):
+        got = _cast(axes, torch.float32)
+        out = torch.full_like(pp, math.nan)
+        run = (graphed_cpml_step(p, pp, m, out, 8, sp, lo, hi, cfg) if graphed else
+               lambda g: ops.cpml_step(p, pp, m, out, 8, sp, lo, hi, g, "triton", None, cfg))
+        for _ in range(3):
+            run(got)
+            for ax in got:
+                ax.swap()
+        outs.append((out, got))
+    (o0, g0), (o1, g1) = outs
+    # the boundary outside the updated box stays NaN (poisoned) in both: compare bits with NaN == NaN
+    torch.testing.assert_close(o0, o1, rtol=0, atol=0, equal_nan=True)
+    assert not torch.isnan(o1[tuple(slice(a, b) for a, b in zip(lo, hi))]).any()
+    for x, y in zip(g0, g1):
+        assert torch.equal(x.psi[0], y.psi[0]) and torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta)
+
+    v = torch.full((30, 27, 33), 2000.0, device=DEV)
+    v[15:] = 3000.0
+    model = wave.Model(v, 10.0)
+    src = wave.Source([[150.0, 130.0, 160.0]], f0=20.0)
+    rec = wave.Receivers.line((100.0, 130.0, 0.0), (100.0, 130.0, 320.0), 9)
+    on = wave.simulate(model, src, rec, 9, order=8, pml_width=6, backend="triton", cuda_graphs=True)
+    off = wave.simulate(model, src, rec, 9, order=8, pml_width=6, backend="triton", cuda_graphs=False)
+    assert on.info["cuda_graphs"] == "on" and off.info["cuda_graphs"].startswith("off")
+    assert torch.equal(on.record, off.record) and float(on.record.abs().max()) > 0

@@ -215,3 +215,25 @@ def test_layout_rows_are_16_byte_aligned(nx):
     assert layout.shape[-1] % 4 == 0  # rows start on 16-byte boundaries: the step's loads stay 128-bit
     assert hi[-1] - lo[-1] == nx + 2 * 5  # the model and both layers are updated, the padding is not
     assert layout.depth(2)[hi[-1] - 1] == 1.0 and layout.depth(2)[hi[-1]] == 0.0
+
+
+def test_cuda_graphs_switch_says_why_not():
+    """``simulate``'s CUDA graphs run only with the CPML on one CUDA GPU (Triton, 3+ steps);
+    elsewhere ``info["cuda_graphs"]`` says why not (and the switch turns them off); capture on a
+    CPU device is refused with its reason, nothing run."""
+    from tilecraft.ops.wave import capture_steps
+    from tilecraft.wave.solver import _graph_plan
+
+    model, src, rec = _setup()
+    res = wave.simulate(model, src, rec, 4, backend="torch", cuda_graphs=True)
+    assert res.info["cuda_graphs"] == "not used: backend torch"
+    assert wave.simulate(model, src, rec, 4, backend="torch").info["cuda_graphs"] == "off: cuda_graphs=False"
+    cuda = torch.device("cuda", 0)
+    assert _graph_plan(True, [object()], 1, "triton", cuda, 3) == "on"
+    assert _graph_plan(True, [], 1, "triton", cuda, 3) == "not used: no CPML"
+    assert _graph_plan(True, [object()], 2, "triton", cuda, 3) == "not used: several ranks"
+    assert _graph_plan(True, [object()], 1, "triton", torch.device("cpu"), 3) == "not used: device cpu"
+    assert _graph_plan(True, [object()], 1, "triton", cuda, 2) == "not used: fewer than 3 steps"
+    calls = []
+    assert capture_steps(calls.append, 2, torch.device("cpu")).startswith("CUDA graphs need a CUDA device")
+    assert calls == []

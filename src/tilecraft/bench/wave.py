@@ -142,9 +142,13 @@ def step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32,
 
 def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
                    nt: int = 50, device: str = "cuda", copy_tbps: float | None = None, backends=("triton", "torch"),
-                   boundary: str = "pml", say: Callable[[str], None] = print) -> list[Record]:
+                   boundary: str = "pml", say: Callable[[str], None] = print, graph_modes: Sequence[bool] = (False,),
+                   rounds: int = 1) -> list[Record]:
     """Whole steps through ``simulate`` (fused step + CPML slabs + source and receivers), per step
-    time = the time loop's wall time / nt after a warm-up run; FOM with the same 16 B/pt."""
+    time = the time loop's wall time / nt after a warm-up run; FOM with the same 16 B/pt.
+    ``graph_modes``: ``simulate``'s ``cuda_graphs`` values timed (Triton; each record's extra says
+    what ran, ``info["cuda_graphs"]``, and whether its shot record has the bits of the first
+    mode's), ``rounds`` times in turn."""
     from tilecraft import wave
 
     dev = torch.device(device)
@@ -158,21 +162,33 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
     layout = Layout((n, n, n), order, pml_width, False)
     lo, hi = layout.updated
     traffic = step_traffic(math.prod(b - a for a, b in zip(lo, hi)), order, torch.finfo(dtype).bits // 8)
-    records, per_step = [], {}
-    for backend in backends:
-        steps = nt if backend == "triton" else max(3, nt // 10)
-        say(f"simulate {backend} ({steps} steps)")
-        kw = {"order": order, "boundary": boundary, "pml_width": pml_width, "backend": backend}
-        wave.simulate(model, src, rec, 2, **kw)
-        res = wave.simulate(model, src, rec, steps, **kw)
-        per_step[backend] = res.info["loop_seconds"] / steps * 1e3
-    peer = per_step.get("torch")
+    runs, first = [], {}
+    for rnd in range(rounds):
+        for backend in backends:
+            if backend != "triton" and rnd:
+                continue
+            steps = nt if backend == "triton" else max(3, nt // 10)
+            for mode in graph_modes if backend == "triton" else (False,):
+                say(f"simulate {backend} ({steps} steps, cuda_graphs={mode}, round {rnd})")
+                kw = {"order": order, "boundary": boundary, "pml_width": pml_width, "backend": backend,
+                      "cuda_graphs": mode}
+                wave.simulate(model, src, rec, 2, **kw)
+                res = wave.simulate(model, src, rec, steps, **kw)
+                same = None
+                if backend == "triton":
+                    ref = first.setdefault(steps, res.record)
+                    same = bool(torch.equal(ref, res.record))
+                runs.append((backend, res.info["loop_seconds"] / steps * 1e3,
+                             {"steps_timed": steps, "cuda_graphs": res.info.get("cuda_graphs"), "round": rnd,
+                              "same_record_bits": same}))
+    peer = next((ms for b, ms, _ in runs if b == "torch"), None)
     peer_tbps = traffic.bytes / (peer * 1e-3) / 1e12 if peer else None
-    for backend, ms in per_step.items():
+    records = []
+    for backend, ms, extra in runs:
         case = {"model": [n] * 3, "grid": list(layout.shape), "order": order, "dtype": str(dtype).replace("torch.", ""),
                 "pml_width": pml_width, "variant": f"simulate-{backend}", "boundary": boundary}
         records.append(_record(case, traffic, ms, 0.0, copy_tbps, peer_tbps if backend != "torch" else None,
-                               dev.type == "cuda", {"steps_timed": nt if backend == "triton" else max(3, nt // 10)}))
+                               dev.type == "cuda", extra))
     return records
 
 
@@ -251,13 +267,17 @@ def _copy_axes(axes, dtype=None):
 def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
                     configs: Sequence[CpmlConfig] | None = None, device: str = "cuda",
                     copy_tbps: float | None = None, budget_s: float = 0.7, unfused: bool = True,
-                    say: Callable[[str], None] = print) -> list[Record]:
+                    say: Callable[[str], None] = print, graphs: bool = False, parts: bool = True,
+                    rounds: int = 1) -> list[Record]:
     """The whole step with the CPML on the padded grid of an n**3 model (n**2 in 2D is not timed):
     ``ops.cpml_step`` (interior launch + the layers' launch) per CPML configuration, the previous
     unfused path (fused step, then the psi and correction slab kernels per axis) and the torch step
     (``cpml_step`` with backend "torch", the peer). Every case is first run from the same state into
     a NaN-filled output and compared with the float64 torch step (p_next over the updated box, psi
-    and zeta relative to their largest values); only a case that passed is timed."""
+    and zeta relative to their largest values); only a case that passed is timed. ``graphs``: also
+    the default configuration's step replayed from CUDA graphs (``graphed_cpml_step``: variant
+    "cpml-graph"). ``rounds``: the configurations (and the graph) timed that many times in turn
+    (each record's extra has its round). ``parts``: the GPU time of each launch (profiler)."""
     dev, measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), points = _setup(
         n, order, pml_width, dtype, device, 20261122)
     axes0, layer_points = _cpml_state(layout, shape, dtype, dev, gen, 4500.0, 10.0, 1e-3, 15.0)
@@ -314,14 +334,22 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
         t = time_rotating(timed, 1, device=dev, budget_s=budget_s)
         return _record(rcase, traffic, t.median_ms, t.spread, copy_tbps, peer_tbps, measured, extra)
 
-    for cfg in configs or (CPML_CONFIGS if measured else (ops.default_cpml_config(dev),)):
-        say(f"cpml fused {cfg}")
-        axes = _copy_axes(axes0)
-        records.append(check_and_time(
-            "cpml-fused", lambda ax, cfg=cfg: ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, ax, "triton", None,
-                                                            cfg), axes, {"config": cfg.as_dict()}))
-        del axes
-    if measured:  # where the time goes: the GPU time of each launch of one default step (profiler)
+    for rnd in range(rounds):
+        for cfg in configs or (CPML_CONFIGS if measured else (ops.default_cpml_config(dev),)):
+            say(f"cpml fused {cfg} (round {rnd})")
+            axes = _copy_axes(axes0)
+            records.append(check_and_time(
+                "cpml-fused", lambda ax, cfg=cfg: ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, ax, "triton",
+                                                                None, cfg), axes, {"config": cfg.as_dict(), "round": rnd}))
+            del axes
+        if graphs:
+            cfg = ops.default_cpml_config(dev)
+            say(f"cpml default step from CUDA graphs (round {rnd})")
+            axes = _copy_axes(axes0)
+            records.append(check_and_time("cpml-graph", graphed_cpml_step(p, pp, m, out, order, spacing, lo, hi, cfg),
+                                          axes, {"config": cfg.as_dict(), "round": rnd, "cuda_graphs": True}))
+            del axes
+    if measured and parts:  # where the time goes: the GPU time of each launch of one default step (profiler)
         part_axes = _copy_axes(axes0)  # the parts write psi and zeta
         kaxes = {ax.axis: ax for ax in part_axes}
         march = CPML_CONFIGS[0]
@@ -349,6 +377,42 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
         records.append(check_and_time("cpml-unfused", lambda ax: _unfused(p, pp, m, out, order, spacing, lo, hi, ax,
                                                                            layout), axes, {}, slot=0))
     return records
+
+
+def graphed_cpml_step(p, pp, m, out, order, spacing, lo, hi, cfg: CpmlConfig):
+    """``run(axes)``: ``ops.cpml_step`` with ``cfg`` replayed from two CUDA graphs (``ops.capture_steps``;
+    parity = the number of earlier calls on the same axes, which the caller swaps after each call).
+    A new axes list is first warmed on a copy in both parities (compiled kernels, cached plans, its
+    tables, so capture neither compiles nor synchronises), then captured; its own state is untouched
+    until the first replay. RuntimeError (with the reason) where capture is not possible."""
+    state: dict = {}
+
+    def parity_step(axes, k):
+        for ax in axes * k:
+            ax.swap()
+        try:
+            ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, axes, "triton", None, cfg)
+        finally:
+            for ax in axes * k:
+                ax.swap()
+
+    def run(axes):
+        if state.get("axes") is not axes:
+            state.clear()
+            warm = _copy_axes(axes)
+            for k in range(2):
+                parity_step(warm, k)
+            for ax, w in zip(axes, warm):
+                ax._tables.update(w._tables)  # built from a and the regions, equal on the copy
+            del warm
+            g = ops.capture_steps(lambda k: parity_step(axes, k), 2, p.device, keep=(p, pp, m, out, axes))
+            if isinstance(g, str):
+                raise RuntimeError(g)
+            state.update(axes=axes, graphs=g, calls=0)
+        state["graphs"].replay(state["calls"])
+        state["calls"] += 1
+
+    return run
 
 
 def _unfused(p, pp, m, out, order, spacing, lo, hi, axes, layout: Layout) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -29,6 +30,7 @@ from tilecraft.ops.stencil import _check_order
 from tilecraft.ops.wave import (
     CpmlAxis,
     CpmlConfig,
+    capture_steps,
     cpml_step,
     resolve_backend,
     step_into,
@@ -187,7 +189,8 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
              dt: float | None = None, *, order: int = 8, boundary: str = "pml", pml_width: int = 20,
              free_surface: bool = False, snapshots: int | Sequence[int] | None = None, backend: str = "auto",
              courant: float = DEFAULT_COURANT, progress: Callable[[int, int], None] | None = None,
-             device: str | torch.device | None = None, pml_config: CpmlConfig | None = None) -> Result:
+             device: str | torch.device | None = None, pml_config: CpmlConfig | None = None,
+             cuda_graphs: bool = False) -> Result:
     """Model ``nt`` steps of p_tt = v**2 lap p + s and return the shot record (and snapshots).
 
     ``model``: a ``Model`` (2D or 3D). ``device``: where to run (default: the model's device); a
@@ -200,7 +203,13 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     ``snapshots``: every k-th step (int) or the listed steps. ``backend``: "auto", "triton", "torch"
     (``tilecraft.ops.wave``). ``progress(step, nt)`` is called every step. ``pml_config``: how the
     Triton backend runs the CPML (``tilecraft.ops.wave.CpmlConfig``; default
-    ``default_cpml_config``: the layers' z-march on GPUs).
+    ``default_cpml_config``: the layers' z-march on GPUs). ``cuda_graphs=True``: with the CPML on
+    one CUDA GPU (Triton backend, one rank), steps from the third on replay two CUDA graphs of the
+    step (``ops.wave.capture_steps``: one per parity of p/p_prev and psi's buffers) instead of
+    launching its ~12 kernels from Python, meant to give the same bits without the CPU's launch
+    latency. Off by default until a GPU run has measured it faster (docs/wave.md).
+    ``info["cuda_graphs"]`` says whether they ran, or why not (a failed capture also warns and
+    runs uncaptured).
 
     When ``torch.distributed`` is initialised with several ranks, axis 0 is split into slabs (one per
     rank; every rank passes the same arguments) and every rank gets the same record.
@@ -283,12 +292,25 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     exchanger = _Halo(rank, world, hw) if world > 1 else None
     psi_z = [ax for ax in pml if ax.axis == 0 and world > 1]  # split axis: its psi's halos travel too
 
-    def step(e0: int, e1: int) -> None:
+    def step(e0: int, e1: int, p, pp, out) -> None:
         if pml:
             cpml_step(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, pml, backend, None,
                       pml_config)
         else:
             step_into(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, sponge, backend)
+
+    def parity_step(k: int, a: torch.Tensor, b: torch.Tensor) -> None:
+        """The (one-rank) step in the state of k steps after the one with p = a, p_prev = b."""
+        for ax in pml * k:
+            ax.swap()
+        try:
+            x, y = (a, b) if k % 2 == 0 else (b, a)
+            step(*interior, x, y, y)
+        finally:
+            for ax in pml * k:
+                ax.swap()
+
+    graphs, graph_state = None, _graph_plan(cuda_graphs, pml, world, backend, device, nt)
 
     _sync(device)
     loop_start = time.perf_counter()
@@ -297,12 +319,20 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
         if n in snap_steps:
             snaps.append((n, _gather_model(p, layout, z0, z1, off, rank, world)))
         out = pp  # in place: each point reads its own p_prev before writing p_next
-        if interior is not None:
-            step(*interior)
+        if n == 2 and graph_state == "on":  # both parities ran uncaptured: compiled, plans cached
+            graphs = capture_steps(lambda k, a=p, b=pp: parity_step(k, a, b), 2, device, keep=(p, pp, m, pml))
+            if isinstance(graphs, str):
+                warnings.warn(f"simulate: CUDA graphs off, {graphs}; steps launched one by one", RuntimeWarning,
+                              stacklevel=2)
+                graphs, graph_state = None, f"off: {graphs}"
+        if graphs is not None:
+            graphs.replay(n - 2)  # captured at step 2: graph 0 is the even steps' state
+        elif interior is not None:
+            step(*interior, p, pp, out)
         if exchanger is not None:
             exchanger.wait()
         for e0, e1 in edges:
-            step(e0, e1)
+            step(e0, e1, p, pp, out)
         for ax in pml:
             ax.swap()  # psi written this step becomes the one read next step
         if src_idx.numel():
@@ -326,8 +356,19 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     info = {"grid": list(shape), "model_shape": list(model.shape), "order": order, "boundary": boundary,
                 "pml_width": width, "free_surface": free_surface, "dt_max": dt_max, "courant": dt / dt_max, "ranks": world,
                 "slab": [z0, z1], "device": str(device), "dtype": str(dtype).replace("torch.", ""),
-                "loop_seconds": loop_s}
+                "loop_seconds": loop_s, "cuda_graphs": graph_state}
     return Result(record=record, dt=float(dt), nt=nt, snapshots=snaps, backend=backend, info=info)
+
+
+def _graph_plan(cuda_graphs: bool, pml: list, world: int, backend: str, device: torch.device, nt: int) -> str:
+    """"on" where ``simulate`` captures its steps in CUDA graphs (from step 2), else why not."""
+    if not cuda_graphs:
+        return "off: cuda_graphs=False"
+    for why, cond in (("no CPML", not pml), ("several ranks", world > 1), (f"backend {backend}", backend != "triton"),
+                      (f"device {device.type}", device.type != "cuda"), ("fewer than 3 steps", nt < 3)):
+        if cond:
+            return f"not used: {why}"
+    return "on"
 
 
 def _sync(device: torch.device) -> None:

@@ -67,7 +67,16 @@ CANDIDATES10 = {
     "d256": [W(64, overlap=True, tree=True), W(64, **ET)],
     "d256c": [W(64, overlap=True, tree=True), W(64, **ET)],
 }
-CANDIDATE_SETS = {"round7": CANDIDATES, "round10": CANDIDATES10}
+# the second call of round 10: the new defaults (index 0) against the old ones, and the overlap with the
+# early conversion and trees, persistent tiles with them; D64 three consumers with each change alone
+CANDIDATES10B = {
+    "d128": [W(128), W(128, persistent=True, **ET), W(128, overlap=True, tree=True), W(128, overlap=True, **ET)],
+    "d128c": [W(128), W(128, persistent=True, **ET), W(128, overlap=True, tree=True), W(128, overlap=True, **ET)],
+    "d64": [W(128, consumers=3), W(128, consumers=3, tree=True), W(128, consumers=3, early=True)],
+    "d256": [W(64, overlap=True), W(64, overlap=True, **ET)],
+    "d256c": [W(64, overlap=True), W(64, overlap=True, **ET)],
+}
+CANDIDATE_SETS = {"round7": CANDIDATES, "round10": CANDIDATES10, "round10b": CANDIDATES10B}
 
 
 def label(cfg: ops.FwdConfig) -> str:

@@ -36,9 +36,9 @@ WS_CONFIGS = {d: [ops.FwdConfig(128, n, 8, st, tma=True, gluon=True, overlap=ov,
 PERSISTENT_CONFIGS = {d: [ops.FwdConfig(128, n, 8, st, tma=True, gluon=True, overlap=False, ws=True, persistent=True,
                                         poly=po) for po in (0, 1)]
                       for d, n, st in ((64, 128, 3), (128, 128, 2), (256, 64, 2))}
-# round 10: the softmax in the ws kernel's plain order with the rescale/conversion early and tree
-# reductions, at every head dimension (tree alone with the overlap at D = 256), and three consumer
-# warpgroups (192-row tiles) at D = 64
+# round 10: the ws kernel's softmax with the conversion (plain order: and the rescale) early and tree
+# reductions, at every head dimension, plain order and overlap, and three consumer warpgroups
+# (192-row tiles) at D = 64
 ROUND10_CONFIGS = {64: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True),
                         ops.FwdConfig(192, 128, 12, 2, tma=True, gluon=True, overlap=False, ws=True, consumers=3,
                                       early=True, tree=True),
@@ -48,8 +48,12 @@ ROUND10_CONFIGS = {64: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, over
                    128: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True),
                          ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, tree=True),
                          ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True,
+                                       tree=True),
+                         ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True,
                                        tree=True)],
                    256: [ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True),
+                         ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True,
+                                       tree=True),
                          ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True,
                                        tree=True)]}
 # (B, H, H_kv, S_q, S_k, D, causal)

@@ -456,8 +456,8 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                       PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr,
                       EARLY: gl.constexpr, TREE: gl.constexpr):
     """One tile t (the consumer's it-th) of ``_ws_consumer``: ``base`` is the ring index of its first
-    key tile, ``turn`` the turns taken before; returns both advanced. ``EARLY`` (plain order): O's
-    rescale by alpha and P's conversion to the operand type follow the softmax in the same basic
+    key tile, ``turn`` the turns taken before; returns both advanced. ``EARLY``: P's conversion to the
+    operand type (and in the plain order O's rescale by alpha) follow the softmax in the same basic
     block (ptxas can interleave them with the MUFU.EX2s), not after the next turn's barrier waits;
     P crosses the loop as bf16/fp16. ``TREE``: ``_softmax_step``'s tree reductions."""
     dtype: gl.constexpr = k_smem.dtype
@@ -487,7 +487,6 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
     else:
         l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
     acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
-    gl.static_assert(not (EARLY and PIPELINE), "EARLY is an option of the plain order")
     mbarrier.wait(q_full.index(c), it & 1)
 
     if n_tiles > 0:
@@ -522,8 +521,13 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 # S_{j+1} done (groups retire in order); P_j V_j may still run: softmax beside it
                 qk = warpgroup_mma_wait(1, deps=(qk,))
                 mbarrier.arrive(k_empty.index(s1))
-                p, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
-                                                     qk_scale, CAUSAL, POLY, TREE)
+                if EARLY:
+                    pn, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
+                                                          qk_scale, CAUSAL, POLY, TREE)
+                    pn_op = gl.convert_layout(pn.to(dtype), p_layout)  # beside the exp2s, before the wait
+                else:
+                    p, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
+                                                         qk_scale, CAUSAL, POLY, TREE)
                 # the blocking wait in a block of its own (see attention_fwd_gluon_kernel): ptxas
                 # would otherwise hoist it above the exp2s
                 if qk_scale > 0.0:
@@ -533,6 +537,8 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                     mbarrier.arrive(v_empty.index(s))
                     o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
                 acc = o_done * gl.convert_layout(alpha_n, row_o)[:, None]
+                if EARLY:
+                    p_op = pn_op
             else:
                 if not EARLY:
                     acc = acc * gl.convert_layout(alpha, row_o)[:, None]

@@ -47,6 +47,11 @@ tiles (``_tile_coords``): one program per tile, or with ``PERSISTENT`` one per S
 p + programs, ... (the loader runs ahead into the next tile; where shared memory allows, O has its own
 buffer and its TMA store stays in flight while the next tile starts).
 
+Round 10 options of the warp-specialised kernel: ``BLOCK_M`` = 192 runs three consumer warpgroups
+(turns passed round-robin); ``EARLY`` converts P (plain order: and rescales O) right after the softmax,
+in its basic block, so ptxas can interleave that work with the MUFU.EX2s; ``TREE`` computes the row
+max and row sum as in-register trees (``_row_partials``) and keeps l as per-lane partial sums.
+
 ``POLY`` (both kernels): in every POLY-th key tile the odd columns' exp2 runs on the FMA units
 (``_exp2_fma``, FlashAttention-4's software exponential) and the even columns' on the MUFU, which
 otherwise does every exp2 of the softmax.

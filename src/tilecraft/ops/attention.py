@@ -210,13 +210,15 @@ def _hopper_or_later(device: torch.device, hopper: bool | None = None) -> bool:
 #: run at 95831b7: 589 / 549 and 627 / 563 TFLOP/s against 494 / 446 and 519 / 461 for the one-partition
 #: kernel in the same run); D = 64 keeps the one-partition plain order (452 against 390 for ``ws``);
 #: D = 64 causal stays on Triton (314; ``ws`` 309, one-partition 268).
-#: Round 10 (H200, 2026-11-25, `attention-round10-95ae808.json`, ratios to cuDNN in the same process, medians
-#: of 4 alternating rounds): D = 128 with ``early`` and ``tree`` 0.973 / 0.970 (causal) against 0.941 / 0.940 for
-#: the plain round-6 kernel; D = 256 overlap with ``tree`` 1.030 / 1.021 against 0.975 / 0.982.
+#: Round 10 (H200, 2026-11-25; ratios to cuDNN in the same process, medians of alternating rounds): D = 128 with
+#: ``early`` and ``tree`` 0.973 / 0.981 (two runs, `attention-round10-95ae808.json`, `attention-round10b-e049503.json`)
+#: against 0.941 / 0.954 for the plain round-6 kernel; D = 128 causal with the overlap, ``early`` and ``tree`` 1.019
+#: against 0.962 (round-6) and 0.982 (plain order with early and tree) in run b; D = 256 overlap with ``tree``
+#: 1.030 / 1.030 and causal 1.021 / 1.022 against 0.975 / 0.972 and 0.982 / 0.972 (round 6).
 GLUON_FWD: dict[tuple[int, bool], FwdConfig] = {
     (64, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False),
     (128, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True),
-    (128, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True),
+    (128, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True, tree=True),
     (256, False): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True),
     (256, True): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True),
 }

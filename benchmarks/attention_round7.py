@@ -1,8 +1,9 @@
-"""Round 7 of the sm90 forward (docs/attention.md): the persistent warp-specialised kernel and the
-FMA-unit exp2 split, against cuDNN, timed alternately in one run.
+"""Rounds 7 and 10 of the sm90 forward (docs/attention.md), against cuDNN, timed alternately in one run:
+round 7 the persistent warp-specialised kernel and the FMA-unit exp2 split (``--set round7``), round 10
+the ws softmax's early rescale / tree reductions and three consumer warpgroups (``--set round10``).
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/attention_round7.py OUT_DIR [--deadline S] [--rounds R]
-        [--shapes d128,d128c,d64,d64c,d256,d256c] [--pick name=index,...]
+        [--shapes d128,d128c,d64,d64c,d256,d256c] [--set round7|round10]
 
 Per shape: every candidate is first checked against the float64 reference on odd-length shapes
 (``ba.check_forward``: B1, lengths 1000/17 and the timed one with two K/V head groups), then at the
@@ -32,9 +33,11 @@ from tilecraft.reference.attention import attention_reference
 F = ops.FwdConfig
 
 
-def W(n: int, stages: int = 2, overlap: bool = False, persistent: bool = False, poly: int = 0) -> ops.FwdConfig:
-    """The warp-specialised ping-pong kernel."""
-    return F(128, n, 8, stages, True, gluon=True, overlap=overlap, ws=True, persistent=persistent, poly=poly)
+def W(n: int, stages: int = 2, overlap: bool = False, persistent: bool = False, poly: int = 0, consumers: int = 2,
+      early: bool = False, tree: bool = False) -> ops.FwdConfig:
+    """The warp-specialised ping-pong kernel (64 rows per consumer warpgroup)."""
+    return F(64 * consumers, n, 4 * consumers, stages, True, gluon=True, overlap=overlap, ws=True, persistent=persistent,
+             poly=poly, consumers=consumers, early=early, tree=tree)
 
 
 def G(n: int, stages: int = 2, poly: int = 0) -> ops.FwdConfig:
@@ -53,6 +56,27 @@ CANDIDATES = {
     "d256": [W(64, persistent=True), W(64, overlap=True, poly=1)],
     "d256c": [W(64, persistent=True), W(64, overlap=True, poly=1)],
 }
+ET = {"early": True, "tree": True}
+CANDIDATES10 = {
+    "d128": [W(128, early=True), W(128, tree=True), W(128, **ET)],
+    "d128c": [W(128, early=True), W(128, tree=True), W(128, **ET)],
+    "d64": [W(128, **ET), W(128, consumers=3), W(128, consumers=3, **ET), W(128, 3, consumers=3, **ET),
+            W(64, 3, consumers=3, **ET)],
+    "d64c": [G(64, 4), W(128, consumers=3), W(128, consumers=3, **ET), W(64, 3, consumers=3, **ET),
+             W(64, 4, consumers=3, **ET)],
+    "d256": [W(64, overlap=True, tree=True), W(64, **ET)],
+    "d256c": [W(64, overlap=True, tree=True), W(64, **ET)],
+}
+# the second call of round 10: the new defaults (index 0) against the old ones, and the overlap with the
+# early conversion and trees, persistent tiles with them; D64 three consumers with each change alone
+CANDIDATES10B = {
+    "d128": [W(128), W(128, persistent=True, **ET), W(128, overlap=True, tree=True), W(128, overlap=True, **ET)],
+    "d128c": [W(128), W(128, persistent=True, **ET), W(128, overlap=True, tree=True), W(128, overlap=True, **ET)],
+    "d64": [W(128, consumers=3), W(128, consumers=3, tree=True), W(128, consumers=3, early=True)],
+    "d256": [W(64, overlap=True), W(64, overlap=True, **ET)],
+    "d256c": [W(64, overlap=True), W(64, overlap=True, **ET)],
+}
+CANDIDATE_SETS = {"round7": CANDIDATES, "round10": CANDIDATES10, "round10b": CANDIDATES10B}
 
 
 def label(cfg: ops.FwdConfig) -> str:
@@ -60,7 +84,8 @@ def label(cfg: ops.FwdConfig) -> str:
         return f"triton {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}"
     kind = "ws-pp" if cfg.ws else "gluon"
     return (f"{kind} {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}" + (" overlap" if cfg.overlap else "")
-            + (" persistent" if cfg.persistent else "") + (f" poly{cfg.poly}" if cfg.poly else ""))
+            + (" persistent" if cfg.persistent else "") + (f" poly{cfg.poly}" if cfg.poly else "")
+            + (" early" if cfg.early else "") + (" tree" if cfg.tree else ""))
 
 
 def run_ours(cfg, causal):
@@ -169,10 +194,10 @@ def time_job(name: str, cfg_dicts: list[dict], rounds: int, budget: float) -> di
     return out
 
 
-def configs_of(name: str) -> list[ops.FwdConfig]:
+def configs_of(name: str, cands: str = "round7") -> list[ops.FwdConfig]:
     shape = shape_of(name)
     default = ops.default_fwd_config(shape.head_dim, torch.device("cuda"), causal=shape.causal)
-    return [default] + [c for c in CANDIDATES[name] if c != default]
+    return [default] + [c for c in CANDIDATE_SETS[cands][name] if c != default]
 
 
 def main() -> None:
@@ -186,11 +211,12 @@ def main() -> None:
     ap.add_argument("--wait-for", type=int, default=0, help="a process id (e.g. GPU tests run beside the checks) "
                     "to wait for before timing")
     ap.add_argument("--check-deadline", type=float, default=110.0, help="seconds from the start for all checks")
+    ap.add_argument("--set", default="round7", choices=sorted(CANDIDATE_SETS), help="the candidates")
     args = ap.parse_args()
     names = args.shapes.split(",")
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
-    jobs = [(n, i, c) for n in names for i, c in enumerate(configs_of(n))]
+    jobs = [(n, i, c) for n in names for i, c in enumerate(configs_of(n, args.set))]
     pool = ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn"))
     futs = {(n, i): pool.submit(check_job, n, c.as_dict()) for n, i, c in jobs}
     checks, hung = {}, False
@@ -227,7 +253,7 @@ def main() -> None:
             break
         b, h, s, d, causal = SHAPES[name]
         shape = shape_of(name)
-        cfgs = configs_of(name)
+        cfgs = configs_of(name, args.set)
         entry = {"shape": name, "B": b, "H": h, "S": s, "D": d, "causal": causal, "configs": [], "cudnn_ms": []}
         for i, cfg in enumerate(cfgs):
             ok, msg = checks[(name, i)]
@@ -272,9 +298,9 @@ def main() -> None:
                 print(line, flush=True)
                 table.append(line)
         doc["shapes"].append(entry)
-        (out_dir / "attention-round7.json").write_text(json.dumps(doc, indent=1, default=str))
+        (out_dir / f"attention-{args.set}.json").write_text(json.dumps(doc, indent=1, default=str))
     doc["wall_s"] = time.time() - t0
-    (out_dir / "attention-round7.json").write_text(json.dumps(doc, indent=1, default=str))
+    (out_dir / f"attention-{args.set}.json").write_text(json.dumps(doc, indent=1, default=str))
     print("\n".join(table))
     print(f"done in {doc['wall_s']:.0f}s", flush=True)
 

@@ -36,6 +36,26 @@ WS_CONFIGS = {d: [ops.FwdConfig(128, n, 8, st, tma=True, gluon=True, overlap=ov,
 PERSISTENT_CONFIGS = {d: [ops.FwdConfig(128, n, 8, st, tma=True, gluon=True, overlap=False, ws=True, persistent=True,
                                         poly=po) for po in (0, 1)]
                       for d, n, st in ((64, 128, 3), (128, 128, 2), (256, 64, 2))}
+# round 10: the ws kernel's softmax with the conversion (plain order: and the rescale) early and tree
+# reductions, at every head dimension, plain order and overlap, and three consumer warpgroups
+# (192-row tiles) at D = 64
+ROUND10_CONFIGS = {64: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True),
+                        ops.FwdConfig(192, 128, 12, 2, tma=True, gluon=True, overlap=False, ws=True, consumers=3,
+                                      early=True, tree=True),
+                        ops.FwdConfig(192, 64, 12, 3, tma=True, gluon=True, overlap=False, ws=True, consumers=3,
+                                      early=True, tree=True),
+                        ops.FwdConfig(192, 128, 12, 2, tma=True, gluon=True, overlap=False, ws=True, consumers=3)],
+                   128: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True),
+                         ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, tree=True),
+                         ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True,
+                                       tree=True),
+                         ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True,
+                                       tree=True)],
+                   256: [ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True),
+                         ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True,
+                                       tree=True),
+                         ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True,
+                                       tree=True)]}
 # (B, H, H_kv, S_q, S_k, D, causal)
 CASES = [
     (1, 2, 2, 1, 1, 64, False),
@@ -114,6 +134,30 @@ def test_gluon_ws_forward_matches_float64(case, dtype):
             check(out, lse, ref_o, ref_l, dtype)
             outs.append(out)
         assert torch.equal(outs[0], outs[1]), f"{cfg}: two launches on the same inputs differ"
+
+
+@pytest.mark.parametrize("case", CASES + MANY_TILE_CASES[:1],
+                         ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_gluon_ws_round10_matches_float64(case, dtype):
+    """Round 10's ws variants (early rescale, tree reductions, three consumers) against float64; each
+    launched twice on the same inputs (bit-equal: a race would move the result)."""
+    b, h, h_kv, s_q, s_k, d, causal = case
+    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 3)
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
+    ref_o, ref_l = attention_reference(q, k, v, causal=causal)
+    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+    for cfg in ROUND10_CONFIGS[d]:
+        outs = []
+        for _ in range(2):
+            out = torch.full_like(q, float("nan"))
+            lse = torch.full((b, h, s_q), float("nan"), device="cuda")
+            handle = ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg)
+            torch.cuda.synchronize()
+            assert handle is not None and handle.name == "attention_fwd_gluon_ws_kernel"
+            check(out, lse, ref_o, ref_l, dtype)
+            outs.append((out, lse))
+        assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1]), cfg
 
 
 @pytest.mark.parametrize("case", MANY_TILE_CASES, ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))

@@ -86,6 +86,22 @@ def test_gluon_config_rules():
         assert ops.default_fwd_config(d, dev, hopper=True, causal=causal).ws
     assert not ops.default_fwd_config(64, dev, hopper=True).ws
     assert not ops.default_fwd_config(64, dev, hopper=True, causal=True).gluon
+    # round 10: early rescale / conversion and tree reductions at D128, trees at D256 (measured faster)
+    for d, causal in ((128, False), (128, True)):
+        cfg = ops.default_fwd_config(d, dev, hopper=True, causal=causal)
+        assert cfg.early and cfg.tree
+    assert all(ops.default_fwd_config(256, dev, hopper=True, causal=c).tree for c in (False, True))
+    # three consumer warpgroups: 192-row tiles over 12 consumer warps, ws only
+    three = ops.FwdConfig(192, 128, 12, 2, tma=True, gluon=True, overlap=False, ws=True, consumers=3)
+    assert ops.ws_registers(three) == (ops.WS3_CONSUMER_REGS, ops.WS_LOADER_REGS, ops.WS3_MAXNREG)
+    with pytest.raises(ValueError):
+        ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, ws=True, consumers=3)
+    with pytest.raises(ValueError):
+        ops.FwdConfig(192, 128, 12, 2, tma=True, gluon=True, consumers=3)  # not ws
+    with pytest.raises(ValueError):
+        ops.FwdConfig(256, 128, 16, 2, tma=True, gluon=True, ws=True, consumers=4)
+    with pytest.raises(ValueError, match="early"):
+        ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, early=True)  # the ws kernel's option
 
 
 _WS_PTX = r"""
@@ -96,9 +112,9 @@ from triton.experimental.gluon._runtime import GluonASTSource
 from tilecraft.bench import attention as ba
 from tilecraft.kernels import attention_gluon
 from tilecraft.ops import attention as ops
-d, causal, n, stages, overlap, pingpong, persistent, poly = json.loads(sys.argv[1])
-cfg = ops.FwdConfig(128, n, 8, stages, tma=True, gluon=True, overlap=overlap, ws=True, pingpong=pingpong,
-                    persistent=persistent, poly=poly)
+d, causal, n, stages, overlap, pingpong, persistent, poly, consumers, early, tree = json.loads(sys.argv[1])
+cfg = ops.FwdConfig(64 * consumers, n, 4 * consumers, stages, tma=True, gluon=True, overlap=overlap, ws=True,
+                    pingpong=pingpong, persistent=persistent, poly=poly, consumers=consumers, early=early, tree=tree)
 k = ba.gluon_kernel_signature(ba.Shape(2, 16, 4, 4096, 4096, d, causal), torch.bfloat16, cfg)
 sig = {name: t if t.startswith("tensordesc") else t.split(":")[0] for name, t in k["signature"].items()}
 sig.update(dict.fromkeys(k["constexprs"], "constexpr"))
@@ -114,44 +130,52 @@ print(json.dumps({"setmaxnreg": re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligne
 """
 
 
-@pytest.mark.parametrize("d,causal,n,stages,overlap,pingpong,persistent,poly", [
-    (128, False, 128, 2, False, True, False, 0), (128, True, 128, 2, True, True, False, 0),
-    (64, True, 128, 3, False, False, False, 0), (256, False, 64, 2, False, True, False, 0),
-    (128, True, 128, 2, False, True, True, 1), (256, False, 64, 2, False, True, True, 0)])
+@pytest.mark.parametrize("d,causal,n,stages,overlap,pingpong,persistent,poly,consumers,early,tree", [
+    (128, False, 128, 2, False, True, False, 0, 2, False, False), (128, True, 128, 2, True, True, False, 0, 2, False, False),
+    (64, True, 128, 3, False, False, False, 0, 2, False, False), (256, False, 64, 2, False, True, False, 0, 2, False, False),
+    (128, True, 128, 2, False, True, True, 1, 2, False, False), (256, False, 64, 2, False, True, True, 0, 2, False, False),
+    # round 10: the early conversion / rescale and tree reductions (the D128 and D256 defaults), three consumers
+    (128, False, 128, 2, False, True, False, 0, 2, True, True), (128, True, 128, 2, True, True, False, 0, 2, True, True),
+    (256, True, 64, 2, True, True, False, 0, 2, False, True), (64, True, 128, 2, False, True, False, 0, 3, False, False),
+    (64, False, 64, 3, False, True, False, 0, 3, True, True)])
 def test_gluon_ws_forward_compiles_to_setmaxnreg_wgmma_and_tma(d, causal, n, stages, overlap, pingpong, persistent,
-                                                               poly):
+                                                               poly, consumers, early, tree):
     """The warp-specialised forward: 12 warps (two 4-warp consumers, a 1-warp loader, padding),
     the register split by ``setmaxnreg`` (consumers up to 240, the loader down to 24), the TMA loads
     in the loader and the O stores in each consumer, wgmma in both consumers, no spills; also
-    persistent (one program per SM walking the tiles, O in its own buffer where it fits: D128) and
-    with the FMA-unit exp2."""
+    persistent (one program per SM walking the tiles, O in its own buffer where it fits: D128),
+    with the FMA-unit exp2, with round 10's early rescale and tree reductions, and with three
+    consumers (16 warps, 160 registers each, 128 at entry)."""
     import json
     import os
     import subprocess
     import sys
 
-    cfg = ops.FwdConfig(128, n, 8, stages, tma=True, gluon=True, overlap=overlap, ws=True, pingpong=pingpong,
-                        persistent=persistent, poly=poly)
+    cfg = ops.FwdConfig(64 * consumers, n, 4 * consumers, stages, tma=True, gluon=True, overlap=overlap, ws=True,
+                        pingpong=pingpong, persistent=persistent, poly=poly, consumers=consumers, early=early,
+                        tree=tree)
     res = ba.gluon_compile_report(ba.Shape(2, 16, 4, 4096, 4096, d, causal), torch.bfloat16, cfg)
     assert res["error"] is None, res["error"]
     assert res["spills"] == 0 and res["scratch_bytes"] == 0
     assert 0 < res["shared_bytes"] <= SM90_SHARED_BYTES
-    assert res["num_warps"] == 12
+    assert res["num_warps"] == 4 * (consumers + 1)
     hgmma = sum(v for key, v in res["census"].items() if key.startswith("sass:HGMMA"))
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     r = subprocess.run([sys.executable, "-c", _WS_PTX,
-                        json.dumps([d, causal, n, stages, overlap, pingpong, persistent, poly])],
+                        json.dumps([d, causal, n, stages, overlap, pingpong, persistent, poly, consumers, early,
+                                    tree])],
                        capture_output=True, text=True, env=env, timeout=300, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     facts = json.loads(r.stdout.strip().splitlines()[-1])
     regs = {(kind, int(v)) for kind, v in facts["setmaxnreg"]}
-    assert ("dec", ops.WS_LOADER_REGS) in regs, regs
-    assert ("inc", ops.WS_CONSUMER_REGS) in regs or ("dec", ops.WS_CONSUMER_REGS) in regs, regs
-    assert facts["maxnreg"] == [str(ops.WS_MAXNREG)]
+    consumer_regs, loader_regs, maxnreg = ops.ws_registers(cfg)
+    assert ("dec", loader_regs) in regs, regs
+    assert ("inc", consumer_regs) in regs or ("dec", consumer_regs) in regs, regs
+    assert facts["maxnreg"] == [str(maxnreg)]
     # per consumer: Q K^T (D/16 k-steps) in the first turn and in the loop, P V (BLOCK_N/16) in the loop and the last turn
     per_consumer = 2 * (d // 16) + 2 * (n // 16)
-    assert facts["wgmma"] == 2 * per_consumer == hgmma
-    assert facts["tma_load"] >= 3 and facts["tma_store"] == 2  # Q, K, V in the loader; O in each consumer
+    assert facts["wgmma"] == consumers * per_consumer == hgmma
+    assert facts["tma_load"] >= 3 and facts["tma_store"] == consumers  # Q, K, V in the loader; O in each consumer
     assert facts["cta_barrier"] == 0, "no CTA-wide barrier: the partitions meet only at mbarriers"
 
 

@@ -185,7 +185,7 @@ def gluon_kernel_signature(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig) -> 
     def desc(rows: int) -> str:
         box = [1, 1, rows, s.head_dim]
         return f"tensordesc<{_TRITON[dtype]}[{','.join(map(str, box))}],{gl.NVMMASharedLayout.get_default_for(box, gdt)!r}>"
-    q_rows = cfg.block_m // 2 if cfg.ws else cfg.block_m
+    q_rows = cfg.block_m // cfg.consumers if cfg.ws else cfg.block_m
     sig = {"q_desc": desc(q_rows), "k_desc": desc(cfg.block_n), "v_desc": desc(cfg.block_n),
            "o_desc": desc(q_rows), "LSE": "*fp32:16", "stride_lb": _int_hint(s.heads * s.seqlen_q),
            "stride_lh": _int_hint(s.seqlen_q), "H": _int_hint(s.heads), "GROUP": _int_hint(s.heads // s.kv_heads),
@@ -194,9 +194,10 @@ def gluon_kernel_signature(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig) -> 
         sig = dict(list(sig.items())[:7] + [("BH", _int_hint(s.batch * s.heads))] + list(sig.items())[7:])
         cx = {"HEAD_DIM": s.head_dim, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages, "CAUSAL": s.causal,
               "PIPELINE": cfg.overlap, "PINGPONG": cfg.pingpong, "SEPARATE_O": ops.ws_separate_o(cfg, s.head_dim),
-              "POLY": cfg.poly, "PERSISTENT": cfg.persistent, "CONSUMER_REGS": ops.WS_CONSUMER_REGS, "LOADER_REGS": ops.WS_LOADER_REGS, "num_warps": 4}
+              "POLY": cfg.poly, "PERSISTENT": cfg.persistent, "CONSUMER_REGS": ops.ws_registers(cfg)[0],
+              "LOADER_REGS": ops.ws_registers(cfg)[1], "num_warps": 4, "EARLY": cfg.early, "TREE": cfg.tree}
         return {"kernel": "attention_fwd_gluon_ws_kernel", "signature": sig, "constexprs": cx, "num_warps": 4,
-                "num_stages": cfg.num_stages, "maxnreg": ops.WS_MAXNREG}
+                "num_stages": cfg.num_stages, "maxnreg": ops.ws_registers(cfg)[2]}
     cx = {"HEAD_DIM": s.head_dim, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages,
           "CAUSAL": s.causal, "PIPELINE": cfg.overlap, "num_warps": cfg.num_warps, "POLY": cfg.poly}
     return {"kernel": "attention_fwd_gluon_kernel", "signature": sig, "constexprs": cx, "num_warps": cfg.num_warps,

@@ -47,6 +47,11 @@ tiles (``_tile_coords``): one program per tile, or with ``PERSISTENT`` one per S
 p + programs, ... (the loader runs ahead into the next tile; where shared memory allows, O has its own
 buffer and its TMA store stays in flight while the next tile starts).
 
+Round 10 options of the warp-specialised kernel: ``BLOCK_M`` = 192 runs three consumer warpgroups
+(turns passed round-robin); ``EARLY`` converts P (plain order: and rescales O) right after the softmax,
+in its basic block, so ptxas can interleave that work with the MUFU.EX2s; ``TREE`` computes the row
+max and row sum as in-register trees (``_row_partials``) and keeps l as per-lane partial sums.
+
 ``POLY`` (both kernels): in every POLY-th key tile the odd columns' exp2 runs on the FMA units
 (``_exp2_fma``, FlashAttention-4's software exponential) and the even columns' on the MUFU, which
 otherwise does every exp2 of the softmax.
@@ -164,27 +169,62 @@ def _exp2_split(x, poly):
 
 
 @gluon.jit
+def _row_partials(x, IS_MAX: gl.constexpr):
+    """(M, N) in the wgmma accumulator layout -> (M, 4): each thread's own columns of each row
+    combined (max or sum) by a tree in registers, no data moved. A thread holds, per row, the
+    columns 8k + 2 (lane % 4) + e (k < N/8, e < 2): the top column bits are register bits, so
+    halving the columns from the top (reshape (M, 2, N/2), combine over the 2) stays inside each
+    thread down to 8 columns, then the pair e; the 4 left are the 4 lanes of the row."""
+    M: gl.constexpr = x.shape[0]
+    y = x
+    for _ in gl.static_range(x.shape[1].bit_length() - 4):  # N -> 8 columns
+        y = y.reshape([M, 2, y.shape[1] // 2])
+        if IS_MAX:
+            y = gl.max(y, 1)
+        else:
+            y = gl.sum(y, 1)
+    y = y.reshape([M, 4, 2])
+    if IS_MAX:
+        return gl.max(y, 2)
+    else:
+        return gl.sum(y, 2)
+
+
+@gluon.jit
 def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAUSAL: gl.constexpr,
-                  POLY: gl.constexpr = 0):
+                  POLY: gl.constexpr = 0, TREE: gl.constexpr = False):
     """One online-softmax step on raw logits ``qk`` (fp32, S's wgmma layout). Returns
     (p, alpha, m_new, l_new); m in log2 units of the scaled logits. ``POLY`` = k > 0: the odd
-    columns of every k-th key tile take the FMA units' exp2 (``_exp2_split``)."""
+    columns of every k-th key tile take the FMA units' exp2 (``_exp2_split``). ``TREE``: the row
+    max and the row sum by ``_row_partials`` (depth 5 instead of a chain of N/4 dependent
+    instructions per row), and ``l`` kept as (M, 4) per-lane partial sums (no shuffles per key
+    tile; ``gl.sum(l, 1)`` once at the end)."""
     if start_n >= lo:
         # diagonal tile or ragged key tail: mask before the row max (scale > 0, so -inf stays -inf)
         keep = (start_n + cols)[None, :] < hi
         if CAUSAL:
             keep = keep & ((start_n + cols)[None, :] <= rows[:, None] + diag)
         qk = gl.where(keep, qk, float("-inf"))
-    m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
+    if TREE:
+        m_new = gl.maximum(m_i, gl.convert_layout(gl.max(_row_partials(qk, True), 1), m_i.type.layout) * qk_scale)
+    else:
+        m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
     # A row that has seen no key yet keeps m = -inf: subtract 0 there (its terms are exp2(-inf) = 0).
     m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)
+    if TREE:
+        alpha = gl.exp2(m_i - m_sub)  # first: O's rescale can then run beside the exp2s of P
     x = qk * qk_scale - m_sub[:, None]
     if POLY > 0:
         p = _exp2_split(x, (start_n // qk.shape[1]) % POLY == 0)
     else:
         p = gl.exp2(x)
-    alpha = gl.exp2(m_i - m_sub)
-    l_new = l_i * alpha + gl.sum(p, 1)
+    if not TREE:
+        alpha = gl.exp2(m_i - m_sub)
+    if TREE:
+        ps = _row_partials(p, False)
+        l_new = l_i * gl.convert_layout(alpha, gl.SliceLayout(1, ps.type.layout))[:, None] + ps
+    else:
+        l_new = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_new
 
 
@@ -385,7 +425,8 @@ def _ws_turn_pass(turns, c: gl.constexpr, CONSUMERS: gl.constexpr, PINGPONG: gl.
 def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full,
                  k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, c: gl.constexpr,
                  BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PIPELINE: gl.constexpr,
-                 PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr, PERSISTENT: gl.constexpr):
+                 PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr, PERSISTENT: gl.constexpr,
+                 EARLY: gl.constexpr, TREE: gl.constexpr):
     """One warpgroup: ROWS = 64 query rows (rows c*64.. of each of the program's tiles) over every key tile.
 
     Plain order, rotated so that a turn issues P_j V_j and then S_{j+1} = Q K_{j+1}^T back to back;
@@ -404,12 +445,12 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
             base, turn = _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full,
                                            q_empty, k_full, v_full, k_empty, v_empty, turns, t, it, base, turn, n_m, H,
                                            GROUP, S_Q, S_K, qk_scale, c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG,
-                                           SEPARATE_O, POLY)
+                                           SEPARATE_O, POLY, EARLY, TREE)
             it += 1
     else:
         _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                           v_full, k_empty, v_empty, turns, gl.program_id(0), 0, 0, 0, n_m, H, GROUP, S_Q, S_K, qk_scale,
-                          c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY)
+                          c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, EARLY, TREE)
     tma.store_wait(0)
 
 
@@ -417,9 +458,13 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
 def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                       v_full, k_empty, v_empty, turns, t, it, base, turn, n_m, H, GROUP, S_Q, S_K, qk_scale,
                       c: gl.constexpr, BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr,
-                      PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr):
+                      PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr,
+                      EARLY: gl.constexpr, TREE: gl.constexpr):
     """One tile t (the consumer's it-th) of ``_ws_consumer``: ``base`` is the ring index of its first
-    key tile, ``turn`` the turns taken before; returns both advanced."""
+    key tile, ``turn`` the turns taken before; returns both advanced. ``EARLY``: P's conversion to the
+    operand type (and in the plain order O's rescale by alpha) follow the softmax in the same basic
+    block (ptxas can interleave them with the MUFU.EX2s), not after the next turn's barrier waits;
+    P crosses the loop as bf16/fp16. ``TREE``: ``_softmax_step``'s tree reductions."""
     dtype: gl.constexpr = k_smem.dtype
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[3]
@@ -442,7 +487,10 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
     b, h, h_kv, start_m, lo, hi, diag, n_tiles = _tile_coords(t, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
     rows = start_m + c * ROWS + gl.arange(0, ROWS, layout=row_s)
     m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
-    l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
+    if TREE:
+        l_i = _row_partials(s_zero, False)  # (ROWS, 4) per-lane partial sums, zero
+    else:
+        l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
     acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
     mbarrier.wait(q_full.index(c), it & 1)
 
@@ -456,7 +504,9 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
         _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
         qk = warpgroup_mma_wait(0, deps=(qk,))
         mbarrier.arrive(k_empty.index(s0))
-        p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY)
+        p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY, TREE)
+        if EARLY:
+            p_op = gl.convert_layout(p.to(dtype), p_layout)  # O is still 0: no rescale
         for j in range(n_tiles - 1):
             # turn j + 1: P_j V_j and S_{j+1}
             g = base + j
@@ -466,7 +516,8 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
             mbarrier.wait(k_full.index(s1), ((g + 1) // STAGES) & 1)
             v_t = v_smem.index(s)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv)
             k_t = k_smem.index(s1)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv).permute((1, 0))
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            if not EARLY:
+                p_op = gl.convert_layout(p.to(dtype), p_layout)
             if PIPELINE:
                 _ws_turn_wait(turns, c, turn + j + 1, PINGPONG)
                 qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
@@ -475,8 +526,13 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 # S_{j+1} done (groups retire in order); P_j V_j may still run: softmax beside it
                 qk = warpgroup_mma_wait(1, deps=(qk,))
                 mbarrier.arrive(k_empty.index(s1))
-                p, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
-                                                     qk_scale, CAUSAL, POLY)
+                if EARLY:
+                    pn, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
+                                                          qk_scale, CAUSAL, POLY, TREE)
+                    pn_op = gl.convert_layout(pn.to(dtype), p_layout)  # beside the exp2s, before the wait
+                else:
+                    p, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
+                                                         qk_scale, CAUSAL, POLY, TREE)
                 # the blocking wait in a block of its own (see attention_fwd_gluon_kernel): ptxas
                 # would otherwise hoist it above the exp2s
                 if qk_scale > 0.0:
@@ -486,8 +542,11 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                     mbarrier.arrive(v_empty.index(s))
                     o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
                 acc = o_done * gl.convert_layout(alpha_n, row_o)[:, None]
+                if EARLY:
+                    p_op = pn_op
             else:
-                acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                if not EARLY:
+                    acc = acc * gl.convert_layout(alpha, row_o)[:, None]
                 _ws_turn_wait(turns, c, turn + j + 1, PINGPONG)
                 acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
                 qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
@@ -495,17 +554,24 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 acc, qk, p_op = warpgroup_mma_wait(0, deps=(acc, qk, p_op))
                 mbarrier.arrive(v_empty.index(s))
                 mbarrier.arrive(k_empty.index(s1))
-                p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
-                                                   qk_scale, CAUSAL, POLY)
+                if EARLY:
+                    pn, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
+                                                        qk_scale, CAUSAL, POLY, TREE)
+                    acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                    p_op = gl.convert_layout(pn.to(dtype), p_layout)
+                else:
+                    p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
+                                                       qk_scale, CAUSAL, POLY, TREE)
         if SEPARATE_O:
             mbarrier.arrive(q_empty.index(c))  # every Q K^T of the tile has retired
         # turn n_tiles: the last P V
         g = base + n_tiles - 1
-        if not PIPELINE:
+        if not PIPELINE and not EARLY:
             acc = acc * gl.convert_layout(alpha, row_o)[:, None]
         mbarrier.wait(v_full.index(g % STAGES), (g // STAGES) & 1)
         v_t = v_smem.index(g % STAGES)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv)
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        if not EARLY:
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
         _ws_turn_wait(turns, c, turn + n_tiles, PINGPONG)
         acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
         _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
@@ -514,6 +580,8 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
     elif SEPARATE_O:
         mbarrier.arrive(q_empty.index(c))
 
+    if TREE:
+        l_i = gl.convert_layout(gl.sum(l_i, 1), row_s)  # the 4 lanes' partial sums of each row
     # Rows that saw no key: l = 0, acc = 0 -> output 0 and lse = -inf.
     l_o = gl.convert_layout(l_i, row_o)
     out = acc / gl.where(l_o == 0.0, 1.0, l_o)[:, None]
@@ -541,9 +609,10 @@ def attention_fwd_gluon_ws_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr,
     POLY: gl.constexpr, PERSISTENT: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
-    num_warps: gl.constexpr,
+    num_warps: gl.constexpr, EARLY: gl.constexpr = False, TREE: gl.constexpr = False,
 ):
-    """The warp-specialised forward: tiles of 2 x 64 queries of one (batch, head).
+    """The warp-specialised forward: tiles of CONSUMERS x 64 queries of one (batch, head), CONSUMERS =
+    BLOCK_M / 64 = 2 or 3 (consumer 2, rows 128..191, is a second 4-warp worker; the turns go round).
 
     ``num_warps`` = 4: the default partition is consumer 0 (rows 0..63 of each tile), a 4-warp worker
     partition consumer 1 (rows 64..127) and a 1-warp worker the TMA loader (``LOADER_REGS``
@@ -556,9 +625,10 @@ def attention_fwd_gluon_ws_kernel(
     "empty" one (count 2: each consumer arrives once its products reading the slot have retired),
     each consumer's Q buffer a full/empty pair, and with ``PINGPONG`` two "turn" mbarriers hand the
     tensor cores from one consumer to the other."""
-    CONSUMERS: gl.constexpr = 2
     ROWS: gl.constexpr = q_desc.block_type.shape[2]
-    gl.static_assert(BLOCK_M == CONSUMERS * ROWS, "the Q/O boxes hold BLOCK_M / 2 rows (one consumer's)")
+    CONSUMERS: gl.constexpr = BLOCK_M // ROWS
+    gl.static_assert(BLOCK_M == CONSUMERS * ROWS, "the Q/O boxes hold one consumer's rows")
+    gl.static_assert(CONSUMERS == 2 or CONSUMERS == 3, "two or three consumer warpgroups")
     dtype: gl.constexpr = q_desc.dtype
     n_m = gl.cdiv(S_Q, BLOCK_M)
     total = n_m * BH
@@ -587,19 +657,36 @@ def attention_fwd_gluon_ws_kernel(
     mbarrier.arrive(turns.index(0))  # consumer 0 takes the first turn
     fence_async_shared()
 
-    # the same consumer function twice, told apart by its constexpr index (0: the default partition)
+    # the same consumer function two or three times, told apart by its constexpr index (0: the default
+    # partition)
     C0: gl.constexpr = 0
     C1: gl.constexpr = 1
-    gl.warp_specialize([
-        (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
-                        v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
-                        CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT)),
-        (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
-                        v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
-                        CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT)),
-        (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
-                      v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT)),
-    ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+    C2: gl.constexpr = 2
+    if CONSUMERS == 2:
+        gl.warp_specialize([
+            (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
+                            v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
+                            CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE)),
+            (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
+                            v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
+                            CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE)),
+            (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
+                          v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT)),
+        ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+    else:
+        gl.warp_specialize([
+            (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
+                            v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
+                            CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE)),
+            (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
+                            v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
+                            CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE)),
+            (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
+                            v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C2, BLOCK_M,
+                            CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE)),
+            (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
+                          v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT)),
+        ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, LOADER_REGS])
 
 
 # ------------------------------------------------------------------------------------------------

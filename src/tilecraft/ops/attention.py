@@ -72,12 +72,23 @@ class FwdConfig:
     # instead of the MUFU (FlashAttention-4's trick; 0: every exp2 on the MUFU). With ws, ``persistent``
     # runs one program per SM walking the tiles (the loader running ahead into the next tile).
     poly: int = 0
+    # ws only: consumer warpgroups of 64 rows (2, or 3 with block_m = 192 and num_warps = 12); ``early``:
+    # P's conversion (and, plain order, O's rescale) right after the softmax, in its basic block;
+    # ``tree``: the row max / row sum as in-register trees, l kept as per-lane partial sums.
+    consumers: int = 2
+    early: bool = False
+    tree: bool = False
 
     def __post_init__(self):
-        if self.gluon and (self.block_m != 128 or self.num_warps != 8 or self.producer_consumer
+        rows = 64 * self.consumers
+        if self.gluon and (self.block_m != rows or self.num_warps != 4 * self.consumers or self.producer_consumer
                            or (self.persistent and not self.ws)):
-            raise ValueError("a Gluon forward config takes block_m=128, num_warps=8 (two warpgroups of 64 rows), "
-                             f"no producer_consumer, persistent only with ws, got {self}")
+            raise ValueError("a Gluon forward config takes block_m=64*consumers, num_warps=4*consumers (warpgroups "
+                             f"of 64 rows), no producer_consumer, persistent only with ws, got {self}")
+        if (self.consumers != 2 or self.early or self.tree) and not self.ws:
+            raise ValueError(f"consumers, early and tree are options of the ws Gluon forward, got {self}")
+        if self.consumers not in (2, 3):
+            raise ValueError(f"ws takes 2 or 3 consumer warpgroups, got {self}")
         if self.poly and not self.gluon:
             raise ValueError(f"poly (the FMA-unit exp2) is a Gluon kernel option, got {self}")
         if self.ws and not self.gluon:
@@ -199,12 +210,17 @@ def _hopper_or_later(device: torch.device, hopper: bool | None = None) -> bool:
 #: run at 95831b7: 589 / 549 and 627 / 563 TFLOP/s against 494 / 446 and 519 / 461 for the one-partition
 #: kernel in the same run); D = 64 keeps the one-partition plain order (452 against 390 for ``ws``);
 #: D = 64 causal stays on Triton (314; ``ws`` 309, one-partition 268).
+#: Round 10 (H200, 2026-11-25; ratios to cuDNN in the same process, medians of alternating rounds): D = 128 with
+#: ``early`` and ``tree`` 0.973 / 0.981 (two runs, `attention-round10-95ae808.json`, `attention-round10b-e049503.json`)
+#: against 0.941 / 0.954 for the plain round-6 kernel; D = 128 causal with the overlap, ``early`` and ``tree`` 1.019
+#: against 0.962 (round-6) and 0.982 (plain order with early and tree) in run b; D = 256 overlap with ``tree``
+#: 1.030 / 1.030 and causal 1.021 / 1.022 against 0.975 / 0.972 and 0.982 / 0.972 (round 6).
 GLUON_FWD: dict[tuple[int, bool], FwdConfig] = {
     (64, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False),
-    (128, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True),
-    (128, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True),
-    (256, False): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True),
-    (256, True): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True),
+    (128, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True),
+    (128, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True, tree=True),
+    (256, False): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True),
+    (256, True): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True),
 }
 
 
@@ -530,6 +546,18 @@ WS_CONSUMER_REGS = 240
 WS_LOADER_REGS = 24
 #: The register cap at entry (12 warps: 65536 / 384, rounded down to 8) that ``setmaxnreg`` needs.
 WS_MAXNREG = 168
+#: With three consumer warpgroups (16 warps with the loader's, padded to a warpgroup): 160 each, so
+#: that an SM sub-partition's 16384 registers hold its 3 consumer warps and a loader-group warp
+#: (3 x 32 x 160 + 32 x 24 = 16128), and 65536 / 512 = 128 at entry.
+WS3_CONSUMER_REGS = 160
+WS3_MAXNREG = 128
+
+
+def ws_registers(cfg: FwdConfig) -> tuple[int, int, int]:
+    """(consumer registers, loader registers, cap at entry) of the warp-specialised forward."""
+    if cfg.consumers == 3:
+        return WS3_CONSUMER_REGS, WS_LOADER_REGS, WS3_MAXNREG
+    return WS_CONSUMER_REGS, WS_LOADER_REGS, WS_MAXNREG
 
 #: Shared memory an sm90 program may take (227 KB) less room for the mbarriers.
 SM90_SMEM_BYTES = 232448 - 1024
@@ -584,7 +612,8 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
     from tilecraft.kernels import attention_gluon as _g
 
     if cfg.ws:
-        rows = cfg.block_m // 2  # each consumer warpgroup's Q and O box
+        rows = cfg.block_m // cfg.consumers  # each consumer warpgroup's Q and O box
+        regs, loader_regs, maxnreg = ws_registers(cfg)
         with _on_device(q):
             return _g.attention_fwd_gluon_ws_kernel[(ws_grid(p, cfg, q.device),)](
                 _gluon_descriptor(q, p, p.seqlen_q, p.heads, rows),
@@ -595,8 +624,8 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
                 p.seqlen_k, p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
                 STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong,
                 SEPARATE_O=ws_separate_o(cfg, p.head_dim), POLY=cfg.poly, PERSISTENT=cfg.persistent,
-                CONSUMER_REGS=WS_CONSUMER_REGS,
-                LOADER_REGS=WS_LOADER_REGS, num_warps=4, maxnreg=WS_MAXNREG)
+                CONSUMER_REGS=regs, LOADER_REGS=loader_regs, num_warps=4, maxnreg=maxnreg, EARLY=cfg.early,
+                TREE=cfg.tree)
     with _on_device(q):
         return _g.attention_fwd_gluon_kernel[(_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)](
             _gluon_descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m),

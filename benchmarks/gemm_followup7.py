@@ -59,7 +59,24 @@ class EpiCase:
     layout: str
     epi: str  # "bias+gelu", "bias+silu", "bias+gelu_tanh", "alpha+c", "bias+relu", "bias"
     pinned: tuple = ()  # extra (label, GemmConfig) variants of ours
+    epf: bool = False  # also the dispatched Gluon config with ``epi_prefetch`` (C and bias prefetched into L2)
 
+
+G4 = GemmConfig("gluon", 128, 256, 64, 8, 8, 4)
+# the second call (GEMM_FU7_SET=2): C read through the epilogue with 2-element loads, and the
+# producer's L2 prefetch of C and bias (``epi_prefetch``) on and off
+CASES2 = [
+    EpiCase("bf16 NN 8192^3 alpha+beta*C", "bf16", 8192, 8192, 8192, "NN", "alpha+c", epf=True),
+    EpiCase("bf16 NN 8192^3 beta*C+bias+gelu", "bf16", 8192, 8192, 8192, "NN", "c+bias+gelu", epf=True),
+    EpiCase("bf16 NN 4096^3 alpha+beta*C", "bf16", 4096, 4096, 4096, "NN", "alpha+c", epf=True),
+    EpiCase("bf16 NN 8192^3 bias+gelu", "bf16", 8192, 8192, 8192, "NN", "bias+gelu", epf=True),
+    EpiCase("bf16 NN 128x11008x4096 bias+gelu", "bf16", 128, 11008, 4096, "NN", "bias+gelu", epf=True),
+    EpiCase("bf16 NN 1000^3 bias+gelu", "bf16", 1000, 1000, 1000, "NN", "bias+gelu", epf=True),
+    EpiCase("bf16 NN 4096x11008x4096 bias+silu", "bf16", 4096, 11008, 4096, "NN", "bias+silu",
+            (("gluon 128x256 s4", G4), ("gluon 128x256 s4 epf", dataclasses.replace(G4, epi_prefetch=True)))),
+    EpiCase("tf32 NN 8192^3 alpha+beta*C", "tf32", 8192, 8192, 8192, "NN", "alpha+c", epf=True),
+    EpiCase("int8 NT 8192^3 alpha+beta*C (int32)", "int8", 8192, 8192, 8192, "NT", "alpha+c", epf=True),
+]
 
 CASES = [
     EpiCase("bf16 NN 8192^3 bias+gelu", "bf16", 8192, 8192, 8192, "NN", "bias+gelu"),
@@ -73,6 +90,8 @@ CASES = [
     EpiCase("int8 NT 8192^3 bias+relu (int32)", "int8", 8192, 8192, 8192, "NT", "bias+relu"),
     EpiCase("tf32 NN 8192^3 bias+gelu", "tf32", 8192, 8192, 8192, "NN", "bias+gelu"),
 ]
+if os.environ.get("GEMM_FU7_SET") == "2":
+    CASES = CASES2
 
 
 def operands(case: EpiCase, gen):
@@ -89,7 +108,10 @@ def operands(case: EpiCase, gen):
         kw["c"] = (torch.rand(case.m, case.n, device="cuda", generator=gen) * 2 - 1).to(od)
         kw["beta"] = 1.0
     if "alpha" in parts:
-        kw["alpha"] = 0.5
+        kw["alpha"] = 3 if od == torch.int32 else 0.5
+    if "c" in parts and od == torch.int32:
+        kw["c"] = torch.randint(-500, 500, (case.m, case.n), device="cuda", generator=gen, dtype=torch.int32)
+        kw["beta"] = -2
     for act in ("relu", "gelu", "gelu_tanh", "silu"):
         if act in parts:
             kw["activation"] = act
@@ -100,6 +122,14 @@ def torch_calls(case: EpiCase, a, b, kw):
     """(label, call) of the torch peers for these inputs."""
     act = kw.get("activation")
     out = []
+    if case.dtype == "int8" and "c" in kw:
+        c, al, be = kw["c"], kw["alpha"], kw["beta"]
+        out.append(("alpha * torch._int_mm(a, b) + beta * c", lambda: al * torch._int_mm(a, b) + be * c))
+        return out
+    if "c" in kw and "bias" in kw:
+        c, be, bias = kw["c"], kw["beta"], kw["bias"]
+        out.append(("gelu(torch.addmm(c, a, b, beta) + bias)", lambda: F.gelu(torch.addmm(c, a, b, beta=be) + bias)))
+        return out
     if case.dtype == "int8":
         bias = kw["bias"]
         out.append(("torch.relu(torch._int_mm(a, b) + bias)", lambda: torch.relu(torch._int_mm(a, b) + bias)))
@@ -127,6 +157,8 @@ def variants(case: EpiCase, a, b, kw):
     pspec = ops.validate(a, b, **plain_kw)
     plain = heuristic(ops.problem_of(a, b, pspec))
     out = [("ours now", now, kw), ("ours old path", old, kw), (PLAIN, plain, plain_kw)]
+    if case.epf and now.kernel == "gluon":
+        out.insert(1, ("ours now + epi_prefetch", dataclasses.replace(now, epi_prefetch=True), kw))
     out += [(f"ours {lab}", cfg, kw) for lab, cfg in case.pinned]
     return out
 
@@ -153,7 +185,7 @@ def precompile(log) -> None:
     import concurrent.futures as cf
     import multiprocessing as mp
     t0 = time.time()
-    jobs = [(i, j) for i, c in enumerate(CASES) for j in range(3 + len(c.pinned))]
+    jobs = [(i, j) for i, c in enumerate(CASES) for j in range(3 + len(c.pinned) + int(c.epf))]
     with cf.ProcessPoolExecutor(max_workers=min(14, os.cpu_count() or 4), mp_context=mp.get_context("spawn")) as pool:
         errors = [r for r in pool.map(_compile_one, jobs) if r]
     log(f"precompiled {len(jobs)} variants in {time.time() - t0:.0f} s; {len(errors)} failed")
@@ -283,7 +315,7 @@ def k_sweep(info, log, records) -> None:
 
 
 def main() -> None:
-    name = "gemm-followup7"
+    name = "gemm-followup7" + ("b" if os.environ.get("GEMM_FU7_SET") == "2" else "")
     t0 = time.time()
     out, log, info = start(name)
     copy = measure_copy_bandwidth()
@@ -291,10 +323,11 @@ def main() -> None:
     meta = {"copy_TBps": copy}
     records: list = []
     precompile(log)
-    try:
-        k_sweep(info, log, records)
-    except Exception as exc:  # noqa: BLE001
-        log(f"k sweep: {type(exc).__name__}: {str(exc)[:300]}")
+    if os.environ.get("GEMM_FU7_SET") != "2":
+        try:
+            k_sweep(info, log, records)
+        except Exception as exc:  # noqa: BLE001
+            log(f"k sweep: {type(exc).__name__}: {str(exc)[:300]}")
     write_results(records, name, out / f"{name}.json", info, meta=meta)
     epilogue_runs(info, log, records, t0)
     write_results(records, name, out / f"{name}.json", info, meta=meta)

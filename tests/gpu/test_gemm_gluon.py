@@ -353,3 +353,30 @@ def test_epilogue_dispatch_and_unread_c():
     got = tilecraft.matmul(a, b, bias=bias, activation="gelu", c=c, beta=0.0)
     ref = matmul_reference(a, b, out_dtype=torch.float64, bias=bias, activation="gelu")
     assert relative_error(got, ref) <= 1e-2
+
+
+@pytest.mark.parametrize("dtype,cfg,layout,c_layout,c_dtype", [
+    (torch.bfloat16, GemmConfig("gluon", 128, 256, 64, 8, 8, 4, epi_prefetch=True), "NN", "row", None),
+    (torch.bfloat16, GemmConfig("gluon", 128, 256, 64, 8, 8, 4, epi_prefetch=True), "NT", "col", torch.float32),
+    (torch.bfloat16, GemmConfig("gluon", 64, 128, 64, 8, 4, 4, epi_prefetch=True), "TN", "pitch", None),
+    (torch.float32, GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True, epi_prefetch=True), "NN", "row", None),
+    (torch.int8, GemmConfig("gluon", 128, 256, 128, 8, 8, 4, epi_prefetch=True), "NT", "row", None),
+], ids=lambda x: x.short() if isinstance(x, GemmConfig) else str(x))
+@pytest.mark.parametrize("act", [None, "relu"])
+def test_epilogue_prefetch(dtype, cfg, layout, c_layout, c_dtype, act):
+    """``epi_prefetch``: the producer warp prefetches each tile's C and bias into L2 (C walked
+    along its unit stride: rows for row-major C, columns for column-major C and for the C^T tile
+    of the swapped tf32 NN product; a pitched C; none where no stride is 1). Results unchanged."""
+    gen = torch.Generator(device="cuda").manual_seed(hash((cfg.block_m, layout, c_layout, act)) % 2**31)
+    m, n, k = 300, 264, 520
+    if dtype == torch.int8:
+        a, b = _operands(torch.int8, layout, m, n, k, gen)
+        kw = dict(out_dtype=torch.int32, tol=0, beta=-2, alpha=3)
+    elif dtype == torch.float32:
+        a, b = _operands(torch.float32, layout, m, n, k, gen)
+        kw = dict(out_dtype=torch.float32, tol=3e-3, precision="tf32", alpha=1.5)
+    else:
+        a, b = _rnd16(dtype, layout, m, n, k, gen)
+        kw = dict(out_dtype=dtype, tol=1e-2, alpha=1.5)
+    plan = _epi_run(a, b, cfg, use_c=True, use_bias=True, act=act, c_layout=c_layout, c_dtype=c_dtype, **kw)
+    assert plan[-1].constexprs["EPI_PREFETCH"]

@@ -389,6 +389,11 @@ def _epi_kwargs(dtype, n, which):
     (torch.int8, GemmConfig("gluon", 128, 256, 128, 8, 8, 4), "NT", "alpha+c+bias+relu", 32),
     (torch.float32, GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True), "NN", "alpha+c+bias+gelu", 32),
     (torch.float32, GemmConfig("gluon", 128, 128, 32, 8, 8, 3, flush=4), "NT", "alpha+c+bias+silu", 64),
+    # epi_prefetch: the producer warp (40 registers) prefetches C and bias into L2, also without spills
+    (torch.bfloat16, GemmConfig("gluon", 128, 256, 64, 8, 8, 4, epi_prefetch=True), "NN", "alpha+c+bias+gelu", 32),
+    (torch.int8, GemmConfig("gluon", 128, 256, 128, 8, 8, 4, epi_prefetch=True), "NT", "c", 64),
+    (torch.float32, GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True, epi_prefetch=True), "NN", "c+bias+gelu",
+     32),
 ])
 def test_gluon_epilogue_cross_compiles_without_spills(dtype, cfg, layout, which, chunk):
     """alpha, beta * C, bias and the activation inside the Gluon kernel (before each chunk's TMA
@@ -419,5 +424,9 @@ def test_gluon_epilogue_cross_compiles_without_spills(dtype, cfg, layout, which,
     assert res.census.get("sass:UTMASTG") == cfg.block_n // chunk, res.census
     loads = sum(v for key, v in res.census.items() if key.startswith("global_load"))
     assert (loads > 0) == ("c" in kw or "bias" in kw)
+    assert cx["EPI_PREFETCH"] == (cfg.epi_prefetch and ("c" in kw or "bias" in kw))
+    if "c" in kw and not cfg.mn_regs:  # a thread's column pair in one load (N is even there)
+        width = 16 * (2 if dtype == torch.bfloat16 else 4)
+        assert res.census.get(f"global_load_{width}b", 0) > 0 and not res.census.get("global_load_16b"), res.census
     q = ops.problem_of(a, b, ops.validate(a, b, **kw), arch="sm90", sms=132)
     assert q.gluon_ok

@@ -58,12 +58,65 @@ def _tile_mn(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 
 @gluon.jit
+def _prefetch_l2(ptrs):
+    """``prefetch.global.L2`` of every address in ``ptrs`` (a dummy result: inline asm must return one)."""
+    return gl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs], dtype=gl.int32,
+                                     is_pure=False, pack=1)
+
+
+@gluon.jit
+def _prefetch_epilogue(epi, off_m, off_n, M, N, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_C: gl.constexpr,
+                       HAS_BIAS: gl.constexpr, BIAS_ROWS: gl.constexpr):
+    """In the producer warp, at the start of a work unit: the L2 lines of the C tile and of the
+    bias slice the epilogue will read, prefetched (``prefetch.global.L2``) so that its loads, one
+    chunk after another at the end of the tile, hit L2. C is walked along its unit-stride
+    dimension in 128-byte steps (not at all when neither stride is 1); addresses past M or N are
+    replaced by C's first element."""
+    c_ptr, stride_cr, stride_cc, bias_ptr, alpha_hi, alpha_lo, beta_hi, beta_lo = epi
+    if HAS_C:
+        STEP: gl.constexpr = 128 * 8 // c_ptr.dtype.element_ty.primitive_bitwidth  # elements per 128 bytes
+        # (32 x up to 2 lines of 128 bytes) per step: at most 2 addresses per lane (the
+        # producer warp has 40 registers)
+        NC: gl.constexpr = max(BLOCK_N // STEP, 1)
+        NR: gl.constexpr = max(BLOCK_M // STEP, 1)
+        if stride_cc == 1:
+            LC: gl.constexpr = gl.BlockedLayout([1, min(NC, 2)], [32, 1], [1, 1], [1, 0])
+            for r0 in range(0, BLOCK_M, 32):
+                for j0 in range(0, NC, 2):
+                    rows = off_m + r0 + gl.arange(0, 32, gl.SliceLayout(1, LC))
+                    cols = off_n + (j0 + gl.arange(0, min(NC, 2), gl.SliceLayout(0, LC))) * STEP
+                    ok = (rows < M)[:, None] & (cols < N)[None, :]
+                    _prefetch_l2(gl.where(ok, c_ptr + rows[:, None].to(gl.int64) * stride_cr + cols[None, :], c_ptr))
+        elif stride_cr == 1:
+            LR: gl.constexpr = gl.BlockedLayout([min(NR, 2), 1], [1, 32], [1, 1], [0, 1])
+            for c0 in range(0, BLOCK_N, 32):
+                for i0 in range(0, NR, 2):
+                    rows = off_m + (i0 + gl.arange(0, min(NR, 2), gl.SliceLayout(1, LR))) * STEP
+                    cols = off_n + c0 + gl.arange(0, 32, gl.SliceLayout(0, LR))
+                    ok = (rows < M)[:, None] & (cols < N)[None, :]
+                    _prefetch_l2(gl.where(ok, c_ptr + rows[:, None] + cols[None, :].to(gl.int64) * stride_cc, c_ptr))
+    if HAS_BIAS:
+        BSTEP: gl.constexpr = 128 * 8 // bias_ptr.dtype.element_ty.primitive_bitwidth
+        LB: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+        i = gl.arange(0, 32, LB) * BSTEP
+        if BIAS_ROWS:
+            ok = (i < BLOCK_M) & (off_m + i < M)
+            _prefetch_l2(gl.where(ok, bias_ptr + off_m + i, bias_ptr))
+        else:
+            ok = (i < BLOCK_N) & (off_n + i < N)
+            _prefetch_l2(gl.where(ok, bias_ptr + off_n + i, bias_ptr))
+
+
+@gluon.jit
 def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
-              M, N, K, k_split_steps, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr,
+              M, N, K, k_split_steps, epi, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_KMAJOR: gl.constexpr,
-              B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr):
+              B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr, PREFETCH_C: gl.constexpr, PREFETCH_BIAS: gl.constexpr,
+              BIAS_ROWS: gl.constexpr):
     """One warp: TMA loads of every (work unit, K step) of this program, in the consumers' order.
-    An MN-major operand (16-bit only) is loaded as its (BLOCK_K, rows) tile."""
+    An MN-major operand (16-bit only) is loaded as its (BLOCK_K, rows) tile. ``PREFETCH_C`` /
+    ``PREFETCH_BIAS``: first, the unit's C tile / bias slice prefetched into L2
+    (:func:`_prefetch_epilogue`)."""
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     if THREE_TF32:
         nbytes: gl.constexpr = 2 * (a_desc.block_type.nbytes + b_desc.block_type.nbytes)
@@ -77,6 +130,8 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
         pid_m, pid_n = _tile_mn(unit // SPLIT_K, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
+        if PREFETCH_C or PREFETCH_BIAS:
+            _prefetch_epilogue(epi, off_m, off_n, M, N, BLOCK_M, BLOCK_N, PREFETCH_C, PREFETCH_BIAS, BIAS_ROWS)
         k_lo = (unit % SPLIT_K) * k_split_steps
         for ki in range(k_lo, gl.minimum(k_tiles, k_lo + k_split_steps)):
             s = it % STAGES
@@ -131,7 +186,14 @@ def _epilogue(x, off_m, off_n, M, N, epi, EPI_INT: gl.constexpr, HAS_ALPHA: gl.c
     rows = off_m + gl.arange(0, x.shape[0], layout=gl.SliceLayout(1, L))
     cols = off_n + gl.arange(0, x.shape[1], layout=gl.SliceLayout(0, L))
     mask_r = rows < M
-    mask_c = cols < N
+    if BIAS_ROWS:
+        mask_c = cols < N
+    else:
+        # N is even here (the output rows the TMA stores are multiples of 16 bytes), so the pair
+        # of columns a thread holds is in or out together: with the mask constant over the pair,
+        # C's and the bias's loads can be 2 elements wide (N itself is not specialised: a plain
+        # cols < N mask compiled to 2-byte loads)
+        mask_c = (cols // 2) * 2 < N
     x = x.to(EPI)
     if HAS_ALPHA:
         x = x * (alpha_hi.to(EPI) + alpha_lo.to(EPI))
@@ -366,7 +428,7 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
                      SPLIT_K: gl.constexpr = 1, A_REGS: gl.constexpr = False, TRANS_OUT: gl.constexpr = False,
                      ROW_PERM: gl.constexpr = False, FIXUP: gl.constexpr = False, EPI_INT: gl.constexpr = False,
                      HAS_ALPHA: gl.constexpr = False, HAS_C: gl.constexpr = False, HAS_BIAS: gl.constexpr = False,
-                     ACTIVATION: gl.constexpr = 0):
+                     ACTIVATION: gl.constexpr = 0, EPI_PREFETCH: gl.constexpr = False):
     """C (M, N) = A (M, K) @ B (K, N); grid min(SMs, work units). ``a_desc`` tiles are (BLOCK_M,
     BLOCK_K) over A (M, K) when ``A_KMAJOR``, else (BLOCK_K, BLOCK_M) over A^T (K, M); ``b_desc``
     tiles (BLOCK_N, BLOCK_K) over B^T (N, K) when ``B_KMAJOR``, else (BLOCK_K, BLOCK_N) over B (K,
@@ -401,7 +463,8 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     kernel's columns, or along its rows with ``TRANS_OUT`` (the output's columns there);
     ``ACTIVATION`` 0 none, 1 relu, 2 gelu (erf), 3 gelu (tanh), 4 silu (as the Triton kernels).
     With split-K the kernel writes raw partials (the epilogue off) and the reduce pass runs it,
-    except with ``FIXUP``, whose first half runs it on the joined tile."""
+    except with ``FIXUP``, whose first half runs it on the joined tile. ``EPI_PREFETCH``: the
+    producer warp prefetches each unit's C tile and bias slice into L2 as the unit starts."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
@@ -429,12 +492,13 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
     fence_async_shared()
+    epi = (c_ptr, stride_cr, stride_cc, bias_ptr, alpha_hi, alpha_lo, beta_hi, beta_lo)
     gl.warp_specialize([
         (_consumer, (a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps,
-                     ws_ptr, flag_ptr, (c_ptr, stride_cr, stride_cc, bias_ptr, alpha_hi, alpha_lo, beta_hi, beta_lo),
+                     ws_ptr, flag_ptr, epi,
                      GROUP_M, THREE_TF32, FLUSH, EPI_N, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR,
                      SPLIT_K, A_REGS, TRANS_OUT, ROW_PERM, FIXUP, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)),
         (_producer, (a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
-                     M, N, K, k_split_steps, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
-                     B_KMAJOR, SPLIT_K)),
+                     M, N, K, k_split_steps, epi, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
+                     B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C, EPI_PREFETCH and HAS_BIAS, TRANS_OUT)),
     ], [1], [PRODUCER_REGS])

@@ -835,7 +835,8 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
                   "A_REGS": bool(regs), "TRANS_OUT": regs == "swap", "ROW_PERM": bool(regs) and cfg.row_perm,
                   "FIXUP": fixup}
     steps = k_split_steps if split > 1 else math.ceil(spec.k / bkk)
-    epi_args, epi_cx = _gluon_epilogue(spec, out2, c, bias, in_kernel=split == 1 or fixup, trans=regs == "swap")
+    epi_args, epi_cx = _gluon_epilogue(spec, out2, c, bias, in_kernel=split == 1 or fixup, trans=regs == "swap",
+                                       prefetch=cfg.epi_prefetch)
     constexprs.update(epi_cx)
     return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, m, n, spec.k, steps, *epi_args, ws_ptr, flag_ptr),
                                constexprs, {"num_warps": cfg.num_warps, "maxnreg": maxnreg})]
@@ -851,10 +852,11 @@ def gluon_epilogue_width(spec: Spec, cfg: GemmConfig) -> int:
 
 
 def _gluon_epilogue(spec: Spec, out2: torch.Tensor, c: torch.Tensor | None, bias: torch.Tensor | None, *,
-                    in_kernel: bool, trans: bool) -> tuple[tuple, dict]:
+                    in_kernel: bool, trans: bool, prefetch: bool = False) -> tuple[tuple, dict]:
     """(runtime args, constexprs) of the Gluon kernel's epilogue: C's pointer and strides along
     the kernel's rows and columns (swapped for the C^T tile of ``trans``), the bias pointer (unit
-    stride), alpha and beta as fp32 halves. ``in_kernel`` False (split-K partials): all off."""
+    stride), alpha and beta as fp32 halves. ``in_kernel`` False (split-K partials): all off.
+    ``prefetch`` (``cfg.epi_prefetch``): the producer prefetches C and bias into L2 per tile."""
     on = in_kernel
     has_c = on and spec.has_c
     has_bias = on and spec.has_bias
@@ -868,7 +870,8 @@ def _gluon_epilogue(spec: Spec, out2: torch.Tensor, c: torch.Tensor | None, bias
     bh, bl = _split(spec.beta)
     args = (c2, bias.contiguous() if has_bias else out2, sr, sc, ah, al, bh, bl)
     cx = {"EPI_INT": not spec.out_dtype.is_floating_point, "HAS_ALPHA": on and spec.alpha != 1.0, "HAS_C": has_c,
-          "HAS_BIAS": has_bias, "ACTIVATION": _k.ACTIVATIONS[spec.activation] if on else 0}
+          "HAS_BIAS": has_bias, "ACTIVATION": _k.ACTIVATIONS[spec.activation] if on else 0,
+          "EPI_PREFETCH": prefetch and (has_c or has_bias)}
     return args, cx
 
 

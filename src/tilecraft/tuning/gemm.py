@@ -61,6 +61,7 @@ class GemmConfig:
     mn_regs: bool = False  # Gluon, tf32: an MN-major operand read into registers, not copied K-major
     row_perm: bool = False  # Gluon, mn_regs: the register operand's rows read in a bank-conflict-free order
     fixup: bool = False  # Gluon, split_k 2: the halves joined in the kernel (no workspace pass), units <= SMs
+    epi_prefetch: bool = False  # Gluon: the producer prefetches each tile's C and bias into L2 for the epilogue
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -89,6 +90,8 @@ class GemmConfig:
             s += " perm"
         if self.fixup:
             s += " fixup"
+        if self.epi_prefetch:
+            s += " epf"
         return s
 
 

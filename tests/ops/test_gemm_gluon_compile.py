@@ -235,11 +235,10 @@ def test_gluon_16bit_dispatch(shape, layout, dtype, want):
     a = torch.empty(m, k, dtype=dtype, device="meta")
     b = torch.empty(k, n, dtype=dtype, device="meta")
     assert ops.gluon_ok(a, b, ops.validate(a, b)) == (n * 2 % 16 == 0)  # output rows the TMA can store
-    # the epilogue runs in the Gluon kernel: a call with bias and an activation takes the same config
+    # the epilogue runs in the Gluon kernel (which configuration an epilogue call takes:
+    # test_gluon_epilogue_dispatch)
     kw = {"bias": torch.empty(n, dtype=dtype, device="meta"), "activation": "gelu"}
     assert ops.gluon_ok(a, b, ops.validate(a, b, **kw)) == (n * 2 % 16 == 0)
-    _, cfg_epi, _ = _plan16(None, layout, *shape, dtype=dtype, **kw)
-    assert cfg_epi == cfg
 
 
 def test_gluon_16bit_rules():
@@ -430,3 +429,36 @@ def test_gluon_epilogue_cross_compiles_without_spills(dtype, cfg, layout, which,
         assert res.census.get(f"global_load_{width}b", 0) > 0 and not res.census.get("global_load_16b"), res.census
     q = ops.problem_of(a, b, ops.validate(a, b, **kw), arch="sm90", sms=132)
     assert q.gluon_ok
+
+
+@pytest.mark.parametrize("shape,layout,dtype,epi,want", [
+    ((8192, 8192, 8192), "NN", torch.bfloat16, "bias+gelu", "gluon 128x256x64 w8 s4 g8"),  # prefetch tied
+    ((8192, 8192, 8192), "NN", torch.bfloat16, "gelu", "gluon 128x256x64 w8 s4 g8"),
+    ((8192, 8192, 8192), "NN", torch.bfloat16, "c", "tma 128x256x64 w8 s3"),  # C: no faster on Gluon
+    ((4096, 11008, 4096), "NN", torch.bfloat16, "bias+silu", "gluon 128x256x64 w8 s4 g8 epf"),
+    ((4096, 11008, 4096), "NN", torch.bfloat16, "", "tma 256x128"),  # the plain product stays
+    ((128, 11008, 4096), "NN", torch.bfloat16, "bias+gelu", "gluon 128x128x64 w8 s5 g8 epf"),
+    ((1000, 1000, 1000), "NN", torch.bfloat16, "bias+gelu", "gluon 64x128x64 w4 s4 g8"),
+    ((8192, 8192, 8192), "TN", torch.float16, "bias", "tma "),  # fp16 with an epilogue: not measured
+    ((8192, 8192, 8192), "NT", torch.int8, "c+bias+relu", "gluon 128x256x128 w8 s4"),
+    ((8192, 8192, 8192), "NN", torch.float32, "c", "gluon 128x256x32 w8 s3 g8 regs"),  # tf32
+    ((8192, 8192, 8192), "NN", torch.float32, "bias+gelu", "gluon 128x256x32 w8 s3 g8 regs"),
+])
+def test_gluon_epilogue_dispatch(shape, layout, dtype, epi, want):
+    """Epilogue calls take the Gluon kernel where it measured faster than the TMA kernel's
+    epilogue (tuning.gemm._epilogue_on_gluon), ``epi_prefetch`` for a bf16 bias."""
+    m, n, k = shape
+    kw = _epi_kwargs(dtype, n, epi)
+    if "c" in kw:
+        kw["c"] = torch.empty(m, n, dtype=kw["c"].dtype, device="meta")
+    if dtype == torch.float32:
+        kw["precision"] = "tf32"
+    a = torch.empty(k, m, dtype=dtype, device="meta").t() if layout[0] == "T" else torch.empty(m, k, dtype=dtype,
+                                                                                                device="meta")
+    b = torch.empty(n, k, dtype=dtype, device="meta").t() if layout[1] == "T" else torch.empty(k, n, dtype=dtype,
+                                                                                                device="meta")
+    spec, cfg, _ = ops.target_plan(a, b, "sm90", sms=132, **kw)
+    assert cfg.short().startswith(want) and cfg.epi_prefetch == want.endswith("epf"), cfg.short()
+    p = ops.problem_of(a, b, spec, arch="sm90", sms=132)
+    assert p.epilogue == ("c" if "c" in kw else "bias" if "bias" in kw else "light" if kw.get("activation") else "")
+    assert shape_key(p).endswith(f"/epi-{p.epilogue}") if p.epilogue else "/epi-" not in shape_key(p)

@@ -350,7 +350,19 @@ def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec, arch: str | None = 
     g_ok = arch == "sm90" and gluon_ok(a, b, spec)
     return Problem(spec.m, spec.n, spec.k, spec.batch, spec.dtype, spec.precision, arch, ok, ak, bk, sms,
                    tma_copies=copies, gluon_ok=g_ok, rows_128=rows_128,
-                   mn_regs_ok=g_ok and _mn_regs_plan(a, b, spec, GemmConfig("gluon", mn_regs=True)) is not None)
+                   mn_regs_ok=g_ok and _mn_regs_plan(a, b, spec, GemmConfig("gluon", mn_regs=True)) is not None,
+                   epilogue=epilogue_kind(spec))
+
+
+def epilogue_kind(spec: Spec) -> str:
+    """What the epilogue reads, for the config choice: "c" (beta * C), "bias" (a bias, no C),
+    "light" (alpha, scales or an activation only) or "" (none)."""
+    if spec.has_c:
+        return "c"
+    if spec.has_bias:
+        return "bias"
+    light = spec.alpha != 1.0 or spec.activation is not None or spec.scale_a or spec.scale_b
+    return "light" if light else ""
 
 
 def gluon_ok(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> bool:

@@ -16,6 +16,10 @@
   empty kernel in the same CUDA-graph timing (the launch alone).
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/gemm_followup7.py --out $OUT
+    PYTHONPATH=src TILECRAFT_COMMIT=<hash> GEMM_FU7_SET=2 python benchmarks/gemm_followup7.py --out $OUT
+
+``GEMM_FU7_SET=2`` times the second list (``CASES2``: products reading C, and ``epi_prefetch`` on
+and off) and skips the K sweep; it writes ``gemm-followup7b.json`` / ``.log``.
 
 Timing: ``bench.time_graph`` (CUDA graphs over input sets rotated beyond twice the L2, median per
 call), the same for ours and torch.

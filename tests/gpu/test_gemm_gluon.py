@@ -201,3 +201,182 @@ def test_pad_rows_and_16bit_dispatch():
     spec = ops.validate(a, b)
     assert ops.choose_config(a, b, spec, tune_now=False).kernel == "gluon"
     assert relative_error(tilecraft.matmul(a, b), matmul_reference(a, b, out_dtype=torch.float64)) <= 1e-2
+
+
+# ---------------------------------------------------------------------------------------------
+# the epilogue in the Gluon kernel: act(alpha * A @ B + beta * C + bias) before the TMA store
+# ---------------------------------------------------------------------------------------------
+EPI_ACTS = [None, "relu", "gelu", "gelu_tanh", "silu"]
+
+
+def _epi_inputs(gen, m, n, out_dtype, c_layout, c_dtype, bias_dtype):
+    """C (M, N) row-major, column-major (a transposed view) or with a row stride past N; bias (N,)."""
+    def rnd(*shape, dt):
+        if dt == torch.int32:
+            return torch.randint(-1000, 1000, shape, device="cuda", generator=gen, dtype=torch.int32)
+        return (torch.rand(*shape, device="cuda", generator=gen) * 2 - 1).to(dt)
+    if c_layout == "col":
+        c = rnd(n, m, dt=c_dtype).t()
+    elif c_layout == "pitch":
+        c = rnd(m, n + 24, dt=c_dtype)[:, 5:n + 5]
+    else:
+        c = rnd(m, n, dt=c_dtype)
+    return c, rnd(n, dt=bias_dtype)
+
+
+def _epi_run(a, b, cfg, *, alpha, use_c, use_bias, act, out_dtype, tol, c_layout="row", c_dtype=None, seed=0,
+             beta=-0.75, in_kernel=True, **kw):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    m, n = a.shape[0], b.shape[1]
+    c, bias = _epi_inputs(gen, m, n, out_dtype, c_layout, c_dtype or out_dtype, out_dtype)
+    args = dict(alpha=alpha, activation=act, out_dtype=out_dtype, **kw)
+    if use_c:
+        args.update(c=c, beta=beta)
+    if use_bias:
+        args["bias"] = bias
+    spec = ops.validate(a, b, **args)
+    assert ops.gluon_ok(a, b, spec)
+    poison = float("nan") if out_dtype.is_floating_point else -7
+    out = torch.full(spec.out_shape, poison, dtype=out_dtype, device="cuda")
+    plan = ops.launch_plan(a, b, out, spec, cfg, args.get("c"), args.get("bias"))
+    g = [k for k in plan if k.kernel.__name__ == "matmul_ws_kernel"][0]
+    cx = g.constexprs  # the epilogue runs in the Gluon kernel (or, for split-K partials, not at all there)
+    assert cx["HAS_C"] == (use_c and in_kernel) and cx["HAS_BIAS"] == (use_bias and in_kernel)
+    assert cx["HAS_ALPHA"] == (alpha != 1 and in_kernel)
+    assert cx["ACTIVATION"] == (ops._k.ACTIVATIONS[act] if in_kernel else 0)
+    for k in plan:
+        k.run()
+    ref = matmul_reference(a, b, out_dtype=torch.float64 if out_dtype.is_floating_point else torch.int64,
+                           alpha=alpha, beta=args.get("beta", 0.0), c=args.get("c"), bias=args.get("bias"),
+                           activation=act)
+    if tol == 0:
+        assert torch.equal(out.to(torch.int64), ref)
+    else:
+        assert relative_error(out, ref) <= tol
+    return plan
+
+
+@pytest.mark.parametrize("act", EPI_ACTS)
+@pytest.mark.parametrize("alpha", [1.0, -1.5])
+@pytest.mark.parametrize("use_c", [False, True])
+@pytest.mark.parametrize("use_bias", [False, True])
+def test_epilogue_every_combination_bf16(act, alpha, use_c, use_bias):
+    """Every combination of alpha, beta * C, bias and the activation, on the 128x256 tile (the
+    most registers), NN, partial tiles in M and N; C column-major (any strides) in fp32."""
+    gen = torch.Generator(device="cuda").manual_seed(hash((act, alpha, use_c, use_bias)) % 2**31)
+    a, b = _rnd16(torch.bfloat16, "NN", 300, 264, 520, gen)
+    _epi_run(a, b, GemmConfig("gluon", 128, 256, 64, 8, 8, 4), alpha=alpha, use_c=use_c, use_bias=use_bias, act=act,
+             out_dtype=torch.bfloat16, tol=1e-2, c_layout="col", c_dtype=torch.float32)
+
+
+@pytest.mark.parametrize("cfg,layout,c_layout", [
+    (GemmConfig("gluon", 128, 128, 64, 8, 8, 5), "NT", "row"),
+    (GemmConfig("gluon", 64, 128, 64, 8, 4, 4), "TN", "pitch"),
+    (GemmConfig("gluon", 64, 64, 64, 8, 4, 8), "TT", "col"),
+    (GemmConfig("gluon", 64, 64, 64, 8, 4, 8, pad_rows=True), "NN", "row"),
+], ids=lambda x: x.short() if isinstance(x, GemmConfig) else str(x))
+@pytest.mark.parametrize("act", EPI_ACTS)
+def test_epilogue_configs_and_layouts(cfg, layout, c_layout, act):
+    gen = torch.Generator(device="cuda").manual_seed(hash((cfg.block_m, layout, act)) % 2**31)
+    a, b = _rnd16(torch.bfloat16, layout, 129, 136, 1013, gen)
+    _epi_run(a, b, cfg, alpha=0.5, use_c=True, use_bias=True, act=act, out_dtype=torch.bfloat16, tol=1e-2,
+             c_layout=c_layout)
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float16, torch.float32])
+def test_epilogue_fp16_and_fp32_out(out_dtype):
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    a, b = _rnd16(torch.float16, "NT", 200, 264, 136, gen)
+    _epi_run(a, b, GemmConfig("gluon", 128, 256, 64, 8, 8, 4), alpha=2.0, use_c=True, use_bias=True, act="silu",
+             out_dtype=out_dtype, tol=2e-3 if out_dtype == torch.float16 else 1e-5)
+
+
+@pytest.mark.parametrize("alpha", [1, 3])
+@pytest.mark.parametrize("use_c", [False, True])
+@pytest.mark.parametrize("use_bias", [False, True])
+@pytest.mark.parametrize("act", [None, "relu"])
+def test_epilogue_int8_exact(alpha, use_c, use_bias, act):
+    """int32 epilogue: integer alpha and beta, int32 C (column-major) and bias, relu; exact."""
+    gen = torch.Generator(device="cuda").manual_seed(hash((alpha, use_c, use_bias, act)) % 2**31)
+    a, b = _operands(torch.int8, "NT", 300, 264, 1000, gen)
+    _epi_run(a, b, I8_CFG, alpha=alpha, use_c=use_c, use_bias=use_bias, act=act, out_dtype=torch.int32, tol=0,
+             beta=-2, c_layout="col")
+
+
+I8_CFG = GemmConfig("gluon", 128, 256, 128, 8, 8, 4)
+
+
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+@pytest.mark.parametrize("act", [None, "gelu"])
+def test_epilogue_tf32_registers_and_transposed_tile(layout, act):
+    """tf32 ``mn_regs``: NN runs as C^T = B^T A^T, so C is read transposed and the bias runs
+    along the kernel's rows; TT reads A into registers, the tile stored as it is."""
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, act, "tf32epi")) % 2**31)
+    a, b = _operands(torch.float32, layout, 264, 136, 520, gen)
+    plan = _epi_run(a, b, GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True), alpha=1.25, use_c=True,
+                    use_bias=True, act=act, out_dtype=torch.float32, tol=3e-3, c_layout="pitch", precision="tf32")
+    assert plan[-1].constexprs["TRANS_OUT"] == (layout == "NN") and plan[-1].constexprs["A_REGS"]
+
+
+def test_epilogue_3xtf32():
+    gen = torch.Generator(device="cuda").manual_seed(29)
+    a, b = _operands(torch.float32, "NT", 300, 264, 1000, gen)
+    _epi_run(a, b, CONFIGS[2], alpha=0.75, use_c=True, use_bias=True, act="gelu_tanh", out_dtype=torch.float32,
+             tol=1e-5, c_layout="col", precision="fp32-accurate")
+
+
+def test_epilogue_split_k_reduce_and_fixup():
+    """split-K: the kernel writes raw partials (epilogue off) and the reduce pass runs it; with
+    ``fixup`` the first half runs it on the joined tile, three calls in a row."""
+    gen = torch.Generator(device="cuda").manual_seed(31)
+    a, b = _rnd16(torch.bfloat16, "NN", 256, 520, 4104, gen)
+    plan = _epi_run(a, b, GemmConfig("gluon", 64, 128, 64, 8, 4, 6, split_k=2), alpha=1.5, use_c=True,
+                    use_bias=True, act="gelu", out_dtype=torch.bfloat16, tol=1e-2, in_kernel=False)
+    assert [k.kernel.__name__ for k in plan] == ["matmul_ws_kernel", "splitk_reduce_kernel"]
+    a, b = _rnd16(torch.bfloat16, "NT", 1000, 1000, 1000, gen)
+    for rep in range(3):
+        plan = _epi_run(a, b, GemmConfig("gluon", 128, 128, 64, 8, 8, 4, split_k=2, fixup=True), alpha=1.5,
+                        use_c=True, use_bias=True, act="silu", out_dtype=torch.bfloat16, tol=1e-2, seed=rep)
+        assert [k.kernel.__name__ for k in plan] == ["matmul_ws_kernel"]
+
+
+def test_epilogue_dispatch_and_unread_c():
+    """``tilecraft.matmul`` with bias and an activation runs the Gluon kernel where the plain
+    product does (1000^3: 64x128), and an unread C (beta = 0) full of NaN does not leak in."""
+    import tilecraft
+    gen = torch.Generator(device="cuda").manual_seed(37)
+    a, b = _rnd16(torch.bfloat16, "NN", 1000, 1000, 1000, gen)
+    bias = torch.rand(1000, device="cuda", generator=gen).to(torch.bfloat16)
+    c = torch.full((1000, 1000), float("nan"), device="cuda", dtype=torch.bfloat16)
+    spec = ops.validate(a, b, bias=bias, activation="gelu", c=c, beta=0.0)
+    assert ops.choose_config(a, b, spec, tune_now=False).kernel == "gluon"
+    got = tilecraft.matmul(a, b, bias=bias, activation="gelu", c=c, beta=0.0)
+    ref = matmul_reference(a, b, out_dtype=torch.float64, bias=bias, activation="gelu")
+    assert relative_error(got, ref) <= 1e-2
+
+
+@pytest.mark.parametrize("dtype,cfg,layout,c_layout,c_dtype", [
+    (torch.bfloat16, GemmConfig("gluon", 128, 256, 64, 8, 8, 4, epi_prefetch=True), "NN", "row", None),
+    (torch.bfloat16, GemmConfig("gluon", 128, 256, 64, 8, 8, 4, epi_prefetch=True), "NT", "col", torch.float32),
+    (torch.bfloat16, GemmConfig("gluon", 64, 128, 64, 8, 4, 4, epi_prefetch=True), "TN", "pitch", None),
+    (torch.float32, GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True, epi_prefetch=True), "NN", "row", None),
+    (torch.int8, GemmConfig("gluon", 128, 256, 128, 8, 8, 4, epi_prefetch=True), "NT", "row", None),
+], ids=lambda x: x.short() if isinstance(x, GemmConfig) else str(x))
+@pytest.mark.parametrize("act", [None, "relu"])
+def test_epilogue_prefetch(dtype, cfg, layout, c_layout, c_dtype, act):
+    """``epi_prefetch``: the producer warp prefetches each tile's C and bias into L2 (C walked
+    along its unit stride: rows for row-major C, columns for column-major C and for the C^T tile
+    of the swapped tf32 NN product; a pitched C; none where no stride is 1). Results unchanged."""
+    gen = torch.Generator(device="cuda").manual_seed(hash((cfg.block_m, layout, c_layout, act)) % 2**31)
+    m, n, k = 300, 264, 520
+    if dtype == torch.int8:
+        a, b = _operands(torch.int8, layout, m, n, k, gen)
+        kw = dict(out_dtype=torch.int32, tol=0, beta=-2, alpha=3)
+    elif dtype == torch.float32:
+        a, b = _operands(torch.float32, layout, m, n, k, gen)
+        kw = dict(out_dtype=torch.float32, tol=3e-3, precision="tf32", alpha=1.5)
+    else:
+        a, b = _rnd16(dtype, layout, m, n, k, gen)
+        kw = dict(out_dtype=dtype, tol=1e-2, alpha=1.5)
+    plan = _epi_run(a, b, cfg, use_c=True, use_bias=True, act=act, c_layout=c_layout, c_dtype=c_dtype, **kw)
+    assert plan[-1].constexprs["EPI_PREFETCH"]

@@ -106,13 +106,18 @@ def test_cpu_tensors_never_reach_gluon():
 
 
 @pytest.mark.parametrize("kw,ok", [
-    ({}, True), ({"out_dtype": torch.float32}, False), ({"alpha": 2.0}, False), ({"activation": "relu"}, False),
-    ({"bias": "int32"}, False), ({"n": 1002}, False),
+    ({}, True), ({"out_dtype": torch.float32}, False), ({"alpha": 2.0}, True), ({"activation": "relu"}, True),
+    ({"bias": "int32"}, True), ({"c": "int32", "beta": -3}, True), ({"n": 1002}, False),
+    ({"out_dtype": torch.bfloat16, "scale_a": "s"}, False),  # scales: the Triton kernels
 ])
 def test_gluon_ok_rules(kw, ok):
     n = kw.pop("n", 1024)
     if "bias" in kw:
         kw["bias"] = torch.empty(n, dtype=torch.int32, device="meta")
+    if "c" in kw:
+        kw["c"] = torch.empty(512, n, dtype=torch.int32, device="meta")
+    if "scale_a" in kw:
+        kw["scale_a"] = torch.empty((), dtype=torch.float32, device="meta")
     a = torch.empty(512, 768, dtype=torch.int8, device="meta")
     b = torch.empty(n, 768, dtype=torch.int8, device="meta").t()
     spec = ops.validate(a, b, **kw)
@@ -161,12 +166,16 @@ def test_gluon_tf32_mn_major_in_registers_cross_compiles(layout, perm):
     assert res.census.get("sass_shared_load_32b") == 3 * 16  # each step's 64x32 A slice per warpgroup
 
 
-def _plan16(cfg, layout, m=8192, n=8192, k=8192, dtype=torch.bfloat16):
+def _plan16(cfg, layout, m=8192, n=8192, k=8192, dtype=torch.bfloat16, **kw):
     a = torch.empty(k, m, dtype=dtype, device="meta").t() if layout[0] == "T" else torch.empty(m, k, dtype=dtype,
                                                                                                 device="meta")
     b = torch.empty(n, k, dtype=dtype, device="meta").t() if layout[1] == "T" else torch.empty(k, n, dtype=dtype,
                                                                                                 device="meta")
-    return ops.target_plan(a, b, "sm90", sms=132, cfg=cfg, **({"precision": "tf32"} if dtype == torch.float32 else {}))
+    if dtype == torch.float32:
+        kw["precision"] = "tf32"
+        if "bias" in kw:
+            kw["bias"] = kw["bias"].float()
+    return ops.target_plan(a, b, "sm90", sms=132, cfg=cfg, **kw)
 
 
 @pytest.mark.parametrize("cfg,layout,instr", [
@@ -226,7 +235,10 @@ def test_gluon_16bit_dispatch(shape, layout, dtype, want):
     a = torch.empty(m, k, dtype=dtype, device="meta")
     b = torch.empty(k, n, dtype=dtype, device="meta")
     assert ops.gluon_ok(a, b, ops.validate(a, b)) == (n * 2 % 16 == 0)  # output rows the TMA can store
-    assert not ops.gluon_ok(a, b, ops.validate(a, b, bias=torch.empty(n, dtype=dtype, device="meta")))
+    # the epilogue runs in the Gluon kernel (which configuration an epilogue call takes:
+    # test_gluon_epilogue_dispatch)
+    kw = {"bias": torch.empty(n, dtype=dtype, device="meta"), "activation": "gelu"}
+    assert ops.gluon_ok(a, b, ops.validate(a, b, **kw)) == (n * 2 % 16 == 0)
 
 
 def test_gluon_16bit_rules():
@@ -234,7 +246,8 @@ def test_gluon_16bit_rules():
     b = torch.empty(512, 1004, dtype=torch.bfloat16, device="meta")
     assert not ops.gluon_ok(a, b, ops.validate(a, b))  # 1004 bf16 = 2008-byte output rows
     assert ops.gluon_ok(a, b, ops.validate(a, b, out_dtype=torch.float32))  # 4016 bytes
-    assert not ops.gluon_ok(a, b, ops.validate(a, b, alpha=2.0))
+    assert not ops.gluon_ok(a, b, ops.validate(a, b, alpha=2.0))  # the output rows, not alpha
+    assert ops.gluon_ok(a, b, ops.validate(a, b, alpha=2.0, out_dtype=torch.float32))
     spec = ops.validate(a, b, out_dtype=torch.float32)
     assert spec.out_dtype == torch.float32
 
@@ -345,3 +358,107 @@ def test_gluon_split_k_fixup_cross_compiles_and_rules():
         ops.target_plan(big, big, "sm90", sms=132, cfg=cfg)
     with pytest.raises(ValueError, match="split_k must be 2"):
         ops.target_plan(a, a, "sm90", sms=132, cfg=GemmConfig("gluon", 128, 128, 64, 8, 8, 4, split_k=3, fixup=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# the epilogue in the Gluon kernel
+# ---------------------------------------------------------------------------------------------
+def _epi_kwargs(dtype, n, which):
+    od = {torch.int8: torch.int32, torch.float32: torch.float32}.get(dtype, dtype)
+    kw = {}
+    if "alpha" in which:
+        kw["alpha"] = 3 if od == torch.int32 else 1.5
+    if "c" in which:
+        kw.update(c=torch.empty(8192, n, dtype=od, device="meta"), beta=-2 if od == torch.int32 else 0.5)
+    if "bias" in which:
+        kw["bias"] = torch.empty(n, dtype=od, device="meta")
+    for act in ("relu", "gelu", "gelu_tanh", "silu"):
+        if act in which.split("+"):
+            kw["activation"] = act
+    return kw
+
+
+@pytest.mark.parametrize("dtype,cfg,layout,which,chunk", [
+    (torch.bfloat16, GemmConfig("gluon", 128, 256, 64, 8, 8, 4), "NN", "alpha+c+bias+gelu", 32),
+    (torch.bfloat16, GemmConfig("gluon", 128, 256, 64, 8, 8, 4), "TT", "c+gelu_tanh", 32),
+    (torch.bfloat16, GemmConfig("gluon", 128, 256, 64, 8, 8, 4), "NT", "alpha+c", 64),
+    (torch.bfloat16, GemmConfig("gluon", 128, 256, 64, 8, 8, 4), "NN", "bias+silu", 64),
+    (torch.bfloat16, GemmConfig("gluon", 128, 128, 64, 8, 8, 5), "NN", "alpha+c+bias+gelu", 64),
+    (torch.bfloat16, GemmConfig("gluon", 64, 128, 64, 8, 4, 4), "NN", "alpha+c+bias+gelu", 64),
+    (torch.int8, GemmConfig("gluon", 128, 256, 128, 8, 8, 4), "NT", "alpha+c+bias+relu", 32),
+    (torch.float32, GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True), "NN", "alpha+c+bias+gelu", 32),
+    (torch.float32, GemmConfig("gluon", 128, 128, 32, 8, 8, 3, flush=4), "NT", "alpha+c+bias+silu", 64),
+    # epi_prefetch: the producer warp (40 registers) prefetches C and bias into L2, also without spills
+    (torch.bfloat16, GemmConfig("gluon", 128, 256, 64, 8, 8, 4, epi_prefetch=True), "NN", "alpha+c+bias+gelu", 32),
+    (torch.int8, GemmConfig("gluon", 128, 256, 128, 8, 8, 4, epi_prefetch=True), "NT", "c", 64),
+    (torch.float32, GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True, epi_prefetch=True), "NN", "c+bias+gelu",
+     32),
+])
+def test_gluon_epilogue_cross_compiles_without_spills(dtype, cfg, layout, which, chunk):
+    """alpha, beta * C, bias and the activation inside the Gluon kernel (before each chunk's TMA
+    store): no spills, no scratch, the tile stored in ``chunk``-column pieces (32 where a 256-wide
+    tile reads C and adds a bias or an activation: 64-column chunks spilled 88 bytes), C read by
+    global loads, and the call chooses the Gluon kernel where the plain product does."""
+    m = n = k = 8192
+    kw = _epi_kwargs(dtype, n, which)
+    if dtype == torch.float32:
+        kw["precision"] = "tf32" if cfg.mn_regs else "fp32-accurate"
+    a = torch.empty(k, m, dtype=dtype, device="meta").t() if layout[0] == "T" else torch.empty(m, k, dtype=dtype,
+                                                                                                device="meta")
+    b = torch.empty(n, k, dtype=dtype, device="meta").t() if layout[1] == "T" else torch.empty(k, n, dtype=dtype,
+                                                                                                device="meta")
+    _, _, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=cfg, **kw)
+    launch = plan[-1]
+    cx = launch.constexprs
+    assert launch.kernel.__name__ == "matmul_ws_kernel"
+    assert cx["HAS_C"] == ("c" in kw) and cx["HAS_BIAS"] == ("bias" in kw) and cx["HAS_ALPHA"] == ("alpha" in kw)
+    assert cx["ACTIVATION"] == ops._k.ACTIVATIONS[kw.get("activation")]
+    assert cx["EPI_INT"] == (dtype == torch.int8)
+    if cfg.mn_regs:  # NN as C^T: the bias runs along the kernel's rows, C's strides swapped
+        assert cx["TRANS_OUT"] and launch.args[11:13] == (1, 8192)
+    res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch), cx,
+                        "sm90", num_warps=launch.options["num_warps"], maxnreg=launch.options["maxnreg"], sass=True)
+    assert res.error is None, res.error
+    assert res.spills == 0 and res.scratch_bytes == 0 and res.shared_bytes <= SHARED_LIMIT["sm90"]
+    assert res.census.get("sass:UTMASTG") == cfg.block_n // chunk, res.census
+    loads = sum(v for key, v in res.census.items() if key.startswith("global_load"))
+    assert (loads > 0) == ("c" in kw or "bias" in kw)
+    assert cx["EPI_PREFETCH"] == (cfg.epi_prefetch and ("c" in kw or "bias" in kw))
+    if "c" in kw and not cfg.mn_regs:  # a thread's column pair in one load (N is even there)
+        width = 16 * (2 if dtype == torch.bfloat16 else 4)
+        assert res.census.get(f"global_load_{width}b", 0) > 0 and not res.census.get("global_load_16b"), res.census
+    q = ops.problem_of(a, b, ops.validate(a, b, **kw), arch="sm90", sms=132)
+    assert q.gluon_ok
+
+
+@pytest.mark.parametrize("shape,layout,dtype,epi,want", [
+    ((8192, 8192, 8192), "NN", torch.bfloat16, "bias+gelu", "gluon 128x256x64 w8 s4 g8"),  # prefetch tied
+    ((8192, 8192, 8192), "NN", torch.bfloat16, "gelu", "gluon 128x256x64 w8 s4 g8"),
+    ((8192, 8192, 8192), "NN", torch.bfloat16, "c", "tma 128x256x64 w8 s3"),  # C: no faster on Gluon
+    ((4096, 11008, 4096), "NN", torch.bfloat16, "bias+silu", "gluon 128x256x64 w8 s4 g8 epf"),
+    ((4096, 11008, 4096), "NN", torch.bfloat16, "", "tma 256x128"),  # the plain product stays
+    ((128, 11008, 4096), "NN", torch.bfloat16, "bias+gelu", "gluon 128x128x64 w8 s5 g8 epf"),
+    ((1000, 1000, 1000), "NN", torch.bfloat16, "bias+gelu", "gluon 64x128x64 w4 s4 g8"),
+    ((8192, 8192, 8192), "TN", torch.float16, "bias", "tma "),  # fp16 with an epilogue: not measured
+    ((8192, 8192, 8192), "NT", torch.int8, "c+bias+relu", "gluon 128x256x128 w8 s4"),
+    ((8192, 8192, 8192), "NN", torch.float32, "c", "gluon 128x256x32 w8 s3 g8 regs"),  # tf32
+    ((8192, 8192, 8192), "NN", torch.float32, "bias+gelu", "gluon 128x256x32 w8 s3 g8 regs"),
+])
+def test_gluon_epilogue_dispatch(shape, layout, dtype, epi, want):
+    """Epilogue calls take the Gluon kernel where it measured faster than the TMA kernel's
+    epilogue (tuning.gemm._epilogue_on_gluon), ``epi_prefetch`` for a bf16 bias."""
+    m, n, k = shape
+    kw = _epi_kwargs(dtype, n, epi)
+    if "c" in kw:
+        kw["c"] = torch.empty(m, n, dtype=kw["c"].dtype, device="meta")
+    if dtype == torch.float32:
+        kw["precision"] = "tf32"
+    a = torch.empty(k, m, dtype=dtype, device="meta").t() if layout[0] == "T" else torch.empty(m, k, dtype=dtype,
+                                                                                                device="meta")
+    b = torch.empty(n, k, dtype=dtype, device="meta").t() if layout[1] == "T" else torch.empty(k, n, dtype=dtype,
+                                                                                                device="meta")
+    spec, cfg, _ = ops.target_plan(a, b, "sm90", sms=132, **kw)
+    assert cfg.short().startswith(want) and cfg.epi_prefetch == want.endswith("epf"), cfg.short()
+    p = ops.problem_of(a, b, spec, arch="sm90", sms=132)
+    assert p.epilogue == ("c" if "c" in kw else "bias" if "bias" in kw else "light" if kw.get("activation") else "")
+    assert shape_key(p).endswith(f"/epi-{p.epilogue}") if p.epilogue else "/epi-" not in shape_key(p)

@@ -54,7 +54,10 @@ def test_pointer_kernel_sm80_uses_mma():
 
 
 def test_tma_kernel_sm90_uses_wgmma_and_tma():
-    cfg, launch, res = _compile("sm90", torch.bfloat16, size=8192)
+    """The TMA kernel with the full epilogue (the heuristic sends this call to the Gluon kernel,
+    whose epilogue tests/ops/test_gemm_gluon_compile.py checks: the TMA config pinned here)."""
+    from tilecraft.tuning.gemm import GemmConfig
+    cfg, launch, res = _compile("sm90", torch.bfloat16, size=8192, cfg=GemmConfig("tma", 128, 256, 64, 8, 8, 3))
     assert cfg.kernel == "tma" and (cfg.block_m, cfg.block_n) == (128, 256)
     assert launch.constexprs["EPILOGUE_SPLIT"] and launch.constexprs["NUM_SMS"] == 132
     sig = ops.compile_signature(launch)

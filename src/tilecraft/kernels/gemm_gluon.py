@@ -58,12 +58,65 @@ def _tile_mn(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 
 @gluon.jit
+def _prefetch_l2(ptrs):
+    """``prefetch.global.L2`` of every address in ``ptrs`` (a dummy result: inline asm must return one)."""
+    return gl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs], dtype=gl.int32,
+                                     is_pure=False, pack=1)
+
+
+@gluon.jit
+def _prefetch_epilogue(epi, off_m, off_n, M, N, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_C: gl.constexpr,
+                       HAS_BIAS: gl.constexpr, BIAS_ROWS: gl.constexpr):
+    """In the producer warp, at the start of a work unit: the L2 lines of the C tile and of the
+    bias slice the epilogue will read, prefetched (``prefetch.global.L2``) so that its loads, one
+    chunk after another at the end of the tile, hit L2. C is walked along its unit-stride
+    dimension in 128-byte steps (not at all when neither stride is 1); addresses past M or N are
+    replaced by C's first element."""
+    c_ptr, stride_cr, stride_cc, bias_ptr, alpha_hi, alpha_lo, beta_hi, beta_lo = epi
+    if HAS_C:
+        STEP: gl.constexpr = 128 * 8 // c_ptr.dtype.element_ty.primitive_bitwidth  # elements per 128 bytes
+        # (32 x up to 2 lines of 128 bytes) per step: at most 2 addresses per lane (the
+        # producer warp has 40 registers)
+        NC: gl.constexpr = max(BLOCK_N // STEP, 1)
+        NR: gl.constexpr = max(BLOCK_M // STEP, 1)
+        if stride_cc == 1:
+            LC: gl.constexpr = gl.BlockedLayout([1, min(NC, 2)], [32, 1], [1, 1], [1, 0])
+            for r0 in range(0, BLOCK_M, 32):
+                for j0 in range(0, NC, 2):
+                    rows = off_m + r0 + gl.arange(0, 32, gl.SliceLayout(1, LC))
+                    cols = off_n + (j0 + gl.arange(0, min(NC, 2), gl.SliceLayout(0, LC))) * STEP
+                    ok = (rows < M)[:, None] & (cols < N)[None, :]
+                    _prefetch_l2(gl.where(ok, c_ptr + rows[:, None].to(gl.int64) * stride_cr + cols[None, :], c_ptr))
+        elif stride_cr == 1:
+            LR: gl.constexpr = gl.BlockedLayout([min(NR, 2), 1], [1, 32], [1, 1], [0, 1])
+            for c0 in range(0, BLOCK_N, 32):
+                for i0 in range(0, NR, 2):
+                    rows = off_m + (i0 + gl.arange(0, min(NR, 2), gl.SliceLayout(1, LR))) * STEP
+                    cols = off_n + c0 + gl.arange(0, 32, gl.SliceLayout(0, LR))
+                    ok = (rows < M)[:, None] & (cols < N)[None, :]
+                    _prefetch_l2(gl.where(ok, c_ptr + rows[:, None] + cols[None, :].to(gl.int64) * stride_cc, c_ptr))
+    if HAS_BIAS:
+        BSTEP: gl.constexpr = 128 * 8 // bias_ptr.dtype.element_ty.primitive_bitwidth
+        LB: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+        i = gl.arange(0, 32, LB) * BSTEP
+        if BIAS_ROWS:
+            ok = (i < BLOCK_M) & (off_m + i < M)
+            _prefetch_l2(gl.where(ok, bias_ptr + off_m + i, bias_ptr))
+        else:
+            ok = (i < BLOCK_N) & (off_n + i < N)
+            _prefetch_l2(gl.where(ok, bias_ptr + off_n + i, bias_ptr))
+
+
+@gluon.jit
 def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
-              M, N, K, k_split_steps, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr,
+              M, N, K, k_split_steps, epi, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_KMAJOR: gl.constexpr,
-              B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr):
+              B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr, PREFETCH_C: gl.constexpr, PREFETCH_BIAS: gl.constexpr,
+              BIAS_ROWS: gl.constexpr):
     """One warp: TMA loads of every (work unit, K step) of this program, in the consumers' order.
-    An MN-major operand (16-bit only) is loaded as its (BLOCK_K, rows) tile."""
+    An MN-major operand (16-bit only) is loaded as its (BLOCK_K, rows) tile. ``PREFETCH_C`` /
+    ``PREFETCH_BIAS``: first, the unit's C tile / bias slice prefetched into L2
+    (:func:`_prefetch_epilogue`)."""
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     if THREE_TF32:
         nbytes: gl.constexpr = 2 * (a_desc.block_type.nbytes + b_desc.block_type.nbytes)
@@ -77,6 +130,8 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
         pid_m, pid_n = _tile_mn(unit // SPLIT_K, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
+        if PREFETCH_C or PREFETCH_BIAS:
+            _prefetch_epilogue(epi, off_m, off_n, M, N, BLOCK_M, BLOCK_N, PREFETCH_C, PREFETCH_BIAS, BIAS_ROWS)
         k_lo = (unit % SPLIT_K) * k_split_steps
         for ki in range(k_lo, gl.minimum(k_tiles, k_lo + k_split_steps)):
             s = it % STAGES
@@ -100,14 +155,75 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
 
 
 @gluon.jit
-def _store_tile(acc, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N: gl.constexpr, TRANS_OUT: gl.constexpr = False):
+def _activation(x, ACTIVATION: gl.constexpr):
+    """As ``tilecraft.kernels.gemm._activation`` (the same formulas, so both paths round alike):
+    1 relu, 2 gelu (erf), 3 gelu (tanh, through a sigmoid), 4 silu."""
+    if ACTIVATION == 1:
+        x = gl.where(x > 0, x, 0)
+    elif ACTIVATION == 2:
+        x = 0.5 * x * (1.0 + gl.erf(x * 0.7071067811865476))
+    elif ACTIVATION == 3:
+        u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+        x = x * (1 / (1 + gl.exp(-(2.0 * u))))
+    elif ACTIVATION == 4:
+        x = x * (1 / (1 + gl.exp(-x)))
+    return x
+
+
+@gluon.jit
+def _epilogue(x, off_m, off_n, M, N, epi, EPI_INT: gl.constexpr, HAS_ALPHA: gl.constexpr, HAS_C: gl.constexpr,
+              HAS_BIAS: gl.constexpr, BIAS_ROWS: gl.constexpr, ACTIVATION: gl.constexpr):
+    """``act(alpha * x + beta * C + bias)`` on one chunk of the tile (rows ``off_m``.., columns
+    ``off_n``.. of the kernel's (M, N) output), in fp32 (int32 with ``EPI_INT``), in the chunk's
+    own register layout: C and bias are read with pointer loads (any strides), masked at M and N.
+    ``epi`` = (c_ptr, C's stride along the kernel's rows, along its columns, bias_ptr, alpha_hi,
+    alpha_lo, beta_hi, beta_lo); alpha and beta come as two fp32 halves (as the Triton kernels
+    take them). ``BIAS_ROWS``: the bias runs along the kernel's rows (the C^T tile of
+    ``TRANS_OUT``, whose rows are the output's columns)."""
+    EPI: gl.constexpr = gl.int32 if EPI_INT else gl.float32
+    L: gl.constexpr = x.type.layout
+    c_ptr, stride_cr, stride_cc, bias_ptr, alpha_hi, alpha_lo, beta_hi, beta_lo = epi
+    rows = off_m + gl.arange(0, x.shape[0], layout=gl.SliceLayout(1, L))
+    cols = off_n + gl.arange(0, x.shape[1], layout=gl.SliceLayout(0, L))
+    mask_r = rows < M
+    if BIAS_ROWS:
+        mask_c = cols < N
+    else:
+        # N is even here (the output rows the TMA stores are multiples of 16 bytes), so the pair
+        # of columns a thread holds is in or out together: with the mask constant over the pair,
+        # C's and the bias's loads can be 2 elements wide (N itself is not specialised: a plain
+        # cols < N mask compiled to 2-byte loads)
+        mask_c = (cols // 2) * 2 < N
+    x = x.to(EPI)
+    if HAS_ALPHA:
+        x = x * (alpha_hi.to(EPI) + alpha_lo.to(EPI))
+    if HAS_C:
+        c_ptrs = c_ptr + rows[:, None].to(gl.int64) * stride_cr + cols[None, :].to(gl.int64) * stride_cc
+        c = gl.load(c_ptrs, mask=mask_r[:, None] & mask_c[None, :], other=0).to(EPI)
+        x = x + (beta_hi.to(EPI) + beta_lo.to(EPI)) * c
+    if HAS_BIAS:
+        if BIAS_ROWS:
+            x = x + gl.load(bias_ptr + rows, mask=mask_r, other=0).to(EPI)[:, None]
+        else:
+            x = x + gl.load(bias_ptr + cols, mask=mask_c, other=0).to(EPI)[None, :]
+    return _activation(x, ACTIVATION)
+
+
+@gluon.jit
+def _store_tile(acc, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N: gl.constexpr, TRANS_OUT: gl.constexpr,
+                M, N, epi, EPI_INT: gl.constexpr, HAS_ALPHA: gl.constexpr, HAS_C: gl.constexpr,
+                HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr):
     """acc (BLOCK_M x BLOCK_N) to global through the shared-memory chunk buffers, EPI_N columns at
     a time; each chunk buffer is reused once the TMA store issued from it two chunks ago is done.
     ``chunk0`` counts the chunks this program stored before (the buffer parity). ``TRANS_OUT``:
-    acc is a tile of C^T, each chunk is stored transposed (EPI_N rows of C at row ``off_n``)."""
+    acc is a tile of C^T, each chunk is stored transposed (EPI_N rows of C at row ``off_n``).
+    With any of ``HAS_ALPHA``, ``HAS_C``, ``HAS_BIAS``, ``ACTIVATION`` each chunk goes through
+    :func:`_epilogue` first (before the wait for its buffer, so C's loads overlap that store)."""
     BLOCK_N: gl.constexpr = acc.shape[1]
     NBUF: gl.constexpr = c_bufs.type.shape[0]
     if EPI_N == BLOCK_N:
+        if HAS_ALPHA or HAS_C or HAS_BIAS or ACTIVATION != 0:
+            acc = _epilogue(acc, off_m, off_n, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, TRANS_OUT, ACTIVATION)
         tma.store_wait(NBUF - 1)
         buf = c_bufs.index(chunk0 % NBUF)
         if TRANS_OUT:
@@ -122,9 +238,10 @@ def _store_tile(acc, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N: gl.constexpr, 
         # columns [0, BLOCK_N/2) and [BLOCK_N/2, BLOCK_N): the top bit of the column index
         # lives in each thread's registers in the wgmma layout, so the split moves no data
         lo, hi = acc.reshape([acc.shape[0], 2, BLOCK_N // 2]).permute(0, 2, 1).split()
-        _store_tile(lo, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N, TRANS_OUT)
-        _store_tile(hi, c_desc, c_bufs, off_m, off_n + BLOCK_N // 2,
-                    chunk0 + (BLOCK_N // 2) // EPI_N, EPI_N, TRANS_OUT)
+        _store_tile(lo, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N, TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA,
+                    HAS_C, HAS_BIAS, ACTIVATION)
+        _store_tile(hi, c_desc, c_bufs, off_m, off_n + BLOCK_N // 2, chunk0 + (BLOCK_N // 2) // EPI_N, EPI_N,
+                    TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)
 
 
 @gluon.constexpr_function
@@ -177,11 +294,12 @@ def _regs_step(a_bufs, b_bufs, ready, empty, acc, it, release_prev, a_regs: gl.c
 
 @gluon.jit
 def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps, ws_ptr,
-              flag_ptr,
+              flag_ptr, epi,
               GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr,
               EPI_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
               A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr, A_REGS: gl.constexpr,
-              TRANS_OUT: gl.constexpr, ROW_PERM: gl.constexpr, FIXUP: gl.constexpr):
+              TRANS_OUT: gl.constexpr, ROW_PERM: gl.constexpr, FIXUP: gl.constexpr, EPI_INT: gl.constexpr,
+              HAS_ALPHA: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr):
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     # wgmma K per instruction (tf32: 8, int8: 32); N per instruction at most 128 for int8 (what
     # Triton 3.6 lowers: m64n128k32), 256 otherwise
@@ -286,25 +404,31 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
                 # the flag back to 0 once every thread here has seen it complete (the last to count)
                 done = gl.atomic_add(flags, zero + 1, sem="relaxed", scope="gpu")
                 gl.atomic_xchg(flags, zero, mask=done == 2 * NT - 1, sem="relaxed", scope="gpu")
-                _store_tile(acc, c_desc, c_bufs, pid_m * BLOCK_M, pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT)
+                _store_tile(acc, c_desc, c_bufs, pid_m * BLOCK_M, pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT, M, N, epi,
+                            EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)
                 chunks += BLOCK_N // EPI_N
         else:
             # split-K: unit k's partial tile goes to rows [k * Mp, (k + 1) * Mp) of the workspace, Mp
-            # = M rounded up to whole tiles (a tile's rows past M land in its own split's padding)
+            # = M rounded up to whole tiles (a tile's rows past M land in its own split's padding);
+            # the launcher turns the epilogue off there (the reduce pass runs it)
             _store_tile(acc, c_desc, c_bufs, (unit % SPLIT_K) * (num_pid_m * BLOCK_M) + pid_m * BLOCK_M,
-                        pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT)
+                        pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS,
+                        ACTIVATION)
             chunks += BLOCK_N // EPI_N
     tma.store_wait(0)
 
 
 # M, N, K unspecialised: one compiled kernel serves every shape of a configuration (TMA bounds
 # the tiles; divisibility by 16 buys nothing here), and the grid size is read at run time
-@gluon.jit(do_not_specialize=["M", "N", "K", "k_split_steps"])
-def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_split_steps, ws_ptr, flag_ptr,
+@gluon.jit(do_not_specialize=["M", "N", "K", "k_split_steps", "alpha_hi", "alpha_lo", "beta_hi", "beta_lo"])
+def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_split_steps,
+                     c_ptr, bias_ptr, stride_cr, stride_cc, alpha_hi, alpha_lo, beta_hi, beta_lo, ws_ptr, flag_ptr,
                      STAGES: gl.constexpr, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr, EPI_BUFS: gl.constexpr,
                      PRODUCER_REGS: gl.constexpr, A_KMAJOR: gl.constexpr = True, B_KMAJOR: gl.constexpr = True,
                      SPLIT_K: gl.constexpr = 1, A_REGS: gl.constexpr = False, TRANS_OUT: gl.constexpr = False,
-                     ROW_PERM: gl.constexpr = False, FIXUP: gl.constexpr = False):
+                     ROW_PERM: gl.constexpr = False, FIXUP: gl.constexpr = False, EPI_INT: gl.constexpr = False,
+                     HAS_ALPHA: gl.constexpr = False, HAS_C: gl.constexpr = False, HAS_BIAS: gl.constexpr = False,
+                     ACTIVATION: gl.constexpr = 0, EPI_PREFETCH: gl.constexpr = False):
     """C (M, N) = A (M, K) @ B (K, N); grid min(SMs, work units). ``a_desc`` tiles are (BLOCK_M,
     BLOCK_K) over A (M, K) when ``A_KMAJOR``, else (BLOCK_K, BLOCK_M) over A^T (K, M); ``b_desc``
     tiles (BLOCK_N, BLOCK_K) over B^T (N, K) when ``B_KMAJOR``, else (BLOCK_K, BLOCK_N) over B (K,
@@ -329,7 +453,18 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     tile to ``ws_ptr`` (tile t at t BLOCK_M BLOCK_N) and counts each thread's release on the
     int32 ``flag_ptr[t]``; unit 2t waits for the count (acquire), adds the partial, stores the tile
     to ``c_desc`` (the output) and sets the flag back to 0 (the flags start at 0 and are left at 0).
-    Otherwise ``ws_ptr`` and ``flag_ptr`` are not read."""
+    Otherwise ``ws_ptr`` and ``flag_ptr`` are not read.
+
+    Epilogue (before each chunk's TMA store, :func:`_epilogue`): ``act(alpha * acc + beta * C +
+    bias)`` in fp32 (int32 with ``EPI_INT``: the int8 product's int32 output, integer alpha and
+    beta, relu only). ``HAS_ALPHA``: alpha = ``alpha_hi + alpha_lo``; ``HAS_C``: C read at
+    ``c_ptr + row * stride_cr + col * stride_cc`` (the kernel's rows and columns; any strides),
+    times beta = ``beta_hi + beta_lo``; ``HAS_BIAS``: ``bias_ptr`` (unit stride) along the
+    kernel's columns, or along its rows with ``TRANS_OUT`` (the output's columns there);
+    ``ACTIVATION`` 0 none, 1 relu, 2 gelu (erf), 3 gelu (tanh), 4 silu (as the Triton kernels).
+    With split-K the kernel writes raw partials (the epilogue off) and the reduce pass runs it,
+    except with ``FIXUP``, whose first half runs it on the joined tile. ``EPI_PREFETCH``: the
+    producer warp prefetches each unit's C tile and bias slice into L2 as the unit starts."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
@@ -357,12 +492,13 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
     fence_async_shared()
+    epi = (c_ptr, stride_cr, stride_cc, bias_ptr, alpha_hi, alpha_lo, beta_hi, beta_lo)
     gl.warp_specialize([
         (_consumer, (a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps,
-                     ws_ptr, flag_ptr,
+                     ws_ptr, flag_ptr, epi,
                      GROUP_M, THREE_TF32, FLUSH, EPI_N, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR,
-                     SPLIT_K, A_REGS, TRANS_OUT, ROW_PERM, FIXUP)),
+                     SPLIT_K, A_REGS, TRANS_OUT, ROW_PERM, FIXUP, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)),
         (_producer, (a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
-                     M, N, K, k_split_steps, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
-                     B_KMAJOR, SPLIT_K)),
+                     M, N, K, k_split_steps, epi, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
+                     B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C, EPI_PREFETCH and HAS_BIAS, TRANS_OUT)),
     ], [1], [PRODUCER_REGS])

@@ -350,21 +350,33 @@ def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec, arch: str | None = 
     g_ok = arch == "sm90" and gluon_ok(a, b, spec)
     return Problem(spec.m, spec.n, spec.k, spec.batch, spec.dtype, spec.precision, arch, ok, ak, bk, sms,
                    tma_copies=copies, gluon_ok=g_ok, rows_128=rows_128,
-                   mn_regs_ok=g_ok and _mn_regs_plan(a, b, spec, GemmConfig("gluon", mn_regs=True)) is not None)
+                   mn_regs_ok=g_ok and _mn_regs_plan(a, b, spec, GemmConfig("gluon", mn_regs=True)) is not None,
+                   epilogue=epilogue_kind(spec))
+
+
+def epilogue_kind(spec: Spec) -> str:
+    """What the epilogue reads, for the config choice: "c" (beta * C), "bias" (a bias, no C),
+    "light" (alpha, scales or an activation only) or "" (none)."""
+    if spec.has_c:
+        return "c"
+    if spec.has_bias:
+        return "bias"
+    light = spec.alpha != 1.0 or spec.activation is not None or spec.scale_a or spec.scale_b
+    return "light" if light else ""
 
 
 def gluon_ok(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> bool:
     """Whether the sm90 Gluon kernel (``tilecraft.kernels.gemm_gluon``) can take the call: CUDA
     (or ``meta``, for :func:`target_plan`) 2D operands, fp16/bf16 (any of their output types), int8
-    with an int32 output, or fp32 with tf32 or 3xTF32 and an fp32 output; no epilogue (alpha 1, no
-    C, bias, scales or activation), and output rows the TMA can store (a multiple of 16 bytes).
+    with an int32 output, or fp32 with tf32 or 3xTF32 and an fp32 output; alpha, ``beta * c``,
+    bias and the activation run in its epilogue (scales do not: those calls run the Triton
+    kernels), and output rows the TMA can store (a multiple of 16 bytes).
     16-bit operands are read K- or MN-major as they are; operands it cannot read (8/32-bit
     MN-major, unaligned) are copied first, as for the TMA kernel; the 3xTF32 operands are always
     split into K-major hi/lo buffers. Anything else runs the Triton kernels."""
     if a.device.type not in ("cuda", "meta") or bool(torch.version.hip) or a.dim() != 2 or b.dim() != 2:
         return False
-    plain = (spec.alpha == 1.0 and not spec.has_c and not spec.has_bias and not spec.scale_a and not spec.scale_b
-             and spec.activation is None)
+    plain = not spec.scale_a and not spec.scale_b
     kind = ((spec.dtype == "int8" and spec.out_dtype == torch.int32)
             or (spec.dtype == "fp32" and spec.precision in ("tf32", "tf32x3") and spec.out_dtype == torch.float32)
             or spec.dtype in ("fp16", "bf16"))
@@ -489,17 +501,17 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
                              f"with BLOCK_K {cfg.block_k} gives {split} splits)")
         if not gluon_ok(a, b, spec):
             raise ValueError("the Gluon kernel cannot take this product; use a tma or pointer config")
-        return _gluon_launch(a, b, out, spec, cfg, sms, k_per_split // cfg.block_k, 2)
+        return _gluon_launch(a, b, out, spec, cfg, sms, k_per_split // cfg.block_k, 2, c, bias)
     ws = torch.empty((split, spec.batch, m_ws, spec.n), dtype=acc_torch, device=a.device) if split > 1 else None
     reduce = [] if ws is None else [_reduce_launch(ws, out3, spec, split, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx,
                                                    sms or _facts(a.device)[1], spec.batch * m_ws * spec.n)]
     if cfg.kernel == "gluon":
         if not gluon_ok(a, b, spec):
             raise ValueError("the Gluon kernel takes 2D CUDA fp16/bf16, int8 (int32 out) or tf32/3xTF32 (fp32 out) "
-                             "products without an epilogue, with output rows of a multiple of 16 bytes; use a tma "
+                             "products without scales, with output rows of a multiple of 16 bytes; use a tma "
                              "or pointer config")
         dest = out if ws is None else ws.view(split * m_ws, spec.n)
-        return _gluon_launch(a, b, dest, spec, cfg, sms, k_per_split // cfg.block_k, split) + reduce
+        return _gluon_launch(a, b, dest, spec, cfg, sms, k_per_split // cfg.block_k, split, c, bias) + reduce
     if cfg.kernel == "tma":
         if not tma_dtype_ok(spec):
             raise ValueError(f"the TMA kernel cannot take {spec.dtype} operands with precision "
@@ -773,12 +785,15 @@ def _fixup_flags(device: torch.device, tiles: int) -> torch.Tensor:
 
 
 def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_split_steps: int = 0,
-                  split: int = 1) -> list[KernelLaunch]:
+                  split: int = 1, c: torch.Tensor | None = None, bias: torch.Tensor | None = None
+                  ) -> list[KernelLaunch]:
     """The Gluon kernel's launch (after the 3xTF32 split launches, or the copies of operands the
     TMA cannot read as they are). ``out`` is (M, N) contiguous, or with ``split`` > 1 the (split Mp,
     N) fp32/int32 workspace of ``k_split_steps`` K steps per split (Mp: M rounded up to a multiple
     of BLOCK_M). With ``cfg.mn_regs`` a tf32 product with one MN-major operand is read without a
-    copy (:func:`_mn_regs_plan`)."""
+    copy (:func:`_mn_regs_plan`). The epilogue (alpha, ``beta * c``, ``bias``, the activation) runs
+    in the kernel before each chunk's store, except for split-K's raw partials (the reduce pass
+    after runs it there; ``fixup`` joins the halves in the kernel and runs it on the joined tile)."""
     from tilecraft.kernels import gemm_gluon as _g
     from tilecraft.tuning.gemm import gluon_epilogue_buffers
 
@@ -809,9 +824,10 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
         raise ValueError(f"the Gluon kernel writes a contiguous ({rows}, N) output, got shape {tuple(out2.shape)} "
                          f"and strides {out2.stride()}")
     bm, bn, bkk = cfg.block_m, cfg.block_n, cfg.block_k
+    epi_n = gluon_epilogue_width(spec, cfg) if split == 1 or fixup else 64
     descs = [_gluon_desc(a_hi, [bm, bkk] if ak else [bkk, bm]), _gluon_desc(b_hi, [bn, bkk] if bk else [bkk, bn]),
              _gluon_desc(a_lo, [bm, bkk] if ak else [bkk, bm]), _gluon_desc(b_lo, [bn, bkk] if bk else [bkk, bn]),
-             _gluon_desc(out2, [64, bm] if regs == "swap" else [bm, 64])]
+             _gluon_desc(out2, [epi_n, bm] if regs == "swap" else [bm, epi_n])]
     sms = sms or _facts(a.device)[1]
     tiles = math.ceil(m / bm) * math.ceil(n / bn)
     units = tiles * split
@@ -831,8 +847,44 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
                   "A_REGS": bool(regs), "TRANS_OUT": regs == "swap", "ROW_PERM": bool(regs) and cfg.row_perm,
                   "FIXUP": fixup}
     steps = k_split_steps if split > 1 else math.ceil(spec.k / bkk)
-    return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, m, n, spec.k, steps, ws_ptr, flag_ptr), constexprs,
-                               {"num_warps": cfg.num_warps, "maxnreg": maxnreg})]
+    epi_args, epi_cx = _gluon_epilogue(spec, out2, c, bias, in_kernel=split == 1 or fixup, trans=regs == "swap",
+                                       prefetch=cfg.epi_prefetch)
+    constexprs.update(epi_cx)
+    return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, m, n, spec.k, steps, *epi_args, ws_ptr, flag_ptr),
+                               constexprs, {"num_warps": cfg.num_warps, "maxnreg": maxnreg})]
+
+
+def gluon_epilogue_width(spec: Spec, cfg: GemmConfig) -> int:
+    """Columns per epilogue chunk of the Gluon kernel (each chunk: epilogue, then one TMA store):
+    64, or 32 for a 256-wide tile whose epilogue reads C and adds a bias or applies an activation
+    (sm90 cross compile, 128x256 bf16 with alpha, C, bias and gelu: 88 bytes spilled in 64-column
+    chunks, none in 32)."""
+    heavy = spec.has_c and (spec.has_bias or spec.activation is not None)
+    return 32 if cfg.block_n >= 256 and heavy else 64
+
+
+def _gluon_epilogue(spec: Spec, out2: torch.Tensor, c: torch.Tensor | None, bias: torch.Tensor | None, *,
+                    in_kernel: bool, trans: bool, prefetch: bool = False) -> tuple[tuple, dict]:
+    """(runtime args, constexprs) of the Gluon kernel's epilogue: C's pointer and strides along
+    the kernel's rows and columns (swapped for the C^T tile of ``trans``), the bias pointer (unit
+    stride), alpha and beta as fp32 halves. ``in_kernel`` False (split-K partials): all off.
+    ``prefetch`` (``cfg.epi_prefetch``): the producer prefetches C and bias into L2 per tile."""
+    on = in_kernel
+    has_c = on and spec.has_c
+    has_bias = on and spec.has_bias
+    c2 = c if has_c else out2
+    if has_c and c2.dim() == 3:  # (1, M, N) for a 2D product
+        c2 = c2[0]
+    sr, sc = (c2.stride(0), c2.stride(1)) if c2.dim() == 2 else (0, 0)
+    if trans:
+        sr, sc = sc, sr
+    ah, al = _split(spec.alpha)
+    bh, bl = _split(spec.beta)
+    args = (c2, bias.contiguous() if has_bias else out2, sr, sc, ah, al, bh, bl)
+    cx = {"EPI_INT": not spec.out_dtype.is_floating_point, "HAS_ALPHA": on and spec.alpha != 1.0, "HAS_C": has_c,
+          "HAS_BIAS": has_bias, "ACTIVATION": _k.ACTIVATIONS[spec.activation] if on else 0,
+          "EPI_PREFETCH": prefetch and (has_c or has_bias)}
+    return args, cx
 
 
 def _epilogue_split(cfg: GemmConfig, spec: Spec) -> bool:

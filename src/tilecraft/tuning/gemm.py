@@ -8,7 +8,7 @@ field               technique
 kernel              ``"tma"``: persistent grid + TMA descriptors + wgmma (sm90); ``"pointer"``: one
                     program per tile, pointer loads with any strides (every GPU, the interpreter);
                     ``"gluon"``: the sm90 Gluon kernel, persistent and warp-specialised (a TMA
-                    producer warp, wgmma consumer warpgroups), int8 and 3xTF32 without an epilogue
+                    producer warp, wgmma consumer warpgroups), with the fused epilogue in its consumers
 block_m/n/k         the block tile (the patent's register/shared tiles)
 num_stages          software-pipelining depth of the K loop (the patent's double buffering, generalised)
 group_m             grouped rasterisation: GROUP_M tile rows walked together so tiles reuse L2 (BitBLAS)
@@ -24,6 +24,8 @@ flush               3xTF32 on the Gluon kernel: K steps summed in the tensor cor
 num_warps           warps per program (8 = two warpgroups on sm90)
 mn_regs             Gluon kernel, tf32: an MN-major operand is read from shared memory into registers
                     (wgmma's A from registers) instead of copied K-major first; NN runs as C^T = B^T A^T
+epi_prefetch        Gluon kernel: the producer warp prefetches each tile's C and bias into L2 as the
+                    tile starts, for the fused epilogue at its end
 =================== ==================================================================================
 
 Config spaces are per architecture family and operand size, pruned by whether the pipeline's
@@ -61,6 +63,7 @@ class GemmConfig:
     mn_regs: bool = False  # Gluon, tf32: an MN-major operand read into registers, not copied K-major
     row_perm: bool = False  # Gluon, mn_regs: the register operand's rows read in a bank-conflict-free order
     fixup: bool = False  # Gluon, split_k 2: the halves joined in the kernel (no workspace pass), units <= SMs
+    epi_prefetch: bool = False  # Gluon: the producer prefetches each tile's C and bias into L2 for the epilogue
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -89,6 +92,8 @@ class GemmConfig:
             s += " perm"
         if self.fixup:
             s += " fixup"
+        if self.epi_prefetch:
+            s += " epf"
         return s
 
 
@@ -111,6 +116,7 @@ class Problem:
     gluon_ok: bool = False  # the Gluon kernel can take the call (tilecraft.ops.gemm.gluon_ok)
     rows_128: bool = True  # the operands the TMA reads as they are have 128-byte aligned rows
     mn_regs_ok: bool = False  # tf32 with one MN-major operand the Gluon kernel can read into registers
+    epilogue: str = ""  # what the epilogue reads: "c", "bias", "light" (alpha/activation/scales) or ""
 
     @property
     def itemsize(self) -> int:
@@ -155,7 +161,7 @@ def shape_key(p: Problem) -> str:
     return (f"{p.dtype}/{p.precision}/m{m}/n{_pow2_at_least(p.n)}/k{_pow2_at_least(p.k)}/b{min(p.batch, 2)}"
             f"/{'T' if p.a_kmajor else 'N'}{'T' if p.b_kmajor else 'N'}/{'tma' if p.tma_ok else 'ptr'}"
             f"{p.tma_copies}/{p.arch}" + ("/gluon" if p.gluon_ok else "") + ("" if p.rows_128 else "/rows16")
-            + ("/regs" if p.mn_regs_ok else ""))
+            + ("/regs" if p.mn_regs_ok else "") + (f"/epi-{p.epilogue}" if p.epilogue else ""))
 
 
 def _small_m_config(p: Problem) -> GemmConfig:
@@ -295,7 +301,44 @@ def _pad_pays(p: Problem) -> bool:
     return copy_s <= 0.15 * 2 * p.m * p.n * p.k * p.batch / 500e12
 
 
+def _epilogue_on_gluon(p: Problem) -> bool:
+    """Whether a call with this epilogue takes the Gluon kernel where its plain product would
+    (H200, 2026-11-25, follow-up 7, gemm-followup7-11e1e9c and gemm-followup7b-377a262, against
+    the TMA kernel's epilogue in the same runs): bf16 with a bias and/or an activation (8192^3
+    bias+gelu 1638-1699 against 1690-1701 us; 4096x14336x4096 bias+silu 751/753 against 774/798;
+    128x11008x4096 bias+gelu 31.1 with ``epi_prefetch`` against 34.4; 1000^3 12.8-13.0 against
+    13.9-14.1), int8 (int32 out: bias+relu 799 against 976 us, alpha+beta*C 900 against 1003-1020)
+    and tf32 (NN bias+gelu 3266-3284 against 3651-3654 us, alpha+beta*C 3278-3311 against 3540).
+    Not taken: bf16 reading C (8192^3 alpha+beta*C 1676-1748 against 1658-1685 us, with bias and
+    gelu 1763-1769 against 1760-1783; 4096^3 224-229 against 221-229: no faster), and fp16 and
+    3xTF32 with any epilogue (not measured)."""
+    if not p.epilogue:
+        return True
+    if p.dtype == "bf16":
+        return p.epilogue != "c"
+    return p.dtype == "int8" or p.precision == "tf32"
+
+
 def heuristic(p: Problem) -> GemmConfig:
+    """The configuration used without tuning: :func:`_heuristic` on the product, with the
+    epilogue's rules on top (:func:`_epilogue_on_gluon`; ``epi_prefetch`` where it measured faster
+    for a bf16 bias: 128x11008x4096 bias+gelu on 128x128 s5 31.1 against 32.5-35.5 us without,
+    4096x11008x4096 bias+silu on 128x256 s4 567-573 against 606-616 us; not at 8192^3 (1680-1712
+    against 1676-1699) or 1000^3 (12.8-12.9 both); H200, gemm-followup7b-377a262). bf16 NN outputs of 32-48 Mi elements with a bias
+    take the Gluon kernel (its plain product does not): 4096x11008x4096 bias+silu 567-573 us
+    against 600-602 us for the TMA kernel (same run)."""
+    if p.gluon_ok and not _epilogue_on_gluon(p):
+        return _heuristic(replace(p, gluon_ok=False, mn_regs_ok=False))
+    if (p.epilogue == "bias" and p.dtype == "bf16" and p.arch == "sm90" and p.gluon_ok and p.tma_copies == 0
+            and p.a_kmajor and not p.b_kmajor and p.m > 64 and 32 * 2**20 <= p.m * p.n * p.batch < 48 * 2**20):
+        return GemmConfig("gluon", 128, 256, 64, group_m=8, num_warps=8, num_stages=4, epi_prefetch=True)
+    cfg = _heuristic(p)
+    if cfg.kernel == "gluon" and p.epilogue == "bias" and p.dtype == "bf16" and (cfg.block_m, cfg.block_n) == (128, 128):
+        cfg = replace(cfg, epi_prefetch=True)  # the M = 128 products' tile (measured); not 8192^3 or 1000^3 (tied)
+    return cfg
+
+
+def _heuristic(p: Problem) -> GemmConfig:
     """The configuration used without tuning (``TILECRAFT_TUNE=0``, the interpreter, AMD).
 
     sm90 choices measured on the H200 (2026-11-21, ``benchmarks/gemm_tune.py``, 8192^3): TMA
@@ -395,6 +438,8 @@ def config_space(p: Problem) -> list[GemmConfig]:
                       GemmConfig("gluon", 64, 128, 64, num_warps=4, num_stages=4),
                       GemmConfig("gluon", 64, 64, 64, num_warps=4, num_stages=8)):
                 cands += [c] + ([replace(c, pad_rows=True)] if not p.rows_128 else [])
+                if p.epilogue in ("bias", "c"):  # C and bias prefetched into L2 by the producer
+                    cands.append(replace(c, epi_prefetch=True))
         if p.arch == "sm90" and p.gluon_ok and p.itemsize != 2:
             for c in (*GLUON_HEURISTIC.values(), GemmConfig("gluon", 128, 256, 32, num_warps=8, num_stages=3)):
                 if (c.block_k == 128) == (p.dtype == "int8") and (c.flush > 1) == (p.precision == "tf32x3"):

@@ -284,6 +284,31 @@ def _plane_xy(centre, rows, chunks, w_centre, wy, wx, R: tl.constexpr, VEC: tl.c
 
 
 @triton.jit
+def _prefetch_l1(ptrs, mask):
+    """``prefetch.global.L1`` of each address where ``mask`` holds (SASS ``CCTL.E.PF1``): brings the
+    32-byte sector into L1 without a register to hold it. Returns a dummy tensor (the asm is not pure,
+    so it is kept although nothing reads the result). On the interpreter (CPU) there is no cache:
+    nothing happens."""
+    return tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L1 [$1]; mov.u32 $0, 0; }",
+                                     "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _halo_sectors(x0, y0, nx, ny, su_y, R: tl.constexpr, BY: tl.constexpr, BX: tl.constexpr, SE: tl.constexpr):
+    """In-plane offsets (and mask) of the 32-byte sectors one z-march plane tile reads: rows
+    y0-R .. y0+BY+R-1, columns x0-SE .. x0+BX+SE-1 (the x chunks of the edge vectors reach one
+    sector beyond the tile). SE = elements per sector. One offset per sector, padded to powers of two."""
+    NS: tl.constexpr = BX // SE + 2
+    PR: tl.constexpr = triton.next_power_of_2(BY + 2 * R)
+    PC: tl.constexpr = triton.next_power_of_2(NS)
+    rows = y0 - R + tl.arange(0, PR)
+    cols = x0 - SE + tl.arange(0, PC) * SE
+    mask = ((rows >= 0) & (rows < ny) & (tl.arange(0, PR) < BY + 2 * R))[:, None] & \
+        ((cols >= 0) & (cols < nx) & (tl.arange(0, PC) < NS))[None, :]
+    return rows[:, None] * su_y + cols[None, :], mask
+
+
+@triton.jit
 def _scatter_z(win, plane, wz, R: tl.constexpr):
     """Add plane p's z contributions to the rolling window of accumulators.
 
@@ -344,7 +369,8 @@ def laplacian_zmarch_kernel(
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, SCALE: tl.constexpr, NONTEMPORAL: tl.constexpr, NUM_STAGES: tl.constexpr,
     GRID_ORDER: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr, Z_IN_REGS: tl.constexpr,
-    UNROLL_Z: tl.constexpr, PIPELINE_XY: tl.constexpr,
+    UNROLL_Z: tl.constexpr, PIPELINE_XY: tl.constexpr, LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr,
+    SECTOR: tl.constexpr,
     STATIC_SU_Z: tl.constexpr, STATIC_SU_Y: tl.constexpr, STATIC_SO_Z: tl.constexpr, STATIC_SO_Y: tl.constexpr,
 ):
     """The z-march (``auto``): one program owns a (BLOCK_Y, BLOCK_X) column of tiles and walks
@@ -449,8 +475,17 @@ def laplacian_zmarch_kernel(
         # too, so no load of the loop body is waited for in the iteration that issues it.
         if PIPELINE_XY:
             nrows, nchunks = _plane_loads(u_ptr + z_begin * su_z64, u_offs, row_ok, row_mask, xs, nx, su_y, R, VEC)
-        for p in tl.range(z_begin, z_end, num_stages=NUM_STAGES):
+        if L1_PREFETCH > 0:
+            # L1_PREFETCH planes ahead, every sector the plane's loads touch (y halo rows and the
+            # x chunks' neighbour sectors included) is prefetched into L1: the loads of the loop
+            # then hit L1 instead of waiting on L2/DRAM, and no register holds them.
+            pf_offs, pf_mask = _halo_sectors(x0, tile_y * BLOCK_Y + y_lo, nx, ny, su_y, R, BLOCK_Y, BLOCK_X, SECTOR)
+            for d in tl.static_range(0, L1_PREFETCH):
+                _prefetch_l1(u_ptr + (z_begin + d) * su_z64 + pf_offs, pf_mask & (z_begin + d < nz))
+        for p in tl.range(z_begin, z_end, num_stages=NUM_STAGES, loop_unroll_factor=LOOP_UNROLL):
             base = u_ptr + p * su_z64
+            if L1_PREFETCH > 0:
+                _prefetch_l1(base + L1_PREFETCH * su_z64 + pf_offs, pf_mask & (p + L1_PREFETCH < nz))
             if NUM_STAGES > 1:
                 plane = tl.load(base + u_offs, mask=row_mask, other=0.0)
             else:
@@ -487,8 +522,14 @@ def laplacian_zmarch_kernel(
         for d in tl.static_range(0, PREFETCH):
             zz = z_begin + R + d
             pending = pending + (tl.load(u_ptr + zz * su_z64 + u_offs, mask=row_mask & (zz < nz), other=0.0),)
-        for p in range(z_begin, z_end):
+        if L1_PREFETCH > 0:
+            pf_offs, pf_mask = _halo_sectors(x0, tile_y * BLOCK_Y + y_lo, nx, ny, su_y, R, BLOCK_Y, BLOCK_X, SECTOR)
+            for d in tl.static_range(0, L1_PREFETCH):
+                _prefetch_l1(u_ptr + (z_begin + d) * su_z64 + pf_offs, pf_mask & (z_begin + d < nz))
+        for p in tl.range(z_begin, z_end, loop_unroll_factor=LOOP_UNROLL):
             base = u_ptr + p * su_z64
+            if L1_PREFETCH > 0:
+                _prefetch_l1(base + L1_PREFETCH * su_z64 + pf_offs, pf_mask & (p + L1_PREFETCH < nz))
             plane_hi = pending[0]
             ahead = p + R + PREFETCH
             pending = pending[1:] + (tl.load(u_ptr + ahead * su_z64 + u_offs, mask=row_mask & (ahead < nz), other=0.0),)

@@ -63,6 +63,8 @@ class StencilConfig:
     unroll_z: bool = False  # zmarch: unroll the block_z planes at compile time (short marches)
     pipeline_xy: bool = False  # zmarch loop: load the next plane's y rows and x chunks a step ahead
     static_strides: bool = False  # zmarch: compile the y/z strides in (one compile per grid layout)
+    loop_unroll: int = 1  # zmarch loops: unroll factor (2R in the register window: its rotation becomes renames)
+    l1_prefetch: int = 0  # zmarch loops: prefetch into L1 every sector of the plane this many planes ahead
     maxnreg: int | None = None  # register budget per thread (the seeds' launch bounds); CUDA only
     ascending: bool = False
     nontemporal: bool = False
@@ -324,6 +326,11 @@ def subdomain_rows(cfg: StencilConfig, shape: tuple[int, int, int], r: int, item
     return max(cfg.block_y, rows - rows % cfg.block_y)
 
 
+def _nvidia(u: torch.Tensor) -> bool:
+    """Whether ``u``'s kernels compile for an NVIDIA GPU (CUDA tensors, or ``meta`` ones cross-compiled)."""
+    return u.device.type in ("cuda", "meta") and torch.version.hip is None
+
+
 def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[float, float, float],
                 cfg: StencilConfig) -> list[KernelLaunch]:
     """The kernel launches of ``cfg`` on validated tensors (one, or one per subdomain slab)."""
@@ -346,7 +353,9 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
         constexprs = dict(R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec, SCALE=scale,
                           NONTEMPORAL=cfg.nontemporal, NUM_STAGES=max(1, cfg.num_stages), GRID_ORDER=cfg.zorder,
                           PREFETCH=max(1, cfg.prefetch), Z_IN_REGS=cfg.z_in_regs, UNROLL_Z=cfg.unroll_z,
-                          PIPELINE_XY=cfg.pipeline_xy,
+                          PIPELINE_XY=cfg.pipeline_xy, LOOP_UNROLL=max(1, cfg.loop_unroll),
+                          # a cache hint (PTX prefetch): NVIDIA only; the interpreter cannot run inline asm
+                          L1_PREFETCH=cfg.l1_prefetch if _nvidia(u) else 0, SECTOR=32 // u.element_size(),
                           **dict(zip(("STATIC_SU_Z", "STATIC_SU_Y", "STATIC_SO_Z", "STATIC_SO_Y"),
                                      (su_z, su_y, so_z, so_y) if cfg.static_strides else (0, 0, 0, 0))),
                           OFFS64=_plane_offsets_need_64bit(u, out, cfg.block_x))

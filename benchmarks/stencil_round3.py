@@ -67,10 +67,31 @@ CANDIDATES_B: dict[str, list[StencilConfig | None]] = {
 }
 
 
+
+def zwin(by: int, bx: int, nw: int, pf: int = 1, lu: int = 1, l1: int = 0, ss: bool = False, bz: int = 64,
+         maxnreg: int | None = None) -> StencilConfig:
+    """The register-window march without load masks (``kernel="zwin"``), knobs as ``win``."""
+    return StencilConfig("zwin", block_y=by, block_x=bx, num_warps=nw, block_z=bz, nontemporal=True, prefetch=pf,
+                         loop_unroll=lu, l1_prefetch=l1, static_strides=ss, maxnreg=maxnreg)
+
+
+# The second call: the zwin kernel (loads unmasked but for the x chunks) around the first call's best.
+CANDIDATES_C: dict[str, list[StencilConfig | None]] = {
+    "fp32-o8": [None, win(32, 64, 16, lu=8, ss=True, l1=2), zwin(32, 64, 16, lu=8, ss=True, l1=2),
+                zwin(32, 64, 16, lu=8, l1=2), zwin(16, 64, 8, lu=8, ss=True, l1=2), zwin(16, 64, 8, lu=8, l1=2),
+                zwin(32, 64, 16, lu=8, ss=True, l1=1), zwin(32, 64, 16, lu=8, ss=True, l1=3),
+                zwin(32, 64, 16, lu=8, ss=True, l1=2, bz=128), zwin(32, 64, 16, lu=8, ss=True, l1=2, bz=32),
+                zwin(64, 32, 16, lu=8, ss=True, l1=2), zwin(32, 32, 8, lu=8, ss=True, l1=2),
+                zwin(32, 64, 16, lu=4, ss=True, l1=2), zwin(32, 64, 16, pf=2, lu=8, ss=True, l1=2), None],
+    "fp32-o2": [None, zwin(16, 128, 16, lu=2, l1=2), zwin(8, 128, 8, lu=2, l1=2, bz=32), None],
+    "fp64-o2": [None, zwin(16, 64, 16, lu=2, l1=2), zwin(8, 64, 8, lu=2, l1=2, bz=32), None],
+}
+
+
 def label(cfg: StencilConfig | None) -> str:
     if cfg is None:
         return "auto(today)"
-    mode = "u" if cfg.unroll_z else ("w" if cfg.z_in_regs else "l1z")
+    mode = "u" if cfg.unroll_z else ("w" if cfg.z_in_regs or cfg.kernel == "zwin" else "l1z")
     return (f"{cfg.kernel}-{mode} by{cfg.block_y} bx{cfg.block_x} w{cfg.num_warps} bz{cfg.block_z} pf{cfg.prefetch}"
             + (f" lu{cfg.loop_unroll}" if cfg.loop_unroll > 1 else "") + (f" l1pf{cfg.l1_prefetch}" if cfg.l1_prefetch else "")
             + (" ss" if cfg.static_strides else "") + (f" mr{cfg.maxnreg}" if cfg.maxnreg else ""))
@@ -96,7 +117,7 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=0.3)
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--tag", default="")
-    ap.add_argument("--round", default="a", choices=("a", "b"))
+    ap.add_argument("--round", default="a", choices=("a", "b", "c"))
     args = ap.parse_args()
     info = detect()
     out = Path(args.out)
@@ -108,10 +129,10 @@ def main() -> int:
     for name in args.cases.split(","):
         dtype, order, shape = CASES[name]
         print(f"== {name} {shape} ({time.time() - t0:.0f}s)", flush=True)
-        for cfg in (CANDIDATES if args.round == "a" else CANDIDATES_B)[name]:
+        for cfg in {"a": CANDIDATES, "b": CANDIDATES_B, "c": CANDIDATES_C}[args.round].get(name, []):
             records.append(measure(shape, dtype, order, cfg, info, args.budget, copy,
                                    {"case": name, "shape": list(shape), "dtype": dtype, "order": order}))
-        write_results(records, "stencil.round3", out / f"stencil-round3{args.tag}.json", info)
+        write_results(records, "stencil.round3", out / f"stencil-round3{args.round}{args.tag}.json", info)
     print(f"done in {time.time() - t0:.0f}s", flush=True)
     return 0
 

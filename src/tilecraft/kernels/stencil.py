@@ -547,6 +547,130 @@ def laplacian_zmarch_kernel(
 
 
 # ----------------------------------------------------------------------------------------------
+# The register-window march without load masks (``kernel="zwin"``).
+# ----------------------------------------------------------------------------------------------
+@triton.jit
+def _aligned(v, VEC: tl.constexpr):
+    """v (a multiple of VEC at run time) written so that Triton's alignment analysis knows it."""
+    return (v // VEC) * VEC
+
+
+@triton.jit
+def _window_loads(base, offs, xs, nx, su_y, R: tl.constexpr, VEC: tl.constexpr):
+    """``_plane_loads`` for a tile whose rows are all inside the grid (clamped): the y rows load
+    with no mask; only the x chunks keep one (a chunk of the first or last tile may lie outside the
+    row; masks are constant over a vector, so the loads stay 128-bit)."""
+    NCH: tl.constexpr = (R + VEC - 1) // VEC
+    rows = ()
+    for k in tl.static_range(-R, R + 1):
+        if k != 0:
+            rows = rows + (tl.load(base + k * su_y + offs),)
+    chunks = ()
+    for m in tl.static_range(-NCH, NCH + 1):
+        if m != 0:
+            xm = xs + m * VEC
+            chunks = chunks + (tl.load(base + m * VEC + offs, mask=((xm >= 0) & (xm < nx))[None, :], other=0.0),)
+    return rows, chunks
+
+
+@triton.jit
+def laplacian_zwin_kernel(
+    u_ptr, out_ptr, w_ptr,
+    nz, ny, nx_s,
+    su_z_s, su_y_s, so_z_s, so_y_s,
+    R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
+    VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr,
+    LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr,
+    STATIC_SU_Z: tl.constexpr, STATIC_SU_Y: tl.constexpr, STATIC_SO_Z: tl.constexpr, STATIC_SO_Y: tl.constexpr,
+):
+    """The register-window z-march for tall tiles and the high orders: each thread keeps its own
+    points' z window (2R accumulators, ``_scatter_z``) in registers while the y rows and x chunks of
+    every plane come from L1, where ``prefetch.global.L1`` put them L1_PREFETCH planes earlier
+    (every 32-byte sector the plane tile reads, halo rows and the chunks' neighbour sectors
+    included: ``_halo_sectors``). The loop is unrolled LOOP_UNROLL times (2R: the window's rotation
+    becomes register renames instead of moves). Almost no load is masked (a masked load costs a
+    zero-fill per register): the last x tile is shifted left to end at nx (it recomputes, bit for bit, a few
+    columns of its neighbour), rows past the interior are clamped to its last row, planes past the
+    grid to its last plane; only the x chunks (2 * ceil(R / VEC) of the 2R + 2 * ceil(R / VEC) + 1
+    loads per plane) keep a mask, for the first and last tiles. Needs nx, the strides and the
+    pointers to be multiples of VEC (16 bytes) and nx >= BLOCK_X (the launcher checks). Grid: 1D, x tiles fastest, then y tiles, then z chunks.
+    """
+    nx = nx_s * VEC
+    su_z = su_z_s * VEC
+    su_y = su_y_s * VEC
+    so_z = so_z_s * VEC
+    so_y = so_y_s * VEC
+    if STATIC_SU_Z != 0:
+        su_z = STATIC_SU_Z
+        su_y = STATIC_SU_Y
+        so_z = STATIC_SO_Z
+        so_y = STATIC_SO_Y
+    y_hi = ny - R
+    tile_x, tile_y, zc = _march_tile(tl.program_id(0), tl.cdiv(nx, BLOCK_X), tl.cdiv(y_hi - R, BLOCK_Y),
+                                     tl.cdiv(nz - 2 * R, BLOCK_Z), 2)
+    z_begin = R + zc * BLOCK_Z
+    z_end = tl.minimum(z_begin + BLOCK_Z, nz - R)
+    x0 = _aligned(tl.minimum(tile_x * BLOCK_X, nx - BLOCK_X), VEC)
+    y0 = R + tile_y * BLOCK_Y
+    ys = y0 + tl.arange(0, BLOCK_Y)
+    xs = x0 + tl.arange(0, BLOCK_X)
+    row_ok = ys < y_hi
+    ys_ld = tl.minimum(ys, y_hi - 1)
+    x_in = ((xs >= R) & (xs < nx - R))[None, :]
+    full_x = (x0 >= R) & (x0 + BLOCK_X <= nx - R)
+    store_mask = row_ok[:, None] & (xs >= 0)[None, :]  # constant along x: 128-bit stores
+    su_z64 = su_z.to(tl.int64)
+    so_z64 = so_z.to(tl.int64)
+    if OFFS64:
+        su_y = su_y.to(tl.int64)
+        so_y = so_y.to(tl.int64)
+    u_offs = ys_ld[:, None] * su_y + xs[None, :]
+    o_offs = ys[:, None] * so_y + xs[None, :]
+    dtype = w_ptr.dtype.element_ty
+    w_centre = tl.load(w_ptr)
+    wz = _weights(w_ptr, 0, R)
+    wy = _weights(w_ptr, R, R)
+    wx = _weights(w_ptr, 2 * R, R)
+
+    win = ()
+    for j in tl.static_range(0, 2 * R + 1):
+        win = win + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+    if L1_PREFETCH > 0:
+        pf_offs, pf_mask = _halo_sectors(x0, y0, nx, ny, su_y, R, BLOCK_Y, BLOCK_X, SECTOR)
+        for d in tl.static_range(0, L1_PREFETCH):
+            _prefetch_l1(u_ptr + (z_begin + d) * su_z64 + pf_offs, pf_mask & (z_begin + d < nz))
+    # Warm-up: planes z_begin-R .. z_begin-1 only feed the z terms of the first outputs.
+    for i in tl.static_range(0, R):
+        plane = tl.load(u_ptr + (z_begin - R + i) * su_z64 + u_offs)
+        win = _scatter_z(win, plane, wz, R)
+        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+    pending = ()
+    for d in tl.static_range(0, PREFETCH):
+        pending = pending + (tl.load(u_ptr + tl.minimum(z_begin + d, nz - 1) * su_z64 + u_offs),)
+    for p in tl.range(z_begin, z_end, loop_unroll_factor=LOOP_UNROLL):
+        base = u_ptr + p * su_z64
+        if L1_PREFETCH > 0:
+            _prefetch_l1(base + L1_PREFETCH * su_z64 + pf_offs, pf_mask & (p + L1_PREFETCH < nz))
+        plane = pending[0]
+        pending = pending[1:] + (tl.load(u_ptr + tl.minimum(p + PREFETCH, nz - 1) * su_z64 + u_offs),)
+        win = _scatter_z(win, plane, wz, R)
+        rows, chunks = _window_loads(base, u_offs, xs, nx, su_y, R, VEC)
+        xy = _plane_xy(plane, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
+        win = win[:R] + (win[R] + xy,) + win[R + 1:]
+        _store_tile(out_ptr + (p - R) * so_z64 + o_offs, win[0], store_mask & (p - R >= z_begin), x_in, full_x,
+                    NONTEMPORAL)
+        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+    # Drain: planes z_end .. z_end+R-1 complete the last R (or fewer) outputs.
+    for i in tl.static_range(0, R):
+        p = z_end + i
+        plane = tl.load(u_ptr + p * su_z64 + u_offs)
+        win = _scatter_z(win, plane, wz, R)
+        _store_tile(out_ptr + (p - R) * so_z64 + o_offs, win[0], store_mask & (p - R >= z_begin), x_in, full_x,
+                    NONTEMPORAL)
+        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+
+
+# ----------------------------------------------------------------------------------------------
 # The row kernel: every row of a program's block is its own (1, BLOCK_X) tile.
 # ----------------------------------------------------------------------------------------------
 @triton.jit

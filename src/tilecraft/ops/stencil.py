@@ -48,8 +48,8 @@ _MAX_GRID_YZ = 65535
 class StencilConfig:
     """A launch configuration; every field is a knob a reader can map to a seed technique."""
 
-    kernel: str  # "plane" (one plane tile per program), "zmarch" (z-marching column), "rows" (z-march, row
-    # tiles) or "tma" (sm90 Gluon z-march through a TMA ring in shared memory; block_y = rows per warp strip
+    kernel: str  # "plane" (one plane tile per program), "zmarch" (z-marching column), "zwin" (register-window
+    # z-march without load masks, for tall tiles and L1 prefetch), "rows" (z-march, row tiles) or "tma" (sm90 Gluon z-march through a TMA ring in shared memory; block_y = rows per warp strip
     # with its 2R halo rows, num_warps = strips per program, prefetch = planes requested ahead)
     block_y: int
     block_x: int
@@ -360,6 +360,21 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
                                      (su_z, su_y, so_z, so_y) if cfg.static_strides else (0, 0, 0, 0))),
                           OFFS64=_plane_offsets_need_64bit(u, out, cfg.block_x))
         return [KernelLaunch(_k.laplacian_zmarch_kernel, (n_prog,), args, constexprs, opts)]
+    if cfg.kernel == "zwin":
+        why = zwin_ok(u, out, cfg)
+        if why:
+            raise ValueError(why)
+        vec = 16 // u.element_size()
+        n_prog = (triton_cdiv(nx, cfg.block_x) * triton_cdiv(ny - 2 * r, cfg.block_y)
+                  * triton_cdiv(nz - 2 * r, cfg.block_z))
+        args = (u, out, w, nz, ny, nx // vec, su_z // vec, su_y // vec, so_z // vec, so_y // vec)
+        constexprs = dict(R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec,
+                          NONTEMPORAL=cfg.nontemporal, OFFS64=_plane_offsets_need_64bit(u, out, cfg.block_x),
+                          PREFETCH=max(1, cfg.prefetch), LOOP_UNROLL=max(1, cfg.loop_unroll),
+                          L1_PREFETCH=cfg.l1_prefetch if _nvidia(u) else 0, SECTOR=32 // u.element_size(),
+                          **dict(zip(("STATIC_SU_Z", "STATIC_SU_Y", "STATIC_SO_Z", "STATIC_SO_Y"),
+                                     (su_z, su_y, so_z, so_y) if cfg.static_strides else (0, 0, 0, 0))))
+        return [KernelLaunch(_k.laplacian_zwin_kernel, (n_prog,), args, constexprs, opts)]
     if cfg.kernel == "rows":
         n_prog = (triton_cdiv(nx, cfg.block_x) * triton_cdiv(ny - 2 * r, cfg.block_y)
                   * triton_cdiv(nz - 2 * r, cfg.block_z))
@@ -395,6 +410,19 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
                           NONTEMPORAL=cfg.nontemporal, GRID_ORDER=cfg.grid_order, GROUP_Y=cfg.group_y)
         plan.append(KernelLaunch(_k.laplacian_plane_kernel, grid, args, constexprs, opts))
     return plan
+
+
+def zwin_ok(u: torch.Tensor, out: torch.Tensor, cfg: StencilConfig) -> str | None:
+    """Why the register-window march without load masks (``kernel="zwin"``) cannot take this call,
+    or None: it needs 16-byte aligned rows, strides and pointers (every tile access is 128-bit and
+    unmasked) and at least ``block_x`` points per row (its last x tile is shifted left to end at nx)."""
+    if not vector_aligned(u, out):
+        return "the zwin kernel needs nx, the strides and the pointers to be multiples of 16 bytes"
+    if u.shape[2] < cfg.block_x:
+        return f"the zwin kernel needs nx >= block_x ({cfg.block_x}), got nx = {u.shape[2]}"
+    if cfg.block_x * u.element_size() % 16:
+        return "the zwin kernel needs block_x to be a whole number of 16-byte vectors"
+    return None
 
 
 def tma_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) -> str | None:

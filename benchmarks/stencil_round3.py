@@ -82,7 +82,8 @@ CANDIDATES_C: dict[str, list[StencilConfig | None]] = {
                 zwin(32, 64, 16, lu=8, ss=True, l1=1), zwin(32, 64, 16, lu=8, ss=True, l1=3),
                 zwin(32, 64, 16, lu=8, ss=True, l1=2, bz=128), zwin(32, 64, 16, lu=8, ss=True, l1=2, bz=32),
                 zwin(64, 32, 16, lu=8, ss=True, l1=2), zwin(32, 32, 8, lu=8, ss=True, l1=2),
-                zwin(32, 64, 16, lu=4, ss=True, l1=2), zwin(32, 64, 16, pf=2, lu=8, ss=True, l1=2), None],
+                zwin(32, 64, 16, lu=4, ss=True, l1=2), zwin(32, 64, 16, pf=2, lu=8, ss=True, l1=2),
+                zwin(32, 64, 16, lu=8, ss=True), None],
     "fp32-o2": [None, zwin(16, 128, 16, lu=2, l1=2), zwin(8, 128, 8, lu=2, l1=2, bz=32), None],
     "fp64-o2": [None, zwin(16, 64, 16, lu=2, l1=2), zwin(8, 64, 8, lu=2, l1=2, bz=32), None],
 }

@@ -118,7 +118,11 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
       z-march (32 planes per program) with the z terms in a register window, whose working set does
       not grow with the plane; its loop loads the next plane's centre two steps and its y rows and
       x chunks one step ahead (``prefetch``, ``pipeline_xy``).
-    * Orders 6 and up: the z-march with the z terms read through L1 and tall tiles, so a register
+    * fp32 order 8 (rows of at least 64 points): the register-window march ``zwin`` (tall 32 x 64
+      tiles, one vector per thread, z terms in registers, y rows and x chunks from L1, where a
+      ``prefetch.global.L1`` put them two planes earlier; loop unrolled by 2R; rows and planes
+      clamped instead of masked). 45.6% of copy against 33-37% for the L1 march (2026-11-25).
+    * Other orders 6 and up: the z-march with the z terms read through L1 and tall tiles, so a register
       window of 2R+1 tiles does not limit occupancy and few halo rows are read per row.
     * Grids whose rows are not 16-byte aligned (``vector_aligned`` False: nx or a stride not a
       multiple of 16 bytes) make every z-march load scalar and its register count explode; there the
@@ -165,6 +169,13 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
                                  zorder=2, unroll_z=True)
         return StencilConfig("zmarch", block_y=4, block_x=128, num_warps=8 if dtype == torch.float64 else 4,
                              block_z=32, nontemporal=True, zorder=2, prefetch=2, pipeline_xy=True)
+    if r == 4 and dtype == torch.float32 and shape[2] >= 64:
+        # The register-window march (kernel "zwin"): 32 x 64 tiles, one 128-bit vector per thread,
+        # loop unrolled by 2R, every sector of a plane prefetched into L1 two planes ahead. Measured
+        # 45.6% of copy against 33.2/36.5% for the L1 march below in the same run (H200, 2026-11-25,
+        # stencil-round3c-325e963.json); its zmarch twin 46.9% against 38.5/38.6% (round3a-aa91c13).
+        return StencilConfig("zwin", block_y=32, block_x=64, num_warps=16, block_z=64, nontemporal=True,
+                             loop_unroll=8, l1_prefetch=2)
     bx = 512 // itemsize  # rows of 512 bytes: 4 lines, x halos cost 1/8 more at most
     # Order 8: warps wait on loads (Nsight Compute: long-scoreboard stalls 70%) and registers cap
     # the occupancy at 50%; a 56-register budget measured 38.1% of copy against 34.0% (run 27).

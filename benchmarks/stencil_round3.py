@@ -94,7 +94,8 @@ def label(cfg: StencilConfig | None) -> str:
         return "auto(today)"
     mode = "u" if cfg.unroll_z else ("w" if cfg.z_in_regs or cfg.kernel == "zwin" else "l1z")
     return (f"{cfg.kernel}-{mode} by{cfg.block_y} bx{cfg.block_x} w{cfg.num_warps} bz{cfg.block_z} pf{cfg.prefetch}"
-            + (f" lu{cfg.loop_unroll}" if cfg.loop_unroll > 1 else "") + (f" l1pf{cfg.l1_prefetch}" if cfg.l1_prefetch else "")
+            + (f" lu{cfg.loop_unroll}" if cfg.loop_unroll > 1 else "")
+            + (f" l1pf{cfg.l1_prefetch}" if cfg.l1_prefetch else "")
             + (" ss" if cfg.static_strides else "") + (f" mr{cfg.maxnreg}" if cfg.maxnreg else ""))
 
 

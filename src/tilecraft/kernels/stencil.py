@@ -287,10 +287,10 @@ def _plane_xy(centre, rows, chunks, w_centre, wy, wx, R: tl.constexpr, VEC: tl.c
 def _prefetch_l1(ptrs, mask):
     """``prefetch.global.L1`` of each address where ``mask`` holds (SASS ``CCTL.E.PF1``): brings the
     32-byte sector into L1 without a register to hold it. Returns a dummy tensor (the asm is not pure,
-    so it is kept although nothing reads the result). On the interpreter (CPU) there is no cache:
-    nothing happens."""
-    return tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L1 [$1]; mov.u32 $0, 0; }",
-                                     "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+    so it is kept although nothing reads the result). The interpreter cannot run inline asm: launchers
+    pass L1_PREFETCH=0 on CPU (a cache hint changes no value)."""
+    asm: tl.constexpr = "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L1 [$1]; mov.u32 $0, 0; }"
+    return tl.inline_asm_elementwise(asm, "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -593,7 +593,8 @@ def laplacian_zwin_kernel(
     columns of its neighbour), rows past the interior are clamped to its last row, planes past the
     grid to its last plane; only the x chunks (2 * ceil(R / VEC) of the 2R + 2 * ceil(R / VEC) + 1
     loads per plane) keep a mask, for the first and last tiles. Needs nx, the strides and the
-    pointers to be multiples of VEC (16 bytes) and nx >= BLOCK_X (the launcher checks). Grid: 1D, x tiles fastest, then y tiles, then z chunks.
+    pointers to be multiples of VEC (16 bytes) and nx >= BLOCK_X (the launcher checks).
+    Grid: 1D, x tiles fastest, then y tiles, then z chunks.
     """
     nx = nx_s * VEC
     su_z = su_z_s * VEC

@@ -49,8 +49,9 @@ class StencilConfig:
     """A launch configuration; every field is a knob a reader can map to a seed technique."""
 
     kernel: str  # "plane" (one plane tile per program), "zmarch" (z-marching column), "zwin" (register-window
-    # z-march without load masks, for tall tiles and L1 prefetch), "rows" (z-march, row tiles) or "tma" (sm90 Gluon z-march through a TMA ring in shared memory; block_y = rows per warp strip
-    # with its 2R halo rows, num_warps = strips per program, prefetch = planes requested ahead)
+    # z-march without load masks, for tall tiles and L1 prefetch), "rows" (z-march, row tiles) or "tma"
+    # (sm90 Gluon z-march through a TMA ring in shared memory; block_y = rows per warp strip with its 2R halo
+    # rows, num_warps = strips per program, prefetch = planes requested ahead)
     block_y: int
     block_x: int
     num_warps: int

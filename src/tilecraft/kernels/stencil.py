@@ -284,6 +284,31 @@ def _plane_xy(centre, rows, chunks, w_centre, wy, wx, R: tl.constexpr, VEC: tl.c
 
 
 @triton.jit
+def _prefetch_l1(ptrs, mask):
+    """``prefetch.global.L1`` of each address where ``mask`` holds (SASS ``CCTL.E.PF1``): brings the
+    32-byte sector into L1 without a register to hold it. Returns a dummy tensor (the asm is not pure,
+    so it is kept although nothing reads the result). The interpreter cannot run inline asm: launchers
+    pass L1_PREFETCH=0 on CPU (a cache hint changes no value)."""
+    asm: tl.constexpr = "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L1 [$1]; mov.u32 $0, 0; }"
+    return tl.inline_asm_elementwise(asm, "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _halo_sectors(x0, y0, nx, ny, su_y, R: tl.constexpr, BY: tl.constexpr, BX: tl.constexpr, SE: tl.constexpr):
+    """In-plane offsets (and mask) of the 32-byte sectors one z-march plane tile reads: rows
+    y0-R .. y0+BY+R-1, columns x0-SE .. x0+BX+SE-1 (the x chunks of the edge vectors reach one
+    sector beyond the tile). SE = elements per sector. One offset per sector, padded to powers of two."""
+    NS: tl.constexpr = BX // SE + 2
+    PR: tl.constexpr = triton.next_power_of_2(BY + 2 * R)
+    PC: tl.constexpr = triton.next_power_of_2(NS)
+    rows = y0 - R + tl.arange(0, PR)
+    cols = x0 - SE + tl.arange(0, PC) * SE
+    mask = ((rows >= 0) & (rows < ny) & (tl.arange(0, PR) < BY + 2 * R))[:, None] & \
+        ((cols >= 0) & (cols < nx) & (tl.arange(0, PC) < NS))[None, :]
+    return rows[:, None] * su_y + cols[None, :], mask
+
+
+@triton.jit
 def _scatter_z(win, plane, wz, R: tl.constexpr):
     """Add plane p's z contributions to the rolling window of accumulators.
 
@@ -344,7 +369,8 @@ def laplacian_zmarch_kernel(
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, SCALE: tl.constexpr, NONTEMPORAL: tl.constexpr, NUM_STAGES: tl.constexpr,
     GRID_ORDER: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr, Z_IN_REGS: tl.constexpr,
-    UNROLL_Z: tl.constexpr, PIPELINE_XY: tl.constexpr,
+    UNROLL_Z: tl.constexpr, PIPELINE_XY: tl.constexpr, LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr,
+    SECTOR: tl.constexpr,
     STATIC_SU_Z: tl.constexpr, STATIC_SU_Y: tl.constexpr, STATIC_SO_Z: tl.constexpr, STATIC_SO_Y: tl.constexpr,
 ):
     """The z-march (``auto``): one program owns a (BLOCK_Y, BLOCK_X) column of tiles and walks
@@ -449,8 +475,17 @@ def laplacian_zmarch_kernel(
         # too, so no load of the loop body is waited for in the iteration that issues it.
         if PIPELINE_XY:
             nrows, nchunks = _plane_loads(u_ptr + z_begin * su_z64, u_offs, row_ok, row_mask, xs, nx, su_y, R, VEC)
-        for p in tl.range(z_begin, z_end, num_stages=NUM_STAGES):
+        if L1_PREFETCH > 0:
+            # L1_PREFETCH planes ahead, every sector the plane's loads touch (y halo rows and the
+            # x chunks' neighbour sectors included) is prefetched into L1: the loads of the loop
+            # then hit L1 instead of waiting on L2/DRAM, and no register holds them.
+            pf_offs, pf_mask = _halo_sectors(x0, tile_y * BLOCK_Y + y_lo, nx, ny, su_y, R, BLOCK_Y, BLOCK_X, SECTOR)
+            for d in tl.static_range(0, L1_PREFETCH):
+                _prefetch_l1(u_ptr + (z_begin + d) * su_z64 + pf_offs, pf_mask & (z_begin + d < nz))
+        for p in tl.range(z_begin, z_end, num_stages=NUM_STAGES, loop_unroll_factor=LOOP_UNROLL):
             base = u_ptr + p * su_z64
+            if L1_PREFETCH > 0:
+                _prefetch_l1(base + L1_PREFETCH * su_z64 + pf_offs, pf_mask & (p + L1_PREFETCH < nz))
             if NUM_STAGES > 1:
                 plane = tl.load(base + u_offs, mask=row_mask, other=0.0)
             else:
@@ -487,8 +522,14 @@ def laplacian_zmarch_kernel(
         for d in tl.static_range(0, PREFETCH):
             zz = z_begin + R + d
             pending = pending + (tl.load(u_ptr + zz * su_z64 + u_offs, mask=row_mask & (zz < nz), other=0.0),)
-        for p in range(z_begin, z_end):
+        if L1_PREFETCH > 0:
+            pf_offs, pf_mask = _halo_sectors(x0, tile_y * BLOCK_Y + y_lo, nx, ny, su_y, R, BLOCK_Y, BLOCK_X, SECTOR)
+            for d in tl.static_range(0, L1_PREFETCH):
+                _prefetch_l1(u_ptr + (z_begin + d) * su_z64 + pf_offs, pf_mask & (z_begin + d < nz))
+        for p in tl.range(z_begin, z_end, loop_unroll_factor=LOOP_UNROLL):
             base = u_ptr + p * su_z64
+            if L1_PREFETCH > 0:
+                _prefetch_l1(base + L1_PREFETCH * su_z64 + pf_offs, pf_mask & (p + L1_PREFETCH < nz))
             plane_hi = pending[0]
             ahead = p + R + PREFETCH
             pending = pending[1:] + (tl.load(u_ptr + ahead * su_z64 + u_offs, mask=row_mask & (ahead < nz), other=0.0),)
@@ -503,6 +544,131 @@ def laplacian_zmarch_kernel(
                     hi = tl.load(base + k * su_z64 + u_offs, mask=row_mask, other=0.0)
                 acc += (lo + hi) * wz[k - 1]
             _store_tile(out_ptr + p * so_z64 + o_offs, acc, row_mask, x_in, full_x, NONTEMPORAL)
+
+
+# ----------------------------------------------------------------------------------------------
+# The register-window march without load masks (``kernel="zwin"``).
+# ----------------------------------------------------------------------------------------------
+@triton.jit
+def _aligned(v, VEC: tl.constexpr):
+    """v (a multiple of VEC at run time) written so that Triton's alignment analysis knows it."""
+    return (v // VEC) * VEC
+
+
+@triton.jit
+def _window_loads(base, offs, xs, nx, su_y, R: tl.constexpr, VEC: tl.constexpr):
+    """``_plane_loads`` for a tile whose rows are all inside the grid (clamped): the y rows load
+    with no mask; only the x chunks keep one (a chunk of the first or last tile may lie outside the
+    row; masks are constant over a vector, so the loads stay 128-bit)."""
+    NCH: tl.constexpr = (R + VEC - 1) // VEC
+    rows = ()
+    for k in tl.static_range(-R, R + 1):
+        if k != 0:
+            rows = rows + (tl.load(base + k * su_y + offs),)
+    chunks = ()
+    for m in tl.static_range(-NCH, NCH + 1):
+        if m != 0:
+            xm = xs + m * VEC
+            chunks = chunks + (tl.load(base + m * VEC + offs, mask=((xm >= 0) & (xm < nx))[None, :], other=0.0),)
+    return rows, chunks
+
+
+@triton.jit
+def laplacian_zwin_kernel(
+    u_ptr, out_ptr, w_ptr,
+    nz, ny, nx_s,
+    su_z_s, su_y_s, so_z_s, so_y_s,
+    R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
+    VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr,
+    LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr,
+    STATIC_SU_Z: tl.constexpr, STATIC_SU_Y: tl.constexpr, STATIC_SO_Z: tl.constexpr, STATIC_SO_Y: tl.constexpr,
+):
+    """The register-window z-march for tall tiles and the high orders: each thread keeps its own
+    points' z window (2R accumulators, ``_scatter_z``) in registers while the y rows and x chunks of
+    every plane come from L1, where ``prefetch.global.L1`` put them L1_PREFETCH planes earlier
+    (every 32-byte sector the plane tile reads, halo rows and the chunks' neighbour sectors
+    included: ``_halo_sectors``). The loop is unrolled LOOP_UNROLL times (2R: the window's rotation
+    becomes register renames instead of moves). Almost no load is masked (a masked load costs a
+    zero-fill per register): the last x tile is shifted left to end at nx (it recomputes, bit for bit, a few
+    columns of its neighbour), rows past the interior are clamped to its last row, planes past the
+    grid to its last plane; only the x chunks (2 * ceil(R / VEC) of the 2R + 2 * ceil(R / VEC) + 1
+    loads per plane) keep a mask, for the first and last tiles. Needs nx, the strides and the
+    pointers to be multiples of VEC (16 bytes) and nx >= BLOCK_X (the launcher checks).
+    Grid: 1D, x tiles fastest, then y tiles, then z chunks.
+    """
+    nx = nx_s * VEC
+    su_z = su_z_s * VEC
+    su_y = su_y_s * VEC
+    so_z = so_z_s * VEC
+    so_y = so_y_s * VEC
+    if STATIC_SU_Z != 0:
+        su_z = STATIC_SU_Z
+        su_y = STATIC_SU_Y
+        so_z = STATIC_SO_Z
+        so_y = STATIC_SO_Y
+    y_hi = ny - R
+    tile_x, tile_y, zc = _march_tile(tl.program_id(0), tl.cdiv(nx, BLOCK_X), tl.cdiv(y_hi - R, BLOCK_Y),
+                                     tl.cdiv(nz - 2 * R, BLOCK_Z), 2)
+    z_begin = R + zc * BLOCK_Z
+    z_end = tl.minimum(z_begin + BLOCK_Z, nz - R)
+    x0 = _aligned(tl.minimum(tile_x * BLOCK_X, nx - BLOCK_X), VEC)
+    y0 = R + tile_y * BLOCK_Y
+    ys = y0 + tl.arange(0, BLOCK_Y)
+    xs = x0 + tl.arange(0, BLOCK_X)
+    row_ok = ys < y_hi
+    ys_ld = tl.minimum(ys, y_hi - 1)
+    x_in = ((xs >= R) & (xs < nx - R))[None, :]
+    full_x = (x0 >= R) & (x0 + BLOCK_X <= nx - R)
+    store_mask = row_ok[:, None] & (xs >= 0)[None, :]  # constant along x: 128-bit stores
+    su_z64 = su_z.to(tl.int64)
+    so_z64 = so_z.to(tl.int64)
+    if OFFS64:
+        su_y = su_y.to(tl.int64)
+        so_y = so_y.to(tl.int64)
+    u_offs = ys_ld[:, None] * su_y + xs[None, :]
+    o_offs = ys[:, None] * so_y + xs[None, :]
+    dtype = w_ptr.dtype.element_ty
+    w_centre = tl.load(w_ptr)
+    wz = _weights(w_ptr, 0, R)
+    wy = _weights(w_ptr, R, R)
+    wx = _weights(w_ptr, 2 * R, R)
+
+    win = ()
+    for j in tl.static_range(0, 2 * R + 1):
+        win = win + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+    if L1_PREFETCH > 0:
+        pf_offs, pf_mask = _halo_sectors(x0, y0, nx, ny, su_y, R, BLOCK_Y, BLOCK_X, SECTOR)
+        for d in tl.static_range(0, L1_PREFETCH):
+            _prefetch_l1(u_ptr + (z_begin + d) * su_z64 + pf_offs, pf_mask & (z_begin + d < nz))
+    # Warm-up: planes z_begin-R .. z_begin-1 only feed the z terms of the first outputs.
+    for i in tl.static_range(0, R):
+        plane = tl.load(u_ptr + (z_begin - R + i) * su_z64 + u_offs)
+        win = _scatter_z(win, plane, wz, R)
+        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+    pending = ()
+    for d in tl.static_range(0, PREFETCH):
+        pending = pending + (tl.load(u_ptr + tl.minimum(z_begin + d, nz - 1) * su_z64 + u_offs),)
+    for p in tl.range(z_begin, z_end, loop_unroll_factor=LOOP_UNROLL):
+        base = u_ptr + p * su_z64
+        if L1_PREFETCH > 0:
+            _prefetch_l1(base + L1_PREFETCH * su_z64 + pf_offs, pf_mask & (p + L1_PREFETCH < nz))
+        plane = pending[0]
+        pending = pending[1:] + (tl.load(u_ptr + tl.minimum(p + PREFETCH, nz - 1) * su_z64 + u_offs),)
+        win = _scatter_z(win, plane, wz, R)
+        rows, chunks = _window_loads(base, u_offs, xs, nx, su_y, R, VEC)
+        xy = _plane_xy(plane, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
+        win = win[:R] + (win[R] + xy,) + win[R + 1:]
+        _store_tile(out_ptr + (p - R) * so_z64 + o_offs, win[0], store_mask & (p - R >= z_begin), x_in, full_x,
+                    NONTEMPORAL)
+        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+    # Drain: planes z_end .. z_end+R-1 complete the last R (or fewer) outputs.
+    for i in tl.static_range(0, R):
+        p = z_end + i
+        plane = tl.load(u_ptr + p * su_z64 + u_offs)
+        win = _scatter_z(win, plane, wz, R)
+        _store_tile(out_ptr + (p - R) * so_z64 + o_offs, win[0], store_mask & (p - R >= z_begin), x_in, full_x,
+                    NONTEMPORAL)
+        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -12,12 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from tilecraft.bench import stencil as sb
-from tilecraft.bench.harness import Record, write_results
-from tilecraft.hardware.ceilings import measure_copy_bandwidth
-from tilecraft.hardware.device import detect
+import stencil_common as sc
+from tilecraft.bench.harness import write_results
 from tilecraft.ops.stencil import StencilConfig
 
 CASES = {  # (dtype, order, shape): the three targets
@@ -87,17 +85,7 @@ def label(cfg: StencilConfig | None) -> str:
 
 
 def measure(shape, dtype, order, cfg, info, budget, copy, suite, case):
-    res = sb.measure_config(shape, sb.DTYPES[dtype], order, "auto", cfg, l2_bytes=info.l2_bytes, budget_s=budget,
-                            check="small")
-    frac = res.fom_TBps / copy if res.ok else float("nan")
-    r0 = res.resources[0] if res.resources else {}
-    print(f"   {label(cfg):42s} {frac:6.1%} regs={r0.get('registers')} spills={r0.get('spills')} "
-          f"spread={res.timing.spread if res.timing else float('nan'):.3f} {res.message}", flush=True)
-    rec = Record(suite, {**case, "label": label(cfg), "config": res.config}, "fom", "TB/s",
-                 res.fom_TBps if res.ok else float("nan"), ceiling="copy", ceiling_value=copy,
-                 extra={"ok": res.ok, "message": res.message, "resources": res.resources, "rel_error": res.error,
-                        "timing": res.timing.as_dict() if res.timing else None})
-    return rec
+    return sc.measure(shape, dtype, order, cfg, info, budget, copy, suite, case, label)
 
 
 def main() -> int:
@@ -110,12 +98,7 @@ def main() -> int:
     args = ap.parse_args()
     cands, sweep_sizes, sweep_cands = ((CANDIDATES, SWEEP_SIZES, SWEEP_CANDIDATES) if args.round == 1
                                        else (ROUND2, ROUND2_SWEEP_SIZES, ROUND2_SWEEP))
-    info = detect()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    copy = measure_copy_bandwidth()
-    print(f"device {info.name} copy {copy:.3f} TB/s {info.versions}", flush=True)
+    info, out, t0, copy = sc.start(args.out)
     records = []
     for name in args.cases.split(","):
         dtype, order, shape = CASES[name]

@@ -16,14 +16,11 @@ import argparse
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
-from tilecraft.bench import stencil as sb
-from tilecraft.bench.harness import Record, write_results
-from tilecraft.hardware.ceilings import measure_copy_bandwidth
-from tilecraft.hardware.device import detect
+import stencil_common as sc
+from tilecraft.bench.harness import write_results
 from tilecraft.ops import stencil as ops
 from tilecraft.ops.stencil import StencilConfig
 
@@ -100,17 +97,8 @@ def label(cfg: StencilConfig | None) -> str:
 
 
 def measure(shape, dtype, order, cfg, info, budget, copy, case):
-    res = sb.measure_config(shape, sb.DTYPES[dtype], order, "auto", cfg, l2_bytes=info.l2_bytes, budget_s=budget,
-                            check="full")
-    frac = res.fom_TBps / copy if res.ok else float("nan")
-    r0 = res.resources[0] if res.resources else {}
-    print(f"   {label(cfg):58s} {frac:6.1%} regs={r0.get('registers')} spills={r0.get('spills')} "
-          f"err={res.error if res.error is not None else float('nan'):.1e} "
-          f"spread={res.timing.spread if res.timing else float('nan'):.3f} {res.message}", flush=True)
-    return Record("stencil.round3", {**case, "label": label(cfg), "config": res.config}, "fom", "TB/s",
-                  res.fom_TBps if res.ok else float("nan"), ceiling="copy", ceiling_value=copy,
-                  extra={"ok": res.ok, "message": res.message, "resources": res.resources, "rel_error": res.error,
-                         "fraction_of_copy": frac, "timing": res.timing.as_dict() if res.timing else None})
+    return sc.measure(shape, dtype, order, cfg, info, budget, copy, "stencil.round3", case, label, check="full",
+                      width=58)
 
 
 def main() -> int:
@@ -121,12 +109,7 @@ def main() -> int:
     ap.add_argument("--tag", default="")
     ap.add_argument("--round", default="a", choices=("a", "b", "c"))
     args = ap.parse_args()
-    info = detect()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    copy = measure_copy_bandwidth()
-    print(f"device {info.name} copy {copy:.3f} TB/s {info.versions}", flush=True)
+    info, out, t0, copy = sc.start(args.out)
     records = []
     for name in args.cases.split(","):
         dtype, order, shape = CASES[name]

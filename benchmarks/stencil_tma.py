@@ -12,12 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from tilecraft.bench import stencil as sb
-from tilecraft.bench.harness import Record, write_results
-from tilecraft.hardware.ceilings import measure_copy_bandwidth
-from tilecraft.hardware.device import detect
+import stencil_common as sc
+from tilecraft.bench.harness import write_results
 from tilecraft.ops.stencil import StencilConfig
 
 CASES = {  # (dtype, order, shape): the three targets
@@ -64,16 +62,7 @@ def label(cfg: StencilConfig | None) -> str:
 
 def measure(shape, dtype, order, cfg, info, budget, copy, suite, case):
     check = "full" if cfg is not None and cfg.kernel == "tma" else "small"
-    res = sb.measure_config(shape, sb.DTYPES[dtype], order, "auto", cfg, l2_bytes=info.l2_bytes, budget_s=budget,
-                            check=check)
-    frac = res.fom_TBps / copy if res.ok else float("nan")
-    r0 = res.resources[0] if res.resources else {}
-    print(f"   {label(cfg):36s} {frac:6.1%} regs={r0.get('registers')} spills={r0.get('spills')} "
-          f"err={res.error} spread={res.timing.spread if res.timing else float('nan'):.3f} {res.message}", flush=True)
-    return Record(suite, {**case, "label": label(cfg), "config": res.config}, "fom", "TB/s",
-                  res.fom_TBps if res.ok else float("nan"), ceiling="copy", ceiling_value=copy,
-                  extra={"ok": res.ok, "message": res.message, "resources": res.resources, "rel_error": res.error,
-                         "timing": res.timing.as_dict() if res.timing else None, "fraction_of_copy": frac})
+    return sc.measure(shape, dtype, order, cfg, info, budget, copy, suite, case, label, check=check, width=36)
 
 
 def main() -> int:
@@ -84,12 +73,7 @@ def main() -> int:
     ap.add_argument("--round", type=int, default=1, choices=sorted(ROUNDS))
     ap.add_argument("--sweep", action="store_true", help="also the fp64 o2 plane-size sweep (auto, best 2 TMA)")
     args = ap.parse_args()
-    info = detect()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    copy = measure_copy_bandwidth()
-    print(f"device {info.name} copy {copy:.3f} TB/s {info.versions}", flush=True)
+    info, out, t0, copy = sc.start(args.out)
     records = []
     table = []
     for name in args.cases.split(","):

@@ -150,7 +150,7 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
     ``graph_modes``: ``simulate``'s ``cuda_graphs`` values timed (Triton; each record's extra says
     what ran, ``info["cuda_graphs"]``, and whether its shot record has the bits of the first
     mode's), ``rounds`` times in turn; ``pml_configs``: ``simulate``'s ``pml_config`` values (None:
-    the default), each timed in every mode (extra "pml_config": its index).
+    the default), each timed in every mode (extra "pml_config": its index)."""
     from tilecraft import wave
 
     dev = torch.device(device)

@@ -313,7 +313,7 @@ def test_streams_schedule_orders_only_the_launches_that_clash_with_the_interior(
     for cfg, want in ((CpmlConfig(4, 128, 8, 4, march=True, march_tiles=tiles), [False, False, True] + [False] * 4),
                       (CpmlConfig(4, 128, 8, 4, march=True, march_tiles=x8, x_align=4, split_interior=True),
                        [False] * 7)):
-        interiors, _launches, _strides, (late, wait_all) = ops._march_plan(p, 8, tuple(lo), tuple(hi), kaxes, 3, cfg,
+        interiors, _launches, _strides, (late, wait_all), _fuse = ops._march_plan(p, 8, tuple(lo), tuple(hi), kaxes, 3, cfg,
                                                                            128)
         assert late == want and not wait_all
         assert len(interiors) == (2 if cfg.split_interior else 1)
@@ -332,3 +332,32 @@ def test_streams_schedule_orders_only_the_launches_that_clash_with_the_interior(
                 stores[z0:z1, y0:y1, x_org:min(x_org + -(-(x1 - x_org) // tile[1]) * tile[1], p.shape[2])] = True
                 mine[z0:z1, y0:y1, x0:x1] = True
             assert lt == bool((stores & owned).any() or (inner & mine).any())
+
+
+@pytest.mark.parametrize("shape,order,width", [((6, 9, 26), 4, 2), ((14, 30), 8, 6)])
+def test_psi_x_inside_the_layer_launches_gives_the_march_bits(shape, order, width):
+    """``psi_x_fused``: no psi launch for x, the x layer launches compute psi_x themselves (their
+    x tile holds the whole x store): the same p_next, psi_new and zeta bits as the marching psi
+    launch (interpreter), in place too; the plan says it fused."""
+    layout, (p, pp, m), axes = _state(shape, order, width, False, torch.float32, seed=4)
+    lo, hi = layout.updated
+    ndim = p.dim()
+    spacing = tuple(10.0 + d for d in range(ndim))
+    base = VARIANTS["march-psi"]
+    fused = replace(base, psi_x_fused=True, narrow=(4, 32, 1))
+    p3 = p if ndim == 3 else p.unsqueeze(0)
+    lo3 = tuple(lo) if ndim == 3 else (0,) + tuple(lo)
+    hi3 = tuple(hi) if ndim == 3 else (1,) + tuple(hi)
+    kaxes = {ax.axis + 3 - ndim: ax for ax in axes}
+    assert ops._march_plan(p3, order, lo3, hi3, kaxes, ndim, fused, SMALL.block_x)[-1]
+    assert not ops._march_plan(p3, order, lo3, hi3, kaxes, ndim, base, SMALL.block_x)[-1]
+    for in_place in (False, True):
+        res = []
+        for cfg in (base, fused):
+            got = _copy(axes)
+            out = pp.clone()
+            ops.cpml_step(p, out if in_place else pp, m, out, order, spacing, lo, hi, got, "triton", SMALL, cfg)
+            res.append((out, got))
+        (a, a_ax), (b, b_ax) = res
+        assert torch.equal(a, b)
+        assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(a_ax, b_ax))

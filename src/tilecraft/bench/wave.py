@@ -360,11 +360,12 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
         march = parts if isinstance(parts, CpmlConfig) else CPML_CONFIGS[0]
         march = replace(march, streams=False)
         _, _, launches = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, shape[2], march, 4, p.stride()[:2])
-        interiors = ops._march_plan(p, order, tuple(lo), tuple(hi), kaxes, 3, march,
-                                    ops.default_config(dtype, order, dev).block_x)[0]
+        interiors, *_, fuse_x = ops._march_plan(p, order, tuple(lo), tuple(hi), kaxes, 3, march,
+                                                ops.default_config(dtype, order, dev).block_x)
         inner = [(f"part-interior{i or ''}", math.prod(b - a for a, b in zip(blo, bhi)))
                  for i, (blo, bhi, _x_org) in enumerate(interiors)]
-        psi = [(f"part-psi-{'zyx'[ax.axis]}", axis_layer_points(ax, lo, hi)) for ax in part_axes]
+        psi = [(f"part-psi-{'zyx'[ax.axis]}", axis_layer_points(ax, lo, hi)) for ax in part_axes
+               if not (fuse_x and ax.axis == 2)]
         layers = [("part-layers:" + ",".join(map(str, axes)), sum((r[1] - r[0]) * (r[3] - r[2]) * (r[5] - r[4])
                                                                   for r in table))
                   for axes, _tile, table, _n in launches]
@@ -476,3 +477,25 @@ def launch_times(fn: Callable[[], object], reps: int = 10) -> list[tuple[str, fl
     if not kernels:
         return None
     return per_launch([(name, us) for _, name, us in kernels], reps)
+
+
+def launch_timeline(fn: Callable[[], object], reps: int = 5) -> list[tuple[str, float, float]] | None:
+    """When each kernel of the last of ``reps`` calls of ``fn`` ran: (name, start, end) in us from
+    the first kernel's start of that call (profiler kernel records; launches on several streams
+    overlap). None where the profiler records no kernels."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+            torch.cuda.synchronize()
+    kernels = sorted(((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                      if e.device_type == DeviceType.CUDA), key=lambda k: k[0])
+    if not kernels or len(kernels) % reps:
+        return None
+    last = kernels[-(len(kernels) // reps):]
+    t0 = last[0][0]
+    return [(name, float(s - t0), float(e - t0)) for s, e, name in last]

@@ -334,7 +334,9 @@ class CpmlConfig:
     it, ``_march_schedule``; ``x_align``: the layer and psi tiles start at multiples of it at or
     below their box (4 lets 8-column tiles cover a 24-column x layer exactly); ``split_interior``:
     the interior box cut in x so that no tile passes it, its last columns a launch of tiles ending
-    at the box's end), else ``fused`` (``wave_cpml_kernel`` on the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``,
+    at the box's end; ``psi_x_fused``: no psi launch for x, the layer launches with x terms compute
+    psi_x themselves where each box's x tile holds its whole x store, ``wave_layer_kernel``'s
+    PSI_X), else ``fused`` (``wave_cpml_kernel`` on the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``,
     ``maxnreg``), else the unfused launches."""
 
     block_y: int
@@ -356,6 +358,7 @@ class CpmlConfig:
     side_priority: int = 0
     x_align: int = 8
     split_interior: bool = False
+    psi_x_fused: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -783,11 +786,12 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
     plan = _PLANS.get(key)
     if plan is None:
         plan = _PLANS[key] = _march_plan(p3, order, lo3, hi3, kaxes, ndim, pcfg, interior_bx)
-    interiors, launches, strides, schedule = plan
+    interiors, launches, strides, schedule, fuse_x = plan
+    skip = (2,) if fuse_x else ()
     p, p_prev, m, out = (t if has_z else t[0] for t in (p3, pp3, m3, o3))
     if pcfg.streams and p3.device.type == "cuda" and set(parts) == {"psi", "interior", "layers"}:
         _march_streams(p3, pp3, m3, o3, order, spacing, lo, hi, pml, kaxes, cfg, pcfg, interiors, launches,
-                       strides, schedule)
+                       strides, schedule, skip)
         return
     # The interior reads p, p_prev, m and writes its own box of out: independent of psi and of the
     # layers' boxes (which rewrite its edge columns with the same bits after it), so it may go first.
@@ -795,9 +799,9 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
         if stage not in parts:
             continue
         if stage == "psi" and pcfg.psi_tiles:
-            _psi_march(p3, order, lo, hi, pml, pcfg.psi_tiles, pcfg.x_align)
+            _psi_march(p3, order, lo, hi, pml, pcfg.psi_tiles, pcfg.x_align, skip)
         elif stage == "psi":
-            _psi_phase(p, order, lo, hi, pml)
+            _psi_phase(p, order, lo, hi, pml, skip)
         else:
             for box_lo, box_hi, x_org in interiors:
                 _launch_step(p, p_prev, m, out, order, spacing, box_lo, box_hi, None, cfg, x_org)
@@ -806,11 +810,12 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
     head = _layer_args(p3, pp3, m3, o3, order, spacing, kaxes)
     for name, table, n_prog, kw in launches:
         if "layers" in parts or name in parts:
-            _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:], *strides], kw)
+            _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-1], *strides, head[-1]], kw)
 
 
 def _layer_args(p3, pp3, m3, o3, order: int, spacing, kaxes) -> list:
-    """``wave_layer_kernel``'s tensor arguments but the box table (which goes after the first five)."""
+    """``wave_layer_kernel``'s tensor arguments but the box table (which goes after the first five)
+    and the integers (before the last, psi_x's old buffer)."""
     sp3 = spacing if len(spacing) == 3 else (math.inf,) + tuple(spacing)
     w = _const(("w", order, sp3), lambda: stencil_weights(order, sp3), p3.dtype, p3.device)
     per_axis = []
@@ -818,7 +823,7 @@ def _layer_args(p3, pp3, m3, o3, order: int, spacing, kaxes) -> list:
         ax = kaxes.get(d)
         per_axis += ([ax.psi[1], ax.zeta, ax.a, ax.b, _cpml_weights(order, ax.h, p3.dtype, p3.device)] if ax is not None
                      else [w] * 5)  # never read
-    return [p3, pp3, m3, o3, w, *per_axis]
+    return [p3, pp3, m3, o3, w, *per_axis, kaxes[2].psi[0] if 2 in kaxes else w]
 
 
 _STREAMS: dict[tuple, tuple] = {}
@@ -835,7 +840,7 @@ def _side_stream(device: torch.device, priority: int) -> tuple:
 
 
 def _march_streams(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml, kaxes, cfg: WaveConfig, pcfg: CpmlConfig,
-                   interiors, launches, strides, schedule) -> None:
+                   interiors, launches, strides, schedule, skip=()) -> None:
     """``_march_layers`` on two streams: the interior on the caller's stream, the psi launches and
     then the layer launches on a side stream that forks from it and joins it before returning, so
     the caller's stream sees the whole step done. The layer launches that clash with the interior
@@ -857,13 +862,13 @@ def _march_streams(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml, kaxes, cfg
         with torch.cuda.stream(side):
             side.wait_event(fork)
             if pcfg.psi_tiles:
-                _psi_march(p3, order, lo, hi, pml, pcfg.psi_tiles, pcfg.x_align)
+                _psi_march(p3, order, lo, hi, pml, pcfg.psi_tiles, pcfg.x_align, skip)
             else:
-                _psi_phase(p, order, lo, hi, pml)
+                _psi_phase(p, order, lo, hi, pml, skip)
             psi_done.record(side)
             for (_name, table, n_prog, kw), later in zip(launches, late):
                 if not later:
-                    _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:], *strides], kw)
+                    _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-1], *strides, head[-1]], kw)
             join.record(side)
 
     if pcfg.interior_first:
@@ -876,7 +881,7 @@ def _march_streams(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml, kaxes, cfg
         main.wait_event(join if wait_all else psi_done)
         for (_name, table, n_prog, kw), later in zip(launches, late):
             if later:
-                _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:], *strides], kw)
+                _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-1], *strides, head[-1]], kw)
     main.wait_event(join)
 
 
@@ -931,11 +936,17 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig, in
         strides.append(st[1] // scale)
     st = _store_view(kaxes[2], ndim).stride() if 2 in kaxes else (0, 0, 0)
     strides += [st[2] // scale, kaxes[2].extent // scale if 2 in kaxes else 0]
+    # psi_x inside the x launches: every box's single x tile [x_org, x_org + bx) holds its x store
+    # [origin, origin + extent) (row[11]: the origin), so the tiles write all of psi_x in their rows
+    fuse_x = pcfg.psi_x_fused and 2 in kaxes and all(
+        r[6] <= r[11] and r[11] + kaxes[2].extent <= r[6] + bx and r[5] <= r[6] + bx
+        for axes, (_by, bx, _bz, _w), table, _n in plan if 2 in axes for r in table)
     launches = []
     for axes, (by, bx, bz, warps), table, n_prog in plan:
         flat = [v // scale if i % 16 in (6, 8, 9, 10, 11) else v for row in table for i, v in enumerate(row)]
         kw = dict(R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=ndim == 3,
-                  NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, num_warps=warps)
+                  NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, PSI_X=fuse_x and 2 in axes,
+                  num_warps=warps)
         regs = _march_budget(pcfg, axes)
         if regs and p3.device.type == "cuda" and torch.version.hip is None:
             kw["maxnreg"] = regs
@@ -956,7 +967,7 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig, in
         else:
             inner.append((box, x0 - x0 % X_ALIGN))
     boxes = [(tuple(a for a, _ in box)[3 - ndim:], tuple(b for _, b in box)[3 - ndim:], x_org) for box, x_org in inner]
-    return boxes, launches, strides, _march_schedule(inner, interior_bx, plan, nx)
+    return boxes, launches, strides, _march_schedule(inner, interior_bx, plan, nx), fuse_x
 
 
 def _layer_interval(ax: CpmlAxis, k: int) -> tuple[int, int] | None:
@@ -987,7 +998,7 @@ def _psi_boxes(lo, hi, ax: CpmlAxis, n: int, r: int):
     return out
 
 
-def _psi_march(p3, order: int, lo, hi, pml: list[CpmlAxis], tiles, x_align: int = X_ALIGN) -> None:
+def _psi_march(p3, order: int, lo, hi, pml: list[CpmlAxis], tiles, x_align: int = X_ALIGN, skip=()) -> None:
     """psi_new on the layers (``_psi_phase``'s boxes) by ``cpml_psi_march_kernel``: one launch per
     axis over its layers' boxes, ``tiles`` = (block_y, block_x, block_z, num_warps) per axis
     (z, y, x)."""
@@ -998,6 +1009,8 @@ def _psi_march(p3, order: int, lo, hi, pml: list[CpmlAxis], tiles, x_align: int 
     vec = min([16 // p3.element_size()] + [t[1] for t in tiles])
     for ax in pml:
         d = ax.axis + 3 - ndim
+        if d in skip:
+            continue
         by, bx, bz, warps = tiles[d]
         key = ("psi", tuple(lo), tuple(hi), d, (by, bx, bz), vec, tuple(p3.shape), str(p3.device), ax.regions,
                tuple(ax.zeta.shape), x_align)
@@ -1031,12 +1044,14 @@ def _psi_march(p3, order: int, lo, hi, pml: list[CpmlAxis], tiles, x_align: int 
             AXIS=d, R=r, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, NB=nb, num_warps=warps))
 
 
-def _psi_phase(p, order: int, lo, hi, pml: list[CpmlAxis]) -> None:
+def _psi_phase(p, order: int, lo, hi, pml: list[CpmlAxis], skip=()) -> None:
     """Two-phase variant, phase 1: psi_new = b psi_old + a dp/dx (``cpml_psi_kernel``, psi[0] into
     psi[1]) on each layer's points of the box and its R neighbours along the axis (where p's R
     neighbours exist), so the step launch reads psi_new. Recomputing a point (boxes that share
     neighbours) writes the same value: psi is double-buffered."""
     for ax in pml:
+        if ax.axis + 3 - p.dim() in skip:
+            continue
         for _reg, s_, origin, blo, bhi in _psi_boxes(lo, hi, ax, p.shape[ax.axis], order // 2):
             cpml_psi(p, ax.psi[0][s_], ax.a, ax.b, ax.axis, order, ax.h, blo, bhi, "triton", origin,
                      psi_out=ax.psi[1][s_])

@@ -38,7 +38,7 @@ from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
 from tilecraft.ops.wave import MARCH_REGS, MARCH_TILES, PSI_TILES
 
-D = CPML_CONFIGS[0]  # the default before this round
+D = CPML_CONFIGS[-1]  # the default before this round (one stream, a psi launch for x)
 X8_TILES = MARCH_TILES[:2] + ((32, 8, 4, 2),) + MARCH_TILES[3:]
 X8 = replace(D, x_align=4, split_interior=True, march_tiles=X8_TILES, psi_tiles=PSI_TILES[:2] + ((32, 8, 8, 2),))
 X8W = replace(X8, march_tiles=MARCH_TILES[:2] + ((64, 8, 4, 4),) + MARCH_TILES[3:])

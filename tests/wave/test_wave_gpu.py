@@ -251,7 +251,7 @@ def test_psi_x_inside_the_layer_launches_on_the_gpu():
     contract b psi + a dp/dx differently: last bits), every point written; the plan fused."""
     from dataclasses import replace
 
-    layout, (p, pp, m), axes = _state((60, 52, 150), 8, 20, False, seed=17)
+    layout, (p, pp, m), axes = _state((60, 52, 152), 8, 20, False, seed=17)  # x stores on whole 32-column tiles
     p, pp, m = (t.float() for t in (p, pp, m))
     lo, hi = layout.updated
     sp = (10.0,) * 3

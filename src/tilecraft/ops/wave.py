@@ -371,23 +371,29 @@ MARCH_REGS = (96, 96, 72, 128, 168)
 MARCH_TILES = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (8, 32, 2, 2), (4, 32, 2, 1))
 # The previous default's edge and corner tiles (16 and 8 planes per program), kept for the benchmark.
 MARCH_TILES_PREVIOUS = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (16, 32, 8, 4), (4, 32, 8, 1))
+# The budgets with psi_x inside the x launches (``psi_x_fused``): the x faces need 80 registers
+# without spills (72: 88 bytes spilled; cross-compiled for sm90).
+MARCH_REGS_PSI_X = (96, 96, 80, 128, 168)
 # (block_y, block_x, block_z, num_warps) of the marching psi launch per axis (z, y, x)
 PSI_TILES = ((4, 128, 10, 4), (4, 128, 8, 4), (16, 32, 8, 4))
 
 
 def default_cpml_config(device: torch.device) -> CpmlConfig:
     """GPU: the layers' z-march (``march=True``: the plain step on the interior, the marching psi
-    launches, ``wave_layer_kernel`` per set of active axes) with the fastest tiles of the sweeps: on
-    H200 (fp32, order 8, 512**3, W = 20) 1.69 ms a step against 1.84 ms for the previous default
-    (slab psi kernels, 8-16 planes per edge and corner program) in the same run
-    (benchmarks/results/2026-11-25-h200/wave-psi-sweep-e0b1e2f.json), 1.785 against 1.869 ms with
-    the interior first (wave-step-9e4d4d0.json; psi first: 1.799 ms); earlier: the first march
-    configuration 1.80 ms, the unfused launches 1.89 ms, the folded variants 2.74 and 3.31 ms).
+    launches for z and y, psi_x inside the x layer launches where their tiles hold the x stores,
+    ``wave_layer_kernel`` per set of active axes) with the fastest tiles of the sweeps, the psi and
+    layer launches on a high-priority side stream beside the interior (``streams``). On H200 (fp32,
+    order 8, 512**3, W = 20; benchmarks/results/2026-11-25-h200/wave-streams-run2-5eea8be.json):
+    1.559 ms a step against 1.690 ms for the previous default (one stream, a psi launch for x),
+    1.628 with the streams alone, 1.620 with psi_x alone; ``simulate`` 1.485 against 1.639 ms per
+    step; from CUDA graphs 1.479 against 1.599 ms. Earlier: the first march configuration 1.80 ms,
+    the unfused launches 1.89 ms, the folded variants 2.74 and 3.31 ms.
     Interpreter: the folded kernel, few large programs."""
     if device.type != "cuda":
         return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     return CpmlConfig(block_y=4, block_x=128, block_z=8, num_warps=4, march=True, narrow=(8, 32, 2),
-                      march_regs=MARCH_REGS, march_tiles=MARCH_TILES, psi_tiles=PSI_TILES, interior_first=True)
+                      march_regs=MARCH_REGS_PSI_X, march_tiles=MARCH_TILES, psi_tiles=PSI_TILES, interior_first=True,
+                      streams=True, side_priority=-1, psi_x_fused=True)
 
 
 _NO_SPLIT = 2**30

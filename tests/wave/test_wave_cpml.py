@@ -270,3 +270,94 @@ def test_x_stores_start_and_end_on_whole_vectors():
     _layout, _fields, axes = _state((12, 9, 13), 6, 5, True, torch.float32)
     x = axes[-1]
     assert all(o % ops.STORE_ALIGN == 0 for _, _, o in x.regions) and x.extent % ops.STORE_ALIGN == 0
+
+
+def test_split_interior_and_aligned_x_tiles_give_the_march_bits():
+    """``split_interior`` (the interior cut so no tile passes its box), ``x_align=4`` with 8-column
+    x tiles (layers and psi) and ``streams`` (a no-op off CUDA): the plain march's bits, p_next, psi
+    and zeta, in place too, every point of the box written."""
+    shape = (6, 9, 26)
+    layout, (p, pp, m), axes = _state(shape, 4, 2, False, torch.float32, seed=3)
+    lo, hi = layout.updated
+    spacing = (10.0, 11.0, 12.0)
+    box = tuple(slice(a, b) for a, b in zip(lo, hi))
+    base = VARIANTS["march-psi"]
+    split = replace(base, x_align=4, split_interior=True, streams=True, side_priority=-1,
+                    march_tiles=((4, 16, 3, 1), (2, 16, 5, 1), (4, 8, 2, 1), (4, 8, 3, 1), (2, 8, 2, 1)),
+                    psi_tiles=((4, 16, 3, 1), (2, 16, 5, 1), (4, 8, 2, 1)))
+    for in_place in (False, True):
+        res = []
+        for cfg in (base, split):
+            got = _copy(axes)
+            out = pp.clone()
+            if not in_place:
+                out[box] = math.nan
+            ops.cpml_step(p, out if in_place else pp, m, out, 4, spacing, lo, hi, got, "triton", SMALL, cfg)
+            assert not torch.isnan(out).any()
+            res.append((out, got))
+        (a, a_ax), (b, b_ax) = res
+        assert torch.equal(a, b)
+        assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(a_ax, b_ax))
+
+
+def test_streams_schedule_orders_only_the_launches_that_clash_with_the_interior():
+    """``_march_schedule`` on a 3D grid with 24-column x layers: with 32-column x-face tiles the x
+    faces rewrite interior columns (late: after the interior), nothing else does; with 8-column x
+    tiles from multiples of 4 and the split interior nothing clashes. Checked against a brute-force
+    count of the columns each launch stores."""
+    layout, (p, _pp, _m), axes = _state((24, 20, 300), 8, 20, False, torch.float32)
+    lo, hi = layout.updated
+    kaxes = {ax.axis: ax for ax in axes}
+    tiles = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (8, 32, 2, 2), (4, 32, 2, 1))
+    x8 = ((4, 128, 8, 4), (4, 128, 8, 4), (32, 8, 4, 2), (8, 32, 2, 2), (4, 32, 2, 1))
+    for cfg, want in ((CpmlConfig(4, 128, 8, 4, march=True, march_tiles=tiles), [False, False, True] + [False] * 4),
+                      (CpmlConfig(4, 128, 8, 4, march=True, march_tiles=x8, x_align=4, split_interior=True),
+                       [False] * 7)):
+        interiors, _launches, _strides, (late, wait_all), _fuse = ops._march_plan(p, 8, tuple(lo), tuple(hi), kaxes, 3, cfg,
+                                                                           128)
+        assert late == want and not wait_all
+        assert len(interiors) == (2 if cfg.split_interior else 1)
+        # brute force: the columns each launch stores (its tiles' columns within its rows)
+        _, _, plan = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, p.shape[2], cfg, 4, p.stride()[:2])
+        inner = torch.zeros(p.shape, dtype=torch.bool)
+        owned = torch.zeros(p.shape, dtype=torch.bool)
+        for blo, bhi, x_org in interiors:
+            c1 = min(x_org + -(-(bhi[2] - x_org) // 128) * 128, p.shape[2])
+            inner[blo[0]:bhi[0], blo[1]:bhi[1], x_org:c1] = True
+            owned[blo[0]:bhi[0], blo[1]:bhi[1], blo[2]:bhi[2]] = True
+        for (_axes, tile, table, _n), lt in zip(plan, late):
+            mine = torch.zeros(p.shape, dtype=torch.bool)
+            stores = torch.zeros(p.shape, dtype=torch.bool)
+            for z0, z1, y0, y1, x0, x1, x_org, *_ in table:
+                stores[z0:z1, y0:y1, x_org:min(x_org + -(-(x1 - x_org) // tile[1]) * tile[1], p.shape[2])] = True
+                mine[z0:z1, y0:y1, x0:x1] = True
+            assert lt == bool((stores & owned).any() or (inner & mine).any())
+
+
+@pytest.mark.parametrize("shape,order,width", [((6, 9, 26), 4, 2), ((14, 30), 8, 6)])
+def test_psi_x_inside_the_layer_launches_gives_the_march_bits(shape, order, width):
+    """``psi_x_fused``: no psi launch for x, the x layer launches compute psi_x themselves (their
+    x tile holds the whole x store): the same p_next, psi_new and zeta bits as the marching psi
+    launch (interpreter), in place too; the plan says it fused."""
+    layout, (p, pp, m), axes = _state(shape, order, width, False, torch.float32, seed=4)
+    lo, hi = layout.updated
+    ndim = p.dim()
+    spacing = tuple(10.0 + d for d in range(ndim))
+    base = VARIANTS["march-psi"]
+    fused = replace(base, psi_x_fused=True, narrow=(4, 32, 1))
+    p3 = p if ndim == 3 else p.unsqueeze(0)
+    lo3 = tuple(lo) if ndim == 3 else (0,) + tuple(lo)
+    hi3 = tuple(hi) if ndim == 3 else (1,) + tuple(hi)
+    kaxes = {ax.axis + 3 - ndim: ax for ax in axes}
+    assert ops._march_plan(p3, order, lo3, hi3, kaxes, ndim, fused, SMALL.block_x)[-1]
+    assert not ops._march_plan(p3, order, lo3, hi3, kaxes, ndim, base, SMALL.block_x)[-1]
+    for in_place in (False, True):
+        res = []
+        for cfg in (base, fused):
+            got = _copy(axes)
+            out = pp.clone()
+            ops.cpml_step(p, out if in_place else pp, m, out, order, spacing, lo, hi, got, "triton", SMALL, cfg)
+            res.append((out, got))
+        (a, a_ax), (b, b_ax) = res
+        assert torch.equal(a, b)
+        assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(a_ax, b_ax))

@@ -181,3 +181,106 @@ def test_graphed_step_and_simulate_have_the_uncaptured_bits():
     off = wave.simulate(model, src, rec, 9, order=8, pml_width=6, backend="triton", cuda_graphs=False)
     assert on.info["cuda_graphs"] == "on" and off.info["cuda_graphs"].startswith("off")
     assert torch.equal(on.record, off.record) and float(on.record.abs().max()) > 0
+
+
+def test_two_streams_give_the_one_stream_bits():
+    """``CpmlConfig.streams`` (psi and layer launches on a side stream beside the interior; normal
+    and high priority; the default tiles, whose x faces wait for the interior, and 8-column x tiles
+    with the split interior, where nothing waits) against one stream: p_next, psi and zeta bit for
+    bit over several steps, in place (out is p_prev) and into a NaN-poisoned output, and replayed
+    from CUDA graphs. A grid large enough that the launches overlap."""
+    from dataclasses import replace
+
+    from tilecraft.bench.wave import graphed_cpml_step
+
+    layout, (p, pp, m), axes = _state((60, 52, 150), 8, 20, False, seed=13)
+    p, pp, m = (t.float() for t in (p, pp, m))
+    lo, hi = layout.updated
+    sp = (10.0,) * 3
+    base = ops.default_cpml_config(p.device)
+    base = replace(base, streams=False)
+    tiles = base.march_tiles[:2] + ((32, 8, 4, 2),) + base.march_tiles[3:]
+    x8 = replace(base, x_align=4, split_interior=True, march_tiles=tiles,
+                 psi_tiles=base.psi_tiles[:2] + ((32, 8, 8, 2),))
+    variants = [base, replace(base, streams=True), replace(base, streams=True, side_priority=-1),
+                replace(base, streams=True, side_priority=-1, interior_first=False), x8,
+                replace(x8, streams=True, side_priority=-1)]
+    results = []
+    for cfg in variants:
+        got = _cast(axes, torch.float32)
+        f = [p.clone(), pp.clone()]
+        for n in range(4):  # in place: out is p_prev
+            a, b = f[n % 2], f[(n + 1) % 2]
+            ops.cpml_step(a, b, m, b, 8, sp, lo, hi, got, "triton", None, cfg)
+            for ax in got:
+                ax.swap()
+        out = torch.full_like(pp, math.nan)
+        ops.cpml_step(f[0], f[1], m, out, 8, sp, lo, hi, got, "triton", None, cfg)
+        results.append((f, out, got))
+        if cfg.streams:
+            assert ops._side_stream(p.device, cfg.side_priority)[0].priority <= (0 if cfg.side_priority == 0 else -1)
+    f0, o0, g0 = results[0]
+    for f, o, g in results[1:]:
+        assert all(torch.equal(x, y) for x, y in zip(f0, f))
+        torch.testing.assert_close(o0, o, rtol=0, atol=0, equal_nan=True)
+        for x, y in zip(g0, g):
+            assert torch.equal(x.psi[0], y.psi[0]) and torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta)
+    assert not torch.isnan(o0[tuple(slice(a, b) for a, b in zip(lo, hi))]).any()
+    outs = []
+    for graphed in (False, True):
+        cfg = variants[-1]
+        got = _cast(axes, torch.float32)
+        out = torch.full_like(pp, math.nan)
+        run = (graphed_cpml_step(p, pp, m, out, 8, sp, lo, hi, cfg) if graphed else
+               lambda g, cfg=cfg: ops.cpml_step(p, pp, m, out, 8, sp, lo, hi, g, "triton", None, cfg))
+        for _ in range(3):
+            run(got)
+            for ax in got:
+                ax.swap()
+        outs.append((out, got))
+    (o0, g0), (o1, g1) = outs
+    torch.testing.assert_close(o0, o1, rtol=0, atol=0, equal_nan=True)
+    for x, y in zip(g0, g1):
+        assert torch.equal(x.psi[0], y.psi[0]) and torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta)
+
+
+def test_psi_x_inside_the_layer_launches_on_the_gpu():
+    """``psi_x_fused`` (no psi launch for x: the x layer launches compute psi_x, store it and read
+    it back shifted after a barrier of the program), one and two streams, against the marching
+    psi launch: p_next, psi and zeta agree to rounding over several steps (the two kernels may
+    contract b psi + a dp/dx differently: last bits), every point written; the plan fused."""
+    from dataclasses import replace
+
+    layout, (p, pp, m), axes = _state((60, 52, 152), 8, 20, False, seed=17)  # x stores on whole 32-column tiles
+    p, pp, m = (t.float() for t in (p, pp, m))
+    lo, hi = layout.updated
+    sp = (10.0,) * 3
+    base = replace(ops.default_cpml_config(p.device), streams=False, psi_x_fused=False)
+    regs = base.march_regs[:2] + (80,) + base.march_regs[3:]
+    fused = replace(base, psi_x_fused=True, march_regs=regs)
+    kaxes = {ax.axis: ax for ax in axes}
+    assert ops._march_plan(p, 8, tuple(lo), tuple(hi), kaxes, 3, fused, 128)[-1]
+    results = []
+    for cfg in (base, fused, replace(fused, streams=True, side_priority=-1)):
+        got = _cast(axes, torch.float32)
+        f = [p.clone(), pp.clone()]
+        for n in range(3):
+            a, b = f[n % 2], f[(n + 1) % 2]
+            ops.cpml_step(a, b, m, b, 8, sp, lo, hi, got, "triton", None, cfg)
+            for ax in got:
+                ax.swap()
+        out = torch.full_like(pp, math.nan)
+        ops.cpml_step(f[0], f[1], m, out, 8, sp, lo, hi, got, "triton", None, cfg)
+        assert not torch.isnan(out[tuple(slice(a, b) for a, b in zip(lo, hi))]).any()
+        results.append((out, got))
+    (o0, g0) = results[0]
+    box = tuple(slice(a, b) for a, b in zip(lo, hi))
+    scale = float(o0[box].abs().max())
+    for o, g in results[1:]:
+        assert float((o[box] - o0[box]).abs().max()) <= 2e-6 * scale
+        for x, y in zip(g0, g):
+            for u, v in ((x.psi[0], y.psi[0]), (x.psi[1], y.psi[1]), (x.zeta, y.zeta)):
+                assert float((u - v).abs().max()) <= 2e-6 * max(float(u.abs().max()), 1e-30)
+    (o1, g1), (o2, g2) = results[1:]
+    torch.testing.assert_close(o1, o2, rtol=0, atol=0, equal_nan=True)  # streams: the same bits
+    assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(g1, g2))

@@ -11,15 +11,24 @@ before it is timed.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from tilecraft.bench.harness import Record, time_rotating
 from tilecraft.ops import wave as ops
-from tilecraft.ops.wave import MARCH_REGS, MARCH_TILES, MARCH_TILES_PREVIOUS, PSI_TILES, CpmlConfig, WaveConfig
+from tilecraft.ops.wave import (
+    MARCH_REGS,
+    MARCH_REGS_PSI_X,
+    MARCH_TILES,
+    MARCH_TILES_PREVIOUS,
+    PSI_TILES,
+    CpmlConfig,
+    WaveConfig,
+)
 from tilecraft.reference.wave import wave_step_torch
 from tilecraft.wave.boundaries import Layout
 
@@ -143,12 +152,13 @@ def step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32,
 def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
                    nt: int = 50, device: str = "cuda", copy_tbps: float | None = None, backends=("triton", "torch"),
                    boundary: str = "pml", say: Callable[[str], None] = print, graph_modes: Sequence[bool] = (False,),
-                   rounds: int = 1) -> list[Record]:
+                   rounds: int = 1, pml_configs: Sequence[CpmlConfig | None] = (None,)) -> list[Record]:
     """Whole steps through ``simulate`` (fused step + CPML slabs + source and receivers), per step
     time = the time loop's wall time / nt after a warm-up run; FOM with the same 16 B/pt.
     ``graph_modes``: ``simulate``'s ``cuda_graphs`` values timed (Triton; each record's extra says
     what ran, ``info["cuda_graphs"]``, and whether its shot record has the bits of the first
-    mode's), ``rounds`` times in turn."""
+    mode's), ``rounds`` times in turn; ``pml_configs``: ``simulate``'s ``pml_config`` values (None:
+    the default), each timed in every mode (extra "pml_config": its index)."""
     from tilecraft import wave
 
     dev = torch.device(device)
@@ -168,10 +178,13 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
             if backend != "triton" and rnd:
                 continue
             steps = nt if backend == "triton" else max(3, nt // 10)
-            for mode in graph_modes if backend == "triton" else (False,):
-                say(f"simulate {backend} ({steps} steps, cuda_graphs={mode}, round {rnd})")
+            for ci, mode in itertools.product(range(len(pml_configs)) if backend == "triton" else (0,),
+                                              graph_modes if backend == "triton" else (False,)):
+                say(f"simulate {backend} ({steps} steps, cuda_graphs={mode}, pml config {ci}, round {rnd})")
                 kw = {"order": order, "boundary": boundary, "pml_width": pml_width, "backend": backend,
                       "cuda_graphs": mode}
+                if pml_configs[ci] is not None and backend == "triton":
+                    kw["pml_config"] = pml_configs[ci]
                 wave.simulate(model, src, rec, 2, **kw)
                 res = wave.simulate(model, src, rec, steps, **kw)
                 same = None
@@ -180,7 +193,7 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
                     same = bool(torch.equal(ref, res.record))
                 runs.append((backend, res.info["loop_seconds"] / steps * 1e3,
                              {"steps_timed": steps, "cuda_graphs": res.info.get("cuda_graphs"), "round": rnd,
-                              "same_record_bits": same}))
+                              "same_record_bits": same, "pml_config": ci}))
     peer = next((ms for b, ms, _ in runs if b == "torch"), None)
     peer_tbps = traffic.bytes / (peer * 1e-3) / 1e12 if peer else None
     records = []
@@ -195,13 +208,16 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
 # Launch configurations of the CPML kernel swept on a GPU (the interior runs the default WaveConfig).
 # (The folded variants, 2.7-3.3 ms, were dropped from the default list after 75154d9.)
 CPML_CONFIGS = (
-    CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS, march_tiles=MARCH_TILES,
-               psi_tiles=PSI_TILES, interior_first=True),  # default
+    CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS_PSI_X, march_tiles=MARCH_TILES,
+               psi_tiles=PSI_TILES, interior_first=True, streams=True, side_priority=-1,
+               psi_x_fused=True),  # default
     CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS, march_tiles=MARCH_TILES,
                psi_tiles=PSI_TILES),  # the same, psi launches before the interior
     CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS,
                march_tiles=MARCH_TILES_PREVIOUS),  # the previous default (75154d9)
     CpmlConfig(4, 64, 8, 4, maxnreg=96, by_axes=True, two_phase=True, fused=False),  # unfused launches
+    CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS, march_tiles=MARCH_TILES,
+               psi_tiles=PSI_TILES, interior_first=True),  # the previous default (one stream; a66960a)
 )
 
 
@@ -267,17 +283,18 @@ def _copy_axes(axes, dtype=None):
 def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
                     configs: Sequence[CpmlConfig] | None = None, device: str = "cuda",
                     copy_tbps: float | None = None, budget_s: float = 0.7, unfused: bool = True,
-                    say: Callable[[str], None] = print, graphs: bool = False, parts: bool = True,
-                    rounds: int = 1) -> list[Record]:
+                    say: Callable[[str], None] = print, graphs: bool | Sequence[CpmlConfig] = False,
+                    parts: bool | CpmlConfig = True, rounds: int = 1) -> list[Record]:
     """The whole step with the CPML on the padded grid of an n**3 model (n**2 in 2D is not timed):
     ``ops.cpml_step`` (interior launch + the layers' launch) per CPML configuration, the previous
     unfused path (fused step, then the psi and correction slab kernels per axis) and the torch step
     (``cpml_step`` with backend "torch", the peer). Every case is first run from the same state into
     a NaN-filled output and compared with the float64 torch step (p_next over the updated box, psi
     and zeta relative to their largest values); only a case that passed is timed. ``graphs``: also
-    the default configuration's step replayed from CUDA graphs (``graphed_cpml_step``: variant
-    "cpml-graph"). ``rounds``: the configurations (and the graph) timed that many times in turn
-    (each record's extra has its round). ``parts``: the GPU time of each launch (profiler)."""
+    the default configuration's step (or each configuration given) replayed from CUDA graphs
+    (``graphed_cpml_step``: variant "cpml-graph"). ``rounds``: the configurations (and the graph) timed that many times in turn
+    (each record's extra has its round). ``parts``: the GPU time of each launch (profiler) of the
+    first default configuration (``CPML_CONFIGS[0]``) or of the configuration given (one stream)."""
     dev, measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), points = _setup(
         n, order, pml_width, dtype, device, 20261122)
     axes0, layer_points = _cpml_state(layout, shape, dtype, dev, gen, 4500.0, 10.0, 1e-3, 15.0)
@@ -342,9 +359,8 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
                 "cpml-fused", lambda ax, cfg=cfg: ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, ax, "triton",
                                                                 None, cfg), axes, {"config": cfg.as_dict(), "round": rnd}))
             del axes
-        if graphs:
-            cfg = ops.default_cpml_config(dev)
-            say(f"cpml default step from CUDA graphs (round {rnd})")
+        for cfg in ((ops.default_cpml_config(dev),) if graphs is True else (graphs or ())):
+            say(f"cpml step from CUDA graphs {cfg} (round {rnd})")
             axes = _copy_axes(axes0)
             records.append(check_and_time("cpml-graph", graphed_cpml_step(p, pp, m, out, order, spacing, lo, hi, cfg),
                                           axes, {"config": cfg.as_dict(), "round": rnd, "cuda_graphs": True}))
@@ -352,11 +368,15 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
     if measured and parts:  # where the time goes: the GPU time of each launch of one default step (profiler)
         part_axes = _copy_axes(axes0)  # the parts write psi and zeta
         kaxes = {ax.axis: ax for ax in part_axes}
-        march = CPML_CONFIGS[0]
-        interiors, _, launches = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, shape[2], march, 4,
-                                                p.stride()[:2])
-        inner = [("part-interior", sum(math.prod(b - a for a, b in box) for box in interiors))]
-        psi = [(f"part-psi-{'zyx'[ax.axis]}", axis_layer_points(ax, lo, hi)) for ax in part_axes]
+        march = parts if isinstance(parts, CpmlConfig) else CPML_CONFIGS[0]
+        march = replace(march, streams=False)
+        _, _, launches = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, shape[2], march, 4, p.stride()[:2])
+        interiors, *_, fuse_x = ops._march_plan(p, order, tuple(lo), tuple(hi), kaxes, 3, march,
+                                                ops.default_config(dtype, order, dev).block_x)
+        inner = [(f"part-interior{i or ''}", math.prod(b - a for a, b in zip(blo, bhi)))
+                 for i, (blo, bhi, _x_org) in enumerate(interiors)]
+        psi = [(f"part-psi-{'zyx'[ax.axis]}", axis_layer_points(ax, lo, hi)) for ax in part_axes
+               if not (fuse_x and ax.axis == 2)]
         layers = [("part-layers:" + ",".join(map(str, axes)), sum((r[1] - r[0]) * (r[3] - r[2]) * (r[5] - r[4])
                                                                   for r in table))
                   for axes, _tile, table, _n in launches]
@@ -368,7 +388,8 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
             for (variant, pts), (kernel, ms) in zip(labels, seq):
                 records.append(_record({**case, "variant": variant}, step_traffic(pts, order, p.element_size()), ms,
                                        0.0, copy_tbps, None, measured, {"part": True, "gpu_time": True,
-                                                                        "kernel": kernel}))
+                                                                        "kernel": kernel,
+                                                                        "config": march.as_dict()}))
         else:
             say(f"  launches not as planned: {seq}")
     if unfused:
@@ -467,3 +488,25 @@ def launch_times(fn: Callable[[], object], reps: int = 10) -> list[tuple[str, fl
     if not kernels:
         return None
     return per_launch([(name, us) for _, name, us in kernels], reps)
+
+
+def launch_timeline(fn: Callable[[], object], reps: int = 5) -> list[tuple[str, float, float]] | None:
+    """When each kernel of the last of ``reps`` calls of ``fn`` ran: (name, start, end) in us from
+    the first kernel's start of that call (profiler kernel records; launches on several streams
+    overlap). None where the profiler records no kernels."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+            torch.cuda.synchronize()
+    kernels = sorted(((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                      if e.device_type == DeviceType.CUDA), key=lambda k: k[0])
+    if not kernels or len(kernels) % reps:
+        return None
+    last = kernels[-(len(kernels) // reps):]
+    t0 = last[0][0]
+    return [(name, float(s - t0), float(e - t0)) for s, e, name in last]

@@ -569,10 +569,10 @@ def wave_layer_kernel(
     zpsi_ptr, zzeta_ptr, za_ptr, zb_ptr, zw_ptr,
     ypsi_ptr, yzeta_ptr, ya_ptr, yb_ptr, yw_ptr,
     xpsi_ptr, xzeta_ptr, xa_ptr, xb_ptr, xw_ptr,
-    nx_s, s_z_s, s_y_s, zt0_s, yt0_s, xt0_s, xt1_s, xe_s,
+    nx_s, s_z_s, s_y_s, zt0_s, yt0_s, xt0_s, xt1_s, xe_s, xpo_ptr,
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, SCALE: tl.constexpr, HAS_Z: tl.constexpr, NB: tl.constexpr,
-    AX_Z: tl.constexpr, AX_Y: tl.constexpr, AX_X: tl.constexpr,
+    AX_Z: tl.constexpr, AX_Y: tl.constexpr, AX_X: tl.constexpr, PSI_X: tl.constexpr,
 ):
     """The step with the CPML on boxes of the absorbing layers where exactly the axes AX_* have
     terms, built like ``wave_step_kernel``: a program owns a (BLOCK_Y, BLOCK_X) tile and marches
@@ -588,6 +588,12 @@ def wave_layer_kernel(
     origin / SCALE. An axis's memory variables at (z, y, x) are at shift + z t0 + y t1 + x (t0, t1
     the store's strides / SCALE; t1 is p's row stride but for the x store; its columns [0, xe)). ``*w_ptr`` of an axis:
     [d_1..d_R] / h, [c_0..c_R] / h**2.
+
+    PSI_X (with AX_X): psi_x is not precomputed: each program computes psi_new = b psi_old + a dp/dx
+    (``xpo_ptr``: psi_old) on its tile's columns from p (as ``cpml_psi_march_kernel`` does), stores
+    it into ``xpsi_ptr`` and, after a barrier of the program, reads it back shifted for dpsi/dx. Only
+    where each box's x tile holds its whole x store (origin and extent inside the tile): the tile
+    then writes every column of the store in its rows, and dpsi/dx reads no other program's psi.
     """
     nx = nx_s * SCALE
     s_z = s_z_s * SCALE
@@ -628,6 +634,12 @@ def wave_layer_kernel(
     for pz in range(z_begin, z_end):
         plane = pz * s_z64
         base = p_ptr + plane
+        if AX_X and PSI_X:  # first, so that little is live across the barrier
+            xpb = x_shift + pz * xt0 + x_offs
+            acc = _x_difference(base + offs, xs, nx, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)
+            psi_old = tl.load(xpo_ptr + xpb, mask=x_mask, other=0.0)
+            tl.store(xpsi_ptr + xpb, bx * psi_old + ax * acc, mask=x_mask)
+            tl.debug_barrier()  # the program's psi_new stores before its shifted loads below
         centre = tl.load(base + offs, mask=row_mask, other=0.0)
         rows, chunks = _plane_loads(base, offs, row_ok, row_mask, xs, nx, s_y, R, VEC)
         lap = _plane_xy(centre, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)

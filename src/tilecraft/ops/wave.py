@@ -209,7 +209,7 @@ def _launch(kernel, grid: tuple[int, ...], args: list, kw: dict):
 X_ALIGN = 8  # x tiles start on multiples of 8 points (32 B in fp32): a multiple of every vector width
 
 
-def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveConfig):
+def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveConfig, x_org: int | None = None):
     r = order // 2
     has_z = p.dim() == 3
     p3, pp3, m3, o3 = (_as3d(t) for t in (p, p_prev, m, out))
@@ -225,7 +225,8 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
     s_z, s_y, _ = p3.stride()
     vec = min(16 // p.element_size(), cfg.block_x)
     scale = vec if all(v % vec == 0 for v in (nx, s_z, s_y)) else 1
-    x_org = lo3[2] - lo3[2] % X_ALIGN  # x tiles start here (a multiple of the vector width)
+    if x_org is None:
+        x_org = lo3[2] - lo3[2] % X_ALIGN  # x tiles start here (a multiple of the vector width)
     n_prog = (triton_cdiv(hi3[2] - x_org, cfg.block_x) * triton_cdiv(hi3[1] - lo3[1], cfg.block_y)
               * triton_cdiv(hi3[0] - lo3[0], cfg.block_z))
     opts = {"num_warps": cfg.num_warps}
@@ -327,7 +328,15 @@ class CpmlConfig:
     corners) overriding both; ``psi_tiles`` = (block_y, block_x, block_z, num_warps) per axis
     (z, y, x): psi_new by ``cpml_psi_march_kernel``, else by ``cpml_psi_kernel``; ``interior_first``:
     the interior's launch before the psi launches, so the CPU queues the rest while the GPU runs
-    the longest launch), else ``fused`` (``wave_cpml_kernel`` on the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``,
+    the longest launch; ``streams``: the psi and layer launches on a second CUDA stream (priority
+    ``side_priority``, torch's convention: lower is higher) concurrently with the interior, a
+    launch whose tiles rewrite columns of another box that may run at the same time ordered after
+    it, ``_march_schedule``; ``x_align``: the layer and psi tiles start at multiples of it at or
+    below their box (4 lets 8-column tiles cover a 24-column x layer exactly); ``split_interior``:
+    the interior box cut in x so that no tile passes it, its last columns a launch of tiles ending
+    at the box's end; ``psi_x_fused``: no psi launch for x, the layer launches with x terms compute
+    psi_x themselves where each box's x tile holds its whole x store, ``wave_layer_kernel``'s
+    PSI_X), else ``fused`` (``wave_cpml_kernel`` on the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``,
     ``maxnreg``), else the unfused launches."""
 
     block_y: int
@@ -345,6 +354,11 @@ class CpmlConfig:
     march_tiles: tuple[tuple[int, int, int, int], ...] = ()
     psi_tiles: tuple[tuple[int, int, int, int], ...] = ()
     interior_first: bool = False
+    streams: bool = False
+    side_priority: int = 0
+    x_align: int = 8
+    split_interior: bool = False
+    psi_x_fused: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -357,23 +371,29 @@ MARCH_REGS = (96, 96, 72, 128, 168)
 MARCH_TILES = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (8, 32, 2, 2), (4, 32, 2, 1))
 # The previous default's edge and corner tiles (16 and 8 planes per program), kept for the benchmark.
 MARCH_TILES_PREVIOUS = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (16, 32, 8, 4), (4, 32, 8, 1))
+# The budgets with psi_x inside the x launches (``psi_x_fused``): the x faces need 80 registers
+# without spills (72: 88 bytes spilled; cross-compiled for sm90).
+MARCH_REGS_PSI_X = (96, 96, 80, 128, 168)
 # (block_y, block_x, block_z, num_warps) of the marching psi launch per axis (z, y, x)
 PSI_TILES = ((4, 128, 10, 4), (4, 128, 8, 4), (16, 32, 8, 4))
 
 
 def default_cpml_config(device: torch.device) -> CpmlConfig:
     """GPU: the layers' z-march (``march=True``: the plain step on the interior, the marching psi
-    launches, ``wave_layer_kernel`` per set of active axes) with the fastest tiles of the sweeps: on
-    H200 (fp32, order 8, 512**3, W = 20) 1.69 ms a step against 1.84 ms for the previous default
-    (slab psi kernels, 8-16 planes per edge and corner program) in the same run
-    (benchmarks/results/2026-11-25-h200/wave-psi-sweep-e0b1e2f.json), 1.785 against 1.869 ms with
-    the interior first (wave-step-9e4d4d0.json; psi first: 1.799 ms); earlier: the first march
-    configuration 1.80 ms, the unfused launches 1.89 ms, the folded variants 2.74 and 3.31 ms).
+    launches for z and y, psi_x inside the x layer launches where their tiles hold the x stores,
+    ``wave_layer_kernel`` per set of active axes) with the fastest tiles of the sweeps, the psi and
+    layer launches on a high-priority side stream beside the interior (``streams``). On H200 (fp32,
+    order 8, 512**3, W = 20; benchmarks/results/2026-11-25-h200/wave-streams-run2-5eea8be.json):
+    1.559 ms a step against 1.690 ms for the previous default (one stream, a psi launch for x),
+    1.628 with the streams alone, 1.620 with psi_x alone; ``simulate`` 1.485 against 1.639 ms per
+    step; from CUDA graphs 1.479 against 1.599 ms. Earlier: the first march configuration 1.80 ms,
+    the unfused launches 1.89 ms, the folded variants 2.74 and 3.31 ms.
     Interpreter: the folded kernel, few large programs."""
     if device.type != "cuda":
         return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     return CpmlConfig(block_y=4, block_x=128, block_z=8, num_warps=4, march=True, narrow=(8, 32, 2),
-                      march_regs=MARCH_REGS, march_tiles=MARCH_TILES, psi_tiles=PSI_TILES, interior_first=True)
+                      march_regs=MARCH_REGS_PSI_X, march_tiles=MARCH_TILES, psi_tiles=PSI_TILES, interior_first=True,
+                      streams=True, side_priority=-1, psi_x_fused=True)
 
 
 _NO_SPLIT = 2**30
@@ -699,7 +719,7 @@ def layer_plan(lo3, hi3, kaxes: dict[int, CpmlAxis], ndim: int, nx: int, cfg: Cp
         slots: list[list] = []
         for box in boxes:
             (z0, z1, _), (y0, y1, _), (x0, x1, _) = box
-            x_org = x0 - x0 % X_ALIGN
+            x_org = x0 - x0 % cfg.x_align
             cover = (x_org, min(x_org + triton_cdiv(x1 - x_org, bx) * bx, nx))
             row = [z0, z1, y0, y1, x0, x1, x_org, 0, 0, 0, 0, 0, 0, 0, 0, 0]
             for d in axes:
@@ -766,42 +786,146 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
     hi3 = tuple(hi) if has_z else (1,) + tuple(hi)
     # Everything but the tensors is planned once per (box, configuration, grid, stores): the CPU
     # time of a call before its first launch is GPU time lost in a step timed alone.
-    key = ("march", lo3, hi3, pcfg, order, tuple(p3.shape), tuple(p3.stride()), p3.dtype, str(p3.device),
-           tuple((d, ax.regions, tuple(ax.zeta.shape), ax.h) for d, ax in sorted(kaxes.items())))
+    interior_bx = cfg.block_x if cfg is not None else default_config(p3.dtype, order, p3.device).block_x
+    key = ("march", lo3, hi3, pcfg, interior_bx, order, tuple(p3.shape), tuple(p3.stride()), p3.dtype,
+           str(p3.device), tuple((d, ax.regions, tuple(ax.zeta.shape), ax.h) for d, ax in sorted(kaxes.items())))
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = _march_plan(p3, order, lo3, hi3, kaxes, ndim, pcfg)
-    interiors, launches, strides = plan
+        plan = _PLANS[key] = _march_plan(p3, order, lo3, hi3, kaxes, ndim, pcfg, interior_bx)
+    interiors, launches, strides, schedule, fuse_x = plan
+    skip = (2,) if fuse_x else ()
     p, p_prev, m, out = (t if has_z else t[0] for t in (p3, pp3, m3, o3))
+    if pcfg.streams and p3.device.type == "cuda" and set(parts) == {"psi", "interior", "layers"}:
+        _march_streams(p3, pp3, m3, o3, order, spacing, lo, hi, pml, kaxes, cfg, pcfg, interiors, launches,
+                       strides, schedule, skip)
+        return
     # The interior reads p, p_prev, m and writes its own box of out: independent of psi and of the
     # layers' boxes (which rewrite its edge columns with the same bits after it), so it may go first.
     for stage in (("interior", "psi") if pcfg.interior_first else ("psi", "interior")):
         if stage not in parts:
             continue
         if stage == "psi" and pcfg.psi_tiles:
-            _psi_march(p3, order, lo, hi, pml, pcfg.psi_tiles)
+            _psi_march(p3, order, lo, hi, pml, pcfg.psi_tiles, pcfg.x_align, skip)
         elif stage == "psi":
-            _psi_phase(p, order, lo, hi, pml)
+            _psi_phase(p, order, lo, hi, pml, skip)
         else:
-            for box_lo, box_hi in interiors:
-                _launch_step(p, p_prev, m, out, order, spacing, box_lo, box_hi, None, cfg)
+            for box_lo, box_hi, x_org in interiors:
+                _launch_step(p, p_prev, m, out, order, spacing, box_lo, box_hi, None, cfg, x_org)
     if not launches or not any(part.startswith("layers") for part in parts):
         return
-    sp3 = spacing if has_z else (math.inf,) + tuple(spacing)
+    head = _layer_args(p3, pp3, m3, o3, order, spacing, kaxes)
+    for name, table, n_prog, kw in launches:
+        if "layers" in parts or name in parts:
+            _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-1], *strides, head[-1]], kw)
+
+
+def _layer_args(p3, pp3, m3, o3, order: int, spacing, kaxes) -> list:
+    """``wave_layer_kernel``'s tensor arguments but the box table (which goes after the first five)
+    and the integers (before the last, psi_x's old buffer)."""
+    sp3 = spacing if len(spacing) == 3 else (math.inf,) + tuple(spacing)
     w = _const(("w", order, sp3), lambda: stencil_weights(order, sp3), p3.dtype, p3.device)
     per_axis = []
     for d in range(3):
         ax = kaxes.get(d)
         per_axis += ([ax.psi[1], ax.zeta, ax.a, ax.b, _cpml_weights(order, ax.h, p3.dtype, p3.device)] if ax is not None
                      else [w] * 5)  # never read
-    for name, table, n_prog, kw in launches:
-        if "layers" in parts or name in parts:
-            _launch(_k.wave_layer_kernel, (n_prog,), [p3, pp3, m3, o3, w, table, *per_axis, *strides], kw)
+    return [p3, pp3, m3, o3, w, *per_axis, kaxes[2].psi[0] if 2 in kaxes else w]
 
 
-def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig):
+_STREAMS: dict[tuple, tuple] = {}
+
+
+def _side_stream(device: torch.device, priority: int) -> tuple:
+    """(side stream, fork, psi done, join events) of a device, made once."""
+    key = (device.index if device.index is not None else torch.cuda.current_device(), priority)
+    hit = _STREAMS.get(key)
+    if hit is None:
+        hit = _STREAMS[key] = (torch.cuda.Stream(device=device, priority=priority),
+                               *(torch.cuda.Event() for _ in range(3)))
+    return hit
+
+
+def _march_streams(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml, kaxes, cfg: WaveConfig, pcfg: CpmlConfig,
+                   interiors, launches, strides, schedule, skip=()) -> None:
+    """``_march_layers`` on two streams: the interior on the caller's stream, the psi launches and
+    then the layer launches on a side stream that forks from it and joins it before returning, so
+    the caller's stream sees the whole step done. The layer launches that clash with the interior
+    (``_march_schedule``) run on the caller's stream after the interior and the psi launches (or
+    after the whole side stream). Same kernels, same arguments: the bits of one stream."""
+    ndim = len(lo)
+    late, wait_all = schedule
+    main = torch.cuda.current_stream(p3.device)
+    side, fork, psi_done, join = _side_stream(p3.device, pcfg.side_priority)
+    p, p_prev, m, out = (t if ndim == 3 else t[0] for t in (p3, pp3, m3, o3))
+    head = _layer_args(p3, pp3, m3, o3, order, spacing, kaxes)
+    fork.record(main)
+
+    def interior():
+        for box_lo, box_hi, x_org in interiors:
+            _launch_step(p, p_prev, m, out, order, spacing, box_lo, box_hi, None, cfg, x_org)
+
+    def side_work():
+        with torch.cuda.stream(side):
+            side.wait_event(fork)
+            if pcfg.psi_tiles:
+                _psi_march(p3, order, lo, hi, pml, pcfg.psi_tiles, pcfg.x_align, skip)
+            else:
+                _psi_phase(p, order, lo, hi, pml, skip)
+            psi_done.record(side)
+            for (_name, table, n_prog, kw), later in zip(launches, late):
+                if not later:
+                    _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-1], *strides, head[-1]], kw)
+            join.record(side)
+
+    if pcfg.interior_first:
+        interior()
+        side_work()
+    else:
+        side_work()
+        interior()
+    if any(late):
+        main.wait_event(join if wait_all else psi_done)
+        for (_name, table, n_prog, kw), later in zip(launches, late):
+            if later:
+                _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-1], *strides, head[-1]], kw)
+    main.wait_event(join)
+
+
+def _cover(box, bx: int, nx: int, x_org: int) -> tuple:
+    """(z0, z1, y0, y1, x0, x1, c0, c1): a box and the columns [c0, c1) its (., bx) tiles load and
+    store (tiles start at x_org <= x0; rows and planes never pass the box, columns up to a whole
+    tile)."""
+    (z0, z1), (y0, y1), (x0, x1) = box
+    return (z0, z1, y0, y1, x0, x1, x_org, min(x_org + triton_cdiv(x1 - x_org, bx) * bx, nx))
+
+
+def _clash(a: tuple, b: tuple) -> bool:
+    """Whether two launches' boxes (``_cover`` tuples) may not run at the same time: their rows
+    and planes meet and one's stored columns reach into the other's box (an edge tile rewrites
+    the columns it does not own with the bits it read: a write of the owner in between is lost)."""
+    return (a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+            and ((a[6] < b[5] and b[4] < a[7]) or (b[6] < a[5] and a[4] < b[7])))
+
+
+def _march_schedule(interiors, interior_bx: int, plan, nx: int) -> tuple[list[bool], bool]:
+    """Which layer launches may run on the side stream while the interior runs (``streams``):
+    ``interiors``: (box, x_org) of the interior launches. ``late[i]`` when launch i's boxes clash
+    with an interior box (``_clash``): it then runs on the
+    interior's stream after it (and after the psi launches); ``wait_all`` when a late launch also
+    clashes with a layer launch of the side stream (then it waits for the whole side stream)."""
+    inner = [_cover(box, interior_bx, nx, x_org) for box, x_org in interiors]
+    covers = [[_cover(((r[0], r[1]), (r[2], r[3]), (r[4], r[5])), tile[1], nx, r[6]) for r in table]
+              for _axes, tile, table, _n in plan]
+    late = [any(_clash(a, b) for a in cov for b in inner) for cov in covers]
+    wait_all = any(_clash(a, b) for i, ci in enumerate(covers) if late[i] for j, cj in enumerate(covers)
+                   if not late[j] for a in ci for b in cj)
+    return late, wait_all
+
+
+def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig, interior_bx: int = 128):
     """``_march_layers``' launches: (interior boxes as (lo, hi) in p's dimensions, [(name, box table,
-    programs, constexprs and options)] of ``wave_layer_kernel``, its integer arguments)."""
+    programs, constexprs and options)] of ``wave_layer_kernel``, its integer arguments, and the
+    streams' schedule, ``_march_schedule``)."""
     nx = p3.shape[2]
     s_z, s_y, _ = p3.stride()
     vec = min([16 // p3.element_size()] + [_march_tile_of(pcfg, axes)[1] for axes in ((0,), (1,), (2,), (0, 1), (0, 1, 2))])
@@ -818,11 +942,17 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig):
         strides.append(st[1] // scale)
     st = _store_view(kaxes[2], ndim).stride() if 2 in kaxes else (0, 0, 0)
     strides += [st[2] // scale, kaxes[2].extent // scale if 2 in kaxes else 0]
+    # psi_x inside the x launches: every box's single x tile [x_org, x_org + bx) holds its x store
+    # [origin, origin + extent) (row[11]: the origin), so the tiles write all of psi_x in their rows
+    fuse_x = pcfg.psi_x_fused and 2 in kaxes and all(
+        r[6] <= r[11] and r[11] + kaxes[2].extent <= r[6] + bx and r[5] <= r[6] + bx
+        for axes, (_by, bx, _bz, _w), table, _n in plan if 2 in axes for r in table)
     launches = []
     for axes, (by, bx, bz, warps), table, n_prog in plan:
         flat = [v // scale if i % 16 in (6, 8, 9, 10, 11) else v for row in table for i, v in enumerate(row)]
         kw = dict(R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=ndim == 3,
-                  NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, num_warps=warps)
+                  NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, PSI_X=fuse_x and 2 in axes,
+                  num_warps=warps)
         regs = _march_budget(pcfg, axes)
         if regs and p3.device.type == "cuda" and torch.version.hip is None:
             kw["maxnreg"] = regs
@@ -830,8 +960,20 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig):
                          n_prog, kw))
     if len(_PLANS) > 64:
         _PLANS.clear()
-    boxes = [(tuple(a for a, _ in box)[3 - ndim:], tuple(b for _, b in box)[3 - ndim:]) for box in interiors]
-    return boxes, launches, strides
+    inner = []
+    ivec = 16 // p3.element_size()
+    for box in interiors:
+        x0, x1 = box[2]
+        full = (x1 - x0) // interior_bx * interior_bx
+        if pcfg.split_interior and x0 % ivec == 0 and x1 % ivec == 0 and full and x0 + full < x1:
+            # whole tiles from x0, then one tile per row ending at x1 (it rewrites columns of the
+            # first part: the same stream, after it), so no tile stores past the box
+            inner.append(((box[0], box[1], (x0, x0 + full)), x0))
+            inner.append(((box[0], box[1], (x0 + full, x1)), x1 - interior_bx))
+        else:
+            inner.append((box, x0 - x0 % X_ALIGN))
+    boxes = [(tuple(a for a, _ in box)[3 - ndim:], tuple(b for _, b in box)[3 - ndim:], x_org) for box, x_org in inner]
+    return boxes, launches, strides, _march_schedule(inner, interior_bx, plan, nx), fuse_x
 
 
 def _layer_interval(ax: CpmlAxis, k: int) -> tuple[int, int] | None:
@@ -862,7 +1004,7 @@ def _psi_boxes(lo, hi, ax: CpmlAxis, n: int, r: int):
     return out
 
 
-def _psi_march(p3, order: int, lo, hi, pml: list[CpmlAxis], tiles) -> None:
+def _psi_march(p3, order: int, lo, hi, pml: list[CpmlAxis], tiles, x_align: int = X_ALIGN, skip=()) -> None:
     """psi_new on the layers (``_psi_phase``'s boxes) by ``cpml_psi_march_kernel``: one launch per
     axis over its layers' boxes, ``tiles`` = (block_y, block_x, block_z, num_warps) per axis
     (z, y, x)."""
@@ -873,16 +1015,18 @@ def _psi_march(p3, order: int, lo, hi, pml: list[CpmlAxis], tiles) -> None:
     vec = min([16 // p3.element_size()] + [t[1] for t in tiles])
     for ax in pml:
         d = ax.axis + 3 - ndim
+        if d in skip:
+            continue
         by, bx, bz, warps = tiles[d]
         key = ("psi", tuple(lo), tuple(hi), d, (by, bx, bz), vec, tuple(p3.shape), str(p3.device), ax.regions,
-               tuple(ax.zeta.shape))
+               tuple(ax.zeta.shape), x_align)
         plan = _PLANS.get(key)
         if plan is None:
             st = _store_view(ax, ndim).stride()
             rows, start = [], 0
             for _reg, s_, origin, blo, bhi in _psi_boxes(lo, hi, ax, p3.shape[d], r):
                 (z0, y0, x0), (z1, y1, x1) = ((0,) * (3 - ndim) + blo), ((1,) * (3 - ndim) + bhi)
-                x_org = x0 - x0 % X_ALIGN
+                x_org = x0 - x0 % x_align
                 rows.append([z0, z1, y0, y1, x0, x1, x_org, start, s_ * st[0] - origin * st[1 + d],
                              origin if d == 2 else 0] + [0] * 6)
                 start += triton_cdiv(x1 - x_org, bx) * triton_cdiv(y1 - y0, by) * triton_cdiv(z1 - z0, bz)
@@ -906,12 +1050,14 @@ def _psi_march(p3, order: int, lo, hi, pml: list[CpmlAxis], tiles) -> None:
             AXIS=d, R=r, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, NB=nb, num_warps=warps))
 
 
-def _psi_phase(p, order: int, lo, hi, pml: list[CpmlAxis]) -> None:
+def _psi_phase(p, order: int, lo, hi, pml: list[CpmlAxis], skip=()) -> None:
     """Two-phase variant, phase 1: psi_new = b psi_old + a dp/dx (``cpml_psi_kernel``, psi[0] into
     psi[1]) on each layer's points of the box and its R neighbours along the axis (where p's R
     neighbours exist), so the step launch reads psi_new. Recomputing a point (boxes that share
     neighbours) writes the same value: psi is double-buffered."""
     for ax in pml:
+        if ax.axis + 3 - p.dim() in skip:
+            continue
         for _reg, s_, origin, blo, bhi in _psi_boxes(lo, hi, ax, p.shape[ax.axis], order // 2):
             cpml_psi(p, ax.psi[0][s_], ax.a, ax.b, ax.axis, order, ax.h, blo, bhi, "triton", origin,
                      psi_out=ax.psi[1][s_])

@@ -12,12 +12,12 @@ the rounds (each round's time is itself a median of many steps).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 
+import wave_rounds
 from tilecraft.bench.harness import write_results
 from tilecraft.bench.wave import CPML_CONFIGS, cpml_step_suite, simulate_suite
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
@@ -64,17 +64,7 @@ def main() -> int:
         else:
             key = v
         groups.setdefault(key, []).append(r)
-    print(f"\ncopy {copy:.3f} / {copy2:.3f} TB/s (start/end)")
-    print(f"{'what':<44}{'rounds ms':>30}{'median':>9}{'%copy':>7}  check")
-    for key, rs in groups.items():
-        ok = all(r.extra.get("ok", True) for r in rs)
-        ms = [r.extra["time_ms"] for r in rs]
-        med = statistics.median(ms)
-        fom = rs[0].extra["bytes"] / (med * 1e-3) / 1e12
-        check = (f"err {max(r.extra.get('error', 0) for r in rs):.1e}" if "error" in rs[0].extra else
-                 f"same bits {[r.extra.get('same_record_bits') for r in rs]}")
-        print(f"{key:<44}{' '.join(f'{t:.3f}' for t in ms):>30}{med:>9.3f}{fom / copy * 100:>7.1f}  "
-              + (check if ok else f"FAILED {rs[0].extra.get('message', rs[0].extra.get('error'))}"))
+    wave_rounds.print_groups(groups, copy, copy2)
     print(f"wrote {path}")
     return 0
 

@@ -25,13 +25,13 @@ Writes wave-streams.json (Records) and prints the medians over the rounds.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
+import wave_rounds
 from tilecraft.bench.harness import write_results
 from tilecraft.bench.wave import CPML_CONFIGS, cpml_step_suite, simulate_suite
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
@@ -118,19 +118,7 @@ def main() -> int:
         else:
             key = v
         groups.setdefault(key, []).append(r)
-    print(f"\ncopy {copy:.3f} / {copy2:.3f} TB/s (start/end)")
-    print(f"{'what':<40}{'rounds ms':>24}{'median':>9}{'%copy':>7}{'GPts/s':>8}  check")
-    for key, rs in groups.items():
-        ok = all(r.extra.get("ok", True) for r in rs)
-        ms = [r.extra["time_ms"] for r in rs]
-        med = statistics.median(ms)
-        fom = rs[0].extra["bytes"] / (med * 1e-3) / 1e12
-        check = (f"err {max(r.extra.get('error', 0) for r in rs):.1e}" if "error" in rs[0].extra else
-                 f"same bits {[r.extra.get('same_record_bits') for r in rs]}" if "same_record_bits" in rs[0].extra
-                 else "")
-        print(f"{key:<40}{' '.join(f'{t:.3f}' for t in ms):>24}{med:>9.3f}{fom / copy * 100:>7.1f}"
-              f"{rs[0].extra['points'] / (med * 1e-3) / 1e9:>8.1f}  "
-              + (check if ok else f"FAILED {rs[0].extra.get('message', rs[0].extra.get('error'))}"))
+    wave_rounds.print_groups(groups, copy, copy2, key_width=40, rounds_width=24, gpts=True)
     print(f"wrote {path}")
     return 0
 

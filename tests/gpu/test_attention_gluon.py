@@ -118,36 +118,18 @@ def test_gluon_forward_matches_float64(case, dtype):
 def test_gluon_ws_forward_matches_float64(case, dtype):
     """The warp-specialised kernel (loader partition, two consumer partitions, ping-pong turns);
     run twice per config on the same inputs: a race would show as a moving error."""
+    ws_twice_matches_float64(case, dtype, WS_CONFIGS, seed=1)
+
+
+def ws_twice_matches_float64(case, dtype, configs, seed):
+    """Each of ``configs[d]`` launched twice on the same inputs: both against float64, and bit-equal
+    (output and lse: a race would move the result)."""
     b, h, h_kv, s_q, s_k, d, causal = case
-    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 1)
+    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + seed)
     q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
     ref_o, ref_l = attention_reference(q, k, v, causal=causal)
     p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
-    for cfg in WS_CONFIGS[d]:
-        outs = []
-        for _ in range(2):
-            out = torch.full_like(q, float("nan"))
-            lse = torch.full((b, h, s_q), float("nan"), device="cuda")
-            handle = ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg)
-            torch.cuda.synchronize()
-            assert handle is not None and handle.name == "attention_fwd_gluon_ws_kernel"
-            check(out, lse, ref_o, ref_l, dtype)
-            outs.append(out)
-        assert torch.equal(outs[0], outs[1]), f"{cfg}: two launches on the same inputs differ"
-
-
-@pytest.mark.parametrize("case", CASES + MANY_TILE_CASES[:1],
-                         ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_gluon_ws_round10_matches_float64(case, dtype):
-    """Round 10's ws variants (early rescale, tree reductions, three consumers) against float64; each
-    launched twice on the same inputs (bit-equal: a race would move the result)."""
-    b, h, h_kv, s_q, s_k, d, causal = case
-    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 3)
-    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
-    ref_o, ref_l = attention_reference(q, k, v, causal=causal)
-    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
-    for cfg in ROUND10_CONFIGS[d]:
+    for cfg in configs[d]:
         outs = []
         for _ in range(2):
             out = torch.full_like(q, float("nan"))
@@ -157,7 +139,17 @@ def test_gluon_ws_round10_matches_float64(case, dtype):
             assert handle is not None and handle.name == "attention_fwd_gluon_ws_kernel"
             check(out, lse, ref_o, ref_l, dtype)
             outs.append((out, lse))
-        assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1]), cfg
+        assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1]), \
+            f"{cfg}: two launches on the same inputs differ"
+
+
+@pytest.mark.parametrize("case", CASES + MANY_TILE_CASES[:1],
+                         ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_gluon_ws_round10_matches_float64(case, dtype):
+    """Round 10's ws variants (early rescale, tree reductions, three consumers) against float64; each
+    launched twice on the same inputs (bit-equal: a race would move the result)."""
+    ws_twice_matches_float64(case, dtype, ROUND10_CONFIGS, seed=3)
 
 
 @pytest.mark.parametrize("case", MANY_TILE_CASES, ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))

@@ -108,6 +108,35 @@ def test_default_matches_the_previous_default_on_the_gpu():
             assert float((u - v).abs().max()) <= 2e-6 * max(float(u.abs().max()), 1e-30)
 
 
+def _same_axes(g0, g1):
+    """psi (both buffers) and zeta of every axis bit for bit."""
+    for x, y in zip(g0, g1):
+        assert torch.equal(x.psi[0], y.psi[0]) and torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta)
+
+
+def _launched_and_graphed(p, pp, m, sp, lo, hi, axes, cfg):
+    """Three CPML steps launched, and three replayed from the benchmark's CUDA graphs
+    (``graphed_cpml_step``: fixed fields, NaN-poisoned output), give the same bits. The boundary
+    outside the updated box stays NaN in both: compared with NaN == NaN. Returns the graphed output."""
+    from tilecraft.bench.wave import graphed_cpml_step
+
+    outs = []
+    for graphed in (False, True):
+        got = _cast(axes, torch.float32)
+        out = torch.full_like(pp, math.nan)
+        run = (graphed_cpml_step(p, pp, m, out, 8, sp, lo, hi, cfg) if graphed else
+               lambda g: ops.cpml_step(p, pp, m, out, 8, sp, lo, hi, g, "triton", None, cfg))
+        for _ in range(3):
+            run(got)
+            for ax in got:
+                ax.swap()
+        outs.append((out, got))
+    (o0, g0), (o1, g1) = outs
+    torch.testing.assert_close(o0, o1, rtol=0, atol=0, equal_nan=True)
+    _same_axes(g0, g1)
+    return o1
+
+
 def test_graphed_step_and_simulate_have_the_uncaptured_bits():
     """Steps replayed from CUDA graphs (``ops.capture_steps``, two parities, as ``simulate`` does:
     captured at step 2, p and p_prev exchanging, out = p_prev) give the uncaptured steps' bits
@@ -115,7 +144,6 @@ def test_graphed_step_and_simulate_have_the_uncaptured_bits():
     fields, NaN-poisoned output); ``simulate`` with and without graphs: the same shot record bits,
     and it says the graphs ran."""
     from tilecraft import wave
-    from tilecraft.bench.wave import graphed_cpml_step
 
     layout, (p, pp, m), axes = _state((40, 37, 45), 8, 6, False, seed=11)
     p, pp, m = (t.float() for t in (p, pp, m))
@@ -151,26 +179,9 @@ def test_graphed_step_and_simulate_have_the_uncaptured_bits():
         results.append((f, got))
     (f0, g0), (f1, g1) = results
     assert all(torch.equal(x, y) for x, y in zip(f0, f1)) and not torch.equal(f1[0], p)
-    for x, y in zip(g0, g1):
-        assert torch.equal(x.psi[0], y.psi[0]) and torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta)
-
-    outs = []
-    for graphed in (False, True):
-        got = _cast(axes, torch.float32)
-        out = torch.full_like(pp, math.nan)
-        run = (graphed_cpml_step(p, pp, m, out, 8, sp, lo, hi, cfg) if graphed else
-               lambda g: ops.cpml_step(p, pp, m, out, 8, sp, lo, hi, g, "triton", None, cfg))
-        for _ in range(3):
-            run(got)
-            for ax in got:
-                ax.swap()
-        outs.append((out, got))
-    (o0, g0), (o1, g1) = outs
-    # the boundary outside the updated box stays NaN (poisoned) in both: compare bits with NaN == NaN
-    torch.testing.assert_close(o0, o1, rtol=0, atol=0, equal_nan=True)
+    _same_axes(g0, g1)
+    o1 = _launched_and_graphed(p, pp, m, sp, lo, hi, axes, cfg)
     assert not torch.isnan(o1[tuple(slice(a, b) for a, b in zip(lo, hi))]).any()
-    for x, y in zip(g0, g1):
-        assert torch.equal(x.psi[0], y.psi[0]) and torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta)
 
     v = torch.full((30, 27, 33), 2000.0, device=DEV)
     v[15:] = 3000.0
@@ -190,8 +201,6 @@ def test_two_streams_give_the_one_stream_bits():
     bit over several steps, in place (out is p_prev) and into a NaN-poisoned output, and replayed
     from CUDA graphs. A grid large enough that the launches overlap."""
     from dataclasses import replace
-
-    from tilecraft.bench.wave import graphed_cpml_step
 
     layout, (p, pp, m), axes = _state((60, 52, 150), 8, 20, False, seed=13)
     p, pp, m = (t.float() for t in (p, pp, m))
@@ -223,25 +232,9 @@ def test_two_streams_give_the_one_stream_bits():
     for f, o, g in results[1:]:
         assert all(torch.equal(x, y) for x, y in zip(f0, f))
         torch.testing.assert_close(o0, o, rtol=0, atol=0, equal_nan=True)
-        for x, y in zip(g0, g):
-            assert torch.equal(x.psi[0], y.psi[0]) and torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta)
+        _same_axes(g0, g)
     assert not torch.isnan(o0[tuple(slice(a, b) for a, b in zip(lo, hi))]).any()
-    outs = []
-    for graphed in (False, True):
-        cfg = variants[-1]
-        got = _cast(axes, torch.float32)
-        out = torch.full_like(pp, math.nan)
-        run = (graphed_cpml_step(p, pp, m, out, 8, sp, lo, hi, cfg) if graphed else
-               lambda g, cfg=cfg: ops.cpml_step(p, pp, m, out, 8, sp, lo, hi, g, "triton", None, cfg))
-        for _ in range(3):
-            run(got)
-            for ax in got:
-                ax.swap()
-        outs.append((out, got))
-    (o0, g0), (o1, g1) = outs
-    torch.testing.assert_close(o0, o1, rtol=0, atol=0, equal_nan=True)
-    for x, y in zip(g0, g1):
-        assert torch.equal(x.psi[0], y.psi[0]) and torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta)
+    _launched_and_graphed(p, pp, m, sp, lo, hi, axes, variants[-1])
 
 
 def test_psi_x_inside_the_layer_launches_on_the_gpu():

@@ -474,6 +474,15 @@ def launch_times(fn: Callable[[], object], reps: int = 10) -> list[tuple[str, fl
     order), from the profiler's kernel records: unlike events around a call it excludes the CPU's
     launch latency, which dominates a short launch timed alone. None where the profiler records no
     kernels (no CUPTI)."""
+    kernels = _kernel_records(fn, reps, sync_each=False)
+    if not kernels:
+        return None
+    return per_launch([(name, end - start) for start, end, name in kernels], reps)
+
+
+def _kernel_records(fn: Callable[[], object], reps: int, *, sync_each: bool) -> list[tuple[float, float, str]]:
+    """(start, end, name) in us of every CUDA kernel of ``reps`` calls of ``fn`` (after one call
+    outside the profiler), in start order; empty where the profiler records no kernels."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -482,29 +491,18 @@ def launch_times(fn: Callable[[], object], reps: int = 10) -> list[tuple[str, fl
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(reps):
             fn()
+            if sync_each:
+                torch.cuda.synchronize()
         torch.cuda.synchronize()
-    kernels = sorted(((e.time_range.start, e.name, e.time_range.elapsed_us()) for e in prof.events()
-                      if e.device_type == DeviceType.CUDA), key=lambda k: k[0])
-    if not kernels:
-        return None
-    return per_launch([(name, us) for _, name, us in kernels], reps)
+    return sorted(((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                   if e.device_type == DeviceType.CUDA), key=lambda k: k[0])
 
 
 def launch_timeline(fn: Callable[[], object], reps: int = 5) -> list[tuple[str, float, float]] | None:
     """When each kernel of the last of ``reps`` calls of ``fn`` ran: (name, start, end) in us from
     the first kernel's start of that call (profiler kernel records; launches on several streams
     overlap). None where the profiler records no kernels."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
-            torch.cuda.synchronize()
-    kernels = sorted(((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
-                      if e.device_type == DeviceType.CUDA), key=lambda k: k[0])
+    kernels = _kernel_records(fn, reps, sync_each=True)
     if not kernels or len(kernels) % reps:
         return None
     last = kernels[-(len(kernels) // reps):]

@@ -361,6 +361,23 @@ def _march_program(nx, y_lo, y_hi, nz, R: tl.constexpr, BLOCK_Y: tl.constexpr, B
 
 
 @triton.jit
+def _march_offsets(ys_u, ys_o, xs, su_z, su_y, so_z, so_y, w_ptr, R: tl.constexpr, OFFS64: tl.constexpr):
+    """What the z-marches set up before their plane loop: the 64-bit plane strides (p * stride
+    passes 2**31 for grids of more than 2**31 points), u's row stride (64-bit with OFFS64), the
+    in-plane offsets of the tile's rows ``ys_u`` in u and ``ys_o`` in out, and the weights
+    (centre, z, y, x)."""
+    su_z64 = su_z.to(tl.int64)
+    so_z64 = so_z.to(tl.int64)
+    if OFFS64:
+        su_y = su_y.to(tl.int64)
+        so_y = so_y.to(tl.int64)
+    u_offs = ys_u[:, None] * su_y + xs[None, :]
+    o_offs = ys_o[:, None] * so_y + xs[None, :]
+    return (su_z64, so_z64, su_y, u_offs, o_offs, tl.load(w_ptr), _weights(w_ptr, 0, R), _weights(w_ptr, R, R),
+            _weights(w_ptr, 2 * R, R))
+
+
+@triton.jit
 def laplacian_zmarch_kernel(
     u_ptr, out_ptr, w_ptr,
     nz, ny, nx_s,
@@ -418,19 +435,9 @@ def laplacian_zmarch_kernel(
     x0 = tile_x * BLOCK_X
     full_x = (x0 >= x_lo) & (x0 + BLOCK_X <= x_hi)
 
-    # 64-bit plane strides (p * stride passes 2**31 for grids of more than 2**31 points).
-    su_z64 = su_z.to(tl.int64)
-    so_z64 = so_z.to(tl.int64)
-    if OFFS64:
-        su_y = su_y.to(tl.int64)
-        so_y = so_y.to(tl.int64)
-    u_offs = ys[:, None] * su_y + xs[None, :]
-    o_offs = ys[:, None] * so_y + xs[None, :]
+    su_z64, so_z64, su_y, u_offs, o_offs, w_centre, wz, wy, wx = _march_offsets(ys, ys, xs, su_z, su_y, so_z, so_y,
+                                                                                w_ptr, R, OFFS64)
     dtype = w_ptr.dtype.element_ty
-    w_centre = tl.load(w_ptr)
-    wz = _weights(w_ptr, 0, R)
-    wy = _weights(w_ptr, R, R)
-    wx = _weights(w_ptr, 2 * R, R)
 
     if UNROLL_Z:
         # A short z-march unrolled at compile time: the BLOCK_Z + 2R plane loads of the program
@@ -620,18 +627,9 @@ def laplacian_zwin_kernel(
     x_in = ((xs >= R) & (xs < nx - R))[None, :]
     full_x = (x0 >= R) & (x0 + BLOCK_X <= nx - R)
     store_mask = row_ok[:, None] & (xs >= 0)[None, :]  # constant along x: 128-bit stores
-    su_z64 = su_z.to(tl.int64)
-    so_z64 = so_z.to(tl.int64)
-    if OFFS64:
-        su_y = su_y.to(tl.int64)
-        so_y = so_y.to(tl.int64)
-    u_offs = ys_ld[:, None] * su_y + xs[None, :]
-    o_offs = ys[:, None] * so_y + xs[None, :]
+    su_z64, so_z64, su_y, u_offs, o_offs, w_centre, wz, wy, wx = _march_offsets(ys_ld, ys, xs, su_z, su_y, so_z,
+                                                                                so_y, w_ptr, R, OFFS64)
     dtype = w_ptr.dtype.element_ty
-    w_centre = tl.load(w_ptr)
-    wz = _weights(w_ptr, 0, R)
-    wy = _weights(w_ptr, R, R)
-    wx = _weights(w_ptr, 2 * R, R)
 
     win = ()
     for j in tl.static_range(0, 2 * R + 1):

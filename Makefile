@@ -17,6 +17,7 @@
 #                    (a GPU image whose python3 already has torch, triton, typer, rich, matplotlib)
 #   ARGS="..."       extra arguments: make report ARGS="--full", make ladder ARGS="--dtype fp32 --order 8",
 #                    make test ARGS="-k cli"
+#   JOBS=N           pytest-xdist workers for make test (default auto: one per core; JOBS=0 runs in one process)
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -28,6 +29,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 PIP_FLAGS ?=
 ARGS ?=
+JOBS ?= auto
 
 ifeq ($(NOVENV),1)
 PY := $(PYTHON)
@@ -76,7 +78,7 @@ ladder: $(READY)
 	$(TILECRAFT) stencil ladder $(ARGS)
 
 test: $(READY)
-	TRITON_INTERPRET=1 $(RUN_PY) -m pytest -q $(ARGS)
+	TRITON_INTERPRET=1 $(RUN_PY) -m pytest -q $$($(RUN_PY) -c 'import xdist' 2>/dev/null && echo '-n $(JOBS)') $(ARGS)
 
 info: $(READY)
 	$(TILECRAFT) info $(ARGS)

@@ -309,6 +309,44 @@ def _halo_sectors(x0, y0, nx, ny, su_y, R: tl.constexpr, BY: tl.constexpr, BX: t
 
 
 @triton.jit
+def _l1_prefetch_start(u_ptr, z_begin, su_z64, nz, x0, y0, nx, ny, su_y, R: tl.constexpr, BY: tl.constexpr,
+                       BX: tl.constexpr, SE: tl.constexpr, L1_PREFETCH: tl.constexpr):
+    """Before a z-march's loop: prefetch into L1 every sector the plane tile at (y0, x0) reads
+    (``_halo_sectors``) for planes z_begin .. z_begin + L1_PREFETCH - 1; returns the sectors'
+    offsets and mask for ``_l1_prefetch_ahead``."""
+    pf_offs, pf_mask = _halo_sectors(x0, y0, nx, ny, su_y, R, BY, BX, SE)
+    for d in tl.static_range(0, L1_PREFETCH):
+        _prefetch_l1(u_ptr + (z_begin + d) * su_z64 + pf_offs, pf_mask & (z_begin + d < nz))
+    return pf_offs, pf_mask
+
+
+@triton.jit
+def _l1_prefetch_ahead(base, p, nz, su_z64, pf_offs, pf_mask, L1_PREFETCH: tl.constexpr):
+    """In the loop at plane p (``base`` = its pointer): prefetch plane p + L1_PREFETCH into L1."""
+    _prefetch_l1(base + L1_PREFETCH * su_z64 + pf_offs, pf_mask & (p + L1_PREFETCH < nz))
+
+
+@triton.jit
+def _march_strides(nx_s, su_z_s, su_y_s, so_z_s, so_y_s, SCALE: tl.constexpr, STATIC_SU_Z: tl.constexpr,
+                   STATIC_SU_Y: tl.constexpr, STATIC_SO_Z: tl.constexpr, STATIC_SO_Y: tl.constexpr):
+    """nx and the strides, which arrive divided by SCALE, multiplied back (Triton then knows they are
+    multiples of SCALE); with STATIC_SU_Z the strides are the compile-time ones (one compile per
+    grid layout): every neighbour row or plane is then a constant byte offset from the tile, which the
+    loads take as an immediate instead of computing a 64-bit address per load."""
+    nx = nx_s * SCALE
+    su_z = su_z_s * SCALE
+    su_y = su_y_s * SCALE
+    so_z = so_z_s * SCALE
+    so_y = so_y_s * SCALE
+    if STATIC_SU_Z != 0:
+        su_z = STATIC_SU_Z
+        su_y = STATIC_SU_Y
+        so_z = STATIC_SO_Z
+        so_y = STATIC_SO_Y
+    return nx, su_z, su_y, so_z, so_y
+
+
+@triton.jit
 def _scatter_z(win, plane, wz, R: tl.constexpr):
     """Add plane p's z contributions to the rolling window of accumulators.
 
@@ -416,19 +454,9 @@ def laplacian_zmarch_kernel(
     1: y tiles fastest, then x tiles, then z chunks; 2: x tiles fastest, then y tiles, then z chunks
     (the programs in flight read neighbouring addresses, which streams best).
     """
-    nx = nx_s * SCALE
-    su_z = su_z_s * SCALE
-    su_y = su_y_s * SCALE
-    so_z = so_z_s * SCALE
-    so_y = so_y_s * SCALE
-    if STATIC_SU_Z != 0:
-        # Strides known at compile time (one compile per grid layout): every neighbour row or plane
-        # is a constant byte offset from the tile, which the loads take as an immediate instead of
-        # computing a 64-bit address per load (measured: fewer instructions, no faster).
-        su_z = STATIC_SU_Z
-        su_y = STATIC_SU_Y
-        so_z = STATIC_SO_Z
-        so_y = STATIC_SO_Y
+    # Static strides (STATIC_SU_Z): measured fewer instructions, no faster.
+    nx, su_z, su_y, so_z, so_y = _march_strides(nx_s, su_z_s, su_y_s, so_z_s, so_y_s, SCALE, STATIC_SU_Z, STATIC_SU_Y,
+                                                STATIC_SO_Z, STATIC_SO_Y)
     tile_x, tile_y, z_begin, z_end = _march_program(nx, y_lo, y_hi, nz, R, BLOCK_Y, BLOCK_X, BLOCK_Z, GRID_ORDER)
     ys, xs, row_ok, row_mask, _out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo, x_hi, nx,
                                                             BLOCK_Y, BLOCK_X)
@@ -486,13 +514,12 @@ def laplacian_zmarch_kernel(
             # L1_PREFETCH planes ahead, every sector the plane's loads touch (y halo rows and the
             # x chunks' neighbour sectors included) is prefetched into L1: the loads of the loop
             # then hit L1 instead of waiting on L2/DRAM, and no register holds them.
-            pf_offs, pf_mask = _halo_sectors(x0, tile_y * BLOCK_Y + y_lo, nx, ny, su_y, R, BLOCK_Y, BLOCK_X, SECTOR)
-            for d in tl.static_range(0, L1_PREFETCH):
-                _prefetch_l1(u_ptr + (z_begin + d) * su_z64 + pf_offs, pf_mask & (z_begin + d < nz))
+            pf_offs, pf_mask = _l1_prefetch_start(u_ptr, z_begin, su_z64, nz, x0, tile_y * BLOCK_Y + y_lo, nx, ny, su_y,
+                                                  R, BLOCK_Y, BLOCK_X, SECTOR, L1_PREFETCH)
         for p in tl.range(z_begin, z_end, num_stages=NUM_STAGES, loop_unroll_factor=LOOP_UNROLL):
             base = u_ptr + p * su_z64
             if L1_PREFETCH > 0:
-                _prefetch_l1(base + L1_PREFETCH * su_z64 + pf_offs, pf_mask & (p + L1_PREFETCH < nz))
+                _l1_prefetch_ahead(base, p, nz, su_z64, pf_offs, pf_mask, L1_PREFETCH)
             if NUM_STAGES > 1:
                 plane = tl.load(base + u_offs, mask=row_mask, other=0.0)
             else:
@@ -530,13 +557,12 @@ def laplacian_zmarch_kernel(
             zz = z_begin + R + d
             pending = pending + (tl.load(u_ptr + zz * su_z64 + u_offs, mask=row_mask & (zz < nz), other=0.0),)
         if L1_PREFETCH > 0:
-            pf_offs, pf_mask = _halo_sectors(x0, tile_y * BLOCK_Y + y_lo, nx, ny, su_y, R, BLOCK_Y, BLOCK_X, SECTOR)
-            for d in tl.static_range(0, L1_PREFETCH):
-                _prefetch_l1(u_ptr + (z_begin + d) * su_z64 + pf_offs, pf_mask & (z_begin + d < nz))
+            pf_offs, pf_mask = _l1_prefetch_start(u_ptr, z_begin, su_z64, nz, x0, tile_y * BLOCK_Y + y_lo, nx, ny, su_y,
+                                                  R, BLOCK_Y, BLOCK_X, SECTOR, L1_PREFETCH)
         for p in tl.range(z_begin, z_end, loop_unroll_factor=LOOP_UNROLL):
             base = u_ptr + p * su_z64
             if L1_PREFETCH > 0:
-                _prefetch_l1(base + L1_PREFETCH * su_z64 + pf_offs, pf_mask & (p + L1_PREFETCH < nz))
+                _l1_prefetch_ahead(base, p, nz, su_z64, pf_offs, pf_mask, L1_PREFETCH)
             plane_hi = pending[0]
             ahead = p + R + PREFETCH
             pending = pending[1:] + (tl.load(u_ptr + ahead * su_z64 + u_offs, mask=row_mask & (ahead < nz), other=0.0),)
@@ -603,16 +629,8 @@ def laplacian_zwin_kernel(
     pointers to be multiples of VEC (16 bytes) and nx >= BLOCK_X (the launcher checks).
     Grid: 1D, x tiles fastest, then y tiles, then z chunks.
     """
-    nx = nx_s * VEC
-    su_z = su_z_s * VEC
-    su_y = su_y_s * VEC
-    so_z = so_z_s * VEC
-    so_y = so_y_s * VEC
-    if STATIC_SU_Z != 0:
-        su_z = STATIC_SU_Z
-        su_y = STATIC_SU_Y
-        so_z = STATIC_SO_Z
-        so_y = STATIC_SO_Y
+    nx, su_z, su_y, so_z, so_y = _march_strides(nx_s, su_z_s, su_y_s, so_z_s, so_y_s, VEC, STATIC_SU_Z, STATIC_SU_Y,
+                                                STATIC_SO_Z, STATIC_SO_Y)
     y_hi = ny - R
     tile_x, tile_y, zc = _march_tile(tl.program_id(0), tl.cdiv(nx, BLOCK_X), tl.cdiv(y_hi - R, BLOCK_Y),
                                      tl.cdiv(nz - 2 * R, BLOCK_Z), 2)
@@ -635,9 +653,8 @@ def laplacian_zwin_kernel(
     for j in tl.static_range(0, 2 * R + 1):
         win = win + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
     if L1_PREFETCH > 0:
-        pf_offs, pf_mask = _halo_sectors(x0, y0, nx, ny, su_y, R, BLOCK_Y, BLOCK_X, SECTOR)
-        for d in tl.static_range(0, L1_PREFETCH):
-            _prefetch_l1(u_ptr + (z_begin + d) * su_z64 + pf_offs, pf_mask & (z_begin + d < nz))
+        pf_offs, pf_mask = _l1_prefetch_start(u_ptr, z_begin, su_z64, nz, x0, y0, nx, ny, su_y, R, BLOCK_Y, BLOCK_X,
+                                              SECTOR, L1_PREFETCH)
     # Warm-up: planes z_begin-R .. z_begin-1 only feed the z terms of the first outputs.
     for i in tl.static_range(0, R):
         plane = tl.load(u_ptr + (z_begin - R + i) * su_z64 + u_offs)
@@ -649,7 +666,7 @@ def laplacian_zwin_kernel(
     for p in tl.range(z_begin, z_end, loop_unroll_factor=LOOP_UNROLL):
         base = u_ptr + p * su_z64
         if L1_PREFETCH > 0:
-            _prefetch_l1(base + L1_PREFETCH * su_z64 + pf_offs, pf_mask & (p + L1_PREFETCH < nz))
+            _l1_prefetch_ahead(base, p, nz, su_z64, pf_offs, pf_mask, L1_PREFETCH)
         plane = pending[0]
         pending = pending[1:] + (tl.load(u_ptr + tl.minimum(p + PREFETCH, nz - 1) * su_z64 + u_offs),)
         win = _scatter_z(win, plane, wz, R)

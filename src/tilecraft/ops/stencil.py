@@ -352,52 +352,10 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
     su_z, su_y, _ = u.stride()
     so_z, so_y, _ = out.stride()
     opts = {"num_warps": cfg.num_warps, "num_stages": max(1, cfg.num_stages)}
-    if cfg.maxnreg and u.device.type in ("cuda", "meta") and torch.version.hip is None:
+    if cfg.maxnreg and _nvidia(u):
         opts["maxnreg"] = cfg.maxnreg
-    if cfg.kernel == "zmarch":
-        n_prog = (triton_cdiv(nx, cfg.block_x) * triton_cdiv(ny - 2 * r, cfg.block_y)
-                  * triton_cdiv(nz - 2 * r, cfg.block_z))
-        vec = min(cfg.vec or 16 // u.element_size(), cfg.block_x)
-        # Tell Triton nx and the strides are multiples of vec (see the kernel's docstring).
-        scale = vec if all(v % vec == 0 for v in (nx, su_z, su_y, so_z, so_y)) else 1
-        args = (u, out, w, nz, ny, nx // scale, su_z // scale, su_y // scale, so_z // scale, so_y // scale,
-                r, ny - r, r, nx - r)
-        constexprs = dict(R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec, SCALE=scale,
-                          NONTEMPORAL=cfg.nontemporal, NUM_STAGES=max(1, cfg.num_stages), GRID_ORDER=cfg.zorder,
-                          PREFETCH=max(1, cfg.prefetch), Z_IN_REGS=cfg.z_in_regs, UNROLL_Z=cfg.unroll_z,
-                          PIPELINE_XY=cfg.pipeline_xy, LOOP_UNROLL=max(1, cfg.loop_unroll),
-                          # a cache hint (PTX prefetch): NVIDIA only; the interpreter cannot run inline asm
-                          L1_PREFETCH=cfg.l1_prefetch if _nvidia(u) else 0, SECTOR=32 // u.element_size(),
-                          **dict(zip(("STATIC_SU_Z", "STATIC_SU_Y", "STATIC_SO_Z", "STATIC_SO_Y"),
-                                     (su_z, su_y, so_z, so_y) if cfg.static_strides else (0, 0, 0, 0))),
-                          OFFS64=_plane_offsets_need_64bit(u, out, cfg.block_x))
-        return [KernelLaunch(_k.laplacian_zmarch_kernel, (n_prog,), args, constexprs, opts)]
-    if cfg.kernel == "zwin":
-        why = zwin_ok(u, out, cfg)
-        if why:
-            raise ValueError(why)
-        vec = 16 // u.element_size()
-        n_prog = (triton_cdiv(nx, cfg.block_x) * triton_cdiv(ny - 2 * r, cfg.block_y)
-                  * triton_cdiv(nz - 2 * r, cfg.block_z))
-        args = (u, out, w, nz, ny, nx // vec, su_z // vec, su_y // vec, so_z // vec, so_y // vec)
-        constexprs = dict(R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec,
-                          NONTEMPORAL=cfg.nontemporal, OFFS64=_plane_offsets_need_64bit(u, out, cfg.block_x),
-                          PREFETCH=max(1, cfg.prefetch), LOOP_UNROLL=max(1, cfg.loop_unroll),
-                          L1_PREFETCH=cfg.l1_prefetch if _nvidia(u) else 0, SECTOR=32 // u.element_size(),
-                          **dict(zip(("STATIC_SU_Z", "STATIC_SU_Y", "STATIC_SO_Z", "STATIC_SO_Y"),
-                                     (su_z, su_y, so_z, so_y) if cfg.static_strides else (0, 0, 0, 0))))
-        return [KernelLaunch(_k.laplacian_zwin_kernel, (n_prog,), args, constexprs, opts)]
-    if cfg.kernel == "rows":
-        n_prog = (triton_cdiv(nx, cfg.block_x) * triton_cdiv(ny - 2 * r, cfg.block_y)
-                  * triton_cdiv(nz - 2 * r, cfg.block_z))
-        vec = min(cfg.vec or 16 // u.element_size(), cfg.block_x)
-        scale = vec if all(v % vec == 0 for v in (nx, su_z, su_y, so_z, so_y)) else 1
-        args = (u, out, w, nz, ny, nx // scale, su_z // scale, su_y // scale, so_z // scale, so_y // scale,
-                r, ny - r, r, nx - r)
-        constexprs = {"R": r, "BLOCK_Y": cfg.block_y, "BLOCK_X": cfg.block_x, "BLOCK_Z": cfg.block_z, "VEC": vec,
-                      "SCALE": scale, "NONTEMPORAL": cfg.nontemporal, "MODE": rows_mode(cfg),
-                      "GRID_ORDER": cfg.zorder, "OFFS64": _plane_offsets_need_64bit(u, out, cfg.block_x)}
-        return [KernelLaunch(_k.laplacian_rows_kernel, (n_prog,), args, constexprs, opts)]
+    if cfg.kernel in ("zmarch", "zwin", "rows"):
+        return [_march_launch(u, out, w, r, cfg, opts)]
     if cfg.kernel == "tma":
         return [_tma_launch(u, out, w, r, cfg)]
     if cfg.kernel != "plane":
@@ -422,6 +380,46 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
                           NONTEMPORAL=cfg.nontemporal, GRID_ORDER=cfg.grid_order, GROUP_Y=cfg.group_y)
         plan.append(KernelLaunch(_k.laplacian_plane_kernel, grid, args, constexprs, opts))
     return plan
+
+
+
+def _march_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, cfg: StencilConfig,
+                  opts: dict) -> KernelLaunch:
+    """The launch of a z-marching kernel (``zmarch``, ``zwin``, ``rows``): one program per column
+    of tiles and chunk of planes."""
+    nz, ny, nx = u.shape
+    su_z, su_y, _ = u.stride()
+    so_z, so_y, _ = out.stride()
+    n_prog = (triton_cdiv(nx, cfg.block_x) * triton_cdiv(ny - 2 * r, cfg.block_y)
+              * triton_cdiv(nz - 2 * r, cfg.block_z))
+    # What zmarch and zwin share.
+    march = dict(R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, NONTEMPORAL=cfg.nontemporal,
+                 PREFETCH=max(1, cfg.prefetch), LOOP_UNROLL=max(1, cfg.loop_unroll),
+                 # a cache hint (PTX prefetch): NVIDIA only; the interpreter cannot run inline asm
+                 L1_PREFETCH=cfg.l1_prefetch if _nvidia(u) else 0, SECTOR=32 // u.element_size(),
+                 **dict(zip(("STATIC_SU_Z", "STATIC_SU_Y", "STATIC_SO_Z", "STATIC_SO_Y"),
+                            (su_z, su_y, so_z, so_y) if cfg.static_strides else (0, 0, 0, 0))),
+                 OFFS64=_plane_offsets_need_64bit(u, out, cfg.block_x))
+    if cfg.kernel == "zwin":
+        why = zwin_ok(u, out, cfg)
+        if why:
+            raise ValueError(why)
+        vec = 16 // u.element_size()
+        args = (u, out, w, nz, ny, nx // vec, su_z // vec, su_y // vec, so_z // vec, so_y // vec)
+        return KernelLaunch(_k.laplacian_zwin_kernel, (n_prog,), args, dict(march, VEC=vec), opts)
+    vec = min(cfg.vec or 16 // u.element_size(), cfg.block_x)
+    # Tell Triton nx and the strides are multiples of vec (see the zmarch kernel's docstring).
+    scale = vec if all(v % vec == 0 for v in (nx, su_z, su_y, so_z, so_y)) else 1
+    args = (u, out, w, nz, ny, nx // scale, su_z // scale, su_y // scale, so_z // scale, so_y // scale,
+            r, ny - r, r, nx - r)
+    if cfg.kernel == "zmarch":
+        constexprs = dict(march, VEC=vec, SCALE=scale, NUM_STAGES=max(1, cfg.num_stages), GRID_ORDER=cfg.zorder,
+                          Z_IN_REGS=cfg.z_in_regs, UNROLL_Z=cfg.unroll_z, PIPELINE_XY=cfg.pipeline_xy)
+        return KernelLaunch(_k.laplacian_zmarch_kernel, (n_prog,), args, constexprs, opts)
+    constexprs = {"R": r, "BLOCK_Y": cfg.block_y, "BLOCK_X": cfg.block_x, "BLOCK_Z": cfg.block_z, "VEC": vec,
+                  "SCALE": scale, "NONTEMPORAL": cfg.nontemporal, "MODE": rows_mode(cfg),
+                  "GRID_ORDER": cfg.zorder, "OFFS64": _plane_offsets_need_64bit(u, out, cfg.block_x)}
+    return KernelLaunch(_k.laplacian_rows_kernel, (n_prog,), args, constexprs, opts)
 
 
 def zwin_ok(u: torch.Tensor, out: torch.Tensor, cfg: StencilConfig) -> str | None:

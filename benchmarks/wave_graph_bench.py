@@ -12,7 +12,6 @@ the rounds (each round's time is itself a median of many steps).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
@@ -21,7 +20,6 @@ import wave_rounds
 from tilecraft.bench.harness import write_results
 from tilecraft.bench.wave import CPML_CONFIGS, cpml_step_suite, simulate_suite
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
-from tilecraft.hardware.device import detect
 
 
 def main() -> int:
@@ -32,13 +30,11 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("needs a GPU", file=sys.stderr)
+    started = wave_rounds.start()
+    if started is None:
         return 2
-    info = detect()
-    say = lambda m: print(m, flush=True)
-    copy = measure_copy_bandwidth()
-    say(f"copy {copy:.3f} TB/s")
+    info, copy = started
+    say = wave_rounds.say
     labels = {0: "launched (default config)", 2: "previous default (75154d9)"}
     records = cpml_step_suite(args.n, 8, torch.float32, 20, configs=(CPML_CONFIGS[0], CPML_CONFIGS[2]),
                               device="cuda", copy_tbps=copy, budget_s=args.budget, unfused=False, say=say,

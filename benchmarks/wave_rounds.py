@@ -1,9 +1,31 @@
-"""The table the wave round scripts (``wave_graph_bench.py``, ``wave_streams_bench.py``) print at the
-end: per label the rounds' times, their median, the fraction of the copy bandwidth measured in the
-same run (and GPts/s), and the correctness check each record carries."""
+"""What the wave round scripts (``wave_graph_bench.py``, ``wave_streams_bench.py``) share: the run's
+start (a GPU, the device, the copy bandwidth of the same run) and the table they print at the end:
+per label the rounds' times, their median, the fraction of the copy bandwidth measured in the same
+run (and GPts/s), and the correctness check each record carries."""
 from __future__ import annotations
 
 import statistics
+import sys
+
+import torch
+
+from tilecraft.hardware.ceilings import measure_copy_bandwidth
+from tilecraft.hardware.device import detect
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+def start():
+    """(device info, copy bandwidth in TB/s measured now), or None without a GPU (said on stderr)."""
+    if not torch.cuda.is_available():
+        print("needs a GPU", file=sys.stderr)
+        return None
+    info = detect()
+    copy = measure_copy_bandwidth()
+    say(f"copy {copy:.3f} TB/s")
+    return info, copy
 
 
 def print_groups(groups: dict[str, list], copy: float, copy2: float, *, key_width: int = 44,

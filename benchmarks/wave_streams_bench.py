@@ -25,7 +25,6 @@ Writes wave-streams.json (Records) and prints the medians over the rounds.
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,7 +34,6 @@ import wave_rounds
 from tilecraft.bench.harness import write_results
 from tilecraft.bench.wave import CPML_CONFIGS, cpml_step_suite, simulate_suite
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
-from tilecraft.hardware.device import detect
 from tilecraft.ops.wave import MARCH_REGS, MARCH_TILES, PSI_TILES
 
 D = CPML_CONFIGS[-1]  # the default before this round (one stream, a psi launch for x)
@@ -83,13 +81,11 @@ def main() -> int:
     ap.add_argument("--run", type=int, default=2, choices=sorted(RUNS))
     args = ap.parse_args()
     variants, graphed, parts, simulated = RUNS[args.run]
-    if not torch.cuda.is_available():
-        print("needs a GPU", file=sys.stderr)
+    started = wave_rounds.start()
+    if started is None:
         return 2
-    info = detect()
-    say = lambda m: print(m, flush=True)
-    copy = measure_copy_bandwidth()
-    say(f"copy {copy:.3f} TB/s")
+    info, copy = started
+    say = wave_rounds.say
     records = cpml_step_suite(args.n, 8, torch.float32, 20, configs=tuple(variants.values()), device="cuda",
                               copy_tbps=copy, budget_s=args.budget, unfused=False, say=say,
                               graphs=[variants[k] for k in graphed], parts=parts, rounds=args.rounds)

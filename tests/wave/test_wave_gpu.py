@@ -114,6 +114,21 @@ def _same_axes(g0, g1):
         assert torch.equal(x.psi[0], y.psi[0]) and torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta)
 
 
+def _steps(p, pp, m, sp, lo, hi, axes, cfg, n_steps):
+    """n_steps CPML steps of ``cfg`` in place (out is p_prev) on copies of p, pp and float32 copies of
+    the axes, then one more into a NaN-poisoned output: (the two fields, that output, the axes)."""
+    got = _cast(axes, torch.float32)
+    f = [p.clone(), pp.clone()]
+    for n in range(n_steps):
+        a, b = f[n % 2], f[(n + 1) % 2]
+        ops.cpml_step(a, b, m, b, 8, sp, lo, hi, got, "triton", None, cfg)
+        for ax in got:
+            ax.swap()
+    out = torch.full_like(pp, math.nan)
+    ops.cpml_step(f[0], f[1], m, out, 8, sp, lo, hi, got, "triton", None, cfg)
+    return f, out, got
+
+
 def _launched_and_graphed(p, pp, m, sp, lo, hi, axes, cfg):
     """Three CPML steps launched, and three replayed from the benchmark's CUDA graphs
     (``graphed_cpml_step``: fixed fields, NaN-poisoned output), give the same bits. The boundary
@@ -216,16 +231,7 @@ def test_two_streams_give_the_one_stream_bits():
                 replace(x8, streams=True, side_priority=-1)]
     results = []
     for cfg in variants:
-        got = _cast(axes, torch.float32)
-        f = [p.clone(), pp.clone()]
-        for n in range(4):  # in place: out is p_prev
-            a, b = f[n % 2], f[(n + 1) % 2]
-            ops.cpml_step(a, b, m, b, 8, sp, lo, hi, got, "triton", None, cfg)
-            for ax in got:
-                ax.swap()
-        out = torch.full_like(pp, math.nan)
-        ops.cpml_step(f[0], f[1], m, out, 8, sp, lo, hi, got, "triton", None, cfg)
-        results.append((f, out, got))
+        results.append(_steps(p, pp, m, sp, lo, hi, axes, cfg, 4))
         if cfg.streams:
             assert ops._side_stream(p.device, cfg.side_priority)[0].priority <= (0 if cfg.side_priority == 0 else -1)
     f0, o0, g0 = results[0]
@@ -255,15 +261,7 @@ def test_psi_x_inside_the_layer_launches_on_the_gpu():
     assert ops._march_plan(p, 8, tuple(lo), tuple(hi), kaxes, 3, fused, 128)[-1]
     results = []
     for cfg in (base, fused, replace(fused, streams=True, side_priority=-1)):
-        got = _cast(axes, torch.float32)
-        f = [p.clone(), pp.clone()]
-        for n in range(3):
-            a, b = f[n % 2], f[(n + 1) % 2]
-            ops.cpml_step(a, b, m, b, 8, sp, lo, hi, got, "triton", None, cfg)
-            for ax in got:
-                ax.swap()
-        out = torch.full_like(pp, math.nan)
-        ops.cpml_step(f[0], f[1], m, out, 8, sp, lo, hi, got, "triton", None, cfg)
+        _f, out, got = _steps(p, pp, m, sp, lo, hi, axes, cfg, 3)
         assert not torch.isnan(out[tuple(slice(a, b) for a, b in zip(lo, hi))]).any()
         results.append((out, got))
     (o0, g0) = results[0]

@@ -816,7 +816,7 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
     head = _layer_args(p3, pp3, m3, o3, order, spacing, kaxes)
     for name, table, n_prog, kw in launches:
         if "layers" in parts or name in parts:
-            _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-1], *strides, head[-1]], kw)
+            _launch_layer(head, table, strides, n_prog, kw)
 
 
 def _layer_args(p3, pp3, m3, o3, order: int, spacing, kaxes) -> list:
@@ -830,6 +830,12 @@ def _layer_args(p3, pp3, m3, o3, order: int, spacing, kaxes) -> list:
         per_axis += ([ax.psi[1], ax.zeta, ax.a, ax.b, _cpml_weights(order, ax.h, p3.dtype, p3.device)] if ax is not None
                      else [w] * 5)  # never read
     return [p3, pp3, m3, o3, w, *per_axis, kaxes[2].psi[0] if 2 in kaxes else w]
+
+
+def _launch_layer(head: list, table, strides: list, n_prog: int, kw: dict) -> None:
+    """One ``wave_layer_kernel`` launch: ``head`` from ``_layer_args``, the launch's box table, the
+    plan's integer arguments."""
+    _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-1], *strides, head[-1]], kw)
 
 
 _STREAMS: dict[tuple, tuple] = {}
@@ -874,7 +880,7 @@ def _march_streams(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml, kaxes, cfg
             psi_done.record(side)
             for (_name, table, n_prog, kw), later in zip(launches, late):
                 if not later:
-                    _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-1], *strides, head[-1]], kw)
+                    _launch_layer(head, table, strides, n_prog, kw)
             join.record(side)
 
     if pcfg.interior_first:
@@ -887,7 +893,7 @@ def _march_streams(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml, kaxes, cfg
         main.wait_event(join if wait_all else psi_done)
         for (_name, table, n_prog, kw), later in zip(launches, late):
             if later:
-                _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-1], *strides, head[-1]], kw)
+                _launch_layer(head, table, strides, n_prog, kw)
     main.wait_event(join)
 
 

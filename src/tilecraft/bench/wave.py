@@ -20,15 +20,7 @@ import torch
 
 from tilecraft.bench.harness import Record, time_rotating
 from tilecraft.ops import wave as ops
-from tilecraft.ops.wave import (
-    MARCH_REGS,
-    MARCH_REGS_PSI_X,
-    MARCH_TILES,
-    MARCH_TILES_PREVIOUS,
-    PSI_TILES,
-    CpmlConfig,
-    WaveConfig,
-)
+from tilecraft.ops.wave import MARCH_REGS, MARCH_TILES, MARCH_TILES_PREVIOUS, PSI_TILES, CpmlConfig, WaveConfig
 from tilecraft.reference.wave import wave_step_torch
 from tilecraft.wave.boundaries import Layout
 
@@ -208,9 +200,7 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
 # Launch configurations of the CPML kernel swept on a GPU (the interior runs the default WaveConfig).
 # (The folded variants, 2.7-3.3 ms, were dropped from the default list after 75154d9.)
 CPML_CONFIGS = (
-    CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS_PSI_X, march_tiles=MARCH_TILES,
-               psi_tiles=PSI_TILES, interior_first=True, streams=True, side_priority=-1,
-               psi_x_fused=True),  # default
+    ops.default_cpml_config(torch.device("cuda")),  # the default on GPUs
     CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS, march_tiles=MARCH_TILES,
                psi_tiles=PSI_TILES),  # the same, psi launches before the interior
     CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS,

@@ -44,6 +44,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from tilecraft.kernels.gemm import _activation
+
 
 @gluon.jit
 def _tile_mn(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
@@ -155,22 +157,6 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
 
 
 @gluon.jit
-def _activation(x, ACTIVATION: gl.constexpr):
-    """As ``tilecraft.kernels.gemm._activation`` (the same formulas, so both paths round alike):
-    1 relu, 2 gelu (erf), 3 gelu (tanh, through a sigmoid), 4 silu."""
-    if ACTIVATION == 1:
-        x = gl.where(x > 0, x, 0)
-    elif ACTIVATION == 2:
-        x = 0.5 * x * (1.0 + gl.erf(x * 0.7071067811865476))
-    elif ACTIVATION == 3:
-        u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
-        x = x * (1 / (1 + gl.exp(-(2.0 * u))))
-    elif ACTIVATION == 4:
-        x = x * (1 / (1 + gl.exp(-x)))
-    return x
-
-
-@gluon.jit
 def _epilogue(x, off_m, off_n, M, N, epi, EPI_INT: gl.constexpr, HAS_ALPHA: gl.constexpr, HAS_C: gl.constexpr,
               HAS_BIAS: gl.constexpr, BIAS_ROWS: gl.constexpr, ACTIVATION: gl.constexpr):
     """``act(alpha * x + beta * C + bias)`` on one chunk of the tile (rows ``off_m``.., columns
@@ -206,7 +192,7 @@ def _epilogue(x, off_m, off_n, M, N, epi, EPI_INT: gl.constexpr, HAS_ALPHA: gl.c
             x = x + gl.load(bias_ptr + rows, mask=mask_r, other=0).to(EPI)[:, None]
         else:
             x = x + gl.load(bias_ptr + cols, mask=mask_c, other=0).to(EPI)[None, :]
-    return _activation(x, ACTIVATION)
+    return _activation(x, ACTIVATION)  # the Triton kernels' own (tilecraft.kernels.gemm)
 
 
 @gluon.jit

@@ -526,13 +526,12 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 # S_{j+1} done (groups retire in order); P_j V_j may still run: softmax beside it
                 qk = warpgroup_mma_wait(1, deps=(qk,))
                 mbarrier.arrive(k_empty.index(s1))
+                pn, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
+                                                      qk_scale, CAUSAL, POLY, TREE)
                 if EARLY:
-                    pn, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
-                                                          qk_scale, CAUSAL, POLY, TREE)
                     pn_op = gl.convert_layout(pn.to(dtype), p_layout)  # beside the exp2s, before the wait
                 else:
-                    p, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
-                                                         qk_scale, CAUSAL, POLY, TREE)
+                    p = pn
                 # the blocking wait in a block of its own (see attention_fwd_gluon_kernel): ptxas
                 # would otherwise hoist it above the exp2s
                 if qk_scale > 0.0:
@@ -554,14 +553,13 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 acc, qk, p_op = warpgroup_mma_wait(0, deps=(acc, qk, p_op))
                 mbarrier.arrive(v_empty.index(s))
                 mbarrier.arrive(k_empty.index(s1))
+                pn, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
+                                                    qk_scale, CAUSAL, POLY, TREE)
                 if EARLY:
-                    pn, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
-                                                        qk_scale, CAUSAL, POLY, TREE)
                     acc = acc * gl.convert_layout(alpha, row_o)[:, None]
                     p_op = gl.convert_layout(pn.to(dtype), p_layout)
                 else:
-                    p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
-                                                       qk_scale, CAUSAL, POLY, TREE)
+                    p = pn
         if SEPARATE_O:
             mbarrier.arrive(q_empty.index(c))  # every Q K^T of the tile has retired
         # turn n_tiles: the last P V

@@ -361,3 +361,14 @@ def test_psi_x_inside_the_layer_launches_gives_the_march_bits(shape, order, widt
         (a, a_ax), (b, b_ax) = res
         assert torch.equal(a, b)
         assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(a_ax, b_ax))
+
+
+@pytest.mark.parametrize("kw,err", [({"x_align": 0}, ValueError), ({"x_align": -4}, ValueError),
+                                    ({"x_align": 4.0}, ValueError), ({"x_align": True}, ValueError),
+                                    ({"side_priority": 0.5}, TypeError), ({"side_priority": None}, TypeError)])
+def test_cpml_config_rejects_bad_x_align_and_priority(kw, err):
+    """x_align: tiles start at its multiples (0 would divide by zero in the planning); side_priority:
+    a CUDA stream priority. Both refused when the configuration is made, before any launch."""
+    with pytest.raises(err, match=next(iter(kw))):
+        CpmlConfig(4, 128, 8, 4, march=True, **kw)
+    assert CpmlConfig(4, 128, 8, 4, x_align=4, side_priority=-1).x_align == 4

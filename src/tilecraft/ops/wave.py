@@ -360,6 +360,13 @@ class CpmlConfig:
     split_interior: bool = False
     psi_x_fused: bool = False
 
+    def __post_init__(self):
+        if isinstance(self.x_align, bool) or not isinstance(self.x_align, int) or self.x_align < 1:
+            raise ValueError(f"x_align must be a positive int (the x tiles start at its multiples), got {self.x_align!r}")
+        if isinstance(self.side_priority, bool) or not isinstance(self.side_priority, int):
+            raise TypeError(f"side_priority must be an int (a CUDA stream priority: 0 normal, -1 high), "
+                            f"got {self.side_priority!r}")
+
     def as_dict(self) -> dict:
         return asdict(self)
 

@@ -1,9 +1,10 @@
-"""Rounds 7 and 10 of the sm90 forward (docs/attention.md), against cuDNN, timed alternately in one run:
+"""Rounds 7, 10 and 11 of the sm90 forward (docs/attention.md), against cuDNN, timed alternately in one run:
 round 7 the persistent warp-specialised kernel and the FMA-unit exp2 split (``--set round7``), round 10
-the ws softmax's early rescale / tree reductions and three consumer warpgroups (``--set round10``).
+the ws softmax's early rescale / tree reductions and three consumer warpgroups (``--set round10``), round 11
+paired causal tiles and a register cap for D64 causal (``--set round11``).
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/attention_round7.py OUT_DIR [--deadline S] [--rounds R]
-        [--shapes d128,d128c,d64,d64c,d256,d256c] [--set round7|round10]
+        [--shapes d128,d128c,d64,d64c,d256,d256c] [--set round7|round10|round10b|round11]
 
 Per shape: every candidate is first checked against the float64 reference on odd-length shapes
 (``ba.check_forward``: B1, lengths 1000/17 and the timed one with two K/V head groups), then at the
@@ -76,16 +77,29 @@ CANDIDATES10B = {
     "d256": [W(64, overlap=True), W(64, overlap=True, **ET)],
     "d256c": [W(64, overlap=True), W(64, overlap=True, **ET)],
 }
-CANDIDATE_SETS = {"round7": CANDIDATES, "round10": CANDIDATES10, "round10b": CANDIDATES10B}
+# round 11: paired causal tiles (a program takes query tiles n_m - 1 - i and i: every program about the same
+# work, no tail of long tiles) for D64 causal, where the Triton kernel is the default; the one-partition
+# Gluon kernel with a 128-register cap (two programs per SM: causal compiled to 132 registers, one per SM).
+# d64 and d128c: the defaults alone (the Gluon kernels were restructured: no regression expected)
+P = {"paired": True}
+CANDIDATES11 = {
+    "d64c": [F(128, 64, 8, 3, **P), F(128, 64, 8, 3, True, **P), F(128, 128, 8, 2, True, gluon=True, overlap=False, maxnreg=128),
+             F(128, 128, 8, 2, True, gluon=True, overlap=False, maxnreg=128, **P),
+             F(128, 64, 8, 3, True, gluon=True, overlap=False, **P), F(128, 64, 8, 4, True, gluon=True, overlap=False, **P),
+             G(64, 4), F(128, 64, 8, 2, True, gluon=True, overlap=True, **P)],
+    "d64": [], "d128c": [],
+}
+CANDIDATE_SETS = {"round7": CANDIDATES, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11}
 
 
 def label(cfg: ops.FwdConfig) -> str:
+    extra = (" paired" if cfg.paired else "") + (f" maxnreg{cfg.maxnreg}" if cfg.maxnreg else "")
     if not cfg.gluon:
-        return f"triton {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}"
+        return f"triton{' tma' if cfg.tma else ''} {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}" + extra
     kind = "ws-pp" if cfg.ws else "gluon"
     return (f"{kind} {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}" + (" overlap" if cfg.overlap else "")
             + (" persistent" if cfg.persistent else "") + (f" poly{cfg.poly}" if cfg.poly else "")
-            + (" early" if cfg.early else "") + (" tree" if cfg.tree else ""))
+            + (" early" if cfg.early else "") + (" tree" if cfg.tree else "") + extra)
 
 
 def run_ours(cfg, causal):
@@ -141,7 +155,7 @@ def check_job(name: str, cfg_dict: dict) -> tuple[bool, str]:
     shape = shape_of(name)
     gen = torch.Generator(device="cuda").manual_seed(7)
     inputs = ba.make_inputs(shape, torch.bfloat16, "cuda", gen)
-    twin = F(**{**cfg_dict, "persistent": False}) if cfg.persistent else None
+    twin = F(**{**cfg_dict, "persistent": False, "paired": False}) if cfg.persistent or cfg.paired else None
     try:
         return check(cfg, shape, twin, inputs)
     except Exception as exc:  # noqa: BLE001 - a compile or launch failure is a result here

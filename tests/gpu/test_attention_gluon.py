@@ -230,3 +230,36 @@ def test_public_api_gradients_through_the_gluon_lse(monkeypatch, causal):
     assert rel(o, ro.detach()) < FWD_TOL[torch.bfloat16]
     for g, r in zip(grads, rg):
         assert rel(g, r) < 2.5e-2
+
+
+# paired causal tiles (n_m - 1 - i, then i, in one program): the one-partition Gluon kernel (the K/V rings'
+# slots and phases carry on into the second tile), capped at 128 registers, and the Triton kernels
+PAIRED_CONFIGS = [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, paired=True, maxnreg=128),
+                  ops.FwdConfig(128, 64, 8, 3, tma=True, gluon=True, overlap=False, paired=True),
+                  ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, paired=True),
+                  ops.FwdConfig(128, 64, 8, 3, paired=True),
+                  ops.FwdConfig(128, 64, 8, 3, tma=True, paired=True)]
+PAIRED_CASES = [(2, 2, 2, 1000, 1000, 64, True), (1, 4, 1, 17, 17, 64, True), (1, 4, 2, 300, 170, 64, True),
+                (1, 2, 2, 640, 1000, 64, True), (2, 16, 4, 1000, 600, 64, True), (1, 2, 2, 257, 257, 128, True)]
+
+
+@pytest.mark.parametrize("case", PAIRED_CASES, ids=lambda c: "B{}H{}/{}S{}x{}D{}".format(*c[:6]))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_paired_causal_tiles_match_float64_and_the_one_tile_grid(case, dtype):
+    """Odd and even query-tile counts (the middle tile alone), S_q > S_k (heavy tiles with no key),
+    S_q < S_k, grouped heads: against float64, and bit-equal to the same tiles one per program."""
+    b, h, h_kv, s_q, s_k, d, causal = case
+    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 11)
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
+    ref_o, ref_l = attention_reference(q, k, v, causal=causal)
+    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+    for cfg in PAIRED_CONFIGS:
+        res = []
+        for c in (cfg, ops.FwdConfig(**{**cfg.as_dict(), "paired": False})):
+            out = torch.full_like(q, float("nan"))
+            lse = torch.full((b, h, s_q), float("nan"), device="cuda")
+            ops.launch_fwd(q, k, v, out, lse, None, None, p, c)
+            torch.cuda.synchronize()
+            check(out, lse, ref_o, ref_l, dtype)
+            res.append((out, lse))
+        assert torch.equal(res[0][0], res[1][0]) and torch.equal(res[0][1], res[1][1]), cfg

@@ -183,6 +183,64 @@ def test_tma_forward_matches_reference(case, gen):
     assert rel(out4, attention_reference(q4, k4, v4)[0]) < FWD_TOL[torch.bfloat16]
 
 
+# (B, H, H_kv, S_q, S_k, D): 1, 3 (odd: a middle tile alone) and 4 query tiles of 16, S_q > S_k
+# (rows that see no key, heavy tiles with no key tile), S_q < S_k, a ragged tail
+PAIRED_CASES = [(1, 2, 2, 9, 9, 64), (2, 4, 2, 40, 21, 96), (1, 3, 3, 64, 64, 32), (1, 2, 1, 33, 100, 128),
+                (1, 1, 1, 17, 17, 64)]
+
+
+@pytest.mark.parametrize("kind", ["pointer", "tma"])
+@pytest.mark.parametrize("case", PAIRED_CASES, ids=lambda c: "B{}H{}/{}S{}x{}D{}".format(*c))
+def test_paired_causal_tiles_match_reference(case, kind, gen):
+    """``paired``: each program takes query tiles n_m - 1 - i and i (half the grid): every tile is
+    written once, as the reference has it; non-causal calls ignore the option (the plain grid)."""
+    b, h, h_kv, s_q, s_k, d = case
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, torch.bfloat16)
+    cfg = ops.FwdConfig(16, 16, 4, 1, tma=kind == "tma", paired=True)
+    for causal in (True, False):
+        p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+        tiles = -(-s_q // 16)
+        assert ops.fwd_grid(p, cfg) == ((tiles + 1) // 2 if causal else tiles, b * h)
+        out, lse = run_poisoned(q, k, v, causal, cfg)
+        ref, ref_lse = attention_reference(q, k, v, causal=causal)
+        assert rel(out, ref) < FWD_TOL[torch.bfloat16]
+        check_lse(lse, ref_lse)
+        # the same bits as one tile per program (the same tiles, the same order of key tiles)
+        plain, plain_lse = run_poisoned(q, k, v, causal, ops.FwdConfig(16, 16, 4, 1, tma=kind == "tma"))
+        assert torch.equal(out, plain) and torch.equal(lse, plain_lse)
+
+
+def test_paired_varlen_forward(gen, monkeypatch):
+    """Packed batches with paired tiles: a short sequence's heavy tile (past its length) is skipped."""
+    monkeypatch.setattr(ops, "INTERPRETER_FWD", ops.FwdConfig(16, 16, 4, 1, paired=True))
+    grids = []
+    fwd_grid = ops.fwd_grid
+    monkeypatch.setattr(ops, "fwd_grid", lambda p, cfg: grids.append(fwd_grid(p, cfg)) or grids[-1])
+    lens_q, lens_k = [1, 47, 0, 20], [3, 47, 5, 20]
+    cu_q, cu_k = (torch.tensor([0, *torch.tensor(n).cumsum(0).tolist()], dtype=torch.int32) for n in (lens_q, lens_k))
+    q = torch.randn(sum(lens_q), 2, 64, generator=gen).to(torch.bfloat16)
+    k, v = (torch.randn(sum(lens_k), 2, 64, generator=gen).to(torch.bfloat16) for _ in range(2))
+    out, lse = tilecraft.attention(q, k, v, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, return_lse=True)
+    ref, ref_lse = attention_varlen_reference(q, k, v, cu_q, cu_k, causal=True)
+    assert grids == [(2, 4 * 2)]  # 3 tiles of the longest sequence, paired
+    assert rel(out, ref) < FWD_TOL[torch.bfloat16]
+    check_lse(lse, ref_lse)
+
+
+def test_paired_config_rules():
+    for bad in (dict(tma=True, persistent=True), dict(tma=True, producer_consumer=True)):
+        with pytest.raises(ValueError, match="paired"):
+            ops.FwdConfig(16, 16, 4, 1, paired=True, **bad)
+    with pytest.raises(ValueError, match="paired"):
+        ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, ws=True, paired=True)
+    for bad in (dict(maxnreg=16), dict(maxnreg=256), dict(maxnreg=128, tma=True, gluon=True, ws=True)):
+        with pytest.raises(ValueError, match="maxnreg"):
+            ops.FwdConfig(128, 128, 8, 2, **bad)
+    # the interpreter takes no register cap: the launch leaves it out on CPU tensors
+    assert ops._maxnreg(ops.FwdConfig(16, 16, 4, 1, maxnreg=128), torch.device("cpu")) == {}
+    assert ops._maxnreg(ops.FwdConfig(16, 16, 4, 1, maxnreg=128), torch.device("cuda")) == {"maxnreg": 128}
+
+
 @pytest.mark.parametrize("case", [(2, 4, 2, 40, 21, 96, True), (1, 2, 1, 17, 50, 64, False), (1, 2, 2, 24, 64, 64, False),
                                   (1, 3, 3, 19, 45, 128, True), (1, 2, 1, 1, 1, 64, True)],
                          ids=["gqa-causal-sq>sk", "mqa-ragged", "aligned-no-mask", "causal-sq<sk", "one"])

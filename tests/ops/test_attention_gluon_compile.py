@@ -219,3 +219,18 @@ def test_fma_exp2_constants():
         ints = np.arange(-126, 1, dtype=np.float32)
         assert np.array_equal(exp2_fma(ints), np.exp2(ints))
         assert np.all(exp2_fma(np.array([-127.0, -200.0, -1e30, -np.inf], np.float32)) == 0)
+
+
+@pytest.mark.parametrize("cfg", [ops.FwdConfig(128, 64, 8, 3, tma=True, gluon=True, overlap=False, paired=True),
+                                 ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, maxnreg=128)],
+                         ids=["paired-128x64-s3", "128x128-maxnreg128"])
+def test_gluon_paired_and_capped_forward_compiles_for_two_programs_per_sm(cfg):
+    """Paired causal tiles unroll the two tiles (the rings' second pass, a second Q load and O store);
+    a 128-register cap brings D64 causal 128x128 (132 registers uncapped) to two programs per SM."""
+    res = ba.gluon_compile_report(ba.Shape(8, 16, 16, 2048, 2048, 64, True), torch.bfloat16, cfg)
+    assert res["error"] is None, res["error"]
+    assert res["spills"] == 0 and res["registers"] <= 128
+    assert res["occupancy"] == 16  # warps per SM: two 8-warp programs
+    loads = res["census"].get("sass:UTMALDG", 0)
+    assert res["census"].get("sass:UTMASTG", 0) == (2 if cfg.paired else 1)
+    assert loads >= (6 if cfg.paired else 3)

@@ -127,8 +127,9 @@ def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = 
               "CU_K": "*i32:16", **strides("q", q_str), **strides("k", k_str), **strides("v", k_str),
               **strides("do", q_str), **strides("dq", q_str), **lse, **ints, "sm_scale": "fp32", "qk_scale": "fp32"}
     out = [{"kernel": "attention_fwd_kernel", "signature": fwd_sig,
-            "constexprs": dict(shared, BLOCK_M=fwd.block_m, BLOCK_N=fwd.block_n, WARP_SPECIALIZE=fwd.warp_specialize),
-            "num_warps": fwd.num_warps, "num_stages": fwd.num_stages},
+            "constexprs": dict(shared, BLOCK_M=fwd.block_m, BLOCK_N=fwd.block_n, WARP_SPECIALIZE=fwd.warp_specialize,
+                               PAIRED=fwd.paired and s.causal),
+            "num_warps": fwd.num_warps, "num_stages": fwd.num_stages, "maxnreg": fwd.maxnreg or None},
            {"kernel": "attention_bwd_dkdv_kernel", "signature": dkdv_sig,
             "constexprs": dict(shared, BLOCK_M=bwd.block_m1, BLOCK_N=bwd.block_n1, ATOMIC_DQ=not deterministic),
             "num_warps": bwd.num_warps, "num_stages": bwd.num_stages}]
@@ -145,7 +146,7 @@ def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = 
                                   "BH": _int_hint(s.batch * s.heads)},
                     "constexprs": {"HEAD_DIM": d, "BLOCK_D": bd, "CAUSAL": s.causal, "BLOCK_M": tma_cfg.block_m,
                                    "BLOCK_N": tma_cfg.block_n, "WARP_SPECIALIZE": tma_cfg.warp_specialize,
-                                   "PERSISTENT": tma_cfg.persistent},
+                                   "PERSISTENT": tma_cfg.persistent, "PAIRED": tma_cfg.paired and s.causal},
                     "num_warps": tma_cfg.num_warps, "num_stages": tma_cfg.num_stages})
     if deterministic:
         out.append({"kernel": "attention_bwd_dq_kernel", "signature": dq_sig,
@@ -166,7 +167,8 @@ def compile_report(s: Shape, dtype: torch.dtype, target: str = "sm90", fwd: ops.
         if kernels and k["kernel"] not in kernels:
             continue
         res = cross_compile("tilecraft.kernels.attention", k["kernel"], k["signature"], k["constexprs"], target,
-                            num_warps=k["num_warps"], num_stages=k["num_stages"], timeout_s=timeout_s)
+                            num_warps=k["num_warps"], num_stages=k["num_stages"], maxnreg=k.get("maxnreg"),
+                            timeout_s=timeout_s)
         d = res.as_dict()
         d["config"] = {kk: v for kk, v in k["constexprs"].items() if kk.startswith("BLOCK")}
         d["config"].update(num_warps=k["num_warps"], num_stages=k["num_stages"])
@@ -199,9 +201,10 @@ def gluon_kernel_signature(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig) -> 
         return {"kernel": "attention_fwd_gluon_ws_kernel", "signature": sig, "constexprs": cx, "num_warps": 4,
                 "num_stages": cfg.num_stages, "maxnreg": ops.ws_registers(cfg)[2]}
     cx = {"HEAD_DIM": s.head_dim, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages,
-          "CAUSAL": s.causal, "PIPELINE": cfg.overlap, "num_warps": cfg.num_warps, "POLY": cfg.poly}
+          "CAUSAL": s.causal, "PIPELINE": cfg.overlap, "num_warps": cfg.num_warps, "POLY": cfg.poly,
+          "PAIRED": cfg.paired and s.causal}
     return {"kernel": "attention_fwd_gluon_kernel", "signature": sig, "constexprs": cx, "num_warps": cfg.num_warps,
-            "num_stages": cfg.num_stages}
+            "num_stages": cfg.num_stages, "maxnreg": cfg.maxnreg or None}
 
 
 def gluon_compile_report(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig | None = None, target: str = "sm90",

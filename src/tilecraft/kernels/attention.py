@@ -65,6 +65,18 @@ def _query_tile(H, GROUP, CAUSAL: tl.constexpr):
 
 
 @triton.jit
+def _paired_tiles(S_Q, BLOCK_M: tl.constexpr):
+    """A paired causal program's query tiles (grid (cdiv(n_m, 2), B * H), n_m = cdiv(S_q, BLOCK_M)):
+    the heavy tile n_m - 1 - i, then the light tile i, so every program walks about n_m + 1 key tiles'
+    worth of keys and the programs finish together (heaviest-first single tiles leave the launch's
+    tail to the last heads' long tiles). Returns (heavy, light, count); count is 1 for the middle
+    tile of an odd n_m."""
+    i = tl.program_id(0)
+    heavy = tl.cdiv(S_Q, BLOCK_M) - 1 - i
+    return heavy, i, tl.where(i < heavy, 2, 1)
+
+
+@triton.jit
 def _key_range(start_m, len_q, len_k, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """The causal split of a query tile's keys: [0, lo) every query of the tile sees (no mask),
     [lo, hi) the diagonal and the ragged tail (masked). Bottom-right: j visible to i iff
@@ -154,26 +166,13 @@ def _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, lo, hi, o
 
 
 @triton.jit
-def attention_fwd_kernel(
-    Q, K, V, O, LSE, CU_Q, CU_K,
-    stride_qb, stride_qh, stride_qs,
-    stride_kb, stride_kh, stride_ks,
-    stride_vb, stride_vh, stride_vs,
-    stride_ob, stride_oh, stride_os,
-    stride_lb, stride_lh,
-    H, GROUP, S_Q, S_K, qk_scale,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr, VARLEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
-):
-    """One program: BLOCK_M queries of one (batch, head). O = softmax(Q Kᵀ scale) V, LSE natural-log.
-
-    ``qk_scale`` = scale * log2(e). Grid: (cdiv(max S_q, BLOCK_M), B * H).
-    """
-    pid_m, b, h, h_kv = _query_tile(H, GROUP, CAUSAL)
-    q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
+def _fwd_tile(Q, K, V, O, LSE, q0, k0, len_q, len_k, pid_m, b, h, h_kv,
+              stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh, stride_vs,
+              stride_ob, stride_oh, stride_os, stride_lb, stride_lh, qk_scale,
+              HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              CAUSAL: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+    """Query tile pid_m of one (batch, head) through pointer loads (the body of ``attention_fwd_kernel``)."""
     start_m = pid_m * BLOCK_M
-    if start_m >= len_q:
-        return
     b64 = b.to(tl.int64)
     q_base = Q + b64 * stride_qb + h.to(tl.int64) * stride_qh + q0.to(tl.int64) * stride_qs
     k_base = K + b64 * stride_kb + h_kv.to(tl.int64) * stride_kh + k0.to(tl.int64) * stride_ks
@@ -183,9 +182,7 @@ def attention_fwd_kernel(
     io_mask = (offs_m[:, None] < len_q) & (offs_d[None, :] < HEAD_DIM)
     q = tl.load(q_base + offs_m[:, None].to(tl.int64) * stride_qs + offs_d[None, :], mask=io_mask, other=0.0)
 
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    acc, l_i, m_i = _softmax_state(BLOCK_M, BLOCK_D)
     diag = len_k - len_q  # bottom-right causal alignment: key j visible to query i iff j <= i + diag
     lo, hi = _key_range(start_m, len_q, len_k, CAUSAL, BLOCK_M, BLOCK_N)
     acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_vs, 0, lo, offs_m, offs_d,
@@ -203,6 +200,49 @@ def attention_fwd_kernel(
              mask=io_mask)
     l_base = LSE + b64 * stride_lb + h.to(tl.int64) * stride_lh + q0.to(tl.int64)
     tl.store(l_base + offs_m, lse, mask=offs_m < len_q)
+
+
+@triton.jit
+def attention_fwd_kernel(
+    Q, K, V, O, LSE, CU_Q, CU_K,
+    stride_qb, stride_qh, stride_qs,
+    stride_kb, stride_kh, stride_ks,
+    stride_vb, stride_vh, stride_vs,
+    stride_ob, stride_oh, stride_os,
+    stride_lb, stride_lh,
+    H, GROUP, S_Q, S_K, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr, VARLEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
+    PAIRED: tl.constexpr = False,
+):
+    """BLOCK_M queries of one (batch, head) per program (two tiles with ``PAIRED``, causal only).
+    O = softmax(Q Kᵀ scale) V, LSE natural-log.
+
+    ``qk_scale`` = scale * log2(e). Grid: (cdiv(max S_q, BLOCK_M), B * H); with ``PAIRED``
+    (cdiv(cdiv(max S_q, BLOCK_M), 2), B * H), each program taking tiles n_m - 1 - i and i
+    (``_paired_tiles``).
+    """
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
+    if PAIRED:
+        heavy, light, count = _paired_tiles(S_Q, BLOCK_M)
+        for t in tl.static_range(2):  # unrolled: a runtime loop around the key loops took 155 registers, not 119
+            pid_m = heavy if t == 0 else light
+            # count: the middle tile of an odd n_m comes once; packed batches: past a short sequence's end
+            if (t < count) & (pid_m * BLOCK_M < len_q):
+                _fwd_tile(Q, K, V, O, LSE, q0, k0, len_q, len_k, pid_m, b, h, h // GROUP,
+                          stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh,
+                          stride_vs, stride_ob, stride_oh, stride_os, stride_lb, stride_lh, qk_scale,
+                          HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, WARP_SPECIALIZE)
+    else:
+        pid_m, b, h, h_kv = _query_tile(H, GROUP, CAUSAL)
+        if pid_m * BLOCK_M < len_q:
+            _fwd_tile(Q, K, V, O, LSE, q0, k0, len_q, len_k, pid_m, b, h, h_kv,
+                      stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh,
+                      stride_vs, stride_ob, stride_oh, stride_os, stride_lb, stride_lh, qk_scale,
+                      HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, WARP_SPECIALIZE)
 
 
 @triton.jit
@@ -237,6 +277,7 @@ def attention_fwd_tma_kernel(
     H, GROUP, S_Q, S_K, qk_scale, BH,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False, PERSISTENT: tl.constexpr = False,
+    PAIRED: tl.constexpr = False,
 ):
     """``attention_fwd_kernel`` with every Q/K/V/O tile moved by tensor descriptors over the 4D
     (B, H, S, D) tensors (TMA on sm90): the copy engine computes addresses, clips the ragged ends
@@ -245,7 +286,8 @@ def attention_fwd_tma_kernel(
     Grid: (cdiv(S_q, BLOCK_M), B * H), one tile per program; or with ``PERSISTENT`` a fixed number
     of programs (about one per SM) that each walk tiles t = pid, pid + programs, ... of the B * H *
     cdiv(S_q, BLOCK_M) tiles (``BH`` = B * H): no launch tail of idle SMs when there are few tiles
-    (small batches), consecutive tiles of one head sharing K/V in L2, and causal tiles heaviest first."""
+    (small batches), consecutive tiles of one head sharing K/V in L2, and causal tiles heaviest first.
+    ``PAIRED`` (causal): grid (cdiv(n_m, 2), B * H), two tiles per program as ``attention_fwd_kernel``'s."""
     if PERSISTENT:
         n_m = tl.cdiv(S_Q, BLOCK_M)
         for t in tl.range(tl.program_id(0), n_m * BH, tl.num_programs(0)):
@@ -258,6 +300,15 @@ def attention_fwd_tma_kernel(
             h = bh % H
             _fwd_tma_tile(Q_DESC, K_DESC, V_DESC, O_DESC, LSE, stride_lb, stride_lh, pid_m, bh // H, h, h // GROUP,
                           S_Q, S_K, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, WARP_SPECIALIZE)
+    elif PAIRED:
+        heavy, light, count = _paired_tiles(S_Q, BLOCK_M)
+        pid_bh = tl.program_id(1)
+        h = pid_bh % H
+        for t in tl.static_range(2):  # unrolled, as attention_fwd_kernel's
+            if t < count:
+                _fwd_tma_tile(Q_DESC, K_DESC, V_DESC, O_DESC, LSE, stride_lb, stride_lh, heavy if t == 0 else light,
+                              pid_bh // H, h, h // GROUP, S_Q, S_K, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N,
+                              CAUSAL, WARP_SPECIALIZE)
     else:
         pid_m, b, h, h_kv = _query_tile(H, GROUP, CAUSAL)
         _fwd_tma_tile(Q_DESC, K_DESC, V_DESC, O_DESC, LSE, stride_lb, stride_lh, pid_m, b, h, h_kv, S_Q, S_K,

@@ -81,9 +81,10 @@ _MAGIC: gl.constexpr = gl.constexpr(ROUND_MAGIC)
 
 
 @gluon.jit
-def _issue_tile(desc, smem, bars, j, b, h_kv, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, pred):
-    """TMA of key tile j of K (or V) into ring slot j % STAGES, completing on that slot's barrier."""
-    s = j % STAGES
+def _issue_tile(desc, smem, bars, j, b, h_kv, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, pred, base=0):
+    """TMA of key tile j of K (or V) into ring slot (base + j) % STAGES, completing on that slot's
+    barrier (``base``: the ring's count of tiles loaded for the program's earlier query tiles)."""
+    s = (base + j) % STAGES
     bar = bars.index(s)
     mbarrier.expect(bar, desc.block_type.nbytes, pred=pred)
     tma.async_copy_global_to_shared(desc, [b, h_kv, j * BLOCK_N, 0], bar, smem.index(s), pred=pred)
@@ -116,25 +117,23 @@ def _pv_issue(p, acc, v_smem, v_bars, j, p_layout: gl.constexpr, tile2d_kv: gl.c
 @gluon.jit
 def _tile_coords(t, n_m, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
     """Tile t of the (B * H) x n_m query tiles, query tiles of one (batch, head) consecutive (heaviest
-    first when causal): its (batch, head, K/V head, first query) and key range: [0, lo) is seen by
-    every query of the tile (no mask), [lo, hi) is masked; n_tiles key tiles in all."""
+    first when causal): ``_tile_at`` of that query tile."""
     pid_m = t % n_m
     if CAUSAL:
         pid_m = n_m - 1 - pid_m  # heaviest query tiles first
-    pid_bh = t // n_m
+    return _tile_at(pid_m, t // n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
+
+
+@gluon.jit
+def _tile_at(pid_m, pid_bh, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """Query tile pid_m of (batch, head) pid_bh: its (batch, head, K/V head, first query) and key range:
+    [0, lo) is seen by every query of the tile (no mask), [lo, hi) is masked; n_tiles key tiles in all."""
     b = pid_bh // H
     h = pid_bh % H
     start_m = pid_m * BLOCK_M
     diag = S_K - S_Q  # key j visible to query i iff j <= i + diag
     lo, hi = _key_range(start_m, S_Q, S_K, CAUSAL, BLOCK_M, BLOCK_N)  # the Triton kernels' split
     return b, h, h // GROUP, start_m, lo, hi, diag, gl.cdiv(hi, BLOCK_N)
-
-
-@gluon.jit
-def _program_tile(H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    """The tile of a (cdiv(S_q, BLOCK_M), B * H) grid's program (``_tile_coords``)."""
-    n_m = gl.num_programs(0)
-    return _tile_coords(gl.program_id(1) * n_m + gl.program_id(0), n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
 
 
 @gluon.jit
@@ -229,16 +228,13 @@ def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAU
 
 
 @gluon.jit
-def attention_fwd_gluon_kernel(
-    q_desc, k_desc, v_desc, o_desc, LSE,
-    stride_lb, stride_lh,
-    H, GROUP, S_Q, S_K, qk_scale,
-    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-    CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, num_warps: gl.constexpr, POLY: gl.constexpr = 0,
-):
-    """O = softmax(Q K^T scale) V and LSE (natural log) for one 128-query tile of one (batch, head).
-
-    Grid (cdiv(S_q, BLOCK_M), B * H); ``qk_scale`` = scale * log2(e); ``num_warps`` = 8."""
+def _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bar, k_bars,
+                    v_bars, pid_m, pid_bh, base, q_phase, H, GROUP, S_Q, S_K, qk_scale,
+                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                    CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, num_warps: gl.constexpr, POLY: gl.constexpr):
+    """Query tile pid_m of (batch, head) pid_bh (the body of ``attention_fwd_gluon_kernel``): Q into
+    ``q_smem`` (its barrier's phase ``q_phase``), the key tiles through the K/V rings from ring count
+    ``base``, O out through ``q_smem`` by TMA (waited for). Returns the number of key tiles it loaded."""
     dtype: gl.constexpr = q_desc.dtype
     # wgmma accumulator layouts: m16 per warp, 8 warps along M (two warpgroups of 64 rows each);
     # n = the whole tile width (BLOCK_N for S, HEAD_DIM for O), k = 16 for 16-bit operands.
@@ -252,26 +248,12 @@ def attention_fwd_gluon_kernel(
     tile2d_q: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, HEAD_DIM], dtype)
     tile2d_kv: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
 
-    b, h, h_kv, start_m, lo, hi, diag, n_tiles = _program_tile(H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
-
-    # shared memory: Q (later O), the K and V rings, one barrier per slot and one for Q
-    q_smem = gl.allocate_shared_memory(dtype, [1, 1, BLOCK_M, HEAD_DIM], q_desc.layout)
-    k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], v_desc.layout)
-    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    k_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(q_bar, count=1)
-    for s in gl.static_range(STAGES):
-        mbarrier.init(k_bars.index(s), count=1)
-        mbarrier.init(v_bars.index(s), count=1)
-    fence_async_shared()
-
+    b, h, h_kv, start_m, lo, hi, diag, n_tiles = _tile_at(pid_m, pid_bh, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [b, h, start_m, 0], q_bar, q_smem)
     for t in gl.static_range(STAGES):
-        _issue_tile(k_desc, k_smem, k_bars, t, b, h_kv, BLOCK_N, STAGES, t < n_tiles)
-        _issue_tile(v_desc, v_smem, v_bars, t, b, h_kv, BLOCK_N, STAGES, t < n_tiles)
+        _issue_tile(k_desc, k_smem, k_bars, t, b, h_kv, BLOCK_N, STAGES, t < n_tiles, base)
+        _issue_tile(v_desc, v_smem, v_bars, t, b, h_kv, BLOCK_N, STAGES, t < n_tiles, base)
 
     q2d = q_smem._reinterpret(dtype, [BLOCK_M, HEAD_DIM], tile2d_q)
     rows = start_m + gl.arange(0, BLOCK_M, layout=row_s)
@@ -280,18 +262,18 @@ def attention_fwd_gluon_kernel(
     l_i = gl.full([BLOCK_M], 0.0, gl.float32, layout=row_s)
     acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, layout=o_layout)
     s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout)
-    mbarrier.wait(q_bar, 0)
+    mbarrier.wait(q_bar, q_phase)
 
     if n_tiles > 0:
         if PIPELINE:
             # prologue: S_0 and its softmax
-            qk = _qk_issue(q2d, k_smem, k_bars, 0, s_zero, tile2d_kv, STAGES)
+            qk = _qk_issue(q2d, k_smem, k_bars, base, s_zero, tile2d_kv, STAGES)
             qk = warpgroup_mma_wait(0, deps=(qk,))
             p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY)
             for j in range(1, n_tiles):
                 # S_j = Q K_j^T and O += P_{j-1} V_{j-1}, both asynchronous, in this order
-                qk = _qk_issue(q2d, k_smem, k_bars, j, s_zero, tile2d_kv, STAGES)
-                acc, p_op = _pv_issue(p, acc, v_smem, v_bars, j - 1, p_layout, tile2d_kv, STAGES)
+                qk = _qk_issue(q2d, k_smem, k_bars, base + j, s_zero, tile2d_kv, STAGES)
+                acc, p_op = _pv_issue(p, acc, v_smem, v_bars, base + j - 1, p_layout, tile2d_kv, STAGES)
                 # S_j done (groups retire in order), P_{j-1} V_{j-1} may still run: softmax beside it
                 qk = warpgroup_mma_wait(1, deps=(qk,))
                 p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, j * BLOCK_N, lo, hi, rows, cols, diag, qk_scale,
@@ -310,29 +292,24 @@ def attention_fwd_gluon_kernel(
                 acc = o_done * gl.convert_layout(alpha, row_o)[:, None]
                 # K_{j-1} and V_{j-1} are consumed by both warpgroups (the barrier above): refill
                 nxt = j - 1 + STAGES
-                _issue_tile(k_desc, k_smem, k_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles)
-                _issue_tile(v_desc, v_smem, v_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles)
+                _issue_tile(k_desc, k_smem, k_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles, base)
+                _issue_tile(v_desc, v_smem, v_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles, base)
             # epilogue: the last P V
-            acc, p_op = _pv_issue(p, acc, v_smem, v_bars, n_tiles - 1, p_layout, tile2d_kv, STAGES)
+            acc, p_op = _pv_issue(p, acc, v_smem, v_bars, base + n_tiles - 1, p_layout, tile2d_kv, STAGES)
             acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
         else:
             for j in range(n_tiles):
-                qk = _qk_issue(q2d, k_smem, k_bars, j, s_zero, tile2d_kv, STAGES)
+                qk = _qk_issue(q2d, k_smem, k_bars, base + j, s_zero, tile2d_kv, STAGES)
                 qk = warpgroup_mma_wait(0, deps=(qk,))
                 p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, j * BLOCK_N, lo, hi, rows, cols, diag, qk_scale,
                                                    CAUSAL, POLY)
                 acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-                acc, p_op = _pv_issue(p, acc, v_smem, v_bars, j, p_layout, tile2d_kv, STAGES)
+                acc, p_op = _pv_issue(p, acc, v_smem, v_bars, base + j, p_layout, tile2d_kv, STAGES)
                 acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
                 gl.thread_barrier()
                 nxt = j + STAGES
-                _issue_tile(k_desc, k_smem, k_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles)
-                _issue_tile(v_desc, v_smem, v_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles)
-
-    mbarrier.invalidate(q_bar)
-    for s in gl.static_range(STAGES):
-        mbarrier.invalidate(k_bars.index(s))
-        mbarrier.invalidate(v_bars.index(s))
+                _issue_tile(k_desc, k_smem, k_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles, base)
+                _issue_tile(v_desc, v_smem, v_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles, base)
 
     # Rows that saw no key: l = 0, acc = 0 -> output 0 and lse = -inf.
     l_o = gl.convert_layout(l_i, row_o)
@@ -347,6 +324,61 @@ def attention_fwd_gluon_kernel(
     l_ptrs = LSE + b.to(gl.int64) * stride_lb + h.to(gl.int64) * stride_lh + rows
     gl.store(l_ptrs, lse, mask=rows < S_Q)
     tma.store_wait(0)
+    return n_tiles
+
+
+@gluon.jit
+def attention_fwd_gluon_kernel(
+    q_desc, k_desc, v_desc, o_desc, LSE,
+    stride_lb, stride_lh,
+    H, GROUP, S_Q, S_K, qk_scale,
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+    CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, num_warps: gl.constexpr, POLY: gl.constexpr = 0,
+    PAIRED: gl.constexpr = False,
+):
+    """O = softmax(Q K^T scale) V and LSE (natural log) for one 128-query tile of one (batch, head).
+
+    Grid (cdiv(S_q, BLOCK_M), B * H); ``qk_scale`` = scale * log2(e); ``num_warps`` = 8. ``PAIRED``
+    (causal): grid (cdiv(n_m, 2), B * H), each program taking query tiles n_m - 1 - i and i one after
+    the other through the same shared memory (the K/V rings' slots and phases carry on)."""
+    # shared memory: Q (later O), the K and V rings, one barrier per slot and one for Q
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [1, 1, BLOCK_M, HEAD_DIM], q_desc.layout)
+    k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(v_desc.dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], v_desc.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(k_bars.index(s), count=1)
+        mbarrier.init(v_bars.index(s), count=1)
+    fence_async_shared()
+
+    if PAIRED:
+        i = gl.program_id(0)
+        heavy = gl.cdiv(S_Q, BLOCK_M) - 1 - i
+        # the two tiles unrolled (a runtime loop around the key loop costs registers, as in the Triton kernel)
+        base = _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem,
+                               q_bar, k_bars, v_bars, heavy, gl.program_id(1), 0, 0, H, GROUP, S_Q, S_K, qk_scale,
+                               HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY)
+        if i < heavy:  # the middle tile of an odd count comes once
+            # every warp done with the first tile's Q/O buffer and ring slots before new loads land there
+            gl.thread_barrier()
+            _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bar,
+                            k_bars, v_bars, i, gl.program_id(1), base, 1, H, GROUP, S_Q, S_K, qk_scale, HEAD_DIM,
+                            BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY)
+    else:
+        pid_m = gl.program_id(0)
+        if CAUSAL:
+            pid_m = gl.num_programs(0) - 1 - pid_m  # heaviest query tiles first
+        _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bar,
+                        k_bars, v_bars, pid_m, gl.program_id(1), 0, 0, H, GROUP, S_Q, S_K, qk_scale, HEAD_DIM,
+                        BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY)
+
+    mbarrier.invalidate(q_bar)
+    for s in gl.static_range(STAGES):
+        mbarrier.invalidate(k_bars.index(s))
+        mbarrier.invalidate(v_bars.index(s))
 
 
 # ------------------------------------------------------------------------------------------------

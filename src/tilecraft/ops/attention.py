@@ -78,6 +78,13 @@ class FwdConfig:
     consumers: int = 2
     early: bool = False
     tree: bool = False
+    # causal calls only (ignored otherwise; not with ws, persistent or producer_consumer): each program
+    # takes two query tiles, the heavy n_m - 1 - i and the light i, so every program walks about the
+    # same number of keys and the launch has no tail of long tiles (grid (cdiv(n_m, 2), B * H)).
+    paired: bool = False
+    # one-tile-per-program kernels on NVIDIA: the register cap per thread (0: the compiler's choice), e.g.
+    # 128 so two 8-warp programs share an SM where the compiler would take a few registers more
+    maxnreg: int = 0
 
     def __post_init__(self):
         rows = 64 * self.consumers
@@ -97,6 +104,11 @@ class FwdConfig:
             raise ValueError("producer_consumer needs tma=True (the producer warpgroup loads through tensor descriptors)")
         if self.producer_consumer and self.persistent:
             raise ValueError("producer_consumer and persistent cannot be combined (one loop per kernel)")
+        if self.maxnreg and (self.ws or self.maxnreg < 24 or self.maxnreg > 255):
+            raise ValueError(f"maxnreg is 24..255 for the one-tile-per-program kernels (ws sets its own), got {self}")
+        if self.paired and (self.ws or self.persistent or self.producer_consumer):
+            raise ValueError(f"paired causal tiles are an option of the one-tile-per-program kernels (not ws, "
+                             f"persistent or producer_consumer), got {self}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -570,6 +582,25 @@ def ws_separate_o(cfg: FwdConfig, head_dim: int, itemsize: int = 2) -> bool:
     return cfg.persistent and (2 * cfg.block_m * head_dim + ring) * itemsize <= SM90_SMEM_BYTES
 
 
+def _paired(p: Problem, cfg: FwdConfig) -> bool:
+    """Whether a one-tile-per-program forward launch pairs its query tiles (causal calls only)."""
+    return cfg.paired and p.causal
+
+
+def _maxnreg(cfg: FwdConfig, device: torch.device | None = None) -> dict:
+    """The launch option of ``cfg.maxnreg`` (NVIDIA GPUs only: not the interpreter, not AMD)."""
+    if not cfg.maxnreg or (device is not None and (device.type != "cuda" or torch.version.hip is not None)):
+        return {}
+    return {"maxnreg": cfg.maxnreg}
+
+
+def fwd_grid(p: Problem, cfg: FwdConfig) -> tuple[int, int]:
+    """Grid of the one-tile-per-program forward kernels: (query tiles, B * H), or with ``paired``
+    causal tiles (half of them, rounded up; each program takes two)."""
+    tiles = _cdiv(p.seqlen_q, cfg.block_m)
+    return (_cdiv(tiles, 2) if _paired(p, cfg) else tiles, p.batch * p.heads)
+
+
 def ws_grid(p: Problem, cfg: FwdConfig, device: torch.device) -> int:
     """Programs of the warp-specialised forward: one per tile, or one per SM when persistent."""
     tiles = _cdiv(p.seqlen_q, cfg.block_m) * p.batch * p.heads
@@ -627,14 +658,15 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
                 CONSUMER_REGS=regs, LOADER_REGS=loader_regs, num_warps=4, maxnreg=maxnreg, EARLY=cfg.early,
                 TREE=cfg.tree)
     with _on_device(q):
-        return _g.attention_fwd_gluon_kernel[(_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)](
+        return _g.attention_fwd_gluon_kernel[fwd_grid(p, cfg)](
             _gluon_descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m),
             _gluon_descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n),
             _gluon_descriptor(v, p, p.seqlen_k, p.kv_heads, cfg.block_n),
             _gluon_descriptor(out, p, p.seqlen_q, p.heads, cfg.block_m),
             lse, *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k,
             p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, STAGES=cfg.num_stages,
-            CAUSAL=p.causal, PIPELINE=cfg.overlap, num_warps=cfg.num_warps, POLY=cfg.poly)
+            CAUSAL=p.causal, PIPELINE=cfg.overlap, num_warps=cfg.num_warps, POLY=cfg.poly,
+            PAIRED=_paired(p, cfg), **_maxnreg(cfg))
 
 
 def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
@@ -662,8 +694,7 @@ def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
                 num_stages=cfg.num_stages)
     if cfg.tma:
         tiles = _cdiv(p.seqlen_q, cfg.block_m) * p.batch * p.heads
-        grid = ((min(tiles, _sm_count(q.device)),) if cfg.persistent
-                else (_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads))
+        grid = (min(tiles, _sm_count(q.device)),) if cfg.persistent else fwd_grid(p, cfg)
         with _on_device(q):
             return _k.attention_fwd_tma_kernel[grid](
                 _descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m), _descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n),
@@ -671,19 +702,19 @@ def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
                 lse, *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k,
                 p.scale * LOG2E, p.batch * p.heads, HEAD_DIM=p.head_dim, BLOCK_D=block_d(p.head_dim),
                 BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CAUSAL=p.causal, WARP_SPECIALIZE=cfg.warp_specialize,
-                PERSISTENT=cfg.persistent, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+                PERSISTENT=cfg.persistent, PAIRED=_paired(p, cfg), num_warps=cfg.num_warps,
+                num_stages=cfg.num_stages, **_maxnreg(cfg))
     cu_q = cu_q if cu_q is not None else lse  # an unused pointer when not varlen
     cu_k = cu_k if cu_k is not None else lse
-    grid = (_cdiv(p.seqlen_q, cfg.block_m), p.batch * p.heads)
     with _on_device(q):
-        return _k.attention_fwd_kernel[grid](
+        return _k.attention_fwd_kernel[fwd_grid(p, cfg)](
             q, k, v, out, lse, cu_q, cu_k,
             *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout), *_bhsd_strides(v, p.layout),
             *_bhsd_strides(out, p.layout), *_lse_strides(lse, p.varlen),
             p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k, p.scale * LOG2E,
             HEAD_DIM=p.head_dim, BLOCK_D=block_d(p.head_dim), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-            CAUSAL=p.causal, VARLEN=p.varlen, WARP_SPECIALIZE=cfg.warp_specialize, num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages)
+            CAUSAL=p.causal, VARLEN=p.varlen, WARP_SPECIALIZE=cfg.warp_specialize, PAIRED=_paired(p, cfg),
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_maxnreg(cfg, q.device))
 
 
 #: The producer/consumer forward compiles for sm90 but returned NaN on an H200 (2026-11-21, runs 4

@@ -35,10 +35,10 @@ F = ops.FwdConfig
 
 
 def W(n: int, stages: int = 2, overlap: bool = False, persistent: bool = False, poly: int = 0, consumers: int = 2,
-      early: bool = False, tree: bool = False) -> ops.FwdConfig:
+      early: bool = False, tree: bool = False, paired: bool = False) -> ops.FwdConfig:
     """The warp-specialised ping-pong kernel (64 rows per consumer warpgroup)."""
     return F(64 * consumers, n, 4 * consumers, stages, True, gluon=True, overlap=overlap, ws=True, persistent=persistent,
-             poly=poly, consumers=consumers, early=early, tree=tree)
+             poly=poly, consumers=consumers, early=early, tree=tree, paired=paired)
 
 
 def G(n: int, stages: int = 2, poly: int = 0) -> ops.FwdConfig:
@@ -89,7 +89,16 @@ CANDIDATES11 = {
              G(64, 4), F(128, 64, 8, 2, True, gluon=True, overlap=True, **P)],
     "d64": [], "d128c": [],
 }
-CANDIDATE_SETS = {"round7": CANDIDATES, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11}
+# the second call of round 11: the first call's best D64 causal configs again, and paired tiles in the
+# warp-specialised kernel at D128 / D256 causal (one program per SM there, so the tail matters more)
+GP = dict(gluon=True, overlap=False, maxnreg=128, **P)
+CANDIDATES11B = {
+    "d64c": [F(128, 128, 8, 2, True, **GP), F(128, 128, 8, 3, True, **GP), F(128, 64, 8, 3, **P)],
+    "d128c": [W(128, overlap=True, **ET, **P)],
+    "d256c": [W(64, overlap=True, tree=True, **P), W(64, tree=True, **P)],
+}
+CANDIDATE_SETS = {"round7": CANDIDATES, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+                  "round11b": CANDIDATES11B}
 
 
 def label(cfg: ops.FwdConfig) -> str:

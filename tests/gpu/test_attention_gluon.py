@@ -263,3 +263,21 @@ def test_paired_causal_tiles_match_float64_and_the_one_tile_grid(case, dtype):
             check(out, lse, ref_o, ref_l, dtype)
             res.append((out, lse))
         assert torch.equal(res[0][0], res[1][0]) and torch.equal(res[0][1], res[1][1]), cfg
+
+
+PAIRED_WS_CONFIGS = {64: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, paired=True)],
+                     128: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True,
+                                         tree=True, paired=True)],
+                     256: [ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=False, ws=True, tree=True,
+                                         paired=True),
+                           ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True,
+                                         paired=True)]}
+
+
+@pytest.mark.parametrize("case", CASES + MANY_TILE_CASES,
+                         ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_gluon_ws_paired_matches_float64(case, dtype):
+    """The warp-specialised kernel with paired causal tiles (two tiles per program through the
+    persistent loop's ring count and turns); non-causal cases take the one-tile grid."""
+    ws_twice_matches_float64(case, dtype, PAIRED_WS_CONFIGS, seed=5)

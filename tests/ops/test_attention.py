@@ -232,7 +232,12 @@ def test_paired_config_rules():
         with pytest.raises(ValueError, match="paired"):
             ops.FwdConfig(16, 16, 4, 1, paired=True, **bad)
     with pytest.raises(ValueError, match="paired"):
-        ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, ws=True, paired=True)
+        ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, ws=True, persistent=True, paired=True)
+    ws = ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, ws=True, paired=True)
+    causal = ops.validate(*make(torch.Generator().manual_seed(0), 2, 4, 4, 300, 300, 64, torch.bfloat16), causal=True,
+                          scale=None, layout="bhsd")
+    assert ops.ws_grid(causal, ws, torch.device("cpu")) == 2 * 4 * 2  # 3 query tiles of 128: 2 programs per head
+    assert ops.ws_separate_o(ws, 128)  # O's own buffer, its store in flight into the second tile
     for bad in (dict(maxnreg=16), dict(maxnreg=256), dict(maxnreg=128, tma=True, gluon=True, ws=True)):
         with pytest.raises(ValueError, match="maxnreg"):
             ops.FwdConfig(128, 128, 8, 2, **bad)

@@ -234,3 +234,16 @@ def test_gluon_paired_and_capped_forward_compiles_for_two_programs_per_sm(cfg):
     loads = res["census"].get("sass:UTMALDG", 0)
     assert res["census"].get("sass:UTMASTG", 0) == (2 if cfg.paired else 1)
     assert loads >= (6 if cfg.paired else 3)
+
+
+@pytest.mark.parametrize("d,n", [(128, 128), (256, 64)])
+def test_gluon_ws_paired_compiles(d, n):
+    """The warp-specialised kernel with paired causal tiles walks its two tiles through the persistent
+    loop's machinery (ring count and turns carried on); no spills, within sm90's shared memory."""
+    # D256 with the overlap spills in a loop over tiles (84 bytes; persistent: 120), so the plain order there
+    cfg = ops.FwdConfig(128, n, 8, 2, tma=True, gluon=True, overlap=d == 128, ws=True, early=d == 128, tree=True,
+                        paired=True)
+    res = ba.gluon_compile_report(ba.Shape(4, 16, 16, 4096, 4096, d, True), torch.bfloat16, cfg)
+    assert res["error"] is None, res["error"]
+    assert res["spills"] == 0
+    assert 0 < res["shared_bytes"] <= SM90_SHARED_BYTES

@@ -387,15 +387,16 @@ def attention_fwd_gluon_kernel(
 @gluon.jit
 def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
                n_m, total, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-               CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):
+               CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, PAIRED: gl.constexpr):
     """One warp, over this program's tiles: K_0 and V_0, each consumer's Q rows once its Q buffer is
     free (``q_empty``), then K_j and V_j into ring slot (count % STAGES) as soon as both consumers
     have released the slot (``*_empty``, count 2); the copies complete on ``*_full``. The ring's
     count runs on across tiles, so the loads of the next tile start while this one is computed."""
-    if PERSISTENT:
+    if PERSISTENT or PAIRED:
         count = 0
         it = 0
-        for t in range(gl.program_id(0), total, gl.num_programs(0)):
+        first, end, step = _ws_tiles(n_m, total, PAIRED)
+        for t in range(first, end, step):
             count = _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full,
                                   k_empty, v_empty, t, it, count, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS,
                                   CAUSAL)
@@ -403,6 +404,21 @@ def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, 
     else:
         _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
                       gl.program_id(0), 0, 0, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL)
+
+
+@gluon.jit
+def _ws_tiles(n_m, total, PAIRED: gl.constexpr):
+    """The program's tiles t (``_tile_coords``'s index) as range(first, end, step): with ``PAIRED`` program
+    p of the cdiv(n_m, 2) x BH grid takes t = bh * n_m + i (query tile n_m - 1 - i, causal's heavy one)
+    and t = bh * n_m + n_m - 1 - i (query tile i), once when they coincide (the middle of an odd n_m);
+    else (persistent) p, p + programs, ... up to ``total``."""
+    if PAIRED:
+        half = (n_m + 1) // 2
+        bh = gl.program_id(0) // half
+        i = gl.program_id(0) % half
+        return bh * n_m + i, bh * n_m + n_m - i, gl.maximum(n_m - 1 - 2 * i, 1)
+    else:
+        return gl.program_id(0), total, gl.num_programs(0)
 
 
 @gluon.jit
@@ -458,7 +474,7 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
                  k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, c: gl.constexpr,
                  BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PIPELINE: gl.constexpr,
                  PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr, PERSISTENT: gl.constexpr,
-                 EARLY: gl.constexpr, TREE: gl.constexpr):
+                 EARLY: gl.constexpr, TREE: gl.constexpr, PAIRED: gl.constexpr):
     """One warpgroup: ROWS = 64 query rows (rows c*64.. of each of the program's tiles) over every key tile.
 
     Plain order, rotated so that a turn issues P_j V_j and then S_{j+1} = Q K_{j+1}^T back to back;
@@ -469,11 +485,12 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
     tiles. ``SEPARATE_O``: O leaves through its own buffer and its TMA store stays in flight while the
     next tile starts (Q's buffer is released after the tile's last Q K^T); otherwise through Q's buffer,
     released once the store has completed."""
-    if PERSISTENT:
+    if PERSISTENT or PAIRED:
         base = 0  # ring index of the tile's first key tile
         turn = 0  # turns taken so far
         it = 0
-        for t in range(gl.program_id(0), total, gl.num_programs(0)):
+        first, end, step = _ws_tiles(n_m, total, PAIRED)
+        for t in range(first, end, step):
             base, turn = _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full,
                                            q_empty, k_full, v_full, k_empty, v_empty, turns, t, it, base, turn, n_m, H,
                                            GROUP, S_Q, S_K, qk_scale, c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG,
@@ -639,7 +656,7 @@ def attention_fwd_gluon_ws_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr,
     POLY: gl.constexpr, PERSISTENT: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
-    num_warps: gl.constexpr, EARLY: gl.constexpr = False, TREE: gl.constexpr = False,
+    num_warps: gl.constexpr, EARLY: gl.constexpr = False, TREE: gl.constexpr = False, PAIRED: gl.constexpr = False,
 ):
     """The warp-specialised forward: tiles of CONSUMERS x 64 queries of one (batch, head), CONSUMERS =
     BLOCK_M / 64 = 2 or 3 (consumer 2, rows 128..191, is a second 4-warp worker; the turns go round).
@@ -649,7 +666,8 @@ def attention_fwd_gluon_ws_kernel(
     registers; consumer 1 gets ``CONSUMER_REGS``). ``q_desc``/``o_desc`` boxes are 64 rows, K/V
     boxes BLOCK_N rows. Grid (programs,): program p takes tiles p, p + programs, ... of the
     cdiv(S_q, 128) x BH tiles (``_tile_coords``): one tile each when there are as many programs as
-    tiles, persistent (the loader running ahead into the next tile) with one program per SM.
+    tiles, persistent (the loader running ahead into the next tile) with one program per SM; ``PAIRED``
+    (causal): cdiv(n_m, 2) x BH programs, each the heavy tile n_m - 1 - i and the light tile i (``_ws_tiles``).
     ``qk_scale`` = scale * log2(e); ``POLY``: ``_softmax_step``'s exp2 split.
     No CTA-wide barrier after the split: the ring's slots have a "full" mbarrier (TMA bytes) and an
     "empty" one (count 2: each consumer arrives once its products reading the slot have retired),
@@ -696,26 +714,33 @@ def attention_fwd_gluon_ws_kernel(
         gl.warp_specialize([
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
-                            CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE)),
+                            CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
+                            PAIRED)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
-                            CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE)),
+                            CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
+                            PAIRED)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
-                          v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT)),
+                          v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
+                          PAIRED)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
     else:
         gl.warp_specialize([
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
-                            CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE)),
+                            CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
+                            PAIRED)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
-                            CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE)),
+                            CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
+                            PAIRED)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C2, BLOCK_M,
-                            CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE)),
+                            CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
+                            PAIRED)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
-                          v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT)),
+                          v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
+                          PAIRED)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, LOADER_REGS])
 
 

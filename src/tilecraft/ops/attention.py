@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -78,7 +78,7 @@ class FwdConfig:
     consumers: int = 2
     early: bool = False
     tree: bool = False
-    # causal calls only (ignored otherwise; not with ws, persistent or producer_consumer): each program
+    # causal calls only (ignored otherwise; not with persistent or producer_consumer): each program
     # takes two query tiles, the heavy n_m - 1 - i and the light i, so every program walks about the
     # same number of keys and the launch has no tail of long tiles (grid (cdiv(n_m, 2), B * H)).
     paired: bool = False
@@ -106,8 +106,8 @@ class FwdConfig:
             raise ValueError("producer_consumer and persistent cannot be combined (one loop per kernel)")
         if self.maxnreg and (self.ws or self.maxnreg < 24 or self.maxnreg > 255):
             raise ValueError(f"maxnreg is 24..255 for the one-tile-per-program kernels (ws sets its own), got {self}")
-        if self.paired and (self.ws or self.persistent or self.producer_consumer):
-            raise ValueError(f"paired causal tiles are an option of the one-tile-per-program kernels (not ws, "
+        if self.paired and (self.persistent or self.producer_consumer):
+            raise ValueError(f"paired causal tiles are an option of the one-tile-per-program kernels and ws (not "
                              f"persistent or producer_consumer), got {self}")
 
     def as_dict(self) -> dict:
@@ -576,10 +576,10 @@ SM90_SMEM_BYTES = 232448 - 1024
 
 
 def ws_separate_o(cfg: FwdConfig, head_dim: int, itemsize: int = 2) -> bool:
-    """Whether the persistent warp-specialised forward gives O its own shared buffer (its TMA store
-    then stays in flight into the next tile): where Q, O and the K/V ring fit together."""
+    """Whether the persistent (or paired) warp-specialised forward gives O its own shared buffer (its
+    TMA store then stays in flight into the next tile): where Q, O and the K/V ring fit together."""
     ring = 2 * cfg.num_stages * cfg.block_n * head_dim
-    return cfg.persistent and (2 * cfg.block_m * head_dim + ring) * itemsize <= SM90_SMEM_BYTES
+    return (cfg.persistent or cfg.paired) and (2 * cfg.block_m * head_dim + ring) * itemsize <= SM90_SMEM_BYTES
 
 
 def _paired(p: Problem, cfg: FwdConfig) -> bool:
@@ -603,8 +603,9 @@ def fwd_grid(p: Problem, cfg: FwdConfig) -> tuple[int, int]:
 
 def ws_grid(p: Problem, cfg: FwdConfig, device: torch.device) -> int:
     """Programs of the warp-specialised forward: one per tile, or one per SM when persistent."""
-    tiles = _cdiv(p.seqlen_q, cfg.block_m) * p.batch * p.heads
-    return min(tiles, _sm_count(device)) if cfg.persistent else tiles
+    if cfg.persistent:
+        return min(_cdiv(p.seqlen_q, cfg.block_m) * p.batch * p.heads, _sm_count(device))
+    return math.prod(fwd_grid(p, cfg))
 
 
 #: Head dimensions the Gluon forward takes (unpadded: the TMA box is the whole head dimension).
@@ -643,6 +644,8 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
     from tilecraft.kernels import attention_gluon as _g
 
     if cfg.ws:
+        if cfg.paired and not p.causal:  # nothing to pair: the one-tile grid (and no separate O buffer)
+            cfg = replace(cfg, paired=False)
         rows = cfg.block_m // cfg.consumers  # each consumer warpgroup's Q and O box
         regs, loader_regs, maxnreg = ws_registers(cfg)
         with _on_device(q):
@@ -656,7 +659,7 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
                 STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong,
                 SEPARATE_O=ws_separate_o(cfg, p.head_dim), POLY=cfg.poly, PERSISTENT=cfg.persistent,
                 CONSUMER_REGS=regs, LOADER_REGS=loader_regs, num_warps=4, maxnreg=maxnreg, EARLY=cfg.early,
-                TREE=cfg.tree)
+                TREE=cfg.tree, PAIRED=_paired(p, cfg))
     with _on_device(q):
         return _g.attention_fwd_gluon_kernel[fwd_grid(p, cfg)](
             _gluon_descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m),

@@ -81,11 +81,14 @@ def test_gluon_config_rules():
     with pytest.raises(ValueError, match="poly"):
         ops.FwdConfig(128, 128, 8, 2, tma=True, poly=1)  # the FMA-unit exp2 is in the Gluon kernels only
     # the sm90 defaults: the warp-specialised kernel where it measured faster (D128, D256), the
-    # one-partition Gluon kernel at D64, Triton for D64 causal
+    # one-partition Gluon kernel at D64 (causal: paired tiles, 128 registers so two programs share an SM);
+    # causal calls pair their query tiles
     for d, causal in ((128, False), (128, True), (256, False), (256, True)):
-        assert ops.default_fwd_config(d, dev, hopper=True, causal=causal).ws
+        cfg = ops.default_fwd_config(d, dev, hopper=True, causal=causal)
+        assert cfg.ws and cfg.paired == causal
     assert not ops.default_fwd_config(64, dev, hopper=True).ws
-    assert not ops.default_fwd_config(64, dev, hopper=True, causal=True).gluon
+    d64c = ops.default_fwd_config(64, dev, hopper=True, causal=True)
+    assert d64c.gluon and not d64c.ws and d64c.paired and d64c.maxnreg == 128
     # round 10: early rescale / conversion and tree reductions at D128, trees at D256 (measured faster)
     for d, causal in ((128, False), (128, True)):
         cfg = ops.default_fwd_config(d, dev, hopper=True, causal=causal)

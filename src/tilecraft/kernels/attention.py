@@ -20,7 +20,8 @@ Techniques, each where it happens:
   then the few blocks on the diagonal (and the key tail when S_k is not a multiple of BLOCK_N) with
   the mask (``MASKED`` is a compile-time flag, so the unmasked loop carries no mask arithmetic);
 * causal tiles are launched heaviest first (the last query tiles see the most keys), so the tail of
-  the grid is short tiles;
+  the grid is short tiles; or paired (``PAIRED``): a program takes the heavy tile n_m - 1 - i and the
+  light tile i, so every program has about the same work and the launch has no tail of long tiles;
 * K/V tiles are loaded in a loop the compiler software-pipelines (``num_stages``: cp.async /
   TMA-backed multi-buffering on sm90, on sm80 cp.async), and the probabilities P feed the second
   product straight from registers (the first product's accumulator layout converted in place);

@@ -221,18 +221,26 @@ def _hopper_or_later(device: torch.device, hopper: bool | None = None) -> bool:
 #: docs/attention.md rounds 5 and 6). D = 128 and 256 run the warp-specialised ping-pong kernel (``ws``,
 #: run at 95831b7: 589 / 549 and 627 / 563 TFLOP/s against 494 / 446 and 519 / 461 for the one-partition
 #: kernel in the same run); D = 64 keeps the one-partition plain order (452 against 390 for ``ws``);
-#: D = 64 causal stays on Triton (314; ``ws`` 309, one-partition 268).
+#: D = 64 causal stayed on Triton (314; ``ws`` 309, one-partition 268) until round 11 below.
 #: Round 10 (H200, 2026-11-25; ratios to cuDNN in the same process, medians of alternating rounds): D = 128 with
 #: ``early`` and ``tree`` 0.973 / 0.981 (two runs, `attention-round10-95ae808.json`, `attention-round10b-e049503.json`)
 #: against 0.941 / 0.954 for the plain round-6 kernel; D = 128 causal with the overlap, ``early`` and ``tree`` 1.019
 #: against 0.962 (round-6) and 0.982 (plain order with early and tree) in run b; D = 256 overlap with ``tree``
 #: 1.030 / 1.030 and causal 1.021 / 1.022 against 0.975 / 0.972 and 0.982 / 0.972 (round 6).
+#: Round 11 (H100, 2026-11-25, `attention-round11{,b}-*.json` in results/2026-11-25-h100): causal calls pair their
+#: query tiles (``paired``: a program takes the heavy tile n_m - 1 - i and the light tile i, so the launch has no
+#: tail of long tiles): D = 128 causal 1.047 against 1.011 for the unpaired default in the same run, D = 256
+#: causal 1.083 against 1.008; D = 64 causal moves from the Triton kernel (0.850 / 0.864) to the one-partition
+#: Gluon kernel, paired and capped at 128 registers (uncapped it compiles to 132 and only one program fits an
+#: SM): 0.998 / 0.979 in two runs (capped alone 0.981).
 GLUON_FWD: dict[tuple[int, bool], FwdConfig] = {
     (64, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False),
+    (64, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, paired=True, maxnreg=128),
     (128, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True),
-    (128, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True, tree=True),
+    (128, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True, tree=True,
+                           paired=True),
     (256, False): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True),
-    (256, True): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True),
+    (256, True): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True, paired=True),
 }
 
 
@@ -252,7 +260,8 @@ def triton_fwd_config(head_dim: int, device: torch.device, hopper: bool | None =
     """The Triton forward's tiles by padded head dimension, measured on an H200 (2026-11-21,
     ``benchmarks/attention_tune.py``; bf16, causal and not):
 
-    * D <= 64 (B8 H16 S2048): 128x64 tiles, 8 warps: 399 / 315 TFLOP/s (128x128: 336 / 257);
+    * D <= 64 (B8 H16 S2048): 128x64 tiles, 8 warps: 399 / 315 TFLOP/s (128x128: 336 / 257); causal calls
+      pair their query tiles (H100, round 11: 331 / 327 against 310 / 308 TFLOP/s unpaired in the same runs);
     * D = 128 (B4 H16 S4096): 128x128 tiles through tensor descriptors (TMA), 8 warps, 3 stages:
       494 / 434 (pointer loads 466-474 / 425; 128x64: 446-472 / 393-420; warp specialisation: no change);
     * D = 256 (B2 H16 S4096): 128x64 tiles through tensor descriptors (TMA), 8 warps, 2 stages:
@@ -266,7 +275,7 @@ def triton_fwd_config(head_dim: int, device: torch.device, hopper: bool | None =
     if not _hopper_or_later(device, hopper):
         return pointer_fwd_config(head_dim, device, hopper)
     if d <= 64:
-        return FwdConfig(128, 64, 8, 3)
+        return FwdConfig(128, 64, 8, 3, paired=True)
     if d <= 128:
         return FwdConfig(128, 128, 8, 3, tma=True)
     return FwdConfig(128, 64, 8, 2, tma=True)

@@ -155,3 +155,57 @@ def test_step_any_box_any_shape(data):
     mask = torch.ones(shape, dtype=torch.bool)
     mask[box] = False
     assert torch.isnan(out[mask]).all()
+
+
+# The register-window step (``kernel="zwin"``): tiles of 4 x 8 points marching 5 planes (several tiles
+# per axis, a shifted last x tile, clamped rows, chunk ends), the loop unrolled by 2.
+ZWIN = WaveConfig(block_y=4, block_x=8, block_z=5, num_warps=1, kernel="zwin", loop_unroll=2)
+
+
+@pytest.mark.parametrize("shape,order,dtype,lo,hi", [
+    ((17, 13, 44), 8, torch.float32, (4, 4, 4), (13, 9, 40)),        # the whole interior, x tiles 8 + shifted
+    ((15, 19, 36), 2, torch.float64, (3, 2, 6), (12, 15, 30)),       # a box inside the interior (fp64: VEC 2)
+    ((20, 14, 48), 6, torch.float32, (5, 3, 12), (16, 11, 28)),      # CPML-like interior box, x aligned
+])
+def test_zwin_step_matches_reference_and_march_in_place(field, shape, order, dtype, lo, hi):
+    """Against the float64 step, NaN-poisoned output, nothing outside the box written; in place
+    (out = p_prev, as ``simulate`` runs) the same bits as into a fresh output; close to the march
+    kernel's (the z terms summed in another order)."""
+    p, pp, m = _fields(field, shape, dtype)
+    spacing = (1.0, 1.25, 1.5)
+    assert ops.zwin_step_ok(p, order, lo, hi, None, ZWIN) is None
+    out = torch.full_like(pp, math.nan)
+    ops.step_into(p, pp, m, out, order, spacing, lo, hi, None, "triton", ZWIN)
+    ref = torch.full(shape, math.nan, dtype=torch.float64)
+    wave_step_torch(p.double(), pp.double(), m.double(), ref, order, spacing, lo, hi)
+    box = tuple(slice(a, b) for a, b in zip(lo, hi))
+    assert not torch.isnan(out[box]).any()
+    assert _rel(out[box], ref[box]) < TOL[dtype]
+    outside = torch.ones(shape, dtype=torch.bool)
+    outside[box] = False
+    assert torch.isnan(out[outside]).all()
+    inplace = pp.clone()
+    ops.step_into(p, inplace, m, inplace, order, spacing, lo, hi, None, "triton", ZWIN)
+    assert torch.equal(inplace[box], out[box]) and torch.equal(inplace[outside], pp[outside])
+    march = torch.full_like(pp, math.nan)
+    ops.step_into(p, pp, m, march, order, spacing, lo, hi, None, "triton", SMALL)
+    assert _rel(out[box], march[box].double()) < TOL[dtype]
+
+
+def test_zwin_step_takes_only_what_it_can(field):
+    """Boxes the zwin kernel cannot take run the march kernel (same tiles); the reasons are named."""
+    p, pp, m = _fields(field, (12, 12, 32), torch.float32)
+    assert "3D" in ops.zwin_step_ok(p[0], 4, (2, 2), (10, 28), None, ZWIN)
+    assert "sponge" in ops.zwin_step_ok(p, 4, (2, 2, 4), (10, 10, 28), [p[0, 0]] * 3, ZWIN)
+    assert "x bounds" in ops.zwin_step_ok(p, 4, (2, 2, 3), (10, 10, 28), None, ZWIN)
+    assert "from every face" in ops.zwin_step_ok(p, 8, (2, 4, 4), (10, 8, 24), None, ZWIN)
+    out = torch.full_like(pp, math.nan)
+    ops.step_into(p, pp, m, out, 4, (1.0,) * 3, (2, 2, 3), (10, 10, 27), None, "triton", ZWIN)  # x bounds: march
+    ref = torch.full(p.shape, math.nan, dtype=torch.float64)
+    wave_step_torch(p.double(), pp.double(), m.double(), ref, 4, (1.0,) * 3, (2, 2, 3), (10, 10, 27))
+    assert _rel(out[2:10, 2:10, 3:27], ref[2:10, 2:10, 3:27]) < TOL[torch.float32]
+    assert "multiples of 16 bytes" in ops.zwin_step_ok(p[:, :, :30], 4, (2, 2, 4), (10, 10, 24), None, ZWIN)
+    with pytest.raises(ValueError, match="zwin"):
+        WaveConfig(4, 8, 5, 1, loop_unroll=2)
+    with pytest.raises(ValueError, match="kernel"):
+        WaveConfig(4, 8, 5, 1, kernel="rows")

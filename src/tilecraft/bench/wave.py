@@ -274,7 +274,8 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
                     configs: Sequence[CpmlConfig] | None = None, device: str = "cuda",
                     copy_tbps: float | None = None, budget_s: float = 0.7, unfused: bool = True,
                     say: Callable[[str], None] = print, graphs: bool | Sequence[CpmlConfig] = False,
-                    parts: bool | CpmlConfig = True, rounds: int = 1) -> list[Record]:
+                    parts: bool | CpmlConfig = True, rounds: int = 1,
+                    step_config: WaveConfig | None = None) -> list[Record]:
     """The whole step with the CPML on the padded grid of an n**3 model (n**2 in 2D is not timed):
     ``ops.cpml_step`` (interior launch + the layers' launch) per CPML configuration, the previous
     unfused path (fused step, then the psi and correction slab kernels per axis) and the torch step
@@ -284,7 +285,8 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
     the default configuration's step (or each configuration given) replayed from CUDA graphs
     (``graphed_cpml_step``: variant "cpml-graph"). ``rounds``: the configurations (and the graph) timed that many times in turn
     (each record's extra has its round). ``parts``: the GPU time of each launch (profiler) of the
-    first default configuration (``CPML_CONFIGS[0]``) or of the configuration given (one stream)."""
+    first default configuration (``CPML_CONFIGS[0]``) or of the configuration given (one stream).
+    ``step_config``: the plain step's configuration for the interior launches (default: ``default_config``)."""
     dev, measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), points = _setup(
         n, order, pml_width, dtype, device, 20261122)
     axes0, layer_points = _cpml_state(layout, shape, dtype, dev, gen, 4500.0, 10.0, 1e-3, 15.0)
@@ -347,7 +349,8 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
             axes = _copy_axes(axes0)
             records.append(check_and_time(
                 "cpml-fused", lambda ax, cfg=cfg: ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, ax, "triton",
-                                                                None, cfg), axes, {"config": cfg.as_dict(), "round": rnd}))
+                                                                step_config, cfg), axes,
+                {"config": cfg.as_dict(), "round": rnd, "step_config": step_config and step_config.as_dict()}))
             del axes
         for cfg in ((ops.default_cpml_config(dev),) if graphs is True else (graphs or ())):
             say(f"cpml step from CUDA graphs {cfg} (round {rnd})")
@@ -362,7 +365,7 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
         march = replace(march, streams=False)
         _, _, launches = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, shape[2], march, 4, p.stride()[:2])
         interiors, *_, fuse_x = ops._march_plan(p, order, tuple(lo), tuple(hi), kaxes, 3, march,
-                                                ops.default_config(dtype, order, dev).block_x)
+                                                (step_config or ops.default_config(dtype, order, dev)).block_x)
         inner = [(f"part-interior{i or ''}", math.prod(b - a for a, b in zip(blo, bhi)))
                  for i, (blo, bhi, _x_org) in enumerate(interiors)]
         psi = [(f"part-psi-{'zyx'[ax.axis]}", axis_layer_points(ax, lo, hi)) for ax in part_axes
@@ -372,8 +375,8 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
                   for axes, _tile, table, _n in launches]
         labels = (inner + psi if march.interior_first else psi + inner) + layers
         say("cpml default step: GPU time per launch")
-        seq = launch_times(lambda: ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, part_axes, "triton", None,
-                                                 march), 20)
+        seq = launch_times(lambda: ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, part_axes, "triton",
+                                                 step_config, march), 20)
         if seq is not None and len(seq) == len(labels):
             for (variant, pts), (kernel, ms) in zip(labels, seq):
                 records.append(_record({**case, "variant": variant}, step_traffic(pts, order, p.element_size()), ms,

@@ -32,14 +32,20 @@ import triton
 import triton.language as tl
 
 from tilecraft.kernels.stencil import (
+    _aligned,
     _components,
     _interleave,
+    _l1_prefetch_ahead,
+    _l1_prefetch_start,
+    _march_offsets,
     _march_tile,
     _plane_loads,
     _plane_xy,
+    _scatter_z,
     _store_tile,
     _tile_coords,
     _weights,
+    _window_loads,
 )
 
 
@@ -126,6 +132,101 @@ def wave_step_kernel(
         else:
             val = 2.0 * centre - prev + m * lap
         _store_tile(out_ptr + plane + offs, val, row_mask, x_in, full_x, NONTEMPORAL)
+
+
+@triton.jit
+def wave_zwin_kernel(
+    p_ptr, pp_ptr, m_ptr, out_ptr, w_ptr,
+    nz, ny, nx_s, s_z_s, s_y_s,
+    z_lo, z_hi, y_lo, y_hi, x_lo_s, x_hi_s,
+    R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
+    VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr,
+    LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr,
+):
+    """The plain step p_next = 2 p - p_prev + m lap(p) on the box [z_lo, z_hi) x [y_lo, y_hi) x
+    [x_lo, x_hi) as the stencil's register-window march (``laplacian_zwin_kernel``): each thread keeps
+    its points' z window of accumulators in registers, the y rows and x chunks of every plane come
+    from L1 (prefetched L1_PREFETCH planes ahead), the loop is unrolled LOOP_UNROLL times; when an
+    output plane's accumulator is complete, p, p_prev and m are read at its points and p_next written.
+
+    Rows past y_hi are clamped to y_hi - 1 for the loads; the last x tile is shifted left to end at nx
+    (its loads stay inside the rows) but stores only the columns it owns, from x_lo + tile_x *
+    BLOCK_X on: the same output is never written twice, so ``out`` may be ``pp_ptr`` (each point reads
+    its p_prev before its own program writes it; a shifted tile's extra columns read p_prev that may
+    already be p_next, and are not stored). nx, x_lo, x_hi and the strides arrive divided by VEC (all
+    multiples of it): every load and store is 128-bit and the store masks are constant over a vector.
+    Needs z_lo >= R, z_hi <= nz - R, y_lo >= R, y_hi <= ny - R, x_lo >= R, x_hi <= nx - R, nx >=
+    BLOCK_X (``ops.wave.zwin_step_ok``). Grid: 1D, x tiles fastest, then y tiles, then z chunks."""
+    nx = nx_s * VEC
+    s_z = s_z_s * VEC
+    s_y = s_y_s * VEC
+    x_lo = x_lo_s * VEC
+    x_hi = x_hi_s * VEC
+    tile_x, tile_y, zc = _march_tile(tl.program_id(0), tl.cdiv(x_hi - x_lo, BLOCK_X), tl.cdiv(y_hi - y_lo, BLOCK_Y),
+                                     tl.cdiv(z_hi - z_lo, BLOCK_Z), 2)
+    z_begin = z_lo + zc * BLOCK_Z
+    z_end = tl.minimum(z_begin + BLOCK_Z, z_hi)
+    own = x_lo + tile_x * BLOCK_X
+    x0 = _aligned(tl.minimum(own, nx - BLOCK_X), VEC)
+    y0 = y_lo + tile_y * BLOCK_Y
+    ys = y0 + tl.arange(0, BLOCK_Y)
+    xs = x0 + tl.arange(0, BLOCK_X)
+    row_ok = ys < y_hi
+    ys_ld = tl.minimum(ys, y_hi - 1)
+    tile_mask = row_ok[:, None] & ((xs >= own) & (xs < x_hi))[None, :]  # constant over a vector
+    # one set of offsets (rows clamped) for loads and stores: the rows past y_hi are not stored (tile_mask)
+    s_z64, _s_z64, s_y, offs, _o, w_centre, wz, wy, wx = _march_offsets(ys_ld, ys_ld, xs, s_z, s_y, s_z, s_y, w_ptr,
+                                                                          R, OFFS64)
+    dtype = w_ptr.dtype.element_ty
+
+    win = ()
+    for j in tl.static_range(0, 2 * R + 1):
+        win = win + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+    if L1_PREFETCH > 0:
+        pf_offs, pf_mask = _l1_prefetch_start(p_ptr, z_begin, s_z64, nz, x0, y0, nx, ny, s_y, R, BLOCK_Y, BLOCK_X,
+                                              SECTOR, L1_PREFETCH)
+    # Warm-up: planes z_begin-R .. z_begin-1 only feed the z terms of the first outputs.
+    for i in tl.static_range(0, R):
+        plane = tl.load(p_ptr + (z_begin - R + i) * s_z64 + offs)
+        win = _scatter_z(win, plane, wz, R)
+        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+    pending = ()
+    for d in tl.static_range(0, PREFETCH):
+        pending = pending + (tl.load(p_ptr + tl.minimum(z_begin + d, nz - 1) * s_z64 + offs),)
+    for p in tl.range(z_begin, z_end, loop_unroll_factor=LOOP_UNROLL):
+        base = p_ptr + p * s_z64
+        if L1_PREFETCH > 0:
+            _l1_prefetch_ahead(base, p, nz, s_z64, pf_offs, pf_mask, L1_PREFETCH)
+        plane = pending[0]
+        pending = pending[1:] + (tl.load(p_ptr + tl.minimum(p + PREFETCH, nz - 1) * s_z64 + offs),)
+        win = _scatter_z(win, plane, wz, R)
+        rows, chunks = _window_loads(base, offs, xs, nx, s_y, R, VEC)
+        xy = _plane_xy(plane, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
+        win = win[:R] + (win[R] + xy,) + win[R + 1:]
+        _zwin_update(p_ptr, pp_ptr, m_ptr, out_ptr, p - R, z_begin, s_z64, offs, win[0], tile_mask, NONTEMPORAL)
+        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+    # Drain: planes z_end .. z_end+R-1 complete the last R (or fewer) outputs.
+    for i in tl.static_range(0, R):
+        p = z_end + i
+        win = _scatter_z(win, tl.load(p_ptr + p * s_z64 + offs), wz, R)
+        _zwin_update(p_ptr, pp_ptr, m_ptr, out_ptr, p - R, z_begin, s_z64, offs, win[0], tile_mask, NONTEMPORAL)
+        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+
+
+@triton.jit
+def _zwin_update(p_ptr, pp_ptr, m_ptr, out_ptr, q, z_begin, s_z64, offs, lap, tile_mask, NONTEMPORAL: tl.constexpr):
+    """Output plane q of ``wave_zwin_kernel`` (nothing below z_begin: the warm-up's planes): p_next =
+    2 p - p_prev + m lap at the tile's points, the three reads under the store's plane predicate."""
+    live = q >= z_begin
+    plane = q * s_z64
+    centre = tl.load(p_ptr + plane + offs, mask=live)
+    prev = tl.load(pp_ptr + plane + offs, mask=live)
+    m = tl.load(m_ptr + plane + offs, mask=live)
+    val = 2.0 * centre - prev + m * lap
+    if NONTEMPORAL:
+        tl.store(out_ptr + plane + offs, val, mask=tile_mask & live, cache_modifier=".cs")
+    else:
+        tl.store(out_ptr + plane + offs, val, mask=tile_mask & live)
 
 
 @triton.jit

@@ -22,7 +22,7 @@ import torch
 import triton
 
 from tilecraft.kernels import wave as _k
-from tilecraft.ops.stencil import _check_order, triton_cdiv, triton_on_cpu
+from tilecraft.ops.stencil import _check_order, _plane_offsets_need_64bit, triton_cdiv, triton_on_cpu
 from tilecraft.reference.stencil import second_derivative_coefficients, stencil_weights
 from tilecraft.reference.wave import (
     cpml_correct_torch,
@@ -38,7 +38,12 @@ BACKENDS = ("auto", "triton", "torch")
 
 @dataclass(frozen=True)
 class WaveConfig:
-    """Launch configuration of ``wave_step_kernel``."""
+    """Launch configuration of the plain step: ``wave_step_kernel`` (``kernel="march"``: z terms
+    through L1), or ``wave_zwin_kernel`` (``kernel="zwin"``: the stencil's register-window march,
+    each thread's z window in registers, y rows and x chunks from L1 filled ``l1_prefetch`` planes
+    ahead, the plane loop unrolled ``loop_unroll`` times) on boxes it can take (``zwin_step_ok``:
+    3D, no sponge, 16-byte aligned rows and box x bounds); other boxes of a zwin configuration run
+    the march kernel with the same tiles."""
 
     block_y: int
     block_x: int
@@ -46,6 +51,15 @@ class WaveConfig:
     num_warps: int
     nontemporal: bool = False
     maxnreg: int | None = None
+    kernel: str = "march"
+    loop_unroll: int = 1
+    l1_prefetch: int = 0
+
+    def __post_init__(self):
+        if self.kernel not in ("march", "zwin"):
+            raise ValueError(f"kernel must be 'march' or 'zwin', got {self.kernel!r}")
+        if self.kernel == "march" and (self.loop_unroll != 1 or self.l1_prefetch):
+            raise ValueError(f"loop_unroll and l1_prefetch are options of the zwin kernel, got {self}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -209,7 +223,52 @@ def _launch(kernel, grid: tuple[int, ...], args: list, kw: dict):
 X_ALIGN = 8  # x tiles start on multiples of 8 points (32 B in fp32): a multiple of every vector width
 
 
+def zwin_step_ok(p: torch.Tensor, order: int, lo, hi, sponge, cfg: WaveConfig) -> str | None:
+    """Why ``wave_zwin_kernel`` cannot take this step's box, or None: it needs a 3D grid, no sponge,
+    16-byte multiples for nx, the strides, the pointers and the box's x bounds (every access
+    128-bit, the store masks constant over a vector), rows of at least ``block_x`` points, and the
+    box R or more from every face (its loads are not masked)."""
+    if p.dim() != 3:
+        return "the zwin step is 3D only"
+    if sponge is not None:
+        return "the zwin step has no sponge"
+    vec = 16 // p.element_size()
+    nz, ny, nx = p.shape
+    if any(v % vec for v in (nx, *p.stride()[:2], lo[2], hi[2])) or p.data_ptr() % 16:
+        return "the zwin step needs nx, the strides, the pointers and the box's x bounds to be multiples of 16 bytes"
+    if nx < cfg.block_x or cfg.block_x % vec:
+        return f"the zwin step needs nx >= block_x ({cfg.block_x}) and block_x a multiple of {vec}"
+    r = order // 2
+    if any(a < r or b > n - r for a, b, n in zip(lo, hi, (nz, ny, nx))):
+        return "the zwin step needs the box R or more from every face"
+    return None
+
+
+def _launch_zwin(p, p_prev, m, out, order, spacing, lo, hi, cfg: WaveConfig):
+    """``wave_zwin_kernel`` on a box ``zwin_step_ok`` accepted."""
+    r = order // 2
+    w = _const(("w", order, tuple(spacing)), lambda: stencil_weights(order, tuple(spacing)), p.dtype, p.device)
+    nz, ny, nx = p.shape
+    s_z, s_y, _ = p.stride()
+    vec = 16 // p.element_size()
+    n_prog = (triton_cdiv(hi[2] - lo[2], cfg.block_x) * triton_cdiv(hi[1] - lo[1], cfg.block_y)
+              * triton_cdiv(hi[0] - lo[0], cfg.block_z))
+    opts = {"num_warps": cfg.num_warps}
+    nvidia = p.device.type == "cuda" and torch.version.hip is None
+    if cfg.maxnreg and nvidia:
+        opts["maxnreg"] = cfg.maxnreg
+    return _launch(_k.wave_zwin_kernel, (n_prog,), [
+        p, p_prev, m, out, w, nz, ny, nx // vec, s_z // vec, s_y // vec, lo[0], hi[0], lo[1], hi[1], lo[2] // vec,
+        hi[2] // vec], dict(
+        R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec, NONTEMPORAL=cfg.nontemporal,
+        OFFS64=_plane_offsets_need_64bit(p, out, cfg.block_x), PREFETCH=1, LOOP_UNROLL=max(1, cfg.loop_unroll),
+        # a cache hint (PTX prefetch): NVIDIA only; the interpreter cannot run inline asm
+        L1_PREFETCH=cfg.l1_prefetch if nvidia else 0, SECTOR=32 // p.element_size(), **opts))
+
+
 def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveConfig, x_org: int | None = None):
+    if cfg.kernel == "zwin" and zwin_step_ok(p, order, lo, hi, sponge, cfg) is None:
+        return _launch_zwin(p, p_prev, m, out, order, spacing, lo, hi, cfg)
     r = order // 2
     has_z = p.dim() == 3
     p3, pp3, m3, o3 = (_as3d(t) for t in (p, p_prev, m, out))

@@ -3,9 +3,10 @@
 
 1. The plain step over the whole updated box (552**3): the default and each zwin configuration, each
    checked against the float64 torch step first (``step_suite``), with the torch step as the peer.
-2. The whole step with the CPML (``cpml_step_suite``, the default CPML configuration) with the default
-   interior and with the fastest zwin configuration of part 1, in alternating rounds, plus the GPU
-   time of each launch (profiler) for both.
+2. The whole step with the CPML (``cpml_step_suite``, the default CPML configuration) with the march
+   interior (``march_config``, the default before zwin) and with the fastest zwin configuration of
+   part 1, in alternating rounds, plus the GPU time of each launch (profiler) for both. (The run at
+   1852e69 passed None, then the march default, for the first.)
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/wave_zwin.py OUT_DIR [--rounds 2]
 
@@ -24,7 +25,7 @@ from tilecraft.bench.harness import git_commit, write_results
 from tilecraft.bench.wave import cpml_step_suite, step_suite
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
-from tilecraft.ops.wave import WaveConfig, default_config
+from tilecraft.ops.wave import WaveConfig, march_config
 
 Z = dict(kernel="zwin", nontemporal=True, l1_prefetch=2)
 ZWIN = (WaveConfig(32, 64, 64, 16, loop_unroll=8, **Z), WaveConfig(32, 64, 64, 16, loop_unroll=4, **Z),
@@ -56,7 +57,7 @@ def main() -> int:
     info = detect()
     copy = measure_copy_bandwidth()
     say(f"copy {copy:.3f} TB/s")
-    default = default_config(torch.float32, 8, torch.device("cuda"))
+    default = march_config(torch.float32, 8, torch.device("cuda"))  # the march default before zwin
     records = step_suite(args.n, 8, torch.float32, 20, configs=(default, *ZWIN), copy_tbps=copy, budget_s=args.budget,
                          say=say)
     torch.cuda.empty_cache()
@@ -64,7 +65,7 @@ def main() -> int:
              and r.extra["config"]["kernel"] == "zwin"]
     best = WaveConfig(**max(fused, key=lambda r: r.ours).extra["config"]) if fused else None
     for rnd in range(args.rounds):
-        for step_cfg in (None, best) if best else (None,):
+        for step_cfg in (default, best) if best else (default,):
             say(f"cpml step, interior {label(step_cfg and step_cfg.as_dict())}, round {rnd}")
             recs = cpml_step_suite(args.n, 8, torch.float32, 20, copy_tbps=copy, budget_s=args.budget, unfused=False,
                                    say=say, parts=rnd == 0, step_config=step_cfg)

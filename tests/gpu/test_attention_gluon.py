@@ -164,15 +164,21 @@ def test_gluon_ws_persistent_matches_float64(case, dtype):
     p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
     assert ops.ws_grid(p, PERSISTENT_CONFIGS[d][0], q.device) < ops.ws_grid(p, WS_CONFIGS[d][0], q.device)
     for cfg in PERSISTENT_CONFIGS[d]:
-        outs = []
-        for c in (cfg, ops.FwdConfig(**{**cfg.as_dict(), "persistent": False})):
-            out = torch.full_like(q, float("nan"))
-            lse = torch.full((b, h, s_q), float("nan"), device="cuda")
-            ops.launch_fwd(q, k, v, out, lse, None, None, p, c)
-            torch.cuda.synchronize()
-            check(out, lse, ref_o, ref_l, dtype)
-            outs.append((out, lse))
-        assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1]), cfg
+        matches_its_twin(q, k, v, p, cfg, "persistent", ref_o, ref_l, dtype)
+
+
+def matches_its_twin(q, k, v, p, cfg, option, ref_o, ref_l, dtype):
+    """``cfg`` and the same config with ``option`` off, each into NaN-poisoned outputs: both against
+    float64, and bit-equal to each other (the same tiles, scheduled differently)."""
+    outs = []
+    for c in (cfg, ops.FwdConfig(**{**cfg.as_dict(), option: False})):
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full(q.shape[:3], float("nan"), device="cuda")
+        ops.launch_fwd(q, k, v, out, lse, None, None, p, c)
+        torch.cuda.synchronize()
+        check(out, lse, ref_o, ref_l, dtype)
+        outs.append((out, lse))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1]), cfg
 
 
 def test_gluon_forward_bshd_and_scale():
@@ -254,15 +260,7 @@ def test_paired_causal_tiles_match_float64_and_the_one_tile_grid(case, dtype):
     ref_o, ref_l = attention_reference(q, k, v, causal=causal)
     p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
     for cfg in PAIRED_CONFIGS:
-        res = []
-        for c in (cfg, ops.FwdConfig(**{**cfg.as_dict(), "paired": False})):
-            out = torch.full_like(q, float("nan"))
-            lse = torch.full((b, h, s_q), float("nan"), device="cuda")
-            ops.launch_fwd(q, k, v, out, lse, None, None, p, c)
-            torch.cuda.synchronize()
-            check(out, lse, ref_o, ref_l, dtype)
-            res.append((out, lse))
-        assert torch.equal(res[0][0], res[1][0]) and torch.equal(res[0][1], res[1][1]), cfg
+        matches_its_twin(q, k, v, p, cfg, "paired", ref_o, ref_l, dtype)
 
 
 PAIRED_WS_CONFIGS = {64: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, paired=True)],

@@ -647,8 +647,20 @@ def laplacian_zwin_kernel(
     store_mask = row_ok[:, None] & (xs >= 0)[None, :]  # constant along x: 128-bit stores
     su_z64, so_z64, su_y, u_offs, o_offs, w_centre, wz, wy, wx = _march_offsets(ys_ld, ys, xs, su_z, su_y, so_z,
                                                                                 so_y, w_ptr, R, OFFS64)
-    dtype = w_ptr.dtype.element_ty
+    _zwin_march(u_ptr, out_ptr, None, None, z_begin, z_end, nz, ny, nx, su_z64, so_z64, su_y, u_offs, o_offs, xs, x0,
+                y0, w_centre, wz, wy, wx, store_mask, x_in, full_x, R, BLOCK_Y, BLOCK_X, VEC, NONTEMPORAL, PREFETCH,
+                LOOP_UNROLL, L1_PREFETCH, SECTOR, False)
 
+
+@triton.jit
+def _zwin_march(u_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, su_z64, so_z64, su_y, u_offs, o_offs, xs,
+                x0, y0, w_centre, wz, wy, wx, store_mask, x_in, full_x, R: tl.constexpr, BLOCK_Y: tl.constexpr,
+                BLOCK_X: tl.constexpr, VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, PREFETCH: tl.constexpr,
+                LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr, WAVE: tl.constexpr):
+    """The register-window march of one tile over output planes [z_begin, z_end) (the loop of
+    ``laplacian_zwin_kernel`` and ``kernels.wave.wave_zwin_kernel``): win[j] accumulates output plane
+    p - R + j; each completed plane goes to ``_zwin_emit``."""
+    dtype = u_ptr.dtype.element_ty
     win = ()
     for j in tl.static_range(0, 2 * R + 1):
         win = win + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
@@ -673,17 +685,39 @@ def laplacian_zwin_kernel(
         rows, chunks = _window_loads(base, u_offs, xs, nx, su_y, R, VEC)
         xy = _plane_xy(plane, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
         win = win[:R] + (win[R] + xy,) + win[R + 1:]
-        _store_tile(out_ptr + (p - R) * so_z64 + o_offs, win[0], store_mask & (p - R >= z_begin), x_in, full_x,
-                    NONTEMPORAL)
+        _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, p - R, z_begin, su_z64, so_z64, u_offs, o_offs, win[0], store_mask,
+                   x_in, full_x, NONTEMPORAL, WAVE)
         win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
     # Drain: planes z_end .. z_end+R-1 complete the last R (or fewer) outputs.
     for i in tl.static_range(0, R):
         p = z_end + i
         plane = tl.load(u_ptr + p * su_z64 + u_offs)
         win = _scatter_z(win, plane, wz, R)
-        _store_tile(out_ptr + (p - R) * so_z64 + o_offs, win[0], store_mask & (p - R >= z_begin), x_in, full_x,
-                    NONTEMPORAL)
+        _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, p - R, z_begin, su_z64, so_z64, u_offs, o_offs, win[0], store_mask,
+                   x_in, full_x, NONTEMPORAL, WAVE)
         win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+
+
+@triton.jit
+def _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, q, z_begin, su_z64, so_z64, u_offs, o_offs, acc, store_mask, x_in, full_x,
+               NONTEMPORAL: tl.constexpr, WAVE: tl.constexpr):
+    """Output plane q of a register-window march (nothing below z_begin: the warm-up's planes). The
+    Laplacian: ``acc`` stored (edge tiles through ``_store_tile``). ``WAVE`` (the wave solver's plain
+    step, out sharing u's strides, ``store_mask`` the tile's own points): p_next = 2 u - p_prev + m acc,
+    u, p_prev and m read at the tile's points under the plane's predicate."""
+    live = q >= z_begin
+    if WAVE:
+        plane = q * su_z64
+        centre = tl.load(u_ptr + plane + u_offs, mask=live)
+        prev = tl.load(pp_ptr + plane + u_offs, mask=live)
+        m = tl.load(m_ptr + plane + u_offs, mask=live)
+        val = 2.0 * centre - prev + m * acc
+        if NONTEMPORAL:
+            tl.store(out_ptr + plane + u_offs, val, mask=store_mask & live, cache_modifier=".cs")
+        else:
+            tl.store(out_ptr + plane + u_offs, val, mask=store_mask & live)
+    else:
+        _store_tile(out_ptr + q * so_z64 + o_offs, acc, store_mask & live, x_in, full_x, NONTEMPORAL)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -35,17 +35,14 @@ from tilecraft.kernels.stencil import (
     _aligned,
     _components,
     _interleave,
-    _l1_prefetch_ahead,
-    _l1_prefetch_start,
     _march_offsets,
     _march_tile,
     _plane_loads,
     _plane_xy,
-    _scatter_z,
     _store_tile,
     _tile_coords,
     _weights,
-    _window_loads,
+    _zwin_march,
 )
 
 
@@ -177,56 +174,9 @@ def wave_zwin_kernel(
     # one set of offsets (rows clamped) for loads and stores: the rows past y_hi are not stored (tile_mask)
     s_z64, _s_z64, s_y, offs, _o, w_centre, wz, wy, wx = _march_offsets(ys_ld, ys_ld, xs, s_z, s_y, s_z, s_y, w_ptr,
                                                                           R, OFFS64)
-    dtype = w_ptr.dtype.element_ty
-
-    win = ()
-    for j in tl.static_range(0, 2 * R + 1):
-        win = win + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
-    if L1_PREFETCH > 0:
-        pf_offs, pf_mask = _l1_prefetch_start(p_ptr, z_begin, s_z64, nz, x0, y0, nx, ny, s_y, R, BLOCK_Y, BLOCK_X,
-                                              SECTOR, L1_PREFETCH)
-    # Warm-up: planes z_begin-R .. z_begin-1 only feed the z terms of the first outputs.
-    for i in tl.static_range(0, R):
-        plane = tl.load(p_ptr + (z_begin - R + i) * s_z64 + offs)
-        win = _scatter_z(win, plane, wz, R)
-        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
-    pending = ()
-    for d in tl.static_range(0, PREFETCH):
-        pending = pending + (tl.load(p_ptr + tl.minimum(z_begin + d, nz - 1) * s_z64 + offs),)
-    for p in tl.range(z_begin, z_end, loop_unroll_factor=LOOP_UNROLL):
-        base = p_ptr + p * s_z64
-        if L1_PREFETCH > 0:
-            _l1_prefetch_ahead(base, p, nz, s_z64, pf_offs, pf_mask, L1_PREFETCH)
-        plane = pending[0]
-        pending = pending[1:] + (tl.load(p_ptr + tl.minimum(p + PREFETCH, nz - 1) * s_z64 + offs),)
-        win = _scatter_z(win, plane, wz, R)
-        rows, chunks = _window_loads(base, offs, xs, nx, s_y, R, VEC)
-        xy = _plane_xy(plane, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
-        win = win[:R] + (win[R] + xy,) + win[R + 1:]
-        _zwin_update(p_ptr, pp_ptr, m_ptr, out_ptr, p - R, z_begin, s_z64, offs, win[0], tile_mask, NONTEMPORAL)
-        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
-    # Drain: planes z_end .. z_end+R-1 complete the last R (or fewer) outputs.
-    for i in tl.static_range(0, R):
-        p = z_end + i
-        win = _scatter_z(win, tl.load(p_ptr + p * s_z64 + offs), wz, R)
-        _zwin_update(p_ptr, pp_ptr, m_ptr, out_ptr, p - R, z_begin, s_z64, offs, win[0], tile_mask, NONTEMPORAL)
-        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
-
-
-@triton.jit
-def _zwin_update(p_ptr, pp_ptr, m_ptr, out_ptr, q, z_begin, s_z64, offs, lap, tile_mask, NONTEMPORAL: tl.constexpr):
-    """Output plane q of ``wave_zwin_kernel`` (nothing below z_begin: the warm-up's planes): p_next =
-    2 p - p_prev + m lap at the tile's points, the three reads under the store's plane predicate."""
-    live = q >= z_begin
-    plane = q * s_z64
-    centre = tl.load(p_ptr + plane + offs, mask=live)
-    prev = tl.load(pp_ptr + plane + offs, mask=live)
-    m = tl.load(m_ptr + plane + offs, mask=live)
-    val = 2.0 * centre - prev + m * lap
-    if NONTEMPORAL:
-        tl.store(out_ptr + plane + offs, val, mask=tile_mask & live, cache_modifier=".cs")
-    else:
-        tl.store(out_ptr + plane + offs, val, mask=tile_mask & live)
+    _zwin_march(p_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, s_z64, s_z64, s_y, offs, offs, xs, x0, y0,
+                w_centre, wz, wy, wx, tile_mask, None, None, R, BLOCK_Y, BLOCK_X, VEC, NONTEMPORAL, PREFETCH,
+                LOOP_UNROLL, L1_PREFETCH, SECTOR, True)
 
 
 @triton.jit

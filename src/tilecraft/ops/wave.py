@@ -43,7 +43,7 @@ class WaveConfig:
     each thread's z window in registers, y rows and x chunks from L1 filled ``l1_prefetch`` planes
     ahead, the plane loop unrolled ``loop_unroll`` times) on boxes it can take (``zwin_step_ok``:
     3D, no sponge, 16-byte aligned rows and box x bounds); other boxes of a zwin configuration run
-    the march kernel with the same tiles."""
+    the march kernel with ``march_config``'s tiles."""
 
     block_y: int
     block_x: int
@@ -66,11 +66,27 @@ class WaveConfig:
 
 
 def default_config(dtype: torch.dtype, order: int, device: torch.device) -> WaveConfig:
-    """GPU: tiles of 128 points x 8 rows at 8 warps (4 points per thread), 16 planes per program,
-    a 56-register budget (fp32, orders <= 8): the fastest of the sweep in ``benchmarks/wave_bench.py``
-    (H200, fp32 order 8, 512**3 + PML: 67.3% of copy bandwidth; 16x128 at 16 warps 66.6%, without the
-    register budget 62.7%; benchmarks/results/2026-11-21-h200/wave-step-3897131.json).
+    """NVIDIA GPU, fp32 order 8: the register-window march (``kernel="zwin"``, 32 x 64 tiles of one
+    128-bit vector per thread, 16 warps, 64 planes, the loop unrolled by 8, L1 prefetch 2 planes
+    ahead): H100, 512**3 + 20-point CPML, the interior launch 0.874 ms against 0.961 for the march
+    below and the whole CPML step 2.035 / 2.030 ms against 2.185 / 2.169 (two rounds, same run;
+    benchmarks/results/2026-11-25-h100/wave-zwin-1852e69.json). Boxes it cannot take (2D, the sponge,
+    unaligned x bounds) run ``march_config``. Other GPUs, dtypes and orders: ``march_config``.
     Interpreter: a few large programs (it pays per program, not per point)."""
+    if device.type != "cuda":
+        return WaveConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
+    if dtype == torch.float32 and order == 8 and torch.version.hip is None:
+        return WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="zwin", loop_unroll=8,
+                          l1_prefetch=2)
+    return march_config(dtype, order, device)
+
+
+def march_config(dtype: torch.dtype, order: int, device: torch.device) -> WaveConfig:
+    """``wave_step_kernel`` (the L1 z-march). GPU: tiles of 128 points x 8 rows at 8 warps (4 points
+    per thread), 16 planes per program, a 56-register budget (fp32, orders <= 8): the fastest of the
+    sweep in ``benchmarks/wave_bench.py`` (H200, fp32 order 8, 512**3 + PML: 67.3% of copy bandwidth;
+    16x128 at 16 warps 66.6%, without the register budget 62.7%;
+    benchmarks/results/2026-11-21-h200/wave-step-3897131.json)."""
     if device.type != "cuda":
         return WaveConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     itemsize = torch.finfo(dtype).bits // 8
@@ -267,8 +283,10 @@ def _launch_zwin(p, p_prev, m, out, order, spacing, lo, hi, cfg: WaveConfig):
 
 
 def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveConfig, x_org: int | None = None):
-    if cfg.kernel == "zwin" and zwin_step_ok(p, order, lo, hi, sponge, cfg) is None:
-        return _launch_zwin(p, p_prev, m, out, order, spacing, lo, hi, cfg)
+    if cfg.kernel == "zwin":
+        if zwin_step_ok(p, order, lo, hi, sponge, cfg) is None:
+            return _launch_zwin(p, p_prev, m, out, order, spacing, lo, hi, cfg)
+        cfg = march_config(p.dtype, order, p.device)  # a box it cannot take: the march kernel's own tiles
     r = order // 2
     has_z = p.dim() == 3
     p3, pp3, m3, o3 = (_as3d(t) for t in (p, p_prev, m, out))
@@ -1287,4 +1305,5 @@ def _wave_step_fake(p, p_prev, m, out, order, spacing, lo, hi, sponge, backend) 
 
 
 __all__ = ["BACKENDS", "CpmlAxis", "CpmlConfig", "StepGraphs", "WaveConfig", "capture_steps", "check_cpml", "cpml_boxes",
-           "cpml_correct", "cpml_psi", "cpml_step", "default_config", "default_cpml_config", "step_into", "wave_step"]
+           "cpml_correct", "cpml_psi", "cpml_step", "default_config", "default_cpml_config", "march_config", "step_into",
+           "wave_step"]

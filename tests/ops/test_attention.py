@@ -210,6 +210,32 @@ def test_paired_causal_tiles_match_reference(case, kind, gen):
         assert torch.equal(out, plain) and torch.equal(lse, plain_lse)
 
 
+@pytest.mark.parametrize("case", [(1, 2, 2, 40, 40, 64), (2, 4, 2, 37, 21, 96), (1, 2, 1, 20, 50, 32), (1, 1, 1, 48, 48, 64)],
+                         ids=["S40", "gqa-sq>sk", "mqa-sq<sk", "3-tiles"])
+@pytest.mark.parametrize("deterministic", [True, False], ids=["det", "atomic"])
+def test_paired_backward_matches_unpaired(case, deterministic, gen):
+    """``BwdConfig(paired=True)``: the dK/dV programs take key tiles i and n_k - 1 - i, the dQ programs
+    query tiles n_m - 1 - i and i: the same bits as one tile per program (deterministic path), and
+    the float64 gradients."""
+    b, h, h_kv, s_q, s_k, d = case
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, torch.bfloat16)
+    do = torch.randn(q.shape, generator=gen).to(torch.bfloat16)
+    p = ops.validate(q, k, v, causal=True, scale=None, layout="bhsd")
+    out, lse = run_poisoned(q, k, v, True)
+    grads = []
+    for paired in (True, False):
+        g = tuple(torch.full_like(t, float("nan")) for t in (q, k, v))
+        ops.launch_bwd(do, q, k, v, out, lse, None, *g, None, None, p,
+                       ops.BwdConfig(16, 16, 16, 16, 4, 1, paired=paired), deterministic)
+        assert not any(torch.isnan(t).any() for t in g)
+        grads.append(g)
+    if deterministic:
+        assert all(torch.equal(a, b_) for a, b_ in zip(*grads))
+    ref = _grads(lambda *x: attention_reference(*x, causal=True), q, k, v, do)
+    for got, want in zip(grads[0], ref):
+        assert rel(got, want) < GRAD_TOL[torch.bfloat16]
+
+
 def test_paired_varlen_forward(gen, monkeypatch):
     """Packed batches with paired tiles: a short sequence's heavy tile (past its length) is skipped."""
     monkeypatch.setattr(ops, "INTERPRETER_FWD", ops.FwdConfig(16, 16, 4, 1, paired=True))

@@ -131,7 +131,8 @@ def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = 
                                PAIRED=fwd.paired and s.causal),
             "num_warps": fwd.num_warps, "num_stages": fwd.num_stages, "maxnreg": fwd.maxnreg or None},
            {"kernel": "attention_bwd_dkdv_kernel", "signature": dkdv_sig,
-            "constexprs": dict(shared, BLOCK_M=bwd.block_m1, BLOCK_N=bwd.block_n1, ATOMIC_DQ=not deterministic),
+            "constexprs": dict(shared, BLOCK_M=bwd.block_m1, BLOCK_N=bwd.block_n1, ATOMIC_DQ=not deterministic,
+                               PAIRED=bwd.paired and s.causal),
             "num_warps": bwd.num_warps, "num_stages": bwd.num_stages}]
     if tma:
         tma_cfg = ops.triton_fwd_config(s.head_dim, dev, hopper=True)
@@ -150,7 +151,7 @@ def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = 
                     "num_warps": tma_cfg.num_warps, "num_stages": tma_cfg.num_stages})
     if deterministic:
         out.append({"kernel": "attention_bwd_dq_kernel", "signature": dq_sig,
-                    "constexprs": dict(shared, BLOCK_M=bwd.block_m2, BLOCK_N=bwd.block_n2),
+                    "constexprs": dict(shared, BLOCK_M=bwd.block_m2, BLOCK_N=bwd.block_n2, PAIRED=bwd.paired and s.causal),
                     "num_warps": bwd.dq_num_warps or bwd.num_warps, "num_stages": bwd.dq_num_stages or bwd.num_stages})
     return out
 

@@ -473,20 +473,47 @@ def attention_bwd_dkdv_kernel(
     stride_lb, stride_lh,
     H, GROUP, S_Q, S_K, sm_scale, qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr, VARLEN: tl.constexpr, ATOMIC_DQ: tl.constexpr,
+    CAUSAL: tl.constexpr, VARLEN: tl.constexpr, ATOMIC_DQ: tl.constexpr, PAIRED: tl.constexpr = False,
 ):
     """One program: BLOCK_N keys of one (batch, K/V head); dK and dV summed over the GROUP query
     heads that read this K/V head and over all their query tiles. Grid: (cdiv(max S_k, BLOCK_N), B * H_kv).
-    With ``ATOMIC_DQ`` also adds each tile's dQ share into the fp32 DQ with atomics."""
-    pid_n = tl.program_id(0)
+    With ``ATOMIC_DQ`` also adds each tile's dQ share into the fp32 DQ with atomics. ``PAIRED``
+    (causal): grid (cdiv(n_k, 2), B * H_kv), program i taking key tile i (the heavy one: seen by the
+    most queries) and then n_k - 1 - i, unrolled as the forward's."""
     pid_bh = tl.program_id(1)
     h_kvs = H // GROUP
     b = pid_bh // h_kvs
     h_kv = pid_bh % h_kvs
     q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
+    if PAIRED:
+        light, heavy, count = _paired_tiles(S_K, BLOCK_N)
+        for t in tl.static_range(2):
+            pid_n = heavy if t == 0 else light
+            if (t < count) & (pid_n * BLOCK_N < len_k):
+                _dkdv_tile(Q, K, V, DO, LSE, DELTA, DK, DV, DQ, q0, k0, len_q, len_k, pid_n, b, h_kv,
+                           stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh,
+                           stride_vs, stride_dob, stride_doh, stride_dos, stride_dkb, stride_dkh, stride_dks,
+                           stride_dvb, stride_dvh, stride_dvs, stride_dqb, stride_dqh, stride_dqs, stride_lb, stride_lh,
+                           GROUP, sm_scale, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, ATOMIC_DQ)
+    else:
+        pid_n = tl.program_id(0)
+        if pid_n * BLOCK_N < len_k:
+            _dkdv_tile(Q, K, V, DO, LSE, DELTA, DK, DV, DQ, q0, k0, len_q, len_k, pid_n, b, h_kv,
+                       stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh,
+                       stride_vs, stride_dob, stride_doh, stride_dos, stride_dkb, stride_dkh, stride_dks,
+                       stride_dvb, stride_dvh, stride_dvs, stride_dqb, stride_dqh, stride_dqs, stride_lb, stride_lh,
+                       GROUP, sm_scale, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, ATOMIC_DQ)
+
+
+@triton.jit
+def _dkdv_tile(Q, K, V, DO, LSE, DELTA, DK, DV, DQ, q0, k0, len_q, len_k, pid_n, b, h_kv,
+               stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh, stride_vs,
+               stride_dob, stride_doh, stride_dos, stride_dkb, stride_dkh, stride_dks, stride_dvb, stride_dvh,
+               stride_dvs, stride_dqb, stride_dqh, stride_dqs, stride_lb, stride_lh, GROUP, sm_scale, qk_scale,
+               HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr):
+    """Key tile pid_n of (batch b, K/V head h_kv): the body of ``attention_bwd_dkdv_kernel``."""
     start_n = pid_n * BLOCK_N
-    if start_n >= len_k:
-        return
     b64 = b.to(tl.int64)
     hk64 = h_kv.to(tl.int64)
     offs_n = start_n + tl.arange(0, BLOCK_N)
@@ -566,15 +593,41 @@ def attention_bwd_dq_kernel(
     stride_lb, stride_lh,
     H, GROUP, S_Q, S_K, sm_scale, qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr, VARLEN: tl.constexpr,
+    CAUSAL: tl.constexpr, VARLEN: tl.constexpr, PAIRED: tl.constexpr = False,
 ):
     """One program: dQ of BLOCK_M queries of one (batch, head), over the key tiles they see (the
-    forward's split: unmasked tiles, then the diagonal and tail). Grid: (cdiv(max S_q, BLOCK_M), B * H)."""
-    pid_m, b, h, h_kv = _query_tile(H, GROUP, CAUSAL)
+    forward's split: unmasked tiles, then the diagonal and tail). Grid: (cdiv(max S_q, BLOCK_M), B * H);
+    ``PAIRED`` (causal): query tiles n_m - 1 - i and i per program, as the forward's."""
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
     q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
+    if PAIRED:
+        heavy, light, count = _paired_tiles(S_Q, BLOCK_M)
+        for t in tl.static_range(2):
+            pid_m = heavy if t == 0 else light
+            if (t < count) & (pid_m * BLOCK_M < len_q):
+                _dq_tile(Q, K, V, DO, LSE, DELTA, DQ, q0, k0, len_q, len_k, pid_m, b, h, h // GROUP,
+                         stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh,
+                         stride_vs, stride_dob, stride_doh, stride_dos, stride_dqb, stride_dqh, stride_dqs, stride_lb,
+                         stride_lh, sm_scale, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL)
+    else:
+        pid_m, b, h, h_kv = _query_tile(H, GROUP, CAUSAL)
+        if pid_m * BLOCK_M < len_q:
+            _dq_tile(Q, K, V, DO, LSE, DELTA, DQ, q0, k0, len_q, len_k, pid_m, b, h, h_kv,
+                     stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh,
+                     stride_vs, stride_dob, stride_doh, stride_dos, stride_dqb, stride_dqh, stride_dqs, stride_lb,
+                     stride_lh, sm_scale, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL)
+
+
+@triton.jit
+def _dq_tile(Q, K, V, DO, LSE, DELTA, DQ, q0, k0, len_q, len_k, pid_m, b, h, h_kv,
+             stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh, stride_vs,
+             stride_dob, stride_doh, stride_dos, stride_dqb, stride_dqh, stride_dqs, stride_lb, stride_lh,
+             sm_scale, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+             BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """Query tile pid_m of (batch b, head h): the body of ``attention_bwd_dq_kernel``."""
     start_m = pid_m * BLOCK_M
-    if start_m >= len_q:
-        return
     b64 = b.to(tl.int64)
     h64 = h.to(tl.int64)
     offs_m = start_m + tl.arange(0, BLOCK_M)

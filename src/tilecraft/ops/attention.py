@@ -127,6 +127,9 @@ class BwdConfig:
     num_stages: int
     dq_num_warps: int = 0  # the dQ kernel's; 0: the same as the dK/dV kernel's
     dq_num_stages: int = 0
+    # causal calls only: each dK/dV program takes key tiles i and n_k - 1 - i, each dQ program query
+    # tiles n_m - 1 - i and i (the forward's ``paired``): about the same work per program
+    paired: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -866,22 +869,26 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
         # fp32 accumulator for the atomic dQ; the deterministic path writes dq directly.
         dq_acc = torch.zeros(dq.shape, dtype=torch.float32, device=dq.device) if not deterministic else dq
         sm = p.scale
-        handles.append(_k.attention_bwd_dkdv_kernel[(_cdiv(p.seqlen_k, cfg.block_n1), p.batch * p.kv_heads)](
+        paired = cfg.paired and p.causal
+        n_k = _cdiv(p.seqlen_k, cfg.block_n1)
+        handles.append(_k.attention_bwd_dkdv_kernel[(_cdiv(n_k, 2) if paired else n_k, p.batch * p.kv_heads)](
             q, k, v, do, lse, delta, dk, dv, dq_acc, cu_q, cu_k,
             *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout), *_bhsd_strides(v, p.layout),
             *_bhsd_strides(do, p.layout), *_bhsd_strides(dk, p.layout), *_bhsd_strides(dv, p.layout),
             *_bhsd_strides(dq_acc, p.layout), *_lse_strides(lse, p.varlen),
             p.heads, group, p.seqlen_q, p.seqlen_k, sm, sm * LOG2E,
             HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, CAUSAL=p.causal,
-            VARLEN=p.varlen, ATOMIC_DQ=not deterministic, num_warps=cfg.num_warps, num_stages=cfg.num_stages))
+            VARLEN=p.varlen, ATOMIC_DQ=not deterministic, PAIRED=paired, num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages))
         if deterministic:
-            handles.append(_k.attention_bwd_dq_kernel[(_cdiv(p.seqlen_q, cfg.block_m2), p.batch * p.heads)](
+            n_m = _cdiv(p.seqlen_q, cfg.block_m2)
+            handles.append(_k.attention_bwd_dq_kernel[(_cdiv(n_m, 2) if paired else n_m, p.batch * p.heads)](
                 q, k, v, do, lse, delta, dq, cu_q, cu_k,
                 *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout), *_bhsd_strides(v, p.layout),
                 *_bhsd_strides(do, p.layout), *_bhsd_strides(dq, p.layout), *_lse_strides(lse, p.varlen),
                 p.heads, group, p.seqlen_q, p.seqlen_k, sm, sm * LOG2E,
                 HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=cfg.block_m2, BLOCK_N=cfg.block_n2, CAUSAL=p.causal,
-                VARLEN=p.varlen, num_warps=cfg.dq_num_warps or cfg.num_warps,
+                VARLEN=p.varlen, PAIRED=paired, num_warps=cfg.dq_num_warps or cfg.num_warps,
                 num_stages=cfg.dq_num_stages or cfg.num_stages))
         else:
             dq.copy_(dq_acc)

@@ -1,0 +1,69 @@
+"""Paired causal tiles in the backward (``BwdConfig(paired=True)``) against the default tiles, cuDNN and
+FlashAttention-2, bf16, the issue's causal shapes (D128 B4 H16 S4096, D64 B8 H16 S2048), in alternating
+rounds in one process; every config checked against float64 first (``bench.attention.measure``).
+
+    PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/attention_bwd_paired.py OUT_DIR [--rounds 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import torch
+
+from tilecraft.bench import attention as ba
+from tilecraft.bench.harness import git_commit
+from tilecraft.hardware.device import detect
+from tilecraft.ops import attention as ops
+
+SHAPES = {"d128c": ba.Shape(4, 16, 16, 4096, 4096, 128, True), "d64c": ba.Shape(8, 16, 16, 2048, 2048, 64, True)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--budget", type=float, default=0.5)
+    args = ap.parse_args()
+    info = detect()
+    doc = {"device": info.as_dict(), "commit": git_commit(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+           "method": f"{args.rounds} rounds: default, paired, and SDPA cudnn/flash (first round); eager backward, "
+                     "medians", "shapes": {}}
+    import triton
+    doc["triton"] = triton.__version__
+    for name, s in SHAPES.items():
+        base = ops.default_bwd_config(s.head_dim, torch.device("cuda"))
+        cfgs = {"default": replace(base, paired=False), "paired": replace(base, paired=True)}
+        flops = ba.attention_flops(s, backward=True)
+        rows = {k: [] for k in (*cfgs, "sdpa-cudnn", "sdpa-flash")}
+        for rnd in range(args.rounds):
+            order = list(cfgs.items()) if rnd % 2 == 0 else list(cfgs.items())[::-1]
+            for label, cfg in order:
+                res = ba.measure(s, torch.bfloat16, "bwd", backends=("cudnn", "flash") if rnd == 0 and label == "default"
+                                 else (), bwd=cfg, budget_s=args.budget)
+                for r in res:
+                    key = label if r.name == "tilecraft" else r.name
+                    if not r.ok:
+                        print(f"{name} {key}: FAILED {r.message}", flush=True)
+                        continue
+                    rows[key].append(flops / (r.time_ms * 1e-3) / 1e12)
+                print(f"{name} round {rnd} {label}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in rows.items() if v),
+                      flush=True)
+        med = {k: statistics.median(v) for k, v in rows.items() if v}
+        doc["shapes"][name] = {"shape": asdict(s), "tflops": rows, "median": med,
+                               "configs": {k: c.as_dict() for k, c in cfgs.items()}}
+        print(f"{name}: " + ", ".join(f"{k} {v:.0f}" for k, v in med.items())
+              + (f"; paired/default {med['paired'] / med['default']:.3f}" if "paired" in med and "default" in med else "")
+              + (f"; paired/flash {med['paired'] / med['sdpa-flash']:.3f}" if "sdpa-flash" in med and "paired" in med else "")
+              + (f"; paired/cudnn {med['paired'] / med['sdpa-cudnn']:.3f}" if "sdpa-cudnn" in med and "paired" in med else ""),
+              flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"attention-bwd-paired-{git_commit()}.json").write_text(json.dumps(doc, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

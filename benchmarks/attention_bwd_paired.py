@@ -46,7 +46,7 @@ def main() -> None:
                 res = ba.measure(s, torch.bfloat16, "bwd", backends=("cudnn", "flash") if rnd == 0 and label == "default"
                                  else (), bwd=cfg, budget_s=args.budget)
                 for r in res:
-                    key = label if r.name == "tilecraft" else r.name
+                    key = label if r.impl == "tilecraft" else r.impl
                     if not r.ok:
                         print(f"{name} {key}: FAILED {r.message}", flush=True)
                         continue

@@ -66,6 +66,24 @@ def _query_tile(H, GROUP, CAUSAL: tl.constexpr):
 
 
 @triton.jit
+def _program_tiles(S, BLOCK: tl.constexpr, REVERSE: tl.constexpr, HEAVY_LOW: tl.constexpr, PAIRED: tl.constexpr):
+    """(first tile, second tile, count) of this program along grid axis 0 over cdiv(S, BLOCK) tiles:
+    with ``PAIRED`` the heavy tile and then the light one (``_paired_tiles``; ``HEAVY_LOW``: the low
+    tile index is the heavy one, as for the backward's key tiles), else program_id(0) alone, counted
+    from the end with ``REVERSE`` (causal query tiles heaviest first)."""
+    if PAIRED:
+        heavy, light, count = _paired_tiles(S, BLOCK)
+        if HEAVY_LOW:
+            heavy, light = light, heavy
+        return heavy, light, count
+    else:
+        pid = tl.program_id(0)
+        if REVERSE:
+            pid = tl.num_programs(0) - 1 - pid
+        return pid, pid, 1
+
+
+@triton.jit
 def _paired_tiles(S_Q, BLOCK_M: tl.constexpr):
     """A paired causal program's query tiles (grid (cdiv(n_m, 2), B * H), n_m = cdiv(S_q, BLOCK_M)):
     the heavy tile n_m - 1 - i, then the light tile i, so every program walks about n_m + 1 key tiles'
@@ -227,20 +245,13 @@ def attention_fwd_kernel(
     b = pid_bh // H
     h = pid_bh % H
     q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
-    if PAIRED:
-        heavy, light, count = _paired_tiles(S_Q, BLOCK_M)
-        for t in tl.static_range(2):  # unrolled: a runtime loop around the key loops took 155 registers, not 119
-            pid_m = heavy if t == 0 else light
-            # count: the middle tile of an odd n_m comes once; packed batches: past a short sequence's end
-            if (t < count) & (pid_m * BLOCK_M < len_q):
-                _fwd_tile(Q, K, V, O, LSE, q0, k0, len_q, len_k, pid_m, b, h, h // GROUP,
-                          stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh,
-                          stride_vs, stride_ob, stride_oh, stride_os, stride_lb, stride_lh, qk_scale,
-                          HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, WARP_SPECIALIZE)
-    else:
-        pid_m, b, h, h_kv = _query_tile(H, GROUP, CAUSAL)
-        if pid_m * BLOCK_M < len_q:
-            _fwd_tile(Q, K, V, O, LSE, q0, k0, len_q, len_k, pid_m, b, h, h_kv,
+    first, second, count = _program_tiles(S_Q, BLOCK_M, CAUSAL, False, PAIRED)
+    # unrolled: a runtime loop around the key loops took 155 registers, not 119
+    for t in tl.static_range(2 if PAIRED else 1):
+        pid_m = first if t == 0 else second
+        # count: the middle tile of an odd n_m comes once; packed batches: past a short sequence's end
+        if (t < count) & (pid_m * BLOCK_M < len_q):
+            _fwd_tile(Q, K, V, O, LSE, q0, k0, len_q, len_k, pid_m, b, h, h // GROUP,
                       stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh,
                       stride_vs, stride_ob, stride_oh, stride_os, stride_lb, stride_lh, qk_scale,
                       HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, WARP_SPECIALIZE)
@@ -485,19 +496,11 @@ def attention_bwd_dkdv_kernel(
     b = pid_bh // h_kvs
     h_kv = pid_bh % h_kvs
     q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
-    if PAIRED:
-        light, heavy, count = _paired_tiles(S_K, BLOCK_N)
-        for t in tl.static_range(2):
-            pid_n = heavy if t == 0 else light
-            if (t < count) & (pid_n * BLOCK_N < len_k):
-                _dkdv_tile(Q, K, V, DO, LSE, DELTA, DK, DV, DQ, q0, k0, len_q, len_k, pid_n, b, h_kv,
-                           stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh,
-                           stride_vs, stride_dob, stride_doh, stride_dos, stride_dkb, stride_dkh, stride_dks,
-                           stride_dvb, stride_dvh, stride_dvs, stride_dqb, stride_dqh, stride_dqs, stride_lb, stride_lh,
-                           GROUP, sm_scale, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, ATOMIC_DQ)
-    else:
-        pid_n = tl.program_id(0)
-        if pid_n * BLOCK_N < len_k:
+    # key tiles: the heavy one (seen by the most queries) is the first, so no reversal
+    first, second, count = _program_tiles(S_K, BLOCK_N, False, True, PAIRED)
+    for t in tl.static_range(2 if PAIRED else 1):
+        pid_n = first if t == 0 else second
+        if (t < count) & (pid_n * BLOCK_N < len_k):
             _dkdv_tile(Q, K, V, DO, LSE, DELTA, DK, DV, DQ, q0, k0, len_q, len_k, pid_n, b, h_kv,
                        stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh,
                        stride_vs, stride_dob, stride_doh, stride_dos, stride_dkb, stride_dkh, stride_dks,
@@ -602,19 +605,11 @@ def attention_bwd_dq_kernel(
     b = pid_bh // H
     h = pid_bh % H
     q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
-    if PAIRED:
-        heavy, light, count = _paired_tiles(S_Q, BLOCK_M)
-        for t in tl.static_range(2):
-            pid_m = heavy if t == 0 else light
-            if (t < count) & (pid_m * BLOCK_M < len_q):
-                _dq_tile(Q, K, V, DO, LSE, DELTA, DQ, q0, k0, len_q, len_k, pid_m, b, h, h // GROUP,
-                         stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh,
-                         stride_vs, stride_dob, stride_doh, stride_dos, stride_dqb, stride_dqh, stride_dqs, stride_lb,
-                         stride_lh, sm_scale, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL)
-    else:
-        pid_m, b, h, h_kv = _query_tile(H, GROUP, CAUSAL)
-        if pid_m * BLOCK_M < len_q:
-            _dq_tile(Q, K, V, DO, LSE, DELTA, DQ, q0, k0, len_q, len_k, pid_m, b, h, h_kv,
+    first, second, count = _program_tiles(S_Q, BLOCK_M, CAUSAL, False, PAIRED)
+    for t in tl.static_range(2 if PAIRED else 1):
+        pid_m = first if t == 0 else second
+        if (t < count) & (pid_m * BLOCK_M < len_q):
+            _dq_tile(Q, K, V, DO, LSE, DELTA, DQ, q0, k0, len_q, len_k, pid_m, b, h, h // GROUP,
                      stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh,
                      stride_vs, stride_dob, stride_doh, stride_dos, stride_dqb, stride_dqh, stride_dqs, stride_lb,
                      stride_lh, sm_scale, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL)

@@ -309,15 +309,19 @@ def default_bwd_config(head_dim: int, device: torch.device) -> BwdConfig:
       larger dK/dV tiles spill).
 
     dK and dV (BLOCK_N1 x D each, fp32) stay in registers for the whole query walk: 4 warps spilled
-    3.9 KB per thread at D = 128 (``bench.attention.compile_report``)."""
+    3.9 KB per thread at D = 128 (``bench.attention.compile_report``).
+
+    Causal calls pair their tiles (``paired``; H100, 2026-11-25, medians of 3 alternating rounds,
+    `attention-bwd-paired-1b55b5a.json`): D128 causal 302 against 294 TFLOP/s (FA2 233: 1.30x against
+    1.26x), D64 causal 178 against 170."""
     if device.type != "cuda":
         return INTERPRETER_BWD
     d = block_d(head_dim)
     if d <= 64:
-        return BwdConfig(32, 128, 128, 32, 4, 3)
+        return BwdConfig(32, 128, 128, 32, 4, 3, paired=True)
     if d <= 128:
-        return BwdConfig(64, 128, 128, 64, 8, 3)
-    return BwdConfig(32, 64, 128, 32, 8, 2)
+        return BwdConfig(64, 128, 128, 64, 8, 3, paired=True)
+    return BwdConfig(32, 64, 128, 32, 8, 2, paired=True)
 
 
 INTERPRETER_DECODE = DecodeConfig(16, 4, 1, 3)

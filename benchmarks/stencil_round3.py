@@ -32,6 +32,8 @@ CASES = {  # (dtype, order, shape): the issue's three targets, then other orders
     "fp32-o6": ("fp32", 6, (518, 518, 518)),
     "fp64-o8": ("fp64", 8, (520, 520, 520)),
     "fp64-o4": ("fp64", 4, (516, 516, 516)),
+    "fp32-o6a": ("fp32", 6, (520, 520, 520)),  # 518 rows are not 16-byte multiples: zwin refuses them
+    "fp64-o6": ("fp64", 6, (520, 520, 520)),
 }
 
 
@@ -98,6 +100,8 @@ CANDIDATES_D: dict[str, list[StencilConfig | None]] = {
     "fp64-o8": [None, zwin(32, 32, 16, lu=8, l1=2), zwin(16, 64, 16, lu=8, l1=2), None],
     "fp64-o4": [None, zwin(32, 32, 16, lu=4, l1=2), zwin(16, 64, 16, lu=4, l1=2), None],
     "fp32-o8": [None, zwin(32, 64, 16, lu=8, l1=2, bz=128), None],
+    "fp32-o6a": [None, zwin(32, 64, 16, lu=6, l1=2), zwin(16, 128, 16, lu=6, l1=2), None],
+    "fp64-o6": [None, zwin(32, 32, 16, lu=6, l1=2), None],
 }
 
 

@@ -67,13 +67,19 @@ def test_zwin_refusals():
         ops.launch(u, torch.empty_like(u), 2, (1.0, 1.0, 1.0), _ZWIN)
 
 
-def test_auto_picks_zwin_for_aligned_fp32_order_8_only():
+def test_auto_picks_zwin_where_it_measured_faster():
+    """fp32 orders 6 and 8, fp64 orders 6 and 8, fp64 order 4 on planes of 512^2 and more; not fp32
+    order 4 (no gain), not orders above 8 (not measured), not short rows, not unaligned grids."""
     big = (520, 520, 520)
-    cfg = ops.auto_config(torch.float32, 8, big, 50 * 2**20)
-    assert cfg.kernel == "zwin" and cfg.loop_unroll == 2 * 4 and cfg.l1_prefetch > 0
+    for dtype, order in ((torch.float32, 8), (torch.float32, 6), (torch.float64, 8), (torch.float64, 6),
+                         (torch.float64, 4)):
+        cfg = ops.auto_config(dtype, order, big, 50 * 2**20)
+        assert cfg.kernel == "zwin" and cfg.loop_unroll == order and cfg.l1_prefetch > 0, (dtype, order)
+        assert cfg.block_x * torch.finfo(dtype).bits // 8 == 256  # one 128-bit vector per thread of 16 warps
+    assert ops.auto_config(torch.float64, 4, (64, 256, 256), 50 * 2**20).unroll_z  # small planes: the short march
+    assert ops.auto_config(torch.float32, 4, big, 50 * 2**20).kernel == "zmarch"
+    assert ops.auto_config(torch.float32, 10, big, 50 * 2**20).kernel == "zmarch"
     assert ops.auto_config(torch.float32, 8, (40, 40, 48), 50 * 2**20).kernel == "zmarch"  # rows < 64 points
-    assert ops.auto_config(torch.float64, 8, big, 50 * 2**20).kernel == "zmarch"  # not measured: unchanged
-    assert ops.auto_config(torch.float32, 6, big, 50 * 2**20).kernel == "zmarch"
     assert ops.auto_config(torch.float32, 8, (518, 518, 518), 50 * 2**20, vector_aligned=False).kernel == "plane"
 
 

@@ -119,12 +119,15 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
       z-march (32 planes per program) with the z terms in a register window, whose working set does
       not grow with the plane; its loop loads the next plane's centre two steps and its y rows and
       x chunks one step ahead (``prefetch``, ``pipeline_xy``).
-    * fp32 order 8 (rows of at least 64 points): the register-window march ``zwin`` (tall 32 x 64
-      tiles, one vector per thread, z terms in registers, y rows and x chunks from L1, where a
-      ``prefetch.global.L1`` put them two planes earlier; loop unrolled by 2R; rows and planes
-      clamped instead of masked). 45.6% of copy against 33-37% for the L1 march (2026-11-25).
-    * Other orders 6 and up: the z-march with the z terms read through L1 and tall tiles, so a register
-      window of 2R+1 tiles does not limit occupancy and few halo rows are read per row.
+    * fp32 orders 6 and 8, fp64 orders 6 and 8, and fp64 order 4 on planes of 512^2 points and more
+      (``_zwin_auto``): the register-window march ``zwin`` (tall tiles, one vector per thread, z
+      terms in registers, y rows and x chunks from L1, where a ``prefetch.global.L1`` put them two
+      planes earlier; loop unrolled by 2R; rows and planes clamped instead of masked). fp32 order 8:
+      45.6% of copy against 33-37% for the L1 march (H200); fp32 order 6 55.4% against 36%, fp64
+      orders 4-8 58-62% against 48-57% (H100, 2026-11-25).
+    * Other orders 6 and up (orders 10-16, short rows): the z-march with the z terms read through L1
+      and tall tiles, so a register window of 2R+1 tiles does not limit occupancy and few halo rows
+      are read per row.
     * Grids whose rows are not 16-byte aligned (``vector_aligned`` False: nx or a stride not a
       multiple of 16 bytes) make every z-march load scalar and its register count explode; there the
       plane kernels win (fp64 o2 515^3: tiling 59.8% of copy, z-marches 43-48%; fp32 o2 514^3:
@@ -149,6 +152,10 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
     vec = 16 // itemsize
     plane_bytes = shape[1] * shape[2] * itemsize
     l2 = l2_bytes or 50 * 2**20
+    if r == 2 and shape[1] * shape[2] >= 512 * 512:
+        window = _zwin_auto(dtype, r, shape[2])  # fp64 order 4 on planes of 512^2 and more
+        if window is not None:
+            return window
     if r <= 2:
         by, nw = (4, 4) if dtype == torch.float64 else (4, 2)
         # Planes per program (measured best for R = 1); a chunk also reads its 2R halo planes, so
@@ -170,18 +177,39 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
                                  zorder=2, unroll_z=True)
         return StencilConfig("zmarch", block_y=4, block_x=128, num_warps=8 if dtype == torch.float64 else 4,
                              block_z=32, nontemporal=True, zorder=2, prefetch=2, pipeline_xy=True)
-    if r == 4 and dtype == torch.float32 and shape[2] >= 64:
-        # The register-window march (kernel "zwin"): 32 x 64 tiles, one 128-bit vector per thread,
-        # loop unrolled by 2R, every sector of a plane prefetched into L1 two planes ahead. Measured
-        # 45.6% of copy against 33.2/36.5% for the L1 march below in the same run (H200, 2026-11-25,
-        # stencil-round3c-325e963.json); its zmarch twin 46.9% against 38.5/38.6% (round3a-aa91c13).
-        return StencilConfig("zwin", block_y=32, block_x=64, num_warps=16, block_z=64, nontemporal=True,
-                             loop_unroll=8, l1_prefetch=2)
+    window = _zwin_auto(dtype, r, shape[2])
+    if window is not None:
+        return window
     bx = 512 // itemsize  # rows of 512 bytes: 4 lines, x halos cost 1/8 more at most
     # Order 8: warps wait on loads (Nsight Compute: long-scoreboard stalls 70%) and registers cap
     # the occupancy at 50%; a 56-register budget measured 38.1% of copy against 34.0% (run 27).
     return StencilConfig("zmarch", block_y=16, block_x=bx, num_warps=16 * bx // (32 * vec), block_z=64,
                          nontemporal=True, zorder=2, z_in_regs=False, maxnreg=56 if r == 4 else None)
+
+
+def _zwin_auto(dtype: torch.dtype, r: int, nx: int) -> StencilConfig | None:
+    """The register-window march (kernel "zwin") where it measured faster than the marches ``auto`` ran
+    before, or None: 32 rows of one 128-bit vector per thread (64 points in fp32, 32 in fp64), 16
+    warps, 64 planes, the loop unrolled by 2R, every sector of a plane prefetched into L1 two planes
+    ahead. Measured (% of copy, against ``auto`` before it in the same run):
+
+    * fp32 order 8: 45.6% against 33.2/36.5% (H200, stencil-round3c-325e963.json; its zmarch twin
+      46.9% against 38.5/38.6%, round3a-aa91c13); H100: 54.1/52.1% as ``auto`` (round3d-fdf3519);
+    * fp32 order 6 (520^3): 55.4% against 36.0/35.7% (H100, stencil-round3d-d4975ac.json);
+    * fp64 order 8: 60.2 and 57.6% against 49.8/49.5 and 48.0/51.1%; order 6: 61.2% against
+      56.6/53.9%; order 4 (516^3, against the short unrolled march): 61.9% against 55.3/53.5%
+      (H100, stencil-round3d-fdf3519.json and -d4975ac.json). ``auto`` takes it for fp64 order 4 on
+      planes of 512^2 points and more (the measured size; its working set does not grow with the
+      plane, so the larger planes, where the long march ran, are expected to keep it; not measured).
+
+    Not taken: fp32 order 4 (51.4-52.1% against 50.8/53.0%: no gain), orders above 8 (not measured)."""
+    if dtype == torch.float32 and r in (3, 4) and nx >= 64:
+        return StencilConfig("zwin", block_y=32, block_x=64, num_warps=16, block_z=64, nontemporal=True,
+                             loop_unroll=2 * r, l1_prefetch=2)
+    if dtype == torch.float64 and r in (2, 3, 4) and nx >= 32:
+        return StencilConfig("zwin", block_y=32, block_x=32, num_warps=16, block_z=64, nontemporal=True,
+                             loop_unroll=2 * r, l1_prefetch=2)
+    return None
 
 
 def config_for(variant: str, dtype: torch.dtype, order: int, shape: tuple[int, int, int],

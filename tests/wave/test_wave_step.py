@@ -209,3 +209,6 @@ def test_zwin_step_takes_only_what_it_can(field):
         WaveConfig(4, 8, 5, 1, loop_unroll=2)
     with pytest.raises(ValueError, match="kernel"):
         WaveConfig(4, 8, 5, 1, kernel="rows")
+    for bad in (dict(loop_unroll=0), dict(loop_unroll=2.0), dict(l1_prefetch=-1), dict(l1_prefetch=True)):
+        with pytest.raises(ValueError, match="loop_unroll|l1_prefetch"):
+            WaveConfig(4, 8, 5, 1, kernel="zwin", **bad)

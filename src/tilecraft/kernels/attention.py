@@ -312,19 +312,15 @@ def attention_fwd_tma_kernel(
             h = bh % H
             _fwd_tma_tile(Q_DESC, K_DESC, V_DESC, O_DESC, LSE, stride_lb, stride_lh, pid_m, bh // H, h, h // GROUP,
                           S_Q, S_K, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, WARP_SPECIALIZE)
-    elif PAIRED:
-        heavy, light, count = _paired_tiles(S_Q, BLOCK_M)
+    else:
         pid_bh = tl.program_id(1)
         h = pid_bh % H
-        for t in tl.static_range(2):  # unrolled, as attention_fwd_kernel's
+        first, second, count = _program_tiles(S_Q, BLOCK_M, CAUSAL, False, PAIRED)
+        for t in tl.static_range(2 if PAIRED else 1):  # unrolled, as attention_fwd_kernel's
             if t < count:
-                _fwd_tma_tile(Q_DESC, K_DESC, V_DESC, O_DESC, LSE, stride_lb, stride_lh, heavy if t == 0 else light,
+                _fwd_tma_tile(Q_DESC, K_DESC, V_DESC, O_DESC, LSE, stride_lb, stride_lh, first if t == 0 else second,
                               pid_bh // H, h, h // GROUP, S_Q, S_K, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N,
                               CAUSAL, WARP_SPECIALIZE)
-    else:
-        pid_m, b, h, h_kv = _query_tile(H, GROUP, CAUSAL)
-        _fwd_tma_tile(Q_DESC, K_DESC, V_DESC, O_DESC, LSE, stride_lb, stride_lh, pid_m, b, h, h_kv, S_Q, S_K,
-                      qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, WARP_SPECIALIZE)
 
 
 @triton.jit

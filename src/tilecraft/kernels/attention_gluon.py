@@ -354,26 +354,24 @@ def attention_fwd_gluon_kernel(
         mbarrier.init(v_bars.index(s), count=1)
     fence_async_shared()
 
+    i = gl.program_id(0)
     if PAIRED:
-        i = gl.program_id(0)
-        heavy = gl.cdiv(S_Q, BLOCK_M) - 1 - i
-        # the two tiles unrolled (a runtime loop around the key loop costs registers, as in the Triton kernel)
-        base = _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem,
-                               q_bar, k_bars, v_bars, heavy, gl.program_id(1), 0, 0, H, GROUP, S_Q, S_K, qk_scale,
-                               HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY)
-        if i < heavy:  # the middle tile of an odd count comes once
+        first = gl.cdiv(S_Q, BLOCK_M) - 1 - i  # the heavy tile, then the light tile i
+    elif CAUSAL:
+        first = gl.num_programs(0) - 1 - i  # heaviest query tiles first
+    else:
+        first = i
+    # the two tiles unrolled (a runtime loop around the key loop costs registers, as in the Triton kernel)
+    base = _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bar,
+                           k_bars, v_bars, first, gl.program_id(1), 0, 0, H, GROUP, S_Q, S_K, qk_scale, HEAD_DIM,
+                           BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY)
+    if PAIRED:
+        if i < first:  # the middle tile of an odd count comes once
             # every warp done with the first tile's Q/O buffer and ring slots before new loads land there
             gl.thread_barrier()
             _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bar,
                             k_bars, v_bars, i, gl.program_id(1), base, 1, H, GROUP, S_Q, S_K, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY)
-    else:
-        pid_m = gl.program_id(0)
-        if CAUSAL:
-            pid_m = gl.num_programs(0) - 1 - pid_m  # heaviest query tiles first
-        _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bar,
-                        k_bars, v_bars, pid_m, gl.program_id(1), 0, 0, H, GROUP, S_Q, S_K, qk_scale, HEAD_DIM,
-                        BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY)
 
     mbarrier.invalidate(q_bar)
     for s in gl.static_range(STAGES):

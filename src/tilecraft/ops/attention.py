@@ -610,11 +610,17 @@ def _maxnreg(cfg: FwdConfig, device: torch.device | None = None) -> dict:
     return {"maxnreg": cfg.maxnreg}
 
 
+def _programs(seqlen: int, block: int, paired: bool) -> int:
+    """Programs along grid axis 0 for cdiv(seqlen, block) tiles: one per tile, or one per pair of
+    tiles (rounded up) when the tiles are paired."""
+    tiles = _cdiv(seqlen, block)
+    return _cdiv(tiles, 2) if paired else tiles
+
+
 def fwd_grid(p: Problem, cfg: FwdConfig) -> tuple[int, int]:
     """Grid of the one-tile-per-program forward kernels: (query tiles, B * H), or with ``paired``
     causal tiles (half of them, rounded up; each program takes two)."""
-    tiles = _cdiv(p.seqlen_q, cfg.block_m)
-    return (_cdiv(tiles, 2) if _paired(p, cfg) else tiles, p.batch * p.heads)
+    return (_programs(p.seqlen_q, cfg.block_m, _paired(p, cfg)), p.batch * p.heads)
 
 
 def ws_grid(p: Problem, cfg: FwdConfig, device: torch.device) -> int:
@@ -874,8 +880,7 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
         dq_acc = torch.zeros(dq.shape, dtype=torch.float32, device=dq.device) if not deterministic else dq
         sm = p.scale
         paired = cfg.paired and p.causal
-        n_k = _cdiv(p.seqlen_k, cfg.block_n1)
-        handles.append(_k.attention_bwd_dkdv_kernel[(_cdiv(n_k, 2) if paired else n_k, p.batch * p.kv_heads)](
+        handles.append(_k.attention_bwd_dkdv_kernel[(_programs(p.seqlen_k, cfg.block_n1, paired), p.batch * p.kv_heads)](
             q, k, v, do, lse, delta, dk, dv, dq_acc, cu_q, cu_k,
             *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout), *_bhsd_strides(v, p.layout),
             *_bhsd_strides(do, p.layout), *_bhsd_strides(dk, p.layout), *_bhsd_strides(dv, p.layout),
@@ -885,8 +890,7 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
             VARLEN=p.varlen, ATOMIC_DQ=not deterministic, PAIRED=paired, num_warps=cfg.num_warps,
             num_stages=cfg.num_stages))
         if deterministic:
-            n_m = _cdiv(p.seqlen_q, cfg.block_m2)
-            handles.append(_k.attention_bwd_dq_kernel[(_cdiv(n_m, 2) if paired else n_m, p.batch * p.heads)](
+            handles.append(_k.attention_bwd_dq_kernel[(_programs(p.seqlen_q, cfg.block_m2, paired), p.batch * p.heads)](
                 q, k, v, do, lse, delta, dq, cu_q, cu_k,
                 *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout), *_bhsd_strides(v, p.layout),
                 *_bhsd_strides(do, p.layout), *_bhsd_strides(dq, p.layout), *_lse_strides(lse, p.varlen),

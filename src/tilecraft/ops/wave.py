@@ -22,7 +22,7 @@ import torch
 import triton
 
 from tilecraft.kernels import wave as _k
-from tilecraft.ops.stencil import _check_order, _plane_offsets_need_64bit, triton_cdiv, triton_on_cpu
+from tilecraft.ops.stencil import _check_order, _nvidia, _plane_offsets_need_64bit, triton_cdiv, triton_on_cpu
 from tilecraft.reference.stencil import second_derivative_coefficients, stencil_weights
 from tilecraft.reference.wave import (
     cpml_correct_torch,
@@ -58,6 +58,10 @@ class WaveConfig:
     def __post_init__(self):
         if self.kernel not in ("march", "zwin"):
             raise ValueError(f"kernel must be 'march' or 'zwin', got {self.kernel!r}")
+        for name, least in (("loop_unroll", 1), ("l1_prefetch", 0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < least:
+                raise ValueError(f"{name} must be an int >= {least}, got {v!r}")
         if self.kernel == "march" and (self.loop_unroll != 1 or self.l1_prefetch):
             raise ValueError(f"loop_unroll and l1_prefetch are options of the zwin kernel, got {self}")
 
@@ -260,33 +264,25 @@ def zwin_step_ok(p: torch.Tensor, order: int, lo, hi, sponge, cfg: WaveConfig) -
     return None
 
 
-def _launch_zwin(p, p_prev, m, out, order, spacing, lo, hi, cfg: WaveConfig):
-    """``wave_zwin_kernel`` on a box ``zwin_step_ok`` accepted."""
-    r = order // 2
-    w = _const(("w", order, tuple(spacing)), lambda: stencil_weights(order, tuple(spacing)), p.dtype, p.device)
+def _launch_zwin(p, p_prev, m, out, order, lo, hi, w, cfg: WaveConfig):
+    """``wave_zwin_kernel`` on a box ``zwin_step_ok`` accepted (``w``: the stencil weights)."""
     nz, ny, nx = p.shape
     s_z, s_y, _ = p.stride()
     vec = 16 // p.element_size()
     n_prog = (triton_cdiv(hi[2] - lo[2], cfg.block_x) * triton_cdiv(hi[1] - lo[1], cfg.block_y)
               * triton_cdiv(hi[0] - lo[0], cfg.block_z))
-    opts = {"num_warps": cfg.num_warps}
-    nvidia = p.device.type == "cuda" and torch.version.hip is None
-    if cfg.maxnreg and nvidia:
-        opts["maxnreg"] = cfg.maxnreg
+    opts = {"num_warps": cfg.num_warps, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg and _nvidia(p) else {})}
     return _launch(_k.wave_zwin_kernel, (n_prog,), [
         p, p_prev, m, out, w, nz, ny, nx // vec, s_z // vec, s_y // vec, lo[0], hi[0], lo[1], hi[1], lo[2] // vec,
         hi[2] // vec], dict(
-        R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec, NONTEMPORAL=cfg.nontemporal,
-        OFFS64=_plane_offsets_need_64bit(p, out, cfg.block_x), PREFETCH=1, LOOP_UNROLL=max(1, cfg.loop_unroll),
+        R=order // 2, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec,
+        NONTEMPORAL=cfg.nontemporal, OFFS64=_plane_offsets_need_64bit(p, out, cfg.block_x), PREFETCH=1,
+        LOOP_UNROLL=cfg.loop_unroll,
         # a cache hint (PTX prefetch): NVIDIA only; the interpreter cannot run inline asm
-        L1_PREFETCH=cfg.l1_prefetch if nvidia else 0, SECTOR=32 // p.element_size(), **opts))
+        L1_PREFETCH=cfg.l1_prefetch if _nvidia(p) else 0, SECTOR=32 // p.element_size(), **opts))
 
 
 def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveConfig, x_org: int | None = None):
-    if cfg.kernel == "zwin":
-        if zwin_step_ok(p, order, lo, hi, sponge, cfg) is None:
-            return _launch_zwin(p, p_prev, m, out, order, spacing, lo, hi, cfg)
-        cfg = march_config(p.dtype, order, p.device)  # a box it cannot take: the march kernel's own tiles
     r = order // 2
     has_z = p.dim() == 3
     p3, pp3, m3, o3 = (_as3d(t) for t in (p, p_prev, m, out))
@@ -294,6 +290,10 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
     lo3 = tuple(lo) if has_z else (0,) + tuple(lo)
     hi3 = tuple(hi) if has_z else (1,) + tuple(hi)
     w = _const(("w", order, sp3), lambda: stencil_weights(order, sp3), p.dtype, p.device)
+    if cfg.kernel == "zwin":
+        if zwin_step_ok(p, order, lo, hi, sponge, cfg) is None:
+            return _launch_zwin(p, p_prev, m, out, order, lo, hi, w, cfg)
+        cfg = march_config(p.dtype, order, p.device)  # a box it cannot take: the march kernel's own tiles
     if sponge is not None:
         g3 = tuple(sponge) if has_z else (_const(("zero",), [0.0], p.dtype, p.device),) + tuple(sponge)
     else:
@@ -310,8 +310,7 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
     # The register budget is sized for the plain step with 128-bit loads (56 at order 8, sm90). Unaligned
     # rows (scale 1) need about 150 and the sponge variant 91 (cross-compiled): under 56 they spill
     # (the sponge measured 48% of copy with 120 spilled bytes), so they run without it.
-    if (cfg.maxnreg and scale > 1 and sponge is None and p.device.type == "cuda"
-            and torch.version.hip is None):
+    if cfg.maxnreg and scale > 1 and sponge is None and _nvidia(p):
         opts["maxnreg"] = cfg.maxnreg
     return _launch(_k.wave_step_kernel, (n_prog,), [
         p3, pp3, m3, o3, w, *g3, nz, ny, nx // scale, s_z // scale, s_y // scale,
@@ -741,7 +740,7 @@ def _launch_cpml(p, p_prev, m, out, order, spacing, lo, hi, pml: list[CpmlAxis],
         per_axis += [ax.psi[0], ax.psi[1], ax.zeta, ax.a, ax.b, _cpml_weights(order, ax.h, p.dtype, p.device),
                      ax.c_table(order)]
     opts = {"num_warps": pcfg.num_warps}
-    if pcfg.maxnreg and p.device.type == "cuda" and torch.version.hip is None:
+    if pcfg.maxnreg and _nvidia(p):
         opts["maxnreg"] = pcfg.maxnreg
     for axes, meta, nb, n_prog in launches:
         _k.wave_cpml_kernel[(n_prog,)](
@@ -1044,7 +1043,7 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig, in
                   NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, PSI_X=fuse_x and 2 in axes,
                   num_warps=warps)
         regs = _march_budget(pcfg, axes)
-        if regs and p3.device.type == "cuda" and torch.version.hip is None:
+        if regs and _nvidia(p3):
             kw["maxnreg"] = regs
         launches.append(("layers:" + ",".join(map(str, axes)), torch.tensor(flat, dtype=torch.int64, device=p3.device),
                          n_prog, kw))

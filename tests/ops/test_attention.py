@@ -267,6 +267,10 @@ def test_paired_config_rules():
     for bad in (dict(maxnreg=16), dict(maxnreg=256), dict(maxnreg=128, tma=True, gluon=True, ws=True)):
         with pytest.raises(ValueError, match="maxnreg"):
             ops.FwdConfig(128, 128, 8, 2, **bad)
+    with pytest.raises(TypeError, match="paired"):
+        ops.FwdConfig(16, 16, 4, 1, paired=1)
+    with pytest.raises(TypeError, match="paired"):
+        ops.BwdConfig(16, 16, 16, 16, 4, 1, paired="yes")
     # the interpreter takes no register cap: the launch leaves it out on CPU tensors
     assert ops._maxnreg(ops.FwdConfig(16, 16, 4, 1, maxnreg=128), torch.device("cpu")) == {}
     assert ops._maxnreg(ops.FwdConfig(16, 16, 4, 1, maxnreg=128), torch.device("cuda")) == {"maxnreg": 128}

@@ -104,6 +104,8 @@ class FwdConfig:
             raise ValueError("producer_consumer needs tma=True (the producer warpgroup loads through tensor descriptors)")
         if self.producer_consumer and self.persistent:
             raise ValueError("producer_consumer and persistent cannot be combined (one loop per kernel)")
+        if not isinstance(self.paired, bool):
+            raise TypeError(f"paired must be a bool, got {self.paired!r}")
         if self.maxnreg and (self.ws or self.maxnreg < 24 or self.maxnreg > 255):
             raise ValueError(f"maxnreg is 24..255 for the one-tile-per-program kernels (ws sets its own), got {self}")
         if self.paired and (self.persistent or self.producer_consumer):
@@ -130,6 +132,10 @@ class BwdConfig:
     # causal calls only: each dK/dV program takes key tiles i and n_k - 1 - i, each dQ program query
     # tiles n_m - 1 - i and i (the forward's ``paired``): about the same work per program
     paired: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.paired, bool):
+            raise TypeError(f"paired must be a bool, got {self.paired!r}")
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -279,3 +279,44 @@ def test_gluon_ws_paired_matches_float64(case, dtype):
     """The warp-specialised kernel with paired causal tiles (two tiles per program through the
     persistent loop's ring count and turns); non-causal cases take the one-tile grid."""
     ws_twice_matches_float64(case, dtype, PAIRED_WS_CONFIGS, seed=5)
+
+
+# tail split: (case, tail_split); the plan on the GPU's own SM count decides the parts, and the test
+# asserts the plan really splits (more programs than tiles). 132-SM H100/H200 plans in the comments.
+TAIL_CASES = [
+    ((1, 3, 3, 4096, 4096, 128, False), 4),     # 96 tiles < one wave: every tile in 4 parts
+    ((2, 5, 5, 2048, 2048, 128, False), 4),     # 160 tiles: 132 whole, 28 in 2 parts
+    ((1, 17, 17, 1000, 1000, 128, False), 3),   # ragged tails: 136 tiles, 4 in 2 parts
+    ((1, 12, 4, 1000, 1500, 128, False), 4),    # grouped-query, S_q < S_k: 96 tiles in 4 parts
+    ((1, 8, 2, 1500, 700, 256, False), 4),      # D = 256 (128 x 64 tiles), S_q > S_k: 96 tiles in 4 parts
+    ((2, 20, 20, 1000, 1000, 64, False), 4),    # D = 64: 320 tiles, 56 in 2 parts
+    ((1, 4, 2, 1000, 900, 128, True), 4),       # causal, unpaired: 32 tiles in 4 parts, some with no key
+]
+
+
+@pytest.mark.parametrize("case,parts", TAIL_CASES,
+                         ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else "")
+                         if isinstance(c, tuple) else f"split{c}")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_gluon_ws_tail_split_matches_float64(case, parts, dtype):
+    """The last wave's tiles cut along the keys (``FwdConfig.tail_split``) and merged by
+    ``attention_tail_merge_kernel``: against float64, twice bit-equal, and close to the unsplit kernel."""
+    b, h, h_kv, s_q, s_k, d, causal = case
+    base = ops.FwdConfig(128, 64 if d == 256 else 128, 8, 2, tma=True, gluon=True, overlap=d == 256, ws=True,
+                         early=d != 256, tree=True)
+    cfg = ops.FwdConfig(**{**base.as_dict(), "tail_split": parts})
+    q, k, v = make(torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 7), b, h, h_kv, s_q, s_k, d, dtype)
+    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+    tiles = -(-s_q // 128) * b * h
+    assert ops.ws_grid(p, cfg, q.device) > tiles, "the case must split on this GPU"
+    ws_twice_matches_float64(case, dtype, {d: [cfg]}, seed=7)
+    outs = []
+    for c in (base, cfg):
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full((b, h, s_q), float("nan"), device="cuda")
+        ops.launch_fwd(q, k, v, out, lse, None, None, p, c)
+        outs.append((out, lse))
+    torch.cuda.synchronize()
+    assert rel(outs[1][0], outs[0][0].double()) < FWD_TOL[dtype] / 2
+    fin = torch.isfinite(outs[0][1])
+    assert (outs[1][1][fin] - outs[0][1][fin]).abs().max().item() < 1e-4

@@ -1,11 +1,10 @@
-"""Rounds 7, 10, 11 and 12 of the sm90 forward (docs/attention.md), against cuDNN, timed alternately in one run:
+"""Rounds 7, 10 and 11 of the sm90 forward (docs/attention.md), against cuDNN, timed alternately in one run:
 round 7 the persistent warp-specialised kernel and the FMA-unit exp2 split (``--set round7``), round 10
 the ws softmax's early rescale / tree reductions and three consumer warpgroups (``--set round10``), round 11
-paired causal tiles and a register cap for D64 causal (``--set round11``), round 12 the last wave's tiles
-cut along the keys (``--set round12``).
+paired causal tiles and a register cap for D64 causal (``--set round11``).
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/attention_round7.py OUT_DIR [--deadline S] [--rounds R]
-        [--shapes d128,d128c,d64,d64c,d256,d256c] [--set round7|round10|round10b|round11|round12]
+        [--shapes d128,d128c,d64,d64c,d256,d256c] [--set round7|round10|round10b|round11]
 
 Per shape: every candidate is first checked against the float64 reference on odd-length shapes
 (``ba.check_forward``: B1, lengths 1000/17 and the timed one with two K/V head groups), then at the
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 import statistics
 import time
 from pathlib import Path
@@ -99,22 +97,12 @@ CANDIDATES11B = {
     "d128c": [W(128, overlap=True, **ET, **P)],
     "d256c": [W(64, overlap=True, tree=True, **P), W(64, tree=True, **P)],
 }
-# round 12: non-causal tiles that do not fill the last wave (2048 tiles on 132 SMs: 15.5 waves; D256 1024
-# tiles: 7.8) with that wave's tiles cut along the keys (``tail_split``: up to 3, 5 or 8 parts; the plan picks
-# 3, 5 and 7 parts at D128, 5 at D256 for 5 and 8), merged by a second kernel
-D128 = dict(overlap=False, **ET)
-D256 = dict(overlap=True, tree=True)
-CANDIDATES12 = {
-    "d128": [replace(W(128, **D128), tail_split=n) for n in (3, 5, 8)],
-    "d256": [replace(W(64, **D256), tail_split=n) for n in (5, 8)],
-}
 CANDIDATE_SETS = {"round7": CANDIDATES, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
-                  "round11b": CANDIDATES11B, "round12": CANDIDATES12}
+                  "round11b": CANDIDATES11B}
 
 
 def label(cfg: ops.FwdConfig) -> str:
-    extra = ((" paired" if cfg.paired else "") + (f" maxnreg{cfg.maxnreg}" if cfg.maxnreg else "")
-             + (f" tail{cfg.tail_split}" if cfg.tail_split else ""))
+    extra = (" paired" if cfg.paired else "") + (f" maxnreg{cfg.maxnreg}" if cfg.maxnreg else "")
     if not cfg.gluon:
         return f"triton{' tma' if cfg.tma else ''} {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}" + extra
     kind = "ws-pp" if cfg.ws else "gluon"

@@ -177,10 +177,6 @@ def compile_report(s: Shape, dtype: torch.dtype, target: str = "sm90", fwd: ops.
     return out
 
 
-#: SMs assumed by the cross-compiled report for a tail-split plan (H100 SXM and H200: 132)
-TAIL_SLOTS = 132
-
-
 def gluon_kernel_signature(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig) -> dict:
     """What ``launch_fwd_gluon`` compiles for contiguous "bhsd" tensors of shape s: the Gluon
     forward's name, signature (4D tensor descriptors with their NVMMA shared layouts), constexprs,
@@ -204,13 +200,6 @@ def gluon_kernel_signature(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig) -> 
               "POLY": cfg.poly, "PERSISTENT": cfg.persistent, "CONSUMER_REGS": ops.ws_registers(cfg)[0],
               "LOADER_REGS": ops.ws_registers(cfg)[1], "num_warps": 4, "EARLY": cfg.early, "TREE": cfg.tree,
               "PAIRED": cfg.paired and s.causal}
-        n_full, parts = ops.tail_plan(s, cfg, None, slots=TAIL_SLOTS) if cfg.tail_split else (0, 1)
-        if parts > 1:
-            sig.update({"n_full": _int_hint(n_full), "O_PART": "*fp32:16", "L_PART": "*fp32:16"})
-            cx["SPLIT"] = parts
-        else:  # the defaults: no split (n_full unused)
-            sig["n_full"] = "i32"
-            cx.update({"O_PART": None, "L_PART": None, "SPLIT": 0})
         return {"kernel": "attention_fwd_gluon_ws_kernel", "signature": sig, "constexprs": cx, "num_warps": 4,
                 "num_stages": cfg.num_stages, "maxnreg": ops.ws_registers(cfg)[2]}
     cx = {"HEAD_DIM": s.head_dim, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages,

@@ -706,78 +706,37 @@ def attention_decode_kernel(
 
 
 @triton.jit
-def _merge_parts(O_PART, LSE_PART, row0, stride_ps, r_ok, io_mask, offs_d, splits, BLOCK_D: tl.constexpr):
-    """Merge ``splits`` partials of some rows, in part order (deterministic): part s of a row is
-    LSE_PART[s * stride_ps + row0] (log2-sum-exp) and O_PART[(s * stride_ps + row0) * BLOCK_D + d]
-    (normalised, fp32). Returns (output, natural-log lse); a row no part saw gives 0 and -inf. Loads
-    bypass L1 (.cg): the lines were written by other SMs in the same launch (fused merge)."""
-    m = tl.full(row0.shape, float("-inf"), dtype=tl.float32)
-    for s in range(0, splits):
-        m = tl.maximum(m, tl.load(LSE_PART + s * stride_ps + row0, mask=r_ok, other=float("-inf"),
-                                  cache_modifier=".cg"))
-    m_sub = tl.where(m == float("-inf"), 0.0, m)
-    total = tl.zeros(row0.shape, dtype=tl.float32)
-    out = tl.zeros(io_mask.shape, dtype=tl.float32)
-    for s in range(0, splits):
-        w = tl.math.exp2(tl.load(LSE_PART + s * stride_ps + row0, mask=r_ok, other=float("-inf"),
-                                 cache_modifier=".cg") - m_sub)
-        total += w
-        o_s = tl.load(O_PART + (s * stride_ps + row0)[:, None] * BLOCK_D + offs_d[None, :], mask=io_mask,
-                      other=0.0, cache_modifier=".cg")
-        out += o_s * w[:, None]
-    none = total == 0.0
-    out = out / tl.where(none, 1.0, total)[:, None]
-    lse = tl.where(none, float("-inf"), (m_sub + tl.math.log2(tl.where(none, 1.0, total))) * LN2)
-    return out, lse
-
-
-@triton.jit
 def _merge_chunks(O_PART, LSE_PART, O, LSE, count_ptr, row0, stride_ps, b64, h, i, r_ok, io_mask, offs_d,
                   stride_ob, stride_oh, stride_os, stride_lb, stride_lh, splits, BLOCK_D: tl.constexpr):
     """The split-KV merge inside the decode kernel: this program's partials are stored; the CTA
     barrier then one release/acquire atomic at GPU scope publish them (the usual semaphore pattern).
-    The program that counts ``splits`` merges every chunk of its rows (``_merge_parts``) and re-arms
-    the counter to 0 (the launch is replayable, e.g. in a CUDA graph)."""
+    The program that counts ``splits`` merges every chunk of its rows in chunk order from memory
+    (the same arithmetic whichever program is last: deterministic) and re-arms the counter to 0
+    (the launch is replayable, e.g. in a CUDA graph). Loads bypass L1 (.cg): the lines are other SMs'."""
     tl.debug_barrier()
     done = tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu")
     if done == splits - 1:
-        out, lse = _merge_parts(O_PART, LSE_PART, row0, stride_ps, r_ok, io_mask, offs_d, splits, BLOCK_D)
+        m = tl.full(row0.shape, float("-inf"), dtype=tl.float32)
+        for s in range(0, splits):
+            m = tl.maximum(m, tl.load(LSE_PART + s * stride_ps + row0, mask=r_ok, other=float("-inf"),
+                                      cache_modifier=".cg"))
+        m_sub = tl.where(m == float("-inf"), 0.0, m)
+        total = tl.zeros(row0.shape, dtype=tl.float32)
+        out = tl.zeros(io_mask.shape, dtype=tl.float32)
+        for s in range(0, splits):
+            w = tl.math.exp2(tl.load(LSE_PART + s * stride_ps + row0, mask=r_ok, other=float("-inf"),
+                                     cache_modifier=".cg") - m_sub)
+            total += w
+            o_s = tl.load(O_PART + (s * stride_ps + row0)[:, None] * BLOCK_D + offs_d[None, :], mask=io_mask,
+                          other=0.0, cache_modifier=".cg")
+            out += o_s * w[:, None]
+        none = total == 0.0
+        out = out / tl.where(none, 1.0, total)[:, None]
         tl.store(O + b64 * stride_ob + h[:, None] * stride_oh + i[:, None].to(tl.int64) * stride_os + offs_d[None, :],
                  out.to(O.dtype.element_ty), mask=io_mask)
+        lse = tl.where(none, float("-inf"), (m_sub + tl.math.log2(tl.where(none, 1.0, total))) * LN2)
         tl.store(LSE + b64 * stride_lb + h * stride_lh + i, lse, mask=r_ok)
         tl.atomic_xchg(count_ptr, 0, sem="relaxed", scope="gpu")
-
-
-@triton.jit
-def attention_tail_merge_kernel(
-    O_PART, LSE_PART, O, LSE,
-    stride_ob, stride_oh, stride_os,
-    stride_lb, stride_lh,
-    n_full, n_m, H, S_Q,
-    SPLIT: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, ROWS: tl.constexpr, CAUSAL: tl.constexpr,
-):
-    """Merge the key parts of the tail tiles of a split forward (``FwdConfig.tail_split``): tile
-    t = n_full + u (``_tile_coords``' order: query tiles of one (batch, head) consecutive, heaviest
-    first when causal) was cut into SPLIT parts along the keys; part s of its row r is partial row
-    (u * SPLIT + s) * BLOCK_M + r. Grid: (tail tiles, BLOCK_M / ROWS)."""
-    u = tl.program_id(0)
-    t = n_full + u
-    pid_m = t % n_m
-    if CAUSAL:
-        pid_m = n_m - 1 - pid_m
-    bh = t // n_m
-    b64 = (bh // H).to(tl.int64)
-    h = (bh % H).to(tl.int64)
-    r = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
-    i = pid_m * BLOCK_M + r
-    r_ok = i < S_Q
-    offs_d = tl.arange(0, HEAD_DIM)
-    io_mask = r_ok[:, None] & (offs_d[None, :] < HEAD_DIM)
-    row0 = u.to(tl.int64) * (SPLIT * BLOCK_M) + r
-    out, lse = _merge_parts(O_PART, LSE_PART, row0, BLOCK_M, r_ok, io_mask, offs_d, SPLIT, HEAD_DIM)
-    tl.store(O + b64 * stride_ob + h * stride_oh + i[:, None].to(tl.int64) * stride_os + offs_d[None, :],
-             out.to(O.dtype.element_ty), mask=io_mask)
-    tl.store(LSE + b64 * stride_lb + h * stride_lh + i, lse, mask=r_ok)
 
 
 @triton.jit

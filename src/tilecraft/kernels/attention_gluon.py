@@ -385,8 +385,7 @@ def attention_fwd_gluon_kernel(
 @gluon.jit
 def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
                n_m, total, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-               CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, PAIRED: gl.constexpr,
-               n_full, SPLIT: gl.constexpr):
+               CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, PAIRED: gl.constexpr):
     """One warp, over this program's tiles: K_0 and V_0, each consumer's Q rows once its Q buffer is
     free (``q_empty``), then K_j and V_j into ring slot (count % STAGES) as soon as both consumers
     have released the slot (``*_empty``, count 2); the copies complete on ``*_full``. The ring's
@@ -401,9 +400,8 @@ def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, 
                                   CAUSAL)
             it += 1
     else:
-        t, part = _ws_split_tile(n_full, SPLIT)
         _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
-                      t, 0, 0, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, part, SPLIT)
+                      gl.program_id(0), 0, 0, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL)
 
 
 @gluon.jit
@@ -422,49 +420,23 @@ def _ws_tiles(n_m, total, PAIRED: gl.constexpr):
 
 
 @gluon.jit
-def _ws_split_tile(n_full, SPLIT: gl.constexpr):
-    """(tile t, key part) of a one-tile program: with ``SPLIT`` > 1 programs n_full + u * SPLIT + s
-    take part s of tile n_full + u (the tail tiles, cut along the keys), programs below n_full their
-    whole tile (part -1); without, tile program_id, part -1."""
-    pid = gl.program_id(0)
-    if SPLIT > 1:
-        u = gl.maximum(pid - n_full, 0)
-        tail = pid >= n_full
-        return gl.where(tail, n_full + u // SPLIT, pid), gl.where(tail, u % SPLIT, -1)
-    else:
-        return pid, -1
-
-
-@gluon.jit
-def _key_part(n_tiles, part, SPLIT: gl.constexpr):
-    """The first key tile and the count of key part ``part`` of SPLIT (all n_tiles when part < 0)."""
-    j0 = gl.where(part < 0, 0, part * n_tiles // SPLIT)
-    j1 = gl.where(part < 0, n_tiles, (part + 1) * n_tiles // SPLIT)
-    return j0, j1 - j0
-
-
-@gluon.jit
 def _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
                   t, it, count, n_m, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, part=-1, SPLIT: gl.constexpr = 0):
-    """The loads of tile t, the loader's it-th; ``count``: K/V tiles loaded before (returned advanced).
-    With ``SPLIT`` > 1 and part >= 0 only that key part's tiles (``_key_part``)."""
+                  CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr):
+    """The loads of tile t, the loader's it-th; ``count``: K/V tiles loaded before (returned advanced)."""
     STAGES: gl.constexpr = k_smem.type.shape[0]
     ROWS: gl.constexpr = q_smem.type.shape[3]
     b, h, h_kv, start_m, lo, hi, diag, n_tiles = _tile_coords(t, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
-    j0 = 0
-    if SPLIT > 1:
-        j0, n_tiles = _key_part(n_tiles, part, SPLIT)
     for j in range(n_tiles):
         s = (count + j) % STAGES
         # a fresh mbarrier counts as having completed the phase before phase 0
         free = (((count + j) // STAGES) & 1) ^ 1
         mbarrier.wait(k_empty.index(s), free)
         mbarrier.expect(k_full.index(s), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [b, h_kv, (j0 + j) * BLOCK_N, 0], k_full.index(s), k_smem.index(s))
+        tma.async_copy_global_to_shared(k_desc, [b, h_kv, j * BLOCK_N, 0], k_full.index(s), k_smem.index(s))
         mbarrier.wait(v_empty.index(s), free)
         mbarrier.expect(v_full.index(s), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [b, h_kv, (j0 + j) * BLOCK_N, 0], v_full.index(s), v_smem.index(s))
+        tma.async_copy_global_to_shared(v_desc, [b, h_kv, j * BLOCK_N, 0], v_full.index(s), v_smem.index(s))
         if j == 0:
             _ws_load_q(q_desc, q_smem, q_full, q_empty, b, h, start_m, it, ROWS, CONSUMERS)
     if n_tiles == 0:
@@ -500,8 +472,7 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
                  k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, c: gl.constexpr,
                  BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PIPELINE: gl.constexpr,
                  PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr, PERSISTENT: gl.constexpr,
-                 EARLY: gl.constexpr, TREE: gl.constexpr, PAIRED: gl.constexpr, n_full, O_PART, L_PART,
-                 SPLIT: gl.constexpr):
+                 EARLY: gl.constexpr, TREE: gl.constexpr, PAIRED: gl.constexpr):
     """One warpgroup: ROWS = 64 query rows (rows c*64.. of each of the program's tiles) over every key tile.
 
     Plain order, rotated so that a turn issues P_j V_j and then S_{j+1} = Q K_{j+1}^T back to back;
@@ -524,11 +495,9 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
                                            SEPARATE_O, POLY, EARLY, TREE)
             it += 1
     else:
-        t, part = _ws_split_tile(n_full, SPLIT)
         _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
-                          v_full, k_empty, v_empty, turns, t, 0, 0, 0, n_m, H, GROUP, S_Q, S_K, qk_scale,
-                          c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, EARLY, TREE,
-                          part, gl.program_id(0) - n_full, O_PART, L_PART, SPLIT)
+                          v_full, k_empty, v_empty, turns, gl.program_id(0), 0, 0, 0, n_m, H, GROUP, S_Q, S_K, qk_scale,
+                          c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, EARLY, TREE)
     tma.store_wait(0)
 
 
@@ -537,12 +506,9 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                       v_full, k_empty, v_empty, turns, t, it, base, turn, n_m, H, GROUP, S_Q, S_K, qk_scale,
                       c: gl.constexpr, BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr,
                       PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr,
-                      EARLY: gl.constexpr, TREE: gl.constexpr, part=-1, slot=0, O_PART=None, L_PART=None,
-                      SPLIT: gl.constexpr = 0):
+                      EARLY: gl.constexpr, TREE: gl.constexpr):
     """One tile t (the consumer's it-th) of ``_ws_consumer``: ``base`` is the ring index of its first
-    key tile, ``turn`` the turns taken before; returns both advanced. With ``SPLIT`` > 1 and part >= 0
-    only that key part (``_key_part``): the normalised partial output (fp32) and its log2-sum-exp go to
-    rows slot * BLOCK_M + c * ROWS.. of O_PART / L_PART (``attention_tail_merge_kernel`` merges them). ``EARLY``: P's conversion to the
+    key tile, ``turn`` the turns taken before; returns both advanced. ``EARLY``: P's conversion to the
     operand type (and in the plain order O's rescale by alpha) follow the softmax in the same basic
     block (ptxas can interleave them with the MUFU.EX2s), not after the next turn's barrier waits;
     P crosses the loop as bf16/fp16. ``TREE``: ``_softmax_step``'s tree reductions."""
@@ -566,10 +532,6 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
     cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
     b, h, h_kv, start_m, lo, hi, diag, n_tiles = _tile_coords(t, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
-    n0 = 0  # the first key of the tile's (part's) keys
-    if SPLIT > 1:
-        j0, n_tiles = _key_part(n_tiles, part, SPLIT)
-        n0 = j0 * BLOCK_N
     rows = start_m + c * ROWS + gl.arange(0, ROWS, layout=row_s)
     m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
     if TREE:
@@ -589,7 +551,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
         _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
         qk = warpgroup_mma_wait(0, deps=(qk,))
         mbarrier.arrive(k_empty.index(s0))
-        p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, n0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY, TREE)
+        p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY, TREE)
         if EARLY:
             p_op = gl.convert_layout(p.to(dtype), p_layout)  # O is still 0: no rescale
         for j in range(n_tiles - 1):
@@ -611,7 +573,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 # S_{j+1} done (groups retire in order); P_j V_j may still run: softmax beside it
                 qk = warpgroup_mma_wait(1, deps=(qk,))
                 mbarrier.arrive(k_empty.index(s1))
-                pn, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, n0 + (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
+                pn, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
                                                       qk_scale, CAUSAL, POLY, TREE)
                 if EARLY:
                     pn_op = gl.convert_layout(pn.to(dtype), p_layout)  # beside the exp2s, before the wait
@@ -638,7 +600,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 acc, qk, p_op = warpgroup_mma_wait(0, deps=(acc, qk, p_op))
                 mbarrier.arrive(v_empty.index(s))
                 mbarrier.arrive(k_empty.index(s1))
-                pn, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, n0 + (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
+                pn, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
                                                     qk_scale, CAUSAL, POLY, TREE)
                 if EARLY:
                     acc = acc * gl.convert_layout(alpha, row_o)[:, None]
@@ -668,30 +630,10 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
     # Rows that saw no key: l = 0, acc = 0 -> output 0 and lse = -inf.
     l_o = gl.convert_layout(l_i, row_o)
     out = acc / gl.where(l_o == 0.0, 1.0, l_o)[:, None]
-    if SPLIT > 1:
-        if part >= 0:  # a key part of a tail tile: its partial for the merge kernel
-            _ws_store_part(out, m_i, l_i, O_PART, L_PART, slot * BLOCK_M + c * ROWS, o_layout, row_s)
-            if not SEPARATE_O:
-                mbarrier.arrive(q_empty.index(c))
-        else:
-            _ws_store_o(out, m_i, l_i, o_desc, o_buf, o2d, q_empty, LSE, stride_lb, stride_lh, b, h, start_m, rows, S_Q,
-                        c, SEPARATE_O)
-    else:
-        _ws_store_o(out, m_i, l_i, o_desc, o_buf, o2d, q_empty, LSE, stride_lb, stride_lh, b, h, start_m, rows, S_Q, c,
-                    SEPARATE_O)
-    return base + n_tiles, turn + gl.where(n_tiles > 0, n_tiles + 1, 0)
-
-
-@gluon.jit
-def _ws_store_o(out, m_i, l_i, o_desc, o_buf, o2d, q_empty, LSE, stride_lb, stride_lh, b, h, start_m, rows, S_Q,
-                c: gl.constexpr, SEPARATE_O: gl.constexpr):
-    """A consumer's rows of the tile's output: O through shared memory by TMA, lse (natural log) by
-    pointer stores; without ``SEPARATE_O`` Q's buffer is released once the store has completed."""
-    ROWS: gl.constexpr = out.shape[0]
     if SEPARATE_O:
         tma.store_wait(0)  # the previous tile's O has left the buffer
         gl.thread_barrier()
-    o2d.store(out.to(o2d.dtype))
+    o2d.store(out.to(dtype))
     fence_async_shared()
     gl.thread_barrier()
     tma.async_copy_shared_to_global(o_desc, [b, h, start_m + c * ROWS, 0], o_buf)
@@ -701,19 +643,7 @@ def _ws_store_o(out, m_i, l_i, o_desc, o_buf, o2d, q_empty, LSE, stride_lb, stri
     if not SEPARATE_O:
         tma.store_wait(0)
         mbarrier.arrive(q_empty.index(c))  # O has left Q's buffer
-
-
-@gluon.jit
-def _ws_store_part(out, m_i, l_i, O_PART, L_PART, row0, o_layout: gl.constexpr, row_s: gl.constexpr):
-    """A key part's normalised output (fp32, rows row0.. of O_PART) and log2-sum-exp (-inf where the
-    part saw no key) by pointer stores."""
-    ROWS: gl.constexpr = out.shape[0]
-    HEAD_DIM: gl.constexpr = out.shape[1]
-    r_o = row0.to(gl.int64) + gl.arange(0, ROWS, layout=gl.SliceLayout(1, o_layout))
-    d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-    gl.store(O_PART + r_o[:, None] * HEAD_DIM + d[None, :], out)
-    lse2 = gl.where(l_i == 0.0, float("-inf"), m_i + gl.log2(gl.where(l_i == 0.0, 1.0, l_i)))
-    gl.store(L_PART + row0.to(gl.int64) + gl.arange(0, ROWS, layout=row_s), lse2)
+    return base + n_tiles, turn + gl.where(n_tiles > 0, n_tiles + 1, 0)
 
 
 @gluon.jit
@@ -725,7 +655,6 @@ def attention_fwd_gluon_ws_kernel(
     CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr,
     POLY: gl.constexpr, PERSISTENT: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
     num_warps: gl.constexpr, EARLY: gl.constexpr = False, TREE: gl.constexpr = False, PAIRED: gl.constexpr = False,
-    n_full=0, O_PART=None, L_PART=None, SPLIT: gl.constexpr = 0,
 ):
     """The warp-specialised forward: tiles of CONSUMERS x 64 queries of one (batch, head), CONSUMERS =
     BLOCK_M / 64 = 2 or 3 (consumer 2, rows 128..191, is a second 4-warp worker; the turns go round).
@@ -784,32 +713,32 @@ def attention_fwd_gluon_ws_kernel(
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, n_full, O_PART, L_PART, SPLIT)),
+                            PAIRED)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, n_full, O_PART, L_PART, SPLIT)),
+                            PAIRED)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
                           v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
-                          PAIRED, n_full, SPLIT)),
+                          PAIRED)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
     else:
         gl.warp_specialize([
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, n_full, O_PART, L_PART, SPLIT)),
+                            PAIRED)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, n_full, O_PART, L_PART, SPLIT)),
+                            PAIRED)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C2, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, n_full, O_PART, L_PART, SPLIT)),
+                            PAIRED)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
                           v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
-                          PAIRED, n_full, SPLIT)),
+                          PAIRED)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, LOADER_REGS])
 
 

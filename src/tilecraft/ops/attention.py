@@ -85,11 +85,6 @@ class FwdConfig:
     # one-tile-per-program kernels on NVIDIA: the register cap per thread (0: the compiler's choice), e.g.
     # 128 so two 8-warp programs share an SM where the compiler would take a few registers more
     maxnreg: int = 0
-    # ws only, one tile per program (not persistent; causal calls only unpaired): when the tiles do not
-    # fill the last wave of one program per SM, the tiles of that wave are cut along the keys into up to
-    # ``tail_split`` parts (``tail_plan`` picks the count that fills the wave best), each a program of its
-    # own; ``attention_tail_merge_kernel`` merges the parts (0: no split)
-    tail_split: int = 0
 
     def __post_init__(self):
         rows = 64 * self.consumers
@@ -113,12 +108,6 @@ class FwdConfig:
             raise TypeError(f"paired must be a bool, got {self.paired!r}")
         if self.maxnreg and (self.ws or self.maxnreg < 24 or self.maxnreg > 255):
             raise ValueError(f"maxnreg is 24..255 for the one-tile-per-program kernels (ws sets its own), got {self}")
-        if not isinstance(self.tail_split, int) or isinstance(self.tail_split, bool) or self.tail_split < 0 \
-                or self.tail_split == 1:
-            raise ValueError(f"tail_split is 0 (off) or a part count >= 2, got {self.tail_split!r}")
-        if self.tail_split and (not self.ws or self.persistent):
-            raise ValueError(f"tail_split is an option of the one-tile-per-program ws forward (not persistent), "
-                             f"got {self}")
         if self.paired and (self.persistent or self.producer_consumer):
             raise ValueError(f"paired causal tiles are an option of the one-tile-per-program kernels and ws (not "
                              f"persistent or producer_consumer), got {self}")
@@ -641,38 +630,10 @@ def fwd_grid(p: Problem, cfg: FwdConfig) -> tuple[int, int]:
 
 
 def ws_grid(p: Problem, cfg: FwdConfig, device: torch.device) -> int:
-    """Programs of the warp-specialised forward: one per tile, or one per SM when persistent, or with
-    a tail split (``tail_plan``) one per whole tile and one per key part of each tail tile."""
+    """Programs of the warp-specialised forward: one per tile, or one per SM when persistent."""
     if cfg.persistent:
         return min(_cdiv(p.seqlen_q, cfg.block_m) * p.batch * p.heads, _sm_count(device))
-    n_full, parts = tail_plan(p, cfg, device)
-    return math.prod(fwd_grid(p, cfg)) + (math.prod(fwd_grid(p, cfg)) - n_full) * (parts - 1)
-
-
-def tail_plan(p: Problem, cfg: FwdConfig, device: torch.device, slots: int | None = None) -> tuple[int, int]:
-    """(whole tiles, parts) of a ws forward with ``cfg.tail_split``: the first n_full = (full waves) x
-    slots tiles run whole, each later tile in ``parts`` key parts. With one program per SM (``slots``),
-    T tiles take ceil(T / slots) waves; cutting the r tiles of the last wave into s parts leaves
-    ceil(r s / slots) / s of a wave: the smallest s <= tail_split that lowers it (each part at least
-    two key tiles), else (all tiles, 1). E.g. 2048 tiles on 132 SMs: r = 68, s = 3 gives 2/3 of a wave
-    instead of one (15.67 waves instead of 16)."""
-    total = _cdiv(p.seqlen_q, cfg.block_m) * p.batch * p.heads
-    if not cfg.tail_split or cfg.persistent or _paired(p, cfg) or total == 0:
-        return total, 1
-    slots = slots or _sm_count(device)
-    n_full = total // slots * slots
-    r = total - n_full
-    if r == 0:  # the tiles fill their waves
-        return total, 1
-    key_tiles = _cdiv(p.seqlen_k, cfg.block_n)  # causal tiles see fewer: a part may see none (lse -inf)
-    best, parts = 1.0, 1
-    for s in range(2, cfg.tail_split + 1):
-        if key_tiles < 2 * s:
-            break
-        waves = _cdiv(r * s, slots) / s
-        if waves < best - 1e-9:
-            best, parts = waves, s
-    return (n_full, parts) if parts > 1 else (total, 1)
+    return math.prod(fwd_grid(p, cfg))
 
 
 #: Head dimensions the Gluon forward takes (unpadded: the TMA box is the whole head dimension).
@@ -706,10 +667,6 @@ def _gluon_descriptor(t: torch.Tensor, p: Problem, seqlen: int, heads: int, bloc
                             gl.NVMMASharedLayout.get_default_for(box, dtype))
 
 
-#: query rows per program of ``attention_tail_merge_kernel``
-TAIL_MERGE_ROWS = 32
-
-
 def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
     """The Gluon forward on validated sm90 tensors ``gluon_ok`` accepted; returns the compiled kernel."""
     from tilecraft.kernels import attention_gluon as _g
@@ -719,15 +676,8 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
             cfg = replace(cfg, paired=False)
         rows = cfg.block_m // cfg.consumers  # each consumer warpgroup's Q and O box
         regs, loader_regs, maxnreg = ws_registers(cfg)
-        n_full, parts = tail_plan(p, cfg, q.device)
-        tail = _cdiv(p.seqlen_q, cfg.block_m) * p.batch * p.heads - n_full
-        split = {}
-        if parts > 1:
-            o_part = torch.empty((tail * parts * cfg.block_m, p.head_dim), dtype=torch.float32, device=q.device)
-            l_part = torch.empty(tail * parts * cfg.block_m, dtype=torch.float32, device=q.device)
-            split = dict(n_full=n_full, O_PART=o_part, L_PART=l_part, SPLIT=parts)
         with _on_device(q):
-            h = _g.attention_fwd_gluon_ws_kernel[(ws_grid(p, cfg, q.device),)](
+            return _g.attention_fwd_gluon_ws_kernel[(ws_grid(p, cfg, q.device),)](
                 _gluon_descriptor(q, p, p.seqlen_q, p.heads, rows),
                 _gluon_descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n),
                 _gluon_descriptor(v, p, p.seqlen_k, p.kv_heads, cfg.block_n),
@@ -737,13 +687,7 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
                 STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong,
                 SEPARATE_O=ws_separate_o(cfg, p.head_dim), POLY=cfg.poly, PERSISTENT=cfg.persistent,
                 CONSUMER_REGS=regs, LOADER_REGS=loader_regs, num_warps=4, maxnreg=maxnreg, EARLY=cfg.early,
-                TREE=cfg.tree, PAIRED=_paired(p, cfg), **split)
-            if parts > 1:
-                _k.attention_tail_merge_kernel[(tail, cfg.block_m // TAIL_MERGE_ROWS)](
-                    o_part, l_part, out, lse, *_bhsd_strides(out, p.layout), *_lse_strides(lse, p.varlen), n_full,
-                    _cdiv(p.seqlen_q, cfg.block_m), p.heads, p.seqlen_q, SPLIT=parts, HEAD_DIM=p.head_dim,
-                    BLOCK_M=cfg.block_m, ROWS=TAIL_MERGE_ROWS, CAUSAL=p.causal, num_warps=4)
-        return h
+                TREE=cfg.tree, PAIRED=_paired(p, cfg))
     with _on_device(q):
         return _g.attention_fwd_gluon_kernel[fwd_grid(p, cfg)](
             _gluon_descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m),

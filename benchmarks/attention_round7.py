@@ -1,11 +1,10 @@
 """Rounds 7, 10 and 11 of the sm90 forward (docs/attention.md), against cuDNN, timed alternately in one run:
 round 7 the persistent warp-specialised kernel and the FMA-unit exp2 split (``--set round7``), round 10
 the ws softmax's early rescale / tree reductions and three consumer warpgroups (``--set round10``), round 11
-paired causal tiles and a register cap for D64 causal (``--set round11``), round 13 192-key tiles as three
-sub-tiles (``--set round13``; round 12, the tail split, was reverted with its code).
+paired causal tiles and a register cap for D64 causal (``--set round11``).
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/attention_round7.py OUT_DIR [--deadline S] [--rounds R]
-        [--shapes d128,d128c,d64,d64c,d256,d256c] [--set round7|round10|round10b|round11|round13]
+        [--shapes d128,d128c,d64,d64c,d256,d256c] [--set round7|round10|round10b|round11]
 
 Per shape: every candidate is first checked against the float64 reference on odd-length shapes
 (``ba.check_forward``: B1, lengths 1000/17 and the timed one with two K/V head groups), then at the
@@ -36,10 +35,10 @@ F = ops.FwdConfig
 
 
 def W(n: int, stages: int = 2, overlap: bool = False, persistent: bool = False, poly: int = 0, consumers: int = 2,
-      early: bool = False, tree: bool = False, paired: bool = False, key_subtiles: int = 1) -> ops.FwdConfig:
+      early: bool = False, tree: bool = False, paired: bool = False) -> ops.FwdConfig:
     """The warp-specialised ping-pong kernel (64 rows per consumer warpgroup)."""
     return F(64 * consumers, n, 4 * consumers, stages, True, gluon=True, overlap=overlap, ws=True, persistent=persistent,
-             poly=poly, consumers=consumers, early=early, tree=tree, paired=paired, key_subtiles=key_subtiles)
+             poly=poly, consumers=consumers, early=early, tree=tree, paired=paired)
 
 
 def G(n: int, stages: int = 2, poly: int = 0) -> ops.FwdConfig:
@@ -98,22 +97,12 @@ CANDIDATES11B = {
     "d128c": [W(128, overlap=True, **ET, **P)],
     "d256c": [W(64, overlap=True, tree=True, **P), W(64, tree=True, **P)],
 }
-# round 13: key tiles of 192 keys as three 64-key sub-tiles (FlashAttention-3's wider key tiles; Gluon tensors are
-# powers of two), in the plain order with early and tree; 96 = 3 x 32 with 3 stages
-S3 = dict(early=True, tree=True, key_subtiles=3)
-CANDIDATES13 = {
-    "d128": [W(192, **S3), W(96, 3, **S3)],
-    "d128c": [W(192, **S3, paired=True), W(96, 3, **S3, paired=True)],
-    "d64": [W(192, **S3), W(192, 3, **S3)],
-    "d64c": [W(192, **S3, paired=True)],
-}
 CANDIDATE_SETS = {"round7": CANDIDATES, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
-                  "round11b": CANDIDATES11B, "round13": CANDIDATES13}
+                  "round11b": CANDIDATES11B}
 
 
 def label(cfg: ops.FwdConfig) -> str:
-    extra = ((" paired" if cfg.paired else "") + (f" maxnreg{cfg.maxnreg}" if cfg.maxnreg else "")
-             + (f" sub{cfg.key_subtiles}" if cfg.key_subtiles > 1 else ""))
+    extra = (" paired" if cfg.paired else "") + (f" maxnreg{cfg.maxnreg}" if cfg.maxnreg else "")
     if not cfg.gluon:
         return f"triton{' tma' if cfg.tma else ''} {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}" + extra
     kind = "ws-pp" if cfg.ws else "gluon"

@@ -279,19 +279,3 @@ def test_gluon_ws_paired_matches_float64(case, dtype):
     """The warp-specialised kernel with paired causal tiles (two tiles per program through the
     persistent loop's ring count and turns); non-causal cases take the one-tile grid."""
     ws_twice_matches_float64(case, dtype, PAIRED_WS_CONFIGS, seed=5)
-
-
-# key tiles of 192 keys held as three 64-key sub-tiles (FwdConfig.key_subtiles=3), and 96 as 3 x 32
-SUB3_CONFIGS = {d: [ops.FwdConfig(128, 192, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True,
-                                  key_subtiles=3),
-                    ops.FwdConfig(128, 96, 8, 3, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True,
-                                  key_subtiles=3, paired=True)] for d in (64, 128)}
-
-
-@pytest.mark.parametrize("case", [c for c in CASES + MANY_TILE_CASES if c[5] in SUB3_CONFIGS],
-                         ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_gluon_ws_key_subtiles_match_float64(case, dtype):
-    """192-key tiles as three 64-key sub-tiles (one row max and O rescale per 192 keys; the ragged key
-    tail and the causal diagonal masked per sub-tile), and 96-key tiles paired when causal."""
-    ws_twice_matches_float64(case, dtype, SUB3_CONFIGS, seed=11)

@@ -250,28 +250,3 @@ def test_gluon_ws_paired_compiles(d, n):
     assert res["error"] is None, res["error"]
     assert res["spills"] == 0
     assert 0 < res["shared_bytes"] <= SM90_SHARED_BYTES
-
-
-@pytest.mark.parametrize("d,block_n,stages", [(128, 192, 2), (64, 192, 2), (128, 96, 3)])
-def test_ws_key_subtiles_compile_without_spills(d, block_n, stages):
-    """Key tiles of three sub-tiles: six wgmmas of N = block_n / 3 per key tile (Q K^T and P V by
-    sub-tile), two TMA copies per sub-tile and key tile (K and V), no spills, inside sm90's shared memory."""
-    cfg = ops.FwdConfig(128, block_n, 8, stages, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True,
-                        key_subtiles=3)
-    res = ba.gluon_compile_report(ba.Shape(2, 16, 4, 4096, 4096, d, False), torch.bfloat16, cfg)
-    assert res["error"] is None, res["error"]
-    census = res["census"]
-    sub = block_n // 3
-    assert any(key.startswith("matrix:wgmma.mma_async") and f"n{sub}" in key for key in census), census
-    assert res["spills"] == 0
-    assert 0 < res["shared_bytes"] <= SM90_SHARED_BYTES
-
-
-@pytest.mark.parametrize("kw", [dict(key_subtiles=2), dict(key_subtiles=3, overlap=True),
-                                dict(key_subtiles=3, block_n=128), dict(key_subtiles=3, early=False),
-                                dict(block_n=192)])
-def test_key_subtiles_refuses_what_it_does_not_implement(kw):
-    base = dict(block_m=128, block_n=192, num_warps=8, num_stages=2, tma=True, gluon=True, overlap=False, ws=True,
-                early=True, tree=True)
-    with pytest.raises(ValueError):
-        ops.FwdConfig(**{**base, **kw})

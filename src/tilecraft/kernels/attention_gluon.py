@@ -190,37 +190,6 @@ def _row_partials(x, IS_MAX: gl.constexpr):
 
 
 @gluon.jit
-def _mask_keys(qk, start_n, hi, rows, cols, diag, CAUSAL: gl.constexpr):
-    """-inf for the logits of keys start_n + cols at or past hi (and, causal, past each row's diagonal)."""
-    keep = (start_n + cols)[None, :] < hi
-    if CAUSAL:
-        keep = keep & ((start_n + cols)[None, :] <= rows[:, None] + diag)
-    return gl.where(keep, qk, float("-inf"))
-
-
-@gluon.jit
-def _softmax_sub3(qa, qb, qc, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAUSAL: gl.constexpr):
-    """``_softmax_step`` (tree reductions, l as per-lane partials) over a key tile held as three
-    sub-tiles of SUB keys each (keys start_n.., start_n + SUB.., start_n + 2 SUB..): one row max and one
-    rescale for the three. Returns (pa, pb, pc, alpha, m_new, l_new)."""
-    SUB: gl.constexpr = qa.shape[1]
-    if start_n >= lo:
-        qa = _mask_keys(qa, start_n, hi, rows, cols, diag, CAUSAL)
-        qb = _mask_keys(qb, start_n + SUB, hi, rows, cols, diag, CAUSAL)
-        qc = _mask_keys(qc, start_n + 2 * SUB, hi, rows, cols, diag, CAUSAL)
-    mx = gl.maximum(gl.maximum(_row_partials(qa, True), _row_partials(qb, True)), _row_partials(qc, True))
-    m_new = gl.maximum(m_i, gl.convert_layout(gl.max(mx, 1), m_i.type.layout) * qk_scale)
-    m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = gl.exp2(m_i - m_sub)
-    pa = gl.exp2(qa * qk_scale - m_sub[:, None])
-    pb = gl.exp2(qb * qk_scale - m_sub[:, None])
-    pc = gl.exp2(qc * qk_scale - m_sub[:, None])
-    ps = _row_partials(pa, False) + _row_partials(pb, False) + _row_partials(pc, False)
-    l_new = l_i * gl.convert_layout(alpha, gl.SliceLayout(1, ps.type.layout))[:, None] + ps
-    return pa, pb, pc, alpha, m_new, l_new
-
-
-@gluon.jit
 def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAUSAL: gl.constexpr,
                   POLY: gl.constexpr = 0, TREE: gl.constexpr = False):
     """One online-softmax step on raw logits ``qk`` (fp32, S's wgmma layout). Returns
@@ -231,7 +200,10 @@ def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAU
     tile; ``gl.sum(l, 1)`` once at the end)."""
     if start_n >= lo:
         # diagonal tile or ragged key tail: mask before the row max (scale > 0, so -inf stays -inf)
-        qk = _mask_keys(qk, start_n, hi, rows, cols, diag, CAUSAL)
+        keep = (start_n + cols)[None, :] < hi
+        if CAUSAL:
+            keep = keep & ((start_n + cols)[None, :] <= rows[:, None] + diag)
+        qk = gl.where(keep, qk, float("-inf"))
     if TREE:
         m_new = gl.maximum(m_i, gl.convert_layout(gl.max(_row_partials(qk, True), 1), m_i.type.layout) * qk_scale)
     else:
@@ -413,8 +385,7 @@ def attention_fwd_gluon_kernel(
 @gluon.jit
 def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
                n_m, total, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-               CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, PAIRED: gl.constexpr,
-               KSUB: gl.constexpr = 1):
+               CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, PAIRED: gl.constexpr):
     """One warp, over this program's tiles: K_0 and V_0, each consumer's Q rows once its Q buffer is
     free (``q_empty``), then K_j and V_j into ring slot (count % STAGES) as soon as both consumers
     have released the slot (``*_empty``, count 2); the copies complete on ``*_full``. The ring's
@@ -426,11 +397,11 @@ def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, 
         for t in range(first, end, step):
             count = _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full,
                                   k_empty, v_empty, t, it, count, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS,
-                                  CAUSAL, KSUB)
+                                  CAUSAL)
             it += 1
     else:
         _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
-                      gl.program_id(0), 0, 0, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, KSUB)
+                      gl.program_id(0), 0, 0, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL)
 
 
 @gluon.jit
@@ -451,12 +422,9 @@ def _ws_tiles(n_m, total, PAIRED: gl.constexpr):
 @gluon.jit
 def _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
                   t, it, count, n_m, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, KSUB: gl.constexpr = 1):
-    """The loads of tile t, the loader's it-th; ``count``: K/V tiles loaded before (returned advanced).
-    A key tile is KSUB sub-tiles of BLOCK_N / KSUB rows, one ring buffer and one copy each, completing
-    on the slot's one barrier."""
-    STAGES: gl.constexpr = k_smem.type.shape[0] // KSUB
-    SUB: gl.constexpr = k_smem.type.shape[3]
+                  CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr):
+    """The loads of tile t, the loader's it-th; ``count``: K/V tiles loaded before (returned advanced)."""
+    STAGES: gl.constexpr = k_smem.type.shape[0]
     ROWS: gl.constexpr = q_smem.type.shape[3]
     b, h, h_kv, start_m, lo, hi, diag, n_tiles = _tile_coords(t, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
     for j in range(n_tiles):
@@ -464,15 +432,11 @@ def _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empt
         # a fresh mbarrier counts as having completed the phase before phase 0
         free = (((count + j) // STAGES) & 1) ^ 1
         mbarrier.wait(k_empty.index(s), free)
-        mbarrier.expect(k_full.index(s), KSUB * k_desc.block_type.nbytes)
-        for i in gl.static_range(KSUB):
-            tma.async_copy_global_to_shared(k_desc, [b, h_kv, j * BLOCK_N + i * SUB, 0], k_full.index(s),
-                                            k_smem.index(s * KSUB + i))
+        mbarrier.expect(k_full.index(s), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [b, h_kv, j * BLOCK_N, 0], k_full.index(s), k_smem.index(s))
         mbarrier.wait(v_empty.index(s), free)
-        mbarrier.expect(v_full.index(s), KSUB * v_desc.block_type.nbytes)
-        for i in gl.static_range(KSUB):
-            tma.async_copy_global_to_shared(v_desc, [b, h_kv, j * BLOCK_N + i * SUB, 0], v_full.index(s),
-                                            v_smem.index(s * KSUB + i))
+        mbarrier.expect(v_full.index(s), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(v_desc, [b, h_kv, j * BLOCK_N, 0], v_full.index(s), v_smem.index(s))
         if j == 0:
             _ws_load_q(q_desc, q_smem, q_full, q_empty, b, h, start_m, it, ROWS, CONSUMERS)
     if n_tiles == 0:
@@ -508,7 +472,7 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
                  k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, c: gl.constexpr,
                  BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PIPELINE: gl.constexpr,
                  PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr, PERSISTENT: gl.constexpr,
-                 EARLY: gl.constexpr, TREE: gl.constexpr, PAIRED: gl.constexpr, KSUB: gl.constexpr = 1):
+                 EARLY: gl.constexpr, TREE: gl.constexpr, PAIRED: gl.constexpr):
     """One warpgroup: ROWS = 64 query rows (rows c*64.. of each of the program's tiles) over every key tile.
 
     Plain order, rotated so that a turn issues P_j V_j and then S_{j+1} = Q K_{j+1}^T back to back;
@@ -525,36 +489,16 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
         it = 0
         first, end, step = _ws_tiles(n_m, total, PAIRED)
         for t in range(first, end, step):
-            base, turn = _ws_tile_any(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full,
-                                      q_empty, k_full, v_full, k_empty, v_empty, turns, t, it, base, turn, n_m, H,
-                                      GROUP, S_Q, S_K, qk_scale, c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG,
-                                      SEPARATE_O, POLY, EARLY, TREE, KSUB)
+            base, turn = _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full,
+                                           q_empty, k_full, v_full, k_empty, v_empty, turns, t, it, base, turn, n_m, H,
+                                           GROUP, S_Q, S_K, qk_scale, c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG,
+                                           SEPARATE_O, POLY, EARLY, TREE)
             it += 1
     else:
-        _ws_tile_any(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
-                     v_full, k_empty, v_empty, turns, gl.program_id(0), 0, 0, 0, n_m, H, GROUP, S_Q, S_K, qk_scale,
-                     c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, EARLY, TREE, KSUB)
+        _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
+                          v_full, k_empty, v_empty, turns, gl.program_id(0), 0, 0, 0, n_m, H, GROUP, S_Q, S_K, qk_scale,
+                          c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, EARLY, TREE)
     tma.store_wait(0)
-
-
-@gluon.jit
-def _ws_tile_any(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full,
-                 k_empty, v_empty, turns, t, it, base, turn, n_m, H, GROUP, S_Q, S_K, qk_scale, c: gl.constexpr,
-                 BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PIPELINE: gl.constexpr,
-                 PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr, EARLY: gl.constexpr,
-                 TREE: gl.constexpr, KSUB: gl.constexpr):
-    """``_ws_consumer_tile``, or with KSUB = 3 key sub-tiles ``_ws_consumer_tile_sub3``."""
-    if KSUB == 3:
-        base, turn = _ws_consumer_tile_sub3(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full,
-                                            q_empty, k_full, v_full, k_empty, v_empty, turns, t, it, base, turn, n_m,
-                                            H, GROUP, S_Q, S_K, qk_scale, c, BLOCK_M, CONSUMERS, CAUSAL, PINGPONG,
-                                            SEPARATE_O)
-    else:
-        base, turn = _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full,
-                                       q_empty, k_full, v_full, k_empty, v_empty, turns, t, it, base, turn, n_m, H,
-                                       GROUP, S_Q, S_K, qk_scale, c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG,
-                                       SEPARATE_O, POLY, EARLY, TREE)
-    return base, turn
 
 
 @gluon.jit
@@ -683,142 +627,13 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
 
     if TREE:
         l_i = gl.convert_layout(gl.sum(l_i, 1), row_s)  # the 4 lanes' partial sums of each row
-    _ws_store_o(acc, m_i, l_i, o_desc, o_buf, o2d, q_empty, LSE, stride_lb, stride_lh, b, h, start_m, rows, S_Q, c,
-                SEPARATE_O)
-    return base + n_tiles, turn + gl.where(n_tiles > 0, n_tiles + 1, 0)
-
-
-@gluon.jit
-def _qk_sub3(q2d, k_smem, slot, s_zero, tile_kv: gl.constexpr):
-    """S = Q K^T of key tile ``slot`` as three asynchronous wgmmas, one per sub-tile of K."""
-    SUB: gl.constexpr = k_smem.type.shape[3]
-    HEAD_DIM: gl.constexpr = k_smem.type.shape[4]
-    dtype: gl.constexpr = k_smem.dtype
-    ka = k_smem.index(3 * slot)._reinterpret(dtype, [SUB, HEAD_DIM], tile_kv).permute((1, 0))
-    kb = k_smem.index(3 * slot + 1)._reinterpret(dtype, [SUB, HEAD_DIM], tile_kv).permute((1, 0))
-    kc = k_smem.index(3 * slot + 2)._reinterpret(dtype, [SUB, HEAD_DIM], tile_kv).permute((1, 0))
-    qa = warpgroup_mma(q2d, ka, s_zero, use_acc=False, is_async=True)
-    qb = warpgroup_mma(q2d, kb, s_zero, use_acc=False, is_async=True)
-    qc = warpgroup_mma(q2d, kc, s_zero, use_acc=False, is_async=True)
-    return qa, qb, qc
-
-
-@gluon.jit
-def _pv_sub3(oa, ob, oc, acc, v_smem, slot, tile_kv: gl.constexpr):
-    """O += P V of key tile ``slot``: three chained asynchronous wgmmas, P's sub-tiles from registers."""
-    SUB: gl.constexpr = v_smem.type.shape[3]
-    HEAD_DIM: gl.constexpr = v_smem.type.shape[4]
-    dtype: gl.constexpr = v_smem.dtype
-    acc = warpgroup_mma(oa, v_smem.index(3 * slot)._reinterpret(dtype, [SUB, HEAD_DIM], tile_kv), acc, is_async=True)
-    acc = warpgroup_mma(ob, v_smem.index(3 * slot + 1)._reinterpret(dtype, [SUB, HEAD_DIM], tile_kv), acc,
-                        is_async=True)
-    return warpgroup_mma(oc, v_smem.index(3 * slot + 2)._reinterpret(dtype, [SUB, HEAD_DIM], tile_kv), acc,
-                         is_async=True)
-
-
-@gluon.jit
-def _ws_consumer_tile_sub3(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
-                           v_full, k_empty, v_empty, turns, t, it, base, turn, n_m, H, GROUP, S_Q, S_K, qk_scale,
-                           c: gl.constexpr, BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr,
-                           PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr):
-    """``_ws_consumer_tile`` (plain order, early P conversion and O rescale, tree reductions) with key
-    tiles of BLOCK_N = 3 SUB keys, each held as three sub-tiles (a power-of-two tensor each: Gluon's
-    shapes are powers of two): FlashAttention-3's 128 x 176 tiles at D = 128 in spirit, 192 keys per
-    turn, so a third fewer turns, row reductions and O rescales per key than 128-key tiles. S takes
-    3 x SUB / 2 registers per thread, P 3 x SUB / 4, O HEAD_DIM / 2."""
-    dtype: gl.constexpr = k_smem.dtype
-    STAGES: gl.constexpr = k_smem.type.shape[0] // 3
-    SUB: gl.constexpr = k_smem.type.shape[3]
-    BLOCK_N: gl.constexpr = 3 * SUB
-    HEAD_DIM: gl.constexpr = k_smem.type.shape[4]
-    ROWS: gl.constexpr = q_smem.type.shape[3]
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
-                                                       instr_shape=[16, SUB, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
-                                                       instr_shape=[16, HEAD_DIM, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    tile_q: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, HEAD_DIM], dtype)
-    tile_kv: gl.constexpr = gl.NVMMASharedLayout.get_default_for([SUB, HEAD_DIM], dtype)
-    q2d = q_smem.index(c)._reinterpret(dtype, [ROWS, HEAD_DIM], tile_q)
-    o_buf = o_smem.index(c) if SEPARATE_O else q_smem.index(c)
-    o2d = o_buf._reinterpret(dtype, [ROWS, HEAD_DIM], tile_q)
-    cols = gl.arange(0, SUB, layout=gl.SliceLayout(0, s_layout))
-    s_zero = gl.zeros([ROWS, SUB], gl.float32, layout=s_layout)
-    b, h, h_kv, start_m, lo, hi, diag, n_tiles = _tile_coords(t, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
-    rows = start_m + c * ROWS + gl.arange(0, ROWS, layout=row_s)
-    m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
-    l_i = _row_partials(s_zero, False)  # (ROWS, 4) per-lane partial sums, zero
-    acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
-    mbarrier.wait(q_full.index(c), it & 1)
-
-    if n_tiles > 0:
-        # turn 0: S_0
-        s0 = base % STAGES
-        mbarrier.wait(k_full.index(s0), (base // STAGES) & 1)
-        _ws_turn_wait(turns, c, turn, PINGPONG)
-        qa, qb, qc = _qk_sub3(q2d, k_smem, s0, s_zero, tile_kv)
-        _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
-        qa, qb, qc = warpgroup_mma_wait(0, deps=(qa, qb, qc))
-        mbarrier.arrive(k_empty.index(s0))
-        pa, pb, pc, alpha, m_i, l_i = _softmax_sub3(qa, qb, qc, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale,
-                                                    CAUSAL)
-        oa = gl.convert_layout(pa.to(dtype), p_layout)  # O is still 0: no rescale
-        ob = gl.convert_layout(pb.to(dtype), p_layout)
-        oc = gl.convert_layout(pc.to(dtype), p_layout)
-        for j in range(n_tiles - 1):
-            # turn j + 1: P_j V_j and S_{j+1}
-            g = base + j
-            s = g % STAGES
-            s1 = (g + 1) % STAGES
-            mbarrier.wait(v_full.index(s), (g // STAGES) & 1)
-            mbarrier.wait(k_full.index(s1), ((g + 1) // STAGES) & 1)
-            _ws_turn_wait(turns, c, turn + j + 1, PINGPONG)
-            acc = _pv_sub3(oa, ob, oc, acc, v_smem, s, tile_kv)
-            qa, qb, qc = _qk_sub3(q2d, k_smem, s1, s_zero, tile_kv)
-            _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
-            acc, qa, qb, qc, oa, ob, oc = warpgroup_mma_wait(0, deps=(acc, qa, qb, qc, oa, ob, oc))
-            mbarrier.arrive(v_empty.index(s))
-            mbarrier.arrive(k_empty.index(s1))
-            pa, pb, pc, alpha, m_i, l_i = _softmax_sub3(qa, qb, qc, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols,
-                                                        diag, qk_scale, CAUSAL)
-            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-            oa = gl.convert_layout(pa.to(dtype), p_layout)
-            ob = gl.convert_layout(pb.to(dtype), p_layout)
-            oc = gl.convert_layout(pc.to(dtype), p_layout)
-        if SEPARATE_O:
-            mbarrier.arrive(q_empty.index(c))  # every Q K^T of the tile has retired
-        # turn n_tiles: the last P V
-        g = base + n_tiles - 1
-        mbarrier.wait(v_full.index(g % STAGES), (g // STAGES) & 1)
-        _ws_turn_wait(turns, c, turn + n_tiles, PINGPONG)
-        acc = _pv_sub3(oa, ob, oc, acc, v_smem, g % STAGES, tile_kv)
-        _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
-        acc, oa, ob, oc = warpgroup_mma_wait(0, deps=(acc, oa, ob, oc))
-        mbarrier.arrive(v_empty.index(g % STAGES))
-    elif SEPARATE_O:
-        mbarrier.arrive(q_empty.index(c))
-
-    l_i = gl.convert_layout(gl.sum(l_i, 1), row_s)  # the 4 lanes' partial sums of each row
-    _ws_store_o(acc, m_i, l_i, o_desc, o_buf, o2d, q_empty, LSE, stride_lb, stride_lh, b, h, start_m, rows, S_Q, c,
-                SEPARATE_O)
-    return base + n_tiles, turn + gl.where(n_tiles > 0, n_tiles + 1, 0)
-
-
-@gluon.jit
-def _ws_store_o(acc, m_i, l_i, o_desc, o_buf, o2d, q_empty, LSE, stride_lb, stride_lh, b, h, start_m, rows, S_Q,
-                c: gl.constexpr, SEPARATE_O: gl.constexpr):
-    """A consumer's rows of the tile's output, O = acc / l (0 where no key was seen, lse -inf there):
-    through shared memory by TMA, lse (natural log) by pointer stores; without ``SEPARATE_O`` Q's buffer
-    is released once the store has completed."""
-    ROWS: gl.constexpr = acc.shape[0]
-    l_o = gl.convert_layout(l_i, gl.SliceLayout(1, acc.type.layout))
+    # Rows that saw no key: l = 0, acc = 0 -> output 0 and lse = -inf.
+    l_o = gl.convert_layout(l_i, row_o)
     out = acc / gl.where(l_o == 0.0, 1.0, l_o)[:, None]
     if SEPARATE_O:
         tma.store_wait(0)  # the previous tile's O has left the buffer
         gl.thread_barrier()
-    o2d.store(out.to(o2d.dtype))
+    o2d.store(out.to(dtype))
     fence_async_shared()
     gl.thread_barrier()
     tma.async_copy_shared_to_global(o_desc, [b, h, start_m + c * ROWS, 0], o_buf)
@@ -828,6 +643,7 @@ def _ws_store_o(acc, m_i, l_i, o_desc, o_buf, o2d, q_empty, LSE, stride_lb, stri
     if not SEPARATE_O:
         tma.store_wait(0)
         mbarrier.arrive(q_empty.index(c))  # O has left Q's buffer
+    return base + n_tiles, turn + gl.where(n_tiles > 0, n_tiles + 1, 0)
 
 
 @gluon.jit
@@ -839,7 +655,6 @@ def attention_fwd_gluon_ws_kernel(
     CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr,
     POLY: gl.constexpr, PERSISTENT: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
     num_warps: gl.constexpr, EARLY: gl.constexpr = False, TREE: gl.constexpr = False, PAIRED: gl.constexpr = False,
-    KSUB: gl.constexpr = 1,
 ):
     """The warp-specialised forward: tiles of CONSUMERS x 64 queries of one (batch, head), CONSUMERS =
     BLOCK_M / 64 = 2 or 3 (consumer 2, rows 128..191, is a second 4-warp worker; the turns go round).
@@ -867,8 +682,8 @@ def attention_fwd_gluon_ws_kernel(
     q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, 1, 1, ROWS, HEAD_DIM], q_desc.layout)
     o_smem = gl.allocate_shared_memory(dtype, [CONSUMERS if SEPARATE_O else 1, 1, 1, ROWS if SEPARATE_O else 8,
                                                HEAD_DIM], q_desc.layout)
-    k_smem = gl.allocate_shared_memory(dtype, [STAGES * KSUB, 1, 1, BLOCK_N // KSUB, HEAD_DIM], k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, [STAGES * KSUB, 1, 1, BLOCK_N // KSUB, HEAD_DIM], v_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], v_desc.layout)
     q_full = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
     turns = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
@@ -898,32 +713,32 @@ def attention_fwd_gluon_ws_kernel(
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, KSUB)),
+                            PAIRED)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, KSUB)),
+                            PAIRED)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
                           v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
-                          PAIRED, KSUB)),
+                          PAIRED)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
     else:
         gl.warp_specialize([
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, KSUB)),
+                            PAIRED)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, KSUB)),
+                            PAIRED)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C2, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, KSUB)),
+                            PAIRED)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
                           v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
-                          PAIRED, KSUB)),
+                          PAIRED)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, LOADER_REGS])
 
 

@@ -85,10 +85,6 @@ class FwdConfig:
     # one-tile-per-program kernels on NVIDIA: the register cap per thread (0: the compiler's choice), e.g.
     # 128 so two 8-warp programs share an SM where the compiler would take a few registers more
     maxnreg: int = 0
-    # ws only: each key tile of block_n keys is held as this many sub-tiles of block_n / key_subtiles keys
-    # (1, or 3: e.g. block_n = 192 as 3 x 64, FlashAttention-3's wider key tiles where Gluon's tensors
-    # must be powers of two); 3 needs the plain order (overlap=False) with early and tree
-    key_subtiles: int = 1
 
     def __post_init__(self):
         rows = 64 * self.consumers
@@ -112,16 +108,6 @@ class FwdConfig:
             raise TypeError(f"paired must be a bool, got {self.paired!r}")
         if self.maxnreg and (self.ws or self.maxnreg < 24 or self.maxnreg > 255):
             raise ValueError(f"maxnreg is 24..255 for the one-tile-per-program kernels (ws sets its own), got {self}")
-        if self.key_subtiles not in (1, 3) or isinstance(self.key_subtiles, bool):
-            raise ValueError(f"key_subtiles is 1 or 3, got {self.key_subtiles!r}")
-        if self.key_subtiles == 3:
-            sub = self.block_n // 3
-            if not (self.ws and not self.overlap and self.early and self.tree and self.consumers == 2
-                    and not self.poly and self.block_n == 3 * sub and sub >= 16 and sub & (sub - 1) == 0):
-                raise ValueError("key_subtiles=3 is an option of the ws forward in the plain order with early and tree, "
-                                 f"2 consumers, no poly, block_n 3 x a power of two >= 16; got {self}")
-        elif self.block_n & (self.block_n - 1) and self.gluon:
-            raise ValueError(f"a Gluon forward's block_n is a power of two (or key_subtiles=3), got {self}")
         if self.paired and (self.persistent or self.producer_consumer):
             raise ValueError(f"paired causal tiles are an option of the one-tile-per-program kernels and ws (not "
                              f"persistent or producer_consumer), got {self}")
@@ -693,15 +679,15 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
         with _on_device(q):
             return _g.attention_fwd_gluon_ws_kernel[(ws_grid(p, cfg, q.device),)](
                 _gluon_descriptor(q, p, p.seqlen_q, p.heads, rows),
-                _gluon_descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n // cfg.key_subtiles),
-                _gluon_descriptor(v, p, p.seqlen_k, p.kv_heads, cfg.block_n // cfg.key_subtiles),
+                _gluon_descriptor(k, p, p.seqlen_k, p.kv_heads, cfg.block_n),
+                _gluon_descriptor(v, p, p.seqlen_k, p.kv_heads, cfg.block_n),
                 _gluon_descriptor(out, p, p.seqlen_q, p.heads, rows),
                 lse, *_lse_strides(lse, p.varlen), p.batch * p.heads, p.heads, p.heads // p.kv_heads, p.seqlen_q,
                 p.seqlen_k, p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
                 STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong,
                 SEPARATE_O=ws_separate_o(cfg, p.head_dim), POLY=cfg.poly, PERSISTENT=cfg.persistent,
                 CONSUMER_REGS=regs, LOADER_REGS=loader_regs, num_warps=4, maxnreg=maxnreg, EARLY=cfg.early,
-                TREE=cfg.tree, PAIRED=_paired(p, cfg), KSUB=cfg.key_subtiles)
+                TREE=cfg.tree, PAIRED=_paired(p, cfg))
     with _on_device(q):
         return _g.attention_fwd_gluon_kernel[fwd_grid(p, cfg)](
             _gluon_descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m),

@@ -71,7 +71,7 @@ def main() -> int:
     gen = torch.Generator(device=dev).manual_seed(5)
     bufs = [torch.rand(n, device=dev, generator=gen).to(torch.bfloat16) for _ in range(n_sets)]
     ref = [b.double().sum().item() for b in bufs]
-    for progs in (132, 264, 528, 1056, 2112):
+    for progs in (128, 256, 512, 1024, 2048, 4096):
         for block, warps in ((2048, 4), (4096, 8)):
             per = n // progs
             if per % block:
@@ -98,7 +98,8 @@ def main() -> int:
                    GemmConfig("pointer", 16, 32, 128, group_m=1, num_warps=4, num_stages=8),
                    GemmConfig("pointer", 16, 32, 128, group_m=1, num_warps=8, num_stages=6),
                    GemmConfig("pointer", 16, 128, 64, group_m=1, num_warps=4, num_stages=6, split_k=4)],
-               16: [None], 64: [None]}
+               16: [None, GemmConfig("pointer", 16, 32, 128, group_m=1, num_warps=4, num_stages=8)],
+               64: [None]}
     for m, cfgs in configs.items():
         case = bg.Case("bf16", m, 4096, 4096)
         peer_ms = None
@@ -122,7 +123,8 @@ def main() -> int:
     doc = {"suite": "gemm.smallm-ceiling", "device": info.as_dict(), "torch": torch.__version__,
            "triton": triton.__version__, "commit": git_commit(), "date": time.strftime("%Y-%m-%d"),
            "copy_TBps": copy, "rows": rows}
-    path = out_dir / f"gemm-smallm-ceiling-{git_commit()}.json"
+    tag = "".join(ch if ch.isalnum() else "-" for ch in git_commit())
+    path = out_dir / f"gemm-smallm-ceiling-{tag}.json"
     path.write_text(json.dumps(doc, indent=1))
     print(f"wrote {path}")
     return 0

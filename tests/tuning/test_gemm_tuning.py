@@ -98,3 +98,21 @@ def test_presplit_candidates_only_for_3xtf32():
     assert "presplit" in pre[0].short()
     for q in (_p(), Problem(8192, 8192, 8192, 1, "fp32", "tf32", "sm90", True, True, True)):
         assert not any(c.presplit for c in config_space(q))
+
+
+def test_tuning_sets_rotate_operands_that_fit_in_the_l2(field):
+    """The tuner times calls cycling through copies of operands that fit twice in the L2 (so B is read
+    from memory, as in a model), with the strides of the originals; large operands are not copied."""
+    from tilecraft.ops.gemm import tuning_sets
+
+    a, b = field((4, 64)), field((32, 64)).t()  # b is a transposed view
+    sets = tuning_sets(a, b, None, l2_bytes=65536)
+    assert len(sets) > 1 and sets[0][0] is a and sets[0][1] is b
+    for sa, sb, sc in sets[1:]:
+        assert torch.equal(sa, a) and torch.equal(sb, b) and sc is None
+        assert sb.stride() == b.stride() and sb.data_ptr() != b.data_ptr()
+    total = sum(t.numel() * t.element_size() for s in sets for t in s[:2])
+    assert total >= 2 * 65536
+    assert len(tuning_sets(a, b, None, l2_bytes=4096)) == 1  # already twice the L2
+    c = field((4, 32))
+    assert all(s[2] is not None and torch.equal(s[2], c) for s in tuning_sets(a, b, c, l2_bytes=65536))

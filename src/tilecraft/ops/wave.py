@@ -476,12 +476,16 @@ def default_cpml_config(device: torch.device) -> CpmlConfig:
     1.628 with the streams alone, 1.620 with psi_x alone; ``simulate`` 1.485 against 1.639 ms per
     step; from CUDA graphs 1.479 against 1.599 ms. Earlier: the first march configuration 1.80 ms,
     the unfused launches 1.89 ms, the folded variants 2.74 and 3.31 ms.
+    Since 2026-11-25 (fourth session) also ``x_store_boxes``: the x layer boxes end on the x stores'
+    whole vectors, so the x faces run beside the zwin interior instead of after it: H100, the whole
+    step 1.886 / 1.961 / 1.878 ms against 2.028 / 2.041 / 1.970 (three rounds in turn, same run;
+    benchmarks/results/2026-11-25-h100/wave-layers-20e084c.json).
     Interpreter: the folded kernel, few large programs."""
     if device.type != "cuda":
         return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     return CpmlConfig(block_y=4, block_x=128, block_z=8, num_warps=4, march=True, narrow=(8, 32, 2),
                       march_regs=MARCH_REGS_PSI_X, march_tiles=MARCH_TILES, psi_tiles=PSI_TILES, interior_first=True,
-                      streams=True, side_priority=-1, psi_x_fused=True)
+                      streams=True, side_priority=-1, psi_x_fused=True, x_store_boxes=True)
 
 
 _NO_SPLIT = 2**30

@@ -4,7 +4,7 @@ the zwin interior of ``default_config``).
 1. The whole step (``cpml_step_suite``: each configuration first checked against the float64 torch step,
    p_next, psi and zeta, from a NaN-poisoned output; then timed) with the previous default CPML
    configuration and the candidates, in alternating rounds (run 1, 20e084c: the previous default and
-   xstore; run 2 adds psi4, xstore with smaller psi tiles): ``x_store_boxes`` (the x layer boxes cut
+   xstore; run 2 adds psi4, xstore with smaller psi tiles, the side stream at normal priority and one stream): ``x_store_boxes`` (the x layer boxes cut
    at their x stores' bounds, so the x faces' 32-column tiles own their columns and run beside the
    zwin interior instead of after it) and, with ``--sweep``, tile variants per kind of layer box.
 2. The GPU time of each launch (profiler, one stream) of every configuration: the per-kind numbers
@@ -36,6 +36,12 @@ XSTORE = replace(PREVIOUS, x_store_boxes=True)
 P = PSI_TILES
 # run 2: x_store_boxes with the psi tiles of s4 (run 1: psi z 0.082 / y 0.073 ms against 0.086 / 0.079)
 PSI4 = replace(XSTORE, psi_tiles=((4, 128, 5, 4), (4, 128, 4, 4), P[2]))
+# run 2: the side stream at normal priority (the zwin interior fills an SM's registers: the side
+# stream's programs start only where interior programs end), both, and xstore on one stream
+P0 = replace(XSTORE, side_priority=0)
+PSI4P0 = replace(PSI4, side_priority=0)
+ONE = replace(XSTORE, streams=False)
+NAMED = {"previous": PREVIOUS, "xstore": XSTORE, "psi4": PSI4, "p0": P0, "psi4p0": PSI4P0, "one": ONE}
 # (z, y, x faces, edges, corners) tiles (block_y, block_x, block_z, warps); psi (z, y, x)
 SWEEP = {
     "s1": replace(XSTORE, march_tiles=((4, 128, 12, 4), (4, 128, 12, 4), (16, 32, 4, 4), (16, 32, 2, 4), (4, 32, 2, 1)),
@@ -51,7 +57,10 @@ SWEEP = {
 def name_of(cfg: dict | None) -> str:
     if not cfg:
         return ""
-    for name, c in (("previous", PREVIOUS), ("xstore", XSTORE), ("psi4", PSI4), *SWEEP.items()):
+    for name, c in (*NAMED.items(), *SWEEP.items()):
+        if c.as_dict() == cfg:
+            return name
+    for name, c in (*NAMED.items(), *SWEEP.items()):
         if {**c.as_dict(), "streams": None} == {**cfg, "streams": None}:  # the parts run on one stream
             return name
     return "other"
@@ -75,12 +84,12 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"wave-layers-{git_commit()}.json"
     meta = {"copy_TBps_start": copy, "least_bytes": "16 B per updated point + psi and zeta in the layers",
-            "configs": {"previous": PREVIOUS.as_dict(), "xstore": XSTORE.as_dict(), "psi4": PSI4.as_dict(),
+            "configs": {**{k: v.as_dict() for k, v in NAMED.items()},
                         **{k: v.as_dict() for k, v in SWEEP.items()}}}
     configs = (PREVIOUS, XSTORE) + (tuple(SWEEP.values()) if args.sweep else ())
-    main = (PREVIOUS, XSTORE, PSI4)
-    records = cpml_step_suite(args.n, 8, torch.float32, 20, configs=main, copy_tbps=copy, budget_s=args.budget,
-                              unfused=False, say=say, parts=main, rounds=args.rounds)
+    records = cpml_step_suite(args.n, 8, torch.float32, 20, configs=tuple(NAMED.values()), copy_tbps=copy,
+                              budget_s=args.budget, unfused=False, say=say, parts=(PREVIOUS, XSTORE, PSI4),
+                              rounds=args.rounds)
     write_results(records, "wave", path, info, meta)
     if args.sweep:
         torch.cuda.empty_cache()

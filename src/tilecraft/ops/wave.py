@@ -478,8 +478,9 @@ def default_cpml_config(device: torch.device) -> CpmlConfig:
     the unfused launches 1.89 ms, the folded variants 2.74 and 3.31 ms.
     Since 2026-11-25 (fourth session) also ``x_store_boxes``: the x layer boxes end on the x stores'
     whole vectors, so the x faces run beside the zwin interior instead of after it: H100, the whole
-    step 1.886 / 1.961 / 1.878 ms against 2.028 / 2.041 / 1.970 (three rounds in turn, same run;
-    benchmarks/results/2026-11-25-h100/wave-layers-20e084c.json).
+    step 1.886 / 1.961 / 1.878 ms against 2.028 / 2.041 / 1.970 and 1.888 / 1.817 / 1.828 against
+    1.935 / 1.915 / 1.916 (three rounds in turn in each of two runs; medians 58.5% and 59.6% of copy
+    against 54.4% and 56.9%; benchmarks/results/2026-11-25-h100/wave-layers-{20e084c,a629900}.json).
     Interpreter: the folded kernel, few large programs."""
     if device.type != "cuda":
         return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)

@@ -275,3 +275,37 @@ def test_psi_x_inside_the_layer_launches_on_the_gpu():
     (o1, g1), (o2, g2) = results[1:]
     torch.testing.assert_close(o1, o2, rtol=0, atol=0, equal_nan=True)  # streams: the same bits
     assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(g1, g2))
+
+
+def test_x_store_boxes_on_the_gpu():
+    """``x_store_boxes`` (the default: the x layer boxes end on the x stores' whole vectors, so the x
+    faces run beside the zwin interior): no launch waits for the interior; two streams give the
+    one-stream bits; both agree with the previous plan (x faces after the interior, which then
+    computed the 4 columns the x faces now take) to rounding over several steps, every point
+    written."""
+    from dataclasses import replace
+
+    layout, (p, pp, m), axes = _state((60, 52, 152), 8, 20, False, seed=19)
+    p, pp, m = (t.float() for t in (p, pp, m))
+    lo, hi = layout.updated
+    sp = (10.0,) * 3
+    new = ops.default_cpml_config(p.device)
+    assert new.x_store_boxes
+    kaxes = {ax.axis: ax for ax in axes}
+    icfg = ops.default_config(p.dtype, 8, p.device)
+    _i, _l, _s, (late, _w), fuse = ops._march_plan(p, 8, tuple(lo), tuple(hi), kaxes, 3, new, icfg.block_x, icfg)
+    assert fuse and (not any(late) if icfg.kernel == "zwin" else late[2])
+    results = []
+    for cfg in (replace(new, x_store_boxes=False), replace(new, streams=False), new):
+        _f, out, got = _steps(p, pp, m, sp, lo, hi, axes, cfg, 3)
+        assert not torch.isnan(out[tuple(slice(a, b) for a, b in zip(lo, hi))]).any()
+        results.append((out, got))
+    (o0, g0), (o1, g1), (o2, g2) = results
+    torch.testing.assert_close(o1, o2, rtol=0, atol=0, equal_nan=True)  # streams: the same bits
+    assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(g1, g2))
+    box = tuple(slice(a, b) for a, b in zip(lo, hi))
+    scale = float(o0[box].abs().max())
+    assert float((o1[box] - o0[box]).abs().max()) <= 2e-6 * scale
+    for x, y in zip(g0, g1):
+        for u, v in ((x.psi[1], y.psi[1]), (x.zeta, y.zeta)):
+            assert float((u - v).abs().max()) <= 2e-6 * max(float(u.abs().max()), 1e-30)

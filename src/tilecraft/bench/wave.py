@@ -274,7 +274,7 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
                     configs: Sequence[CpmlConfig] | None = None, device: str = "cuda",
                     copy_tbps: float | None = None, budget_s: float = 0.7, unfused: bool = True,
                     say: Callable[[str], None] = print, graphs: bool | Sequence[CpmlConfig] = False,
-                    parts: bool | CpmlConfig = True, rounds: int = 1,
+                    parts: bool | CpmlConfig | Sequence[CpmlConfig] = True, rounds: int = 1,
                     step_config: WaveConfig | None = None) -> list[Record]:
     """The whole step with the CPML on the padded grid of an n**3 model (n**2 in 2D is not timed):
     ``ops.cpml_step`` (interior launch + the layers' launch) per CPML configuration, the previous
@@ -285,7 +285,7 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
     the default configuration's step (or each configuration given) replayed from CUDA graphs
     (``graphed_cpml_step``: variant "cpml-graph"). ``rounds``: the configurations (and the graph) timed that many times in turn
     (each record's extra has its round). ``parts``: the GPU time of each launch (profiler) of the
-    first default configuration (``CPML_CONFIGS[0]``) or of the configuration given (one stream).
+    first default configuration (``CPML_CONFIGS[0]``) or of each configuration given (one stream).
     ``step_config``: the plain step's configuration for the interior launches (default: ``default_config``)."""
     dev, measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), points = _setup(
         n, order, pml_width, dtype, device, 20261122)
@@ -359,38 +359,49 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
                                           axes, {"config": cfg.as_dict(), "round": rnd, "cuda_graphs": True}))
             del axes
     if measured and parts:  # where the time goes: the GPU time of each launch of one default step (profiler)
-        part_axes = _copy_axes(axes0)  # the parts write psi and zeta
-        kaxes = {ax.axis: ax for ax in part_axes}
-        march = parts if isinstance(parts, CpmlConfig) else CPML_CONFIGS[0]
-        march = replace(march, streams=False)
-        _, _, launches = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, shape[2], march, 4, p.stride()[:2])
-        interiors, *_, fuse_x = ops._march_plan(p, order, tuple(lo), tuple(hi), kaxes, 3, march,
-                                                (step_config or ops.default_config(dtype, order, dev)).block_x)
-        inner = [(f"part-interior{i or ''}", math.prod(b - a for a, b in zip(blo, bhi)))
-                 for i, (blo, bhi, _x_org) in enumerate(interiors)]
-        psi = [(f"part-psi-{'zyx'[ax.axis]}", axis_layer_points(ax, lo, hi)) for ax in part_axes
-               if not (fuse_x and ax.axis == 2)]
-        layers = [("part-layers:" + ",".join(map(str, axes)), sum((r[1] - r[0]) * (r[3] - r[2]) * (r[5] - r[4])
-                                                                  for r in table))
-                  for axes, _tile, table, _n in launches]
-        labels = (inner + psi if march.interior_first else psi + inner) + layers
-        say("cpml default step: GPU time per launch")
-        seq = launch_times(lambda: ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, part_axes, "triton",
-                                                 step_config, march), 20)
-        if seq is not None and len(seq) == len(labels):
-            for (variant, pts), (kernel, ms) in zip(labels, seq):
-                records.append(_record({**case, "variant": variant}, step_traffic(pts, order, p.element_size()), ms,
-                                       0.0, copy_tbps, None, measured, {"part": True, "gpu_time": True,
-                                                                        "kernel": kernel,
-                                                                        "config": march.as_dict()}))
-        else:
-            say(f"  launches not as planned: {seq}")
+        marches = (parts,) if isinstance(parts, CpmlConfig) else tuple(parts) if parts is not True else CPML_CONFIGS[:1]
+        for march in marches:
+            records += cpml_parts(p, pp, m, out, order, spacing, lo, hi, axes0, march, step_config, case, copy_tbps,
+                                  say)
     if unfused:
         say("cpml unfused (previous path)")
         axes = _copy_axes(axes0)
         records.append(check_and_time("cpml-unfused", lambda ax: _unfused(p, pp, m, out, order, spacing, lo, hi, ax,
                                                                            layout), axes, {}, slot=0))
     return records
+
+
+def cpml_parts(p, pp, m, out, order, spacing, lo, hi, axes0, march: CpmlConfig, step_config: WaveConfig | None,
+               case: dict, copy_tbps: float | None, say: Callable[[str], None] = print) -> list[Record]:
+    """The GPU time of each launch of one ``ops.cpml_step`` with ``march`` on one stream (profiler
+    kernel records, median of 20 steps; ``launch_times``), one record per launch ("part-interior",
+    "part-psi-z", "part-layers:0,2", ...) counting 16 B per point of its boxes; none where the
+    launches are not as planned."""
+    part_axes = _copy_axes(axes0)  # the parts write psi and zeta
+    kaxes = {ax.axis: ax for ax in part_axes}
+    march = replace(march, streams=False)
+    shape = p.shape
+    dtype = p.dtype
+    icfg = step_config or ops.default_config(dtype, order, p.device)
+    _, _, launches = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, shape[2], march, 4, p.stride()[:2])
+    interiors, *_, fuse_x = ops._march_plan(p, order, tuple(lo), tuple(hi), kaxes, 3, march, icfg.block_x, icfg)
+    inner = [(f"part-interior{i or ''}", math.prod(b - a for a, b in zip(blo, bhi)))
+             for i, (blo, bhi, _x_org) in enumerate(interiors)]
+    psi = [(f"part-psi-{'zyx'[ax.axis]}", axis_layer_points(ax, lo, hi)) for ax in part_axes
+           if not (fuse_x and ax.axis == 2)]
+    layers = [("part-layers:" + ",".join(map(str, axes)), sum((r[1] - r[0]) * (r[3] - r[2]) * (r[5] - r[4])
+                                                              for r in table))
+              for axes, _tile, table, _n in launches]
+    labels = (inner + psi if march.interior_first else psi + inner) + layers
+    say("cpml step: GPU time per launch")
+    seq = launch_times(lambda: ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, part_axes, "triton",
+                                             step_config, march), 20)
+    if seq is None or len(seq) != len(labels):
+        say(f"  launches not as planned: {seq}")
+        return []
+    return [_record({**case, "variant": variant}, step_traffic(pts, order, p.element_size()), ms, 0.0, copy_tbps,
+                    None, True, {"part": True, "gpu_time": True, "kernel": kernel, "config": march.as_dict()})
+            for (variant, pts), (kernel, ms) in zip(labels, seq)]
 
 
 def graphed_cpml_step(p, pp, m, out, order, spacing, lo, hi, cfg: CpmlConfig):

@@ -412,8 +412,12 @@ class CpmlConfig:
     the interior box cut in x so that no tile passes it, its last columns a launch of tiles ending
     at the box's end; ``psi_x_fused``: no psi launch for x, the layer launches with x terms compute
     psi_x themselves where each box's x tile holds its whole x store, ``wave_layer_kernel``'s
-    PSI_X), else ``fused`` (``wave_cpml_kernel`` on the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``,
-    ``maxnreg``), else the unfused launches."""
+    PSI_X); ``x_store_boxes``: the layer boxes with x terms cut at their x stores' bounds (whole
+    vectors: [4, 32) and [528, 556) for 24-column layers) instead of the layers', so the x faces'
+    32-column tiles own every column they store but the frozen halo's and need not wait for a
+    register-window (zwin) interior, which stores only its own box (``_march_schedule``); the extra
+    columns add exact zeros (a = 0, psi and zeta 0 there), else ``fused`` (``wave_cpml_kernel`` on
+    the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``, ``maxnreg``), else the unfused launches."""
 
     block_y: int
     block_x: int
@@ -435,6 +439,7 @@ class CpmlConfig:
     x_align: int = 8
     split_interior: bool = False
     psi_x_fused: bool = False
+    x_store_boxes: bool = False
 
     def __post_init__(self):
         if isinstance(self.x_align, bool) or not isinstance(self.x_align, int) or self.x_align < 1:
@@ -471,12 +476,17 @@ def default_cpml_config(device: torch.device) -> CpmlConfig:
     1.628 with the streams alone, 1.620 with psi_x alone; ``simulate`` 1.485 against 1.639 ms per
     step; from CUDA graphs 1.479 against 1.599 ms. Earlier: the first march configuration 1.80 ms,
     the unfused launches 1.89 ms, the folded variants 2.74 and 3.31 ms.
+    Since 2026-11-25 (fourth session) also ``x_store_boxes``: the x layer boxes end on the x stores'
+    whole vectors, so the x faces run beside the zwin interior instead of after it: H100, the whole
+    step 1.886 / 1.961 / 1.878 ms against 2.028 / 2.041 / 1.970 and 1.888 / 1.817 / 1.828 against
+    1.935 / 1.915 / 1.916 (three rounds in turn in each of two runs; medians 58.5% and 59.6% of copy
+    against 54.4% and 56.9%; benchmarks/results/2026-11-25-h100/wave-layers-{20e084c,a629900}.json).
     Interpreter: the folded kernel, few large programs."""
     if device.type != "cuda":
         return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     return CpmlConfig(block_y=4, block_x=128, block_z=8, num_warps=4, march=True, narrow=(8, 32, 2),
                       march_regs=MARCH_REGS_PSI_X, march_tiles=MARCH_TILES, psi_tiles=PSI_TILES, interior_first=True,
-                      streams=True, side_priority=-1, psi_x_fused=True)
+                      streams=True, side_priority=-1, psi_x_fused=True, x_store_boxes=True)
 
 
 _NO_SPLIT = 2**30
@@ -768,6 +778,19 @@ def _store_view(ax: CpmlAxis, ndim: int) -> torch.Tensor:
     return ax.zeta if ndim == 3 else ax.zeta.unsqueeze(1)
 
 
+def _plan_regions(ax: CpmlAxis, cfg: CpmlConfig) -> tuple[tuple[int, int, int], ...]:
+    """The regions the march plan cuts the box at: the axis's own, or with ``cfg.x_store_boxes`` on
+    the x axis its stores' bounds [origin, origin + extent) (the widened layer's points and the
+    store's further columns, where a = 0 and psi and zeta stay 0: the x terms add exact zeros), where
+    the stores do not meet."""
+    if not cfg.x_store_boxes or ax.axis != ax.zeta.dim() - 2 or ax.zeta.shape[0] != len(ax.regions):
+        return ax.regions
+    wide = tuple((min(w0, o), max(w1, o + ax.extent), o) for w0, w1, o in ax.regions)
+    if any(a[1] > b[0] for a, b in itertools.pairwise(wide)):
+        return ax.regions
+    return wide
+
+
 def layer_plan(lo3, hi3, kaxes: dict[int, CpmlAxis], ndim: int, nx: int, cfg: CpmlConfig, vec: int,
                strides: tuple[int, int]):
     """The march variant's launches: the box [lo3, hi3) (z, y, x) cut at every region's bounds into
@@ -778,7 +801,7 @@ def layer_plan(lo3, hi3, kaxes: dict[int, CpmlAxis], ndim: int, nx: int, cfg: Cp
     tile rewrites the columns it does not own) go to separate launches. Returns (interiors, scale,
     launches); a launch is (axes, (block_y, block_x, block_z, warps), table rows (16 ints per box, unscaled),
     programs). ``scale``: the vector width when every offset is a multiple of it (else 1)."""
-    pieces = [_axis_pieces(lo3[d], hi3[d], kaxes[d].regions if d in kaxes else ()) for d in range(3)]
+    pieces = [_axis_pieces(lo3[d], hi3[d], _plan_regions(kaxes[d], cfg) if d in kaxes else ()) for d in range(3)]
     interiors, groups = [], {}
     for pz in pieces[0]:
         for py in pieces[1]:
@@ -803,6 +826,8 @@ def layer_plan(lo3, hi3, kaxes: dict[int, CpmlAxis], ndim: int, nx: int, cfg: Cp
         for box in boxes:
             (z0, z1, _), (y0, y1, _), (x0, x1, _) = box
             x_org = x0 - x0 % cfg.x_align
+            if cfg.x_store_boxes and 2 in axes:  # tiles from the x store's origin (whole vectors): they hold it
+                x_org = min(x0, kaxes[2].regions[box[2][2]][2])
             cover = (x_org, min(x_org + triton_cdiv(x1 - x_org, bx) * bx, nx))
             row = [z0, z1, y0, y1, x0, x1, x_org, 0, 0, 0, 0, 0, 0, 0, 0, 0]
             for d in axes:
@@ -869,12 +894,12 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
     hi3 = tuple(hi) if has_z else (1,) + tuple(hi)
     # Everything but the tensors is planned once per (box, configuration, grid, stores): the CPU
     # time of a call before its first launch is GPU time lost in a step timed alone.
-    interior_bx = cfg.block_x if cfg is not None else default_config(p3.dtype, order, p3.device).block_x
-    key = ("march", lo3, hi3, pcfg, interior_bx, order, tuple(p3.shape), tuple(p3.stride()), p3.dtype,
+    icfg = cfg if cfg is not None else default_config(p3.dtype, order, p3.device)
+    key = ("march", lo3, hi3, pcfg, icfg, p3.data_ptr() % 16, order, tuple(p3.shape), tuple(p3.stride()), p3.dtype,
            str(p3.device), tuple((d, ax.regions, tuple(ax.zeta.shape), ax.h) for d, ax in sorted(kaxes.items())))
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = _march_plan(p3, order, lo3, hi3, kaxes, ndim, pcfg, interior_bx)
+        plan = _PLANS[key] = _march_plan(p3, order, lo3, hi3, kaxes, ndim, pcfg, icfg.block_x, icfg)
     interiors, launches, strides, schedule, fuse_x = plan
     skip = (2,) if fuse_x else ()
     p, p_prev, m, out = (t if has_z else t[0] for t in (p3, pp3, m3, o3))
@@ -996,13 +1021,15 @@ def _clash(a: tuple, b: tuple) -> bool:
             and ((a[6] < b[5] and b[4] < a[7]) or (b[6] < a[5] and a[4] < b[7])))
 
 
-def _march_schedule(interiors, interior_bx: int, plan, nx: int) -> tuple[list[bool], bool]:
+def _march_schedule(interiors, interior_bx: int, plan, nx: int, exact=()) -> tuple[list[bool], bool]:
     """Which layer launches may run on the side stream while the interior runs (``streams``):
-    ``interiors``: (box, x_org) of the interior launches. ``late[i]`` when launch i's boxes clash
+    ``interiors``: (box, x_org) of the interior launches; ``exact[i]``: interior i stores only its
+    box (``wave_zwin_kernel``), else its tiles' columns. ``late[i]`` when launch i's boxes clash
     with an interior box (``_clash``): it then runs on the
     interior's stream after it (and after the psi launches); ``wait_all`` when a late launch also
     clashes with a layer launch of the side stream (then it waits for the whole side stream)."""
     inner = [_cover(box, interior_bx, nx, x_org) for box, x_org in interiors]
+    inner = [c[:6] + c[4:6] if i < len(exact) and exact[i] else c for i, c in enumerate(inner)]
     covers = [[_cover(((r[0], r[1]), (r[2], r[3]), (r[4], r[5])), tile[1], nx, r[6]) for r in table]
               for _axes, tile, table, _n in plan]
     late = [any(_clash(a, b) for a in cov for b in inner) for cov in covers]
@@ -1011,10 +1038,12 @@ def _march_schedule(interiors, interior_bx: int, plan, nx: int) -> tuple[list[bo
     return late, wait_all
 
 
-def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig, interior_bx: int = 128):
+def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig, interior_bx: int = 128,
+                interior_cfg: WaveConfig | None = None):
     """``_march_layers``' launches: (interior boxes as (lo, hi) in p's dimensions, [(name, box table,
     programs, constexprs and options)] of ``wave_layer_kernel``, its integer arguments, and the
-    streams' schedule, ``_march_schedule``)."""
+    streams' schedule, ``_march_schedule``; ``interior_cfg``: the interior's configuration, whose
+    zwin launches store only their boxes)."""
     nx = p3.shape[2]
     s_z, s_y, _ = p3.stride()
     vec = min([16 // p3.element_size()] + [_march_tile_of(pcfg, axes)[1] for axes in ((0,), (1,), (2,), (0, 1), (0, 1, 2))])
@@ -1062,7 +1091,9 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig, in
         else:
             inner.append((box, x0 - x0 % X_ALIGN))
     boxes = [(tuple(a for a, _ in box)[3 - ndim:], tuple(b for _, b in box)[3 - ndim:], x_org) for box, x_org in inner]
-    return boxes, launches, strides, _march_schedule(inner, interior_bx, plan, nx), fuse_x
+    exact = [interior_cfg is not None and interior_cfg.kernel == "zwin" and ndim == 3
+             and zwin_step_ok(p3, order, blo, bhi, None, interior_cfg) is None for blo, bhi, _x in boxes]
+    return boxes, launches, strides, _march_schedule(inner, interior_bx, plan, nx, exact), fuse_x
 
 
 def _layer_interval(ax: CpmlAxis, k: int) -> tuple[int, int] | None:

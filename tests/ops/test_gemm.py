@@ -174,38 +174,6 @@ def test_split_k_with_epilogue(field, split):
     assert relative_error(out, _ref(a, b, torch.float32, **kw)) <= 1e-5
 
 
-@pytest.mark.parametrize("split", [2, 3, 5])
-def test_split_k_joined_in_the_pointer_kernel(field, split):
-    """``fixup`` on the pointer kernel: the last of a tile's split programs sums the partials (in split
-    order) and runs the epilogue, one launch; equal to the reduce launch's result bit for bit, and the
-    flags are left at zero for the next launch."""
-    a, b = _operands(field, 20, 40, 200, torch.float32, "NT", batch=2)
-    c, bias = field((2, 20, 40)).float(), field((40,)).float()
-    kw = {"alpha": 0.5, "beta": 2.0, "c": c, "bias": bias, "activation": "silu"}
-    cfg = GemmConfig("pointer", 16, 32, 16, 2, 4, 1, split, fixup=True)
-    spec = ops.validate(a, b, **kw)
-    plan = ops.launch_plan(a, b, torch.empty(spec.out_shape), spec, cfg, c, bias)
-    assert [k.kernel.__name__ for k in plan] == ["matmul_kernel"]
-    joined = _run_pinned(a, b, cfg, **kw)
-    assert relative_error(joined, _ref(a, b, torch.float32, **kw)) <= 1e-5
-    assert torch.equal(joined, _run_pinned(a, b, GemmConfig("pointer", 16, 32, 16, 2, 4, 1, split), **kw))
-
-
-@pytest.mark.parametrize("m", [1, 7, 33])
-@pytest.mark.parametrize("name", ["bf16", "int8"])
-def test_split_k_joined_small_m(field, m, name):
-    """The small-M shape of the join (M = 1 specialises M to a constant), K tail in the last split,
-    ragged N; int8 exact."""
-    dtype = {"int8": torch.int8, **FLOAT_DTYPES}[name]
-    a, b = _operands(field, m, 72, 300, dtype, "NN")
-    out = _run_pinned(a, b, GemmConfig("pointer", 16, 32, 32, 1, 4, 2, 4, fixup=True))
-    ref = _ref(a, b, ops.validate(a, b).out_dtype)
-    if dtype == torch.int8:
-        assert torch.equal(out, ref.to(torch.int32))
-    else:
-        assert relative_error(out, ref) <= 1e-2
-
-
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
 @pytest.mark.parametrize("name", ["fp16", "bf16", "tf32", "int8", "fp8_e4m3"])
 def test_tma_kernel_in_interpreter(field, name, layout):

@@ -123,22 +123,17 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                   stride_ob, stride_om, stride_on,
                   stride_cb, stride_cm, stride_cn,
                   stride_bias_b, stride_sa_b, stride_sb_b,
-                  alpha_hi, alpha_lo, beta_hi, beta_lo, ws_ptr, flag_ptr,
+                  alpha_hi, alpha_lo, beta_hi, beta_lo,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                   SPLIT_K: tl.constexpr, ACC: tl.constexpr, EPI: tl.constexpr, INPUT_PRECISION: tl.constexpr,
                   HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr,
                   SCALE_A: tl.constexpr, SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr,
-                  OFFS64: tl.constexpr, EVEN_K: tl.constexpr = False, UPCAST: tl.constexpr = False,
-                  JOIN: tl.constexpr = False):
+                  OFFS64: tl.constexpr, EVEN_K: tl.constexpr = False, UPCAST: tl.constexpr = False):
     """One (BLOCK_M, BLOCK_N) output tile per program; grid (tiles, batch, SPLIT_K).
 
     With SPLIT_K > 1 the program sums K in [pid_k * K_PER_SPLIT, (pid_k + 1) * K_PER_SPLIT) and
     stores the raw accumulator into ``out_ptr`` (a (SPLIT_K * batch, M, N) workspace, strides
-    ``stride_ob`` per split-batch slice); the epilogue runs in :func:`splitk_reduce_kernel`. With
-    ``JOIN`` the partials go to ``ws_ptr`` (contiguous (SPLIT_K, batch, M, N)) instead and the last of a
-    tile's SPLIT_K programs to finish sums them in split order (deterministic) and runs the epilogue
-    into ``out_ptr`` (``_join_splits``): no second launch, which costs 2-3 us on a 10-15 us product.
-    Without ``JOIN``, ``ws_ptr`` and ``flag_ptr`` are not read (any pointer).
+    ``stride_ob`` per split-batch slice); the epilogue runs in :func:`splitk_reduce_kernel`.
     ``OFFS64``: row offsets in 64-bit (a row index times its stride can pass 2**31). ``EVEN_K``:
     K is a multiple of BLOCK_K, so every K block is full and the loads carry no K mask.
     """
@@ -181,12 +176,7 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
-    if JOIN:
-        _join_splits(acc, ws_ptr, flag_ptr + pid_b * (num_pid_m * num_pid_n) + pid, offs_m, offs_n, M, N, pid_b,
-                     pid_k, out_ptr, stride_ob, stride_om, stride_on, c_ptr, stride_cb, stride_cm, stride_cn, bias_ptr,
-                     stride_bias_b, sa_ptr, stride_sa_b, sb_ptr, stride_sb_b, alpha_hi, alpha_lo, beta_hi, beta_lo,
-                     SPLIT_K, EPI, HAS_ALPHA, HAS_C, HAS_BIAS, SCALE_A, SCALE_B, ACTIVATION)
-    elif SPLIT_K > 1:
+    if SPLIT_K > 1:
         ws = out_ptr + (pid_k * tl.num_programs(1) + pid_b).to(tl.int64) * stride_ob
         mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
         tl.store(ws + offs_m[:, None].to(tl.int64) * stride_om + offs_n[None, :] * stride_on, acc, mask=mask)
@@ -195,37 +185,6 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                   c_ptr, stride_cb, stride_cm, stride_cn, bias_ptr, stride_bias_b, sa_ptr, stride_sa_b,
                   sb_ptr, stride_sb_b, alpha_hi, alpha_lo, beta_hi, beta_lo,
                   EPI, HAS_ALPHA, HAS_C, HAS_BIAS, SCALE_A, SCALE_B, ACTIVATION)
-
-
-@triton.jit
-def _join_splits(acc, ws_ptr, flag, offs_m, offs_n, M, N, pid_b, pid_k, out_ptr, stride_ob, stride_om, stride_on,
-                 c_ptr, stride_cb, stride_cm, stride_cn, bias_ptr, stride_bias_b, sa_ptr, stride_sa_b, sb_ptr,
-                 stride_sb_b, alpha_hi, alpha_lo, beta_hi, beta_lo, SPLIT_K: tl.constexpr, EPI: tl.constexpr,
-                 HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr, SCALE_A: tl.constexpr,
-                 SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr):
-    """Split-K joined in the kernel: this program's partial tile goes to its slice of the (SPLIT_K,
-    batch, M, N) workspace; a CTA barrier, then one release/acquire atomic at GPU scope on the tile's
-    int32 ``flag`` publish it (the usual semaphore pattern). The program that counts SPLIT_K sums every
-    split's partial in split order from memory (.cg: other SMs wrote them; the same arithmetic
-    whichever program is last), runs the epilogue and re-arms the flag to 0 (replayable, e.g. in a
-    CUDA graph). No program waits for another."""
-    batch = tl.num_programs(1)
-    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-    tile = offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
-    slice_mn = tl.cast(M, tl.int64) * N
-    tl.store(ws_ptr + (pid_k * batch + pid_b).to(tl.int64) * slice_mn + tile, acc, mask=mask)
-    tl.debug_barrier()
-    done = tl.atomic_add(flag, 1, sem="acq_rel", scope="gpu")
-    if done == SPLIT_K - 1:
-        total = tl.load(ws_ptr + pid_b.to(tl.int64) * slice_mn + tile, mask=mask, other=0.0, cache_modifier=".cg")
-        for s in range(1, SPLIT_K):
-            total += tl.load(ws_ptr + (s * batch + pid_b).to(tl.int64) * slice_mn + tile, mask=mask, other=0.0,
-                             cache_modifier=".cg")
-        _epilogue(total, offs_m, offs_n, M, N, pid_b, out_ptr, stride_ob, stride_om, stride_on,
-                  c_ptr, stride_cb, stride_cm, stride_cn, bias_ptr, stride_bias_b, sa_ptr, stride_sa_b,
-                  sb_ptr, stride_sb_b, alpha_hi, alpha_lo, beta_hi, beta_lo,
-                  EPI, HAS_ALPHA, HAS_C, HAS_BIAS, SCALE_A, SCALE_B, ACTIVATION)
-        tl.atomic_xchg(flag, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit

@@ -503,13 +503,6 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
             raise ValueError("the Gluon kernel cannot take this product; use a tma or pointer config")
         return _gluon_launch(a, b, out, spec, cfg, sms, k_per_split // cfg.block_k, 2, c, bias)
     ws = torch.empty((split, spec.batch, m_ws, spec.n), dtype=acc_torch, device=a.device) if split > 1 else None
-    if cfg.kernel == "pointer" and cfg.fixup and split > 1:  # joined in the kernel: no reduce launch
-        num_tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n)
-        common = _pointer_constexprs(cfg, spec, a, a3, b3, out3, acc)
-        return [KernelLaunch(_k.matmul_kernel, (num_tiles, spec.batch, split), (
-            a3, b3, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, k_per_split, *_pointer_strides(a3, b3),
-            out3.stride(0), out3.stride(1), out3.stride(2), *epi_args, ws,
-            _fixup_flags(a.device, num_tiles * spec.batch)), {**common, "SPLIT_K": split, "JOIN": True, **epi_cx}, opts)]
     reduce = [] if ws is None else [_reduce_launch(ws, out3, spec, split, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx,
                                                    sms or _facts(a.device)[1], spec.batch * m_ws * spec.n)]
     if cfg.kernel == "gluon":
@@ -530,27 +523,17 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         return _tma_launch(a, b, dest, spec, cfg, acc, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, opts, sms,
                            split, max(k_per_split, 1)) + reduce
     num_tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n)
-    common = _pointer_constexprs(cfg, spec, a, a3, b3, out3, acc)
-    strides_ab = _pointer_strides(a3, b3)
+    common = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
+                  "ACC": acc, "INPUT_PRECISION": _dot_input_precision(spec, a), "OFFS64": _needs_offs64(a3, b3, out3),
+                  "EVEN_K": spec.k % cfg.block_k == 0, "UPCAST": _upcast(spec, a)}
+    strides_ab = (a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2))
     if split == 1:
         return [KernelLaunch(_k.matmul_kernel, (num_tiles, spec.batch, 1), (
             a3, b3, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, max(k_per_split, 1), *strides_ab,
-            out3.stride(0), out3.stride(1), out3.stride(2), *epi_args, out3, out3), {"SPLIT_K": 1, **common, **epi_cx},
-            opts)]
+            out3.stride(0), out3.stride(1), out3.stride(2), *epi_args), {"SPLIT_K": 1, **common, **epi_cx}, opts)]
     return [KernelLaunch(_k.matmul_kernel, (num_tiles, spec.batch, split), (
                 a3, b3, ws, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, k_per_split, *strides_ab,
-                spec.m * spec.n, spec.n, 1, *epi_args, ws, ws), {"SPLIT_K": split, **common, **epi_cx}, opts)] + reduce
-
-
-def _pointer_constexprs(cfg: GemmConfig, spec: Spec, a, a3, b3, out3, acc) -> dict:
-    """The pointer kernel's tile and type constexprs."""
-    return {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
-            "ACC": acc, "INPUT_PRECISION": _dot_input_precision(spec, a), "OFFS64": _needs_offs64(a3, b3, out3),
-            "EVEN_K": spec.k % cfg.block_k == 0, "UPCAST": _upcast(spec, a), "JOIN": False}
-
-
-def _pointer_strides(a3, b3) -> tuple[int, ...]:
-    return (a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2))
+                spec.m * spec.n, spec.n, 1, *epi_args), {"SPLIT_K": split, **common, **epi_cx}, opts)] + reduce
 
 
 def _reduce_launch(ws, out3, spec: Spec, split: int, ptrs, epi_args, epi_cx, sms: int,

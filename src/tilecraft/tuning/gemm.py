@@ -62,9 +62,7 @@ class GemmConfig:
     pad_rows: bool = False  # TMA/Gluon: copy operands whose rows are not 128-byte aligned (layout kept)
     mn_regs: bool = False  # Gluon, tf32: an MN-major operand read into registers, not copied K-major
     row_perm: bool = False  # Gluon, mn_regs: the register operand's rows read in a bank-conflict-free order
-    # split-K joined in the kernel, no reduce launch: Gluon, split_k 2, the halves joined (units <= SMs);
-    # pointer, any split_k: the last of a tile's split programs sums the partials and runs the epilogue
-    fixup: bool = False
+    fixup: bool = False  # Gluon, split_k 2: the halves joined in the kernel (no workspace pass), units <= SMs
     epi_prefetch: bool = False  # Gluon: the producer prefetches each tile's C and bias into L2 for the epilogue
 
     def as_dict(self) -> dict:

@@ -104,7 +104,7 @@ def ladder_config(variant: str, dtype: torch.dtype, order: int) -> StencilConfig
 
 
 def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
-                l2_bytes: int | None = None, vector_aligned: bool = True) -> StencilConfig:
+                l2_bytes: int | None = None, vector_aligned: bool = True, flat_ok: bool = False) -> StencilConfig:
     """The configuration ``variant="auto"`` runs, chosen from measurements (H200, 2026-11-21;
     ``benchmarks/stencil_tune.py``, results under ``benchmarks/results/``).
 
@@ -141,6 +141,9 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
     """
     r = order // 2
     if not vector_aligned:
+        flat = _flat_auto(dtype, r, shape, l2_bytes) if flat_ok else None
+        if flat is not None:
+            return flat
         if r >= 3:
             return ladder_config("baseline", dtype, order)
         tiled = ladder_config("tiling", dtype, order)
@@ -212,10 +215,23 @@ def _zwin_auto(dtype: torch.dtype, r: int, nx: int) -> StencilConfig | None:
     return None
 
 
+def _flat_auto(dtype: torch.dtype, r: int, shape: tuple[int, int, int], l2_bytes: int | None) -> StencilConfig | None:
+    """The flat kernel (``kernel="flat"``) for unaligned contiguous grids where it measured faster than
+    the plane kernels, or None. It reads every neighbour of a tile, the z ones from L2, so only
+    while the 2R + 1 planes a tile reaches take at most half the L2."""
+    itemsize = torch.finfo(dtype).bits // 8
+    if r > 2 or (2 * r + 1) * shape[1] * shape[2] * itemsize > (l2_bytes or 50 * 2**20) // 2:
+        return None
+    bx = 512 if dtype == torch.float64 else 1024
+    return StencilConfig("flat", block_y=1, block_x=bx, num_warps=4, nontemporal=True)
+
+
 def config_for(variant: str, dtype: torch.dtype, order: int, shape: tuple[int, int, int],
-               l2_bytes: int | None = None, vector_aligned: bool = True) -> StencilConfig:
+               l2_bytes: int | None = None, vector_aligned: bool = True, flat_ok: bool = False) -> StencilConfig:
+    """The configuration of ``variant`` for a grid; ``vector_aligned`` and ``flat_ok`` (the grid is
+    contiguous with 16-byte aligned pointers, ``flat_ok()``) describe the tensors (``auto`` only)."""
     if variant == "auto":
-        return auto_config(dtype, order, shape, l2_bytes, vector_aligned)
+        return auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok)
     return ladder_config(variant, dtype, order)
 
 
@@ -386,6 +402,8 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
         return [_march_launch(u, out, w, r, cfg, opts)]
     if cfg.kernel == "tma":
         return [_tma_launch(u, out, w, r, cfg)]
+    if cfg.kernel == "flat":
+        return [_flat_launch(u, out, w, r, cfg, opts)]
     if cfg.kernel != "plane":
         raise ValueError(f"unknown kernel {cfg.kernel!r}")
     slabs = [(r, ny - r)]
@@ -461,6 +479,43 @@ def zwin_ok(u: torch.Tensor, out: torch.Tensor, cfg: StencilConfig) -> str | Non
     if cfg.block_x * u.element_size() % 16:
         return "the zwin kernel needs block_x to be a whole number of 16-byte vectors"
     return None
+
+
+def flat_ok(u: torch.Tensor, out: torch.Tensor) -> str | None:
+    """Why the flat kernel (``kernel="flat"``) cannot take this call, or None: u and out must be
+    contiguous (the flat index is z * ny * nx + y * nx + x in both) with 16-byte aligned base
+    pointers (its tiles start on 16-byte boundaries), and ny, nx below 2**21."""
+    nz, ny, nx = u.shape
+    dense = (ny * nx, nx, 1)
+    if u.stride() != dense or out.stride() != dense:
+        return "the flat kernel needs contiguous u and out"
+    if _has_storage(u) and _has_storage(out) and (u.data_ptr() % 16 or out.data_ptr() % 16):
+        return "the flat kernel needs 16-byte aligned data pointers"
+    if max(ny, nx) >= 2**21 or nz >= 2**31:
+        return "the flat kernel takes ny and nx below 2**21 (float32 row and plane quotients)"
+    return None
+
+
+def _flat_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, cfg: StencilConfig,
+                 opts: dict) -> KernelLaunch:
+    """The flat kernel's launch: tiles of ``block_x`` points from the 16-byte boundary at or below the
+    first interior point to the last interior point."""
+    why = flat_ok(u, out)
+    if why:
+        raise ValueError(why)
+    nz, ny, nx = u.shape
+    vec = 16 // u.element_size()
+    if cfg.block_x % vec or cfg.block_x > 4096:
+        raise ValueError(f"the flat kernel needs block_x to be a multiple of {vec} (16 bytes), at most 4096")
+    plane = ny * nx
+    first = r * plane + r * nx + r
+    last = (nz - 1 - r) * plane + (ny - 1 - r) * nx + (nx - 1 - r)
+    g_lo = first - first % vec
+    n_prog = triton_cdiv(last + 1 - g_lo, cfg.block_x)
+    args = (u, out, w, nz, ny, nx, nx // vec, plane // vec, u.numel() // vec, g_lo // vec)
+    constexprs = dict(R=r, BLOCK=cfg.block_x, VEC=vec, PHASE_Y=nx % vec, PHASE_Z=plane % vec,
+                      NONTEMPORAL=cfg.nontemporal)
+    return KernelLaunch(_k.laplacian_flat_kernel, (n_prog,), args, constexprs, opts)
 
 
 def tma_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) -> str | None:
@@ -606,7 +661,8 @@ def _compute(u: torch.Tensor, order: int, spacing: tuple[float, float, float], o
         return laplacian_torch(u, order, spacing, out)
     if out is None:
         out = torch.zeros_like(u, memory_format=torch.contiguous_format)
-    cfg = config_for(variant, u.dtype, order, tuple(u.shape), _l2_bytes(u.device), vector_aligned(u, out))
+    cfg = config_for(variant, u.dtype, order, tuple(u.shape), _l2_bytes(u.device), vector_aligned(u, out),
+                     flat_ok(u, out) is None)
     if u.device.type == "cuda":
         with torch.cuda.device(u.device):
             launch(u, out, order, spacing, cfg)

@@ -128,6 +128,11 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
     * Other orders 6 and up (orders 10-16, short rows): the z-march with the z terms read through L1
       and tall tiles, so a register window of 2R+1 tiles does not limit occupancy and few halo rows
       are read per row.
+    * Contiguous grids whose rows are not 16-byte aligned (``flat_ok``: ``flat_ok()`` found nothing
+      against it), fp64 order 2 and fp32 orders 2 and 4, planes small enough: the flat kernel
+      (``_flat_auto``: tiles of the flat array on 16-byte boundaries, every access 128-bit; H100
+      2026-11-25: 76.0% of copy against 68.3-71.9% for fp64 o2 515^3, 51.4/47.3% against 35.3/37.0%
+      for fp32 o4 518^3). Everything else below.
     * Grids whose rows are not 16-byte aligned (``vector_aligned`` False: nx or a stride not a
       multiple of 16 bytes) make every z-march load scalar and its register count explode; there the
       plane kernels win (fp64 o2 515^3: tiling 59.8% of copy, z-marches 43-48%; fp32 o2 514^3:
@@ -217,13 +222,27 @@ def _zwin_auto(dtype: torch.dtype, r: int, nx: int) -> StencilConfig | None:
 
 def _flat_auto(dtype: torch.dtype, r: int, shape: tuple[int, int, int], l2_bytes: int | None) -> StencilConfig | None:
     """The flat kernel (``kernel="flat"``) for unaligned contiguous grids where it measured faster than
-    the plane kernels, or None. It reads every neighbour of a tile, the z ones from L2, so only
-    while the 2R + 1 planes a tile reaches take at most half the L2."""
+    the tiled plane kernel ``auto`` ran there before, or None. Measured (H100, 2026-11-25, one run,
+    copy 2.985 TB/s, ``benchmarks/results/2026-11-25-h100/stencil-unaligned-003eb7d.json``; % of copy,
+    flat against the plane kernel before and after it in the same run):
+
+    * fp64 order 2, 515^3: 76.0% (1024 points, 8 warps; 512 x 4 warps: 69.1/73.8%) against 68.3/71.9%;
+    * fp32 order 2, 514^3: 64.0/55.1% (1024 points, 4 warps; the second timing's spread was 0.38)
+      against 56.1/53.6%; 512 x 4: 59.5%, 2048 x 8: 60.2%;
+    * fp32 order 4, 518^3: 51.4/47.3% (1024 x 4) against 35.3/37.0%.
+
+    Not taken: fp64 order 4 (517^3: 52.9-55.3% against 55.9/56.6%), orders 6 and up (not measured),
+    and planes whose 2R + 1 copies take more than a sixth of the L2: the kernel reads every z neighbour
+    from L2 (fp32 order 4 on 1001^2 planes, 20 MB: 40.9/40.3% against 42.7%; order 2 on 2050^2 planes:
+    48.3% against 64.6/61.5%). Between the 6.4 MB measured faster and those 20 MB it is not measured."""
     itemsize = torch.finfo(dtype).bits // 8
-    if r > 2 or (2 * r + 1) * shape[1] * shape[2] * itemsize > (l2_bytes or 50 * 2**20) // 2:
+    if (2 * r + 1) * shape[1] * shape[2] * itemsize > (l2_bytes or 50 * 2**20) // 6:
         return None
-    bx = 512 if dtype == torch.float64 else 1024
-    return StencilConfig("flat", block_y=1, block_x=bx, num_warps=4, nontemporal=True)
+    if r == 1 and dtype == torch.float64:
+        return StencilConfig("flat", block_y=1, block_x=1024, num_warps=8, nontemporal=True)
+    if r in (1, 2) and dtype == torch.float32:
+        return StencilConfig("flat", block_y=1, block_x=1024, num_warps=4, nontemporal=True)
+    return None
 
 
 def config_for(variant: str, dtype: torch.dtype, order: int, shape: tuple[int, int, int],

@@ -215,7 +215,7 @@ def stencil_jobs(variants: Sequence[str], dtype: str, order: int, shape: tuple[i
     for variant in variants:
         if variant == "reference":
             continue
-        cfg = ops.config_for(variant, torch_dtype, order, shape, None, shape[2] % (16 // itemsize) == 0)
+        cfg = ops.config_for(variant, torch_dtype, order, shape, None, shape[2] % (16 // itemsize) == 0, flat_ok=True)
         launch = ops.launch_plan(u, out, order, (1.0, 1.0, 1.0), cfg)[0]
         fn = getattr(launch.kernel, "fn", launch.kernel)
         sig = ops.compile_signature(launch)

@@ -100,13 +100,14 @@ def measure_config(shape: tuple[int, int, int], dtype: torch.dtype, order: int, 
         fixed = cfg
 
         def config(u, out):  # "auto" chooses per grid (alignment, plane size) as laplacian() does
-            return fixed or ops.config_for(variant, dtype, order, tuple(u.shape), l2_bytes, ops.vector_aligned(u, out))
+            return fixed or ops.config_for(variant, dtype, order, tuple(u.shape), l2_bytes, ops.vector_aligned(u, out),
+                                           ops.flat_ok(u, out) is None)
 
         def run(u, out):
             return ops.launch(u, out, order, spacing, config(u, out))
         # the timed grid is contiguous and freshly allocated: aligned exactly when nx is a multiple
         aligned = shape[2] % (16 // (torch.finfo(dtype).bits // 8)) == 0
-        cfg = fixed or ops.config_for(variant, dtype, order, shape, l2_bytes, aligned)
+        cfg = fixed or ops.config_for(variant, dtype, order, shape, l2_bytes, aligned, flat_ok=True)
         cfg_dict, num_warps = cfg.as_dict(), cfg.num_warps
     gen = torch.Generator(device=device).manual_seed(hash((shape, order)) & 0xFFFF)
     small = tuple(min(n, 32 + n % 16) for n in shape[:2]) + (shape[2],)
@@ -194,7 +195,7 @@ def ladder_interpreter(shape: tuple[int, int, int], dtype: str, order: int, *, v
             def run(a, b):
                 return ops.laplacian(a, order=order, spacing=spacing, out=b, variant="reference")
         else:
-            c = ops.config_for(v, torch_dtype, order, shape, None, ops.vector_aligned(u, u))
+            c = ops.config_for(v, torch_dtype, order, shape, None, ops.vector_aligned(u, u), ops.flat_ok(u, u) is None)
             cfg = c.as_dict()
 
             def run(a, b, c=c):
@@ -268,7 +269,7 @@ def cross_compiled(shape: tuple[int, int, int], dtype: torch.dtype, order: int, 
     u = torch.empty(shape, dtype=dtype, device="meta")
     out = torch.empty(shape, dtype=dtype, device="meta")
     itemsize = torch.finfo(dtype).bits // 8
-    cfg = cfg or ops.config_for(variant, dtype, order, shape, None, shape[2] % (16 // itemsize) == 0)
+    cfg = cfg or ops.config_for(variant, dtype, order, shape, None, shape[2] % (16 // itemsize) == 0, flat_ok=True)
     launch = ops.launch_plan(u, out, order, (1.0, 1.0, 1.0), cfg)[0]
     fn = getattr(launch.kernel, "fn", launch.kernel)
     res = cross_compile(fn.__module__, fn.__name__, ops.compile_signature(launch), launch.constexprs, target,

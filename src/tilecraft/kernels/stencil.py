@@ -943,3 +943,131 @@ def laplacian_rows_kernel(
                     a += (lo + hi) * wz[k - 1]
                 outs = outs + (a,)
             _store_rows(out_ptr, p, so_z64, so_y, y0, y_hi, xs, nx, true, x_in, full_x, outs, BLOCK_Y, NONTEMPORAL)
+
+
+# ----------------------------------------------------------------------------------------------
+# The flat kernel: unaligned rows (nx not a multiple of 16 bytes), every access still 128-bit.
+# ----------------------------------------------------------------------------------------------
+@triton.jit
+def _flat_load(tile_ptr, g, d, na, BLOCK: tl.constexpr):
+    """Elements g + d .. g + d + BLOCK - 1 of the flat grid (``tile_ptr`` points at element g) as a
+    (1, BLOCK) tile; g + d is a multiple of VEC, so the load is 128-bit. Vectors outside [0, na)
+    (na = the element count rounded down to VEC) read 0: they hold no neighbour of an interior
+    point (see ``laplacian_flat_kernel``), and the mask is constant over each vector."""
+    i = tl.arange(0, BLOCK)[None, :]
+    return tl.load(tile_ptr + d + i, mask=(i >= -(g + d)) & (i < na - (g + d)), other=0.0)
+
+
+@triton.jit
+def _phase_shifted(tile_ptr, g, d, na, S: tl.constexpr, VEC: tl.constexpr, BLOCK: tl.constexpr):
+    """u[f + d + S] for the tile's elements f, with d a multiple of VEC (run time) and S a compile-
+    time shift: one or two aligned loads (vectors a and a + 1, S = a * VEC + E) whose column
+    components are recombined at compile-time indices (register renames, as in ``_plane_xy``)."""
+    A: tl.constexpr = S // VEC
+    E: tl.constexpr = S % VEC
+    lo = _flat_load(tile_ptr, g, d + A * VEC, na, BLOCK)
+    if E == 0:
+        return lo
+    else:
+        hi = _flat_load(tile_ptr, g, d + (A + 1) * VEC, na, BLOCK)
+        c_lo = _components(lo, VEC, 1, BLOCK)
+        c_hi = _components(hi, VEC, 1, BLOCK)
+        out = ()
+        for j in tl.static_range(0, VEC):
+            if j + E < VEC:
+                out = out + (c_lo[j + E],)
+            else:
+                out = out + (c_hi[j + E - VEC],)
+        return _interleave(out, VEC, 1, BLOCK)
+
+
+@triton.jit
+def _strided_phase_pairs(tile_ptr, g, stride_al, na, w, PHASE: tl.constexpr, R: tl.constexpr, VEC: tl.constexpr,
+                         BLOCK: tl.constexpr):
+    """Sum_k w_k (u[f - k s] + u[f + k s]) for a stride s = stride_al + PHASE (stride_al a multiple of VEC
+    at run time, PHASE = s mod VEC at compile time): the y pairs (s = nx) or z pairs (s = ny nx)."""
+    acc = tl.zeros((1, BLOCK), dtype=tile_ptr.dtype.element_ty)
+    for k in tl.static_range(1, R + 1):
+        lo = _phase_shifted(tile_ptr, g, -k * stride_al, na, -k * PHASE, VEC, BLOCK)
+        hi = _phase_shifted(tile_ptr, g, k * stride_al, na, k * PHASE, VEC, BLOCK)
+        acc += (lo + hi) * w[k - 1]
+    return acc
+
+
+@triton.jit
+def _small_divmod(n, d):
+    """(n // d, n % d) for 0 <= n < 2**22, 0 < d and n // d < 2**12 (int32 tensor n, scalar d): a
+    float32 quotient (off by at most one there, even with an approximate 1 / d) and one correction
+    each way, cheaper than the integer division sequence."""
+    q = tl.floor(n.to(tl.float32) * (1.0 / d.to(tl.float32))).to(tl.int32)
+    m = n - q * d
+    q = tl.where(m < 0, q - 1, tl.where(m >= d, q + 1, q))
+    m = tl.where(m < 0, m + d, tl.where(m >= d, m - d, m))
+    return q, m
+
+
+@triton.jit
+def laplacian_flat_kernel(
+    u_ptr, out_ptr, w_ptr,
+    nz, ny, nx, nx_q, plane_q, n_q, g_lo_q,
+    R: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, PHASE_Y: tl.constexpr, PHASE_Z: tl.constexpr,
+    NONTEMPORAL: tl.constexpr,
+):
+    """The Laplacian of a contiguous grid whose rows are not 16-byte aligned (nx not a multiple of
+    VEC), with every load and store 128-bit: the grid is read as one flat array of nz * ny * nx
+    points cut into tiles of BLOCK points that start on a multiple of VEC (16 bytes; the base
+    pointers are 16-byte aligned). One tile per program, every neighbour loaded (from L1/L2, like the
+    plane kernels, so the 2R + 1 planes a tile reaches should fit in L2).
+
+    * centre and x neighbours: the tile and the tile shifted by whole vectors (``_row_chunks``'
+      technique, the masks here being flat), combined by ``_row_x``;
+    * y neighbours at flat offset +-k nx and z neighbours at +-k ny nx: the offset is a run-time
+      multiple of VEC plus a compile-time phase k * PHASE_Y (PHASE_Y = nx mod VEC; PHASE_Z = ny nx mod
+      VEC), so each comes from one or two aligned loads recombined at compile-time indices
+      (``_phase_shifted``); Triton compiles one kernel per (PHASE_Y, PHASE_Z);
+    * the interior mask (x in [R, nx - R), y in [R, ny - R), z in [R, nz - R)) per element, from the
+      flat index; the store is 128-bit under a mask constant over each vector, and boundary points in
+      the tile are read back from ``out`` and written unchanged (``_store_tile``'s technique).
+    nx_q, plane_q, n_q, g_lo_q: nx, ny * nx and the element count rounded down to multiples of VEC,
+    and the first tile's start, all divided by VEC (multiplied back here, so Triton knows their
+    divisibility). Loads outside [0, n_q * VEC) read 0: interior points' neighbours lie at least
+    R * nx + R >= VEC elements inside both ends (nx >= 2R + 1), so none of them is lost.
+    Grid: 1D, ceil((last interior point + 1 - first tile start) / BLOCK) programs in address order.
+    """
+    nx_al = nx_q.to(tl.int64) * VEC
+    plane_al = plane_q.to(tl.int64) * VEC
+    na = n_q.to(tl.int64) * VEC
+    g = (g_lo_q.to(tl.int64) + tl.program_id(0).to(tl.int64) * (BLOCK // VEC)) * VEC
+    tile_ptr = u_ptr + g
+    w_centre = tl.load(w_ptr)
+    wz = _weights(w_ptr, 0, R)
+    wy = _weights(w_ptr, R, R)
+    wx = _weights(w_ptr, 2 * R, R)
+    # centre and x: the tile and its whole-vector shifts m * VEC, m = -NCH..NCH
+    NCH: tl.constexpr = (R + VEC - 1) // VEC
+    centre = _flat_load(tile_ptr, g, 0, na, BLOCK)
+    chunks = ()
+    for m in tl.static_range(-NCH, NCH + 1):
+        if m != 0:
+            chunks = chunks + (_flat_load(tile_ptr, g, m * VEC, na, BLOCK),)
+    acc = centre * w_centre + _row_x(centre, chunks, wx, R, VEC, BLOCK)
+    acc += _strided_phase_pairs(tile_ptr, g, nx_al, na, wy, PHASE_Y, R, VEC, BLOCK)
+    acc += _strided_phase_pairs(tile_ptr, g, plane_al, na, wz, PHASE_Z, R, VEC, BLOCK)
+    # (z, y, x) of each element: 64-bit divisions for the tile's first point (scalars), then small
+    # per-element quotients (rows and planes the tile crosses) in float32
+    plane = ny.to(tl.int64) * nx
+    z0 = g // plane
+    rem = g - z0 * plane
+    y0 = rem // nx
+    dy, x = _small_divmod((rem - y0 * nx).to(tl.int32) + tl.arange(0, BLOCK)[None, :], nx)
+    dz, y = _small_divmod(y0.to(tl.int32) + dy, ny)
+    z = z0.to(tl.int32) + dz
+    interior = (x >= R) & (x < nx - R) & (y >= R) & (y < ny - R) & (z >= R) & (z < nz - R)
+    i = tl.arange(0, BLOCK)[None, :]
+    out_ptrs = out_ptr + g + i
+    live = i < na - g  # constant over each vector: 128-bit stores
+    acc = tl.where(interior, acc, tl.load(out_ptrs, mask=live & ~interior))
+    if NONTEMPORAL:
+        tl.store(out_ptrs, acc, mask=live, cache_modifier=".cs")
+    else:
+        tl.store(out_ptrs, acc, mask=live)

@@ -104,7 +104,7 @@ def ladder_config(variant: str, dtype: torch.dtype, order: int) -> StencilConfig
 
 
 def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
-                l2_bytes: int | None = None, vector_aligned: bool = True) -> StencilConfig:
+                l2_bytes: int | None = None, vector_aligned: bool = True, flat_ok: bool = False) -> StencilConfig:
     """The configuration ``variant="auto"`` runs, chosen from measurements (H200, 2026-11-21;
     ``benchmarks/stencil_tune.py``, results under ``benchmarks/results/``).
 
@@ -128,6 +128,11 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
     * Other orders 6 and up (orders 10-16, short rows): the z-march with the z terms read through L1
       and tall tiles, so a register window of 2R+1 tiles does not limit occupancy and few halo rows
       are read per row.
+    * Contiguous grids whose rows are not 16-byte aligned (``flat_ok``: ``flat_ok()`` found nothing
+      against it), fp64 order 2 and fp32 orders 2 and 4, planes small enough: the flat kernel
+      (``_flat_auto``: tiles of the flat array on 16-byte boundaries, every access 128-bit; H100
+      2026-11-25: 76.0% of copy against 68.3-71.9% for fp64 o2 515^3, 51.4/47.3% against 35.3/37.0%
+      for fp32 o4 518^3). Everything else below.
     * Grids whose rows are not 16-byte aligned (``vector_aligned`` False: nx or a stride not a
       multiple of 16 bytes) make every z-march load scalar and its register count explode; there the
       plane kernels win (fp64 o2 515^3: tiling 59.8% of copy, z-marches 43-48%; fp32 o2 514^3:
@@ -141,6 +146,9 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
     """
     r = order // 2
     if not vector_aligned:
+        flat = _flat_auto(dtype, r, shape, l2_bytes) if flat_ok else None
+        if flat is not None:
+            return flat
         if r >= 3:
             return ladder_config("baseline", dtype, order)
         tiled = ladder_config("tiling", dtype, order)
@@ -212,10 +220,37 @@ def _zwin_auto(dtype: torch.dtype, r: int, nx: int) -> StencilConfig | None:
     return None
 
 
+def _flat_auto(dtype: torch.dtype, r: int, shape: tuple[int, int, int], l2_bytes: int | None) -> StencilConfig | None:
+    """The flat kernel (``kernel="flat"``) for unaligned contiguous grids where it measured faster than
+    the tiled plane kernel ``auto`` ran there before, or None. Measured (H100, 2026-11-25, one run,
+    copy 2.985 TB/s, ``benchmarks/results/2026-11-25-h100/stencil-unaligned-003eb7d.json``; % of copy,
+    flat against the plane kernel before and after it in the same run):
+
+    * fp64 order 2, 515^3: 76.0% (1024 points, 8 warps; 512 x 4 warps: 69.1/73.8%) against 68.3/71.9%;
+    * fp32 order 2, 514^3: 64.0/55.1% (1024 points, 4 warps; the second timing's spread was 0.38)
+      against 56.1/53.6%; 512 x 4: 59.5%, 2048 x 8: 60.2%;
+    * fp32 order 4, 518^3: 51.4/47.3% (1024 x 4) against 35.3/37.0%.
+
+    Not taken: fp64 order 4 (517^3: 52.9-55.3% against 55.9/56.6%), orders 6 and up (not measured),
+    and planes whose 2R + 1 copies take more than a sixth of the L2: the kernel reads every z neighbour
+    from L2 (fp32 order 4 on 1001^2 planes, 20 MB: 40.9/40.3% against 42.7%; order 2 on 2050^2 planes:
+    48.3% against 64.6/61.5%). Between the 6.4 MB measured faster and those 20 MB it is not measured."""
+    itemsize = torch.finfo(dtype).bits // 8
+    if (2 * r + 1) * shape[1] * shape[2] * itemsize > (l2_bytes or 50 * 2**20) // 6:
+        return None
+    if r == 1 and dtype == torch.float64:
+        return StencilConfig("flat", block_y=1, block_x=1024, num_warps=8, nontemporal=True)
+    if r in (1, 2) and dtype == torch.float32:
+        return StencilConfig("flat", block_y=1, block_x=1024, num_warps=4, nontemporal=True)
+    return None
+
+
 def config_for(variant: str, dtype: torch.dtype, order: int, shape: tuple[int, int, int],
-               l2_bytes: int | None = None, vector_aligned: bool = True) -> StencilConfig:
+               l2_bytes: int | None = None, vector_aligned: bool = True, flat_ok: bool = False) -> StencilConfig:
+    """The configuration of ``variant`` for a grid; ``vector_aligned`` and ``flat_ok`` (the grid is
+    contiguous with 16-byte aligned pointers, ``flat_ok()``) describe the tensors (``auto`` only)."""
     if variant == "auto":
-        return auto_config(dtype, order, shape, l2_bytes, vector_aligned)
+        return auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok)
     return ladder_config(variant, dtype, order)
 
 
@@ -386,6 +421,8 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
         return [_march_launch(u, out, w, r, cfg, opts)]
     if cfg.kernel == "tma":
         return [_tma_launch(u, out, w, r, cfg)]
+    if cfg.kernel == "flat":
+        return [_flat_launch(u, out, w, r, cfg, opts)]
     if cfg.kernel != "plane":
         raise ValueError(f"unknown kernel {cfg.kernel!r}")
     slabs = [(r, ny - r)]
@@ -461,6 +498,43 @@ def zwin_ok(u: torch.Tensor, out: torch.Tensor, cfg: StencilConfig) -> str | Non
     if cfg.block_x * u.element_size() % 16:
         return "the zwin kernel needs block_x to be a whole number of 16-byte vectors"
     return None
+
+
+def flat_ok(u: torch.Tensor, out: torch.Tensor) -> str | None:
+    """Why the flat kernel (``kernel="flat"``) cannot take this call, or None: u and out must be
+    contiguous (the flat index is z * ny * nx + y * nx + x in both) with 16-byte aligned base
+    pointers (its tiles start on 16-byte boundaries), and ny, nx below 2**21."""
+    nz, ny, nx = u.shape
+    dense = (ny * nx, nx, 1)
+    if u.stride() != dense or out.stride() != dense:
+        return "the flat kernel needs contiguous u and out"
+    if _has_storage(u) and _has_storage(out) and (u.data_ptr() % 16 or out.data_ptr() % 16):
+        return "the flat kernel needs 16-byte aligned data pointers"
+    if max(ny, nx) >= 2**21 or nz >= 2**31:
+        return "the flat kernel takes ny and nx below 2**21 (float32 row and plane quotients)"
+    return None
+
+
+def _flat_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, cfg: StencilConfig,
+                 opts: dict) -> KernelLaunch:
+    """The flat kernel's launch: tiles of ``block_x`` points from the 16-byte boundary at or below the
+    first interior point to the last interior point."""
+    why = flat_ok(u, out)
+    if why:
+        raise ValueError(why)
+    nz, ny, nx = u.shape
+    vec = 16 // u.element_size()
+    if cfg.block_x % vec or cfg.block_x > 4096:
+        raise ValueError(f"the flat kernel needs block_x to be a multiple of {vec} (16 bytes), at most 4096")
+    plane = ny * nx
+    first = r * plane + r * nx + r
+    last = (nz - 1 - r) * plane + (ny - 1 - r) * nx + (nx - 1 - r)
+    g_lo = first - first % vec
+    n_prog = triton_cdiv(last + 1 - g_lo, cfg.block_x)
+    args = (u, out, w, nz, ny, nx, nx // vec, plane // vec, u.numel() // vec, g_lo // vec)
+    constexprs = dict(R=r, BLOCK=cfg.block_x, VEC=vec, PHASE_Y=nx % vec, PHASE_Z=plane % vec,
+                      NONTEMPORAL=cfg.nontemporal)
+    return KernelLaunch(_k.laplacian_flat_kernel, (n_prog,), args, constexprs, opts)
 
 
 def tma_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) -> str | None:
@@ -606,7 +680,8 @@ def _compute(u: torch.Tensor, order: int, spacing: tuple[float, float, float], o
         return laplacian_torch(u, order, spacing, out)
     if out is None:
         out = torch.zeros_like(u, memory_format=torch.contiguous_format)
-    cfg = config_for(variant, u.dtype, order, tuple(u.shape), _l2_bytes(u.device), vector_aligned(u, out))
+    cfg = config_for(variant, u.dtype, order, tuple(u.shape), _l2_bytes(u.device), vector_aligned(u, out),
+                     flat_ok(u, out) is None)
     if u.device.type == "cuda":
         with torch.cuda.device(u.device):
             launch(u, out, order, spacing, cfg)

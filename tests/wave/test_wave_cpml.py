@@ -459,3 +459,58 @@ def test_x_store_boxes_let_the_x_faces_run_beside_a_zwin_interior():
         box = tuple(slice(a, b) for a, b in zip(lo, hi))
         assert int(count[box].min()) == 1 and int(count.max()) == 1 and int(count.sum()) == count[box].numel()
         assert (blo[2], bhi[2]) == ((32, 316) if cfg.x_store_boxes else (28, 320))
+
+
+@pytest.mark.parametrize("shape,order,width,tiles", [
+    ((6, 9, 26), 4, 2, None), ((7, 10, 37), 8, 5, None),
+    ((9, 8, 21), 8, 3, ((4, 16, 16, 1), (2, 16, 5, 1), (4, 16, 1, 1), (2, 16, 2, 1), (2, 16, 7, 1))),
+    ((14, 30), 8, 6, None)])
+def test_psi_z_inside_the_layer_launches_gives_the_march_bits(shape, order, width, tiles):
+    """``psi_z_fused``: no psi launch for z, the launches with z terms compute psi_z themselves R
+    planes ahead of their march (each program the planes it reads; programs that share planes
+    store the same bits): the same p_next, psi_new and zeta bits as the marching psi launch
+    (interpreter), every point written (NaN-poisoned output), in place (out is p_prev) too, with
+    psi_x fused or not, tiles of 1 to 16 planes; against the float64 torch step; 2D: nothing to
+    fuse, the same plan."""
+    layout, (p, pp, m), axes = _state(shape, order, width, False, torch.float32, seed=6)
+    lo, hi = layout.updated
+    ndim = p.dim()
+    spacing = tuple(10.0 + d for d in range(ndim))
+    box = tuple(slice(a, b) for a, b in zip(lo, hi))
+    base = VARIANTS["march-psi"] if tiles is None else replace(VARIANTS["march-psi"], march_tiles=tiles)
+    variants = (base, replace(base, psi_z_fused=True),
+                replace(base, psi_z_fused=True, x_store_boxes=True, psi_x_fused=True, narrow=(4, 32, 1)),
+                replace(base, x_store_boxes=True, psi_x_fused=True, narrow=(4, 32, 1)))
+    p3 = p if ndim == 3 else p.unsqueeze(0)
+    lo3 = tuple(lo) if ndim == 3 else (0,) + tuple(lo)
+    hi3 = tuple(hi) if ndim == 3 else (1,) + tuple(hi)
+    kaxes = {ax.axis + 3 - ndim: ax for ax in axes}
+    _i, launches, _s, _sch, _f = ops._march_plan(p3, order, lo3, hi3, kaxes, ndim, variants[1], SMALL.block_x)
+    assert any(kw["PSI_Z"] for *_, kw in launches) == (ndim == 3)
+    assert all(kw["PSI_Z"] == (ndim == 3 and kw["AX_Z"]) for *_, kw in launches)
+    _l64, (p64, pp64, m64), _a = _state(shape, order, width, False, torch.float64, seed=6)
+    ref_axes = _copy(axes, torch.float64)
+    ref = pp64.clone()
+    ops.cpml_step(p64, pp64, m64, ref, order, spacing, lo, hi, ref_axes, "torch")
+    for in_place in (False, True):
+        res = []
+        for cfg in variants:
+            got = _copy(axes)
+            for ax in got:
+                if ax.axis == 0 and ndim == 3:  # psi_new's old contents must not matter
+                    ax.psi[1].fill_(math.nan)
+                    ax.psi[1][ax.psi[0] == 0] = 0.0  # ... but where no layer point is (kept 0 by every step)
+            out = pp.clone()
+            if not in_place:
+                out[box] = math.nan
+            ops.cpml_step(p, out if in_place else pp, m, out, order, spacing, lo, hi, got, "triton", SMALL, cfg)
+            assert not torch.isnan(out).any()
+            assert float((out[box].double() - ref[box]).abs().max()) <= 1e-5 * float(ref[box].abs().max())
+            for x, y in zip(got, ref_axes):
+                for u, v in ((x.psi[1], y.psi[1]), (x.zeta, y.zeta)):
+                    assert float((u.double() - v).abs().max()) <= 1e-5 * max(float(v.abs().max()), 1e-30)
+            res.append((out, got))
+        (a, a_ax), (b, b_ax), (c, c_ax), (d, d_ax) = res
+        assert torch.equal(a, b) and torch.equal(c, d)
+        assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(a_ax, b_ax))
+        assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(c_ax, d_ax))

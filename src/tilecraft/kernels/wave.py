@@ -615,30 +615,15 @@ def cpml_psi_march_kernel(
 
 
 @triton.jit
-def _psi_z_plane(p_ptr, psi_old_ptr, psi_ptr, a_ptr, b_ptr, q, s_z64, shift, t0, offs, row_mask, x_in, full_x, d,
-                 R: tl.constexpr):
-    """psi_z's new value on plane q of a tile, as ``cpml_psi_march_kernel`` computes it (the same
-    expressions, so the same bits), stored under the row mask (the tile's columns outside its box
-    rewritten with their own bits, ``_store_tile``)."""
-    acc = _strided_difference(p_ptr + q * s_z64 + offs, s_z64, row_mask, d, R)
-    aux = shift + q * t0 + offs
-    psi = tl.load(psi_old_ptr + aux, mask=row_mask, other=0.0)
-    a = tl.load(a_ptr + q)
-    b = tl.load(b_ptr + q)
-    _store_tile(psi_ptr + aux, b * psi + a * acc, row_mask, x_in, full_x, False)
-
-
-@triton.jit
 def wave_layer_kernel(
     p_ptr, pp_ptr, m_ptr, out_ptr, w_ptr, box_ptr,
     zpsi_ptr, zzeta_ptr, za_ptr, zb_ptr, zw_ptr,
     ypsi_ptr, yzeta_ptr, ya_ptr, yb_ptr, yw_ptr,
     xpsi_ptr, xzeta_ptr, xa_ptr, xb_ptr, xw_ptr,
-    nx_s, s_z_s, s_y_s, zt0_s, yt0_s, xt0_s, xt1_s, xe_s, xpo_ptr, zpo_ptr,
+    nx_s, s_z_s, s_y_s, zt0_s, yt0_s, xt0_s, xt1_s, xe_s, xpo_ptr,
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, SCALE: tl.constexpr, HAS_Z: tl.constexpr, NB: tl.constexpr,
     AX_Z: tl.constexpr, AX_Y: tl.constexpr, AX_X: tl.constexpr, PSI_X: tl.constexpr,
-    PSI_Z: tl.constexpr = False,
 ):
     """The step with the CPML on boxes of the absorbing layers where exactly the axes AX_* have
     terms, built like ``wave_step_kernel``: a program owns a (BLOCK_Y, BLOCK_X) tile and marches
@@ -660,14 +645,6 @@ def wave_layer_kernel(
     it into ``xpsi_ptr`` and, after a barrier of the program, reads it back shifted for dpsi/dx. Only
     where each box's x tile holds its whole x store (origin and extent inside the tile): the tile
     then writes every column of the store in its rows, and dpsi/dx reads no other program's psi.
-
-    PSI_Z (with AX_Z): psi_z is not precomputed either: each program computes psi_new = b psi_old
-    + a dp/dz (``zpo_ptr``: psi_old) on its tile's points of every plane it reads psi_z at,
-    [z_begin - R, z_end + R) cut to the box's psi planes (row columns 12, 13: the layer's planes
-    within R of the box, where the psi launch would compute them): the first 2R before the march,
-    then plane pz + R at plane pz, so it is stored (``_store_tile``: the box's columns) before the
-    program reads it back at +-k planes. Programs of one box that share planes store the same bits
-    (the same code on the same data); the boxes' columns cover the psi launch's.
     """
     nx = nx_s * SCALE
     s_z = s_z_s * SCALE
@@ -705,22 +682,9 @@ def wave_layer_kernel(
             no_y = no_y + (wy[k] * 0.0,)
         ax = tl.load(xa_ptr + xs, mask=xs < nx, other=0.0)[None, :]
         bx = tl.load(xb_ptr + xs, mask=xs < nx, other=1.0)[None, :]
-    if AX_Z and PSI_Z:
-        zpa0 = tl.load(box + 12).to(tl.int32)
-        zpa1 = tl.load(box + 13).to(tl.int32)
-        for q in range(tl.maximum(z_begin - R, zpa0), tl.minimum(z_begin + R, zpa1)):
-            _psi_z_plane(p_ptr, zpo_ptr, zpsi_ptr, za_ptr, zb_ptr, q, s_z64, z_shift, zt0, offs, row_mask, x_in, full_x,
-                         dz, R)
-        tl.debug_barrier()
     for pz in range(z_begin, z_end):
         plane = pz * s_z64
         base = p_ptr + plane
-        if AX_Z and PSI_Z:  # psi_z R planes ahead: every plane read below was stored by now
-            q = pz + R
-            if (q >= zpa0) & (q < zpa1):
-                _psi_z_plane(p_ptr, zpo_ptr, zpsi_ptr, za_ptr, zb_ptr, q, s_z64, z_shift, zt0, offs, row_mask, x_in,
-                             full_x, dz, R)
-            tl.debug_barrier()
         if AX_X and PSI_X:  # first, so that little is live across the barrier
             xpb = x_shift + pz * xt0 + x_offs
             acc = _x_difference(base + offs, xs, nx, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)

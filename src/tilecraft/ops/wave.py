@@ -416,10 +416,7 @@ class CpmlConfig:
     vectors: [4, 32) and [528, 556) for 24-column layers) instead of the layers', so the x faces'
     32-column tiles own every column they store but the frozen halo's and need not wait for a
     register-window (zwin) interior, which stores only its own box (``_march_schedule``); the extra
-    columns add exact zeros (a = 0, psi and zeta 0 there); ``psi_z_fused``: no psi launch for z (3D),
-    the layer launches with z terms compute psi_z themselves R planes ahead of their march (each
-    program the planes it reads, ``wave_layer_kernel``'s PSI_Z; where the z layers' widened
-    regions do not overlap), else ``fused`` (``wave_cpml_kernel`` on
+    columns add exact zeros (a = 0, psi and zeta 0 there), else ``fused`` (``wave_cpml_kernel`` on
     the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``, ``maxnreg``), else the unfused launches."""
 
     block_y: int
@@ -443,7 +440,6 @@ class CpmlConfig:
     split_interior: bool = False
     psi_x_fused: bool = False
     x_store_boxes: bool = False
-    psi_z_fused: bool = False
 
     def __post_init__(self):
         if isinstance(self.x_align, bool) or not isinstance(self.x_align, int) or self.x_align < 1:
@@ -905,7 +901,7 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
     if plan is None:
         plan = _PLANS[key] = _march_plan(p3, order, lo3, hi3, kaxes, ndim, pcfg, icfg.block_x, icfg)
     interiors, launches, strides, schedule, fuse_x = plan
-    skip = _psi_skip(launches, fuse_x)
+    skip = (2,) if fuse_x else ()
     p, p_prev, m, out = (t if has_z else t[0] for t in (p3, pp3, m3, o3))
     if pcfg.streams and p3.device.type == "cuda" and set(parts) == {"psi", "interior", "layers"}:
         _march_streams(p3, pp3, m3, o3, order, spacing, lo, hi, pml, kaxes, cfg, pcfg, interiors, launches,
@@ -931,26 +927,9 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
             _launch_layer(head, table, strides, n_prog, kw)
 
 
-def _psi_skip(launches, fuse_x: bool) -> tuple[int, ...]:
-    """The axes (z = 0, x = 2) whose psi the layer launches compute themselves: no psi launch."""
-    return ((0,) if any(kw.get("PSI_Z") for *_, kw in launches) else ()) + ((2,) if fuse_x else ())
-
-
-def _psi_z_rows(table, ax: CpmlAxis, order: int, n: int) -> None:
-    """Columns 12, 13 of the rows of a launch with z terms (``psi_z_fused``): the planes [a0, a1)
-    where the box's programs compute psi_z, the layer's planes within R of the box (and R from the
-    grid's ends), as the psi launch computes them (``_psi_boxes``)."""
-    r = order // 2
-    for row in table:
-        k = next(i for i, (w0, w1, _) in enumerate(ax.regions) if w0 <= row[0] and row[1] <= w1)
-        layer = _layer_interval(ax, k)
-        a0, a1 = (max(row[0] - r, layer[0], r), min(row[1] + r, layer[1], n - r)) if layer else (0, 0)
-        row[12], row[13] = (a0, a1) if a0 < a1 else (0, 0)
-
-
 def _layer_args(p3, pp3, m3, o3, order: int, spacing, kaxes) -> list:
     """``wave_layer_kernel``'s tensor arguments but the box table (which goes after the first five)
-    and the integers (before the last two, psi_x's and psi_z's old buffers)."""
+    and the integers (before the last, psi_x's old buffer)."""
     sp3 = spacing if len(spacing) == 3 else (math.inf,) + tuple(spacing)
     w = _const(("w", order, sp3), lambda: stencil_weights(order, sp3), p3.dtype, p3.device)
     per_axis = []
@@ -958,13 +937,13 @@ def _layer_args(p3, pp3, m3, o3, order: int, spacing, kaxes) -> list:
         ax = kaxes.get(d)
         per_axis += ([ax.psi[1], ax.zeta, ax.a, ax.b, _cpml_weights(order, ax.h, p3.dtype, p3.device)] if ax is not None
                      else [w] * 5)  # never read
-    return [p3, pp3, m3, o3, w, *per_axis, kaxes[2].psi[0] if 2 in kaxes else w, kaxes[0].psi[0] if 0 in kaxes else w]
+    return [p3, pp3, m3, o3, w, *per_axis, kaxes[2].psi[0] if 2 in kaxes else w]
 
 
 def _launch_layer(head: list, table, strides: list, n_prog: int, kw: dict) -> None:
     """One ``wave_layer_kernel`` launch: ``head`` from ``_layer_args``, the launch's box table, the
     plan's integer arguments."""
-    _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-2], *strides, *head[-2:]], kw)
+    _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-1], *strides, head[-1]], kw)
 
 
 _STREAMS: dict[tuple, tuple] = {}
@@ -1086,18 +1065,12 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig, in
     fuse_x = pcfg.psi_x_fused and 2 in kaxes and all(
         r[6] <= r[11] and r[11] + kaxes[2].extent <= r[6] + bx and r[5] <= r[6] + bx
         for axes, (_by, bx, _bz, _w), table, _n in plan if 2 in axes for r in table)
-    # psi_z inside the z launches: the box of each launch with z terms lies in one widened z region
-    zax = kaxes.get(0)
-    fuse_z = (pcfg.psi_z_fused and ndim == 3 and zax is not None and zax.zeta.shape[0] == len(zax.regions)
-              and all(a[1] <= b[0] for a, b in itertools.pairwise(zax.regions)))
     launches = []
     for axes, (by, bx, bz, warps), table, n_prog in plan:
-        if fuse_z and 0 in axes:
-            _psi_z_rows(table, zax, order, p3.shape[0])
         flat = [v // scale if i % 16 in (6, 8, 9, 10, 11) else v for row in table for i, v in enumerate(row)]
         kw = dict(R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=ndim == 3,
                   NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, PSI_X=fuse_x and 2 in axes,
-                  PSI_Z=fuse_z and 0 in axes, num_warps=warps)
+                  num_warps=warps)
         regs = _march_budget(pcfg, axes)
         if regs and _nvidia(p3):
             kw["maxnreg"] = regs

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from tilecraft.bench.harness import git_commit, write_results
-from tilecraft.bench.wave import cpml_step_suite
+from tilecraft.bench.wave import cpml_step_suite, table
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
 from tilecraft.ops.wave import PSI_TILES, default_cpml_config
@@ -99,13 +99,9 @@ def main() -> int:
     meta["copy_TBps_end"] = copy2 = measure_copy_bandwidth()
     write_results(records, "wave", path, info, meta)
     print(f"\ncopy {copy:.3f} / {copy2:.3f} TB/s (start / end)")
-    print(f"{'variant':<20}{'config':<10}{'round':>6}{'ms':>8}{'%copy':>7}{'GPts/s':>8}{'err':>10}")
-    for r in records:
-        ok = r.extra.get("ok", True)
-        print(f"{r.case.get('variant', ''):<20}{name_of(r.extra.get('config')):<10}{r.extra.get('round', ''):>6}"
-              f"{r.extra['time_ms']:>8.3f}{(r.ours / copy * 100 if ok else float('nan')):>7.1f}"
-              f"{r.extra['gpts']:>8.1f}{r.extra.get('error', float('nan')):>10.2e}"
-              + ("" if ok else f"  FAILED {r.extra.get('message', r.extra.get('error'))}"))
+    print("\n".join(table(records, copy, [("config", 10, lambda r: name_of(r.extra.get("config"))),
+                                           ("round", 6, lambda r: r.extra.get("round", "")),
+                                           ("err", 10, lambda r: f"{r.extra.get('error', float('nan')):.2e}")])))
     print(f"wrote {path}")
     return 0
 

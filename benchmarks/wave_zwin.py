@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from tilecraft.bench.harness import git_commit, write_results
-from tilecraft.bench.wave import cpml_step_suite, step_suite
+from tilecraft.bench.wave import cpml_step_suite, step_suite, table
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
 from tilecraft.ops.wave import WaveConfig, march_config
@@ -80,14 +80,13 @@ def main() -> int:
                          meta={"copy_TBps_start": copy, "copy_TBps_end": copy2,
                                "least_bytes": "16 B per updated point; cpml-* records add psi and zeta in the layers"})
     print(f"\ncopy {copy:.3f} / {copy2:.3f} TB/s (start / end)")
-    print(f"{'variant':<22}{'interior':<34}{'ms':>8}{'%copy':>7}{'GPts/s':>8}{'regs':>6}{'spill':>6}")
-    for r in records:
-        ok = r.extra.get("ok", True)
-        cfg = r.extra.get("step_config") if r.case.get("variant", "").startswith(("cpml", "part")) else r.extra.get("config")
-        print(f"{r.case.get('variant', ''):<22}{label(cfg):<34}{r.extra['time_ms']:>8.3f}"
-              f"{(r.ours / copy * 100 if ok else float('nan')):>7.1f}{r.extra['gpts']:>8.1f}"
-              f"{r.extra.get('registers', '')!s:>6}{r.extra.get('spills', '')!s:>6}"
-              + ("" if ok else f"  FAILED {r.extra.get('message', r.extra.get('error'))}"))
+
+    def interior(r):
+        return label(r.extra.get("step_config") if r.case.get("variant", "").startswith(("cpml", "part"))
+                     else r.extra.get("config"))
+    print("\n".join(table(records, copy, [("interior", 34, interior),
+                                           ("regs", 6, lambda r: r.extra.get("registers", "")),
+                                           ("spill", 6, lambda r: r.extra.get("spills", ""))])))
     print(f"wrote {path}")
     return 0
 

@@ -82,3 +82,19 @@ def test_per_launch_takes_the_median_of_each_launch():
         per_launch([("a", 1.0), ("b", 1.0), ("b", 1.0), ("a", 1.0)], 2)
     with pytest.raises(ValueError, match="repetitions"):
         per_launch(seq[:5], 3)
+
+
+def test_table_summarises_records_and_marks_failures():
+    """``bench.wave.table``: one line per record after the header, the given columns, % of copy, and
+    nan with the message for a record that failed its check."""
+    from tilecraft.bench.harness import Record
+    from tilecraft.bench.wave import table
+
+    good = Record(suite="wave", case={"variant": "cpml"}, metric="TB/s", unit="TB/s", ours=1.5,
+                  extra={"time_ms": 2.0, "gpts": 80.0, "round": 1})
+    bad = Record(suite="wave", case={"variant": "fused"}, metric="TB/s", unit="TB/s", ours=9.0,
+                 extra={"time_ms": 1.0, "gpts": 5.0, "ok": False, "message": "differs from float64"})
+    lines = table([good, bad], 3.0, [("round", 6, lambda r: r.extra.get("round", ""))])
+    assert len(lines) == 3 and lines[0].split() == ["variant", "round", "ms", "%copy", "GPts/s"]
+    assert lines[1].split() == ["cpml", "1", "2.000", "50.0", "80.0"]
+    assert "nan" in lines[2] and lines[2].endswith("FAILED differs from float64")

@@ -371,6 +371,22 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
     return records
 
 
+def table(records: Sequence[Record], copy_tbps: float, columns: Sequence[tuple[str, int, Callable[[Record], object]]]
+          ) -> list[str]:
+    """A benchmark script's summary of wave records: the variant, the given columns (header, width,
+    value of a record), ms, % of ``copy_tbps`` (nan where the record failed its check), GPts/s, and the
+    failure's message."""
+    head = f"{'variant':<22}" + "".join(f"{h:<{w}}" for h, w, _ in columns) + f"{'ms':>8}{'%copy':>7}{'GPts/s':>8}"
+    lines = [head]
+    for r in records:
+        ok = r.extra.get("ok", True)
+        lines.append(f"{r.case.get('variant', ''):<22}" + "".join(f"{str(f(r)):<{w}}" for _, w, f in columns)
+                     + f"{r.extra['time_ms']:>8.3f}{(r.ours / copy_tbps * 100 if ok else float('nan')):>7.1f}"
+                     f"{r.extra['gpts']:>8.1f}"
+                     + ("" if ok else f"  FAILED {r.extra.get('message', r.extra.get('error'))}"))
+    return lines
+
+
 def cpml_parts(p, pp, m, out, order, spacing, lo, hi, axes0, march: CpmlConfig, step_config: WaveConfig | None,
                case: dict, copy_tbps: float | None, say: Callable[[str], None] = print) -> list[Record]:
     """The GPU time of each launch of one ``ops.cpml_step`` with ``march`` on one stream (profiler

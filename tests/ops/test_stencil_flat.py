@@ -87,6 +87,9 @@ def test_flat_refusals_and_auto_fallback():
     with pytest.raises(ValueError, match="multiple of 4"):
         u = make_field((5, 6, 7), torch.float32)
         ops.launch(u, torch.empty_like(u), 2, (1.0, 1.0, 1.0), StencilConfig("flat", 1, 6, 1))
+    with pytest.raises(ValueError, match="at most 4096"):
+        u = make_field((5, 6, 7), torch.float32)
+        ops.launch(u, torch.empty_like(u), 2, (1.0, 1.0, 1.0), StencilConfig("flat", 1, 8192, 1))
     # auto keeps the plane kernels for what the flat kernel refuses, and is still right
     run_poisoned(view, 2, SPACING, "auto")
     run_poisoned(shifted, 2, SPACING, "auto")

@@ -210,12 +210,11 @@ def stencil_jobs(variants: Sequence[str], dtype: str, order: int, shape: tuple[i
     targets = parse_targets(targets)
     u = torch.empty(shape, dtype=torch_dtype, device="meta")
     out = torch.empty(shape, dtype=torch_dtype, device="meta")
-    itemsize = torch.finfo(torch_dtype).bits // 8
     jobs: list[Job] = []
     for variant in variants:
         if variant == "reference":
             continue
-        cfg = ops.config_for(variant, torch_dtype, order, shape, None, shape[2] % (16 // itemsize) == 0, flat_ok=True)
+        cfg = ops.config_for_tensors(variant, u, out, order)  # meta tensors: contiguous, aligned pointers
         launch = ops.launch_plan(u, out, order, (1.0, 1.0, 1.0), cfg)[0]
         fn = getattr(launch.kernel, "fn", launch.kernel)
         sig = ops.compile_signature(launch)

@@ -100,8 +100,7 @@ def measure_config(shape: tuple[int, int, int], dtype: torch.dtype, order: int, 
         fixed = cfg
 
         def config(u, out):  # "auto" chooses per grid (alignment, plane size) as laplacian() does
-            return fixed or ops.config_for(variant, dtype, order, tuple(u.shape), l2_bytes, ops.vector_aligned(u, out),
-                                           ops.flat_ok(u, out) is None)
+            return fixed or ops.config_for_tensors(variant, u, out, order, l2_bytes)
 
         def run(u, out):
             return ops.launch(u, out, order, spacing, config(u, out))
@@ -195,7 +194,7 @@ def ladder_interpreter(shape: tuple[int, int, int], dtype: str, order: int, *, v
             def run(a, b):
                 return ops.laplacian(a, order=order, spacing=spacing, out=b, variant="reference")
         else:
-            c = ops.config_for(v, torch_dtype, order, shape, None, ops.vector_aligned(u, u), ops.flat_ok(u, u) is None)
+            c = ops.config_for_tensors(v, u, u, order)
             cfg = c.as_dict()
 
             def run(a, b, c=c):
@@ -268,8 +267,7 @@ def cross_compiled(shape: tuple[int, int, int], dtype: torch.dtype, order: int, 
         return []
     u = torch.empty(shape, dtype=dtype, device="meta")
     out = torch.empty(shape, dtype=dtype, device="meta")
-    itemsize = torch.finfo(dtype).bits // 8
-    cfg = cfg or ops.config_for(variant, dtype, order, shape, None, shape[2] % (16 // itemsize) == 0, flat_ok=True)
+    cfg = cfg or ops.config_for_tensors(variant, u, out, order)  # meta tensors: contiguous, aligned pointers
     launch = ops.launch_plan(u, out, order, (1.0, 1.0, 1.0), cfg)[0]
     fn = getattr(launch.kernel, "fn", launch.kernel)
     res = cross_compile(fn.__module__, fn.__name__, ops.compile_signature(launch), launch.constexprs, target,

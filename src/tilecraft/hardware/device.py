@@ -5,6 +5,7 @@ what every figure of merit is compared against.
 """
 from __future__ import annotations
 
+import functools
 import platform
 from dataclasses import asdict, dataclass, field
 
@@ -61,6 +62,19 @@ class DeviceInfo:
         d = asdict(self)
         d["datasheet_key"] = datasheet_key(self.name)
         return d
+
+
+def l2_bytes(device: torch.device | str) -> int | None:
+    """The L2 cache size of a CUDA device (the current one when no index is given), None elsewhere."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    return _l2_bytes_of(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _l2_bytes_of(index: int) -> int | None:
+    return int(getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0)) or None
 
 
 def software_versions() -> dict[str, str]:

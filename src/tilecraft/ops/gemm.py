@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import torch
 
+from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import gemm as _k
 from tilecraft.ops.launch import KernelLaunch
 from tilecraft.reference.gemm import matmul_reference, relative_error
@@ -997,7 +998,7 @@ def _tune(a, b, spec: Spec, p: Problem, c, bias, scale_a, scale_b, progress) -> 
     _say(f"tuning gemm {shape_key(p)}: {len(cands)} configs (cached afterwards; TILECRAFT_TUNE=0 skips)")
     out = torch.empty(spec.out_shape, dtype=spec.out_dtype, device=a.device)
     first: list[torch.Tensor] = []
-    sets = tuning_sets(a, b, c, getattr(torch.cuda.get_device_properties(a.device), "L2_cache_size", 0) or None)
+    sets = tuning_sets(a, b, c, device_l2_bytes(a.device))
 
     def time_config(cfg: GemmConfig) -> float | None:
         out.fill_(float("nan") if spec.out_dtype.is_floating_point else -1)

@@ -21,12 +21,12 @@ on ``nontemporal``.
 """
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import asdict, dataclass, replace
 
 import torch
 
+from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import stencil as _k
 from tilecraft.ops.launch import KernelLaunch
 from tilecraft.reference.stencil import (
@@ -245,6 +245,14 @@ def _flat_auto(dtype: torch.dtype, r: int, shape: tuple[int, int, int], l2_bytes
     return None
 
 
+def config_for_tensors(variant: str, u: torch.Tensor, out: torch.Tensor, order: int,
+                       l2_bytes: int | None = None) -> StencilConfig:
+    """``config_for`` with the grid's facts read from the tensors: their alignment (``vector_aligned``)
+    and whether the flat kernel can take them (``flat_ok``)."""
+    return config_for(variant, u.dtype, order, tuple(u.shape), l2_bytes, vector_aligned(u, out),
+                      flat_ok(u, out) is None)
+
+
 def config_for(variant: str, dtype: torch.dtype, order: int, shape: tuple[int, int, int],
                l2_bytes: int | None = None, vector_aligned: bool = True, flat_ok: bool = False) -> StencilConfig:
     """The configuration of ``variant`` for a grid; ``vector_aligned`` and ``flat_ok`` (the grid is
@@ -380,17 +388,9 @@ def _weights(order: int, spacing: tuple[float, float, float], dtype: torch.dtype
     return w
 
 
-@functools.lru_cache(maxsize=None)
-def _l2_bytes_of(device: str) -> int:
-    if device.startswith("cuda"):
-        return int(getattr(torch.cuda.get_device_properties(torch.device(device)), "L2_cache_size", 0)) or 50 * 2**20
-    return 50 * 2**20  # interpreter runs: any value exercises the code paths
-
-
 def _l2_bytes(device: torch.device) -> int:
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    return _l2_bytes_of(str(device))
+    """The device's L2 size (50 MiB for interpreter runs: any value exercises the code paths)."""
+    return device_l2_bytes(device) or 50 * 2**20
 
 
 def subdomain_rows(cfg: StencilConfig, shape: tuple[int, int, int], r: int, itemsize: int,
@@ -680,8 +680,7 @@ def _compute(u: torch.Tensor, order: int, spacing: tuple[float, float, float], o
         return laplacian_torch(u, order, spacing, out)
     if out is None:
         out = torch.zeros_like(u, memory_format=torch.contiguous_format)
-    cfg = config_for(variant, u.dtype, order, tuple(u.shape), _l2_bytes(u.device), vector_aligned(u, out),
-                     flat_ok(u, out) is None)
+    cfg = config_for_tensors(variant, u, out, order, _l2_bytes(u.device))
     if u.device.type == "cuda":
         with torch.cuda.device(u.device):
             launch(u, out, order, spacing, cfg)

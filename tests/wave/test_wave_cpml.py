@@ -435,7 +435,7 @@ def test_x_store_boxes_let_the_x_faces_run_beside_a_zwin_interior():
                             (replace(base, x_store_boxes=True), march, [False, False, True] + [False] * 4),
                             (base, zwin, [False, False, True] + [False] * 4)):
         interiors, _launches, _strides, (late, wait_all), fuse = ops._march_plan(
-            p, 8, tuple(lo), tuple(hi), kaxes, 3, cfg, icfg.block_x, icfg)
+            p, 8, tuple(lo), tuple(hi), kaxes, 3, cfg, icfg)
         assert late == want and not wait_all and fuse == cfg.x_store_boxes  # 24-column layers, x_align 8
         _, _, plan = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, p.shape[2], cfg, 4, p.stride()[:2])
         count = torch.zeros(p.shape, dtype=torch.int32)

@@ -293,7 +293,7 @@ def test_x_store_boxes_on_the_gpu():
     assert new.x_store_boxes
     kaxes = {ax.axis: ax for ax in axes}
     icfg = ops.default_config(p.dtype, 8, p.device)
-    _i, _l, _s, (late, _w), fuse = ops._march_plan(p, 8, tuple(lo), tuple(hi), kaxes, 3, new, icfg.block_x, icfg)
+    _i, _l, _s, (late, _w), fuse = ops._march_plan(p, 8, tuple(lo), tuple(hi), kaxes, 3, new, icfg)
     assert fuse and (not any(late) if icfg.kernel == "zwin" else late[2])
     results = []
     for cfg in (replace(new, x_store_boxes=False), replace(new, streams=False), new):

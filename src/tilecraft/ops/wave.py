@@ -899,7 +899,7 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
            str(p3.device), tuple((d, ax.regions, tuple(ax.zeta.shape), ax.h) for d, ax in sorted(kaxes.items())))
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = _march_plan(p3, order, lo3, hi3, kaxes, ndim, pcfg, icfg.block_x, icfg)
+        plan = _PLANS[key] = _march_plan(p3, order, lo3, hi3, kaxes, ndim, pcfg, icfg)
     interiors, launches, strides, schedule, fuse_x = plan
     skip = (2,) if fuse_x else ()
     p, p_prev, m, out = (t if has_z else t[0] for t in (p3, pp3, m3, o3))
@@ -1038,12 +1038,14 @@ def _march_schedule(interiors, interior_bx: int, plan, nx: int, exact=()) -> tup
     return late, wait_all
 
 
-def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig, interior_bx: int = 128,
-                interior_cfg: WaveConfig | None = None):
+def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
+                interior: int | WaveConfig = 128):
     """``_march_layers``' launches: (interior boxes as (lo, hi) in p's dimensions, [(name, box table,
     programs, constexprs and options)] of ``wave_layer_kernel``, its integer arguments, and the
-    streams' schedule, ``_march_schedule``; ``interior_cfg``: the interior's configuration, whose
-    zwin launches store only their boxes)."""
+    streams' schedule, ``_march_schedule``). ``interior``: the interior's configuration (its x tile
+    width; its zwin launches store only their boxes), or just its x tile width."""
+    interior_cfg = interior if isinstance(interior, WaveConfig) else None
+    interior_bx = interior.block_x if interior_cfg is not None else interior
     nx = p3.shape[2]
     s_z, s_y, _ = p3.stride()
     vec = min([16 // p3.element_size()] + [_march_tile_of(pcfg, axes)[1] for axes in ((0,), (1,), (2,), (0, 1), (0, 1, 2))])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import weakref
 from dataclasses import asdict, dataclass, field
 
@@ -201,8 +202,11 @@ def _as3d(t: torch.Tensor) -> torch.Tensor:
     return t if t.dim() == 3 else t.unsqueeze(0)
 
 
-_OPTIONS = ("num_warps", "num_stages", "maxnreg")
+_OPTIONS = ("num_warps", "num_stages", "maxnreg", "enable_fp_fusion")
 _LAUNCHERS: dict[tuple, object] = {}
+# Whether the compiler may contract a * b + c into one FMA in the wave kernels (Triton's
+# ``enable_fp_fusion``). Off: every operation rounds on its own, as in the interpreter.
+FP_FUSION = os.environ.get("TILECRAFT_WAVE_FP_FUSION", "1") != "0"
 
 
 def _arg_class(v: object) -> object:
@@ -223,6 +227,8 @@ def _launch(kernel, grid: tuple[int, ...], args: list, kw: dict):
     launch, 0.11 M points, took 74 us between events). Interpreter: a plain launch."""
     if not args or not isinstance(args[0], torch.Tensor) or args[0].device.type != "cuda":
         return kernel[grid](*args, **kw)
+    if not FP_FUSION:
+        kw = {**kw, "enable_fp_fusion": False}
     const = {k: v for k, v in kw.items() if k not in _OPTIONS}
     # the device too: a compiled kernel is loaded on one device's context
     key = (kernel.fn.__name__ if hasattr(kernel, "fn") else id(kernel), args[0].device.index,
@@ -749,7 +755,7 @@ def _launch_cpml(p, p_prev, m, out, order, spacing, lo, hi, pml: list[CpmlAxis],
             continue
         per_axis += [ax.psi[0], ax.psi[1], ax.zeta, ax.a, ax.b, _cpml_weights(order, ax.h, p.dtype, p.device),
                      ax.c_table(order)]
-    opts = {"num_warps": pcfg.num_warps}
+    opts = {"num_warps": pcfg.num_warps, **({} if FP_FUSION or p.device.type != "cuda" else {"enable_fp_fusion": False})}
     if pcfg.maxnreg and _nvidia(p):
         opts["maxnreg"] = pcfg.maxnreg
     for axes, meta, nb, n_prog in launches:

@@ -204,9 +204,13 @@ def _as3d(t: torch.Tensor) -> torch.Tensor:
 
 _OPTIONS = ("num_warps", "num_stages", "maxnreg", "enable_fp_fusion")
 _LAUNCHERS: dict[tuple, object] = {}
-# Whether the compiler may contract a * b + c into one FMA in the wave kernels (Triton's
-# ``enable_fp_fusion``). Off: every operation rounds on its own, as in the interpreter.
-FP_FUSION = os.environ.get("TILECRAFT_WAVE_FP_FUSION", "1") != "0"
+# The wave kernels compiled without FMA contraction (Triton's ``enable_fp_fusion=False``: every
+# operation rounds on its own, as in the interpreter): "all", or kernel names separated by commas.
+NO_FP_FUSION = os.environ.get("TILECRAFT_WAVE_NO_FP_FUSION", "")
+
+
+def _fusion_off(name: str) -> bool:
+    return NO_FP_FUSION == "all" or name in NO_FP_FUSION.split(",")
 
 
 def _arg_class(v: object) -> object:
@@ -227,7 +231,7 @@ def _launch(kernel, grid: tuple[int, ...], args: list, kw: dict):
     launch, 0.11 M points, took 74 us between events). Interpreter: a plain launch."""
     if not args or not isinstance(args[0], torch.Tensor) or args[0].device.type != "cuda":
         return kernel[grid](*args, **kw)
-    if not FP_FUSION:
+    if _fusion_off(kernel.fn.__name__ if hasattr(kernel, "fn") else ""):
         kw = {**kw, "enable_fp_fusion": False}
     const = {k: v for k, v in kw.items() if k not in _OPTIONS}
     # the device too: a compiled kernel is loaded on one device's context
@@ -755,7 +759,7 @@ def _launch_cpml(p, p_prev, m, out, order, spacing, lo, hi, pml: list[CpmlAxis],
             continue
         per_axis += [ax.psi[0], ax.psi[1], ax.zeta, ax.a, ax.b, _cpml_weights(order, ax.h, p.dtype, p.device),
                      ax.c_table(order)]
-    opts = {"num_warps": pcfg.num_warps, **({} if FP_FUSION or p.device.type != "cuda" else {"enable_fp_fusion": False})}
+    opts = {"num_warps": pcfg.num_warps, **({"enable_fp_fusion": False} if p.device.type == "cuda" and _fusion_off("wave_cpml_kernel") else {})}
     if pcfg.maxnreg and _nvidia(p):
         opts["maxnreg"] = pcfg.maxnreg
     for axes, meta, nb, n_prog in launches:

@@ -312,15 +312,11 @@ def test_x_store_boxes_on_the_gpu():
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
-@pytest.mark.xfail(strict=True, reason="known since 5abeeaa (2 H100s, 2026-11-25): the 3D slab run with the "
-                   "day's GPU defaults (zwin interior, x_store_boxes, psi_x_fused) differs from one GPU in the "
-                   "last bits (max |diff| 6.6e-24 on a record of max 2.5e-11); 2D is bit-identical. The "
-                   "interpreter's slabs are bit-identical with the same CPML configurations, so the suspect is a "
-                   "point computed by a different compiled kernel (FMA contraction) in the two plans. strict: "
-                   "this test fails once the cause is fixed, so the marker must go then")
 def test_two_gpu_slabs_are_bit_identical_to_one_gpu_3d():
     """Issue 7: results identical to the one-GPU run. NCCL slabs on two GPUs against one GPU, 3D, order 8,
-    the CPML, the GPU defaults; the 3D case of ``benchmarks/wave_multigpu_check.py``."""
+    the CPML, the GPU defaults; the 3D case of ``benchmarks/wave_multigpu_check.py``. It failed in the
+    last bits until the zwin interior's sums became explicit FMAs compiled without contraction
+    (``kernels.stencil._scatter_z``; found with ``benchmarks/wave_fp_fusion.py``)."""
     from tilecraft import wave
     from tilecraft.wave.distributed import simulate_spawned
 
@@ -335,3 +331,36 @@ def test_two_gpu_slabs_are_bit_identical_to_one_gpu_3d():
     assert float(one.record.abs().max()) > 0
     assert torch.equal(one.record.cpu(), two.record.cpu())
     assert torch.equal(one.snapshots[0][1].cpu(), two.snapshots[0][1].cpu())
+
+
+@pytest.mark.parametrize("pml", [False, True])
+def test_step_bits_do_not_depend_on_where_the_box_is_cut_along_z(pml):
+    """What a slab run relies on, on one GPU: the step on the whole box and on the box cut along z into
+    pieces whose starts fall at other phases of the programs' z chunks (the zwin interior's 64-plane
+    chunks, its 8-times unrolled loop) give the same bits, plain and with the CPML (p_next into a
+    NaN-poisoned output, psi and zeta). The zwin kernel's compiled contractions once depended on a
+    plane's place in its program (the 2-GPU slabs differed from one GPU in the last bits)."""
+    layout, (p, pp, m), axes = _state((150, 40, 76), 8, 6, False, seed=29)
+    p, pp, m = (t.float() for t in (p, pp, m))
+    lo, hi = layout.updated
+    sp = (10.0,) * 3
+    cfg = ops.default_config(torch.float32, 8, p.device)
+    assert cfg.kernel == "zwin" and ops.zwin_step_ok(p, 8, lo, hi, None, cfg) is None
+    cuts = [lo[0], lo[0] + 27, lo[0] + 27 + 50, hi[0]]  # 27, 50: neither a multiple of 8 nor of 64
+    outs = []
+    for pieces in ([(lo[0], hi[0])], list(zip(cuts[:-1], cuts[1:]))):
+        out = torch.full_like(pp, math.nan)
+        got = _cast(axes, torch.float32)
+        for z0, z1 in pieces:
+            box_lo, box_hi = (z0,) + tuple(lo[1:]), (z1,) + tuple(hi[1:])
+            if pml:
+                ops.cpml_step(p, pp, m, out, 8, sp, box_lo, box_hi, got, "triton", None, None)
+            else:
+                ops.step_into(p, pp, m, out, 8, sp, box_lo, box_hi, None, "triton")
+        outs.append((out, got))
+    (o0, g0), (o1, g1) = outs
+    box = tuple(slice(a, b) for a, b in zip(lo, hi))
+    assert not torch.isnan(o0[box]).any()
+    torch.testing.assert_close(o0, o1, rtol=0, atol=0, equal_nan=True)
+    if pml:
+        _same_axes(g0, g1)

@@ -263,7 +263,7 @@ def _plane_xy(centre, rows, chunks, w_centre, wy, wx, R: tl.constexpr, VEC: tl.c
     NCH: tl.constexpr = (R + VEC - 1) // VEC
     acc = centre * w_centre
     for k in tl.static_range(1, R + 1):
-        acc += (rows[R - k] + rows[R + k - 1]) * wy[k - 1]
+        acc = tl.fma(rows[R - k] + rows[R + k - 1], wy[k - 1], acc)
     comps = ()
     for m in tl.static_range(-NCH, NCH + 1):
         if m == 0:
@@ -278,7 +278,7 @@ def _plane_xy(centre, rows, chunks, w_centre, wy, wx, R: tl.constexpr, VEC: tl.c
         for k in tl.static_range(1, R + 1):
             pair = (comps[(j - k) // VEC + NCH][(j - k) % VEC]
                     + comps[(j + k) // VEC + NCH][(j + k) % VEC])
-            xacc += pair * wx[k - 1]
+            xacc = tl.fma(pair, wx[k - 1], xacc)
         outs = outs + (xacc,)
     return acc + _interleave(outs, VEC, BY, BX)
 
@@ -352,13 +352,19 @@ def _scatter_z(win, plane, wz, R: tl.constexpr):
 
     win[j] accumulates output z = p - R + j (j = 0 .. 2R); plane p enters output z with weight
     wz_|p - z| = wz_|R - j|. The centre (j = R) is added by the caller together with the xy part.
+
+    Explicit FMAs: written as ``win + plane * w``, the two slots sharing a weight share the product,
+    and the compiler contracts a product into an FMA only where it has one use. Which uses live
+    depends on where the plane falls (warm-up, unrolled loop, remainder, drain), so the same output
+    point rounded differently with the program's z origin: the 3D slab run differed from one GPU in
+    the last bits (``benchmarks/wave_fp_fusion.py``).
     """
     out = ()
     for j in tl.static_range(0, 2 * R + 1):
         if j < R:
-            out = out + (win[j] + plane * wz[R - j - 1],)
+            out = out + (tl.fma(plane, wz[R - j - 1], win[j]),)
         elif j > R:
-            out = out + (win[j] + plane * wz[j - R - 1],)
+            out = out + (tl.fma(plane, wz[j - R - 1], win[j]),)
         else:
             out = out + (win[j],)
     return out
@@ -711,7 +717,7 @@ def _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, q, z_begin, su_z64, so_z64, u_offs
         centre = tl.load(u_ptr + plane + u_offs, mask=live)
         prev = tl.load(pp_ptr + plane + u_offs, mask=live)
         m = tl.load(m_ptr + plane + u_offs, mask=live)
-        val = 2.0 * centre - prev + m * acc
+        val = tl.fma(m, acc, 2.0 * centre - prev)
         if NONTEMPORAL:
             tl.store(out_ptr + plane + u_offs, val, mask=store_mask & live, cache_modifier=".cs")
         else:

@@ -281,7 +281,10 @@ def _launch_zwin(p, p_prev, m, out, order, lo, hi, w, cfg: WaveConfig):
     vec = 16 // p.element_size()
     n_prog = (triton_cdiv(hi[2] - lo[2], cfg.block_x) * triton_cdiv(hi[1] - lo[1], cfg.block_y)
               * triton_cdiv(hi[0] - lo[0], cfg.block_z))
-    opts = {"num_warps": cfg.num_warps, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg and _nvidia(p) else {})}
+    opts = {"num_warps": cfg.num_warps, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg and _nvidia(p) else {}),
+            # its sums are explicit FMAs (``_scatter_z``): no contraction left to the compiler, whose
+            # choices varied with the program's z origin (slabs differed from one GPU in the last bits)
+            "enable_fp_fusion": False}
     return _launch(_k.wave_zwin_kernel, (n_prog,), [
         p, p_prev, m, out, w, nz, ny, nx // vec, s_z // vec, s_y // vec, lo[0], hi[0], lo[1], hi[1], lo[2] // vec,
         hi[2] // vec], dict(

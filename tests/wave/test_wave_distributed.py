@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tilecraft import wave
 from tilecraft.ops.wave import CpmlConfig
 from tilecraft.wave.distributed import simulate_spawned
+from tilecraft.wave.solver import split_planes
 
 
 def _case(shape):
@@ -72,3 +75,22 @@ def test_triton_cpml_slabs_are_bit_identical(shape, kw):
     assert float(one.record.abs().max()) > 0 and many.info["ranks"] == 2
     assert torch.equal(one.record, many.record)
     assert float((one.record - ref.record).abs().max()) <= 1e-5 * float(ref.record.abs().max())
+
+
+@settings(max_examples=300, deadline=None)
+@given(own=st.integers(1, 40), hw=st.integers(1, 16), world=st.integers(1, 5), data=st.data())
+def test_split_planes_covers_the_slab_once_and_waits_only_for_real_neighbours(own, hw, world, data):
+    """``split_planes``: interior and edges are disjoint and cover [hw, own + hw); an edge holds only
+    planes within hw of a side that has a neighbour; every plane within hw of such a side is in an
+    edge (it reads that neighbour's halo); one rank: everything is interior."""
+    rank = data.draw(st.integers(0, world - 1))
+    interior, edges = split_planes(own, hw, rank, world)
+    pieces = ([interior] if interior else []) + edges
+    planes = [z for a, b in pieces for z in range(a, b)]
+    assert sorted(planes) == list(range(hw, own + hw))  # each once
+    in_edges = {z for a, b in edges for z in range(a, b)}
+    needs = {z for z in range(hw, own + hw) if (rank > 0 and z < 2 * hw) or (rank < world - 1 and z >= own)}
+    assert in_edges == needs
+    assert len(edges) <= (rank > 0) + (rank < world - 1)
+    if world == 1:
+        assert interior == (hw, own + hw) and not edges

@@ -122,6 +122,22 @@ def partition(n_updated: int, ranks: int, radius: int, free_surface: bool = Fals
     return out
 
 
+def split_planes(own: int, hw: int, rank: int, world: int) -> tuple[tuple[int, int] | None, list[tuple[int, int]]]:
+    """A rank's owned planes [hw, own + hw) (local indices) as (interior, edges): the interior needs
+    no halo and runs while the halos travel; each edge needs one neighbour's halo and runs after
+    the wait. Only a side with a neighbour has an edge: rank 0's first planes and the last rank's
+    last planes belong to the interior (they read the grid's own boundary planes), so an end rank
+    makes one step call fewer per step."""
+    a = 2 * hw if rank > 0 else hw  # the first plane that needs nothing from the rank above
+    b = own if rank < world - 1 else own + hw  # the end of the planes that need nothing from below
+    edges = []
+    if rank > 0:
+        edges.append((hw, min(2 * hw, own + hw)))
+    if rank < world - 1:
+        edges.append((max(own, a), own + hw))
+    return ((a, b) if b > a else None), [(e0, e1) for e0, e1 in edges if e1 > e0]
+
+
 def _world() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
@@ -285,10 +301,7 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
 
     lo_other, hi_other = glo[1:], ghi[1:]
     own = z1 - z0
-    interior = (2 * hw, own) if own > 2 * hw else None  # planes that need no halo (local indices)
-    edges = [(hw, min(2 * hw, hw + own))] + ([(max(own, 2 * hw), own + hw)] if own + hw > max(own, 2 * hw) else [])
-    if world == 1:
-        interior, edges = (hw, own + hw), []
+    interior, edges = split_planes(own, hw, rank, world)
     exchanger = _Halo(rank, world, hw) if world > 1 else None
     psi_z = [ax for ax in pml if ax.axis == 0 and world > 1]  # split axis: its psi's halos travel too
 
@@ -313,6 +326,11 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     graphs, graph_state = None, _graph_plan(cuda_graphs, pml, world, backend, device, nt)
 
     _sync(device)
+    if world > 1:
+        # the ranks' set-up (each pads the whole model on the CPU) ends at different times: start the
+        # clock together, or a rank's loop time holds its wait for a late neighbour's first halo
+        dist.barrier()
+        _sync(device)
     loop_start = time.perf_counter()
     for n in range(nt):
         samples[n] = torch.where(rec_own, p.reshape(-1)[rec_idx], torch.zeros((), dtype=dtype, device=device))

@@ -2,10 +2,13 @@
 configuration and variants, the CPU's pace (``progress`` timestamps: when each step's launches were
 issued) and the halo exchange alone. torchrun-able:
 
-    torchrun --nproc-per-node 2 benchmarks/wave_multigpu_diag.py --mode strong --out DIR
+    torchrun --nproc-per-node 2 benchmarks/wave_multigpu_diag.py --mode strong --out DIR [--variants ...]
+    TORCH_NCCL_HIGH_PRIORITY=1 torchrun ...   # NCCL on high-priority streams (torch's switch)
 
-fp32, order 8, CPML 20; weak: 512**3 per GPU, strong: 512 x 1024 x 1024 in all. Prints one JSON line per
-rank and variant, and writes them to DIR/wave-multigpu-diag-<mode>-<ranks>.json.
+fp32, order 8, CPML 20; weak: 512**3 per GPU, strong: 512 x 1024 x 1024 in all. Variants: ``default``
+(the day's defaults), ``one-stream`` (the CPML launches on one stream), ``march`` (the interior on the
+L1 z-march kernel, ``march_config``, instead of the register-window zwin that fills every SM). Prints
+one JSON line per rank and variant, and writes them to DIR/wave-multigpu-diag-<mode>-<ranks>.json.
 """
 from __future__ import annotations
 
@@ -26,9 +29,12 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--variants", default="default,one-stream,march,default")
     args = ap.parse_args()
+    import os
+
     from tilecraft import wave
-    from tilecraft.ops.wave import default_cpml_config
+    from tilecraft.ops.wave import default_cpml_config, march_config
     from tilecraft.wave.distributed import init_from_env
     from tilecraft.wave.solver import _Halo
 
@@ -41,22 +47,26 @@ def main() -> int:
     src = wave.Source([c], f0=15.0)
     rec = wave.Receivers.line((c[0], c[1], 0.0), (c[0], c[1], 2 * c[2]), 64)
     base = default_cpml_config(device)
-    variants = {"default": base, "one-stream": replace(base, streams=False), "default-again": base}
+    known = {"default": (base, None), "one-stream": (replace(base, streams=False), None),
+             "march": (base, march_config(torch.float32, 8, device))}
     rows = []
-    for name, cfg in variants.items():
-        kw = {"order": 8, "boundary": "pml", "pml_width": 20, "device": device, "pml_config": cfg}
+    for i, name in enumerate(args.variants.split(",")):
+        cfg, step_cfg = known[name]
+        kw = {"order": 8, "boundary": "pml", "pml_width": 20, "device": device, "pml_config": cfg,
+              "step_config": step_cfg}
         wave.simulate(model, src, rec, 3, **kw)
         dist.barrier()
         stamps = []
         res = wave.simulate(model, src, rec, args.steps, progress=lambda k, _n: stamps.append(time.perf_counter()),
                             **kw)
         gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-        rows.append({"variant": name, "rank": rank, "world": world, "mode": args.mode, "shape": list(shape),
+        rows.append({"variant": name, "run": i, "nccl_high_priority": os.environ.get("TORCH_NCCL_HIGH_PRIORITY", ""),
+                     "rank": rank, "world": world, "mode": args.mode, "shape": list(shape),
                      "slab": res.info["slab"], "step_ms": res.info["loop_seconds"] / args.steps * 1e3,
                      "cpu_step_ms_median": statistics.median(gaps) * 1e3, "cpu_step_ms_max": max(gaps) * 1e3,
                      "cpu_step_ms_min": min(gaps) * 1e3})
     # the halo exchange alone: p and psi_z's halo planes (2R = 8 of each per side), as a step sends them
-    if world > 1:
+    if world > 1 and device.type == "cuda":
         lz = shape[0] // world + 16
         ts = [torch.randn((lz,) + shape[1:], device=device) for _ in range(2)]
         h = _Halo(rank, world, 8)
@@ -82,7 +92,8 @@ def main() -> int:
             print(json.dumps(r))
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / f"wave-multigpu-diag-{args.mode}-{world}.json").write_text(json.dumps(
+            tag = "-hp" if os.environ.get("TORCH_NCCL_HIGH_PRIORITY") == "1" else ""
+            (args.out / f"wave-multigpu-diag-{args.mode}-{world}{tag}.json").write_text(json.dumps(
                 {"device": torch.cuda.get_device_name(device), "torch": torch.__version__, "rows": flat}, indent=1))
     dist.destroy_process_group()
     return 0

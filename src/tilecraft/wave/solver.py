@@ -30,6 +30,7 @@ from tilecraft.ops.stencil import _check_order
 from tilecraft.ops.wave import (
     CpmlAxis,
     CpmlConfig,
+    WaveConfig,
     capture_steps,
     cpml_step,
     resolve_backend,
@@ -206,7 +207,7 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
              free_surface: bool = False, snapshots: int | Sequence[int] | None = None, backend: str = "auto",
              courant: float = DEFAULT_COURANT, progress: Callable[[int, int], None] | None = None,
              device: str | torch.device | None = None, pml_config: CpmlConfig | None = None,
-             cuda_graphs: bool = False) -> Result:
+             step_config: WaveConfig | None = None, cuda_graphs: bool = False) -> Result:
     """Model ``nt`` steps of p_tt = v**2 lap p + s and return the shot record (and snapshots).
 
     ``model``: a ``Model`` (2D or 3D). ``device``: where to run (default: the model's device); a
@@ -219,7 +220,9 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     ``snapshots``: every k-th step (int) or the listed steps. ``backend``: "auto", "triton", "torch"
     (``tilecraft.ops.wave``). ``progress(step, nt)`` is called every step. ``pml_config``: how the
     Triton backend runs the CPML (``tilecraft.ops.wave.CpmlConfig``; default
-    ``default_cpml_config``: the layers' z-march on GPUs). ``cuda_graphs=True``: with the CPML on
+    ``default_cpml_config``: the layers' z-march on GPUs). ``step_config``: the plain step's launch
+    configuration (``tilecraft.ops.wave.WaveConfig``: the interior's kernel and tiles; default
+    ``default_config``). ``cuda_graphs=True``: with the CPML on
     one CUDA GPU (Triton backend, one rank), steps from the third on replay two CUDA graphs of the
     step (``ops.wave.capture_steps``: one per parity of p/p_prev and psi's buffers) instead of
     launching its ~12 kernels from Python, meant to give the same bits without the CPU's launch
@@ -231,6 +234,9 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     rank; every rank passes the same arguments) and every rank gets the same record.
     """
     sources, order = _check_inputs(model, sources, receivers, nt, order, boundary, pml_width)
+    for name, cfg, kind in (("pml_config", pml_config, CpmlConfig), ("step_config", step_config, WaveConfig)):
+        if cfg is not None and not isinstance(cfg, kind):
+            raise TypeError(f"{name} must be a tilecraft.ops.wave.{kind.__name__} or None, got {type(cfg).__name__}")
     spacing, dtype = model.spacing, model.velocity.dtype
     device = torch.device(device) if device is not None else model.velocity.device
     if device.type == "cuda" and device.index is None and torch.cuda.is_available():
@@ -307,10 +313,10 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
 
     def step(e0: int, e1: int, p, pp, out) -> None:
         if pml:
-            cpml_step(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, pml, backend, None,
+            cpml_step(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, pml, backend, step_config,
                       pml_config)
         else:
-            step_into(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, sponge, backend)
+            step_into(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, sponge, backend, step_config)
 
     def parity_step(k: int, a: torch.Tensor, b: torch.Tensor) -> None:
         """The (one-rank) step in the state of k steps after the one with p = a, p_prev = b."""

@@ -18,8 +18,10 @@ from tilecraft.reference.attention import (
     causal_mask,
 )
 
-FWD_TOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
-GRAD_TOL = {torch.float16: 3e-3, torch.bfloat16: 2.5e-2}
+# bf16: the interpreter rounds float32 -> bf16 to nearest even as a GPU does (``ops._fix_interpreter_bf16_rounding``;
+# its truncation had needed 1.6e-2 / 2.5e-2); measured at most 2.5e-3 forward and 3.2e-3 for the gradients here
+FWD_TOL = {torch.float16: 2e-3, torch.bfloat16: 5e-3}
+GRAD_TOL = {torch.float16: 3e-3, torch.bfloat16: 5e-3}
 DTYPES = (torch.float16, torch.bfloat16)
 
 
@@ -108,10 +110,13 @@ def test_large_magnitude_logits(dtype, gen):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
 def test_large_magnitude_logits_backward(dtype, gen):
-    """Gradients with logits of hundreds (a saturated softmax): finite, and in fp16 near the float64
-    reference (measured dQ 3.4e-3: 4x the usual bound). In bf16 only dV is held to the usual bound:
-    delta = rowsum(dO * O) is taken from the bf16-rounded O (as FlashAttention-2 does), and with
-    near one-hot rows dP - delta cancels, so dQ/dK measured 0.27 / 0.25 here (fp16: 3e-3)."""
+    """Gradients with logits of hundreds (a saturated softmax): finite, and near the float64 reference.
+    fp16 and dV: 4x the usual bound (fp16 dQ measured 3.4e-3). bf16 dQ and dK: delta = rowsum(dO * O)
+    is taken from the stored bf16 O (as in FlashAttention-2), and with near one-hot rows dS = P (dP -
+    delta) cancels, so O's bf16 error is amplified: measured 0.046 / 0.034, which a float64 emulation
+    of the same algorithm gives too (O from bf16 P, delta from the bf16 O, dS in bf16: 0.046 / 0.034;
+    the delta rounding alone 0.033 / 0.024). Bound 0.08. (The 0.27 / 0.25 measured here before came
+    from the interpreter truncating float32 -> bf16 casts, not from the algorithm.)"""
     q, k, v = make(gen, 1, 2, 2, 30, 45, 64, dtype, scale=12.0)
     v = (v.double() / 12).to(dtype)
     do = torch.randn(1, 2, 30, 64, generator=gen).to(dtype)
@@ -120,8 +125,8 @@ def test_large_magnitude_logits_backward(dtype, gen):
     ref = _grads(lambda *t: attention_reference(*t, causal=True), q.double(), k.double(), v.double(), do)
     for name, a, r in zip("qkv", ours, ref):
         assert torch.isfinite(a).all(), f"d{name} not finite"
-        if dtype == torch.float16 or name == "v":
-            assert rel(a, r) < 4 * GRAD_TOL[dtype], f"d{name}: {rel(a, r):.2e}"
+        tol = 8e-2 if dtype == torch.bfloat16 and name != "v" else 4 * GRAD_TOL[dtype]
+        assert rel(a, r) < tol, f"d{name}: {rel(a, r):.2e}"
 
 
 @pytest.mark.parametrize("s_q,s_k", [(1000, 17), (17, 1000)], ids=["Sq1000", "Sk1000"])

@@ -1,7 +1,9 @@
-"""The attention suite's bookkeeping (FLOPs, bytes, records), its CLI on a machine without a GPU, and
-the kernels compiling for sm90 and gfx942 (cross-compiled in child processes, no GPU needed)."""
+"""The attention suite's bookkeeping (FLOPs, bytes, records), ``measure`` and the results JSON in the
+interpreter, its CLI on a machine without a GPU, and the kernels compiling for sm90 and gfx942
+(cross-compiled in child processes, no GPU needed)."""
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -12,8 +14,11 @@ import pytest
 import torch
 
 from tilecraft.bench import attention as ba
+from tilecraft.bench.harness import write_results
 from tilecraft.cli_attention import parse_shape
+from tilecraft.hardware.device import DeviceInfo
 from tilecraft.kernels import attention as kernels
+from tilecraft.ops import attention as ops
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,6 +51,41 @@ def test_records_carry_flops_bytes_time_and_ratios():
     rec = ba.records_for(decode, "bf16", "fwd", res[:1], copy_TBps=4.0)[0]
     assert rec.metric == "bandwidth" and rec.ceiling == "copy"
     assert math.isclose(rec.ratio, ba.attention_bytes(decode) / 2e-3 / 1e12 / 4.0)
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_measure_on_cpu_and_results_json(direction, tmp_path):
+    """``measure`` end to end in the interpreter (the check, then the timing loop, no SDPA), its
+    records into the results JSON and back."""
+    s = ba.Shape(1, 2, 1, 20, 20, 32, True)
+    results = ba.measure(s, torch.float16, direction, backends=(), device="cpu", graphs=False, budget_s=0.0)
+    assert [r.impl for r in results] == ["tilecraft"]
+    ours = results[0]
+    assert ours.ok, ours.message
+    assert ours.rel_error < (1.5 if direction == "bwd" else 1) * ba.TOLERANCE[torch.float16]
+    assert ours.time_ms > 0 and ours.timing["method"] == "eager"
+    cfg = (ops.INTERPRETER_BWD if direction == "bwd" else ops.INTERPRETER_FWD).as_dict()
+    records = ba.records_for(s, "fp16", direction, results, config=cfg)
+    info = DeviceInfo(name="Test CPU", backend="cpu", versions={"torch": "9.9.9", "triton": "8.8.8"})
+    path = write_results(records, "attention-bench", tmp_path / "attention.json", info=info,
+                         meta={"mode": "triton-interpreter"})
+    doc = json.loads(path.read_text())
+    assert doc["suite"] == "attention-bench" and doc["meta"] == {"mode": "triton-interpreter"}
+    (rec,) = doc["records"]
+    assert rec["suite"] == "attention." + direction and rec["device"] == "Test CPU"
+    assert rec["case"]["impl"] == "tilecraft" and rec["case"]["config"] == cfg and rec["case"]["causal"]
+    assert rec["extra"]["ok"] and rec["extra"]["time_ms"] == ours.time_ms
+    assert rec["extra"]["flops"] == ba.attention_flops(s, backward=direction == "bwd")
+    assert math.isclose(rec["ours"], rec["extra"]["tflops"])
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_measure_check_sees_unwritten_outputs(direction, monkeypatch):
+    """The check runs ours into NaN-filled out, lse and gradients: a launch that writes nothing fails it."""
+    monkeypatch.setattr(ops, "launch_fwd" if direction == "fwd" else "launch_bwd", lambda *a, **kw: None)
+    (ours,) = ba.measure(ba.Shape(1, 1, 1, 9, 9, 16), torch.float16, direction, backends=(), device="cpu",
+                         graphs=False, budget_s=0.0)
+    assert not ours.ok and "NaN" in ours.message and ours.time_ms is None
 
 
 def test_signatures_name_every_kernel_argument():

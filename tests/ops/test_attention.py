@@ -18,8 +18,10 @@ from tilecraft.reference.attention import (
     causal_mask,
 )
 
-FWD_TOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
-GRAD_TOL = {torch.float16: 3e-3, torch.bfloat16: 2.5e-2}
+# bf16: the interpreter rounds float32 -> bf16 to nearest even as a GPU does (``ops._fix_interpreter_bf16_rounding``;
+# its truncation had needed 1.6e-2 / 2.5e-2); measured at most 2.5e-3 forward and 3.2e-3 for the gradients here
+FWD_TOL = {torch.float16: 2e-3, torch.bfloat16: 5e-3}
+GRAD_TOL = {torch.float16: 3e-3, torch.bfloat16: 5e-3}
 DTYPES = (torch.float16, torch.bfloat16)
 
 
@@ -108,10 +110,13 @@ def test_large_magnitude_logits(dtype, gen):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
 def test_large_magnitude_logits_backward(dtype, gen):
-    """Gradients with logits of hundreds (a saturated softmax): finite, and in fp16 near the float64
-    reference (measured dQ 3.4e-3: 4x the usual bound). In bf16 only dV is held to the usual bound:
-    delta = rowsum(dO * O) is taken from the bf16-rounded O (as FlashAttention-2 does), and with
-    near one-hot rows dP - delta cancels, so dQ/dK measured 0.27 / 0.25 here (fp16: 3e-3)."""
+    """Gradients with logits of hundreds (a saturated softmax): finite, and near the float64 reference.
+    fp16 and dV: 4x the usual bound (fp16 dQ measured 3.4e-3). bf16 dQ and dK: delta = rowsum(dO * O)
+    is taken from the stored bf16 O (as in FlashAttention-2), and with near one-hot rows dS = P (dP -
+    delta) cancels, so O's bf16 error is amplified: measured 0.046 / 0.034, which a float64 emulation
+    of the same algorithm gives too (O from bf16 P, delta from the bf16 O, dS in bf16: 0.046 / 0.034;
+    the delta rounding alone 0.033 / 0.024). Bound 0.08. (The 0.27 / 0.25 measured here before came
+    from the interpreter truncating float32 -> bf16 casts, not from the algorithm.)"""
     q, k, v = make(gen, 1, 2, 2, 30, 45, 64, dtype, scale=12.0)
     v = (v.double() / 12).to(dtype)
     do = torch.randn(1, 2, 30, 64, generator=gen).to(dtype)
@@ -120,8 +125,8 @@ def test_large_magnitude_logits_backward(dtype, gen):
     ref = _grads(lambda *t: attention_reference(*t, causal=True), q.double(), k.double(), v.double(), do)
     for name, a, r in zip("qkv", ours, ref):
         assert torch.isfinite(a).all(), f"d{name} not finite"
-        if dtype == torch.float16 or name == "v":
-            assert rel(a, r) < 4 * GRAD_TOL[dtype], f"d{name}: {rel(a, r):.2e}"
+        tol = 8e-2 if dtype == torch.bfloat16 and name != "v" else 4 * GRAD_TOL[dtype]
+        assert rel(a, r) < tol, f"d{name}: {rel(a, r):.2e}"
 
 
 @pytest.mark.parametrize("s_q,s_k", [(1000, 17), (17, 1000)], ids=["Sq1000", "Sk1000"])
@@ -365,6 +370,9 @@ BWD_CASES = [
     (1, 2, 2, 17, 17, 64, False),
     (2, 4, 2, 37, 21, 96, True),       # GQA, all-masked rows, padded head dim
     (1, 2, 1, 20, 50, 32, True),       # MQA, S_q < S_k
+    (1, 2, 2, 33, 40, 128, True),      # D = 128, ragged tails, S_q < S_k
+    (1, 1, 1, 20, 17, 256, True),      # the largest head dimension, all-masked rows
+    (1, 2, 1, 1, 19, 64, True),        # one query (S_q = S_k = 1: test_backward_length_1)
 ]
 
 
@@ -381,6 +389,19 @@ def test_backward_matches_reference(case, dtype, deterministic, gen):
     for name, a, r in zip("qkv", ours, ref):
         assert not torch.isnan(a).any(), f"d{name} has NaN"
         assert rel(a, r) < GRAD_TOL[dtype], f"d{name}: {rel(a, r):.2e}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+def test_backward_length_1(dtype, gen):
+    """S_q = S_k = 1: P = 1, so dV = dO (summed over the group's query heads) and dQ = dK = 0 (up to the
+    rounding of dP - delta)."""
+    q, k, v = make(gen, 2, 2, 1, 1, 1, 64, dtype)
+    do = torch.randn(2, 2, 1, 64, generator=gen).to(dtype)
+    for deterministic in (True, False):
+        dq, dk, dv = _grads(lambda *t: tilecraft.attention(*t, causal=True, return_lse=True,
+                                                           deterministic=deterministic), q, k, v, do)
+        assert dq.abs().max() < 1e-4 and dk.abs().max() < 1e-4
+        assert rel(dv, do.double().sum(1, keepdim=True)) < GRAD_TOL[dtype]
 
 
 def test_gradient_through_lse(gen):
@@ -619,6 +640,53 @@ def test_torch_compile_forward_and_backward(gen):
     assert rel(out, ref_out) < FWD_TOL[torch.float16]
     for a, r in zip(grads, ref_grads):
         assert rel(a, r) < GRAD_TOL[torch.float16]
+
+
+def test_torch_compile_varlen(gen):
+    """A packed batch under torch.compile: the offsets are traced tensors, max_seqlen_q/k given."""
+    cu_q = torch.tensor([0, 3, 23, 32], dtype=torch.int32)
+    cu_k = torch.tensor([0, 7, 27, 28], dtype=torch.int32)
+    q = torch.randn(32, 2, 32, generator=gen).to(torch.float16)
+    k, v = (torch.randn(28, 1, 32, generator=gen).to(torch.float16) for _ in range(2))
+    do = torch.randn(32, 2, 32, generator=gen).to(torch.float16)
+
+    def f(q, k, v, cu_q, cu_k):
+        return tilecraft.attention(q, k, v, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=20,
+                                   max_seqlen_k=20, return_lse=True)
+
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+    ours = _grads(lambda *t: compiled(*t, cu_q, cu_k), q, k, v, do)
+    out, lse = compiled(q, k, v, cu_q, cu_k)
+    ref_out, ref_lse = attention_varlen_reference(q, k, v, cu_q, cu_k, causal=True)
+    assert rel(out, ref_out) < FWD_TOL[torch.float16]
+    check_lse(lse, ref_lse)
+    ref = _grads(lambda *t: attention_varlen_reference(*t, cu_q, cu_k, causal=True), q.double(), k.double(),
+                 v.double(), do)
+    for a, r in zip(ours, ref):
+        assert rel(a, r) < GRAD_TOL[torch.float16]
+
+
+def test_torch_compile_dynamic_shapes(gen):
+    """dynamic=True: symbolic batch and sequence lengths reach the op; two shapes through one graph."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    backend = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(lambda q, k, v: tilecraft.attention(q, k, v, causal=True, return_lse=True),
+                             backend=backend, fullgraph=True, dynamic=True)
+    # sizes distinct from each other and not 0 or 1, which torch would specialise or tie (duck sizing)
+    for b, s_q, s_k in ((3, 20, 27), (5, 9, 33)):
+        q, k, v = make(gen, b, 2, 1, s_q, s_k, 32, torch.bfloat16)
+        do = torch.randn(b, 2, s_q, 32, generator=gen).to(torch.bfloat16)
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out, lse = compiled(*leaves)
+        ours = torch.autograd.grad(out, leaves, do)
+        ref_out, ref_lse = attention_reference(q, k, v, causal=True)
+        assert rel(out, ref_out) < FWD_TOL[torch.bfloat16]
+        check_lse(lse.detach(), ref_lse)
+        ref = _grads(lambda *t: attention_reference(*t, causal=True), q.double(), k.double(), v.double(), do)
+        for a, r in zip(ours, ref):
+            assert rel(a, r) < GRAD_TOL[torch.bfloat16]
+    assert backend.frame_count == 1, "the second shape recompiled"
 
 
 # ----------------------------------------------------------------------------------------------

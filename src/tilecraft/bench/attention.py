@@ -374,12 +374,14 @@ class Timed:
 
 
 def _ours_fwd(s: Shape, cfg: ops.FwdConfig | ops.DecodeConfig | None):
-    """Ours forward into given (or new) out/lse; ``cfg`` picks the path: a FwdConfig the tiled
-    kernel, a DecodeConfig the split-KV one, None what ``tilecraft.attention`` would run."""
+    """Ours forward into given (or new, NaN-filled: the check sees unwritten elements) out/lse; ``cfg``
+    picks the path: a FwdConfig the tiled kernel, a DecodeConfig the split-KV one, None what
+    ``tilecraft.attention`` would run."""
     def run(q, k, v, out=None, lse=None):
         p = ops.validate(q, k, v, causal=s.causal, scale=None, layout="bhsd")
-        out = torch.empty_like(q) if out is None else out
-        lse = torch.empty(p.batch, p.heads, p.seqlen_q, device=q.device, dtype=torch.float32) if lse is None else lse
+        out = torch.full_like(q, float("nan")) if out is None else out
+        lse = (torch.full((p.batch, p.heads, p.seqlen_q), float("nan"), device=q.device, dtype=torch.float32)
+               if lse is None else lse)
         c = cfg
         if c is None:
             c = (ops.decode_config(p, q, k, v) if ops.uses_decode(p)
@@ -425,9 +427,10 @@ def _time(fn: Callable[[int], object], n_sets: int, device: str, budget_s: float
 
 
 def _ours_bwd(s: Shape, cfg: ops.BwdConfig | None, deterministic: bool):
+    """Ours backward into given (or new, NaN-filled) dq, dk, dv."""
     def run(q, k, v, do, out, lse, grads=None):
         p = ops.validate(q, k, v, causal=s.causal, scale=None, layout="bhsd")
-        grads = grads or (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))
+        grads = grads or tuple(torch.full_like(t, float("nan")) for t in (q, k, v))
         handles = ops.launch_bwd(do, q, k, v, out, lse, None, *grads, None, None, p,
                                  cfg or ops.default_bwd_config(p.head_dim, q.device), deterministic)
         return grads, handles

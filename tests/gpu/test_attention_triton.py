@@ -1,0 +1,171 @@
+"""The Triton attention kernels (``kernels.attention``) compiled for a CUDA GPU against float64.
+
+The interpreter tests (tests/ops/test_attention.py) run these kernels with 16x16 tiles; here they run
+at the tiles a GPU gets by default (``triton_fwd_config``: tensor descriptors on sm90 at D = 96 and 256,
+``pointer_fwd_config``, ``default_bwd_config``), on a GPU machine:
+
+    TILECRAFT_GPU_TESTS=1 PYTHONPATH=src python -m pytest -q tests/gpu/test_attention_triton.py
+
+Head dimensions 64, 96 (padded to 128) and 256, fp16 and bf16; outputs, lse and gradients poisoned
+with NaN before each launch; the atomic dQ path (deterministic=False) against float64 only, the
+deterministic path also twice bit-equal (the interpreter repeats the atomic path bitwise too, so only
+a GPU can tell them apart); packed batches and the bshd layout through ``tilecraft.attention``.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilecraft
+from tilecraft.ops import attention as ops
+from tilecraft.reference.attention import attention_backward_reference, attention_reference
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="the Triton kernels compiled for a CUDA GPU")
+
+FWD_TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
+GRAD_TOL = {torch.float16: 5e-3, torch.bfloat16: 1e-2}
+DTYPES = (torch.bfloat16, torch.float16)
+# (B, H, H_kv, S_q, S_k, D, causal)
+CASES = [
+    (2, 4, 2, 300, 300, 64, True),      # grouped-query, ragged tails
+    (2, 2, 2, 1000, 1000, 64, False),
+    (1, 4, 1, 300, 170, 96, True),      # multi-query, S_q > S_k: the first 130 rows see no key; D padded to 128
+    (1, 4, 2, 333, 777, 96, False),
+    (1, 2, 2, 17, 1000, 256, True),     # S_q < S_k
+    (1, 2, 1, 1000, 333, 256, False),
+]
+
+
+def case_id(c):
+    return "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else "")
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a.double() - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+def make(gen, b, h, h_kv, s_q, s_k, d, dtype):
+    def one(heads, n):
+        return torch.randn(b, heads, n, d, generator=gen, device="cuda").to(dtype)
+    return one(h, s_q), one(h_kv, s_k), one(h_kv, s_k)
+
+
+def check(out, lse, ref_o, ref_l, dtype):
+    assert not torch.isnan(out).any(), "every output element must be written (NaN poison left)"
+    assert rel(out, ref_o) < FWD_TOL[dtype]
+    fin = torch.isfinite(ref_l)
+    assert torch.equal(torch.isfinite(lse), fin), "lse must be -inf exactly on rows that see no key"
+    assert (out.double()[~fin] == 0).all(), "rows that see no key must be exactly 0"
+    if fin.any():
+        assert (lse.double()[fin] - ref_l[fin]).abs().max().item() < 1e-3
+
+
+def forward(q, k, v, p, cfg):
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((p.batch, p.heads, p.seqlen_q), float("nan"), device="cuda")
+    handle = ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg)
+    torch.cuda.synchronize()
+    assert "gluon" not in getattr(handle, "name", ""), "the Triton kernels were asked for"
+    return out, lse
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
+def test_triton_forward_matches_float64(case, dtype):
+    """The default Triton tiles and the pointer-load tiles (the fallback, and the choice off sm90)."""
+    b, h, h_kv, s_q, s_k, d, causal = case
+    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31)
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
+    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+    ref_o, ref_l = attention_reference(q, k, v, causal=causal)
+    for cfg in (ops.triton_fwd_config(d, q.device), ops.pointer_fwd_config(d, q.device)):
+        out, lse = forward(q, k, v, p, cfg)
+        check(out, lse, ref_o, ref_l, dtype)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
+@pytest.mark.parametrize("deterministic", [True, False], ids=["det", "atomic"])
+def test_triton_backward_matches_float64(case, dtype, deterministic):
+    """``default_bwd_config`` into NaN-poisoned gradients, twice: against float64 each time, and with
+    deterministic=True bit-equal (dQ by its own kernel; the atomic path may differ in the last bits)."""
+    b, h, h_kv, s_q, s_k, d, causal = case
+    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 1)
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
+    do = torch.randn(q.shape, generator=gen, device="cuda").to(dtype)
+    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+    out, lse = forward(q, k, v, p, ops.triton_fwd_config(d, q.device))
+    ref = attention_backward_reference(q, k, v, do, causal=causal)
+    runs = []
+    for _ in range(2):
+        grads = tuple(torch.full_like(t, float("nan")) for t in (q, k, v))
+        ops.launch_bwd(do, q, k, v, out, lse, None, *grads, None, None, p, ops.default_bwd_config(d, q.device),
+                       deterministic)
+        torch.cuda.synchronize()
+        for name, g, r in zip(("dq", "dk", "dv"), grads, ref):
+            assert not torch.isnan(g).any(), f"{name}: unwritten elements (NaN poison left)"
+            assert rel(g, r) < GRAD_TOL[dtype], f"{name}: {rel(g, r):.2e}"
+        runs.append(grads)
+    if deterministic:
+        for name, a, b_ in zip(("dq", "dk", "dv"), *runs):
+            assert torch.equal(a, b_), f"{name}: two deterministic runs differ"
+
+
+def _varlen_grads(q, k, v, do, cu_q, cu_k, causal):
+    """float64 (dq, dk, dv) of a packed batch, sequence by sequence."""
+    cq, ck = cu_q.tolist(), cu_k.tolist()
+    grads = [torch.zeros(t.shape, dtype=torch.float64, device=t.device) for t in (q, k, v)]
+    for i in range(len(cq) - 1):
+        rq, rk = slice(cq[i], cq[i + 1]), slice(ck[i], ck[i + 1])
+        if cq[i + 1] == cq[i] or ck[i + 1] == ck[i]:
+            continue  # no query or no key: gradient 0
+        seq = [t.transpose(0, 1)[None] for t in (q[rq], k[rk], v[rk], do[rq])]
+        for dst, src, rows in zip(grads, attention_backward_reference(*seq, causal=causal), (rq, rk, rk)):
+            dst[rows] = src[0].transpose(0, 1)
+    return grads
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
+@pytest.mark.parametrize("d", [64, 96, 256])
+def test_packed_batches_forward_and_backward(d, dtype):
+    """Packed ("thd") sequences of lengths 1, 0, ragged and longer than a tile, causal (bottom-right
+    per sequence), through ``tilecraft.attention``: output, lse and gradients against float64."""
+    from tilecraft.reference.attention import attention_varlen_reference
+
+    gen = torch.Generator(device="cuda").manual_seed(20 + d)
+    lens_q, lens_k = [1, 300, 0, 129, 517], [7, 300, 5, 64, 517]
+    cu_q, cu_k = (torch.tensor([0, *torch.tensor(n).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+                  for n in (lens_q, lens_k))
+    q = torch.randn(sum(lens_q), 4, d, generator=gen, device="cuda").to(dtype)
+    k, v = (torch.randn(sum(lens_k), 2, d, generator=gen, device="cuda").to(dtype) for _ in range(2))
+    do = torch.randn(q.shape, generator=gen, device="cuda").to(dtype)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out, lse = tilecraft.attention(*leaves, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, return_lse=True)
+    grads = torch.autograd.grad(out, leaves, do)
+    ref_o, ref_l = attention_varlen_reference(q, k, v, cu_q, cu_k, causal=True)
+    assert rel(out, ref_o) < FWD_TOL[dtype]
+    assert (lse.double() - ref_l).abs().max().item() < 1e-3  # every query sees a key here
+    for name, g, r in zip(("dq", "dk", "dv"), grads, _varlen_grads(q, k, v, do, cu_q, cu_k, True)):
+        assert rel(g, r) < GRAD_TOL[dtype], f"{name}: {rel(g, r):.2e}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
+@pytest.mark.parametrize("deterministic", [True, False], ids=["det", "atomic"])
+def test_bshd_layout_backward(dtype, deterministic):
+    """(B, S, H, D) views into one packed projection (sequence stride 3 H D), causal, grouped-query
+    through the head strides: gradients against float64. D = 96: the Triton forward on sm90 too."""
+    gen = torch.Generator(device="cuda").manual_seed(31)
+    b, s, h, d = 2, 555, 8, 96
+    qkv = torch.randn(b, s, 3, h, d, generator=gen, device="cuda").to(dtype)
+    q, k, v = qkv.unbind(2)
+    k, v = k[:, :, :2], v[:, :, :2]  # two K/V heads for eight query heads
+    do = torch.randn(q.shape, generator=gen, device="cuda").to(dtype)
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    out = tilecraft.attention(*leaves, causal=True, layout="bshd", deterministic=deterministic)
+    grads = torch.autograd.grad(out, leaves, do)
+    bhsd = [t.transpose(1, 2) for t in (q, k, v, do)]
+    ref_o, _ = attention_reference(*bhsd[:3], causal=True)
+    assert rel(out.transpose(1, 2), ref_o) < FWD_TOL[dtype]
+    for name, g, r in zip(("dq", "dk", "dv"), grads, attention_backward_reference(*bhsd, causal=True)):
+        assert not torch.isnan(g).any(), name
+        assert rel(g.transpose(1, 2), r) < GRAD_TOL[dtype], f"{name}: {rel(g.transpose(1, 2), r):.2e}"

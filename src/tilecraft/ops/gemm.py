@@ -26,8 +26,8 @@ Which kernel runs (:func:`choose_config` says, for given inputs): on sm90 the pe
 for fp16/bf16/fp8/int8/tf32/3xTF32 products of some size; it reads operands as they are when their
 rows are 16-byte aligned with a unit stride (and, for 8- and 32-bit types, K-major), and otherwise
 an aligned K-major copy made inside the call (:func:`tma_plan`). The pointer kernel, which takes any
-strides, runs the rest: small M (a stream over B), fp32 FMA, fp64, the bf16 splits, thin unaligned
-products, other GPUs and the interpreter. The choice is recorded by the benchmarks.
+strides, runs the rest: small M (a stream over B), K = 0, fp32 FMA, fp64, the bf16 splits, thin
+unaligned products, other GPUs and the interpreter. The choice is recorded by the benchmarks.
 """
 from __future__ import annotations
 
@@ -345,7 +345,8 @@ def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec, arch: str | None = 
     dev_arch, dev_sms, _, _ = _facts(a.device)
     arch, sms = arch or dev_arch, sms or dev_sms
     copies, ak, bk = tma_plan(a, b, spec.dtype)
-    ok = arch == "sm90" and tma_dtype_ok(spec)
+    # K = 0 (out = act(beta * C + bias)) runs the pointer kernel: a TMA descriptor has no empty dimension
+    ok = arch == "sm90" and tma_dtype_ok(spec) and spec.k > 0
     rows_128 = all(d is None or _row_pitch_bytes(t, d, kd) % 128 == 0
                    for t, kd, d in ((a, -1, _tma_direct(a, -1, spec.dtype)), (b, -2, _tma_direct(b, -2, spec.dtype))))
     g_ok = arch == "sm90" and gluon_ok(a, b, spec)
@@ -517,6 +518,9 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         if not tma_dtype_ok(spec):
             raise ValueError(f"the TMA kernel cannot take {spec.dtype} operands with precision "
                              f"{spec.precision!r} (wgmma has no such form); use a pointer config")
+        if spec.k == 0:
+            raise ValueError("the TMA kernel needs K > 0 (a TMA descriptor has no empty dimension); "
+                             "use a pointer config")
         if cfg.presplit and spec.precision != "tf32x3":
             raise ValueError(f"presplit is the 3xTF32 form (precision 'fp32-accurate' or 'tf32x3'), "
                              f"not {spec.dtype} with precision {spec.precision!r}")

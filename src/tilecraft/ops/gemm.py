@@ -998,11 +998,24 @@ def tuning_sets(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, l2_byt
 
 
 def _tune(a, b, spec: Spec, p: Problem, c, bias, scale_a, scale_b, progress) -> GemmConfig:
+    """The fastest config of the space on these inputs. ``progress(i, n, cfg)`` is called as
+    :func:`~tilecraft.tuning.gemm.tune` says; without one, each candidate's time is reported on stderr
+    (``tuning i/n <config>: <ms> ms``; ``TILECRAFT_QUIET=1`` silences it): a shape's tuning compiles
+    and times tens of configs, seconds to minutes in which a call would otherwise show nothing."""
     cands = config_space(p)
     _say(f"tuning gemm {shape_key(p)}: {len(cands)} configs (cached afterwards; TILECRAFT_TUNE=0 skips)")
     out = torch.empty(spec.out_shape, dtype=spec.out_dtype, device=a.device)
     first: list[torch.Tensor] = []
     sets = tuning_sets(a, b, c, device_l2_bytes(a.device))
+    times: dict[GemmConfig, float | None] = {}
+
+    def say_progress(i: int, n: int, cfg: GemmConfig) -> None:
+        # tune() calls this before it times candidate i, and with i == n (and the best) at the end
+        if i > 0:
+            ms = times.get(cands[i - 1])
+            _say(f"tuning {i}/{n} {cands[i - 1].short()}: " + ("skipped" if ms is None else f"{ms:.4g} ms"))
+        if i == n:
+            _say(f"tuned gemm {shape_key(p)}: {cfg.short()}")
 
     def time_config(cfg: GemmConfig) -> float | None:
         out.fill_(float("nan") if spec.out_dtype.is_floating_point else -1)
@@ -1020,7 +1033,11 @@ def _tune(a, b, spec: Spec, p: Problem, c, bias, scale_a, scale_b, progress) -> 
         return _graph_time_ms([lambda s=s: launch(s[0], s[1], out, spec, cfg, s[2], bias, scale_a, scale_b)
                                for s in sets], a.device)
 
-    best, _ = tune(p, cands, time_config, progress)
+    def timed(cfg: GemmConfig) -> float | None:
+        times[cfg] = ms = time_config(cfg)
+        return ms
+
+    best, _ = tune(p, cands, timed, progress or say_progress)
     return best
 
 

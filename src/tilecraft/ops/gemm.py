@@ -145,6 +145,23 @@ def _scale_mode(s: object, name: str, extent: int, what: str, device: torch.devi
     return 2
 
 
+def _check_alpha_beta(alpha: float, beta: float, integer_out: bool) -> None:
+    """The rules on alpha's and beta's values. :func:`validate` skips them while ``torch.compile``
+    runs (``math.isfinite`` is not traceable: with ``dynamic=True, fullgraph=True`` Dynamo fails on
+    it even for constants); the registered op's implementation validates again when it runs, outside
+    the trace, so a bad value still raises before any launch."""
+    if integer_out:
+        for nm, v in (("alpha", alpha), ("beta", beta)):
+            if not math.isfinite(v) or v != int(v) or abs(v) >= 2**24:
+                raise ValueError(f"{nm} must be an integer below 2**24 in magnitude for an int32 output, got {v!r}")
+    for nm, v in (("alpha", alpha), ("beta", beta)):
+        # The kernels take each as two float32 halves (48 bits): finite values outside float32's
+        # normal range would overflow (inf + (-inf) = NaN) or lose their low half.
+        if math.isfinite(v) and v != 0 and not ALPHA_RANGE[0] <= abs(v) <= ALPHA_RANGE[1]:
+            raise ValueError(f"{nm}={v!r} is out of range: a finite nonzero {nm} must have magnitude in "
+                             f"[{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}] (inf and NaN propagate as IEEE says)")
+
+
 def validate(a: object, b: object, *, out_dtype: torch.dtype | None = None, alpha: float = 1.0,
              beta: float = 0.0, c: torch.Tensor | None = None, bias: torch.Tensor | None = None,
              activation: str | None = None, precision: str | None = None,
@@ -191,16 +208,8 @@ def validate(a: object, b: object, *, out_dtype: torch.dtype | None = None, alph
 
     if not _is_number(alpha) or not _is_number(beta):
         raise TypeError(f"alpha and beta must be numbers, got {alpha!r} and {beta!r}")
-    if integer_out:
-        for nm, v in (("alpha", alpha), ("beta", beta)):
-            if not math.isfinite(v) or v != int(v) or abs(v) >= 2**24:
-                raise ValueError(f"{nm} must be an integer below 2**24 in magnitude for an int32 output, got {v!r}")
-    for nm, v in (("alpha", alpha), ("beta", beta)):
-        # The kernels take each as two float32 halves (48 bits): finite values outside float32's
-        # normal range would overflow (inf + (-inf) = NaN) or lose their low half.
-        if math.isfinite(v) and v != 0 and not ALPHA_RANGE[0] <= abs(v) <= ALPHA_RANGE[1]:
-            raise ValueError(f"{nm}={v!r} is out of range: a finite nonzero {nm} must have magnitude in "
-                             f"[{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}] (inf and NaN propagate as IEEE says)")
+    if not torch.compiler.is_compiling():
+        _check_alpha_beta(alpha, beta, integer_out)
     if beta != 0 and c is None:
         raise ValueError(f"beta={beta} needs c (out = alpha * A @ B + beta * c)")
     for name, t in (("c", c), ("bias", bias)):
@@ -1076,10 +1085,16 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out_dtype: torch.dtype | None = 
                                       precision, scale_a, scale_b)
 
 
+def _new_output(spec: Spec, device: torch.device) -> torch.Tensor:
+    """The result :func:`compute` returns, uninitialised (the kernels write every element). One
+    place, so that the tests can poison it (NaN, or an absurd int32) and catch unwritten elements."""
+    return torch.empty(spec.out_shape, dtype=spec.out_dtype, device=device)
+
+
 def compute(a, b, spec: Spec, c=None, bias=None, scale_a=None, scale_b=None,
             cfg: GemmConfig | None = None) -> torch.Tensor:
     """The body of the registered op, on validated arguments (``cfg`` pins a configuration)."""
-    out = torch.empty(spec.out_shape, dtype=spec.out_dtype, device=a.device)
+    out = _new_output(spec, a.device)
     if out.numel() == 0:
         return out
     if a.device.type == "cpu" and not triton_on_cpu():

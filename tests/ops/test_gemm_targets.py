@@ -79,3 +79,23 @@ def test_compile_signature_specialises_as_a_launch():
     assert len(sig) + len(plan[0].constexprs) == len(plan[0].kernel.arg_names)
     with pytest.raises(ValueError, match="unknown GPU family"):
         ops.target_plan(a, b, "sm70")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn, torch.int8, torch.float32])
+def test_k0_on_sm90_runs_the_pointer_kernel(dtype):
+    """K = 0 (out = act(beta * C + bias)) of a product big enough for the TMA and Gluon kernels:
+    their descriptors cannot describe an empty K, so the choice is the pointer kernel, which writes
+    the epilogue alone; a pinned TMA config is refused with a clear error."""
+    from tilecraft.tuning.gemm import GemmConfig
+    a = torch.empty(4096, 0, dtype=dtype, device="meta")
+    b = torch.empty(0, 4096, dtype=dtype, device="meta")
+    out_dtype = ops.OUT_DTYPES[ops.DTYPE_NAMES[dtype]][0]
+    kw = {"precision": "tf32"} if dtype == torch.float32 else {}
+    for extra in ({}, {"beta": 2, "c": torch.empty(4096, 4096, dtype=out_dtype, device="meta")}):
+        spec, cfg, plan = ops.target_plan(a, b, "sm90", sms=132, **kw, **extra)
+        assert spec.k == 0 and cfg.kernel == "pointer", cfg
+        assert [k.kernel.__name__ for k in plan] == ["matmul_kernel"]
+    p = ops.problem_of(a, b, spec, arch="sm90", sms=132)
+    assert not p.tma_ok and not p.gluon_ok
+    with pytest.raises(ValueError, match="needs K > 0"):
+        ops.target_plan(a, b, "sm90", sms=132, cfg=GemmConfig("tma", 128, 256, 64, 8, 8, 3), **kw)

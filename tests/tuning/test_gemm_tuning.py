@@ -116,3 +116,41 @@ def test_tuning_sets_rotate_operands_that_fit_in_the_l2(field):
     assert len(tuning_sets(a, b, None, l2_bytes=4096)) == 1  # already twice the L2
     c = field((4, 32))
     assert all(s[2] is not None and torch.equal(s[2], c) for s in tuning_sets(a, b, c, l2_bytes=65536))
+
+
+def test_tuning_reports_each_candidate(field, monkeypatch, capsys):
+    """``_tune`` (what compute, warmup and ``bench --tune`` run on a new shape) reports every
+    candidate's time on stderr; a progress callback passed in replaces the report. No GPU here:
+    the launch, the synchronisation and the graph timing are stand-ins."""
+    cands = [GemmConfig(block_m=m) for m in (16, 32, 64)]
+    times = {16: 2.0, 32: None, 64: 0.5}
+    launched = []
+
+    def fake_launch(a, b, out, spec, cfg, *args):
+        if times[cfg.block_m] is None:
+            raise RuntimeError("out of resources")
+        launched.append(cfg)
+        out.fill_(1.0)
+
+    def fake_graph_time(fns, device):
+        fns[0]()
+        return times[launched[-1].block_m]
+
+    monkeypatch.setattr(ops, "config_space", lambda p: cands)
+    monkeypatch.setattr(ops, "launch", fake_launch)
+    monkeypatch.setattr(ops, "_graph_time_ms", fake_graph_time)
+    monkeypatch.setattr(ops, "device_l2_bytes", lambda device: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.delenv("TILECRAFT_QUIET", raising=False)
+    a, b = field((8, 16)).float(), field((16, 8)).float()
+    spec = ops.validate(a, b)
+    p = ops.problem_of(a, b, spec)
+    assert ops._tune(a, b, spec, p, None, None, None, None, None) == cands[2]
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "tuning " in ln and "/3 " in ln]
+    assert lines == [f"tilecraft: tuning 1/3 {cands[0].short()}: 2 ms",
+                     f"tilecraft: tuning 2/3 {cands[1].short()}: skipped",
+                     f"tilecraft: tuning 3/3 {cands[2].short()}: 0.5 ms"]
+    seen = []
+    assert ops._tune(a, b, spec, p, None, None, None, None, lambda i, n, c: seen.append((i, n))) == cands[2]
+    assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)]
+    assert "tuning 1/3" not in capsys.readouterr().err

@@ -26,8 +26,8 @@ Which kernel runs (:func:`choose_config` says, for given inputs): on sm90 the pe
 for fp16/bf16/fp8/int8/tf32/3xTF32 products of some size; it reads operands as they are when their
 rows are 16-byte aligned with a unit stride (and, for 8- and 32-bit types, K-major), and otherwise
 an aligned K-major copy made inside the call (:func:`tma_plan`). The pointer kernel, which takes any
-strides, runs the rest: small M (a stream over B), fp32 FMA, fp64, the bf16 splits, thin unaligned
-products, other GPUs and the interpreter. The choice is recorded by the benchmarks.
+strides, runs the rest: small M (a stream over B), K = 0, fp32 FMA, fp64, the bf16 splits, thin
+unaligned products, other GPUs and the interpreter. The choice is recorded by the benchmarks.
 """
 from __future__ import annotations
 
@@ -145,6 +145,23 @@ def _scale_mode(s: object, name: str, extent: int, what: str, device: torch.devi
     return 2
 
 
+def _check_alpha_beta(alpha: float, beta: float, integer_out: bool) -> None:
+    """The rules on alpha's and beta's values. :func:`validate` skips them while ``torch.compile``
+    runs (``math.isfinite`` is not traceable: with ``dynamic=True, fullgraph=True`` Dynamo fails on
+    it even for constants); the registered op's implementation validates again when it runs, outside
+    the trace, so a bad value still raises before any launch."""
+    if integer_out:
+        for nm, v in (("alpha", alpha), ("beta", beta)):
+            if not math.isfinite(v) or v != int(v) or abs(v) >= 2**24:
+                raise ValueError(f"{nm} must be an integer below 2**24 in magnitude for an int32 output, got {v!r}")
+    for nm, v in (("alpha", alpha), ("beta", beta)):
+        # The kernels take each as two float32 halves (48 bits): finite values outside float32's
+        # normal range would overflow (inf + (-inf) = NaN) or lose their low half.
+        if math.isfinite(v) and v != 0 and not ALPHA_RANGE[0] <= abs(v) <= ALPHA_RANGE[1]:
+            raise ValueError(f"{nm}={v!r} is out of range: a finite nonzero {nm} must have magnitude in "
+                             f"[{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}] (inf and NaN propagate as IEEE says)")
+
+
 def validate(a: object, b: object, *, out_dtype: torch.dtype | None = None, alpha: float = 1.0,
              beta: float = 0.0, c: torch.Tensor | None = None, bias: torch.Tensor | None = None,
              activation: str | None = None, precision: str | None = None,
@@ -191,16 +208,8 @@ def validate(a: object, b: object, *, out_dtype: torch.dtype | None = None, alph
 
     if not _is_number(alpha) or not _is_number(beta):
         raise TypeError(f"alpha and beta must be numbers, got {alpha!r} and {beta!r}")
-    if integer_out:
-        for nm, v in (("alpha", alpha), ("beta", beta)):
-            if not math.isfinite(v) or v != int(v) or abs(v) >= 2**24:
-                raise ValueError(f"{nm} must be an integer below 2**24 in magnitude for an int32 output, got {v!r}")
-    for nm, v in (("alpha", alpha), ("beta", beta)):
-        # The kernels take each as two float32 halves (48 bits): finite values outside float32's
-        # normal range would overflow (inf + (-inf) = NaN) or lose their low half.
-        if math.isfinite(v) and v != 0 and not ALPHA_RANGE[0] <= abs(v) <= ALPHA_RANGE[1]:
-            raise ValueError(f"{nm}={v!r} is out of range: a finite nonzero {nm} must have magnitude in "
-                             f"[{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}] (inf and NaN propagate as IEEE says)")
+    if not torch.compiler.is_compiling():
+        _check_alpha_beta(alpha, beta, integer_out)
     if beta != 0 and c is None:
         raise ValueError(f"beta={beta} needs c (out = alpha * A @ B + beta * c)")
     for name, t in (("c", c), ("bias", bias)):
@@ -345,7 +354,8 @@ def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec, arch: str | None = 
     dev_arch, dev_sms, _, _ = _facts(a.device)
     arch, sms = arch or dev_arch, sms or dev_sms
     copies, ak, bk = tma_plan(a, b, spec.dtype)
-    ok = arch == "sm90" and tma_dtype_ok(spec)
+    # K = 0 (out = act(beta * C + bias)) runs the pointer kernel: a TMA descriptor has no empty dimension
+    ok = arch == "sm90" and tma_dtype_ok(spec) and spec.k > 0
     rows_128 = all(d is None or _row_pitch_bytes(t, d, kd) % 128 == 0
                    for t, kd, d in ((a, -1, _tma_direct(a, -1, spec.dtype)), (b, -2, _tma_direct(b, -2, spec.dtype))))
     g_ok = arch == "sm90" and gluon_ok(a, b, spec)
@@ -517,6 +527,9 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         if not tma_dtype_ok(spec):
             raise ValueError(f"the TMA kernel cannot take {spec.dtype} operands with precision "
                              f"{spec.precision!r} (wgmma has no such form); use a pointer config")
+        if spec.k == 0:
+            raise ValueError("the TMA kernel needs K > 0 (a TMA descriptor has no empty dimension); "
+                             "use a pointer config")
         if cfg.presplit and spec.precision != "tf32x3":
             raise ValueError(f"presplit is the 3xTF32 form (precision 'fp32-accurate' or 'tf32x3'), "
                              f"not {spec.dtype} with precision {spec.precision!r}")
@@ -994,11 +1007,24 @@ def tuning_sets(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, l2_byt
 
 
 def _tune(a, b, spec: Spec, p: Problem, c, bias, scale_a, scale_b, progress) -> GemmConfig:
+    """The fastest config of the space on these inputs. ``progress(i, n, cfg)`` is called as
+    :func:`~tilecraft.tuning.gemm.tune` says; without one, each candidate's time is reported on stderr
+    (``tuning i/n <config>: <ms> ms``; ``TILECRAFT_QUIET=1`` silences it): a shape's tuning compiles
+    and times tens of configs, seconds to minutes in which a call would otherwise show nothing."""
     cands = config_space(p)
     _say(f"tuning gemm {shape_key(p)}: {len(cands)} configs (cached afterwards; TILECRAFT_TUNE=0 skips)")
     out = torch.empty(spec.out_shape, dtype=spec.out_dtype, device=a.device)
     first: list[torch.Tensor] = []
     sets = tuning_sets(a, b, c, device_l2_bytes(a.device))
+    times: dict[GemmConfig, float | None] = {}
+
+    def say_progress(i: int, n: int, cfg: GemmConfig) -> None:
+        # tune() calls this before it times candidate i, and with i == n (and the best) at the end
+        if i > 0:
+            ms = times.get(cands[i - 1])
+            _say(f"tuning {i}/{n} {cands[i - 1].short()}: " + ("skipped" if ms is None else f"{ms:.4g} ms"))
+        if i == n:
+            _say(f"tuned gemm {shape_key(p)}: {cfg.short()}")
 
     def time_config(cfg: GemmConfig) -> float | None:
         out.fill_(float("nan") if spec.out_dtype.is_floating_point else -1)
@@ -1016,7 +1042,11 @@ def _tune(a, b, spec: Spec, p: Problem, c, bias, scale_a, scale_b, progress) -> 
         return _graph_time_ms([lambda s=s: launch(s[0], s[1], out, spec, cfg, s[2], bias, scale_a, scale_b)
                                for s in sets], a.device)
 
-    best, _ = tune(p, cands, time_config, progress)
+    def timed(cfg: GemmConfig) -> float | None:
+        times[cfg] = ms = time_config(cfg)
+        return ms
+
+    best, _ = tune(p, cands, timed, progress or say_progress)
     return best
 
 
@@ -1055,10 +1085,16 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out_dtype: torch.dtype | None = 
                                       precision, scale_a, scale_b)
 
 
+def _new_output(spec: Spec, device: torch.device) -> torch.Tensor:
+    """The result :func:`compute` returns, uninitialised (the kernels write every element). One
+    place, so that the tests can poison it (NaN, or an absurd int32) and catch unwritten elements."""
+    return torch.empty(spec.out_shape, dtype=spec.out_dtype, device=device)
+
+
 def compute(a, b, spec: Spec, c=None, bias=None, scale_a=None, scale_b=None,
             cfg: GemmConfig | None = None) -> torch.Tensor:
     """The body of the registered op, on validated arguments (``cfg`` pins a configuration)."""
-    out = torch.empty(spec.out_shape, dtype=spec.out_dtype, device=a.device)
+    out = _new_output(spec, a.device)
     if out.numel() == 0:
         return out
     if a.device.type == "cpu" and not triton_on_cpu():

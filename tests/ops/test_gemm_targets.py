@@ -46,6 +46,27 @@ def test_pointer_kernel_compiles_for_cdna(target):
     assert res.error is None, res.error
 
 
+@pytest.mark.parametrize("target,dtype,mfma", [
+    ("gfx942", torch.float16, "f16"), ("gfx90a", torch.float16, "f16"),
+    ("gfx942", torch.int8, "i32"), ("gfx90a", torch.int8, "i32"),
+    ("gfx942", torch.float8_e4m3fn, "v_mfma"),  # e4m3fn (not gfx942's fnuz): widened to f16 before the MFMA
+])
+def test_other_dtypes_compile_for_cdna(target, dtype, mfma):
+    """fp16, int8 (int32 out, exact) and fp8 through the pointer kernel's AMD configuration, as a
+    launch would compile them (plain product, per-tensor scales for fp8): each issues MFMA."""
+    a = torch.empty(1024, 1024, dtype=dtype, device="meta")
+    b = torch.empty(1024, 1024, dtype=dtype, device="meta")
+    kw = ({"scale_a": torch.empty((), device="meta"), "scale_b": torch.empty((), device="meta")}
+          if dtype == torch.float8_e4m3fn else {})
+    _, cfg, (launch,) = ops.target_plan(a, b, ARCH[target], sms=304, **kw)
+    assert cfg.kernel == "pointer" and launch.kernel.__name__ == "matmul_kernel"
+    res = cross_compile("tilecraft.kernels.gemm", launch.kernel.__name__, ops.compile_signature(launch),
+                        launch.constexprs, target, num_warps=launch.options["num_warps"],
+                        num_stages=launch.options["num_stages"], sass=False)
+    assert res.error is None, res.error
+    assert any(k.startswith("matrix:v_mfma") and mfma in k for k in res.census), res.census
+
+
 def test_pointer_kernel_sm80_uses_mma():
     cfg, _, res = _compile("sm80", torch.bfloat16)
     assert cfg.kernel == "pointer"

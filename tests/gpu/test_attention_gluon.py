@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _attention_gpu import check, make, rel
 
 import tilecraft
 from tilecraft.ops import attention as ops
@@ -74,27 +75,6 @@ MANY_TILE_CASES = [(2, 16, 4, 1000, 600, 64, True), (2, 16, 4, 1000, 600, 128, T
                    (2, 16, 4, 1000, 600, 256, True)]
 
 
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a.double() - b).norm() / b.norm().clamp_min(1e-300)).item()
-
-
-def make(gen, b, h, h_kv, s_q, s_k, d, dtype):
-    def one(heads, n):
-        return torch.randn(b, heads, n, d, generator=gen, device="cuda").to(dtype)
-    return one(h, s_q), one(h_kv, s_k), one(h_kv, s_k)
-
-
-def check(out, lse, ref_o, ref_l, dtype):
-    assert not torch.isnan(out).any(), "every output element must be written (NaN poison left)"
-    assert rel(out, ref_o) < FWD_TOL[dtype]
-    fin = torch.isfinite(ref_l)
-    assert torch.equal(torch.isfinite(lse), fin), "lse must be -inf exactly on rows that see no key"
-    assert (lse[~fin] == float("-inf")).all()
-    assert (out.double()[~fin] == 0).all(), "rows that see no key must be exactly 0"
-    if fin.any():
-        assert (lse.double()[fin] - ref_l[fin]).abs().max().item() < 1e-3
-
-
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_gluon_forward_matches_float64(case, dtype):
@@ -110,7 +90,7 @@ def test_gluon_forward_matches_float64(case, dtype):
         handle = ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg)
         torch.cuda.synchronize()
         assert handle is not None and handle.name == "attention_fwd_gluon_kernel"
-        check(out, lse, ref_o, ref_l, dtype)
+        check(out, lse, ref_o, ref_l, FWD_TOL[dtype])
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
@@ -137,7 +117,7 @@ def ws_twice_matches_float64(case, dtype, configs, seed):
             handle = ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg)
             torch.cuda.synchronize()
             assert handle is not None and handle.name == "attention_fwd_gluon_ws_kernel"
-            check(out, lse, ref_o, ref_l, dtype)
+            check(out, lse, ref_o, ref_l, FWD_TOL[dtype])
             outs.append((out, lse))
         assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1]), \
             f"{cfg}: two launches on the same inputs differ"
@@ -176,7 +156,7 @@ def matches_its_twin(q, k, v, p, cfg, option, ref_o, ref_l, dtype):
         lse = torch.full(q.shape[:3], float("nan"), device="cuda")
         ops.launch_fwd(q, k, v, out, lse, None, None, p, c)
         torch.cuda.synchronize()
-        check(out, lse, ref_o, ref_l, dtype)
+        check(out, lse, ref_o, ref_l, FWD_TOL[dtype])
         outs.append((out, lse))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1]), cfg
 
@@ -195,7 +175,7 @@ def test_gluon_forward_bshd_and_scale():
         handle = ops.launch_fwd(qs, ks, vs, out, lse, None, None, p, cfg)
         torch.cuda.synchronize()
         assert handle.name == name
-        check(out.transpose(1, 2), lse, ref_o, ref_l, torch.bfloat16)
+        check(out.transpose(1, 2), lse, ref_o, ref_l, FWD_TOL[torch.bfloat16])
 
 
 def test_gluon_refuses_what_tma_cannot_address():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _attention_gpu import check, make, rel
 
 import tilecraft
 from tilecraft.ops import attention as ops
@@ -40,26 +41,6 @@ def case_id(c):
     return "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else "")
 
 
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a.double() - b).norm() / b.norm().clamp_min(1e-300)).item()
-
-
-def make(gen, b, h, h_kv, s_q, s_k, d, dtype):
-    def one(heads, n):
-        return torch.randn(b, heads, n, d, generator=gen, device="cuda").to(dtype)
-    return one(h, s_q), one(h_kv, s_k), one(h_kv, s_k)
-
-
-def check(out, lse, ref_o, ref_l, dtype):
-    assert not torch.isnan(out).any(), "every output element must be written (NaN poison left)"
-    assert rel(out, ref_o) < FWD_TOL[dtype]
-    fin = torch.isfinite(ref_l)
-    assert torch.equal(torch.isfinite(lse), fin), "lse must be -inf exactly on rows that see no key"
-    assert (out.double()[~fin] == 0).all(), "rows that see no key must be exactly 0"
-    if fin.any():
-        assert (lse.double()[fin] - ref_l[fin]).abs().max().item() < 1e-3
-
-
 def forward(q, k, v, p, cfg):
     out = torch.full_like(q, float("nan"))
     lse = torch.full((p.batch, p.heads, p.seqlen_q), float("nan"), device="cuda")
@@ -80,7 +61,7 @@ def test_triton_forward_matches_float64(case, dtype):
     ref_o, ref_l = attention_reference(q, k, v, causal=causal)
     for cfg in (ops.triton_fwd_config(d, q.device), ops.pointer_fwd_config(d, q.device)):
         out, lse = forward(q, k, v, p, cfg)
-        check(out, lse, ref_o, ref_l, dtype)
+        check(out, lse, ref_o, ref_l, FWD_TOL[dtype])
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)

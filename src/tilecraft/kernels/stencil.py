@@ -252,18 +252,31 @@ def _plane_loads(base, offs, row_ok, row_mask, xs, nx, su_y, R: tl.constexpr, VE
 
 
 @triton.jit
+def _add_scaled(acc, x, w, FMA: tl.constexpr):
+    """acc + x * w: one explicit FMA with ``FMA``, else the plain form (the compiler's contraction)."""
+    if FMA:
+        return tl.fma(x, w, acc)
+    else:
+        return acc + x * w
+
+
+@triton.jit
 def _plane_xy(centre, rows, chunks, w_centre, wy, wx, R: tl.constexpr, VEC: tl.constexpr,
-              BY: tl.constexpr, BX: tl.constexpr):
+              BY: tl.constexpr, BX: tl.constexpr, FMA: tl.constexpr = False):
     """centre * w_c + y pairs + x pairs of one plane tile from ``_plane_loads``' tiles.
 
     x: split every chunk tile into its VEC column components; u[x+d] for column component j is
     component (j+d) % VEC of the tile shifted by (j+d) // VEC vectors -- compile-time indices, so
     the shifts are register renames (checked in the PTX: no shared memory).
+
+    ``FMA`` (the wave kernels): the sums as explicit FMAs, the same in every kernel and code path
+    (see ``_scatter_z``). The Laplacian kernels keep the plain form, whose contraction the compiler
+    chooses (their compiled code as measured).
     """
     NCH: tl.constexpr = (R + VEC - 1) // VEC
     acc = centre * w_centre
     for k in tl.static_range(1, R + 1):
-        acc = tl.fma(rows[R - k] + rows[R + k - 1], wy[k - 1], acc)
+        acc = _add_scaled(acc, rows[R - k] + rows[R + k - 1], wy[k - 1], FMA)
     comps = ()
     for m in tl.static_range(-NCH, NCH + 1):
         if m == 0:
@@ -278,7 +291,7 @@ def _plane_xy(centre, rows, chunks, w_centre, wy, wx, R: tl.constexpr, VEC: tl.c
         for k in tl.static_range(1, R + 1):
             pair = (comps[(j - k) // VEC + NCH][(j - k) % VEC]
                     + comps[(j + k) // VEC + NCH][(j + k) % VEC])
-            xacc = tl.fma(pair, wx[k - 1], xacc)
+            xacc = _add_scaled(xacc, pair, wx[k - 1], FMA)
         outs = outs + (xacc,)
     return acc + _interleave(outs, VEC, BY, BX)
 
@@ -347,26 +360,28 @@ def _march_strides(nx_s, su_z_s, su_y_s, so_z_s, so_y_s, SCALE: tl.constexpr, ST
 
 
 @triton.jit
-def _scatter_z(win, plane, wz, R: tl.constexpr):
+def _scatter_z(win, plane, wz, R: tl.constexpr, FMA: tl.constexpr = False):
     """Add plane p's z contributions to the rolling window of accumulators.
 
     win[j] accumulates output z = p - R + j (j = 0 .. 2R); plane p enters output z with weight
     wz_|p - z| = wz_|R - j|. The centre (j = R) is added by the caller together with the xy part.
 
-    Explicit FMAs: written as ``win + plane * w``, the two slots sharing a weight share the product,
-    and the compiler contracts a product into an FMA only where it has one use. Which uses live
-    depends on where the plane falls (warm-up, unrolled loop, remainder, drain), so the same output
-    point rounded differently with the program's z origin: the 3D slab run differed from one GPU in
-    the last bits (``benchmarks/wave_fp_fusion.py``).
+    ``FMA`` (the wave solver's zwin step, compiled without contraction): explicit FMAs. Written as
+    ``win + plane * w``, the two slots sharing a weight share the product, and the compiler contracts
+    a product into an FMA only where it has one use. Which uses live depends on where the plane falls
+    (warm-up, unrolled loop, remainder, drain), so the same output point rounded differently with the
+    program's z origin: the 3D slab run differed from one GPU in the last bits
+    (``benchmarks/wave_fp_fusion.py``). The Laplacian kernels keep the plain form (their compiled code
+    as measured; their result is not required to be independent of the z chunking).
     """
     out = ()
     for j in tl.static_range(0, 2 * R + 1):
-        if j < R:
-            out = out + (tl.fma(plane, wz[R - j - 1], win[j]),)
-        elif j > R:
-            out = out + (tl.fma(plane, wz[j - R - 1], win[j]),)
-        else:
+        if j == R:
             out = out + (win[j],)
+        elif j < R:
+            out = out + (_add_scaled(win[j], plane, wz[R - j - 1], FMA),)
+        else:
+            out = out + (_add_scaled(win[j], plane, wz[j - R - 1], FMA),)
     return out
 
 
@@ -676,7 +691,7 @@ def _zwin_march(u_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, su_z6
     # Warm-up: planes z_begin-R .. z_begin-1 only feed the z terms of the first outputs.
     for i in tl.static_range(0, R):
         plane = tl.load(u_ptr + (z_begin - R + i) * su_z64 + u_offs)
-        win = _scatter_z(win, plane, wz, R)
+        win = _scatter_z(win, plane, wz, R, WAVE)
         win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
     pending = ()
     for d in tl.static_range(0, PREFETCH):
@@ -687,9 +702,9 @@ def _zwin_march(u_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, su_z6
             _l1_prefetch_ahead(base, p, nz, su_z64, pf_offs, pf_mask, L1_PREFETCH)
         plane = pending[0]
         pending = pending[1:] + (tl.load(u_ptr + tl.minimum(p + PREFETCH, nz - 1) * su_z64 + u_offs),)
-        win = _scatter_z(win, plane, wz, R)
+        win = _scatter_z(win, plane, wz, R, WAVE)
         rows, chunks = _window_loads(base, u_offs, xs, nx, su_y, R, VEC)
-        xy = _plane_xy(plane, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
+        xy = _plane_xy(plane, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X, WAVE)
         win = win[:R] + (win[R] + xy,) + win[R + 1:]
         _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, p - R, z_begin, su_z64, so_z64, u_offs, o_offs, win[0], store_mask,
                    x_in, full_x, NONTEMPORAL, WAVE)
@@ -698,7 +713,7 @@ def _zwin_march(u_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, su_z6
     for i in tl.static_range(0, R):
         p = z_end + i
         plane = tl.load(u_ptr + p * su_z64 + u_offs)
-        win = _scatter_z(win, plane, wz, R)
+        win = _scatter_z(win, plane, wz, R, WAVE)
         _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, p - R, z_begin, su_z64, so_z64, u_offs, o_offs, win[0], store_mask,
                    x_in, full_x, NONTEMPORAL, WAVE)
         win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)

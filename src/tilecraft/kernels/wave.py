@@ -54,7 +54,7 @@ def _plane_terms(base, pp_plane, m_plane, offs, row_ok, row_mask, xs, nx, s_y, s
     terms through L1), and p_prev and m at the same points."""
     centre = tl.load(base + offs, mask=row_mask, other=0.0)
     rows, chunks = _plane_loads(base, offs, row_ok, row_mask, xs, nx, s_y, R, VEC)
-    lap = _plane_xy(centre, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
+    lap = _plane_xy(centre, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X, True)
     if HAS_Z:
         for k in tl.static_range(1, R + 1):
             lo = tl.load(base - k * s_z64 + offs, mask=row_mask, other=0.0)
@@ -693,7 +693,7 @@ def wave_layer_kernel(
             tl.debug_barrier()  # the program's psi_new stores before its shifted loads below
         centre = tl.load(base + offs, mask=row_mask, other=0.0)
         rows, chunks = _plane_loads(base, offs, row_ok, row_mask, xs, nx, s_y, R, VEC)
-        lap = _plane_xy(centre, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
+        lap = _plane_xy(centre, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X, True)
         if HAS_Z:
             zpairs = tl.zeros_like(centre)
             for k in tl.static_range(1, R + 1):
@@ -717,7 +717,7 @@ def wave_layer_kernel(
             val = _layer_update(val, m, centre * cy0 + ypairs, dpsi, yzeta_ptr + ybase + offs, ay, by, row_mask,
                                 x_in, full_x)
         if AX_X:
-            d2x = _plane_xy(centre, rows, chunks, cx0, no_y, wx, R, VEC, BLOCK_Y, BLOCK_X)
+            d2x = _plane_xy(centre, rows, chunks, cx0, no_y, wx, R, VEC, BLOCK_Y, BLOCK_X, True)
             xbase = x_shift + pz * xt0
             dpsi = _x_difference(xpsi_ptr + xbase + x_offs, xq, xe, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)
             val = _layer_update(val, m, d2x, dpsi, xzeta_ptr + xbase + x_offs, ax, bx, x_mask, x_in, full_x)

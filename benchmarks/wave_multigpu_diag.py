@@ -7,20 +7,27 @@ issued) and the halo exchange alone. torchrun-able:
 
 fp32, order 8, CPML 20; weak: 512**3 per GPU, strong: 512 x 1024 x 1024 in all. Variants: ``default``
 (the day's defaults), ``one-stream`` (the CPML launches on one stream), ``march`` (the interior on the
-L1 z-march kernel, ``march_config``, instead of the register-window zwin that fills every SM). Prints
+L1 z-march kernel, ``march_config``, instead of the register-window zwin that fills every SM), and two
+that give wrong fields on purpose, to split the time: ``no-halo`` (the halo exchange skipped) and
+``no-edges`` (the planes next to a neighbour skipped, so nothing waits for a halo). Prints
 one JSON line per rank and variant, and writes them to DIR/wave-multigpu-diag-<mode>-<ranks>.json.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
+from unittest import mock
 
 import torch
 import torch.distributed as dist
+
+from tilecraft.wave import solver
 
 
 def main() -> int:
@@ -31,8 +38,6 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--variants", default="default,one-stream,march,default")
     args = ap.parse_args()
-    import os
-
     from tilecraft import wave
     from tilecraft.ops.wave import default_cpml_config, march_config
     from tilecraft.wave.distributed import init_from_env
@@ -51,20 +56,12 @@ def main() -> int:
              "march": (base, march_config(torch.float32, 8, device))}
     rows = []
     for i, name in enumerate(args.variants.split(",")):
-        cfg, step_cfg = known[name]
-        kw = {"order": 8, "boundary": "pml", "pml_width": 20, "device": device, "pml_config": cfg,
-              "step_config": step_cfg}
-        wave.simulate(model, src, rec, 3, **kw)
-        dist.barrier()
-        stamps = []
-        res = wave.simulate(model, src, rec, args.steps, progress=lambda k, _n: stamps.append(time.perf_counter()),
-                            **kw)
-        gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-        rows.append({"variant": name, "run": i, "nccl_high_priority": os.environ.get("TORCH_NCCL_HIGH_PRIORITY", ""),
-                     "rank": rank, "world": world, "mode": args.mode, "shape": list(shape),
-                     "slab": res.info["slab"], "step_ms": res.info["loop_seconds"] / args.steps * 1e3,
-                     "cpu_step_ms_median": statistics.median(gaps) * 1e3, "cpu_step_ms_max": max(gaps) * 1e3,
-                     "cpu_step_ms_min": min(gaps) * 1e3})
+        if name not in known and name not in ("no-halo", "no-edges"):
+            raise SystemExit(f"unknown variant {name!r}: {sorted(known) + ['no-edges', 'no-halo']}")
+        cfg, step_cfg = known.get(name, (base, None))
+        with _patched(name):
+            rows.append(_timed(wave, model, src, rec, args, name, i, cfg, step_cfg, device, rank, world, shape))
+
     # the halo exchange alone: p and psi_z's halo planes (2R = 8 of each per side), as a step sends them
     if world > 1 and device.type == "cuda":
         lz = shape[0] // world + 16
@@ -97,6 +94,34 @@ def main() -> int:
                 {"device": torch.cuda.get_device_name(device), "torch": torch.__version__, "rows": flat}, indent=1))
     dist.destroy_process_group()
     return 0
+
+
+def _patched(name: str):
+    """The solver with the halo exchange (``no-halo``) or the edge planes (``no-edges``) left out."""
+    stack = contextlib.ExitStack()
+    if name == "no-halo":
+        stack.enter_context(mock.patch.object(solver._Halo, "start", lambda self, tensors: None))
+        stack.enter_context(mock.patch.object(solver._Halo, "wait", lambda self: None))
+    elif name == "no-edges":
+        real = solver.split_planes
+        stack.enter_context(mock.patch.object(solver, "split_planes", lambda *a: (real(*a)[0], [])))
+    return stack
+
+
+def _timed(wave, model, src, rec, args, name, i, cfg, step_cfg, device, rank, world, shape):
+    kw = {"order": 8, "boundary": "pml", "pml_width": 20, "device": device, "pml_config": cfg,
+          "step_config": step_cfg}
+    wave.simulate(model, src, rec, 3, **kw)
+    dist.barrier()
+    stamps = []
+    res = wave.simulate(model, src, rec, args.steps, progress=lambda k, _n: stamps.append(time.perf_counter()),
+                        **kw)
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    return {"variant": name, "run": i, "nccl_high_priority": os.environ.get("TORCH_NCCL_HIGH_PRIORITY", ""),
+            "rank": rank, "world": world, "mode": args.mode, "shape": list(shape),
+            "slab": res.info["slab"], "step_ms": res.info["loop_seconds"] / args.steps * 1e3,
+            "cpu_step_ms_median": statistics.median(gaps) * 1e3, "cpu_step_ms_max": max(gaps) * 1e3,
+            "cpu_step_ms_min": min(gaps) * 1e3}
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ issued) and the halo exchange alone. torchrun-able:
 
 fp32, order 8, CPML 20; weak: 512**3 per GPU, strong: 512 x 1024 x 1024 in all. Variants: ``default``
 (the day's defaults), ``one-stream`` (the CPML launches on one stream), ``march`` (the interior on the
-L1 z-march kernel, ``march_config``, instead of the register-window zwin that fills every SM), and two
+L1 z-march kernel, ``march_config``, instead of the register-window zwin that fills every SM), ``graphs``
+(``cuda_graphs=True``: interior and edge calls replayed from CUDA graphs), and two
 that give wrong fields on purpose, to split the time: ``no-halo`` (the halo exchange skipped) and
 ``no-edges`` (the planes next to a neighbour skipped, so nothing waits for a halo). Prints
 one JSON line per rank and variant, and writes them to DIR/wave-multigpu-diag-<mode>-<ranks>.json.
@@ -34,7 +35,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=("weak", "strong"), default="strong")
     ap.add_argument("--size", type=int, default=512)
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--variants", default="default,one-stream,march,default")
     args = ap.parse_args()
@@ -53,7 +54,7 @@ def main() -> int:
     rec = wave.Receivers.line((c[0], c[1], 0.0), (c[0], c[1], 2 * c[2]), 64)
     base = default_cpml_config(device)
     known = {"default": (base, None), "one-stream": (replace(base, streams=False), None),
-             "march": (base, march_config(torch.float32, 8, device))}
+             "march": (base, march_config(torch.float32, 8, device)), "graphs": (base, None)}
     rows = []
     for i, name in enumerate(args.variants.split(",")):
         if name not in known and name not in ("no-halo", "no-edges"):
@@ -110,7 +111,7 @@ def _patched(name: str):
 
 def _timed(wave, model, src, rec, args, name, i, cfg, step_cfg, device, rank, world, shape):
     kw = {"order": 8, "boundary": "pml", "pml_width": 20, "device": device, "pml_config": cfg,
-          "step_config": step_cfg}
+          "step_config": step_cfg, "cuda_graphs": name == "graphs"}
     wave.simulate(model, src, rec, 3, **kw)
     dist.barrier()
     stamps = []

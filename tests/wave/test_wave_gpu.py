@@ -312,11 +312,13 @@ def test_x_store_boxes_on_the_gpu():
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
-def test_two_gpu_slabs_are_bit_identical_to_one_gpu_3d():
+@pytest.mark.parametrize("graphs", [False, True])
+def test_two_gpu_slabs_are_bit_identical_to_one_gpu_3d(graphs):
     """Issue 7: results identical to the one-GPU run. NCCL slabs on two GPUs against one GPU, 3D, order 8,
     the CPML, the GPU defaults; the 3D case of ``benchmarks/wave_multigpu_check.py``. It failed in the
     last bits until the zwin interior's sums became explicit FMAs compiled without contraction
-    (``kernels.stencil._scatter_z``; found with ``benchmarks/wave_fp_fusion.py``)."""
+    (``kernels.stencil._scatter_z``; found with ``benchmarks/wave_fp_fusion.py``). ``graphs``: the slabs'
+    interior and edge calls replayed from CUDA graphs, the halo exchange between them launched."""
     from tilecraft import wave
     from tilecraft.wave.distributed import simulate_spawned
 
@@ -327,7 +329,8 @@ def test_two_gpu_slabs_are_bit_identical_to_one_gpu_3d():
     rec = wave.Receivers([[10.0 * i, shape[1] * 5.0, shape[1] * 5.0] for i in range(0, shape[0], 4)])
     kw = {"order": 8, "boundary": "pml", "pml_width": 20, "snapshots": [39]}
     one = wave.simulate(model, src, rec, 40, backend="triton", device="cuda", **kw)
-    two = simulate_spawned(model, src, rec, 40, ranks=2, device="cuda", backend="triton", **kw)
+    two = simulate_spawned(model, src, rec, 40, ranks=2, device="cuda", backend="triton", cuda_graphs=graphs, **kw)
+    assert two.info["cuda_graphs"] == ("on" if graphs else "off: cuda_graphs=False")
     assert float(one.record.abs().max()) > 0
     assert torch.equal(one.record.cpu(), two.record.cpu())
     assert torch.equal(one.snapshots[0][1].cpu(), two.snapshots[0][1].cpu())

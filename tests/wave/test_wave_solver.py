@@ -218,22 +218,30 @@ def test_layout_rows_are_16_byte_aligned(nx):
 
 
 def test_cuda_graphs_switch_says_why_not():
-    """``simulate``'s CUDA graphs run only with the CPML on one CUDA GPU (Triton, 3+ steps);
-    elsewhere ``info["cuda_graphs"]`` says why not (and the switch turns them off); capture on a
-    CPU device is refused with its reason, nothing run."""
+    """``simulate``'s CUDA graphs run only with the CPML on CUDA GPUs (Triton, 3+ steps), by default
+    (None) only with several ranks; elsewhere ``info["cuda_graphs"]`` says why not (and the switch
+    turns them off); a switch that is not a bool or None is a TypeError before anything runs;
+    capture on a CPU device is refused with its reason, nothing run."""
     from tilecraft.ops.wave import capture_steps
     from tilecraft.wave.solver import _graph_plan
 
     model, src, rec = _setup()
     res = wave.simulate(model, src, rec, 4, backend="torch", cuda_graphs=True)
     assert res.info["cuda_graphs"] == "not used: backend torch"
-    assert wave.simulate(model, src, rec, 4, backend="torch").info["cuda_graphs"] == "off: cuda_graphs=False"
+    assert wave.simulate(model, src, rec, 4, backend="torch").info["cuda_graphs"].startswith("off: one rank")
+    assert wave.simulate(model, src, rec, 4, backend="torch", cuda_graphs=False).info["cuda_graphs"] == \
+        "off: cuda_graphs=False"
+    with pytest.raises(TypeError, match="cuda_graphs must be True, False or None"):
+        wave.simulate(model, src, rec, 4, backend="torch", cuda_graphs="yes")
     cuda = torch.device("cuda", 0)
-    assert _graph_plan(True, [object()], 1, "triton", cuda, 3) == "on"
-    assert _graph_plan(True, [], 1, "triton", cuda, 3) == "not used: no CPML"
-    assert _graph_plan(True, [object()], 2, "triton", cuda, 3) == "not used: several ranks"
-    assert _graph_plan(True, [object()], 1, "triton", torch.device("cpu"), 3) == "not used: device cpu"
-    assert _graph_plan(True, [object()], 1, "triton", cuda, 2) == "not used: fewer than 3 steps"
+    assert _graph_plan(True, [object()], "triton", cuda, 3, 1) == "on"
+    assert _graph_plan(None, [object()], "triton", cuda, 3, 2) == "on"
+    assert _graph_plan(None, [object()], "triton", cuda, 3, 1).startswith("off: one rank")
+    assert _graph_plan(False, [object()], "triton", cuda, 3, 2) == "off: cuda_graphs=False"
+    assert _graph_plan(True, [], "triton", cuda, 3, 1) == "not used: no CPML"
+    assert _graph_plan(None, [object()], "torch", cuda, 3, 2) == "not used: backend torch"
+    assert _graph_plan(True, [object()], "triton", torch.device("cpu"), 3, 1) == "not used: device cpu"
+    assert _graph_plan(True, [object()], "triton", cuda, 2, 1) == "not used: fewer than 3 steps"
     calls = []
     assert capture_steps(calls.append, 2, torch.device("cpu")).startswith("CUDA graphs need a CUDA device")
     assert calls == []

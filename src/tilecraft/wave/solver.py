@@ -207,7 +207,7 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
              free_surface: bool = False, snapshots: int | Sequence[int] | None = None, backend: str = "auto",
              courant: float = DEFAULT_COURANT, progress: Callable[[int, int], None] | None = None,
              device: str | torch.device | None = None, pml_config: CpmlConfig | None = None,
-             step_config: WaveConfig | None = None, cuda_graphs: bool = False) -> Result:
+             step_config: WaveConfig | None = None, cuda_graphs: bool | None = None) -> Result:
     """Model ``nt`` steps of p_tt = v**2 lap p + s and return the shot record (and snapshots).
 
     ``model``: a ``Model`` (2D or 3D). ``device``: where to run (default: the model's device); a
@@ -223,10 +223,13 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     ``default_cpml_config``: the layers' z-march on GPUs). ``step_config``: the plain step's launch
     configuration (``tilecraft.ops.wave.WaveConfig``: the interior's kernel and tiles; default
     ``default_config``). ``cuda_graphs=True``: with the CPML on
-    one CUDA GPU (Triton backend, one rank), steps from the third on replay two CUDA graphs of the
-    step (``ops.wave.capture_steps``: one per parity of p/p_prev and psi's buffers) instead of
-    launching its ~12 kernels from Python, meant to give the same bits without the CPU's launch
-    latency. Off by default until a GPU run has measured it faster (docs/wave.md).
+    CUDA GPUs (Triton backend), steps from the third on replay CUDA graphs of the step
+    (``ops.wave.capture_steps``: one per parity of p/p_prev and psi's buffers; on several ranks one
+    pair for the interior and one for the edge planes, the halo exchange between them staying
+    outside the graphs) instead of launching its ~12 kernels per call from Python: the same bits
+    without the CPU's launch latency. Default (None): on with several ranks, where it was measured
+    to matter (2 H200s, weak scaling 74.8% launched, 101.8% replayed: a rank's Python could not
+    keep up with the step's launches), off on one rank, where it gained nothing (docs/wave.md).
     ``info["cuda_graphs"]`` says whether they ran, or why not (a failed capture also warns and
     runs uncaptured).
 
@@ -237,6 +240,8 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     for name, cfg, kind in (("pml_config", pml_config, CpmlConfig), ("step_config", step_config, WaveConfig)):
         if cfg is not None and not isinstance(cfg, kind):
             raise TypeError(f"{name} must be a tilecraft.ops.wave.{kind.__name__} or None, got {type(cfg).__name__}")
+    if cuda_graphs is not None and not isinstance(cuda_graphs, bool):
+        raise TypeError(f"cuda_graphs must be True, False or None (on with several ranks), got {cuda_graphs!r}")
     spacing, dtype = model.spacing, model.velocity.dtype
     device = torch.device(device) if device is not None else model.velocity.device
     if device.type == "cuda" and device.index is None and torch.cuda.is_available():
@@ -318,18 +323,20 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
         else:
             step_into(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, sponge, backend, step_config)
 
-    def parity_step(k: int, a: torch.Tensor, b: torch.Tensor) -> None:
-        """The (one-rank) step in the state of k steps after the one with p = a, p_prev = b."""
+    def parity_step(k: int, a: torch.Tensor, b: torch.Tensor, boxes: list[tuple[int, int]]) -> None:
+        """The step calls on ``boxes`` (plane ranges) in the state of k steps after the one with
+        p = a, p_prev = b."""
         for ax in pml * k:
             ax.swap()
         try:
             x, y = (a, b) if k % 2 == 0 else (b, a)
-            step(*interior, x, y, y)
+            for e0, e1 in boxes:
+                step(e0, e1, x, y, y)
         finally:
             for ax in pml * k:
                 ax.swap()
 
-    graphs, graph_state = None, _graph_plan(cuda_graphs, pml, world, backend, device, nt)
+    graphs, graph_state = None, _graph_plan(cuda_graphs, pml, backend, device, nt, world)
 
     _sync(device)
     if world > 1:
@@ -344,19 +351,27 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
             snaps.append((n, _gather_model(p, layout, z0, z1, off, rank, world)))
         out = pp  # in place: each point reads its own p_prev before writing p_next
         if n == 2 and graph_state == "on":  # both parities ran uncaptured: compiled, plans cached
-            graphs = capture_steps(lambda k, a=p, b=pp: parity_step(k, a, b), 2, device, keep=(p, pp, m, pml))
-            if isinstance(graphs, str):
-                warnings.warn(f"simulate: CUDA graphs off, {graphs}; steps launched one by one", RuntimeWarning,
+            # one graph pair for the interior (it runs while the halos travel), one for the edges
+            graphs = [capture_steps(lambda k, a=p, b=pp, c=calls: parity_step(k, a, b, c), 2, device,
+                                    keep=(p, pp, m, pml)) if calls else None
+                      for calls in ([interior] if interior is not None else [], edges)]
+            why = next((g for g in graphs if isinstance(g, str)), None)
+            if why is not None:
+                warnings.warn(f"simulate: CUDA graphs off, {why}; steps launched one by one", RuntimeWarning,
                               stacklevel=2)
-                graphs, graph_state = None, f"off: {graphs}"
-        if graphs is not None:
-            graphs.replay(n - 2)  # captured at step 2: graph 0 is the even steps' state
-        elif interior is not None:
+                graphs, graph_state = None, f"off: {why}"
+        # captured at step 2: graph 0 of a pair is the even steps' state
+        if graphs is not None and graphs[0] is not None:
+            graphs[0].replay(n - 2)
+        elif graphs is None and interior is not None:
             step(*interior, p, pp, out)
         if exchanger is not None:
             exchanger.wait()
-        for e0, e1 in edges:
-            step(e0, e1, p, pp, out)
+        if graphs is not None and graphs[1] is not None:
+            graphs[1].replay(n - 2)
+        elif graphs is None:
+            for e0, e1 in edges:
+                step(e0, e1, p, pp, out)
         for ax in pml:
             ax.swap()  # psi written this step becomes the one read next step
         if src_idx.numel():
@@ -384,11 +399,14 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     return Result(record=record, dt=float(dt), nt=nt, snapshots=snaps, backend=backend, info=info)
 
 
-def _graph_plan(cuda_graphs: bool, pml: list, world: int, backend: str, device: torch.device, nt: int) -> str:
+def _graph_plan(cuda_graphs: bool | None, pml: list, backend: str, device: torch.device, nt: int,
+                world: int) -> str:
     """"on" where ``simulate`` captures its steps in CUDA graphs (from step 2), else why not."""
-    if not cuda_graphs:
+    if cuda_graphs is False:
         return "off: cuda_graphs=False"
-    for why, cond in (("no CPML", not pml), ("several ranks", world > 1), (f"backend {backend}", backend != "triton"),
+    if cuda_graphs is None and world == 1:
+        return "off: one rank (cuda_graphs=None turns them on for several)"
+    for why, cond in (("no CPML", not pml), (f"backend {backend}", backend != "triton"),
                       (f"device {device.type}", device.type != "cuda"), ("fewer than 3 steps", nt < 3)):
         if cond:
             return f"not used: {why}"

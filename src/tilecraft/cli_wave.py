@@ -206,6 +206,7 @@ def _write(out: Path, result, model, src, rec, wall: float) -> None:
             ("dt", f"{result.dt:.4g} s ({result.info['courant']:.2f} of the CFL limit {result.info['dt_max']:.4g} s)"),
             ("steps", f"{result.nt} ({result.nt * result.dt:.3f} s)"),
             ("backend / device", f"{result.backend} / {result.info['device']}, {result.info['ranks']} rank(s)"),
+            ("CUDA graphs", str(result.info.get("cuda_graphs", "off"))),
             ("time loop", f"{result.info['loop_seconds']:.2f} s, {pts * result.nt / result.info['loop_seconds'] / 1e9:.3f} "
                           "GPts/s" + ("" if result.info["device"].startswith("cuda") else " (CPU: not a GPU figure)")),
             ("wrote", f"{out}/record.npz, shot_gather.png, wavefield.png")]

@@ -271,6 +271,8 @@ def stencil_ladder(
         help="Comma-separated variants (default: the whole ladder, auto and reference).")] = None,
     out: Annotated[Optional[Path], typer.Option(
         help="JSON file to write; default benchmarks/results/ on a GPU, out/ in the interpreter.")] = None,
+    rounds: Annotated[int, typer.Option(min=1, help="GPU: time the variants this many times in turn; each "
+                                        "figure is the median of its rounds.")] = 3,
     as_json: Annotated[bool, typer.Option("--json", help="Print the JSON document instead of the table.")] = False,
 ) -> None:
     """The seeds' optimisation ladder side by side: every variant checked, then timed (GPU)."""
@@ -303,7 +305,7 @@ def stencil_ladder(
                             "(TRITON_INTERPRET=1) for correctness only.")
         _rerun_with_interpreter(args)
     shape3 = given or _gpu_default_shape(dev)
-    _ladder_gpu(dev, shape3, dtype_name, order, names, out, as_json)
+    _ladder_gpu(dev, shape3, dtype_name, order, names, out, as_json, rounds)
 
 
 def _gpu_default_shape(dev) -> tuple[int, int, int]:
@@ -313,16 +315,16 @@ def _gpu_default_shape(dev) -> tuple[int, int, int]:
     return GPU_DEFAULT_SHAPE
 
 
-def _ladder_gpu(dev, shape, dtype, order, names, out, as_json) -> None:
+def _ladder_gpu(dev, shape, dtype, order, names, out, as_json, rounds: int = 3) -> None:
     from tilecraft.bench.harness import write_results
     from tilecraft.bench.stencil import ladder
 
     err = _stderr()
     with _progress(err) as progress:
-        steps = _Steps(progress, len(names) + 1)
-        records = ladder(shape, dtype, order, variants=names, info=dev, progress=steps)
+        steps = _Steps(progress, rounds * len(names) + 1)
+        records = ladder(shape, dtype, order, variants=names, info=dev, progress=steps, rounds=rounds)
         steps.finish()
-    meta = {"mode": "gpu", "shape": list(shape), "dtype": dtype, "order": order, "variants": names}
+    meta = {"mode": "gpu", "shape": list(shape), "dtype": dtype, "order": order, "variants": names, "rounds": rounds}
     path = write_results(records, "stencil-ladder", out, info=dev, meta=meta)
     if as_json:
         print(path.read_text())
@@ -427,6 +429,8 @@ def stencil_sweep(
     variants: Annotated[str, typer.Option(help="Comma-separated variants.")] = "baseline,auto",
     png: Annotated[Optional[Path], typer.Option(help="Plot to write; default: the JSON path with .png.")] = None,
     out: Annotated[Optional[Path], typer.Option(help="JSON file to write; default under benchmarks/results/.")] = None,
+    rounds: Annotated[int, typer.Option(min=1, help="GPU: time the variants this many times in turn; each "
+                                        "figure is the median of its rounds.")] = 3,
     as_json: Annotated[bool, typer.Option("--json", help="Print the JSON document instead of the table.")] = False,
 ) -> None:
     """The cache-cliff study: FOM against plane size nx·ny for each variant (GPU only)."""
@@ -449,10 +453,11 @@ def stencil_sweep(
 
     err = _stderr()
     with _progress(err) as progress:
-        steps = _Steps(progress, 1 + len(size_list) * len(names))
-        records = sweep(size_list, dtype.value, order, variants=names, info=dev, progress=steps)
+        steps = _Steps(progress, 1 + len(size_list) * len(names) * rounds)
+        records = sweep(size_list, dtype.value, order, variants=names, info=dev, progress=steps, rounds=rounds)
         steps.finish()
-    meta = {"mode": "gpu", "sizes": size_list, "dtype": dtype.value, "order": order, "variants": names}
+    meta = {"mode": "gpu", "sizes": size_list, "dtype": dtype.value, "order": order, "variants": names,
+            "rounds": rounds}
     path = write_results(records, "stencil-sweep", out, info=dev, meta=meta)
     png_path = png or path.with_suffix(".png")
     _plot_sweep(records, png_path, f"{dev.name}: Laplacian {dtype.value}, order {order}")

@@ -127,6 +127,62 @@ def test_measure_config_rejects_unknown_check():
         sb.measure_config((6, 7, 8), torch.float64, 2, "auto", device="cpu", check="none")
 
 
+def _fake_measure(times: dict[str, list[float]], calls: list, fail: set[str] = frozenset()):
+    """A stand-in for ``measure_config``: variant v's k-th call takes times[v][k] ms (FOM 1 / time)."""
+    def measure(shape, dtype, order, v, **kw):
+        k = sum(1 for c in calls if c[0] == v)
+        calls.append((v, kw["check"]))
+        if v in fail:
+            return sb.CaseResult(v, {}, False, float("nan"), message="wrong")
+        t = times[v][k]
+        return sb.CaseResult(v, {"v": v}, True, 1e-13 * (k + 1),
+                             sb.Timing(median_ms=t, min_ms=t * 0.9, max_ms=t * 1.2, runs=10, spread=0.01),
+                             fom_TBps=1.0 / t, gpts=2.0 / t)
+    return measure
+
+
+def test_measure_rounds_interleaves_and_takes_the_median_of_rounds(monkeypatch):
+    """Rounds run the variants in turn (a, b, a, b, a, b), the first checking the timed grid and
+    later ones the small grid; each figure is the median of its rounds, FOM scaled to it, the
+    spread at least the rounds' range, the worst error kept, every round's median recorded."""
+    calls: list = []
+    monkeypatch.setattr(sb, "measure_config", _fake_measure({"a": [1.0, 3.0, 2.0], "b": [5.0, 4.0, 4.5]}, calls))
+    res = sb.measure_rounds((8, 8, 8), torch.float64, 2, ["a", "b"], rounds=3, device="cpu")
+    assert [c[0] for c in calls] == ["a", "b", "a", "b", "a", "b"]
+    assert [c[1] for c in calls] == ["full", "full", "small", "small", "small", "small"]
+    a, b = res["a"], res["b"]
+    assert a.ok and a.timing.median_ms == 2.0 and b.timing.median_ms == 4.5
+    assert a.round_medians_ms == [1.0, 3.0, 2.0]
+    assert a.fom_TBps == pytest.approx(0.5) and a.gpts == pytest.approx(1.0)
+    assert a.timing.min_ms == pytest.approx(0.9) and a.timing.max_ms == pytest.approx(3.6) and a.timing.runs == 30
+    assert a.timing.spread == pytest.approx((3.0 - 1.0) / 2.0)
+    assert a.error == pytest.approx(3e-13) and a.config == {"v": "a"}
+
+
+def test_measure_rounds_one_round_and_failures(monkeypatch):
+    """One round is ``measure_config`` itself; a variant that fails is reported failed and not timed again."""
+    calls: list = []
+    monkeypatch.setattr(sb, "measure_config", _fake_measure({"a": [2.0, 2.0]}, calls, fail={"b"}))
+    res = sb.measure_rounds((8, 8, 8), torch.float64, 2, ["a", "b"], rounds=2, device="cpu")
+    assert [c[0] for c in calls] == ["a", "b", "a"]
+    assert not res["b"].ok and res["b"].message == "wrong"
+    calls.clear()
+    one = sb.measure_rounds((8, 8, 8), torch.float64, 2, ["a"], rounds=1, device="cpu")["a"]
+    assert one.timing.median_ms == 2.0 and one.round_medians_ms == [2.0] and one.fom_TBps == 0.5
+
+
+@pytest.mark.parametrize("rounds", [0, -1, 1.5, True])
+def test_measure_rounds_rejects_bad_rounds(rounds):
+    with pytest.raises(ValueError, match="rounds"):
+        sb.measure_rounds((8, 8, 8), torch.float64, 2, ["auto"], rounds=rounds, device="cpu")
+
+
+def test_measure_rounds_runs_the_kernels_on_the_cpu():
+    res = sb.measure_rounds((7, 8, 9), torch.float64, 2, ["auto", "reference"], rounds=2, device="cpu",
+                            budget_s=0.01)
+    assert all(r.ok and len(r.round_medians_ms) == 2 for r in res.values())
+
+
 def test_cross_compiled_reports_sm90_registers():
     from tilecraft.bench.stencil import cross_compiled
 

@@ -7,6 +7,7 @@ measured in the same run.
 """
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -35,6 +36,7 @@ class CaseResult:
     gpts: float | None = None
     resources: list[dict] = field(default_factory=list)
     message: str = ""
+    round_medians_ms: list[float] = field(default_factory=list)  # measure_rounds: each round's median
 
 
 def _resources(handles: Sequence[object], num_warps: int) -> list[dict]:
@@ -132,10 +134,53 @@ def measure_config(shape: tuple[int, int, int], dtype: torch.dtype, order: int, 
     return res
 
 
+def measure_rounds(shape: tuple[int, int, int], dtype: torch.dtype, order: int, variants: Sequence[str], *,
+                   rounds: int = 3, l2_bytes: int | None = None, budget_s: float = 1.0, device: str = "cuda",
+                   progress: Callable[[str], None] | None = None) -> dict[str, CaseResult]:
+    """``measure_config`` for each variant, ``rounds`` times in turn (variant 1, 2, ..., 1, 2, ...),
+    so a drift of the GPU's state (clocks, power, what ran before) reaches every variant alike. The
+    first round checks the timed grid against float64, later rounds the small grid. A variant's
+    median is the median of its rounds' medians (``timing.spread``: the rounds' (max - min) / median
+    where that is larger than a round's own spread); ``round_medians_ms`` keeps each round's; a
+    variant that fails any round is reported failed."""
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    say = progress or (lambda _m: None)
+    per: dict[str, list[CaseResult]] = {v: [] for v in variants}
+    for rnd in range(rounds):
+        for v in variants:
+            if per[v] and not per[v][-1].ok:
+                continue  # failed: not timed again
+            say(v if rounds == 1 else f"{v} (round {rnd + 1}/{rounds})")
+            per[v].append(measure_config(shape, dtype, order, v, l2_bytes=l2_bytes, budget_s=budget_s, device=device,
+                                         check="full" if rnd == 0 else "small"))
+    return {v: _combine(res) for v, res in per.items()}
+
+
+def _combine(results: list[CaseResult]) -> CaseResult:
+    """One variant's rounds as one result (see ``measure_rounds``)."""
+    bad = next((r for r in results if not r.ok), None)
+    if bad is not None:
+        return bad
+    meds = [r.timing.median_ms for r in results]
+    first = results[0]
+    if len(results) == 1:
+        first.round_medians_ms = meds
+        return first
+    med = statistics.median(meds)
+    timing = Timing(median_ms=med, min_ms=min(r.timing.min_ms for r in results),
+                    max_ms=max(r.timing.max_ms for r in results), runs=sum(r.timing.runs for r in results),
+                    spread=max(max(r.timing.spread for r in results), (max(meds) - min(meds)) / med))
+    scale = first.timing.median_ms / med  # FOM and GPts/s go as 1 / time
+    return CaseResult(first.name, first.config, True, max(r.error for r in results), timing,
+                      first.fom_TBps * scale, first.gpts * scale, first.resources, first.message, meds)
+
+
 def ladder(shape: tuple[int, int, int], dtype: str, order: int, *, variants: Sequence[str] | None = None,
            copy_TBps: float | None = None, info: DeviceInfo | None = None,
-           progress: Callable[[str], None] | None = None, budget_s: float = 1.0) -> list[Record]:
-    """The seeds' table on this GPU: every ladder variant, ``auto`` and the torch peer."""
+           progress: Callable[[str], None] | None = None, budget_s: float = 1.0, rounds: int = 3) -> list[Record]:
+    """The seeds' table on this GPU: every ladder variant, ``auto`` and the torch peer, timed in
+    ``rounds`` rounds in turn (``measure_rounds``)."""
     from tilecraft.hardware.ceilings import measure_copy_bandwidth
 
     info = info or detect()
@@ -145,10 +190,8 @@ def ladder(shape: tuple[int, int, int], dtype: str, order: int, *, variants: Seq
     if copy_TBps is None:
         say("copy bandwidth")
         copy_TBps = measure_copy_bandwidth()
-    results: dict[str, CaseResult] = {}
-    for v in variants:
-        say(v)
-        results[v] = measure_config(shape, torch_dtype, order, v, l2_bytes=info.l2_bytes, budget_s=budget_s)
+    results = measure_rounds(shape, torch_dtype, order, variants, rounds=rounds, l2_bytes=info.l2_bytes,
+                             budget_s=budget_s, progress=say)
     base = results.get("baseline")
     peer = results.get("reference")
     records = []
@@ -160,7 +203,7 @@ def ladder(shape: tuple[int, int, int], dtype: str, order: int, *, variants: Seq
                                   ceiling="copy", ceiling_value=copy_TBps))
             continue
         extra.update(time_ms=res.timing.median_ms, timing=res.timing.as_dict(), gpts=res.gpts,
-                     **_roofline_fields(shape, torch_dtype, order))
+                     round_medians_ms=res.round_medians_ms, **_roofline_fields(shape, torch_dtype, order))
         if base and base.ok and base.fom_TBps:
             extra["speedup_vs_baseline"] = res.fom_TBps / base.fom_TBps
         records.append(Record(
@@ -229,8 +272,9 @@ def sweep_shapes(sizes: Sequence[int], order: int, itemsize: int, target_bytes: 
 def sweep(sizes: Sequence[int], dtype: str, order: int, *, variants: Sequence[str] = ("baseline", "auto"),
           copy_TBps: float | None = None, info: DeviceInfo | None = None,
           progress: Callable[[str], None] | None = None, budget_s: float = 0.5,
-          target_bytes: int = 2**30) -> list[Record]:
-    """The cache-cliff study: FOM against plane size nx*ny for each variant."""
+          target_bytes: int = 2**30, rounds: int = 3) -> list[Record]:
+    """The cache-cliff study: FOM against plane size nx*ny for each variant (at each size the
+    variants are timed in ``rounds`` rounds in turn, ``measure_rounds``)."""
     from tilecraft.hardware.ceilings import measure_copy_bandwidth
 
     info = info or detect()
@@ -241,13 +285,14 @@ def sweep(sizes: Sequence[int], dtype: str, order: int, *, variants: Sequence[st
         copy_TBps = measure_copy_bandwidth()
     records = []
     for shape in sweep_shapes(sizes, order, torch.finfo(torch_dtype).bits // 8, target_bytes):
-        for v in variants:
-            say(f"{v} {shape}")
-            res = measure_config(shape, torch_dtype, order, v, l2_bytes=info.l2_bytes, budget_s=budget_s)
+        results = measure_rounds(shape, torch_dtype, order, variants, rounds=rounds, l2_bytes=info.l2_bytes,
+                                 budget_s=budget_s, progress=lambda m, sh=shape: say(f"{m} {sh}"))
+        for v, res in results.items():
             case = {"shape": list(shape), "plane": shape[1] * shape[2], "dtype": dtype, "order": order, "variant": v}
             extra = {"ok": res.ok, "rel_error": res.error, "message": res.message}
             if res.ok:
-                extra.update(time_ms=res.timing.median_ms, gpts=res.gpts, **_roofline_fields(shape, torch_dtype, order))
+                extra.update(time_ms=res.timing.median_ms, gpts=res.gpts, round_medians_ms=res.round_medians_ms,
+                             **_roofline_fields(shape, torch_dtype, order))
             records.append(Record("stencil.sweep", case, "fom", "TB/s", res.fom_TBps if res.ok else float("nan"),
                                   ceiling="copy", ceiling_value=copy_TBps, extra=extra))
     return records

@@ -204,7 +204,8 @@ def stencil_suite(ctx: Context) -> Section:
         title = f"{dtype} order {order}, {'×'.join(map(str, shape))}"
         sec.tables.append(Table(title, ["variant", "median ms", "FOM TB/s", "% copy", "GPts/s", "× baseline",
                                         "× torch", "regs", "spills", "rel. error"], rows,
-                                f"FOM = least traffic / median time; copy measured in this run: {fmt(copy, '.3f')} TB/s"))
+                                f"FOM = least traffic / median time (the median of 3 rounds, the variants timed in turn); "
+                                f"copy measured in this run: {fmt(copy, '.3f')} TB/s"))
         sec.figures.append(Figure(f"Ladder, {title}", "bars",
                                   plots.bars(labels, values, ylabel="FOM (TB/s)", title=f"Laplacian ladder, {title}",
                                              line=copy, line_label="copy bandwidth (measured)")))

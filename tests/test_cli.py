@@ -80,6 +80,7 @@ def test_ladder_reruns_itself_in_the_interpreter(tmp_path: Path, src_dir: Path):
     (["--shape", "9", "9", "9", "--order", "10"], "2R+1"),
     (["--shape", "11", "12"], "--shape"),
     (["--variants", "baseline,bogus"], "bogus"),
+    (["--rounds", "0"], "--rounds"),
 ])
 def test_ladder_bad_arguments_exit_2(args: list[str], needle: str):
     result, text = invoke("stencil", "ladder", *args)
@@ -91,6 +92,8 @@ def test_sweep_bad_sizes_exit_2():
     result, text = invoke("stencil", "sweep", "--sizes", "256,big")
     assert result.exit_code == 2, text
     assert "--sizes" in text
+    result, text = invoke("stencil", "sweep", "--rounds", "0")
+    assert result.exit_code == 2 and "--rounds" in text, text
 
 
 @cpu_only

@@ -30,7 +30,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from tilecraft.bench import INTERPRETER_LABEL
+from tilecraft.bench import DEFAULT_ROUNDS, INTERPRETER_LABEL
 
 app = typer.Typer(
     name="tilecraft", no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
@@ -272,7 +272,7 @@ def stencil_ladder(
     out: Annotated[Optional[Path], typer.Option(
         help="JSON file to write; default benchmarks/results/ on a GPU, out/ in the interpreter.")] = None,
     rounds: Annotated[int, typer.Option(min=1, help="GPU: time the variants this many times in turn; each "
-                                        "figure is the median of its rounds.")] = 3,
+                                        "figure is the median of its rounds.")] = DEFAULT_ROUNDS,
     as_json: Annotated[bool, typer.Option("--json", help="Print the JSON document instead of the table.")] = False,
 ) -> None:
     """The seeds' optimisation ladder side by side: every variant checked, then timed (GPU)."""
@@ -315,7 +315,7 @@ def _gpu_default_shape(dev) -> tuple[int, int, int]:
     return GPU_DEFAULT_SHAPE
 
 
-def _ladder_gpu(dev, shape, dtype, order, names, out, as_json, rounds: int = 3) -> None:
+def _ladder_gpu(dev, shape, dtype, order, names, out, as_json, rounds: int) -> None:
     from tilecraft.bench.harness import write_results
     from tilecraft.bench.stencil import ladder
 
@@ -430,7 +430,7 @@ def stencil_sweep(
     png: Annotated[Optional[Path], typer.Option(help="Plot to write; default: the JSON path with .png.")] = None,
     out: Annotated[Optional[Path], typer.Option(help="JSON file to write; default under benchmarks/results/.")] = None,
     rounds: Annotated[int, typer.Option(min=1, help="GPU: time the variants this many times in turn; each "
-                                        "figure is the median of its rounds.")] = 3,
+                                        "figure is the median of its rounds.")] = DEFAULT_ROUNDS,
     as_json: Annotated[bool, typer.Option("--json", help="Print the JSON document instead of the table.")] = False,
 ) -> None:
     """The cache-cliff study: FOM against plane size nx·ny for each variant (GPU only)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from tilecraft.analysis.fom import stencil_fom, stencil_traffic
-from tilecraft.bench import INTERPRETER_LABEL
+from tilecraft.bench import DEFAULT_ROUNDS, INTERPRETER_LABEL
 from tilecraft.bench.harness import Record, Timing, rotation_sets, time_rotating
 from tilecraft.hardware.device import DeviceInfo, detect
 from tilecraft.ops import stencil as ops
@@ -135,8 +135,8 @@ def measure_config(shape: tuple[int, int, int], dtype: torch.dtype, order: int, 
 
 
 def measure_rounds(shape: tuple[int, int, int], dtype: torch.dtype, order: int, variants: Sequence[str], *,
-                   rounds: int = 3, l2_bytes: int | None = None, budget_s: float = 1.0, device: str = "cuda",
-                   progress: Callable[[str], None] | None = None) -> dict[str, CaseResult]:
+                   rounds: int = DEFAULT_ROUNDS, l2_bytes: int | None = None, budget_s: float = 1.0,
+                   device: str = "cuda", progress: Callable[[str], None] | None = None) -> dict[str, CaseResult]:
     """``measure_config`` for each variant, ``rounds`` times in turn (variant 1, 2, ..., 1, 2, ...),
     so a drift of the GPU's state (clocks, power, what ran before) reaches every variant alike. The
     first round checks the timed grid against float64, later rounds the small grid. A variant's
@@ -164,9 +164,6 @@ def _combine(results: list[CaseResult]) -> CaseResult:
         return bad
     meds = [r.timing.median_ms for r in results]
     first = results[0]
-    if len(results) == 1:
-        first.round_medians_ms = meds
-        return first
     med = statistics.median(meds)
     timing = Timing(median_ms=med, min_ms=min(r.timing.min_ms for r in results),
                     max_ms=max(r.timing.max_ms for r in results), runs=sum(r.timing.runs for r in results),
@@ -178,7 +175,8 @@ def _combine(results: list[CaseResult]) -> CaseResult:
 
 def ladder(shape: tuple[int, int, int], dtype: str, order: int, *, variants: Sequence[str] | None = None,
            copy_TBps: float | None = None, info: DeviceInfo | None = None,
-           progress: Callable[[str], None] | None = None, budget_s: float = 1.0, rounds: int = 3) -> list[Record]:
+           progress: Callable[[str], None] | None = None, budget_s: float = 1.0,
+           rounds: int = DEFAULT_ROUNDS) -> list[Record]:
     """The seeds' table on this GPU: every ladder variant, ``auto`` and the torch peer, timed in
     ``rounds`` rounds in turn (``measure_rounds``)."""
     from tilecraft.hardware.ceilings import measure_copy_bandwidth
@@ -272,7 +270,7 @@ def sweep_shapes(sizes: Sequence[int], order: int, itemsize: int, target_bytes: 
 def sweep(sizes: Sequence[int], dtype: str, order: int, *, variants: Sequence[str] = ("baseline", "auto"),
           copy_TBps: float | None = None, info: DeviceInfo | None = None,
           progress: Callable[[str], None] | None = None, budget_s: float = 0.5,
-          target_bytes: int = 2**30, rounds: int = 3) -> list[Record]:
+          target_bytes: int = 2**30, rounds: int = DEFAULT_ROUNDS) -> list[Record]:
     """The cache-cliff study: FOM against plane size nx*ny for each variant (at each size the
     variants are timed in ``rounds`` rounds in turn, ``measure_rounds``)."""
     from tilecraft.hardware.ceilings import measure_copy_bandwidth

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tilecraft.bench import DEFAULT_ROUNDS
 from tilecraft.report.model import (
     Point,
     datasheet_roofline,
@@ -204,7 +205,8 @@ def stencil_suite(ctx: Context) -> Section:
         title = f"{dtype} order {order}, {'×'.join(map(str, shape))}"
         sec.tables.append(Table(title, ["variant", "median ms", "FOM TB/s", "% copy", "GPts/s", "× baseline",
                                         "× torch", "regs", "spills", "rel. error"], rows,
-                                f"FOM = least traffic / median time (the median of 3 rounds, the variants timed in turn); "
+                                f"FOM = least traffic / median time (the median of {DEFAULT_ROUNDS} rounds, the "
+                                f"variants timed in turn); "
                                 f"copy measured in this run: {fmt(copy, '.3f')} TB/s"))
         sec.figures.append(Figure(f"Ladder, {title}", "bars",
                                   plots.bars(labels, values, ylabel="FOM (TB/s)", title=f"Laplacian ladder, {title}",

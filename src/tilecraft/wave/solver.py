@@ -336,7 +336,16 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
             for ax in pml * k:
                 ax.swap()
 
+    # a step's two parts: the interior (runs while the halos travel), then the edge planes
+    parts = ([interior] if interior is not None else [], edges)
     graphs, graph_state = None, _graph_plan(cuda_graphs, pml, backend, device, nt, world)
+
+    def run_part(i: int, n: int, a: torch.Tensor, b: torch.Tensor) -> None:
+        """Part i of step n (p = a, p_prev = b, p_next into b): replayed where captured, else launched."""
+        if graphs is None:
+            parity_step(0, a, b, parts[i])
+        elif graphs[i] is not None:
+            graphs[i].replay(n - 2)  # captured at step 2: graph 0 of a pair is the even steps' state
 
     _sync(device)
     if world > 1:
@@ -351,27 +360,17 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
             snaps.append((n, _gather_model(p, layout, z0, z1, off, rank, world)))
         out = pp  # in place: each point reads its own p_prev before writing p_next
         if n == 2 and graph_state == "on":  # both parities ran uncaptured: compiled, plans cached
-            # one graph pair for the interior (it runs while the halos travel), one for the edges
             graphs = [capture_steps(lambda k, a=p, b=pp, c=calls: parity_step(k, a, b, c), 2, device,
-                                    keep=(p, pp, m, pml)) if calls else None
-                      for calls in ([interior] if interior is not None else [], edges)]
+                                    keep=(p, pp, m, pml)) if calls else None for calls in parts]
             why = next((g for g in graphs if isinstance(g, str)), None)
             if why is not None:
                 warnings.warn(f"simulate: CUDA graphs off, {why}; steps launched one by one", RuntimeWarning,
                               stacklevel=2)
                 graphs, graph_state = None, f"off: {why}"
-        # captured at step 2: graph 0 of a pair is the even steps' state
-        if graphs is not None and graphs[0] is not None:
-            graphs[0].replay(n - 2)
-        elif graphs is None and interior is not None:
-            step(*interior, p, pp, out)
+        run_part(0, n, p, pp)
         if exchanger is not None:
             exchanger.wait()
-        if graphs is not None and graphs[1] is not None:
-            graphs[1].replay(n - 2)
-        elif graphs is None:
-            for e0, e1 in edges:
-                step(e0, e1, p, pp, out)
+        run_part(1, n, p, pp)
         for ax in pml:
             ax.swap()  # psi written this step becomes the one read next step
         if src_idx.numel():

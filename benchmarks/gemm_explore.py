@@ -239,7 +239,7 @@ def start(name: str):
     """(out folder, log function, device info) of a run writing ``<name>.log`` under ``--out``."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=f"benchmarks/results/{name}")
-    out = Path(ap.parse_args().out)
+    out = Path(ap.parse_known_args()[0].out)  # a caller's own options pass through
     out.mkdir(parents=True, exist_ok=True)
     logf = open(out / f"{name}.log", "w")  # noqa: SIM115 - lives as long as the run
     t0 = time.time()

@@ -95,6 +95,8 @@ def test_census_ptx_text() -> None:
         st.shared.b32 [ %r5 ], %r1;
         ldmatrix.sync.aligned.m8n8.x4.shared.b16 { %r1, %r2, %r3, %r4 }, [ %r6 ];
         cp.async.cg.shared.global [ %r7 + 0 ], [ %rd8 + 0 ], 16, %r9;
+        cp.async.cg.shared.global [ %r7 + 0 ], [ %rd8 + 0 ], 0x10, %r9;
+        cp.async.ca.shared.global [ %r7 + 0 ], [ %rd8 + 0 ], 0x4, %r9;
         cp.async.commit_group;
         mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 { %f1, %f2, %f3, %f4 }, { %r1 }, { %r2 }, { %f1 };
         wgmma.fence.sync.aligned;
@@ -105,7 +107,7 @@ def test_census_ptx_text() -> None:
     assert c["global_load_128b"] == 2 and c["global_load_32b"] == 1
     assert c["global_store_64b"] == 1 and c["global_store_16b"] == 1 and c["global_store_nt"] == 2
     assert c["shared_load_128b"] == 1 and c["shared_store_32b"] == 1 and c["ldmatrix"] == 1
-    assert c["cp_async_128b"] == 1
+    assert c["cp_async_128b"] == 2 and c["cp_async_32b"] == 1  # sizes in decimal or hex (Triton: 0x10)
     assert c["matrix:mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"] == 1
     assert c["matrix:wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"] == 1
     assert sum(k.startswith("matrix:") for k in c) == 2  # fence / commit_group are not matrix ops

@@ -458,8 +458,9 @@ def census_ptx(text: str) -> dict[str, int]:
             if "tensor" in parts or "global" in op:
                 _bump(census, "tma")
         elif op.startswith("cp.async.c"):  # cp.async.ca / .cg: [dst], [src], bytes
-            size = re.match(r"\[[^\]]*\]\s*,\s*\[[^\]]*\]\s*,\s*(\d+)", rest)
-            _bump(census, f"cp_async_{int(size.group(1)) * 8}b" if size else "cp_async")
+            # the size in decimal or hex (Triton writes ``0x10``)
+            size = re.match(r"\[[^\]]*\]\s*,\s*\[[^\]]*\]\s*,\s*(0x[0-9a-fA-F]+|\d+)", rest)
+            _bump(census, f"cp_async_{int(size.group(1), 0) * 8}b" if size else "cp_async")
     return census
 
 

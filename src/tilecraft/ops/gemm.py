@@ -359,8 +359,9 @@ def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec, arch: str | None = 
     rows_128 = all(d is None or _row_pitch_bytes(t, d, kd) % 128 == 0
                    for t, kd, d in ((a, -1, _tma_direct(a, -1, spec.dtype)), (b, -2, _tma_direct(b, -2, spec.dtype))))
     g_ok = arch == "sm90" and gluon_ok(a, b, spec)
+    f_ok = arch in ("sm90", "sm80") and fma_refusal(a, b, spec) is None
     return Problem(spec.m, spec.n, spec.k, spec.batch, spec.dtype, spec.precision, arch, ok, ak, bk, sms,
-                   tma_copies=copies, gluon_ok=g_ok, rows_128=rows_128,
+                   tma_copies=copies, gluon_ok=g_ok, rows_128=rows_128, fma_ok=f_ok,
                    mn_regs_ok=g_ok and _mn_regs_plan(a, b, spec, GemmConfig("gluon", mn_regs=True)) is not None,
                    epilogue=epilogue_kind(spec))
 
@@ -393,6 +394,45 @@ def gluon_ok(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> bool:
             or spec.dtype in ("fp16", "bf16"))
     out_size = torch.empty((), dtype=spec.out_dtype).element_size()
     return plain and kind and (spec.n * out_size) % 16 == 0 and spec.k > 0 and spec.m > 0
+
+
+def fma_refusal(a3: torch.Tensor, b3: torch.Tensor, spec: Spec) -> str | None:
+    """Why the Gluon FMA kernel (``tilecraft.kernels.gemm_fma``) cannot take a product (2D or batched), or
+    None: fp32 operands with precision "ieee" on an NVIDIA GPU of compute capability 8.0 or more
+    (``cp.async``; the interpreter cannot run Gluon), each operand with a unit stride along one of
+    its two matrix dimensions."""
+    if spec.dtype != "fp32" or spec.precision != "ieee":
+        return f"it computes fp32 products with precision 'ieee', not {spec.dtype} with {spec.precision!r}"
+    dev = a3.device
+    if dev.type == "meta":
+        pass
+    elif dev.type != "cuda" or torch.version.hip:
+        return "it runs on NVIDIA GPUs only (the interpreter cannot run Gluon)"
+    elif torch.cuda.get_device_capability(dev)[0] < 8:
+        return "it needs compute capability 8.0 or more (cp.async)"
+    if not (_unit(a3, -1) or _unit(a3, -2)):
+        return "A has no unit stride along M or K"
+    if not (_unit(b3, -1) or _unit(b3, -2)):
+        return "B has no unit stride along K or N"
+    return None
+
+
+def _unit(t: torch.Tensor, dim: int) -> bool:
+    """Whether ``t`` is contiguous along ``dim`` (a dimension of extent 1 or less counts)."""
+    return t.stride(dim) == 1 or t.shape[dim] <= 1
+
+
+def fma_layout(cfg: GemmConfig, a3: torch.Tensor, b3: torch.Tensor) -> dict:
+    """The FMA kernel's layout constexprs for ``cfg``: warps along M, lanes along M (4: 8 along N),
+    the cp.async ring depth and the operands' contiguous dimensions."""
+    warps_m = cfg.warps_m or max(1, cfg.num_warps // 2)
+    a_k, b_n = _unit(a3, 2), _unit(b3, 2)
+    m, k, n = a3.shape[1], a3.shape[2], b3.shape[2]
+    vec4 = (all(x % 4 == 0 for x in (a3.stride(0), b3.stride(0), a3.stride(1) if a_k else a3.stride(2),
+                                      b3.stride(1) if b_n else b3.stride(2), k if a_k else m, n if b_n else k))
+            and (a3.device.type == "meta" or (a3.data_ptr() % 16 == 0 and b3.data_ptr() % 16 == 0)))
+    return {"WARPS_M": warps_m, "TPW_M": 4, "STAGES": max(2, cfg.num_stages),
+            "A_KCONTIG": a_k, "B_NCONTIG": b_n, "VEC4": vec4}
 
 
 def tma_dtype_ok(spec: Spec) -> bool:
@@ -447,6 +487,8 @@ def _epilogue_args(spec: Spec, out3: torch.Tensor, c: torch.Tensor | None, bias:
 
 def _options(cfg: GemmConfig, device: torch.device) -> dict:
     opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    if cfg.maxnreg and not torch.version.hip:
+        opts["maxnreg"] = cfg.maxnreg
     if cfg.waves_per_eu and torch.version.hip and device.type == "cuda":
         opts["waves_per_eu"] = cfg.waves_per_eu
     return opts
@@ -540,12 +582,21 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
     common = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m,
                   "ACC": acc, "INPUT_PRECISION": _dot_input_precision(spec, a), "OFFS64": _needs_offs64(a3, b3, out3),
                   "EVEN_K": spec.k % cfg.block_k == 0, "UPCAST": _upcast(spec, a)}
+    kernel = _k.matmul_kernel
+    if cfg.kernel == "fma":
+        why = fma_refusal(a3, b3, spec)
+        if why:
+            raise ValueError(f"the FMA kernel cannot take this product: {why}; use a pointer config")
+        from tilecraft.kernels import gemm_fma as _f
+        kernel = _f.matmul_fma_kernel
+        common.update(fma_layout(cfg, a3, b3))
+        opts = {k: v for k, v in opts.items() if k != "num_stages"}  # the ring depth is STAGES
     strides_ab = (a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2))
     if split == 1:
-        return [KernelLaunch(_k.matmul_kernel, (num_tiles, spec.batch, 1), (
+        return [KernelLaunch(kernel, (num_tiles, spec.batch, 1), (
             a3, b3, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, max(k_per_split, 1), *strides_ab,
             out3.stride(0), out3.stride(1), out3.stride(2), *epi_args), {"SPLIT_K": 1, **common, **epi_cx}, opts)]
-    return [KernelLaunch(_k.matmul_kernel, (num_tiles, spec.batch, split), (
+    return [KernelLaunch(kernel, (num_tiles, spec.batch, split), (
                 a3, b3, ws, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, k_per_split, *strides_ab,
                 spec.m * spec.n, spec.n, 1, *epi_args), {"SPLIT_K": split, **common, **epi_cx}, opts)] + reduce
 

@@ -64,6 +64,8 @@ class GemmConfig:
     row_perm: bool = False  # Gluon, mn_regs: the register operand's rows read in a bank-conflict-free order
     fixup: bool = False  # Gluon, split_k 2: the halves joined in the kernel (no workspace pass), units <= SMs
     epi_prefetch: bool = False  # Gluon: the producer prefetches each tile's C and bias into L2 for the epilogue
+    warps_m: int = 0  # FMA kernel: warps along M (0: half the warps, at least one)
+    maxnreg: int = 0  # NVIDIA: register budget per thread (0: the compiler's choice)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -94,6 +96,10 @@ class GemmConfig:
             s += " fixup"
         if self.epi_prefetch:
             s += " epf"
+        if self.warps_m:
+            s += f" wm{self.warps_m}"
+        if self.maxnreg:
+            s += f" r{self.maxnreg}"
         return s
 
 
@@ -117,6 +123,7 @@ class Problem:
     rows_128: bool = True  # the operands the TMA reads as they are have 128-byte aligned rows
     mn_regs_ok: bool = False  # tf32 with one MN-major operand the Gluon kernel can read into registers
     epilogue: str = ""  # what the epilogue reads: "c", "bias", "light" (alpha/activation/scales) or ""
+    fma_ok: bool = False  # fp32 ieee on NVIDIA sm80+: the Gluon FMA kernel can take it (ops.gemm.fma_refusal)
 
     @property
     def itemsize(self) -> int:
@@ -161,7 +168,8 @@ def shape_key(p: Problem) -> str:
     return (f"{p.dtype}/{p.precision}/m{m}/n{_pow2_at_least(p.n)}/k{_pow2_at_least(p.k)}/b{min(p.batch, 2)}"
             f"/{'T' if p.a_kmajor else 'N'}{'T' if p.b_kmajor else 'N'}/{'tma' if p.tma_ok else 'ptr'}"
             f"{p.tma_copies}/{p.arch}" + ("/gluon" if p.gluon_ok else "") + ("" if p.rows_128 else "/rows16")
-            + ("/regs" if p.mn_regs_ok else "") + (f"/epi-{p.epilogue}" if p.epilogue else ""))
+            + ("/regs" if p.mn_regs_ok else "") + (f"/epi-{p.epilogue}" if p.epilogue else "")
+            + ("/fma" if p.fma_ok else ""))
 
 
 def _small_m_config(p: Problem) -> GemmConfig:
@@ -338,6 +346,21 @@ def heuristic(p: Problem) -> GemmConfig:
     return cfg
 
 
+#: fp32 ``ieee`` on NVIDIA sm80+: the Gluon FMA kernel (``tilecraft.kernels.gemm_fma``): 8 x 8
+#: results per thread, 16 FFMA per 128-bit shared-memory load. H100, 2026-11-26
+#: (``benchmarks/gemm_fma.py``, cuBLAS fp32 in the same run): 64x128x32 at 4 warps 0.905x at 4096^3
+#: NN (the pointer kernel's tl.dot 0.869x), 0.951x at 8192^3 (0.915x), NT / TN / TT 0.859 / 0.917 /
+#: 0.908x (0.410 / 0.891 / 0.466x); 128x128x32 at 8 warps 0.880x at 4096^3 NN, 0.957x TN; a
+#: 128-register budget (2 programs of 8 warps per SM) 0.789x; 16-deep K steps 0.78-0.83x.
+FMA_HEURISTIC = GemmConfig("fma", 64, 128, 32, num_warps=4, num_stages=3, warps_m=2)
+FMA_SMALL_M = GemmConfig("fma", 64, 128, 16, num_warps=4, num_stages=4, warps_m=2)  # M = 64: 0.246x (32-deep: 0.176x)
+FMA_SPACE = (GemmConfig("fma", 128, 128, 32, num_warps=8, num_stages=3),
+             GemmConfig("fma", 128, 64, 32, num_warps=4, num_stages=3, warps_m=4),
+             GemmConfig("fma", 64, 64, 32, num_warps=2, num_stages=3, warps_m=2),
+             GemmConfig("fma", 128, 128, 64, num_warps=8, num_stages=3),
+             GemmConfig("fma", 128, 256, 32, num_warps=8, num_stages=3, warps_m=4))
+
+
 def _heuristic(p: Problem) -> GemmConfig:
     """The configuration used without tuning (``TILECRAFT_TUNE=0``, the interpreter, AMD).
 
@@ -353,6 +376,8 @@ def _heuristic(p: Problem) -> GemmConfig:
     if p.dtype == "fp64":
         return GemmConfig("pointer", 64, 128 if p.arch == "sm90" else 64, 16, num_warps=4, num_stages=3)
     if p.precision == "ieee" and p.dtype == "fp32":
+        if p.fma_ok:
+            return FMA_HEURISTIC if p.m > 64 else FMA_SMALL_M
         if p.arch == "cdna":
             return GemmConfig("pointer", 128, 128, 16, group_m=8, num_warps=8, num_stages=2)
         return GemmConfig("pointer", 64, 128, 32, num_warps=4, num_stages=3)  # 46.7 TFLOP/s, 0.91x
@@ -416,6 +441,8 @@ def config_space(p: Problem) -> list[GemmConfig]:
     cands: list[GemmConfig] = [heuristic(p)]
     if p.arch == "interpreter":
         return cands
+    if p.fma_ok:
+        cands += [c for c in (FMA_HEURISTIC, FMA_SMALL_M, *FMA_SPACE) if c != cands[0]]
     if p.dtype == "fp64" or (p.dtype == "fp32" and p.precision == "ieee"):
         for bm, bn, w in ((64, 64, 4), (128, 64, 4), (128, 128, 8), (64, 128, 4)):
             for bk in (16, 32):

@@ -1,0 +1,84 @@
+"""The Gluon FMA GEMM (fp32 ``ieee``, ``tilecraft.kernels.gemm_fma``) without a GPU: it cross-compiles
+for sm90 and sm80 to the instruction mix it is built for, and the dispatch takes it only where it can
+run. Its numbers are checked on the GPU (tests/gpu/test_gemm_fma.py, benchmarks/gemm_fma.py): the
+Triton interpreter cannot run Gluon."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tilecraft.analysis.compiled import cross_compile
+from tilecraft.ops import gemm as ops
+from tilecraft.tuning.gemm import FMA_HEURISTIC, FMA_SMALL_M, GemmConfig, Problem, heuristic, shape_key
+
+
+def _meta(m, n, k, layout):
+    a = torch.empty(k, m, device="meta").t() if layout[0] == "T" else torch.empty(m, k, device="meta")
+    b = torch.empty(n, k, device="meta").t() if layout[1] == "T" else torch.empty(k, n, device="meta")
+    return a, b
+
+
+def _compile(a, b, arch, target, cfg=None):
+    spec, cfg, plan = ops.target_plan(a, b, arch, sms=132, cfg=cfg)
+    launch = plan[-1]
+    assert launch.kernel.__name__ == "matmul_fma_kernel"
+    res = cross_compile("tilecraft.kernels.gemm_fma", "matmul_fma_kernel", ops.compile_signature(launch),
+                        launch.constexprs, target, num_warps=launch.options["num_warps"], sass=True)
+    assert res.error is None, res.error
+    return cfg, launch, res
+
+
+@pytest.mark.parametrize("target", ["sm90", "sm80"])
+@pytest.mark.parametrize("shape,layout", [((4096, 4096, 4096), "NN"), ((3000, 7000, 5000), "NN"),
+                                          ((3000, 7000, 5000), "TT"), ((1000, 1000, 1000), "NT")])
+def test_fma_kernel_cross_compiles_to_the_sgemm_mix(target, shape, layout):
+    """No spills; each 32-deep K step of a 64 x 128 tile at 4 warps (8 x 8 results per thread) is
+    128 shared loads of 128 bits for 64 x 32 FMAs per thread, i.e. 16 FFMA per LDS.128; every
+    global-to-shared copy is a 16-byte cp.async, also on rows of 5000 / 7000 / 1000 floats (``VEC4``)."""
+    a, b = _meta(*shape, layout)
+    cfg, launch, res = _compile(a, b, target, target)
+    assert cfg == FMA_HEURISTIC
+    assert launch.constexprs["VEC4"] and launch.constexprs["A_KCONTIG"] == (layout[0] == "N")
+    assert res.spills == 0 and res.scratch_bytes == 0
+    c = res.census
+    assert c.get("sass_shared_load_128b") == 128
+    # A (64 x 32) and B (32 x 128) per stage in 16-byte pieces over 128 threads: 4 + 8 per thread,
+    # issued in the prologue (STAGES - 1 = 2 stages) and once in the loop
+    assert c.get("cp_async_128b") == 3 * 12 and not c.get("cp_async_32b")
+
+
+def test_fma_kernel_unaligned_rows_still_compile():
+    """Rows of an odd number of floats: 4-byte copies (``VEC4`` off), still no spills."""
+    a, b = _meta(1001, 999, 1003, "NN")
+    _, launch, res = _compile(a, b, "sm90", "sm90")
+    assert not launch.constexprs["VEC4"]
+    assert res.spills == 0 and res.census.get("cp_async_32b", 0) > 0
+
+
+@pytest.mark.parametrize("cfg", [FMA_SMALL_M, GemmConfig("fma", 128, 128, 32, num_warps=8, num_stages=3),
+                                 GemmConfig("fma", 128, 256, 32, num_warps=8, num_stages=3, warps_m=4)])
+def test_fma_space_compiles_without_spills(cfg):
+    a, b = _meta(4096, 4096, 4096, "NN")
+    _, _, res = _compile(a, b, "sm90", "sm90", cfg)
+    assert res.spills == 0 and res.shared_bytes <= 232448
+
+
+def test_fma_dispatch_rules():
+    f = torch.rand(300, 200)
+    spec = ops.validate(f, f.t())
+    assert ops.fma_refusal(f, f.t(), spec) is not None  # CPU: the interpreter cannot run Gluon
+    assert heuristic(ops.problem_of(f, f.t(), spec)).kernel != "fma"
+    a, b = _meta(512, 512, 512, "NN")
+    p = ops.problem_of(a, b, ops.validate(a, b), arch="sm90", sms=132)
+    assert p.fma_ok and heuristic(p) == FMA_HEURISTIC and shape_key(p).endswith("/fma")
+    assert heuristic(Problem(**{**p.__dict__, "m": 64})) == FMA_SMALL_M
+    assert heuristic(Problem(**{**p.__dict__, "fma_ok": False})).kernel == "pointer"
+    for kw in ({"precision": "tf32"}, {"precision": "fp32-accurate"}):
+        assert not ops.problem_of(a, b, ops.validate(a, b, **kw), arch="sm90", sms=132).fma_ok
+    assert not ops.problem_of(a, b, ops.validate(a, b), arch="cdna", sms=304).fma_ok
+    h = torch.empty(512, 512, dtype=torch.float16, device="meta")
+    assert not ops.problem_of(h, h, ops.validate(h, h), arch="sm90", sms=132).fma_ok
+    strided = torch.empty(512, 1024, device="meta")[:, ::2]  # no unit stride along K or M
+    assert "unit stride" in ops.fma_refusal(strided, b, ops.validate(strided, b))
+    with pytest.raises(ValueError, match="FMA kernel cannot take"):
+        ops.target_plan(strided, b, "sm90", sms=132, cfg=FMA_HEURISTIC)

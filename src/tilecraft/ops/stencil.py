@@ -76,6 +76,22 @@ class StencilConfig:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: dict) -> StencilConfig:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+    def short(self) -> str:
+        """A compact label of the fields that differ from their defaults (tuning reports, cache keys)."""
+        s = f"{self.kernel} {self.block_y}x{self.block_x} w{self.num_warps}" + (f" z{self.block_z}" if self.block_z else "")
+        flags = [("unroll", self.unroll_z), ("L1z", not self.z_in_regs and self.kernel in ("zmarch", "rows")),
+                 (f"pf{self.prefetch}", self.prefetch > 1), ("pipe", self.pipeline_xy),
+                 (f"s{self.num_stages}", self.num_stages > 1), (f"v{self.vec}", self.vec),
+                 (f"zo{self.zorder}", self.zorder), (f"u{self.loop_unroll}", self.loop_unroll > 1),
+                 (f"l1pf{self.l1_prefetch}", self.l1_prefetch), (f"r{self.maxnreg}", self.maxnreg),
+                 ("asc", self.ascending), ("nt", self.nontemporal), ("static", self.static_strides),
+                 (f"band{self.group_y}", self.grid_order), (f"sub{self.subdomain_bytes}", self.subdomain_bytes)]
+        return " ".join([s] + [name for name, on in flags if on])
+
 
 def ladder_config(variant: str, dtype: torch.dtype, order: int) -> StencilConfig:
     """The configuration of a ladder step; each step is the previous one plus one technique."""
@@ -157,7 +173,6 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
             return replace(tiled, grid_order=1, group_y=4)
         return tiled
     itemsize = torch.finfo(dtype).bits // 8
-    vec = 16 // itemsize
     plane_bytes = shape[1] * shape[2] * itemsize
     l2 = l2_bytes or 50 * 2**20
     if r == 2 and shape[1] * shape[2] >= 512 * 512:
@@ -165,33 +180,59 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
         if window is not None:
             return window
     if r <= 2:
-        by, nw = (4, 4) if dtype == torch.float64 else (4, 2)
-        # Planes per program (measured best for R = 1); a chunk also reads its 2R halo planes, so
-        # R = 2 takes 8 to keep that overhead at half the chunk.
-        bz = 8 if r == 2 else (4 if dtype == torch.float64 else 2)
-        if (bz + 2 * r) * plane_bytes <= l2 // 2:
+        short = short_march(dtype, r)
+        if (short.block_z + 2 * r) * plane_bytes <= l2 // 2:
             if r == 1 and dtype == torch.float32:
                 # The row kernel, 2 rows of 512 points, 4 warps: 76.5-76.7% of copy against 73.7-73.8%
-                # for the tile march below (two runs, explore rounds 1 and 2).
-                return StencilConfig("rows", block_y=2, block_x=512, num_warps=4, block_z=2, nontemporal=True,
-                                     zorder=2, unroll_z=True)
-            if r == 1:
-                # Tiles 64 points wide, 2 warps: 81.0% against 79.7% at 512^3, and 78.1/80.5% against
-                # 76.3/79.0% on 256^2/768^2 planes (explore round 2).
-                by, bx, nw = 4, 64, 2
-            else:
-                bx = 128
-            return StencilConfig("zmarch", block_y=by, block_x=bx, num_warps=nw, block_z=bz, nontemporal=True,
-                                 zorder=2, unroll_z=True)
-        return StencilConfig("zmarch", block_y=4, block_x=128, num_warps=8 if dtype == torch.float64 else 4,
-                             block_z=32, nontemporal=True, zorder=2, prefetch=2, pipeline_xy=True)
+                # for the tile march (two runs, explore rounds 1 and 2).
+                return row_march()
+            return short
+        return long_march(dtype)
     window = _zwin_auto(dtype, r, shape[2])
     if window is not None:
         return window
+    return l1_march(dtype, r)
+
+
+def short_march(dtype: torch.dtype, r: int, block_x: int | None = None) -> StencilConfig:
+    """The short z-march unrolled at compile time (orders 2 and 4, planes whose z chunk fits in L2):
+    4 rows of ``block_x`` points (default: 64 for fp64 order 2, else 128), 2 warps for 64-point rows,
+    else 4 (fp64) or 2 (fp32)."""
+    if block_x is None:
+        # fp64 order 2: tiles 64 points wide, 2 warps: 81.0% against 79.7% (128 wide) at 512^3, and
+        # 78.1/80.5% against 76.3/79.0% on 256^2/768^2 planes (explore round 2).
+        block_x = 64 if r == 1 and dtype == torch.float64 else 128
+    nw = 2 if block_x <= 64 or dtype == torch.float32 else 4
+    # Planes per program (measured best for R = 1); a chunk also reads its 2R halo planes, so
+    # R = 2 takes 8 to keep that overhead at half the chunk.
+    bz = 8 if r == 2 else (4 if dtype == torch.float64 else 2)
+    return StencilConfig("zmarch", block_y=4, block_x=block_x, num_warps=nw, block_z=bz, nontemporal=True,
+                         zorder=2, unroll_z=True)
+
+
+def row_march() -> StencilConfig:
+    """The row kernel's short march (fp32 order 2): 2 rows of 512 points, 4 warps, 2 planes, y
+    neighbours from registers."""
+    return StencilConfig("rows", block_y=2, block_x=512, num_warps=4, block_z=2, nontemporal=True, zorder=2,
+                         unroll_z=True)
+
+
+def long_march(dtype: torch.dtype) -> StencilConfig:
+    """The long z-march (32 planes per program) with the z terms in a register window, its loop loading
+    the next plane's centre two steps and its y rows and x chunks one step ahead: orders 2 and 4 on
+    planes whose short-march chunk would not fit in L2."""
+    return StencilConfig("zmarch", block_y=4, block_x=128, num_warps=8 if dtype == torch.float64 else 4,
+                         block_z=32, nontemporal=True, zorder=2, prefetch=2, pipeline_xy=True)
+
+
+def l1_march(dtype: torch.dtype, r: int) -> StencilConfig:
+    """The z-march with the z terms read through L1 and tall tiles (orders 6 and up where the
+    register window ``zwin`` is not taken): rows of 512 bytes, 16 rows, 64 planes."""
+    itemsize = torch.finfo(dtype).bits // 8
     bx = 512 // itemsize  # rows of 512 bytes: 4 lines, x halos cost 1/8 more at most
     # Order 8: warps wait on loads (Nsight Compute: long-scoreboard stalls 70%) and registers cap
     # the occupancy at 50%; a 56-register budget measured 38.1% of copy against 34.0% (run 27).
-    return StencilConfig("zmarch", block_y=16, block_x=bx, num_warps=16 * bx // (32 * vec), block_z=64,
+    return StencilConfig("zmarch", block_y=16, block_x=bx, num_warps=16 * bx // (32 * (16 // itemsize)), block_z=64,
                          nontemporal=True, zorder=2, z_in_regs=False, maxnreg=56 if r == 4 else None)
 
 
@@ -211,13 +252,17 @@ def _zwin_auto(dtype: torch.dtype, r: int, nx: int) -> StencilConfig | None:
       plane, so the larger planes, where the long march ran, are expected to keep it; not measured).
 
     Not taken: fp32 order 4 (51.4-52.1% against 50.8/53.0%: no gain), orders above 8 (not measured)."""
-    if dtype == torch.float32 and r in (3, 4) and nx >= 64:
-        return StencilConfig("zwin", block_y=32, block_x=64, num_warps=16, block_z=64, nontemporal=True,
-                             loop_unroll=2 * r, l1_prefetch=2)
-    if dtype == torch.float64 and r in (2, 3, 4) and nx >= 32:
-        return StencilConfig("zwin", block_y=32, block_x=32, num_warps=16, block_z=64, nontemporal=True,
-                             loop_unroll=2 * r, l1_prefetch=2)
+    window = window_march(dtype, r)
+    if nx >= window.block_x and r in ((3, 4) if dtype == torch.float32 else (2, 3, 4)):
+        return window
     return None
+
+
+def window_march(dtype: torch.dtype, r: int) -> StencilConfig:
+    """The register-window march (kernel "zwin") as ``auto`` takes it (``_zwin_auto``): 32 rows of one
+    128-bit vector per thread, 16 warps, 64 planes, the loop unrolled by 2R, L1 prefetch two planes ahead."""
+    return StencilConfig("zwin", block_y=32, block_x=64 if dtype == torch.float32 else 32, num_warps=16, block_z=64,
+                         nontemporal=True, loop_unroll=2 * r, l1_prefetch=2)
 
 
 def _flat_auto(dtype: torch.dtype, r: int, shape: tuple[int, int, int], l2_bytes: int | None) -> StencilConfig | None:
@@ -485,6 +530,17 @@ def _march_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, c
                   "SCALE": scale, "NONTEMPORAL": cfg.nontemporal, "MODE": rows_mode(cfg),
                   "GRID_ORDER": cfg.zorder, "OFFS64": _plane_offsets_need_64bit(u, out, cfg.block_x)}
     return KernelLaunch(_k.laplacian_rows_kernel, (n_prog,), args, constexprs, opts)
+
+
+def launch_error(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) -> str | None:
+    """Why ``cfg`` cannot launch on these tensors, or None: every check ``launch_plan`` makes (``zwin_ok``,
+    ``flat_ok``, ``tma_ok``, the 3D grid limits, the kernel name), without launching. ``meta`` tensors
+    describe a grid without memory (their data pointers read 0: 16-byte aligned)."""
+    try:
+        launch_plan(u, out, order, (1.0, 1.0, 1.0), cfg)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def zwin_ok(u: torch.Tensor, out: torch.Tensor, cfg: StencilConfig) -> str | None:

@@ -12,7 +12,9 @@ launch_bounds  + register budget fitted to the block (num_warps and maxnreg)
 nontemporal    + streaming (``.cs``, evict-first) stores of the output
 grid_order     + programs walk bands of rows through all z before the next band (no L2 cliff)
 subdomains     nontemporal + the plane cut into y-slabs whose 2R+1 planes fit in L2, launched in turn
-auto           z-march: each plane read once, z terms in registers (or L1), every access 128-bit
+auto           the fastest of a few candidates timed on the device (``choose_config``; cached), else
+               the heuristic ``auto_config``: mostly z-marches (each plane read once, z terms in
+               registers or L1, every access 128-bit)
 reference      the torch slicing implementation (the peer; also the CPU path, see ``laplacian``)
 ============== =====================================================================================
 
@@ -22,6 +24,7 @@ on ``nontemporal``.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict, dataclass, replace
 
 import torch
@@ -29,6 +32,8 @@ import torch
 from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import stencil as _k
 from tilecraft.ops.launch import KernelLaunch
+from tilecraft.tuning import cache as _cache
+from tilecraft.tuning.measure import device_facts, graph_time_ms, say
 from tilecraft.reference.stencil import (
     MAX_ORDER,
     MIN_ORDER,
@@ -705,7 +710,10 @@ def laplacian(u: torch.Tensor, *, order: int = 2, spacing: float | tuple[float, 
     allocates it, and is left untouched when you pass ``out``. Every extent must be >= 2R+1.
 
     ``variant`` selects a step of the seeds' optimisation ladder (``tilecraft.ops.stencil.VARIANTS``);
-    ``"auto"`` is the fastest, ``"reference"`` the torch slicing implementation.
+    ``"auto"`` is the fastest, ``"reference"`` the torch slicing implementation. On a GPU, ``"auto"``
+    times a few candidate launches on the first call for a kind of grid and caches the fastest
+    (:func:`choose_config`; ``TILECRAFT_TUNE=0``: the heuristic and cached entries only; before
+    CUDA-graph capture call :func:`warmup`).
 
     Devices: CUDA (and ROCm) tensors run the Triton kernels. CPU tensors run the Triton kernels
     through Triton's interpreter when ``TRITON_INTERPRET=1`` was set before tilecraft was imported
@@ -736,13 +744,215 @@ def _compute(u: torch.Tensor, order: int, spacing: tuple[float, float, float], o
         return laplacian_torch(u, order, spacing, out)
     if out is None:
         out = torch.zeros_like(u, memory_format=torch.contiguous_format)
-    cfg = config_for_tensors(variant, u, out, order, _l2_bytes(u.device))
     if u.device.type == "cuda":
         with torch.cuda.device(u.device):
-            launch(u, out, order, spacing, cfg)
+            launch(u, out, order, spacing, _config(variant, u, out, order, spacing))
     else:
-        launch(u, out, order, spacing, cfg)
+        launch(u, out, order, spacing, _config(variant, u, out, order, spacing))
     return out
+
+
+def _config(variant: str, u: torch.Tensor, out: torch.Tensor, order: int,
+            spacing: tuple[float, float, float]) -> StencilConfig:
+    if variant == "auto":
+        return choose_config(u, out, order, spacing).config
+    return ladder_config(variant, u.dtype, order)
+
+
+# ----------------------------------------------------------------------------------------------
+# auto: the cached or tuned choice
+# ----------------------------------------------------------------------------------------------
+#: Relative error ||candidate - heuristic|| / ||heuristic|| (interior, random data) a tuning candidate may have.
+TUNE_TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-12}
+#: The op name of the stencil's tuning cache files (``tilecraft.tuning.cache``).
+CACHE_OP = "stencil"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The configuration ``auto`` runs on a grid, and where it came from."""
+
+    config: StencilConfig
+    source: str  # "tuned" (timed by this process), "cache" (an entry on disk) or "heuristic" (auto_config)
+    key: str | None = None  # the cache key; None where tuning does not apply (CPU, the interpreter)
+    entry: dict | None = None  # the cache entry ("tuned", "cache"): the winner's and every candidate's time
+
+
+_CHOSEN: dict[tuple, Choice] = {}
+
+
+def _tunes_on(u: torch.Tensor) -> bool:
+    """Whether ``auto`` tunes on u's device: a GPU tensor and compiled (not interpreted) kernels."""
+    return u.device.type == "cuda" and not triton_on_cpu()
+
+
+def _capturing(u: torch.Tensor) -> bool:
+    return u.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def _sync(u: torch.Tensor) -> None:
+    if u.device.type == "cuda":
+        torch.cuda.synchronize(u.device)
+
+
+def clear_choices() -> None:
+    """Forget the choices made in this process (tests; a cache file changed)."""
+    _CHOSEN.clear()
+
+
+def choose_config(u: torch.Tensor, out: torch.Tensor, order: int,
+                  spacing: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> Choice:
+    """The configuration ``variant="auto"`` runs on these (validated) tensors.
+
+    On a GPU (compiled kernels, not the interpreter): the cached entry for the grid's
+    ``tilecraft.tuning.stencil.shape_key`` if there is one (and it can launch on these tensors); else,
+    with tuning on (``TILECRAFT_TUNE`` not 0), the fastest of ``tilecraft.tuning.stencil.candidates``
+    timed now (:func:`_tune`), which is cached; else ``auto_config``. On the CPU: ``auto_config``.
+    Remembered per grid layout for the rest of the process. Tuning during CUDA-graph capture raises
+    (call :func:`warmup` first)."""
+    aligned, flat = vector_aligned(u, out), flat_ok(u, out) is None
+    l2 = _l2_bytes(u.device)
+    enabled = _cache.tuning_enabled()
+    memo = (u.dtype, order, tuple(u.shape), u.stride(), out.stride(), aligned, flat, str(u.device), enabled)
+    choice = _CHOSEN.get(memo)
+    if choice is not None:
+        return choice
+    shape = tuple(u.shape)
+    heuristic = auto_config(u.dtype, order, shape, l2, aligned, flat)
+    if not _tunes_on(u):
+        choice = Choice(heuristic, "heuristic")
+    else:
+        from tilecraft.tuning import stencil as tuning
+
+        facts = device_facts(u.device)
+        key = tuning.shape_key(u.dtype, order, shape, aligned, flat, facts.arch, heuristic)
+        path = _cache.cache_file(CACHE_OP, facts.name, facts.versions)
+        choice = _cached(_cache.load(path).get(key), u, out, order, key)
+        if choice is None:
+            cands = tuning.candidates(u.dtype, order, shape, l2, aligned, flat) if enabled else []
+            if len(cands) < 2:  # tuning off, or nothing to choose from
+                choice = Choice(heuristic, "heuristic", key)
+            else:
+                if _capturing(u):
+                    raise RuntimeError(
+                        f"tilecraft.laplacian would tune the stencil for {key} during CUDA-graph capture; "
+                        "call tilecraft.ops.stencil.warmup(u, order=..., spacing=..., out=None) with the same "
+                        "grid (and out) before capturing, or set TILECRAFT_TUNE=0")
+                entry = _tune(u, out, order, spacing, key, cands)
+                if entry is None:
+                    choice = Choice(heuristic, "heuristic", key)
+                else:
+                    _cache.store(path, key, entry)
+                    choice = Choice(StencilConfig.from_dict(entry["config"]), "tuned", key, entry)
+    _CHOSEN[memo] = choice
+    return choice
+
+
+def _cached(entry: dict | None, u: torch.Tensor, out: torch.Tensor, order: int, key: str) -> Choice | None:
+    """The choice a cache entry gives, or None (no entry, or one unreadable). A bucket holds grids of
+    other sizes: an entry whose config cannot launch on this one gives the heuristic."""
+    if entry is None:
+        return None
+    try:
+        cfg = StencilConfig.from_dict(entry["config"])
+    except (KeyError, TypeError):
+        return None
+    why = launch_error(u, out, order, cfg)
+    if why:
+        say(f"cached stencil config for {key} cannot run on {tuple(u.shape)} ({why}); running the heuristic")
+        return Choice(auto_config(u.dtype, order, tuple(u.shape), _l2_bytes(u.device), vector_aligned(u, out),
+                                  flat_ok(u, out) is None), "heuristic", key)
+    return Choice(cfg, "cache", key, entry)
+
+
+def _twin(t: torch.Tensor) -> torch.Tensor:
+    """An uninitialised tensor with t's shape, strides and data-pointer alignment (mod 128 bytes)."""
+    size = t.element_size()
+    span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    base = torch.empty(span + 128 // size, dtype=t.dtype, device=t.device)
+    offset = ((t.data_ptr() - base.data_ptr()) % 128) // size
+    return base.as_strided(t.shape, t.stride(), offset)
+
+
+def _disagreement(got: torch.Tensor, ref: torch.Tensor, r: int, tol: float) -> str | None:
+    """Why ``got`` (a NaN-poisoned output) is not ``ref`` (the heuristic's), or None."""
+    if not torch.equal(torch.isnan(got), torch.isnan(ref)):
+        return "unwritten interior points or a written boundary"
+    inner = (slice(r, -r),) * 3
+    err = (torch.linalg.vector_norm(got[inner] - ref[inner]) / torch.linalg.vector_norm(ref[inner])).item()
+    return None if err <= tol else f"relative error {err:.1e} against the heuristic's result (> {tol:.0e})"
+
+
+def _tune(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[float, float, float], key: str,
+          cands: list[StencilConfig]) -> dict | None:
+    """Time ``cands`` (the heuristic first) on a grid with u's shape, strides and alignment, random values,
+    into scratch outputs laid out as ``out`` (never ``out`` itself); returns the cache entry of the
+    fastest, or None when the scratch grids do not fit in memory.
+
+    Each candidate runs once into a NaN-poisoned output first; one that fails to compile or launch, or
+    whose result differs from the heuristic's (unwritten points, a written boundary, a relative error
+    above ``TUNE_TOLERANCE``), is skipped and reported on stderr. Times come from CUDA-graph replays
+    (``graph_time_ms``), cycling through input copies while the grid is under twice the L2, so every
+    timed call reads its input from memory as a real call does."""
+    from tilecraft.bench.harness import rotation_sets
+
+    n = len(cands)
+    say(f"tuning stencil {key}: {n} configs (cached afterwards; TILECRAFT_TUNE=0 skips)")
+    gen = torch.Generator(device=u.device).manual_seed(20261127)
+    l2 = _l2_bytes(u.device)
+    grid_bytes = u.numel() * u.element_size()
+    n_sets = rotation_sets(2 * grid_bytes, l2, minimum=1, maximum=8) if grid_bytes < 2 * l2 else 1
+    r = order // 2
+    rows: list[dict] = []
+    try:
+        sets = [(_twin(u).uniform_(-1, 1, generator=gen), _twin(out)) for _ in range(n_sets)]
+        u0, out0 = sets[0]
+        ref = None
+        for i, cfg in enumerate(cands, 1):
+            label = f"tuning {i}/{n} {cfg.short()}"
+            try:
+                out0.fill_(float("nan"))
+                launch(u0, out0, order, spacing, cfg)
+                _sync(u)
+                why = None if ref is None else _disagreement(out0, ref, r, TUNE_TOLERANCE[u.dtype])
+                if ref is None:
+                    ref = out0.clone()  # the heuristic's result: what every other candidate must give
+                if why is None:
+                    ms = graph_time_ms([lambda s=s, c=cfg: launch(s[0], s[1], order, spacing, c) for s in sets],
+                                       u.device)
+            except torch.OutOfMemoryError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a candidate that does not compile or launch is skipped
+                if i == 1:
+                    raise  # the heuristic itself: fail as an untuned call would
+                lines = str(exc).strip().splitlines() or [""]
+                why = f"{type(exc).__name__}: {lines[0][:160]}"
+            if why is not None:
+                say(f"{label}: skipped ({why})")
+                rows.append({"config": cfg.as_dict(), "ms": None, "skipped": why})
+                continue
+            say(f"{label}: {ms:.4g} ms")
+            rows.append({"config": cfg.as_dict(), "ms": ms})
+    except torch.OutOfMemoryError:
+        say(f"tuning stencil {key}: out of memory for the scratch grids; running the heuristic (not cached)")
+        return None
+    best = min((row for row in rows if row["ms"] is not None), key=lambda row: row["ms"])  # ties: the earlier
+    say(f"tuned stencil {key}: {StencilConfig.from_dict(best['config']).short()} ({best['ms']:.4g} ms; "
+        f"heuristic {rows[0]['ms']:.4g} ms)")
+    return {"config": best["config"], "ms": best["ms"], "heuristic": rows[0]["config"],
+            "heuristic_ms": rows[0]["ms"], "candidates": rows, "shape": list(u.shape),
+            "date": time.strftime("%Y-%m-%d")}
+
+
+def warmup(u: torch.Tensor, *, order: int = 2, spacing: float | tuple[float, float, float] = 1.0,
+           out: torch.Tensor | None = None) -> StencilConfig:
+    """Choose (tuning if need be) and compile the kernel ``laplacian(u, order=order, spacing=spacing,
+    out=out)`` runs, so that a later call with a grid laid out the same way, e.g. inside CUDA-graph
+    capture, neither tunes nor compiles. Runs the call once (into ``out`` when given). Returns the
+    configuration."""
+    res = laplacian(u, order=order, spacing=spacing, out=out)
+    _sync(u)
+    return choose_config(u, res, order).config  # made by the call above: remembered
 
 
 # Registered with torch.library, so the op traces under torch.compile (a fake implementation gives
@@ -770,5 +980,5 @@ def _laplacian_out_fake(u: torch.Tensor, order: int, spacing: list[float], varia
     return None
 
 
-__all__ = ["laplacian", "StencilConfig", "LADDER", "VARIANTS", "ladder_config", "auto_config", "launch",
-           "validate", "second_derivative_coefficients"]
+__all__ = ["laplacian", "StencilConfig", "LADDER", "VARIANTS", "ladder_config", "auto_config", "choose_config",
+           "Choice", "launch", "validate", "warmup", "second_derivative_coefficients"]

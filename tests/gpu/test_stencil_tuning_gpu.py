@@ -61,7 +61,8 @@ def test_auto_tunes_caches_and_matches_float64(dtype, order, fresh_cache, monkey
     assert choice.source == "tuned", choice
     rows = choice.entry["candidates"]
     assert len(rows) >= 3 and all(row["ms"] is not None and row["ms"] > 0 for row in rows), rows
-    assert choice.entry["ms"] == min(row["ms"] for row in rows)
+    fastest, ms = min(row["ms"] for row in rows), choice.entry["ms"]
+    assert ms == fastest or (ms == choice.entry["heuristic_ms"] and fastest > (1 - ops.TUNE_MARGIN) * ms)
     files = list((fresh_cache / "tuning").glob("stencil-*.json"))
     assert len(files) == 1 and choice.key in json.loads(files[0].read_text())
     err = capsys.readouterr().err

@@ -230,6 +230,19 @@ def test_tuner_picks_the_fastest_and_caches_it(sim, field, tmp_path, capsys):
     assert err[-1].startswith(f"tilecraft: tuned stencil {choice.key}: {TILING.short()} (1 ms; heuristic 3 ms)")
 
 
+@pytest.mark.parametrize("other,kept", [(0.995, True), (0.985, False)])
+def test_the_heuristic_is_kept_unless_beaten_by_the_margin(sim, field, capsys, other, kept):
+    """A candidate under 1% faster than the heuristic is noise on a GPU: the heuristic stays."""
+    u = field(SHAPE)
+    heuristic = ops.auto_config(torch.float64, 2, SHAPE, L2, True, True)
+    sim.times = {heuristic: 1.0, TILING: other}
+    out = ops.laplacian(u, order=2)
+    choice = ops.choose_config(u, out, 2)
+    assert choice.config == (heuristic if kept else TILING)
+    assert choice.entry["ms"] == (1.0 if kept else other) and choice.entry["heuristic_ms"] == 1.0
+    assert ("kept: no candidate faster by more than 1%" in capsys.readouterr().err) == kept
+
+
 def test_second_call_uses_the_cache_without_timing(sim, field, tmp_path):
     u = field(SHAPE)
     sim.times = {TILING: 1.0}

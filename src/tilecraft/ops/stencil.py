@@ -832,7 +832,7 @@ def choose_config(u: torch.Tensor, out: torch.Tensor, order: int,
         facts = device_facts(u.device)
         key = tuning.shape_key(u.dtype, order, shape, aligned, flat, facts.arch, heuristic)
         path = _cache.cache_file(CACHE_OP, facts.name, facts.versions)
-        choice = _cached(_cache.load(path).get(key), u, out, order, key)
+        choice = _cached(_cache.load(path).get(key), u, out, order, key, heuristic)
         if choice is None:
             cands = tuning.candidates(u.dtype, order, shape, l2, aligned, flat) if enabled else []
             if len(cands) < 2:  # tuning off, or nothing to choose from
@@ -853,7 +853,8 @@ def choose_config(u: torch.Tensor, out: torch.Tensor, order: int,
     return choice
 
 
-def _cached(entry: dict | None, u: torch.Tensor, out: torch.Tensor, order: int, key: str) -> Choice | None:
+def _cached(entry: dict | None, u: torch.Tensor, out: torch.Tensor, order: int, key: str,
+            heuristic: StencilConfig) -> Choice | None:
     """The choice a cache entry gives, or None (no entry, or one unreadable). A bucket holds grids of
     other sizes: an entry whose config cannot launch on this one gives the heuristic."""
     if entry is None:
@@ -865,8 +866,7 @@ def _cached(entry: dict | None, u: torch.Tensor, out: torch.Tensor, order: int, 
     why = launch_error(u, out, order, cfg)
     if why:
         say(f"cached stencil config for {key} cannot run on {tuple(u.shape)} ({why}); running the heuristic")
-        return Choice(auto_config(u.dtype, order, tuple(u.shape), _l2_bytes(u.device), vector_aligned(u, out),
-                                  flat_ok(u, out) is None), "heuristic", key)
+        return Choice(heuristic, "heuristic", key)
     return Choice(cfg, "cache", key, entry)
 
 

@@ -45,9 +45,10 @@ def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_b
     * the ladder's ``tiling`` and ``baseline`` steps (one plane tile per program: on an H100 at fp64
       order 2, 512^3, ``tiling`` measured 86.9% of copy and ``baseline`` 83.9% against 81.1% for the
       heuristic's short march);
-    * orders 2 and 4, 16-byte aligned rows: the short unrolled z-march at both tile widths (64 and 128
-      points) and the long pipelined march (the heuristic takes one of them by the plane size); order
-      4 also the register-window march ``zwin`` (the heuristic's for fp64 on planes of 512^2 and more);
+    * orders 2 and 4, 16-byte aligned rows: the best plane kernel of an order-2 sweep on an H100
+      (:func:`plane_sweep_best`), the short unrolled z-march at both tile widths (64 and 128 points)
+      and the long pipelined march (the heuristic takes one of them by the plane size); order 4 also
+      the register-window march ``zwin`` (the heuristic's for fp64 on planes of 512^2 and more);
     * orders 2 and 4, unaligned rows: the tiled plane kernel banded in y (``grid_order``), the flat
       kernel where ``flat_ok`` and the short z-march;
     * orders 6 and up: the z-march with the z terms through L1 (``auto``'s choice before ``zwin``) and,
@@ -61,7 +62,8 @@ def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_b
     heuristic = ops.auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok)
     alts = [ops.ladder_config("tiling", dtype, order), ops.ladder_config("baseline", dtype, order)]
     if r <= 2 and vector_aligned:
-        alts += [ops.short_march(dtype, r, 64), ops.short_march(dtype, r, 128), ops.long_march(dtype)]
+        alts += [plane_sweep_best(dtype), ops.short_march(dtype, r, 64), ops.short_march(dtype, r, 128),
+                 ops.long_march(dtype)]
         alts += [ops.window_march(dtype, r)] if r == 2 else []
     elif r <= 2:
         alts.append(replace(ops.ladder_config("tiling", dtype, order), grid_order=1, group_y=4))
@@ -78,6 +80,15 @@ def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_b
         if cfg not in chosen and ops.launch_error(u, out, order, cfg) is None:
             chosen.append(cfg)
     return chosen
+
+
+def plane_sweep_best(dtype: torch.dtype) -> StencilConfig:
+    """The fastest plane kernel of a 22-configuration sweep at order 2, 512^3 on an H100 (2026-11-26,
+    ``benchmarks/stencil_tune.py``, ``results/2026-11-26-h100/stencil-tune/`` on main): fp64 tiles of
+    8 x 128 points, 4 warps, 88.8% of copy; fp32 rows of 512 points, 4 warps, 81.3%; both with ascending
+    loads and streaming stores."""
+    by, bx = (8, 128) if dtype == torch.float64 else (1, 512)
+    return StencilConfig("plane", block_y=by, block_x=bx, num_warps=4, ascending=True, nontemporal=True)
 
 
 def _pow2_at_least(n: int) -> int:

@@ -22,6 +22,7 @@ import torch
 CASES = [  # (dtype, order, shape): the ladder's grids, a mid-size grid, and the GPU tests' small grids
     ("fp64", 2, (512, 512, 512)),
     ("fp32", 8, (512, 512, 512)),
+    ("fp32", 2, (512, 512, 512)),
     ("fp64", 4, (256, 256, 256)),
     ("fp32", 2, (128, 160, 192)),
     ("fp64", 8, (26, 45, 136)),

@@ -364,6 +364,26 @@ def _print_gpu_ladder(records, dev, shape, dtype, order) -> None:
     out.print(table)
     for name, msg in failures:
         out.print(f"[red]{name}[/]: {msg}")
+    for r in records:
+        if r.case["variant"] == "auto" and r.extra.get("config_source"):
+            out.print(_auto_line(r))
+
+
+_AUTO_SOURCES = {"tuned": "tuned on this GPU in this run", "cache": "tuned earlier, from the tuning cache",
+                 "heuristic": "the heuristic auto_config"}
+
+
+def _auto_line(record) -> str:
+    """Which configuration ``auto`` ran and where it came from (tuned now, the cache, the heuristic)."""
+    from tilecraft.ops.stencil import StencilConfig
+
+    x = record.extra
+    line = (f"auto ran {StencilConfig.from_dict(record.case['config']).short()} "
+            f"({_AUTO_SOURCES.get(x['config_source'], x['config_source'])})")
+    heuristic = x.get("heuristic_config")
+    if heuristic and heuristic != record.case["config"]:
+        line += f"; the heuristic: {StencilConfig.from_dict(heuristic).short()}"
+    return line
 
 
 def _ladder_interpreter(shape, dtype, order, names, out, as_json) -> None:

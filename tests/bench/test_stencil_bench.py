@@ -191,3 +191,69 @@ def test_cross_compiled_reports_sm90_registers():
     assert 16 <= res[0]["registers"] <= 255 and res[0]["spills"] == 0
     assert res[0]["occupancy"] > 0 and res[0]["target"] == "sm90"
     assert cross_compiled((64, 64, 64), torch.float64, 2, "reference") == []
+
+
+def test_measure_rounds_times_a_pinned_config():
+    """``configs`` pins a variant's configuration (the ladder pins ``auto``'s tuned one); the others
+    keep theirs."""
+    tiling = ops.ladder_config("tiling", torch.float64, 2)
+    res = sb.measure_rounds((7, 8, 16), torch.float64, 2, ["auto", "baseline"], rounds=1, device="cpu",
+                            budget_s=0.01, configs={"auto": tiling})
+    assert res["auto"].ok and res["auto"].config == tiling.as_dict()
+    assert res["baseline"].config == ops.ladder_config("baseline", torch.float64, 2).as_dict()
+
+
+def test_auto_choice_on_the_cpu_is_the_heuristic():
+    choice = sb.auto_choice((7, 8, 16), torch.float64, 2, device="cpu")
+    assert choice.source == "heuristic" and choice.key is None
+    assert choice.config == ops.auto_config(torch.float64, 2, (7, 8, 16), 50 * 2**20, True, True)
+
+
+def test_ladder_and_sweep_time_the_tuned_auto(monkeypatch):
+    """``auto`` is chosen (tuned if need be) once per grid before its rounds are timed, the rounds run
+    that configuration, and its record says which one it was and where it came from."""
+    from tilecraft.hardware.device import DeviceInfo
+
+    heuristic = ops.auto_config(torch.float64, 2, (8, 8, 16))
+    tiling = ops.ladder_config("tiling", torch.float64, 2)
+    entry = {"heuristic": heuristic.as_dict(), "candidates": [{"config": heuristic.as_dict(), "ms": 2.0},
+                                                              {"config": tiling.as_dict(), "ms": 1.0}]}
+    events: list = []
+
+    def choice(shape, dtype, order, device="cuda"):
+        events.append(("choose", shape))
+        return ops.Choice(tiling, "tuned", "fp64/o2/key", entry)
+
+    def rounds(shape, dtype, order, variants, **kw):
+        events.append(("rounds", shape, kw["configs"]))
+        timing = sb.Timing(median_ms=1.0, min_ms=1.0, max_ms=1.0, runs=3, spread=0.0)
+        return {v: sb.CaseResult(v, (kw["configs"].get(v) or ops.ladder_config(v, dtype, order)).as_dict(), True,
+                                 1e-13, timing, fom_TBps=1.0, gpts=1.0) for v in variants}
+
+    monkeypatch.setattr(sb, "auto_choice", choice)
+    monkeypatch.setattr(sb, "measure_rounds", rounds)
+    info = DeviceInfo("Fake GPU", "cuda", l2_bytes=50 * 2**20)
+    records = sb.ladder((8, 8, 16), "fp64", 2, variants=["baseline", "auto"], copy_TBps=2.0, info=info)
+    assert events == [("choose", (8, 8, 16)), ("rounds", (8, 8, 16), {"auto": tiling})]
+    auto = next(r for r in records if r.case["variant"] == "auto")
+    base = next(r for r in records if r.case["variant"] == "baseline")
+    assert auto.case["config"] == tiling.as_dict()
+    assert auto.extra["config_source"] == "tuned" and auto.extra["tuning_key"] == "fp64/o2/key"
+    assert auto.extra["heuristic_config"] == heuristic.as_dict() and auto.extra["tuning"] == entry["candidates"]
+    assert "config_source" not in base.extra
+
+    from tilecraft.cli import _auto_line
+
+    assert _auto_line(auto) == (f"auto ran {tiling.short()} (tuned on this GPU in this run); "
+                                f"the heuristic: {heuristic.short()}")
+
+    events.clear()
+    records = sb.sweep([64, 128], "fp64", 2, copy_TBps=2.0, info=info, target_bytes=2**20)
+    assert [e[0] for e in events] == ["choose", "rounds", "choose", "rounds"]
+    assert all(e[2] == {"auto": tiling} for e in events if e[0] == "rounds")
+    autos = [r for r in records if r.case["variant"] == "auto"]
+    assert len(autos) == 2 and all(r.extra["config_source"] == "tuned" and r.case["config"] == tiling.as_dict()
+                                   for r in autos)
+    events.clear()
+    sb.sweep([64], "fp64", 2, variants=("baseline",), copy_TBps=2.0, info=info, target_bytes=2**20)
+    assert [e[0] for e in events] == ["rounds"] and events[0][2] == {}, "no auto: nothing tuned"

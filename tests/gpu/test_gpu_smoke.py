@@ -22,16 +22,23 @@ def test_laplacian_on_the_gpu_matches_float64() -> None:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
 @pytest.mark.parametrize("order,shape", [(2, (37, 41, 45)), (8, (26, 45, 136)), (8, (30, 70, 200)),
                                          (4, (21, 33, 64)), (16, (40, 41, 72))])
-def test_auto_on_the_gpu_matches_float64(order, shape, dtype) -> None:
-    """``auto``'s kernel for each case as compiled for the device (for aligned fp32 order 8 the
-    register-window z-march with its L1 prefetch, which only runs on a GPU), into a NaN-poisoned
-    ``out``: the interior against float64, the boundary untouched."""
+def test_auto_on_the_gpu_matches_float64(order, shape, dtype, monkeypatch, tmp_path) -> None:
+    """``auto``'s heuristic kernel for each case as compiled for the device (for aligned fp32 order 8
+    the register-window z-march with its L1 prefetch, which only runs on a GPU), into a NaN-poisoned
+    ``out``: the interior against float64, the boundary untouched. Tuning is off here (an empty cache,
+    ``TILECRAFT_TUNE=0``), so the heuristic's kernels are the ones checked; the tuned ``auto``:
+    test_stencil_tuning_gpu.py."""
     from tilecraft.ops import stencil as ops
+
+    monkeypatch.setenv("TILECRAFT_TUNE", "0")
+    monkeypatch.setenv("TILECRAFT_CACHE", str(tmp_path))
+    ops.clear_choices()
 
     gen = torch.Generator().manual_seed(20261125 + order)
     u = (torch.rand(shape, dtype=torch.float64, generator=gen) * 2 - 1).to(dtype)
     out = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
-    tilecraft.laplacian(u.cuda(), order=order, out=out)
+    uc = u.cuda()
+    tilecraft.laplacian(uc, order=order, out=out)
     r = order // 2
     inner = (slice(r, -r),) * 3
     got = out.cpu()
@@ -42,6 +49,9 @@ def test_auto_on_the_gpu_matches_float64(order, shape, dtype) -> None:
     boundary = torch.ones(shape, dtype=torch.bool)
     boundary[inner] = False
     assert torch.isnan(got[boundary]).all()
+    cfg = ops.choose_config(uc, out, order).config
+    assert cfg == ops.auto_config(dtype, order, shape, torch.cuda.get_device_properties(0).L2_cache_size,
+                                  ops.vector_aligned(uc, out), True)
     if dtype == torch.float32 and order == 8:
-        cfg = ops.auto_config(dtype, order, shape, torch.cuda.get_device_properties(0).L2_cache_size)
         assert cfg.kernel == "zwin", cfg
+    ops.clear_choices()

@@ -136,13 +136,15 @@ def measure_config(shape: tuple[int, int, int], dtype: torch.dtype, order: int, 
 
 def measure_rounds(shape: tuple[int, int, int], dtype: torch.dtype, order: int, variants: Sequence[str], *,
                    rounds: int = DEFAULT_ROUNDS, l2_bytes: int | None = None, budget_s: float = 1.0,
-                   device: str = "cuda", progress: Callable[[str], None] | None = None) -> dict[str, CaseResult]:
+                   device: str = "cuda", progress: Callable[[str], None] | None = None,
+                   configs: dict[str, ops.StencilConfig] | None = None) -> dict[str, CaseResult]:
     """``measure_config`` for each variant, ``rounds`` times in turn (variant 1, 2, ..., 1, 2, ...),
     so a drift of the GPU's state (clocks, power, what ran before) reaches every variant alike. The
     first round checks the timed grid against float64, later rounds the small grid. A variant's
     median is the median of its rounds' medians (``timing.spread``: the rounds' (max - min) / median
     where that is larger than a round's own spread); ``round_medians_ms`` keeps each round's; a
-    variant that fails any round is reported failed."""
+    variant that fails any round is reported failed. ``configs`` pins a variant's configuration
+    (``auto``'s tuned one, :func:`auto_choice`)."""
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
     say = progress or (lambda _m: None)
@@ -152,9 +154,35 @@ def measure_rounds(shape: tuple[int, int, int], dtype: torch.dtype, order: int, 
             if per[v] and not per[v][-1].ok:
                 continue  # failed: not timed again
             say(v if rounds == 1 else f"{v} (round {rnd + 1}/{rounds})")
-            per[v].append(measure_config(shape, dtype, order, v, l2_bytes=l2_bytes, budget_s=budget_s, device=device,
-                                         check="full" if rnd == 0 else "small"))
+            per[v].append(measure_config(shape, dtype, order, v, cfg=(configs or {}).get(v), l2_bytes=l2_bytes,
+                                         budget_s=budget_s, device=device, check="full" if rnd == 0 else "small"))
     return {v: _combine(res) for v, res in per.items()}
+
+
+def auto_choice(shape: tuple[int, int, int], dtype: torch.dtype, order: int, *,
+                device: str = "cuda") -> ops.Choice:
+    """What ``auto`` runs on a freshly allocated grid of ``shape`` (the timed grids are such grids):
+    on a GPU the tuned configuration (timed now if no cached entry has it: call this before any timed
+    region), a cached one or the heuristic; on the CPU the heuristic (``ops.choose_config``)."""
+    u = torch.empty(shape, dtype=dtype, device=device)
+    out = torch.zeros_like(u)
+    if u.device.type == "cuda":
+        with torch.cuda.device(u.device):
+            return ops.choose_config(u, out, order)
+    return ops.choose_config(u, out, order)
+
+
+def _pinned(variants: Sequence[str], shape: tuple[int, int, int], dtype: torch.dtype, order: int,
+            device: str) -> tuple[dict[str, ops.StencilConfig], dict]:
+    """(configs for ``measure_rounds``, the fields of ``auto``'s record saying where its config came
+    from): ``auto`` chosen once (tuned if need be) before anything is timed."""
+    if "auto" not in variants:
+        return {}, {}
+    choice = auto_choice(shape, dtype, order, device=device)
+    entry = choice.entry or {}
+    return {"auto": choice.config}, {"config_source": choice.source, "tuning_key": choice.key,
+                                     "heuristic_config": entry.get("heuristic", choice.config.as_dict()),
+                                     "tuning": entry.get("candidates")}
 
 
 def _combine(results: list[CaseResult]) -> CaseResult:
@@ -188,14 +216,16 @@ def ladder(shape: tuple[int, int, int], dtype: str, order: int, *, variants: Seq
     if copy_TBps is None:
         say("copy bandwidth")
         copy_TBps = measure_copy_bandwidth()
+    configs, auto_fields = _pinned(variants, shape, torch_dtype, order, "cuda")
     results = measure_rounds(shape, torch_dtype, order, variants, rounds=rounds, l2_bytes=info.l2_bytes,
-                             budget_s=budget_s, progress=say)
+                             budget_s=budget_s, progress=say, configs=configs)
     base = results.get("baseline")
     peer = results.get("reference")
     records = []
     for v, res in results.items():
         case = {"shape": list(shape), "dtype": dtype, "order": order, "variant": v, "config": res.config}
-        extra = {"ok": res.ok, "rel_error": res.error, "message": res.message, "resources": res.resources}
+        extra = {"ok": res.ok, "rel_error": res.error, "message": res.message, "resources": res.resources,
+                 **(auto_fields if v == "auto" else {})}
         if not res.ok:
             records.append(Record("stencil.ladder", case, "fom", "TB/s", float("nan"), extra=extra,
                                   ceiling="copy", ceiling_value=copy_TBps))
@@ -283,11 +313,14 @@ def sweep(sizes: Sequence[int], dtype: str, order: int, *, variants: Sequence[st
         copy_TBps = measure_copy_bandwidth()
     records = []
     for shape in sweep_shapes(sizes, order, torch.finfo(torch_dtype).bits // 8, target_bytes):
+        configs, auto_fields = _pinned(variants, shape, torch_dtype, order, "cuda")
         results = measure_rounds(shape, torch_dtype, order, variants, rounds=rounds, l2_bytes=info.l2_bytes,
-                                 budget_s=budget_s, progress=lambda m, sh=shape: say(f"{m} {sh}"))
+                                 budget_s=budget_s, progress=lambda m, sh=shape: say(f"{m} {sh}"), configs=configs)
         for v, res in results.items():
-            case = {"shape": list(shape), "plane": shape[1] * shape[2], "dtype": dtype, "order": order, "variant": v}
-            extra = {"ok": res.ok, "rel_error": res.error, "message": res.message}
+            case = {"shape": list(shape), "plane": shape[1] * shape[2], "dtype": dtype, "order": order, "variant": v,
+                    "config": res.config}
+            extra = {"ok": res.ok, "rel_error": res.error, "message": res.message,
+                     **(auto_fields if v == "auto" else {})}
             if res.ok:
                 extra.update(time_ms=res.timing.median_ms, gpts=res.gpts, round_medians_ms=res.round_medians_ms,
                              **_roofline_fields(shape, torch_dtype, order))

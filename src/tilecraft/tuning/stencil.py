@@ -1,0 +1,108 @@
+"""Stencil tuning: the candidates ``variant="auto"`` times on a new grid, and the cache key.
+
+``auto_config`` is a static heuristic measured on one GPU (H200, H100 for some rules). On another
+GPU, or another grid, a different launch can be faster: ``tilecraft.ops.stencil.choose_config``
+times the few :func:`candidates` on the device once per :func:`shape_key` and caches the fastest
+(``tilecraft.tuning.cache``, op ``"stencil"``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import torch
+
+from tilecraft.ops import stencil as ops
+from tilecraft.ops.stencil import StencilConfig
+
+_DTYPE_NAMES = {torch.float32: "fp32", torch.float64: "fp64"}
+
+
+def model_tensors(dtype: torch.dtype, shape: tuple[int, int, int], vector_aligned: bool,
+                  flat_ok: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(u, out) as ``meta`` tensors (no memory) with the facts of a grid: contiguous where the flat
+    kernel can take it (``flat_ok``), else rows padded (by one 16-byte vector where ``vector_aligned``,
+    by one element otherwise), so the launch checks (``ops.launch_error``) see what they would see on
+    the real tensors. Meta tensors' data pointers read 0 (16-byte aligned)."""
+    nz, ny, nx = shape
+    vec = 16 // (torch.finfo(dtype).bits // 8)
+    if flat_ok:
+        row = nx
+    else:
+        row = nx + (vec if vector_aligned else 1)
+    if vector_aligned and nx % vec:
+        raise ValueError(f"vector_aligned grids have nx a multiple of {vec} for {dtype}, got nx = {nx}")
+    strides = (ny * row, row, 1)
+    u = torch.empty_strided(shape, strides, dtype=dtype, device="meta")
+    return u, torch.empty_strided(shape, strides, dtype=dtype, device="meta")
+
+
+def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_bytes: int | None,
+               vector_aligned: bool, flat_ok: bool) -> list[StencilConfig]:
+    """The configurations the tuner times for this grid: ``auto_config``'s choice first (the heuristic,
+    and the reference every other candidate's result is checked against), then alternatives:
+
+    * the ladder's ``tiling`` and ``baseline`` steps (one plane tile per program: on an H100 at fp64
+      order 2, 512^3, ``tiling`` measured 86.9% of copy and ``baseline`` 83.9% against 81.1% for the
+      heuristic's short march);
+    * orders 2 and 4, 16-byte aligned rows: the best plane kernel of an order-2 sweep on an H100
+      (:func:`plane_sweep_best`), the short unrolled z-march at both tile widths (64 and 128 points)
+      and the long pipelined march (the heuristic takes one of them by the plane size); order 4 also
+      the register-window march ``zwin`` (the heuristic's for fp64 on planes of 512^2 and more);
+    * orders 2 and 4, unaligned rows: the tiled plane kernel banded in y (``grid_order``), the flat
+      kernel where ``flat_ok`` and the short z-march;
+    * orders 6 and up: the z-march with the z terms through L1 (``auto``'s choice before ``zwin``) and,
+      orders 6 and 8 on aligned rows, ``zwin`` (the heuristic's there). Not above order 8: with it (its
+      loop unrolled by 2R), the GPU test tuning fp64 order 16 on 128x160x192 took 196 s on an H100,
+      against 3-15 s for orders 2-8; the kernels run for microseconds there, so that is compilation.
+
+    Each passes the launch checks for a grid with these facts (``ops.launch_error`` on
+    :func:`model_tensors`); none is listed twice."""
+    r = order // 2
+    heuristic = ops.auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok)
+    alts = [ops.ladder_config("tiling", dtype, order), ops.ladder_config("baseline", dtype, order)]
+    if r <= 2 and vector_aligned:
+        alts += [plane_sweep_best(dtype), ops.short_march(dtype, r, 64), ops.short_march(dtype, r, 128),
+                 ops.long_march(dtype)]
+        alts += [ops.window_march(dtype, r)] if r == 2 else []
+    elif r <= 2:
+        alts.append(replace(ops.ladder_config("tiling", dtype, order), grid_order=1, group_y=4))
+        if flat_ok:
+            alts.append(StencilConfig("flat", block_y=1, block_x=1024, num_warps=8 if dtype == torch.float64 else 4,
+                                      nontemporal=True))
+        alts.append(ops.short_march(dtype, r))
+    else:
+        # not zwin above order 8: minutes of compilation (see above)
+        alts += [ops.l1_march(dtype, r)] + ([ops.window_march(dtype, r)] if vector_aligned and r <= 4 else [])
+    u, out = model_tensors(dtype, shape, vector_aligned, flat_ok)
+    chosen: list[StencilConfig] = []
+    for cfg in [heuristic, *alts]:
+        if cfg not in chosen and ops.launch_error(u, out, order, cfg) is None:
+            chosen.append(cfg)
+    return chosen
+
+
+def plane_sweep_best(dtype: torch.dtype) -> StencilConfig:
+    """The fastest plane kernel of a 22-configuration sweep at order 2, 512^3 on an H100 (2026-11-26,
+    ``benchmarks/stencil_tune.py``, ``results/2026-11-26-h100/stencil-tune/`` on main): fp64 tiles of
+    8 x 128 points, 4 warps, 88.8% of copy; fp32 rows of 512 points, 4 warps, 81.3%; both with ascending
+    loads and streaming stores."""
+    by, bx = (8, 128) if dtype == torch.float64 else (1, 512)
+    return StencilConfig("plane", block_y=by, block_x=bx, num_warps=4, ascending=True, nontemporal=True)
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+
+
+def shape_key(dtype: torch.dtype, order: int, shape: tuple[int, int, int], vector_aligned: bool, flat_ok: bool,
+              arch: str, heuristic: StencilConfig) -> str:
+    """The cache key: dtype, order, the plane size nx*ny and nz rounded up to powers of two, the
+    alignment and flat flags, the device's architecture, and the heuristic's choice for the grid.
+    The last one keeps grids on either side of a threshold ``auto_config`` draws inside one bucket
+    apart: whether a short march's planes fit in the L2, the plane size from which fp64 order 4 takes
+    the register window, the flat kernel's L2 limit."""
+    nz, ny, nx = shape
+    flags = ("aligned" if vector_aligned else "unaligned") + ("-flat" if flat_ok else "")
+    return (f"{_DTYPE_NAMES[dtype]}/o{order}/plane{_pow2_at_least(ny * nx)}/nz{_pow2_at_least(nz)}/{flags}/{arch}"
+            f"/h:{heuristic.short().replace(' ', ',')}")

@@ -35,7 +35,6 @@ import dataclasses
 import functools
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass
 
@@ -45,6 +44,8 @@ from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import gemm as _k
 from tilecraft.ops.launch import KernelLaunch
 from tilecraft.reference.gemm import matmul_reference, relative_error
+from tilecraft.tuning.measure import graph_time_ms as _graph_time_ms  # noqa: F401 - the tuner's timer (tests patch it here)
+from tilecraft.tuning.measure import say as _say
 from tilecraft.tuning import cache as _cache
 from tilecraft.tuning.gemm import (
     GemmConfig,
@@ -970,11 +971,6 @@ def triton_next_pow2(x: int) -> int:
 _CHOSEN: dict[tuple, GemmConfig] = {}
 
 
-def _say(msg: str) -> None:
-    if os.environ.get("TILECRAFT_QUIET", "") not in ("1", "true"):
-        print(f"tilecraft: {msg}", file=sys.stderr, flush=True)
-
-
 def choose_config(a: torch.Tensor, b: torch.Tensor, spec: Spec, *, tune_now: bool | None = None,
                   c: torch.Tensor | None = None, bias: torch.Tensor | None = None,
                   scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
@@ -1014,33 +1010,6 @@ def choose_config(a: torch.Tensor, b: torch.Tensor, spec: Spec, *, tune_now: boo
 #: The tuner's timing method, part of its cache file's name: entries timed another way are not reused.
 #: 2 (2026-11-25): operands rotated through copies while they fit twice in the L2 (``tuning_sets``).
 TUNER_VERSION = 2
-
-
-def _graph_time_ms(fns, device: torch.device, calls: int = 8, replays: int = 5) -> float:
-    """Median time of one call from a CUDA graph of ``calls`` calls cycling through ``fns`` (one per
-    input set; no launch overhead, which would swamp microsecond kernels and let the tuner pick noise)."""
-    fns = list(fns) if isinstance(fns, (list, tuple)) else [fns]
-    calls = max(calls, len(fns))
-    stream = torch.cuda.Stream(device)
-    stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):
-        for fn in fns:
-            fn()
-    torch.cuda.current_stream(device).wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            fns[i % len(fns)]()
-    graph.replay()
-    times = []
-    for _ in range(replays):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        graph.replay()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) / calls)
-    return sorted(times)[len(times) // 2]
 
 
 def tuning_sets(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, l2_bytes: int | None

@@ -1,9 +1,8 @@
 """What an op's tuner needs beyond its config space: the progress report on stderr, the device facts
 its cache is keyed by, and the CUDA-graph timing of one candidate.
 
-The stencil tuner (``tilecraft.ops.stencil``) uses these. ``tilecraft.ops.gemm`` still has its own
-``_say``, ``_device_facts`` and ``_graph_time_ms`` (the same timing method as ``graph_time_ms`` here);
-it can take these instead.
+The stencil tuner (``tilecraft.ops.stencil``) and the GEMM tuner (``tilecraft.ops.gemm``, which keys
+its cache by its own ``_device_facts``: it also needs the SM count) use these.
 """
 from __future__ import annotations
 

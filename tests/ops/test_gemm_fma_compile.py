@@ -82,3 +82,22 @@ def test_fma_dispatch_rules():
     assert "unit stride" in ops.fma_refusal(strided, b, ops.validate(strided, b))
     with pytest.raises(ValueError, match="FMA kernel cannot take"):
         ops.target_plan(strided, b, "sm90", sms=132, cfg=FMA_HEURISTIC)
+
+
+def test_fma_batches_beyond_the_grid_limit_launch_in_slices(monkeypatch):
+    """The batch is grid axis 1 (CUDA: at most 65535), as for the pointer kernel: launched in slices."""
+    monkeypatch.setattr(ops, "MAX_GRID_BATCH", 2)
+    a = torch.empty(5, 64, 32, device="meta")
+    b = torch.empty(5, 32, 128, device="meta")
+    _, _, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=FMA_HEURISTIC)
+    assert [k.grid[1] for k in plan] == [2, 2, 1]
+    assert all(k.kernel.__name__ == "matmul_fma_kernel" for k in plan)
+
+
+def test_fma_kernel_compiles_with_64bit_offsets():
+    """An MN-major operand whose K stride times K passes 2**31 elements: 64-bit offsets, still no spills."""
+    a = torch.empty(60000, 40000, device="meta").t()  # A (M, K) = (40000, 60000), M-contiguous: stride_ak 40000
+    b = torch.empty(60000, 256, device="meta")
+    _, launch, res = _compile(a, b, "sm90", "sm90")
+    assert launch.constexprs["OFFS64"] and not launch.constexprs["A_KCONTIG"]
+    assert res.spills == 0

@@ -55,10 +55,15 @@ def _kmask(k, k_hi, GROUPED: gl.constexpr):
 @gluon.jit
 def _copy_tile(sa, sb, slot, a_base, b_base, rows, cols, ka, kb, k0, k_hi, mask_m, mask_n,
                stride_am, stride_ak, stride_bk, stride_bn, EVEN_K: gl.constexpr, VEC4: gl.constexpr,
-               A_KCONTIG: gl.constexpr, B_NCONTIG: gl.constexpr):
-    """cp.async of A[rows, k0 + ka] and B[k0 + kb, cols] into ring slot ``slot`` (zero fill where masked)."""
-    a_ptrs = a_base + rows[:, None] * stride_am + (k0 + ka)[None, :] * stride_ak
-    b_ptrs = b_base + (k0 + kb)[:, None] * stride_bk + cols[None, :] * stride_bn
+               A_KCONTIG: gl.constexpr, B_NCONTIG: gl.constexpr, OFFS64: gl.constexpr):
+    """cp.async of A[rows, k0 + ka] and B[k0 + kb, cols] into ring slot ``slot`` (zero fill where masked).
+    ``OFFS64``: the K offsets in 64-bit too (k times an MN-major operand's stride can pass 2**31)."""
+    if OFFS64:
+        a_ptrs = a_base + rows[:, None] * stride_am + (k0 + ka).to(gl.int64)[None, :] * stride_ak
+        b_ptrs = b_base + (k0 + kb).to(gl.int64)[:, None] * stride_bk + cols[None, :] * stride_bn
+    else:
+        a_ptrs = a_base + rows[:, None] * stride_am + (k0 + ka)[None, :] * stride_ak
+        b_ptrs = b_base + (k0 + kb)[:, None] * stride_bk + cols[None, :] * stride_bn
     if EVEN_K:
         async_copy.async_copy_global_to_shared(sa.index(slot), a_ptrs, mask=mask_m[:, None])
         async_copy.async_copy_global_to_shared(sb.index(slot), b_ptrs, mask=mask_n[None, :])
@@ -161,7 +166,7 @@ def matmul_fma_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
     for s in gl.static_range(STAGES - 1):
         if s < n_k:
             _copy_tile(sa, sb, s, a_base, b_base, rows, cols, ka, kb, k_lo + s * BLOCK_K, k_hi, mask_am, mask_bn,
-                       stride_am, stride_ak, stride_bk, stride_bn, EVEN_K, VEC4, A_KCONTIG, B_NCONTIG)
+                       stride_am, stride_ak, stride_bk, stride_bn, EVEN_K, VEC4, A_KCONTIG, B_NCONTIG, OFFS64)
         async_copy.commit_group()
 
     acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_l)
@@ -172,7 +177,7 @@ def matmul_fma_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
         nxt = i + STAGES - 1
         if nxt < n_k:
             _copy_tile(sa, sb, nxt % STAGES, a_base, b_base, rows, cols, ka, kb, k_lo + nxt * BLOCK_K, k_hi,
-                       mask_am, mask_bn, stride_am, stride_ak, stride_bk, stride_bn, EVEN_K, VEC4, A_KCONTIG, B_NCONTIG)
+                       mask_am, mask_bn, stride_am, stride_ak, stride_bk, stride_bn, EVEN_K, VEC4, A_KCONTIG, B_NCONTIG, OFFS64)
         async_copy.commit_group()
         av = sa.index(slot).load(a_op)
         bv = sb.index(slot).load(b_op)

@@ -527,7 +527,7 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
     """The kernel launches of ``cfg`` on validated tensors, without running them (the TMA
     kernel's operand copies and split-K's workspace are made here). ``sms``: the SM count the
     persistent TMA grid is sized for (default: the device's)."""
-    if cfg.kernel == "pointer" and spec.batch > MAX_GRID_BATCH:
+    if cfg.kernel in ("pointer", "fma") and spec.batch > MAX_GRID_BATCH:
         # the batch is grid axis 1 of the pointer kernels (CUDA: at most 65535): launch in slices
         a3, b3 = _as3d(a, spec.batch), _as3d(b, spec.batch)
         out3 = out if out.dim() == 3 else out.unsqueeze(0)

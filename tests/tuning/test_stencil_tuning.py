@@ -431,3 +431,15 @@ def test_short_labels_tell_configs_apart():
     assert len(cands) > 20 and len({c.short() for c in cands}) == len(cands)
     assert replace(TILING, maxnreg=64).short() != TILING.short()
     assert StencilConfig.from_dict({**TILING.as_dict(), "unknown": 1}) == TILING
+
+
+@pytest.mark.parametrize("bad,exc", [
+    (lambda: torch.zeros(8, 9, 10, dtype=torch.float16), TypeError),  # dtype
+    (lambda: torch.zeros(9, 10), ValueError),  # not 3D
+    (lambda: torch.zeros(2, 9, 10), ValueError),  # an extent under 2R + 1
+    (lambda: torch.zeros(9, 10, 20)[:, :, ::2], ValueError),  # x not contiguous
+])
+def test_warmup_rejects_bad_grids_before_launching(bad, exc):
+    """warmup validates as laplacian does: a clear error, nothing tuned or launched."""
+    with pytest.raises(exc):
+        ops.warmup(bad(), order=2)

@@ -101,30 +101,3 @@ def test_fma_kernel_compiles_with_64bit_offsets():
     _, launch, res = _compile(a, b, "sm90", "sm90")
     assert launch.constexprs["OFFS64"] and not launch.constexprs["A_KCONTIG"]
     assert res.spills == 0
-
-
-@pytest.mark.parametrize("layout,mn,want_a,want_b", [("NN", "a", True, False), ("NT", "ab", True, True),
-                                                     ("TT", "b", False, True), ("TN", "ab", False, False)])
-def test_fma_mn_smem_copies_k_contiguous_operands_by_4_bytes(layout, mn, want_a, want_b):
-    """``mn_smem``: a K-contiguous operand goes MN-fastest into shared memory by 4-byte copies (an
-    MN-contiguous one keeps its 16-byte copies), the reads stay 16 FFMA per LDS.128, and no spills."""
-    import dataclasses
-    a, b = _meta(4096, 4096, 4096, layout)
-    cfg = dataclasses.replace(FMA_HEURISTIC, mn_smem=mn)
-    _, launch, res = _compile(a, b, "sm90", "sm90", cfg)
-    assert launch.constexprs["A_TRANS"] == want_a and launch.constexprs["B_TRANS"] == want_b
-    assert res.spills == 0
-    c = res.census
-    assert c.get("sass_shared_load_128b") == 128
-    # per stage and thread: A 64 x 32 / 128 = 16 elements (4 pieces), B 32 x 128 / 128 = 32 (8 pieces)
-    n32 = 3 * (16 * want_a + 32 * want_b)
-    n128 = 3 * (4 * (not want_a) + 8 * (not want_b))
-    assert c.get("cp_async_32b", 0) == n32 and c.get("cp_async_128b", 0) == n128
-
-
-def test_fma_mn_smem_is_checked():
-    import dataclasses
-    a, b = _meta(64, 64, 64, "NT")
-    with pytest.raises(ValueError, match="mn_smem"):
-        _compile(a, b, "sm90", "sm90", dataclasses.replace(FMA_HEURISTIC, mn_smem="c"))
-

@@ -55,28 +55,21 @@ def _kmask(k, k_hi, GROUPED: gl.constexpr):
 @gluon.jit
 def _copy_tile(sa, sb, slot, a_base, b_base, rows, cols, ka, kb, k0, k_hi, mask_m, mask_n,
                stride_am, stride_ak, stride_bk, stride_bn, EVEN_K: gl.constexpr, VEC4: gl.constexpr,
-               A_KCONTIG: gl.constexpr, B_NCONTIG: gl.constexpr, OFFS64: gl.constexpr,
-               A_TRANS: gl.constexpr, B_TRANS: gl.constexpr):
+               A_KCONTIG: gl.constexpr, B_NCONTIG: gl.constexpr, OFFS64: gl.constexpr):
     """cp.async of A[rows, k0 + ka] and B[k0 + kb, cols] into ring slot ``slot`` (zero fill where masked).
     ``OFFS64``: the K offsets in 64-bit too (k times an MN-major operand's stride can pass 2**31)."""
     if OFFS64:
-        k0 = k0.to(gl.int64)
-    # A transposing copy (``*_TRANS``: 4-byte pieces) starts from a per-tile base, so that each row's
-    # pieces are that row's address plus a constant (fewer live 64-bit addresses)
-    if A_TRANS:
-        a_ptrs = (a_base + k0 * stride_ak) + rows[:, None] * stride_am + ka[None, :] * stride_ak
+        a_ptrs = a_base + rows[:, None] * stride_am + (k0 + ka).to(gl.int64)[None, :] * stride_ak
+        b_ptrs = b_base + (k0 + kb).to(gl.int64)[:, None] * stride_bk + cols[None, :] * stride_bn
     else:
         a_ptrs = a_base + rows[:, None] * stride_am + (k0 + ka)[None, :] * stride_ak
-    if B_TRANS:
-        b_ptrs = (b_base + k0 * stride_bk) + kb[:, None] * stride_bk + cols[None, :] * stride_bn
-    else:
         b_ptrs = b_base + (k0 + kb)[:, None] * stride_bk + cols[None, :] * stride_bn
     if EVEN_K:
         async_copy.async_copy_global_to_shared(sa.index(slot), a_ptrs, mask=mask_m[:, None])
         async_copy.async_copy_global_to_shared(sb.index(slot), b_ptrs, mask=mask_n[None, :])
     else:
-        ma = _kmask(k0 + ka, k_hi, VEC4 and A_KCONTIG and not A_TRANS)
-        mb = _kmask(k0 + kb, k_hi, VEC4 and not B_NCONTIG and not B_TRANS)
+        ma = _kmask(k0 + ka, k_hi, VEC4 and A_KCONTIG)
+        mb = _kmask(k0 + kb, k_hi, VEC4 and not B_NCONTIG)
         async_copy.async_copy_global_to_shared(sa.index(slot), a_ptrs, mask=mask_m[:, None] & ma[None, :])
         async_copy.async_copy_global_to_shared(sb.index(slot), b_ptrs, mask=mb[:, None] & mask_n[None, :])
 
@@ -96,8 +89,7 @@ def matmul_fma_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                       SCALE_A: gl.constexpr, SCALE_B: gl.constexpr, ACTIVATION: gl.constexpr,
                       OFFS64: gl.constexpr, EVEN_K: gl.constexpr = False, UPCAST: gl.constexpr = False,
                       WARPS_M: gl.constexpr = 4, TPW_M: gl.constexpr = 4, STAGES: gl.constexpr = 3,
-                      A_KCONTIG: gl.constexpr = True, B_NCONTIG: gl.constexpr = True, VEC4: gl.constexpr = False,
-                      A_TRANS: gl.constexpr = False, B_TRANS: gl.constexpr = False):
+                      A_KCONTIG: gl.constexpr = True, B_NCONTIG: gl.constexpr = True, VEC4: gl.constexpr = False):
     """One (BLOCK_M, BLOCK_N) fp32 output tile per program on the FMA units; grid (tiles, batch, SPLIT_K).
     ``INPUT_PRECISION`` and ``UPCAST`` are accepted for the pointer kernel's argument list (always ieee fp32)."""
     NW: gl.constexpr = gl.num_warps()
@@ -110,12 +102,7 @@ def matmul_fma_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
     a_op: gl.constexpr = gl.DotOperandLayout(0, acc_l, 0)
     b_op: gl.constexpr = gl.DotOperandLayout(1, acc_l, 0)
     # Global-to-shared copy layouts: 16-byte pieces along the contiguous dimension.
-    if A_KCONTIG and A_TRANS:
-        # K-contiguous A copied into an M-fastest tile by 4-byte copies: a warp's lanes take 8 k of 4 rows,
-        # which the swizzle (16-byte chunk index XOR k % 8) spreads over all 32 banks
-        la: gl.constexpr = gl.BlockedLayout([1, 1], [4, 8], [NW, 1], [1, 0])
-        sa_l: gl.constexpr = gl.SwizzledSharedLayout(4, 1, 8, [0, 1])
-    elif A_KCONTIG:
+    if A_KCONTIG:
         la: gl.constexpr = gl.BlockedLayout([1, 4], [32 // _lanes(BLOCK_K), _lanes(BLOCK_K)], [NW, 1], [1, 0])
         # rows TM apart (one per lane row group) in different 16-byte phases
         sa_l: gl.constexpr = gl.SwizzledSharedLayout(4, TM, BLOCK_K // 4, [1, 0])
@@ -125,9 +112,6 @@ def matmul_fma_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
     if B_NCONTIG:
         lb: gl.constexpr = gl.BlockedLayout([1, 4], [32 // _lanes(BLOCK_N), _lanes(BLOCK_N)], [NW, 1], [1, 0])
         sb_l: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-    elif B_TRANS:
-        lb: gl.constexpr = gl.BlockedLayout([1, 1], [8, 4], [1, NW], [0, 1])
-        sb_l: gl.constexpr = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])
     else:
         lb: gl.constexpr = gl.BlockedLayout([4, 1], [_lanes(BLOCK_K), 32 // _lanes(BLOCK_K)], [1, NW], [0, 1])
         sb_l: gl.constexpr = gl.SwizzledSharedLayout(4, 4, BLOCK_K // 4, [0, 1])
@@ -182,7 +166,7 @@ def matmul_fma_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
     for s in gl.static_range(STAGES - 1):
         if s < n_k:
             _copy_tile(sa, sb, s, a_base, b_base, rows, cols, ka, kb, k_lo + s * BLOCK_K, k_hi, mask_am, mask_bn,
-                       stride_am, stride_ak, stride_bk, stride_bn, EVEN_K, VEC4, A_KCONTIG, B_NCONTIG, OFFS64, A_TRANS, B_TRANS)
+                       stride_am, stride_ak, stride_bk, stride_bn, EVEN_K, VEC4, A_KCONTIG, B_NCONTIG, OFFS64)
         async_copy.commit_group()
 
     acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, acc_l)
@@ -193,7 +177,7 @@ def matmul_fma_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
         nxt = i + STAGES - 1
         if nxt < n_k:
             _copy_tile(sa, sb, nxt % STAGES, a_base, b_base, rows, cols, ka, kb, k_lo + nxt * BLOCK_K, k_hi,
-                       mask_am, mask_bn, stride_am, stride_ak, stride_bk, stride_bn, EVEN_K, VEC4, A_KCONTIG, B_NCONTIG, OFFS64, A_TRANS, B_TRANS)
+                       mask_am, mask_bn, stride_am, stride_ak, stride_bk, stride_bn, EVEN_K, VEC4, A_KCONTIG, B_NCONTIG, OFFS64)
         async_copy.commit_group()
         av = sa.index(slot).load(a_op)
         bv = sb.index(slot).load(b_op)

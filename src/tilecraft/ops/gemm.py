@@ -425,10 +425,7 @@ def _unit(t: torch.Tensor, dim: int) -> bool:
 
 def fma_layout(cfg: GemmConfig, a3: torch.Tensor, b3: torch.Tensor) -> dict:
     """The FMA kernel's layout constexprs for ``cfg``: warps along M, lanes along M (4: 8 along N),
-    the cp.async ring depth, the operands' contiguous dimensions, and which K-contiguous operands
-    are copied MN-fastest into shared memory (``cfg.mn_smem``; an MN-contiguous one always is)."""
-    if cfg.mn_smem not in ("", "a", "b", "ab"):
-        raise ValueError(f"mn_smem must be '', 'a', 'b' or 'ab', not {cfg.mn_smem!r}")
+    the cp.async ring depth and the operands' contiguous dimensions."""
     warps_m = cfg.warps_m or max(1, cfg.num_warps // 2)
     a_k, b_n = _unit(a3, 2), _unit(b3, 2)
     m, k, n = a3.shape[1], a3.shape[2], b3.shape[2]
@@ -436,8 +433,7 @@ def fma_layout(cfg: GemmConfig, a3: torch.Tensor, b3: torch.Tensor) -> dict:
                                       b3.stride(1) if b_n else b3.stride(2), k if a_k else m, n if b_n else k))
             and (a3.device.type == "meta" or (a3.data_ptr() % 16 == 0 and b3.data_ptr() % 16 == 0)))
     return {"WARPS_M": warps_m, "TPW_M": 4, "STAGES": max(2, cfg.num_stages),
-            "A_KCONTIG": a_k, "B_NCONTIG": b_n, "VEC4": vec4,
-            "A_TRANS": a_k and "a" in cfg.mn_smem, "B_TRANS": not b_n and "b" in cfg.mn_smem}
+            "A_KCONTIG": a_k, "B_NCONTIG": b_n, "VEC4": vec4}
 
 
 def tma_dtype_ok(spec: Spec) -> bool:

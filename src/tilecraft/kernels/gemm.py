@@ -188,6 +188,103 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
 
 
 @triton.jit
+def _streamk_owner(u, P, UNITS):
+    """The program of a stream-K grid that owns unit ``u`` (program p owns [p*UNITS//P, (p+1)*UNITS//P))."""
+    return ((u + 1) * P - 1) // UNITS
+
+
+@triton.jit
+def matmul_streamk_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
+                          M, N, K, K_BLOCKS,
+                          stride_ab, stride_am, stride_ak,
+                          stride_bb, stride_bk, stride_bn,
+                          stride_ob, stride_om, stride_on,
+                          stride_cb, stride_cm, stride_cn,
+                          stride_bias_b, stride_sa_b, stride_sb_b,
+                          alpha_hi, alpha_lo, beta_hi, beta_lo,
+                          ws_ptr, cnt_ptr, UNITS,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                          SLOTS: tl.constexpr, THREADS: tl.constexpr, ACC: tl.constexpr, EPI: tl.constexpr,
+                          INPUT_PRECISION: tl.constexpr,
+                          HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr,
+                          SCALE_A: tl.constexpr, SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr,
+                          OFFS64: tl.constexpr, EVEN_K: tl.constexpr = False, UPCAST: tl.constexpr = False):
+    """Stream-K: a grid of P programs (one per SM) shares the ``UNITS`` = tiles x ``K_BLOCKS`` work
+    units (one BLOCK_K step of one output tile, tiles of all batch entries in turn) evenly: program p
+    runs units [p * UNITS // P, (p + 1) * UNITS // P) in one pipelined loop, so no SM idles when the
+    tile count is not a multiple of the SM count (N = 4096 in 32-wide tiles: 128 tiles on 132 SMs).
+
+    A tile that one program computes whole gets the epilogue at once. A tile shared by several stores
+    each program's fp32 (int32) partial into its slot of ``ws_ptr`` (tiles, SLOTS, BLOCK_M, BLOCK_N),
+    then counts itself on the tile's int32 counter ``cnt_ptr[t]``: each of its ``THREADS`` threads adds
+    1 (gpu-scope acquire-release, releasing that thread's own stores; a CTA barrier in the loop would
+    stop Triton's software pipelining). The program that brings the count to (programs x THREADS)
+    finishes the tile: each thread acquires once more (an add of 0, which reads the final count), the
+    slots are summed in slot order (the result does not depend on timing), the epilogue runs and the
+    counter goes back to 0, so every launch leaves the counters as it found them. Nobody waits."""
+    P = tl.num_programs(0)
+    p = tl.program_id(0)
+    u0 = (p * UNITS) // P
+    u1 = ((p + 1) * UNITS) // P
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    tiles = num_pid_m * num_pid_n
+    offs_k = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+    for u in range(u0, u1):
+        t = u // K_BLOCKS
+        kb = u - t * K_BLOCKS
+        pid_b = t // tiles
+        pid_m, pid_n = _tile_coords(t - pid_b * tiles, num_pid_m, num_pid_n, GROUP_M)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        mask_m = offs_m < M
+        mask_n = offs_n < N
+        rows = offs_m.to(tl.int64) if OFFS64 else offs_m
+        cols = offs_n.to(tl.int64) if OFFS64 else offs_n
+        k = kb * BLOCK_K + offs_k
+        a_ptrs = a_ptr + pid_b.to(tl.int64) * stride_ab + rows[:, None] * stride_am + k[None, :].to(tl.int64) * stride_ak
+        b_ptrs = b_ptr + pid_b.to(tl.int64) * stride_bb + k[:, None].to(tl.int64) * stride_bk + cols[None, :] * stride_bn
+        if EVEN_K:
+            a = tl.load(a_ptrs, mask=mask_m[:, None], other=0.0)
+            b = tl.load(b_ptrs, mask=mask_n[None, :], other=0.0)
+        else:
+            a = tl.load(a_ptrs, mask=mask_m[:, None] & (k[None, :] < K), other=0.0)
+            b = tl.load(b_ptrs, mask=(k[:, None] < K) & mask_n[None, :], other=0.0)
+        if UPCAST:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
+        if (kb == K_BLOCKS - 1) | (u == u1 - 1):
+            first = _streamk_owner(t * K_BLOCKS, P, UNITS)
+            last = _streamk_owner(t * K_BLOCKS + K_BLOCKS - 1, P, UNITS)
+            if first == last:
+                _epilogue(acc, offs_m, offs_n, M, N, pid_b, out_ptr, stride_ob, stride_om, stride_on,
+                          c_ptr, stride_cb, stride_cm, stride_cn, bias_ptr, stride_bias_b, sa_ptr, stride_sa_b,
+                          sb_ptr, stride_sb_b, alpha_hi, alpha_lo, beta_hi, beta_lo,
+                          EPI, HAS_ALPHA, HAS_C, HAS_BIAS, SCALE_A, SCALE_B, ACTIVATION)
+            else:
+                tile_ws = (ws_ptr + t.to(tl.int64) * (SLOTS * BLOCK_M * BLOCK_N)
+                           + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :])
+                tl.store(tile_ws + (p - first) * (BLOCK_M * BLOCK_N), acc)
+                # every thread releases its own stores (a CTA barrier here would stop the pipelining)
+                cnt = cnt_ptr + t + tl.zeros([THREADS], dtype=tl.int32)
+                seen = tl.atomic_add(cnt, 1, sem="acq_rel", scope="gpu")
+                if tl.max(seen, 0) == (last - first + 1) * THREADS - 1:  # this program counted last
+                    tl.atomic_add(cnt, 0, sem="acquire", scope="gpu")  # each thread: every partial visible
+                    tot = tl.load(tile_ws, cache_modifier=".cg")
+                    for s in tl.static_range(1, SLOTS):  # unrolled: a nested loop would stop the pipelining
+                        tot += tl.load(tile_ws + s * (BLOCK_M * BLOCK_N), mask=s <= last - first, other=0,
+                                       cache_modifier=".cg")
+                    _epilogue(tot, offs_m, offs_n, M, N, pid_b, out_ptr, stride_ob, stride_om, stride_on,
+                              c_ptr, stride_cb, stride_cm, stride_cn, bias_ptr, stride_bias_b, sa_ptr, stride_sa_b,
+                              sb_ptr, stride_sb_b, alpha_hi, alpha_lo, beta_hi, beta_lo,
+                              EPI, HAS_ALPHA, HAS_C, HAS_BIAS, SCALE_A, SCALE_B, ACTIVATION)
+                    tl.atomic_xchg(cnt, 0, sem="relaxed", scope="gpu")
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+
+
+@triton.jit
 def splitk_reduce_kernel(ws_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                          M, N, BATCH, stride_ws_split,
                          stride_ob, stride_om, stride_on,

@@ -527,10 +527,7 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
     """The kernel launches of ``cfg`` on validated tensors, without running them (the TMA
     kernel's operand copies and split-K's workspace are made here). ``sms``: the SM count the
     persistent TMA grid is sized for (default: the device's)."""
-    if cfg.streamk and (cfg.kernel != "pointer" or cfg.split_k != 1):
-        raise ValueError("streamk is a form of the pointer kernel without split_k (it splits K itself)")
-    if cfg.kernel == "fma" and spec.batch > MAX_GRID_BATCH or cfg.kernel == "pointer" and not cfg.streamk \
-            and spec.batch > MAX_GRID_BATCH:
+    if cfg.kernel in ("pointer", "fma") and spec.batch > MAX_GRID_BATCH:
         # the batch is grid axis 1 of the pointer kernels (CUDA: at most 65535): launch in slices
         a3, b3 = _as3d(a, spec.batch), _as3d(b, spec.batch)
         out3 = out if out.dim() == 3 else out.unsqueeze(0)
@@ -596,9 +593,6 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         common.update(fma_layout(cfg, a3, b3))
         opts = {k: v for k, v in opts.items() if k != "num_stages"}  # the ring depth is STAGES
     strides_ab = (a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2))
-    if cfg.streamk:
-        return [_streamk_launch(a3, b3, out3, spec, cfg, num_tiles, common, strides_ab,
-                                (c3, bias_t, sa_t, sb_t), epi_args, epi_cx, opts, sms or _facts(a.device)[1], acc_torch)]
     if split == 1:
         return [KernelLaunch(kernel, (num_tiles, spec.batch, 1), (
             a3, b3, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, max(k_per_split, 1), *strides_ab,
@@ -606,34 +600,6 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
     return [KernelLaunch(kernel, (num_tiles, spec.batch, split), (
                 a3, b3, ws, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, k_per_split, *strides_ab,
                 spec.m * spec.n, spec.n, 1, *epi_args), {"SPLIT_K": split, **common, **epi_cx}, opts)] + reduce
-
-
-def streamk_shape(tiles: int, k_blocks: int, sms: int) -> tuple[int, int, int]:
-    """(programs, work units, partial slots per tile) of a stream-K grid: ``tiles`` x ``k_blocks``
-    units (at least one K block, so K = 0 still runs the epilogue) shared by at most ``sms``
-    programs; each program runs at least ``units // programs`` consecutive units, so a tile's
-    ``k_blocks`` units touch at most ``ceil(k_blocks / that) + 1`` programs."""
-    k_blocks = max(1, k_blocks)
-    units = tiles * k_blocks
-    programs = max(1, min(sms, units))
-    per = units // programs
-    return programs, units, min(programs, -(-k_blocks // per) + 1)
-
-
-def _streamk_launch(a3, b3, out3, spec: Spec, cfg: GemmConfig, num_tiles: int, common: dict, strides_ab,
-                    ptrs, epi_args, epi_cx, opts, sms: int, acc_torch) -> KernelLaunch:
-    """The stream-K pointer kernel (``kernels.gemm.matmul_streamk_kernel``): one program per SM, the
-    partial tiles' workspace and the per-tile counters (left at zero by every launch)."""
-    tiles = num_tiles * spec.batch
-    k_blocks = math.ceil(spec.k / cfg.block_k)
-    programs, units, slots = streamk_shape(tiles, k_blocks, sms)
-    ws = torch.empty(tiles * slots * cfg.block_m * cfg.block_n, dtype=acc_torch, device=a3.device)
-    counters = _fixup_flags(a3.device, tiles)
-    c3, bias_t, sa_t, sb_t = ptrs
-    cx = {**common, "SLOTS": slots, "THREADS": 32 * cfg.num_warps, "EVEN_K": spec.k > 0 and spec.k % cfg.block_k == 0, **epi_cx}
-    return KernelLaunch(_k.matmul_streamk_kernel, (programs, 1, 1), (
-        a3, b3, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, max(1, k_blocks), *strides_ab,
-        out3.stride(0), out3.stride(1), out3.stride(2), *epi_args, ws, counters, units), cx, opts)
 
 
 def _reduce_launch(ws, out3, spec: Spec, split: int, ptrs, epi_args, epi_cx, sms: int,
@@ -868,8 +834,7 @@ _FIXUP_FLAGS: dict[tuple[int | None, int], torch.Tensor] = {}
 
 
 def _fixup_flags(device: torch.device, tiles: int) -> torch.Tensor:
-    """The int32 per-tile flags of the Gluon kernel's ``FIXUP`` split-K and of the stream-K pointer
-    kernel's shared tiles. Every launch leaves them
+    """The int32 per-tile flags of the Gluon kernel's ``FIXUP`` split-K. Every launch leaves them
     at zero, so one zeroed buffer serves all launches on a stream (keyed by device and the current
     CUDA stream: launches on one stream never overlap). While a CUDA graph is captured on a stream
     with no buffer yet, a fresh zeroed one per call (the graph then zeroes it on every replay)."""

@@ -66,7 +66,6 @@ class GemmConfig:
     epi_prefetch: bool = False  # Gluon: the producer prefetches each tile's C and bias into L2 for the epilogue
     warps_m: int = 0  # FMA kernel: warps along M (0: half the warps, at least one)
     maxnreg: int = 0  # NVIDIA: register budget per thread (0: the compiler's choice)
-    streamk: bool = False  # pointer kernel: one program per SM sharing the (tile, K step) units evenly
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -101,8 +100,6 @@ class GemmConfig:
             s += f" wm{self.warps_m}"
         if self.maxnreg:
             s += f" r{self.maxnreg}"
-        if self.streamk:
-            s += " streamk"
         return s
 
 

@@ -1,0 +1,89 @@
+"""fp32 ``ieee`` products that leave SMs idle (issue 3: fp32 ieee >= 0.9x cuBLAS fp32): M = 64 (32 output
+tiles of 64x128 on 132 SMs: 0.25x), 1000^3 (128 tiles, one 4-warp block per SM: 0.64x), and small M,
+on the Gluon FMA kernel with split-K (the partials' reduce launch runs the epilogue) against the
+current heuristic and cuBLAS fp32 (TF32 off), in one run.
+
+Each configuration is checked against float64 on the timed shape (``bench.run_case``) before it is
+timed; ours and cuBLAS from CUDA graphs over rotated input sets; ``--rounds`` rounds, variants in turn.
+
+    PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/gemm_fma_split.py --out $OUT [--rounds 2]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+from pathlib import Path
+
+os.environ["TILECRAFT_TUNE"] = "0"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from gemm_explore import start  # noqa: E402
+
+from tilecraft.bench import gemm as bench  # noqa: E402
+from tilecraft.bench.harness import write_results  # noqa: E402
+from tilecraft.hardware.ceilings import measure_copy_bandwidth  # noqa: E402
+from tilecraft.tuning.gemm import FMA_HEURISTIC, FMA_SMALL_M, GemmConfig  # noqa: E402
+
+F = GemmConfig
+T64 = F("fma", 64, 64, 32, num_warps=2, num_stages=3, warps_m=2)
+T128x64 = F("fma", 128, 64, 32, num_warps=4, num_stages=3, warps_m=4)
+
+
+def sp(cfg: GemmConfig, s: int) -> GemmConfig:
+    return dataclasses.replace(cfg, split_k=s)
+
+
+def variants(m: int) -> list[GemmConfig | None]:
+    if m <= 64:
+        out = [None] + [sp(FMA_SMALL_M, s) for s in (2, 4, 8)] + [sp(FMA_HEURISTIC, s) for s in (2, 4, 8)]
+        out += [sp(T64, s) for s in (1, 2, 4)]
+        if m <= 16:
+            out += [F("pointer", 16, 64, 64, group_m=1, num_warps=4, num_stages=4, split_k=s) for s in (1, 2, 4)]
+        return out
+    return [None, sp(FMA_HEURISTIC, 2), sp(FMA_HEURISTIC, 3), sp(FMA_HEURISTIC, 4), sp(FMA_SMALL_M, 2),
+            T64, sp(T64, 2), T128x64, sp(T128x64, 2), F("fma", 64, 128, 16, num_warps=4, num_stages=4, warps_m=2)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=2)
+    rounds = ap.parse_known_args()[0].rounds
+    out, log, info = start("gemm-fma-split")
+    copy = measure_copy_bandwidth()
+    log(f"copy bandwidth {copy:.3f} TB/s")
+    records = []
+    summary: dict[tuple[str, str], list[float]] = {}
+    cases = [bench.Case("fp32", 64, 4096, 4096), bench.Case("fp32", 1000, 1000, 1000), bench.Case("fp32", 16, 4096, 4096),
+             bench.Case("fp32", 1, 4096, 4096), bench.Case("fp32", 64, 11008, 4096), bench.Case("fp32", 1000, 1000, 1000, "NT"),
+             bench.Case("fp32", 512, 512, 512), bench.Case("fp32", 2048, 2048, 2048), bench.Case("fp32", 128, 4096, 4096)]
+    for case in cases:
+        for r in range(rounds):
+            peer_ms = None
+            for cfg in variants(case.m):
+                try:
+                    rec = bench.run_case(case, info, copy_TBps=copy, cfg=cfg, budget_s=0.3, peer_ms=peer_ms)
+                except Exception as exc:  # noqa: BLE001 - one failed variant must not stop the others
+                    log(f"{case.name} {cfg}: {type(exc).__name__}: {str(exc)[:300]}")
+                    continue
+                name = "heuristic " + GemmConfig.from_dict(rec.extra["config"]).short() if cfg is None else cfg.short()
+                rec.extra["group"] = f"round{r}"
+                records.append(rec)
+                if rec.extra.get("failed"):
+                    log(f"{case.name:26s} {name:48s} FAILED rel err {rec.extra['rel_err']:.1e}")
+                    continue
+                peer_ms = peer_ms or rec.extra["peer_time_ms"]
+                log(f"{case.name:26s} {name:48s} {rec.extra['time_ms'] * 1e3:8.1f} us cuBLAS "
+                    f"{rec.extra['peer_time_ms'] * 1e3:8.1f} us x{rec.ratio:.3f} err {rec.extra['rel_err']:.1e}")
+                summary.setdefault((case.name, name), []).append(rec.ratio)
+    for (case, name), rs in summary.items():
+        log(f"{case:26s} {name:48s} ratios {' '.join(f'{x:.3f}' for x in rs)} median {statistics.median(rs):.3f}")
+    write_results(records, "gemm-fma-split", out / "gemm-fma-split.json", info, meta={"copy_TBps": copy})
+    log("done")
+
+
+if __name__ == "__main__":
+    main()

@@ -6,7 +6,11 @@ current heuristic and cuBLAS fp32 (TF32 off), in one run.
 Each configuration is checked against float64 on the timed shape (``bench.run_case``) before it is
 timed; ours and cuBLAS from CUDA graphs over rotated input sets; ``--rounds`` rounds, variants in turn.
 
-    PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/gemm_fma_split.py --out $OUT [--rounds 2]
+    PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/gemm_fma_split.py --out $OUT [--rounds 2] [--suite sweep]
+
+``--suite heuristic`` (after ``tuning.gemm.split_to_fill`` and ``FP32_SMALL_M`` became the heuristic):
+what ``matmul`` picks without tuning over M = 1..256 at N = K = 4096, 1000^3 in every layout, 512^3,
+2048^3, batches and the big squares it must leave alone, plus M = 1 alternatives.
 """
 from __future__ import annotations
 
@@ -51,8 +55,10 @@ def variants(m: int) -> list[GemmConfig | None]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)
-    rounds = ap.parse_known_args()[0].rounds
-    out, log, info = start("gemm-fma-split")
+    ap.add_argument("--suite", choices=["sweep", "heuristic"], default="sweep")
+    args = ap.parse_known_args()[0]
+    rounds = args.rounds
+    out, log, info = start(f"gemm-fma-{'split' if args.suite == 'sweep' else 'heuristic'}")
     copy = measure_copy_bandwidth()
     log(f"copy bandwidth {copy:.3f} TB/s")
     records = []
@@ -60,10 +66,23 @@ def main() -> None:
     cases = [bench.Case("fp32", 64, 4096, 4096), bench.Case("fp32", 1000, 1000, 1000), bench.Case("fp32", 16, 4096, 4096),
              bench.Case("fp32", 1, 4096, 4096), bench.Case("fp32", 64, 11008, 4096), bench.Case("fp32", 1000, 1000, 1000, "NT"),
              bench.Case("fp32", 512, 512, 512), bench.Case("fp32", 2048, 2048, 2048), bench.Case("fp32", 128, 4096, 4096)]
+    pick = variants
+    if args.suite == "heuristic":
+        cases = [bench.Case("fp32", m, 4096, 4096) for m in (1, 8, 16, 32, 48, 64, 96, 128, 256)]
+        cases += [bench.Case("fp32", 1000, 1000, 1000, lay) for lay in ("NN", "NT", "TN", "TT")]
+        cases += [bench.Case("fp32", 512, 512, 512), bench.Case("fp32", 2048, 2048, 2048),
+                  bench.Case("fp32", 64, 11008, 4096), bench.Case("fp32", 16, 14336, 4096),
+                  bench.Case("fp32", 256, 256, 1024, batch=8), bench.Case("fp32", 4096, 4096, 4096),
+                  bench.Case("fp32", 3000, 7000, 5000)]
+        small = [F("pointer", 16, 64, 64, group_m=1, num_warps=4, num_stages=4, split_k=s) for s in (8, 16)]
+        small += [F("pointer", 16, 32, 128, group_m=1, num_warps=4, num_stages=4, split_k=s) for s in (4, 8)]
+
+        def pick(m):
+            return [None] + (small if m == 1 else [])
     for case in cases:
         for r in range(rounds):
             peer_ms = None
-            for cfg in variants(case.m):
+            for cfg in pick(case.m):
                 try:
                     rec = bench.run_case(case, info, copy_TBps=copy, cfg=cfg, budget_s=0.3, peer_ms=peer_ms)
                 except Exception as exc:  # noqa: BLE001 - one failed variant must not stop the others
@@ -81,7 +100,8 @@ def main() -> None:
                 summary.setdefault((case.name, name), []).append(rec.ratio)
     for (case, name), rs in summary.items():
         log(f"{case:26s} {name:48s} ratios {' '.join(f'{x:.3f}' for x in rs)} median {statistics.median(rs):.3f}")
-    write_results(records, "gemm-fma-split", out / "gemm-fma-split.json", info, meta={"copy_TBps": copy})
+    name = "gemm-fma-split" if args.suite == "sweep" else "gemm-fma-heuristic"
+    write_results(records, name, out / f"{name}.json", info, meta={"copy_TBps": copy})
     log("done")
 
 

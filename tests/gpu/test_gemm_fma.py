@@ -155,3 +155,18 @@ def test_fma_kernel_vec4_masks_at_group_edges(layout):
     plan = ops.launch_plan(a2, b2, torch.empty(68, 132, device="cuda"), ops.validate(a2, b2), CONFIGS[0])
     assert not plan[-1].constexprs["VEC4"]
     _check(_run(a2, b2, CONFIGS[0]), a2, b2)
+
+
+@pytest.mark.parametrize("shape,layout", [((64, 4096, 4096), "NN"), ((1000, 1000, 1000), "NT"), ((16, 4096, 4096), "NN"),
+                                          ((1, 4096, 4096), "TT"), ((512, 512, 512), "TN"), ((100, 300, 2000), "NN")])
+def test_heuristic_split_k_matches_float64(shape, layout, monkeypatch):
+    """The products the heuristic splits along K (``tuning.gemm.split_to_fill``; M <= 16 on the pointer
+    kernel's 16-row tiles): poisoned output, against float64."""
+    monkeypatch.setenv("TILECRAFT_TUNE", "0")
+    a, b = _operands(*shape, layout)
+    cfg = ops.choose_config(a, b, ops.validate(a, b))
+    assert cfg.split_k > 1, cfg
+    out = _run(a, b, cfg)
+    _check(out, a, b)
+    _check(tilecraft.matmul(a, b), a, b)
+

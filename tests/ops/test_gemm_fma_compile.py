@@ -9,7 +9,10 @@ import torch
 
 from tilecraft.analysis.compiled import cross_compile
 from tilecraft.ops import gemm as ops
-from tilecraft.tuning.gemm import FMA_HEURISTIC, FMA_SMALL_M, GemmConfig, Problem, heuristic, shape_key
+from dataclasses import replace
+
+from tilecraft.tuning.gemm import (FMA_HEURISTIC, FMA_SMALL_M, FP32_SMALL_M, GemmConfig, Problem, heuristic,
+                                    shape_key, split_to_fill)
 
 
 def _meta(m, n, k, layout):
@@ -20,8 +23,7 @@ def _meta(m, n, k, layout):
 
 def _compile(a, b, arch, target, cfg=None):
     spec, cfg, plan = ops.target_plan(a, b, arch, sms=132, cfg=cfg)
-    launch = plan[-1]
-    assert launch.kernel.__name__ == "matmul_fma_kernel"
+    launch = next(k for k in plan if k.kernel.__name__ == "matmul_fma_kernel")
     res = cross_compile("tilecraft.kernels.gemm_fma", "matmul_fma_kernel", ops.compile_signature(launch),
                         launch.constexprs, target, num_warps=launch.options["num_warps"], sass=True)
     assert res.error is None, res.error
@@ -37,7 +39,7 @@ def test_fma_kernel_cross_compiles_to_the_sgemm_mix(target, shape, layout):
     global-to-shared copy is a 16-byte cp.async, also on rows of 5000 / 7000 / 1000 floats (``VEC4``)."""
     a, b = _meta(*shape, layout)
     cfg, launch, res = _compile(a, b, target, target)
-    assert cfg == FMA_HEURISTIC
+    assert replace(cfg, split_k=1) == FMA_HEURISTIC  # 1000^3: split 2 (128 tiles on 132 SMs)
     assert launch.constexprs["VEC4"] and launch.constexprs["A_KCONTIG"] == (layout[0] == "N")
     assert res.spills == 0 and res.scratch_bytes == 0
     c = res.census
@@ -68,17 +70,16 @@ def test_fma_dispatch_rules():
     spec = ops.validate(f, f.t())
     assert ops.fma_refusal(f, f.t(), spec) is not None  # CPU: the interpreter cannot run Gluon
     assert heuristic(ops.problem_of(f, f.t(), spec)).kernel != "fma"
-    a, b = _meta(512, 512, 512, "NN")
+    a, b = _meta(4096, 4096, 4096, "NN")
     p = ops.problem_of(a, b, ops.validate(a, b), arch="sm90", sms=132)
     assert p.fma_ok and heuristic(p) == FMA_HEURISTIC and shape_key(p).endswith("/fma")
-    assert heuristic(Problem(**{**p.__dict__, "m": 64})) == FMA_SMALL_M
     assert heuristic(Problem(**{**p.__dict__, "fma_ok": False})).kernel == "pointer"
     for kw in ({"precision": "tf32"}, {"precision": "fp32-accurate"}):
         assert not ops.problem_of(a, b, ops.validate(a, b, **kw), arch="sm90", sms=132).fma_ok
     assert not ops.problem_of(a, b, ops.validate(a, b), arch="cdna", sms=304).fma_ok
     h = torch.empty(512, 512, dtype=torch.float16, device="meta")
     assert not ops.problem_of(h, h, ops.validate(h, h), arch="sm90", sms=132).fma_ok
-    strided = torch.empty(512, 1024, device="meta")[:, ::2]  # no unit stride along K or M
+    strided = torch.empty(512, 8192, device="meta")[:, ::2]  # no unit stride along K or M
     assert "unit stride" in ops.fma_refusal(strided, b, ops.validate(strided, b))
     with pytest.raises(ValueError, match="FMA kernel cannot take"):
         ops.target_plan(strided, b, "sm90", sms=132, cfg=FMA_HEURISTIC)
@@ -101,3 +102,26 @@ def test_fma_kernel_compiles_with_64bit_offsets():
     _, launch, res = _compile(a, b, "sm90", "sm90")
     assert launch.constexprs["OFFS64"] and not launch.constexprs["A_KCONTIG"]
     assert res.spills == 0
+
+
+def test_fp32_split_to_fill_the_sms():
+    """fp32 ieee products whose 64x128 tiles leave SMs idle split K (the H200 sweep behind
+    ``split_to_fill``): M = 64 and N = K = 4096 8 ways, 1000^3 2 ways, 512^3 at most 4 (4 K steps per
+    split), 4096^3 and M = 64 with N = 32768 (256 tiles) not at all; M <= 16 on 16-row pointer tiles."""
+    def p(m, n, k, batch=1):
+        a, b = _meta(m, n, k, "NN")
+        return Problem(**{**ops.problem_of(a, b, ops.validate(a, b), arch="sm90", sms=132).__dict__, "batch": batch})
+    assert heuristic(p(64, 4096, 4096)) == replace(FMA_HEURISTIC, split_k=8)
+    assert heuristic(p(1000, 1000, 1000)) == replace(FMA_HEURISTIC, split_k=2)
+    assert heuristic(p(512, 512, 512)) == replace(FMA_HEURISTIC, split_k=4)
+    assert heuristic(p(4096, 4096, 4096)) == FMA_HEURISTIC
+    assert heuristic(p(64, 32768, 4096)) == FMA_SMALL_M
+    assert heuristic(p(1000, 1000, 1000, batch=4)) == FMA_HEURISTIC  # 512 tiles
+    assert heuristic(p(16, 4096, 4096)) == replace(FP32_SMALL_M, split_k=4)
+    assert heuristic(p(1, 4096, 4096)) == replace(FP32_SMALL_M, split_k=4)
+    assert heuristic(p(64, 64, 64)).split_k == 1  # K = 64: two K steps, nothing to split
+    assert split_to_fill(1, 1 << 20, 32, 132) == 8  # at most 8 ways
+    for cfg in (heuristic(p(64, 4096, 4096)), heuristic(p(16, 4096, 4096))):
+        assert cfg in __import__("tilecraft.tuning.gemm", fromlist=["config_space"]).config_space(p(64, 4096, 4096)) \
+            or cfg.kernel == "pointer"
+

@@ -361,6 +361,39 @@ FMA_SPACE = (GemmConfig("fma", 128, 128, 32, num_warps=8, num_stages=3),
              GemmConfig("fma", 128, 256, 32, num_warps=8, num_stages=3, warps_m=4))
 
 
+#: fp32 ``ieee``, M <= 16 on NVIDIA: the pointer kernel's 16-row tiles (the FMA kernel computes 64 rows);
+#: H200 2026-11-26 (``benchmarks/gemm_fma_split.py``): M = 16, N = K = 4096, split 4: 2.83x cuBLAS fp32
+#: (the FMA kernel 0.36x unsplit, 1.42x split 8); M = 1: 0.70x (the FMA kernel 0.08x).
+FP32_SMALL_M = GemmConfig("pointer", 16, 64, 64, group_m=1, num_warps=4, num_stages=4)
+
+
+def split_to_fill(tiles: int, k: int, block_k: int, sms: int, max_split: int = 8) -> int:
+    """Split-K factor (a power of two) that gives ``tiles`` output tiles at least 1.5 programs per SM,
+    keeping 4 K steps per split or more. H200 2026-11-26 (``benchmarks/gemm_fma_split.py``, fp32
+    ``ieee`` on the FMA kernel against cuBLAS fp32): M = 64, N = K = 4096 (32 tiles) 0.24x unsplit,
+    0.63x split 4, 0.95x split 8; 1000^3 (128 tiles) 0.66x, split 2 0.98x (NT 0.68 -> 0.99x), split 4
+    0.86x; M = 128 (64 tiles) 0.29x, split 4 0.89x; 64 x 11008 x 4096 (86 tiles) 0.58x, split 4 0.82x,
+    split 8 0.80x; 512^3 (32 tiles, K = 512: split 4 at most) 0.30x, split 4 0.80x."""
+    split = 1
+    while tiles * split < 1.5 * sms and split < max_split and k >= 2 * split * 4 * block_k:
+        split *= 2
+    return split
+
+
+def fma_config(p: Problem) -> GemmConfig:
+    """fp32 ``ieee`` on NVIDIA sm80+ (``p.fma_ok``): the FMA kernel's 64x128 tiles, split along K when
+    they leave SMs idle (:func:`split_to_fill`); M <= 16 on the pointer kernel's 16-row tiles."""
+    if p.m <= 16:
+        cfg = FP32_SMALL_M
+    else:
+        cfg = FMA_HEURISTIC if p.m > 64 else FMA_SMALL_M
+    tiles = math.ceil(p.m / cfg.block_m) * math.ceil(p.n / cfg.block_n) * p.batch
+    split = split_to_fill(tiles, p.k, FMA_HEURISTIC.block_k, p.sms)
+    if split == 1:
+        return cfg
+    return replace(cfg if p.m <= 16 else FMA_HEURISTIC, split_k=split)
+
+
 def _heuristic(p: Problem) -> GemmConfig:
     """The configuration used without tuning (``TILECRAFT_TUNE=0``, the interpreter, AMD).
 
@@ -377,7 +410,7 @@ def _heuristic(p: Problem) -> GemmConfig:
         return GemmConfig("pointer", 64, 128 if p.arch == "sm90" else 64, 16, num_warps=4, num_stages=3)
     if p.precision == "ieee" and p.dtype == "fp32":
         if p.fma_ok:
-            return FMA_HEURISTIC if p.m > 64 else FMA_SMALL_M
+            return fma_config(p)
         if p.arch == "cdna":
             return GemmConfig("pointer", 128, 128, 16, group_m=8, num_warps=8, num_stages=2)
         return GemmConfig("pointer", 64, 128, 32, num_warps=4, num_stages=3)  # 46.7 TFLOP/s, 0.91x
@@ -442,7 +475,11 @@ def config_space(p: Problem) -> list[GemmConfig]:
     if p.arch == "interpreter":
         return cands
     if p.fma_ok:
-        cands += [c for c in (FMA_HEURISTIC, FMA_SMALL_M, *FMA_SPACE) if c != cands[0]]
+        split = split_to_fill(math.ceil(p.m / 64) * math.ceil(p.n / 128) * p.batch, p.k, 32, p.sms)
+        fma = [FMA_HEURISTIC, FMA_SMALL_M, *FMA_SPACE] + [replace(FMA_HEURISTIC, split_k=s) for s in (2, 4, 8) if s <= 2 * split]
+        if p.m <= 16:
+            fma += [replace(FP32_SMALL_M, split_k=s) for s in (1, 2, 4, 8, 16)]
+        cands += [c for c in fma if c != cands[0]]
     if p.dtype == "fp64" or (p.dtype == "fp32" and p.precision == "ieee"):
         for bm, bn, w in ((64, 64, 4), (128, 64, 4), (128, 128, 8), (64, 128, 4)):
             for bk in (16, 32):

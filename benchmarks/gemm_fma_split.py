@@ -56,6 +56,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--suite", choices=["sweep", "heuristic"], default="sweep")
+    ap.add_argument("--rounds-only-small", action="store_true", help="heuristic suite: M = 1, 24, 32 and 2048^3 only")
     args = ap.parse_known_args()[0]
     rounds = args.rounds
     out, log, info = start(f"gemm-fma-{'split' if args.suite == 'sweep' else 'heuristic'}")
@@ -76,9 +77,19 @@ def main() -> None:
                   bench.Case("fp32", 3000, 7000, 5000)]
         small = [F("pointer", 16, 64, 64, group_m=1, num_warps=4, num_stages=4, split_k=s) for s in (8, 16)]
         small += [F("pointer", 16, 32, 128, group_m=1, num_warps=4, num_stages=4, split_k=s) for s in (4, 8)]
+        small += [F("pointer", 16, 128, 64, group_m=1, num_warps=8, num_stages=4, split_k=s) for s in (4, 8)]
+        small += [F("pointer", 16, 64, 64, group_m=1, num_warps=4, num_stages=6, split_k=4)]
+
+        mid = [F("pointer", 32, 64, 64, group_m=1, num_warps=4, num_stages=4, split_k=s) for s in (2, 4, 8)]
+        mid += [F("pointer", 32, 32, 128, group_m=1, num_warps=4, num_stages=4, split_k=s) for s in (4, 8)]
+        if args.rounds_only_small:
+            cases = [c for c in cases if c.m in (1, 32, 2048)] + [bench.Case("fp32", 24, 4096, 4096),
+                                                               bench.Case("fp32", 32, 11008, 4096)]
 
         def pick(m):
-            return [None] + (small if m == 1 else [])
+            if m == 2048:
+                return [None, T64]
+            return [None] + (small if m == 1 else []) + (mid if 16 < m <= 32 else [])
     for case in cases:
         for r in range(rounds):
             peer_ms = None

@@ -158,10 +158,11 @@ def test_fma_kernel_vec4_masks_at_group_edges(layout):
 
 
 @pytest.mark.parametrize("shape,layout", [((64, 4096, 4096), "NN"), ((1000, 1000, 1000), "NT"), ((16, 4096, 4096), "NN"),
-                                          ((1, 4096, 4096), "TT"), ((512, 512, 512), "TN"), ((100, 300, 2000), "NN")])
+                                          ((1, 4096, 4096), "TT"), ((512, 512, 512), "TN"), ((100, 300, 2000), "NN"),
+                                          ((27, 4096, 4100), "NT")])
 def test_heuristic_split_k_matches_float64(shape, layout, monkeypatch):
     """The products the heuristic splits along K (``tuning.gemm.split_to_fill``; M <= 16 on the pointer
-    kernel's 16-row tiles): poisoned output, against float64."""
+    kernel's 16- or 32-row tiles for M <= 32): poisoned output, against float64."""
     monkeypatch.setenv("TILECRAFT_TUNE", "0")
     a, b = _operands(*shape, layout)
     cfg = ops.choose_config(a, b, ops.validate(a, b))

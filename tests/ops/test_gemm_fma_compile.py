@@ -107,7 +107,7 @@ def test_fma_kernel_compiles_with_64bit_offsets():
 def test_fp32_split_to_fill_the_sms():
     """fp32 ieee products whose 64x128 tiles leave SMs idle split K (the H200 sweep behind
     ``split_to_fill``): M = 64 and N = K = 4096 8 ways, 1000^3 2 ways, 512^3 at most 4 (4 K steps per
-    split), 4096^3 and M = 64 with N = 32768 (256 tiles) not at all; M <= 16 on 16-row pointer tiles."""
+    split), 4096^3 and M = 64 with N = 32768 (256 tiles) not at all; M <= 32 on 16/32-row pointer tiles."""
     def p(m, n, k, batch=1):
         a, b = _meta(m, n, k, "NN")
         return Problem(**{**ops.problem_of(a, b, ops.validate(a, b), arch="sm90", sms=132).__dict__, "batch": batch})
@@ -119,6 +119,9 @@ def test_fp32_split_to_fill_the_sms():
     assert heuristic(p(1000, 1000, 1000, batch=4)) == FMA_HEURISTIC  # 512 tiles
     assert heuristic(p(16, 4096, 4096)) == replace(FP32_SMALL_M, split_k=4)
     assert heuristic(p(1, 4096, 4096)) == replace(FP32_SMALL_M, split_k=4)
+    assert heuristic(p(32, 4096, 4096)) == replace(FP32_SMALL_M, block_m=32, split_k=4)
+    assert heuristic(p(32, 11008, 4096)) == replace(FP32_SMALL_M, block_m=32, split_k=2)
+    assert heuristic(p(16, 14336, 4096)) == FP32_SMALL_M  # 224 tiles of 64 columns: no split
     assert heuristic(p(64, 64, 64)).split_k == 1  # K = 64: two K steps, nothing to split
     assert split_to_fill(1, 1 << 20, 32, 132) == 8  # at most 8 ways
     for cfg in (heuristic(p(64, 4096, 4096)), heuristic(p(16, 4096, 4096))):

@@ -361,9 +361,11 @@ FMA_SPACE = (GemmConfig("fma", 128, 128, 32, num_warps=8, num_stages=3),
              GemmConfig("fma", 128, 256, 32, num_warps=8, num_stages=3, warps_m=4))
 
 
-#: fp32 ``ieee``, M <= 16 on NVIDIA: the pointer kernel's 16-row tiles (the FMA kernel computes 64 rows);
-#: H200 2026-11-26 (``benchmarks/gemm_fma_split.py``): M = 16, N = K = 4096, split 4: 2.83x cuBLAS fp32
-#: (the FMA kernel 0.36x unsplit, 1.42x split 8); M = 1: 0.70x (the FMA kernel 0.08x).
+#: fp32 ``ieee``, M <= 32 on NVIDIA: the pointer kernel's 16- or 32-row tiles (the FMA kernel computes 64
+#: rows), split by :func:`split_to_fill`. H200 2026-11-26 (``benchmarks/gemm_fma_split.py``, cuBLAS fp32 in
+#: the same run), N = K = 4096: M = 1 0.70x (the FMA kernel 0.08x; 16x128x64 w8 0.68x, split 8 / 16
+#: 0.62 / 0.58x), M = 8 1.55x, M = 16 2.85x (FMA split 8: 1.42x), M = 24 / 32 with 32-row tiles split 4
+#: 1.01 / 0.97x (FMA split 8: 0.74 / 0.73x); 32 x 11008 x 4096 split 2 1.27x (FMA split 4: 0.82x).
 FP32_SMALL_M = GemmConfig("pointer", 16, 64, 64, group_m=1, num_warps=4, num_stages=4)
 
 
@@ -382,16 +384,16 @@ def split_to_fill(tiles: int, k: int, block_k: int, sms: int, max_split: int = 8
 
 def fma_config(p: Problem) -> GemmConfig:
     """fp32 ``ieee`` on NVIDIA sm80+ (``p.fma_ok``): the FMA kernel's 64x128 tiles, split along K when
-    they leave SMs idle (:func:`split_to_fill`); M <= 16 on the pointer kernel's 16-row tiles."""
-    if p.m <= 16:
-        cfg = FP32_SMALL_M
+    they leave SMs idle (:func:`split_to_fill`); M <= 32 on the pointer kernel's 16- or 32-row tiles."""
+    if p.m <= 32:
+        cfg = replace(FP32_SMALL_M, block_m=16 if p.m <= 16 else 32)
     else:
         cfg = FMA_HEURISTIC if p.m > 64 else FMA_SMALL_M
     tiles = math.ceil(p.m / cfg.block_m) * math.ceil(p.n / cfg.block_n) * p.batch
     split = split_to_fill(tiles, p.k, FMA_HEURISTIC.block_k, p.sms)
     if split == 1:
         return cfg
-    return replace(cfg if p.m <= 16 else FMA_HEURISTIC, split_k=split)
+    return replace(cfg if p.m <= 32 else FMA_HEURISTIC, split_k=split)
 
 
 def _heuristic(p: Problem) -> GemmConfig:
@@ -477,8 +479,8 @@ def config_space(p: Problem) -> list[GemmConfig]:
     if p.fma_ok:
         split = split_to_fill(math.ceil(p.m / 64) * math.ceil(p.n / 128) * p.batch, p.k, 32, p.sms)
         fma = [FMA_HEURISTIC, FMA_SMALL_M, *FMA_SPACE] + [replace(FMA_HEURISTIC, split_k=s) for s in (2, 4, 8) if s <= 2 * split]
-        if p.m <= 16:
-            fma += [replace(FP32_SMALL_M, split_k=s) for s in (1, 2, 4, 8, 16)]
+        if p.m <= 32:
+            fma += [replace(FP32_SMALL_M, block_m=16 if p.m <= 16 else 32, split_k=s) for s in (1, 2, 4, 8)]
         cands += [c for c in fma if c != cands[0]]
     if p.dtype == "fp64" or (p.dtype == "fp32" and p.precision == "ieee"):
         for bm, bn, w in ((64, 64, 4), (128, 64, 4), (128, 128, 8), (64, 128, 4)):

@@ -423,6 +423,19 @@ def _unit(t: torch.Tensor, dim: int) -> bool:
     return t.stride(dim) == 1 or t.shape[dim] <= 1
 
 
+def fma_copies(cfg: GemmConfig, a3: torch.Tensor, b3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``cfg.mn_copy``: the K-contiguous operands it names copied MN-contiguous (made here, before the
+    launch, as the TMA kernel's copies are), so the FMA kernel reads them as in the TN layout, its
+    fastest. Operands already MN-contiguous are left as they are."""
+    if cfg.mn_copy not in ("", "a", "b", "ab"):
+        raise ValueError(f"mn_copy must be '', 'a', 'b' or 'ab', not {cfg.mn_copy!r}")
+    if "a" in cfg.mn_copy and _unit(a3, 2) and not _unit(a3, 1):
+        a3 = a3.mT.contiguous().mT
+    if "b" in cfg.mn_copy and _unit(b3, 1) and not _unit(b3, 2):
+        b3 = b3.mT.contiguous().mT
+    return a3, b3
+
+
 def fma_layout(cfg: GemmConfig, a3: torch.Tensor, b3: torch.Tensor) -> dict:
     """The FMA kernel's layout constexprs for ``cfg``: warps along M, lanes along M (4: 8 along N),
     the cp.async ring depth and the operands' contiguous dimensions."""
@@ -590,6 +603,7 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
             raise ValueError(f"the FMA kernel cannot take this product: {why}; use a pointer config")
         from tilecraft.kernels import gemm_fma as _f
         kernel = _f.matmul_fma_kernel
+        a3, b3 = fma_copies(cfg, a3, b3)
         common.update(fma_layout(cfg, a3, b3))
         opts = {k: v for k, v in opts.items() if k != "num_stages"}  # the ring depth is STAGES
     strides_ab = (a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2))

@@ -66,6 +66,7 @@ class GemmConfig:
     epi_prefetch: bool = False  # Gluon: the producer prefetches each tile's C and bias into L2 for the epilogue
     warps_m: int = 0  # FMA kernel: warps along M (0: half the warps, at least one)
     maxnreg: int = 0  # NVIDIA: register budget per thread (0: the compiler's choice)
+    mn_copy: str = ""  # FMA kernel: K-contiguous operands ("a", "b", "ab") copied MN-contiguous before the product
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -100,6 +101,8 @@ class GemmConfig:
             s += f" wm{self.warps_m}"
         if self.maxnreg:
             s += f" r{self.maxnreg}"
+        if self.mn_copy:
+            s += f" copy-{self.mn_copy}"
         return s
 
 

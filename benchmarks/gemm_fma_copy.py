@@ -1,0 +1,79 @@
+"""fp32 ``ieee``: K-contiguous operands copied MN-contiguous before the FMA kernel (``GemmConfig.mn_copy``,
+the copy timed with the product) against the heuristic and cuBLAS fp32 (TF32 off), in one run (issue 3:
+fp32 ieee >= 0.9x cuBLAS; NT was 0.86x). The FMA kernel is fastest in the TN layout (both operands
+MN-contiguous: 0.94x at 4096^3); a transposing copy costs O(N^2) against the product's O(N^3).
+
+Each configuration is checked against float64 on the timed shape (``bench.run_case``) before it is
+timed; ours (copies included) and cuBLAS from CUDA graphs over rotated input sets; ``--rounds`` rounds.
+
+    PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/gemm_fma_copy.py --out $OUT [--rounds 2]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+from pathlib import Path
+
+os.environ["TILECRAFT_TUNE"] = "0"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from gemm_explore import start  # noqa: E402
+
+from tilecraft.bench import gemm as bench  # noqa: E402
+from tilecraft.bench.harness import write_results  # noqa: E402
+from tilecraft.hardware.ceilings import measure_copy_bandwidth  # noqa: E402
+from tilecraft.tuning.gemm import FMA_HEURISTIC, GemmConfig  # noqa: E402
+
+
+def variants(layout: str, split: int = 1) -> list[GemmConfig | None]:
+    h = dataclasses.replace(FMA_HEURISTIC, split_k=split)
+    ks = ("a" if layout[0] == "N" else "") + ("b" if layout[1] == "T" else "")
+    return [None] + [dataclasses.replace(h, mn_copy=o) for o in ("a", "b", "ab") if set(o) <= set(ks)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=2)
+    rounds = ap.parse_known_args()[0].rounds
+    out, log, info = start("gemm-fma-copy")
+    copy = measure_copy_bandwidth()
+    log(f"copy bandwidth {copy:.3f} TB/s")
+    records = []
+    summary: dict[tuple[str, str], list[float]] = {}
+    cases = [(bench.Case("fp32", 4096, 4096, 4096, lay), 1) for lay in ("NN", "NT", "TT", "TN")]
+    cases += [(bench.Case("fp32", 8192, 8192, 8192, lay), 1) for lay in ("NN", "NT")]
+    cases += [(bench.Case("fp32", 3000, 7000, 5000, lay), 1) for lay in ("NN", "TT")]
+    cases += [(bench.Case("fp32", 4096, 11008, 4096, "NT"), 1), (bench.Case("fp32", 2048, 2048, 2048, "NN"), 1),
+              (bench.Case("fp32", 2048, 2048, 2048, "NT"), 1), (bench.Case("fp32", 1000, 1000, 1000, "NN"), 2),
+              (bench.Case("fp32", 1000, 1000, 1000, "TT"), 2)]
+    for case, split in cases:
+        for r in range(rounds):
+            peer_ms = None
+            for cfg in variants(case.layout, split):
+                try:
+                    rec = bench.run_case(case, info, copy_TBps=copy, cfg=cfg, budget_s=0.3, peer_ms=peer_ms)
+                except Exception as exc:  # noqa: BLE001 - one failed variant must not stop the others
+                    log(f"{case.name} {cfg}: {type(exc).__name__}: {str(exc)[:300]}")
+                    continue
+                name = "heuristic " + GemmConfig.from_dict(rec.extra["config"]).short() if cfg is None else cfg.short()
+                rec.extra["group"] = f"round{r}"
+                records.append(rec)
+                if rec.extra.get("failed"):
+                    log(f"{case.name:26s} {name:48s} FAILED rel err {rec.extra['rel_err']:.1e}")
+                    continue
+                peer_ms = peer_ms or rec.extra["peer_time_ms"]
+                log(f"{case.name:26s} {name:48s} {rec.extra['time_ms'] * 1e3:9.1f} us cuBLAS "
+                    f"{rec.extra['peer_time_ms'] * 1e3:9.1f} us x{rec.ratio:.3f} err {rec.extra['rel_err']:.1e}")
+                summary.setdefault((case.name, name), []).append(rec.ratio)
+    for (case, name), rs in summary.items():
+        log(f"{case:26s} {name:48s} ratios {' '.join(f'{x:.3f}' for x in rs)} median {statistics.median(rs):.3f}")
+    write_results(records, "gemm-fma-copy", out / "gemm-fma-copy.json", info, meta={"copy_TBps": copy})
+    log("done")
+
+
+if __name__ == "__main__":
+    main()

@@ -432,7 +432,7 @@ def fma_copies(cfg: GemmConfig, a3: torch.Tensor, b3: torch.Tensor) -> tuple[tor
     if "a" in cfg.mn_copy and _unit(a3, 2) and not _unit(a3, 1):
         a3 = a3.mT.contiguous().mT
     if "b" in cfg.mn_copy and _unit(b3, 1) and not _unit(b3, 2):
-        b3 = b3.mT.contiguous().mT
+        b3 = b3.contiguous()  # (K, N) rows: N contiguous
     return a3, b3
 
 

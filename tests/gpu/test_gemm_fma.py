@@ -33,6 +33,7 @@ CONFIGS = [
     GemmConfig("fma", 128, 128, 64, num_warps=8, num_stages=3),
     GemmConfig("fma", 128, 256, 32, num_warps=8, num_stages=3, warps_m=4),
     GemmConfig("fma", 128, 128, 32, num_warps=8, num_stages=3, maxnreg=128),
+    GemmConfig("fma", 64, 128, 32, num_warps=4, num_stages=3, warps_m=2, mn_copy="ab"),
 ]
 
 
@@ -169,5 +170,24 @@ def test_heuristic_split_k_matches_float64(shape, layout, monkeypatch):
     assert cfg.split_k > 1, cfg
     out = _run(a, b, cfg)
     _check(out, a, b)
+    _check(tilecraft.matmul(a, b), a, b)
+
+
+@pytest.mark.parametrize("bcast", ["none", "b"])
+def test_fma_mn_copy_batched(bcast):
+    """``mn_copy``: K-contiguous operands copied MN-contiguous before the launch, with a batch and a
+    broadcast B (stride 0: copied once), against float64."""
+    cfg = GemmConfig("fma", 64, 128, 32, num_warps=4, num_stages=3, warps_m=2, mn_copy="ab")
+    a, _ = _operands(70, 90, 100, "NN", batch=3)
+    b = (torch.rand(90, 100, device="cuda") * 2 - 1).t()  # K-contiguous
+    b = b.expand(3, 100, 90) if bcast == "b" else (torch.rand(3, 90, 100, device="cuda") * 2 - 1).mT
+    _check(_run(a, b, cfg), a, b)
+
+
+def test_heuristic_copies_k_contiguous_b(monkeypatch):
+    monkeypatch.setenv("TILECRAFT_TUNE", "0")
+    a, b = _operands(3000, 520, 600, "TT")
+    cfg = ops.choose_config(a, b, ops.validate(a, b))
+    assert cfg.mn_copy == "b", cfg
     _check(tilecraft.matmul(a, b), a, b)
 

@@ -39,7 +39,7 @@ def test_fma_kernel_cross_compiles_to_the_sgemm_mix(target, shape, layout):
     global-to-shared copy is a 16-byte cp.async, also on rows of 5000 / 7000 / 1000 floats (``VEC4``)."""
     a, b = _meta(*shape, layout)
     cfg, launch, res = _compile(a, b, target, target)
-    assert replace(cfg, split_k=1) == FMA_HEURISTIC  # 1000^3: split 2 (128 tiles on 132 SMs)
+    assert replace(cfg, split_k=1, mn_copy="") == FMA_HEURISTIC  # 1000^3: split 2; TT: B copied N-contiguous
     assert launch.constexprs["VEC4"] and launch.constexprs["A_KCONTIG"] == (layout[0] == "N")
     assert res.spills == 0 and res.scratch_bytes == 0
     c = res.census
@@ -123,6 +123,16 @@ def test_fp32_split_to_fill_the_sms():
     assert heuristic(p(32, 11008, 4096)) == replace(FP32_SMALL_M, block_m=32, split_k=2)
     assert heuristic(p(16, 14336, 4096)) == FP32_SMALL_M  # 224 tiles of 64 columns: no split
     assert heuristic(p(64, 64, 64)).split_k == 1  # K = 64: two K steps, nothing to split
+
+    def lay(m, n, k, layout):
+        a, b = _meta(m, n, k, layout)
+        return ops.problem_of(a, b, ops.validate(a, b), arch="sm90", sms=132)
+    # a K-contiguous B is copied N-contiguous when 3000+ rows share the copy
+    assert heuristic(lay(4096, 4096, 4096, "NT")) == replace(FMA_HEURISTIC, mn_copy="b")
+    assert heuristic(lay(4096, 4096, 4096, "TT")) == replace(FMA_HEURISTIC, mn_copy="b")
+    assert heuristic(lay(4096, 4096, 4096, "TN")) == FMA_HEURISTIC
+    assert heuristic(lay(2048, 2048, 2048, "NT")) == FMA_HEURISTIC
+    assert shape_key(lay(4096, 4096, 4096, "NT")) != shape_key(lay(4096, 4096, 4096, "NN"))
     assert split_to_fill(1, 1 << 20, 32, 132) == 8  # at most 8 ways
     for cfg in (heuristic(p(64, 4096, 4096)), heuristic(p(16, 4096, 4096))):
         assert cfg in __import__("tilecraft.tuning.gemm", fromlist=["config_space"]).config_space(p(64, 4096, 4096)) \

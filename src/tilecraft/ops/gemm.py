@@ -363,6 +363,7 @@ def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec, arch: str | None = 
     f_ok = arch in ("sm90", "sm80") and fma_refusal(a, b, spec) is None
     return Problem(spec.m, spec.n, spec.k, spec.batch, spec.dtype, spec.precision, arch, ok, ak, bk, sms,
                    tma_copies=copies, gluon_ok=g_ok, rows_128=rows_128, fma_ok=f_ok,
+                   b_kcontig=f_ok and _unit(b, -2) and not _unit(b, -1),
                    mn_regs_ok=g_ok and _mn_regs_plan(a, b, spec, GemmConfig("gluon", mn_regs=True)) is not None,
                    epilogue=epilogue_kind(spec))
 
@@ -432,7 +433,8 @@ def fma_copies(cfg: GemmConfig, a3: torch.Tensor, b3: torch.Tensor) -> tuple[tor
     if "a" in cfg.mn_copy and _unit(a3, 2) and not _unit(a3, 1):
         a3 = a3.mT.contiguous().mT
     if "b" in cfg.mn_copy and _unit(b3, 1) and not _unit(b3, 2):
-        b3 = b3.contiguous()  # (K, N) rows: N contiguous
+        # (K, N) rows, N contiguous; a broadcast batch (stride 0) stays one matrix
+        b3 = b3[:1].contiguous().expand_as(b3) if b3.stride(0) == 0 and b3.shape[0] > 1 else b3.contiguous()
     return a3, b3
 
 

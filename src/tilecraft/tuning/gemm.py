@@ -127,6 +127,7 @@ class Problem:
     mn_regs_ok: bool = False  # tf32 with one MN-major operand the Gluon kernel can read into registers
     epilogue: str = ""  # what the epilogue reads: "c", "bias", "light" (alpha/activation/scales) or ""
     fma_ok: bool = False  # fp32 ieee on NVIDIA sm80+: the Gluon FMA kernel can take it (ops.gemm.fma_refusal)
+    b_kcontig: bool = False  # B's unit stride is along K (NT, TT): the FMA kernel reads it slower
 
     @property
     def itemsize(self) -> int:
@@ -172,7 +173,7 @@ def shape_key(p: Problem) -> str:
             f"/{'T' if p.a_kmajor else 'N'}{'T' if p.b_kmajor else 'N'}/{'tma' if p.tma_ok else 'ptr'}"
             f"{p.tma_copies}/{p.arch}" + ("/gluon" if p.gluon_ok else "") + ("" if p.rows_128 else "/rows16")
             + ("/regs" if p.mn_regs_ok else "") + (f"/epi-{p.epilogue}" if p.epilogue else "")
-            + ("/fma" if p.fma_ok else ""))
+            + ("/fma" if p.fma_ok else "") + ("-bk" if p.fma_ok and p.b_kcontig else ""))
 
 
 def _small_m_config(p: Problem) -> GemmConfig:
@@ -387,7 +388,13 @@ def split_to_fill(tiles: int, k: int, block_k: int, sms: int, max_split: int = 8
 
 def fma_config(p: Problem) -> GemmConfig:
     """fp32 ``ieee`` on NVIDIA sm80+ (``p.fma_ok``): the FMA kernel's 64x128 tiles, split along K when
-    they leave SMs idle (:func:`split_to_fill`); M <= 32 on the pointer kernel's 16- or 32-row tiles."""
+    they leave SMs idle (:func:`split_to_fill`); M <= 32 on the pointer kernel's 16- or 32-row tiles.
+    A K-contiguous B (NT, TT) is copied N-contiguous first when M >= 3000 rows share the copy (H200,
+    2026-11-26, ``benchmarks/gemm_fma_copy.py``, the copy timed with the product, ratio to cuBLAS
+    fp32): NT 4096^3 0.860 -> 0.894x, 8192^3 0.849 -> 0.929x, 4096 x 11008 x 4096 0.885 -> 0.929x,
+    TT 4096^3 0.902 -> 0.953x, TT 3000 x 7000 x 5000 0.866 -> 0.877x; at 2048^3 NT it lost (0.874 ->
+    0.788x). Copying a K-contiguous A (NN) did not pay (4096^3 0.911 -> 0.913x, 3000 x 7000 x 5000
+    0.930 -> 0.923x)."""
     if p.m <= 32:
         cfg = replace(FP32_SMALL_M, block_m=16 if p.m <= 16 else 32)
     else:
@@ -395,6 +402,8 @@ def fma_config(p: Problem) -> GemmConfig:
     tiles = math.ceil(p.m / cfg.block_m) * math.ceil(p.n / cfg.block_n) * p.batch
     split = split_to_fill(tiles, p.k, FMA_HEURISTIC.block_k, p.sms)
     if split == 1:
+        if p.m >= 3000 and p.b_kcontig and cfg.kernel == "fma":
+            return replace(cfg, mn_copy="b")
         return cfg
     return replace(cfg if p.m <= 32 else FMA_HEURISTIC, split_k=split)
 
@@ -482,6 +491,8 @@ def config_space(p: Problem) -> list[GemmConfig]:
     if p.fma_ok:
         split = split_to_fill(math.ceil(p.m / 64) * math.ceil(p.n / 128) * p.batch, p.k, 32, p.sms)
         fma = [FMA_HEURISTIC, FMA_SMALL_M, *FMA_SPACE] + [replace(FMA_HEURISTIC, split_k=s) for s in (2, 4, 8) if s <= 2 * split]
+        if p.b_kcontig:
+            fma.append(replace(FMA_HEURISTIC, mn_copy="b"))
         if p.m <= 32:
             fma += [replace(FP32_SMALL_M, block_m=16 if p.m <= 16 else 32, split_k=s) for s in (1, 2, 4, 8)]
         cands += [c for c in fma if c != cands[0]]

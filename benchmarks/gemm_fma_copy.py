@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -22,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from gemm_explore import start  # noqa: E402
+from gemm_fma_split import sweep  # noqa: E402
 
 from tilecraft.bench import gemm as bench  # noqa: E402
 from tilecraft.bench.harness import write_results  # noqa: E402
@@ -42,8 +42,6 @@ def main() -> None:
     out, log, info = start("gemm-fma-copy")
     copy = measure_copy_bandwidth()
     log(f"copy bandwidth {copy:.3f} TB/s")
-    records = []
-    summary: dict[tuple[str, str], list[float]] = {}
     cases = [(bench.Case("fp32", 4096, 4096, 4096, lay), 1) for lay in ("NN", "NT", "TT", "TN")]
     cases += [(bench.Case("fp32", 8192, 8192, 8192, lay), 1) for lay in ("NN", "NT")]
     cases += [(bench.Case("fp32", 3000, 7000, 5000, lay), 1) for lay in ("NN", "TT")]
@@ -52,27 +50,7 @@ def main() -> None:
               (bench.Case("fp32", 1000, 1000, 1000, "TT"), 2)]
     if "--only-b" in sys.argv:  # the B copies again (a7e7303 copied B to itself: K-contiguous stayed)
         cases = [c for c in cases if c[0].layout[1] == "T" and c[0].m >= 2048]
-    for case, split in cases:
-        for r in range(rounds):
-            peer_ms = None
-            for cfg in variants(case.layout, split):
-                try:
-                    rec = bench.run_case(case, info, copy_TBps=copy, cfg=cfg, budget_s=0.3, peer_ms=peer_ms)
-                except Exception as exc:  # noqa: BLE001 - one failed variant must not stop the others
-                    log(f"{case.name} {cfg}: {type(exc).__name__}: {str(exc)[:300]}")
-                    continue
-                name = "heuristic " + GemmConfig.from_dict(rec.extra["config"]).short() if cfg is None else cfg.short()
-                rec.extra["group"] = f"round{r}"
-                records.append(rec)
-                if rec.extra.get("failed"):
-                    log(f"{case.name:26s} {name:48s} FAILED rel err {rec.extra['rel_err']:.1e}")
-                    continue
-                peer_ms = peer_ms or rec.extra["peer_time_ms"]
-                log(f"{case.name:26s} {name:48s} {rec.extra['time_ms'] * 1e3:9.1f} us cuBLAS "
-                    f"{rec.extra['peer_time_ms'] * 1e3:9.1f} us x{rec.ratio:.3f} err {rec.extra['rel_err']:.1e}")
-                summary.setdefault((case.name, name), []).append(rec.ratio)
-    for (case, name), rs in summary.items():
-        log(f"{case:26s} {name:48s} ratios {' '.join(f'{x:.3f}' for x in rs)} median {statistics.median(rs):.3f}")
+    records = sweep([(case, variants(case.layout, split)) for case, split in cases], rounds, info, copy, log)
     write_results(records, "gemm-fma-copy", out / "gemm-fma-copy.json", info, meta={"copy_TBps": copy})
     log("done")
 

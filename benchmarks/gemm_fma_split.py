@@ -52,6 +52,35 @@ def variants(m: int) -> list[GemmConfig | None]:
             T64, sp(T64, 2), T128x64, sp(T128x64, 2), F("fma", 64, 128, 16, num_warps=4, num_stages=4, warps_m=2)]
 
 
+def sweep(plan, rounds: int, info, copy: float, log) -> list:
+    """Run ``plan`` ((case, [configs; None: the heuristic]) pairs) ``rounds`` times, the configurations
+    in turn, cuBLAS timed once per case and round; log each and the medians; the records."""
+    records = []
+    summary: dict[tuple[str, str], list[float]] = {}
+    for case, cfgs in plan:
+        for r in range(rounds):
+            peer_ms = None
+            for cfg in cfgs:
+                try:
+                    rec = bench.run_case(case, info, copy_TBps=copy, cfg=cfg, budget_s=0.3, peer_ms=peer_ms)
+                except Exception as exc:  # noqa: BLE001 - one failed variant must not stop the others
+                    log(f"{case.name} {cfg}: {type(exc).__name__}: {str(exc)[:300]}")
+                    continue
+                name = "heuristic " + GemmConfig.from_dict(rec.extra["config"]).short() if cfg is None else cfg.short()
+                rec.extra["group"] = f"round{r}"
+                records.append(rec)
+                if rec.extra.get("failed"):
+                    log(f"{case.name:26s} {name:48s} FAILED rel err {rec.extra['rel_err']:.1e}")
+                    continue
+                peer_ms = peer_ms or rec.extra["peer_time_ms"]
+                log(f"{case.name:26s} {name:48s} {rec.extra['time_ms'] * 1e3:9.1f} us cuBLAS "
+                    f"{rec.extra['peer_time_ms'] * 1e3:9.1f} us x{rec.ratio:.3f} err {rec.extra['rel_err']:.1e}")
+                summary.setdefault((case.name, name), []).append(rec.ratio)
+    for (case, name), rs in summary.items():
+        log(f"{case:26s} {name:48s} ratios {' '.join(f'{x:.3f}' for x in rs)} median {statistics.median(rs):.3f}")
+    return records
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)
@@ -62,8 +91,6 @@ def main() -> None:
     out, log, info = start(f"gemm-fma-{'split' if args.suite == 'sweep' else 'heuristic'}")
     copy = measure_copy_bandwidth()
     log(f"copy bandwidth {copy:.3f} TB/s")
-    records = []
-    summary: dict[tuple[str, str], list[float]] = {}
     cases = [bench.Case("fp32", 64, 4096, 4096), bench.Case("fp32", 1000, 1000, 1000), bench.Case("fp32", 16, 4096, 4096),
              bench.Case("fp32", 1, 4096, 4096), bench.Case("fp32", 64, 11008, 4096), bench.Case("fp32", 1000, 1000, 1000, "NT"),
              bench.Case("fp32", 512, 512, 512), bench.Case("fp32", 2048, 2048, 2048), bench.Case("fp32", 128, 4096, 4096)]
@@ -94,27 +121,7 @@ def main() -> None:
             if m == 2048:
                 return [None, T64]
             return [None] + (small if m == 1 else []) + (mid if 16 < m <= 32 else [])
-    for case in cases:
-        for r in range(rounds):
-            peer_ms = None
-            for cfg in pick(case.m):
-                try:
-                    rec = bench.run_case(case, info, copy_TBps=copy, cfg=cfg, budget_s=0.3, peer_ms=peer_ms)
-                except Exception as exc:  # noqa: BLE001 - one failed variant must not stop the others
-                    log(f"{case.name} {cfg}: {type(exc).__name__}: {str(exc)[:300]}")
-                    continue
-                name = "heuristic " + GemmConfig.from_dict(rec.extra["config"]).short() if cfg is None else cfg.short()
-                rec.extra["group"] = f"round{r}"
-                records.append(rec)
-                if rec.extra.get("failed"):
-                    log(f"{case.name:26s} {name:48s} FAILED rel err {rec.extra['rel_err']:.1e}")
-                    continue
-                peer_ms = peer_ms or rec.extra["peer_time_ms"]
-                log(f"{case.name:26s} {name:48s} {rec.extra['time_ms'] * 1e3:8.1f} us cuBLAS "
-                    f"{rec.extra['peer_time_ms'] * 1e3:8.1f} us x{rec.ratio:.3f} err {rec.extra['rel_err']:.1e}")
-                summary.setdefault((case.name, name), []).append(rec.ratio)
-    for (case, name), rs in summary.items():
-        log(f"{case:26s} {name:48s} ratios {' '.join(f'{x:.3f}' for x in rs)} median {statistics.median(rs):.3f}")
+    records = sweep([(c, pick(c.m)) for c in cases], rounds, info, copy, log)
     name = "gemm-fma-split" if args.suite == "sweep" else "gemm-fma-heuristic"
     write_results(records, name, out / f"{name}.json", info, meta={"copy_TBps": copy})
     log("done")

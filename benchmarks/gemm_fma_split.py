@@ -73,11 +73,14 @@ def sweep(plan, rounds: int, info, copy: float, log) -> list:
                     log(f"{case.name:26s} {name:48s} FAILED rel err {rec.extra['rel_err']:.1e}")
                     continue
                 peer_ms = peer_ms or rec.extra["peer_time_ms"]
-                log(f"{case.name:26s} {name:48s} {rec.extra['time_ms'] * 1e3:9.1f} us cuBLAS "
-                    f"{rec.extra['peer_time_ms'] * 1e3:9.1f} us x{rec.ratio:.3f} err {rec.extra['rel_err']:.1e}")
-                summary.setdefault((case.name, name), []).append(rec.ratio)
+                frac = rec.extra["bytes"] / (rec.extra["time_ms"] * 1e-3) / 1e12 / copy
+                log(f"{case.name:26s} {name:48s} {rec.extra['time_ms'] * 1e3:9.1f} us {rec.peer} "
+                    f"{rec.extra['peer_time_ms'] * 1e3:9.1f} us x{rec.ratio:.3f} {100 * frac:5.1f}% of copy "
+                    f"err {rec.extra['rel_err']:.1e}")
+                summary.setdefault((case.name, name), []).append((rec.ratio, frac))
     for (case, name), rs in summary.items():
-        log(f"{case:26s} {name:48s} ratios {' '.join(f'{x:.3f}' for x in rs)} median {statistics.median(rs):.3f}")
+        log(f"{case:26s} {name:48s} ratios {' '.join(f'{x:.3f}' for x, _ in rs)} median "
+            f"{statistics.median(x for x, _ in rs):.3f}, % of copy {statistics.median(f for _, f in rs) * 100:.1f}")
     return records
 
 

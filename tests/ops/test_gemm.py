@@ -560,3 +560,21 @@ def test_tma_copies_pad_rows_to_128_bytes():
     assert c.stride(0) == 8  # short rows: 16 bytes
     hi, _, _ = ops.tf32_split(torch.zeros(3, 130), -1)
     assert hi.stride(0) == 160  # 520 bytes of row padded to 640
+
+
+@pytest.mark.parametrize("bm", [1, 2, 4, 8])
+@pytest.mark.parametrize("name", ["fp32", "bf16", "fp64", "int8"])
+def test_matrix_vector_tiles(field, name, bm):
+    """BLOCK_M below 16: the pointer kernel's broadcast multiply and sum over K (no tl.dot), at M from
+    1 to 9 (several row tiles), a K tail, transposed views, split-K and the epilogue."""
+    dtype = {"int8": torch.int8, **FLOAT_DTYPES}[name]
+    for m, layout, split in ((1, "NN", 1), (bm + 1, "TT", 3), (9, "NT", 2)):
+        a, b = _operands(field, m, 70, 45, dtype, layout)
+        kw = {} if dtype == torch.int8 else {"bias": field((70,)).float() if name != "fp64" else field((70,)).double()}
+        out = _run_pinned(a, b, GemmConfig("pointer", bm, 32, 16, group_m=1, num_warps=2, num_stages=2, split_k=split), **kw)
+        ref = _ref(a, b, out.dtype, **kw)
+        if dtype == torch.int8:
+            assert torch.equal(out, ref.to(torch.int32))
+        else:
+            tol = {"bf16": 1e-2, "fp32": 1e-5, "fp64": 1e-12}[name]
+            assert relative_error(out, ref) <= tol, (m, layout, split)

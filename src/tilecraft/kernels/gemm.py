@@ -135,7 +135,9 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
     stores the raw accumulator into ``out_ptr`` (a (SPLIT_K * batch, M, N) workspace, strides
     ``stride_ob`` per split-batch slice); the epilogue runs in :func:`splitk_reduce_kernel`.
     ``OFFS64``: row offsets in 64-bit (a row index times its stride can pass 2**31). ``EVEN_K``:
-    K is a multiple of BLOCK_K, so every K block is full and the loads carry no K mask.
+    K is a multiple of BLOCK_K, so every K block is full and the loads carry no K mask. BLOCK_M
+    below 16 (1, 2, 4, 8): each K block is a broadcast multiply and a sum over K on the CUDA cores
+    instead of ``tl.dot`` (matrix-vector products: the fp32 FMA path would compute 16 rows).
     """
     pid = tl.program_id(0)
     pid_b = tl.program_id(1)
@@ -172,7 +174,12 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
         if UPCAST:
             a = a.to(tl.float32)
             b = b.to(tl.float32)
-        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
+        if BLOCK_M < 16:
+            # a matrix-vector product (M of 1-8): one multiply-add per element of B on the CUDA cores,
+            # where tl.dot (16 rows at least) would compute 16 / M times the products
+            acc += tl.sum(a.to(ACC)[:, :, None] * b.to(ACC)[None, :, :], axis=1)
+        else:
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 

@@ -154,3 +154,13 @@ def test_tuning_reports_each_candidate(field, monkeypatch, capsys):
     assert ops._tune(a, b, spec, p, None, None, None, None, lambda i, n, c: seen.append((i, n))) == cands[2]
     assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)]
     assert "tuning 1/3" not in capsys.readouterr().err
+
+
+def test_matrix_vector_tiles_are_tuning_candidates_at_m1():
+    """M = 1 adds BLOCK_M 1 pointer tiles (no tl.dot) split along K; M = 2 and a short K do not."""
+    gemv = [c for c in config_space(_p(1, 4096, 4096)) if c.block_m == 1]
+    assert gemv and all(c.kernel == "pointer" and c.split_k > 1 for c in gemv)
+    assert not any(c.block_m < 16 for c in config_space(_p(2, 4096, 4096)))
+    assert not any(c.block_m < 16 for c in config_space(_p(1, 4096, 256)))
+    assert any(c.block_m == 1 for c in config_space(Problem(1, 4096, 4096, 1, "fp32", "ieee", "sm90", True, True, True,
+                                                            fma_ok=True)))

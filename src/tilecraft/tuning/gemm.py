@@ -496,6 +496,12 @@ def config_space(p: Problem) -> list[GemmConfig]:
         if p.m <= 32:
             fma += [replace(FP32_SMALL_M, block_m=16 if p.m <= 16 else 32, split_k=s) for s in (1, 2, 4, 8)]
         cands += [c for c in fma if c != cands[0]]
+    if p.m == 1:
+        # matrix-vector tiles (BLOCK_M 1: no tl.dot); H100 2026-11-26 (benchmarks/gemm_gemv.py): fp32 1 x 4096
+        # x 4096 1x64x128 split 8 0.891x cuBLAS against the heuristic's 0.857x, 1 x 8192^2 1x128x64 split 4
+        # 0.998x (0.961x); bf16 1 x 11008 x 4096 split 4 0.947x torch (0.911x), 1 x 4096^2 0.85x (1.035x)
+        cands += [GemmConfig("pointer", 1, bn, bk, group_m=1, num_warps=4, num_stages=4, split_k=s)
+                  for bn, bk, s in ((64, 128, 8), (128, 64, 4), (128, 64, 8)) if p.k >= s * 2 * bk]
     if p.dtype == "fp64" or (p.dtype == "fp32" and p.precision == "ieee"):
         for bm, bn, w in ((64, 64, 4), (128, 64, 4), (128, 128, 8), (64, 128, 4)):
             for bk in (16, 32):

@@ -541,3 +541,17 @@ def test_matmul_dispatch_sm90(name, layout, shape, batch, extra, monkeypatch, tm
     assert got.dtype == spec.out_dtype and tuple(got.shape) == spec.out_shape and got.is_contiguous()
     msg = _compare(got, _ref(a, b, spec, **kw), _tol(name, spec.out_dtype))
     assert msg is None, f"matmul chose {cfg.short()}: {msg}"
+
+
+@pytest.mark.parametrize("name", ["fp32", "bf16", "int8"])
+@pytest.mark.parametrize("bm,bn,bk,split", [(1, 64, 128, 8), (1, 128, 64, 4), (4, 64, 32, 1)])
+def test_matrix_vector_tiles(name, bm, bn, bk, split):
+    """BLOCK_M below 16 (broadcast multiply and sum over K, no tl.dot) compiled for the GPU, M = 1 and 5,
+    K with a tail, against float64 into poisoned outputs."""
+    dtype, kw0, _ = NAMES[name]
+    gen = _gen("gemv", name, bm)
+    for m, n, k in ((1, 4096, 4096), (5, 1000, 1027)):
+        a, b = _rand((m, k), dtype, gen), _rand((k, n), dtype, gen)
+        cfg = GemmConfig("pointer", bm, bn, bk, group_m=1, num_warps=4, num_stages=4, split_k=split)
+        out, spec, _ = _run(a, b, cfg, **kw0)
+        assert _compare(out, _ref(a, b, spec, **kw0), _tol(name, spec.out_dtype)) is None, (m, n, k, cfg.short())

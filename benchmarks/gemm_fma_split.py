@@ -87,11 +87,11 @@ def sweep(plan, rounds: int, info, copy: float, log) -> list:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--suite", choices=["sweep", "heuristic"], default="sweep")
+    ap.add_argument("--suite", choices=["sweep", "heuristic", "mid"], default="sweep")
     ap.add_argument("--rounds-only-small", action="store_true", help="heuristic suite: M = 1, 24, 32 and 2048^3 only")
     args = ap.parse_known_args()[0]
     rounds = args.rounds
-    out, log, info = start(f"gemm-fma-{'split' if args.suite == 'sweep' else 'heuristic'}")
+    out, log, info = start(f"gemm-fma-{ {'sweep': 'split'}.get(args.suite, args.suite)}")
     copy = measure_copy_bandwidth()
     log(f"copy bandwidth {copy:.3f} TB/s")
     cases = [bench.Case("fp32", 64, 4096, 4096), bench.Case("fp32", 1000, 1000, 1000), bench.Case("fp32", 16, 4096, 4096),
@@ -124,8 +124,15 @@ def main() -> None:
             if m == 2048:
                 return [None, T64]
             return [None] + (small if m == 1 else []) + (mid if 16 < m <= 32 else [])
+    if args.suite == "mid":  # a few waves of 64x128 tiles: the 64x64 tile at 2 warps, split or not
+        cases = [bench.Case("fp32", 2048, 2048, 2048, lay) for lay in ("NN", "NT", "TT")]
+        cases += [bench.Case("fp32", m, n, k) for m, n, k in ((1024, 4096, 4096), (1536, 1536, 1536), (3072, 3072, 3072),
+                                                             (512, 4096, 4096), (256, 4096, 4096), (2048, 4096, 1024))]
+
+        def pick(m):
+            return [None, T64, sp(T64, 2), sp(FMA_HEURISTIC, 2), F("fma", 64, 64, 32, num_warps=2, num_stages=4, warps_m=2)]
     records = sweep([(c, pick(c.m)) for c in cases], rounds, info, copy, log)
-    name = "gemm-fma-split" if args.suite == "sweep" else "gemm-fma-heuristic"
+    name = "gemm-fma-" + {"sweep": "split"}.get(args.suite, args.suite)
     write_results(records, name, out / f"{name}.json", info, meta={"copy_TBps": copy})
     log("done")
 

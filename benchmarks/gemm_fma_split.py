@@ -87,7 +87,7 @@ def sweep(plan, rounds: int, info, copy: float, log) -> list:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--suite", choices=["sweep", "heuristic", "mid"], default="sweep")
+    ap.add_argument("--suite", choices=["sweep", "heuristic", "mid", "midcheck"], default="sweep")
     ap.add_argument("--rounds-only-small", action="store_true", help="heuristic suite: M = 1, 24, 32 and 2048^3 only")
     args = ap.parse_known_args()[0]
     rounds = args.rounds
@@ -131,6 +131,14 @@ def main() -> None:
 
         def pick(m):
             return [None, T64, sp(T64, 2), sp(FMA_HEURISTIC, 2), F("fma", 64, 64, 32, num_warps=2, num_stages=4, warps_m=2)]
+    if args.suite == "midcheck":  # the heuristic for a few waves against the unsplit 64x128 tile it replaced
+        cases = [bench.Case("fp32", m, n, k, lay) for m, n, k, lay in (
+            (2048, 2048, 2048, "NN"), (2048, 2048, 2048, "TT"), (1792, 1792, 1792, "NN"), (1024, 3072, 4096, "NN"),
+            (2048, 2048, 4096, "NN"), (1536, 1536, 1536, "NN"), (1536, 1536, 1536, "TT"), (1280, 4096, 2048, "NN"),
+            (2048, 4096, 1024, "NN"), (1024, 4096, 4096, "NT"))]
+
+        def pick(m):
+            return [None, FMA_HEURISTIC]
     records = sweep([(c, pick(c.m)) for c in cases], rounds, info, copy, log)
     name = "gemm-fma-" + {"sweep": "split"}.get(args.suite, args.suite)
     write_results(records, name, out / f"{name}.json", info, meta={"copy_TBps": copy})

@@ -4,14 +4,14 @@ run. Its numbers are checked on the GPU (tests/gpu/test_gemm_fma.py, benchmarks/
 Triton interpreter cannot run Gluon."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from tilecraft.analysis.compiled import cross_compile
 from tilecraft.ops import gemm as ops
-from dataclasses import replace
-
-from tilecraft.tuning.gemm import (FMA_HEURISTIC, FMA_SMALL_M, FP32_SMALL_M, GemmConfig, Problem, heuristic,
+from tilecraft.tuning.gemm import (FMA_64X64, FMA_HEURISTIC, FMA_SMALL_M, FP32_SMALL_M, GemmConfig, Problem, heuristic,
                                     shape_key, split_to_fill)
 
 
@@ -131,7 +131,10 @@ def test_fp32_split_to_fill_the_sms():
     assert heuristic(lay(4096, 4096, 4096, "NT")) == replace(FMA_HEURISTIC, mn_copy="b")
     assert heuristic(lay(4096, 4096, 4096, "TT")) == replace(FMA_HEURISTIC, mn_copy="b")
     assert heuristic(lay(4096, 4096, 4096, "TN")) == FMA_HEURISTIC
-    assert heuristic(lay(2048, 2048, 2048, "NT")) == FMA_HEURISTIC
+    assert heuristic(lay(2048, 2048, 2048, "NT")) == FMA_64X64  # 512 tiles: 4 per SM where 3 fit
+    assert heuristic(lay(2048, 4096, 1024, "NN")) == FMA_HEURISTIC  # the same tiles, K = 1024: kept
+    assert heuristic(lay(1536, 1536, 1536, "NN")) == replace(FMA_HEURISTIC, split_k=2)  # 288 tiles
+    assert heuristic(lay(3072, 3072, 3072, "NN")) == FMA_HEURISTIC  # 1152 tiles
     assert shape_key(lay(4096, 4096, 4096, "NT")) != shape_key(lay(4096, 4096, 4096, "NN"))
     assert split_to_fill(1, 1 << 20, 32, 132) == 8  # at most 8 ways
     for cfg in (heuristic(p(64, 4096, 4096)), heuristic(p(16, 4096, 4096))):

@@ -358,9 +358,10 @@ def heuristic(p: Problem) -> GemmConfig:
 #: 128-register budget (2 programs of 8 warps per SM) 0.789x; 16-deep K steps 0.78-0.83x.
 FMA_HEURISTIC = GemmConfig("fma", 64, 128, 32, num_warps=4, num_stages=3, warps_m=2)
 FMA_SMALL_M = GemmConfig("fma", 64, 128, 16, num_warps=4, num_stages=4, warps_m=2)  # M = 64: 0.246x (32-deep: 0.176x)
+FMA_64X64 = GemmConfig("fma", 64, 64, 32, num_warps=2, num_stages=3, warps_m=2)  # a few waves of 64x128 tiles
 FMA_SPACE = (GemmConfig("fma", 128, 128, 32, num_warps=8, num_stages=3),
              GemmConfig("fma", 128, 64, 32, num_warps=4, num_stages=3, warps_m=4),
-             GemmConfig("fma", 64, 64, 32, num_warps=2, num_stages=3, warps_m=2),
+             FMA_64X64,
              GemmConfig("fma", 128, 128, 64, num_warps=8, num_stages=3),
              GemmConfig("fma", 128, 256, 32, num_warps=8, num_stages=3, warps_m=4))
 
@@ -394,18 +395,27 @@ def fma_config(p: Problem) -> GemmConfig:
     fp32): NT 4096^3 0.860 -> 0.894x, 8192^3 0.849 -> 0.929x, 4096 x 11008 x 4096 0.885 -> 0.929x,
     TT 4096^3 0.902 -> 0.953x, TT 3000 x 7000 x 5000 0.866 -> 0.877x; at 2048^3 NT it lost (0.874 ->
     0.788x). Copying a K-contiguous A (NN) did not pay (4096^3 0.911 -> 0.913x, 3000 x 7000 x 5000
-    0.930 -> 0.923x)."""
+    0.930 -> 0.923x).
+
+    A few waves of tiles, where 3 blocks fit per SM (H100 2026-11-26, ``gemm_fma_split.py --suite mid``):
+    2-3 tiles per SM split 2 (1536^3 0.841 -> 0.991x); 3-4.5 tiles per SM with K >= 2048 the 64x64 tile
+    at 2 warps (2048^3 NN / NT / TT 0.824 / 0.880 / 0.722 -> 0.875 / 0.882 / 0.940x, 1024 x 4096 x 4096
+    0.809 -> 0.864x; with K = 1024 it lost: 2048 x 4096 x 1024 0.905 -> 0.878x)."""
     if p.m <= 32:
         cfg = replace(FP32_SMALL_M, block_m=16 if p.m <= 16 else 32)
     else:
         cfg = FMA_HEURISTIC if p.m > 64 else FMA_SMALL_M
     tiles = math.ceil(p.m / cfg.block_m) * math.ceil(p.n / cfg.block_n) * p.batch
     split = split_to_fill(tiles, p.k, FMA_HEURISTIC.block_k, p.sms)
-    if split == 1:
-        if p.m >= 3000 and p.b_kcontig and cfg.kernel == "fma":
-            return replace(cfg, mn_copy="b")
-        return cfg
-    return replace(cfg if p.m <= 32 else FMA_HEURISTIC, split_k=split)
+    if split > 1:
+        return replace(cfg if p.m <= 32 else FMA_HEURISTIC, split_k=split)
+    if cfg.kernel == "fma" and 2 * p.sms <= tiles < 3 * p.sms and p.k >= 8 * 2 * cfg.block_k:
+        return replace(cfg, split_k=2)  # 1536^3: 288 tiles, a third wave on a few SMs (0.84 -> 0.99x)
+    if cfg.kernel == "fma" and 3 * p.sms <= tiles < 4.5 * p.sms and p.k >= 2048:
+        return FMA_64X64  # 2048^3: 512 tiles, 4 per SM where 3 fit (NN 0.82 -> 0.88x, TT 0.72 -> 0.94x)
+    if p.m >= 3000 and p.b_kcontig and cfg.kernel == "fma":
+        return replace(cfg, mn_copy="b")
+    return cfg
 
 
 def _heuristic(p: Problem) -> GemmConfig:

@@ -135,6 +135,7 @@ def test_fp32_split_to_fill_the_sms():
     assert heuristic(lay(2048, 4096, 1024, "NN")) == FMA_HEURISTIC  # the same tiles, K = 1024: kept
     assert heuristic(lay(1536, 1536, 1536, "NN")) == replace(FMA_HEURISTIC, split_k=2)  # 288 tiles
     assert heuristic(lay(3072, 3072, 3072, "NN")) == FMA_HEURISTIC  # 1152 tiles
+    assert heuristic(lay(1792, 1792, 1792, "NN")) == FMA_HEURISTIC  # 392 tiles: 2.97 per SM, split 2 lost
     assert shape_key(lay(4096, 4096, 4096, "NT")) != shape_key(lay(4096, 4096, 4096, "NN"))
     assert split_to_fill(1, 1 << 20, 32, 132) == 8  # at most 8 ways
     for cfg in (heuristic(p(64, 4096, 4096)), heuristic(p(16, 4096, 4096))):

@@ -398,7 +398,8 @@ def fma_config(p: Problem) -> GemmConfig:
     0.930 -> 0.923x).
 
     A few waves of tiles, where 3 blocks fit per SM (H100 2026-11-26, ``gemm_fma_split.py --suite mid``):
-    2-3 tiles per SM split 2 (1536^3 0.841 -> 0.991x); 3-4.5 tiles per SM with K >= 2048 the 64x64 tile
+    2-2.75 tiles per SM split 2 (1536^3 0.841 -> 0.991x, TT 0.755 -> 0.905x; at 2.97, 1792^3, split 2
+    lost: 1.029 -> 1.010x); 3-4.5 tiles per SM with K >= 2048 the 64x64 tile
     at 2 warps (2048^3 NN / NT / TT 0.824 / 0.880 / 0.722 -> 0.875 / 0.882 / 0.940x, 1024 x 4096 x 4096
     0.809 -> 0.864x; with K = 1024 it lost: 2048 x 4096 x 1024 0.905 -> 0.878x)."""
     if p.m <= 32:
@@ -409,7 +410,7 @@ def fma_config(p: Problem) -> GemmConfig:
     split = split_to_fill(tiles, p.k, FMA_HEURISTIC.block_k, p.sms)
     if split > 1:
         return replace(cfg if p.m <= 32 else FMA_HEURISTIC, split_k=split)
-    if cfg.kernel == "fma" and 2 * p.sms <= tiles < 3 * p.sms and p.k >= 8 * 2 * cfg.block_k:
+    if cfg.kernel == "fma" and 2 * p.sms <= tiles < 2.75 * p.sms and p.k >= 8 * 2 * cfg.block_k:
         return replace(cfg, split_k=2)  # 1536^3: 288 tiles, a third wave on a few SMs (0.84 -> 0.99x)
     if cfg.kernel == "fma" and 3 * p.sms <= tiles < 4.5 * p.sms and p.k >= 2048:
         return FMA_64X64  # 2048^3: 512 tiles, 4 per SM where 3 fit (NN 0.82 -> 0.88x, TT 0.72 -> 0.94x)

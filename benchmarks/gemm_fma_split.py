@@ -108,7 +108,8 @@ def main() -> None:
         cases += [bench.Case("fp32", 4096, 4096, 4096, lay) for lay in ("NT", "TN", "TT")]
         cases += [bench.Case("fp32", 8192, 8192, 8192, lay) for lay in ("NN", "NT")]
         cases += [bench.Case("fp32", 3000, 7000, 5000, "TT"), bench.Case("fp32", 4096, 11008, 4096, "NT"),
-                  bench.Case("fp32", 2048, 2048, 2048, "NT")]
+                  bench.Case("fp32", 2048, 2048, 2048, "NT"), bench.Case("fp32", 2048, 2048, 2048, "TT"),
+                  bench.Case("fp32", 1536, 1536, 1536), bench.Case("fp32", 1024, 4096, 4096)]
         small = [F("pointer", 16, 64, 64, group_m=1, num_warps=4, num_stages=4, split_k=s) for s in (8, 16)]
         small += [F("pointer", 16, 32, 128, group_m=1, num_warps=4, num_stages=4, split_k=s) for s in (4, 8)]
         small += [F("pointer", 16, 128, 64, group_m=1, num_warps=8, num_stages=4, split_k=s) for s in (4, 8)]

@@ -6,7 +6,6 @@ K in flight. The Gluon kernel's 64x128 tile at 4 warps with 4-12 stages, against
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -15,12 +14,9 @@ os.environ["TILECRAFT_TUNE"] = "0"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from gemm_explore import start  # noqa: E402
-from gemm_fma_split import sweep  # noqa: E402
+from gemm_fma_split import run_suite  # noqa: E402
 
 from tilecraft.bench import gemm as bench  # noqa: E402
-from tilecraft.bench.harness import write_results  # noqa: E402
-from tilecraft.hardware.ceilings import measure_copy_bandwidth  # noqa: E402
 from tilecraft.tuning.gemm import GemmConfig  # noqa: E402
 
 
@@ -32,18 +28,9 @@ VARIANTS = [None, G(64, 128, 64, 5), G(64, 128, 64, 6), G(64, 128, 64, 7), G(64,
             G(64, 128, 32, 12), G(128, 64, 64, 6), G(64, 64, 64, 10)]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
-    rounds = ap.parse_known_args()[0].rounds
-    out, log, info = start("gemm-1000-stages")
-    copy = measure_copy_bandwidth()
-    log(f"copy bandwidth {copy:.3f} TB/s")
-    plan = [(bench.Case("bf16", 1000, 1000, 1000, lay), VARIANTS) for lay in ("NN", "NT")]
-    records = sweep(plan, rounds, info, copy, log)
-    write_results(records, "gemm-1000-stages", out / "gemm-1000-stages.json", info, meta={"copy_TBps": copy})
-    log("done")
+def plan():
+    return [(bench.Case("bf16", 1000, 1000, 1000, lay), VARIANTS) for lay in ("NN", "NT")]
 
 
 if __name__ == "__main__":
-    main()
+    run_suite("gemm-1000-stages", plan, 3)

@@ -10,7 +10,6 @@ timed; ours (copies included) and cuBLAS from CUDA graphs over rotated input set
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import sys
@@ -20,12 +19,9 @@ os.environ["TILECRAFT_TUNE"] = "0"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from gemm_explore import start  # noqa: E402
-from gemm_fma_split import sweep  # noqa: E402
+from gemm_fma_split import run_suite  # noqa: E402
 
 from tilecraft.bench import gemm as bench  # noqa: E402
-from tilecraft.bench.harness import write_results  # noqa: E402
-from tilecraft.hardware.ceilings import measure_copy_bandwidth  # noqa: E402
 from tilecraft.tuning.gemm import FMA_HEURISTIC, GemmConfig  # noqa: E402
 
 
@@ -35,13 +31,7 @@ def variants(layout: str, split: int = 1) -> list[GemmConfig | None]:
     return [None] + [dataclasses.replace(h, mn_copy=o) for o in ("a", "b", "ab") if set(o) <= set(ks)]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=2)
-    rounds = ap.parse_known_args()[0].rounds
-    out, log, info = start("gemm-fma-copy")
-    copy = measure_copy_bandwidth()
-    log(f"copy bandwidth {copy:.3f} TB/s")
+def plan():
     cases = [(bench.Case("fp32", 4096, 4096, 4096, lay), 1) for lay in ("NN", "NT", "TT", "TN")]
     cases += [(bench.Case("fp32", 8192, 8192, 8192, lay), 1) for lay in ("NN", "NT")]
     cases += [(bench.Case("fp32", 3000, 7000, 5000, lay), 1) for lay in ("NN", "TT")]
@@ -50,10 +40,8 @@ def main() -> None:
               (bench.Case("fp32", 1000, 1000, 1000, "TT"), 2)]
     if "--only-b" in sys.argv:  # the B copies again (a7e7303 copied B to itself: K-contiguous stayed)
         cases = [c for c in cases if c[0].layout[1] == "T" and c[0].m >= 2048]
-    records = sweep([(case, variants(case.layout, split)) for case, split in cases], rounds, info, copy, log)
-    write_results(records, "gemm-fma-copy", out / "gemm-fma-copy.json", info, meta={"copy_TBps": copy})
-    log("done")
+    return [(case, variants(case.layout, split)) for case, split in cases]
 
 
 if __name__ == "__main__":
-    main()
+    run_suite("gemm-fma-copy", plan)

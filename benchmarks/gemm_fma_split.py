@@ -84,6 +84,20 @@ def sweep(plan, rounds: int, info, copy: float, log) -> list:
     return records
 
 
+def run_suite(name: str, plan, default_rounds: int = 2) -> None:
+    """A whole benchmark run for the small GEMM scripts: ``--rounds``, the device line, the copy bandwidth,
+    :func:`sweep` over ``plan()`` ((case, configs) pairs), ``<name>.json`` and ``<name>.log`` under ``--out``."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=default_rounds)
+    rounds = ap.parse_known_args()[0].rounds
+    out, log, info = start(name)
+    copy = measure_copy_bandwidth()
+    log(f"copy bandwidth {copy:.3f} TB/s")
+    records = sweep(plan(), rounds, info, copy, log)
+    write_results(records, name, out / f"{name}.json", info, meta={"copy_TBps": copy})
+    log("done")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)

@@ -6,7 +6,6 @@ and torch.matmul (cuBLAS) in one run.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -15,12 +14,9 @@ os.environ["TILECRAFT_TUNE"] = "0"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from gemm_explore import start  # noqa: E402
-from gemm_fma_split import sweep  # noqa: E402
+from gemm_fma_split import run_suite  # noqa: E402
 
 from tilecraft.bench import gemm as bench  # noqa: E402
-from tilecraft.bench.harness import write_results  # noqa: E402
-from tilecraft.hardware.ceilings import measure_copy_bandwidth  # noqa: E402
 from tilecraft.tuning.gemm import GemmConfig  # noqa: E402
 
 
@@ -36,19 +32,10 @@ VARIANTS = {
 }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=2)
-    rounds = ap.parse_known_args()[0].rounds
-    out, log, info = start("gemm-gemv")
-    copy = measure_copy_bandwidth()
-    log(f"copy bandwidth {copy:.3f} TB/s")
-    plan = [(bench.Case(dt, m, 4096, 4096), VARIANTS[m]) for dt in ("fp32", "bf16") for m in (1, 4, 8)]
-    plan += [(bench.Case("fp32", 1, 8192, 8192), VARIANTS[1][:4]), (bench.Case("bf16", 1, 11008, 4096), VARIANTS[1][:4])]
-    records = sweep(plan, rounds, info, copy, log)
-    write_results(records, "gemm-gemv", out / "gemm-gemv.json", info, meta={"copy_TBps": copy})
-    log("done")
+def plan():
+    return ([(bench.Case(dt, m, 4096, 4096), VARIANTS[m]) for dt in ("fp32", "bf16") for m in (1, 4, 8)]
+            + [(bench.Case("fp32", 1, 8192, 8192), VARIANTS[1][:4]), (bench.Case("bf16", 1, 11008, 4096), VARIANTS[1][:4])])
 
 
 if __name__ == "__main__":
-    main()
+    run_suite("gemm-gemv", plan)

@@ -6,7 +6,6 @@ against the heuristic and torch.matmul; N = K = 8192 as the control.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -15,12 +14,9 @@ os.environ["TILECRAFT_TUNE"] = "0"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from gemm_explore import start  # noqa: E402
-from gemm_fma_split import sweep  # noqa: E402
+from gemm_fma_split import run_suite  # noqa: E402
 
 from tilecraft.bench import gemm as bench  # noqa: E402
-from tilecraft.bench.harness import write_results  # noqa: E402
-from tilecraft.hardware.ceilings import measure_copy_bandwidth  # noqa: E402
 from tilecraft.tuning.gemm import GemmConfig  # noqa: E402
 
 
@@ -36,19 +32,10 @@ def variants(m: int) -> list[GemmConfig | None]:
             P(bm, 32, 256, 8), P(bm, 32, 128, 8, warps=8), P(bm, 32, 512, 4), P(bm, 64, 256, 6)]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=2)
-    rounds = ap.parse_known_args()[0].rounds
-    out, log, info = start("gemm-smallm-stages")
-    copy = measure_copy_bandwidth()
-    log(f"copy bandwidth {copy:.3f} TB/s")
-    plan = [(bench.Case("bf16", m, 4096, 4096), variants(m)) for m in (1, 16, 32, 64)]
-    plan += [(bench.Case("bf16", 16, 8192, 8192), [None, P(16, 64, 256, 6), P(16, 64, 128, 10)])]
-    records = sweep(plan, rounds, info, copy, log)
-    write_results(records, "gemm-smallm-stages", out / "gemm-smallm-stages.json", info, meta={"copy_TBps": copy})
-    log("done")
+def plan():
+    return ([(bench.Case("bf16", m, 4096, 4096), variants(m)) for m in (1, 16, 32, 64)]
+            + [(bench.Case("bf16", 16, 8192, 8192), [None, P(16, 64, 256, 6), P(16, 64, 128, 10)])])
 
 
 if __name__ == "__main__":
-    main()
+    run_suite("gemm-smallm-stages", plan)

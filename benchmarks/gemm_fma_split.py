@@ -101,7 +101,7 @@ def run_suite(name: str, plan, default_rounds: int = 2) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--suite", choices=["sweep", "heuristic", "mid", "midcheck"], default="sweep")
+    ap.add_argument("--suite", choices=["sweep", "heuristic", "mid", "midcheck", "midm"], default="sweep")
     ap.add_argument("--rounds-only-small", action="store_true", help="heuristic suite: M = 1, 24, 32 and 2048^3 only")
     args = ap.parse_known_args()[0]
     rounds = args.rounds
@@ -154,6 +154,13 @@ def main() -> None:
 
         def pick(m):
             return [None, FMA_HEURISTIC]
+    if args.suite == "midm":  # M = 96-384 at N = K = 4096 (0.88-0.89x): other tiles and splits
+        cases = [bench.Case("fp32", m, 4096, 4096) for m in (96, 128, 192, 256, 384)] + [bench.Case("fp32", 64, 11008, 4096)]
+        T128 = F("fma", 128, 128, 32, num_warps=8, num_stages=3)
+
+        def pick(m):
+            return ([None] + [sp(FMA_HEURISTIC, s) for s in (2, 4, 8)] + [sp(T64, s) for s in (1, 2, 4)]
+                    + [sp(T128, s) for s in (2, 4)] + [sp(T128x64, s) for s in (2, 4)])
     records = sweep([(c, pick(c.m)) for c in cases], rounds, info, copy, log)
     name = "gemm-fma-" + {"sweep": "split"}.get(args.suite, args.suite)
     write_results(records, name, out / f"{name}.json", info, meta={"copy_TBps": copy})

@@ -578,3 +578,15 @@ def test_matrix_vector_tiles(field, name, bm):
         else:
             tol = {"bf16": 1e-2, "fp32": 1e-5, "fp64": 1e-12}[name]
             assert relative_error(out, ref) <= tol, (m, layout, split)
+
+
+def test_bad_tile_sizes_and_copy_knob_are_refused_before_launch():
+    a, b = torch.rand(3, 40), torch.rand(40, 20)
+    spec = ops.validate(a, b)
+    out = torch.empty(3, 20)
+    for cfg in (GemmConfig("pointer", 3, 32, 16), GemmConfig("pointer", 16, 48, 16), GemmConfig("pointer", 16, 32, 0)):
+        with pytest.raises(ValueError, match="powers of two"):
+            ops.launch_plan(a, b, out, spec, cfg)
+    am, bm = torch.empty(64, 64, device="meta"), torch.empty(64, 64, device="meta").t()
+    with pytest.raises(ValueError, match="mn_copy"):
+        ops.target_plan(am, bm, "sm90", sms=132, cfg=GemmConfig("fma", 64, 128, 32, num_warps=4, mn_copy="c"))

@@ -542,6 +542,10 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
     """The kernel launches of ``cfg`` on validated tensors, without running them (the TMA
     kernel's operand copies and split-K's workspace are made here). ``sms``: the SM count the
     persistent TMA grid is sized for (default: the device's)."""
+    bad = [f"{n}={v}" for n, v in (("block_m", cfg.block_m), ("block_n", cfg.block_n), ("block_k", cfg.block_k))
+           if v < 1 or v & (v - 1)]
+    if bad:
+        raise ValueError(f"tile sizes must be powers of two (Triton's ranges are): {', '.join(bad)}")
     if cfg.kernel in ("pointer", "fma") and spec.batch > MAX_GRID_BATCH:
         # the batch is grid axis 1 of the pointer kernels (CUDA: at most 65535): launch in slices
         a3, b3 = _as3d(a, spec.batch), _as3d(b, spec.batch)

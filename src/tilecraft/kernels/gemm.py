@@ -43,6 +43,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from tilecraft.kernels.pdl import pdl_start
+
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 
 
@@ -128,7 +130,8 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                   SPLIT_K: tl.constexpr, ACC: tl.constexpr, EPI: tl.constexpr, INPUT_PRECISION: tl.constexpr,
                   HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr,
                   SCALE_A: tl.constexpr, SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr,
-                  OFFS64: tl.constexpr, EVEN_K: tl.constexpr = False, UPCAST: tl.constexpr = False):
+                  OFFS64: tl.constexpr, EVEN_K: tl.constexpr = False, UPCAST: tl.constexpr = False,
+                  PDL: tl.constexpr = False):
     """One (BLOCK_M, BLOCK_N) output tile per program; grid (tiles, batch, SPLIT_K).
 
     With SPLIT_K > 1 the program sums K in [pid_k * K_PER_SPLIT, (pid_k + 1) * K_PER_SPLIT) and
@@ -138,7 +141,9 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
     K is a multiple of BLOCK_K, so every K block is full and the loads carry no K mask. BLOCK_M
     below 16 (1, 2, 4, 8): each K block is a broadcast multiply and a sum over K on the CUDA cores
     instead of ``tl.dot`` (matrix-vector products: the fp32 FMA path would compute 16 rows).
+    ``PDL``: programmatic dependent launch (:mod:`tilecraft.kernels.pdl`).
     """
+    pdl_start(PDL)
     pid = tl.program_id(0)
     pid_b = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -204,9 +209,10 @@ def splitk_reduce_kernel(ws_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_K: tl.constexpr,
                          EPI: tl.constexpr, HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr,
                          HAS_BIAS: tl.constexpr, SCALE_A: tl.constexpr, SCALE_B: tl.constexpr,
-                         ACTIVATION: tl.constexpr):
+                         ACTIVATION: tl.constexpr, PDL: tl.constexpr = False):
     """Sum the SPLIT_K partials of a contiguous (SPLIT_K, BATCH, M, N) workspace, in a fixed order
     (the result does not depend on timing), then run the epilogue. Grid (tiles, batch)."""
+    pdl_start(PDL)
     pid = tl.program_id(0)
     pid_b = tl.program_id(1)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -291,7 +297,7 @@ def matmul_tma_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, out_ptr, c_ptr, bias
                       SCALE_A: tl.constexpr, SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr,
                       FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, UPCAST: tl.constexpr = False,
                       EPILOGUE_SPLIT: tl.constexpr = False, SPLIT_K: tl.constexpr = 1,
-                      PRESPLIT: tl.constexpr = False):
+                      PRESPLIT: tl.constexpr = False, PDL: tl.constexpr = False):
     """Persistent TMA GEMM: NUM_SMS programs walk all (batch, tile) pairs.
 
     The descriptors are 3D, (batch, rows, cols) with a unit stride on cols, so a tile never reads
@@ -310,8 +316,9 @@ def matmul_tma_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, out_ptr, c_ptr, bias
     operands and ``a_lo_desc``/``b_lo_desc`` the remainders (:func:`tf32_split_kernel`); each K
     step runs three tf32 wgmmas on the loaded tiles, hi*lo + lo*hi + hi*hi (lo*lo dropped) from
     zero, added to the accumulator in fp32, so the split costs no register or shared-memory work
-    per tile. Otherwise the lo descriptors are unused.
+    per tile. Otherwise the lo descriptors are unused. ``PDL``: :mod:`tilecraft.kernels.pdl`.
     """
+    pdl_start(PDL)
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)

@@ -34,6 +34,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 
 from tilecraft.kernels.gemm import _epilogue, _tile_coords
+from tilecraft.kernels.pdl import pdl_start_gluon
 
 
 @gluon.constexpr_function
@@ -89,7 +90,8 @@ def matmul_fma_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                       SCALE_A: gl.constexpr, SCALE_B: gl.constexpr, ACTIVATION: gl.constexpr,
                       OFFS64: gl.constexpr, EVEN_K: gl.constexpr = False, UPCAST: gl.constexpr = False,
                       WARPS_M: gl.constexpr = 4, TPW_M: gl.constexpr = 4, STAGES: gl.constexpr = 3,
-                      A_KCONTIG: gl.constexpr = True, B_NCONTIG: gl.constexpr = True, VEC4: gl.constexpr = False):
+                      A_KCONTIG: gl.constexpr = True, B_NCONTIG: gl.constexpr = True, VEC4: gl.constexpr = False,
+                      PDL: gl.constexpr = False):
     """One (BLOCK_M, BLOCK_N) fp32 output tile per program on the FMA units; grid (tiles, batch, SPLIT_K).
     ``INPUT_PRECISION`` and ``UPCAST`` are accepted for the pointer kernel's argument list (always ieee fp32)."""
     NW: gl.constexpr = gl.num_warps()
@@ -116,6 +118,7 @@ def matmul_fma_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
         lb: gl.constexpr = gl.BlockedLayout([4, 1], [_lanes(BLOCK_K), 32 // _lanes(BLOCK_K)], [1, NW], [0, 1])
         sb_l: gl.constexpr = gl.SwizzledSharedLayout(4, 4, BLOCK_K // 4, [0, 1])
 
+    pdl_start_gluon(PDL)
     pid = gl.program_id(0)
     pid_b = gl.program_id(1)
     pid_k = gl.program_id(2)

@@ -42,7 +42,7 @@ import torch
 
 from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import gemm as _k
-from tilecraft.ops.launch import KernelLaunch
+from tilecraft.ops.launch import KernelLaunch, with_pdl
 from tilecraft.reference.gemm import matmul_reference, relative_error
 from tilecraft.tuning.measure import graph_time_ms as _graph_time_ms  # noqa: F401 - the tuner's timer (tests patch it here)
 from tilecraft.tuning.measure import say as _say
@@ -532,7 +532,7 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg:
            scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> list:
     """Run ``cfg`` on validated tensors, writing ``out`` (shape spec.out_shape, any strides).
     Returns Triton's compiled kernel of each launch, in order."""
-    return [k.run() for k in launch_plan(a, b, out, spec, cfg, c, bias, scale_a, scale_b)]
+    return [k.run() for k in with_pdl(launch_plan(a, b, out, spec, cfg, c, bias, scale_a, scale_b), a.device)]
 
 
 def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg: GemmConfig,

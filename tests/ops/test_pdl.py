@@ -1,0 +1,113 @@
+"""Programmatic dependent launch (``tilecraft.kernels.pdl``, ``tilecraft.ops.launch.with_pdl``) without a
+GPU: the host policy, and the rule every PDL kernel keeps (``griddepcontrol.wait`` before any global
+access), checked in the sm90 PTX of each GEMM kernel. On the GPU: tests/gpu/test_pdl.py."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tilecraft.analysis.compiled import _encode_constexpr
+from tilecraft.ops import gemm as ops
+from tilecraft.ops import launch as L
+from tilecraft.tuning.gemm import GemmConfig
+
+_PTX = r"""
+import importlib, json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.experimental.gluon._runtime import GluonASTSource
+from tilecraft.analysis.compiled import _decode_constexpr
+mod, fn, sig, cx, opts = json.loads(sys.argv[1])
+cx = {k: _decode_constexpr(v) for k, v in cx.items()}
+kernel = getattr(importlib.import_module(mod), fn)
+sig.update({k: "constexpr" for k in cx})
+src = (GluonASTSource if type(kernel).__name__.startswith("Gluon") else ASTSource)(fn=kernel, signature=sig, constexprs=cx)
+print(json.dumps(triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts).asm["ptx"]))
+"""
+
+# global memory reached by a thread (TMA and cp.async included), and kernel parameters
+_GLOBAL = re.compile(r"\b(ld\.global|st\.global|cp\.async|red\.global|atom\.global|prefetch\.global)")
+
+
+def _ptx(launch) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    sig = {n: v.split(":")[0] if not v.startswith("tensordesc") else v
+           for n, v in ops.compile_signature(launch).items()}
+    opts = {k: v for k, v in launch.options.items() if k in ("num_warps", "num_stages", "maxnreg")}
+    cx = {k: _encode_constexpr(v) for k, v in launch.constexprs.items()}
+    fn = getattr(launch.kernel, "fn", launch.kernel)
+    req = json.dumps([fn.__module__, fn.__name__, sig, cx, opts])
+    out = subprocess.run([sys.executable, "-c", _PTX, req], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _plan(dtype, m, n, k, cfg=None, layout="NN"):
+    a = torch.empty(k, m, dtype=dtype, device="meta").t() if layout[0] == "T" else torch.empty(m, k, dtype=dtype,
+                                                                                              device="meta")
+    b = torch.empty(n, k, dtype=dtype, device="meta").t() if layout[1] == "T" else torch.empty(k, n, dtype=dtype,
+                                                                                              device="meta")
+    return ops.target_plan(a, b, "sm90", sms=132, cfg=cfg)[2]
+
+
+CASES = {
+    "pointer": (torch.bfloat16, 16, 4096, 4096, GemmConfig("pointer", 16, 32, 128, 1, 4, 6)),
+    "pointer-splitk": (torch.bfloat16, 16, 4096, 4096, GemmConfig("pointer", 16, 64, 64, 1, 4, 4, split_k=4)),
+    "gluon": (torch.bfloat16, 1000, 1000, 1000, GemmConfig("gluon", 64, 128, 64, 8, 4, 4)),
+    "tma": (torch.bfloat16, 1024, 1024, 1024, GemmConfig("tma", 128, 128, 64, 8, 8, 3)),
+    "fma": (torch.float32, 64, 4096, 4096, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_pdl_kernels_wait_before_any_global_access(name, monkeypatch):
+    """Each kernel of the plan that takes PDL compiles (sm90) to ``griddepcontrol.wait`` and
+    ``griddepcontrol.launch_dependents`` ahead of every global load, store, copy or prefetch."""
+    dtype, m, n, k, cfg = CASES[name]
+    plan = _plan(dtype, m, n, k, cfg)
+    monkeypatch.setattr(L, "pdl_active", lambda device: True)
+    pdl = L.with_pdl(plan, torch.device("cuda"))
+    taken = [x for x in pdl if x.constexprs.get("PDL")]
+    assert taken, [x.kernel.__name__ for x in plan]
+    assert all(x.options.get("launch_pdl") for x in taken)
+    assert all("PDL" not in x.constexprs and "launch_pdl" not in x.options for x in plan)  # the input plan untouched
+    for launch in taken:
+        ptx = _ptx(launch)
+        wait = ptx.find("griddepcontrol.wait")
+        assert wait >= 0 and "griddepcontrol.launch_dependents" in ptx, launch.kernel.__name__
+        first = _GLOBAL.search(ptx)
+        assert first is None or first.start() > wait, (launch.kernel.__name__, ptx[first.start() - 200:first.start() + 80])
+
+
+def test_with_pdl_leaves_kernels_without_the_constexpr(monkeypatch):
+    monkeypatch.setattr(L, "pdl_active", lambda device: True)
+    plan = _plan(torch.bfloat16, 16, 4096, 4096, CASES["pointer-splitk"][4])
+    names = [x.kernel.__name__ for x in plan]
+    assert names == ["matmul_kernel", "splitk_reduce_kernel"]
+    fake = L.KernelLaunch(object(), (1,), (), {"X": 1}, {"num_warps": 4})
+    out = L.with_pdl(plan + [fake], torch.device("cuda"))
+    assert out[-1] is fake
+
+
+def test_pdl_policy():
+    """Off on the CPU, under the interpreter and with TILECRAFT_PDL=0; the plan returned as it is."""
+    plan = _plan(torch.bfloat16, 16, 4096, 4096, CASES["pointer"][4])
+    assert not L.pdl_active(torch.device("cpu"))
+    assert L.with_pdl(plan, torch.device("cpu")) is plan
+    env = dict(os.environ)
+    try:
+        os.environ["TRITON_INTERPRET"] = "1"
+        assert not L.pdl_active(torch.device("cuda"))
+        os.environ.pop("TRITON_INTERPRET")
+        os.environ[L.PDL_ENV] = "0"
+        assert not L.pdl_active(torch.device("cuda"))
+    finally:
+        os.environ.clear()
+        os.environ.update(env)

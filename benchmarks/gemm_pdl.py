@@ -1,6 +1,6 @@
 """Programmatic dependent launch for short GEMMs (issue 3: small M >= 85% of copy, no odd shape below 0.8x
 torch): every case through ``matmul``'s own choice of configuration, with PDL off (``TILECRAFT_PDL=0``)
-and on, alternating, torch in the same round; CUDA graphs of calls over rotated input sets
+and in its "early" and "late" modes (``--modes``), in turn (the order rotating by round), torch in the same round; CUDA graphs of calls over rotated input sets
 (``bench.time_graph``), so consecutive calls in the graph are joined by programmatic edges when on.
 
 Each configuration is checked against float64 on the timed shape first (``bench.run_case``).
@@ -25,6 +25,7 @@ from tilecraft.bench import gemm as bench  # noqa: E402
 from tilecraft.bench.harness import write_results  # noqa: E402
 from tilecraft.hardware.ceilings import measure_copy_bandwidth  # noqa: E402
 from tilecraft.ops.launch import PDL_ENV  # noqa: E402
+from tilecraft.tuning.gemm import GemmConfig  # noqa: E402
 
 C = bench.Case
 CASES = ([C("bf16", m, 4096, 4096) for m in (1, 16, 32, 64)]
@@ -36,6 +37,8 @@ CASES = ([C("bf16", m, 4096, 4096) for m in (1, 16, 32, 64)]
          + [C("fp32", 1, 4096, 4096), C("fp32", 512, 512, 512), C("fp32", 1000, 1000, 1000),
             C("fp32", 64, 4096, 4096)]
          + [C("tf32", 8192, 8192, 8192), C("bf16", 8192, 8192, 8192)])
+#: explicit configurations timed beside the heuristic: (case, config)
+PINNED = [(C("fp16", 1000, 1000, 1000), GemmConfig("gluon", 64, 128, 64, 8, 4, 4))]
 QUICK = {("bf16", 1, 4096), ("bf16", 16, 4096), ("bf16", 64, 4096), ("bf16", 1000, 1000), ("fp32", 1, 4096)}
 
 
@@ -43,36 +46,40 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="five cases only")
+    ap.add_argument("--modes", default="0,early,late", help="TILECRAFT_PDL values timed, comma-separated")
     args = ap.parse_known_args()[0]
     out, log, info = start("gemm-pdl")
     copy = measure_copy_bandwidth()
     log(f"copy bandwidth {copy:.3f} TB/s")
-    cases = [c for c in CASES if not args.quick or (c.dtype, c.m, c.n) in QUICK]
+    cases = [(c, None) for c in CASES if not args.quick or (c.dtype, c.m, c.n) in QUICK]
+    cases += [] if args.quick else PINNED
+    modes = args.modes.split(",")
     records, summary = [], {}
-    for case in cases:
+    for case, cfg in cases:
+        label = case.name + ("" if cfg is None else f" [{cfg.short()}]")
         for r in range(args.rounds):
             peer_ms = None
-            for mode in (("0", "1") if r % 2 == 0 else ("1", "0")):
+            for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
                 os.environ[PDL_ENV] = mode
                 try:
-                    rec = bench.run_case(case, info, copy_TBps=copy, budget_s=0.3, peer_ms=peer_ms)
+                    rec = bench.run_case(case, info, copy_TBps=copy, cfg=cfg, budget_s=0.3, peer_ms=peer_ms)
                 except Exception as exc:  # noqa: BLE001 - one failed case must not stop the others
-                    log(f"{case.name} pdl={mode}: {type(exc).__name__}: {str(exc)[:300]}")
+                    log(f"{label} pdl={mode}: {type(exc).__name__}: {str(exc)[:300]}")
                     continue
-                rec.extra.update(group=f"round{r}", pdl=mode == "1")
+                rec.extra.update(group=f"round{r}", pdl=mode)
                 records.append(rec)
                 if rec.extra.get("failed"):
-                    log(f"{case.name:26s} pdl={mode} FAILED rel err {rec.extra['rel_err']:.1e}")
+                    log(f"{label:26s} pdl={mode} FAILED rel err {rec.extra['rel_err']:.1e}")
                     continue
                 peer_ms = peer_ms or rec.extra["peer_time_ms"]
                 frac = rec.extra["fraction_of_copy"]
-                log(f"{case.name:26s} pdl={mode} {rec.extra['config'].get('kernel'):8s} {rec.extra['time_ms'] * 1e3:9.2f} us "
+                log(f"{label:26s} pdl={mode:5s} {rec.extra['config'].get('kernel'):8s} {rec.extra['time_ms'] * 1e3:9.2f} us "
                     f"{rec.peer} {peer_ms * 1e3:9.2f} us x{rec.ratio:.3f} {100 * frac:5.1f}% of copy "
                     f"err {rec.extra['rel_err']:.1e}")
-                summary.setdefault((case.name, mode), []).append((rec.ratio, frac, rec.extra["time_ms"]))
-    os.environ[PDL_ENV] = "1"
+                summary.setdefault((label, mode), []).append((rec.ratio, frac, rec.extra["time_ms"]))
+    os.environ.pop(PDL_ENV, None)
     for (name, mode), rs in summary.items():
-        log(f"{name:26s} pdl={mode} ratios {' '.join(f'{x:.3f}' for x, _, _ in rs)} median "
+        log(f"{name:26s} pdl={mode:5s} ratios {' '.join(f'{x:.3f}' for x, _, _ in rs)} median "
             f"{statistics.median(x for x, _, _ in rs):.3f}, {statistics.median(t for _, _, t in rs) * 1e3:.2f} us, "
             f"% of copy {statistics.median(f for _, f, _ in rs) * 100:.1f}")
     write_results(records, "gemm-pdl", out / "gemm-pdl.json", info, meta={"copy_TBps": copy})

@@ -39,8 +39,8 @@ def _chain(x, ws, cfg):
     return x
 
 
-def _pdl(on: bool):
-    os.environ[L.PDL_ENV] = "1" if on else "0"
+def _pdl(mode: str):
+    os.environ[L.PDL_ENV] = mode
 
 
 @pytest.fixture(autouse=True)
@@ -53,18 +53,19 @@ def _restore_env():
         os.environ[L.PDL_ENV] = old
 
 
+@pytest.mark.parametrize("mode", ["early", "late"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_pdl_chain_gives_the_bits_of_plain_launches(name):
+def test_pdl_chain_gives_the_bits_of_plain_launches(name, mode):
     dtype, m, n, cfg = CASES[name]
     dev = torch.device("cuda")
     gen = torch.Generator(device=dev).manual_seed(7)
     x0 = torch.randn(m, n, device=dev, generator=gen).to(dtype)
     ws = [(torch.randn(n, n, device=dev, generator=gen) / n ** 0.5).to(dtype) for _ in range(STEPS)]
-    _pdl(False)
+    _pdl("0")
     assert not L.pdl_active(dev)
     plain = _chain(x0, ws, cfg)
-    _pdl(True)
-    assert L.pdl_active(dev)
+    _pdl(mode)
+    assert L.pdl_mode(dev) == {"early": 1, "late": 2}[mode]
     plan = L.with_pdl(ops.launch_plan(x0, ws[0], torch.empty(m, n, dtype=plain.dtype, device=dev),
                                       ops.validate(x0, ws[0]), cfg), dev)
     assert any(k.options.get("launch_pdl") for k in plan)

@@ -66,28 +66,37 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("mode", [1, 2])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_pdl_kernels_wait_before_any_global_access(name, monkeypatch):
-    """Each kernel of the plan that takes PDL compiles (sm90) to ``griddepcontrol.wait`` and
-    ``griddepcontrol.launch_dependents`` ahead of every global load, store, copy or prefetch."""
+def test_pdl_kernels_wait_before_any_global_access(name, mode, monkeypatch):
+    """Each kernel of the plan that takes PDL compiles (sm90) to ``griddepcontrol.wait`` ahead of every
+    global load, store, copy or prefetch; "early" (1) lets the next kernel launch right after the wait,
+    "late" (2) after the main loop's loads (the persistent TMA kernel: at its exit, no instruction)."""
     dtype, m, n, k, cfg = CASES[name]
     plan = _plan(dtype, m, n, k, cfg)
-    monkeypatch.setattr(L, "pdl_active", lambda device: True)
+    monkeypatch.setattr(L, "pdl_mode", lambda device: mode)
     pdl = L.with_pdl(plan, torch.device("cuda"))
     taken = [x for x in pdl if x.constexprs.get("PDL")]
     assert taken, [x.kernel.__name__ for x in plan]
-    assert all(x.options.get("launch_pdl") for x in taken)
+    assert all(x.options.get("launch_pdl") and x.constexprs["PDL"] == mode for x in taken)
     assert all("PDL" not in x.constexprs and "launch_pdl" not in x.options for x in plan)  # the input plan untouched
     for launch in taken:
         ptx = _ptx(launch)
         wait = ptx.find("griddepcontrol.wait")
-        assert wait >= 0 and "griddepcontrol.launch_dependents" in ptx, launch.kernel.__name__
+        trigger = ptx.find("griddepcontrol.launch_dependents")
+        assert wait >= 0, launch.kernel.__name__
         first = _GLOBAL.search(ptx)
         assert first is None or first.start() > wait, (launch.kernel.__name__, ptx[first.start() - 200:first.start() + 80])
+        if mode == 1:
+            assert wait < trigger < first.start()
+        elif launch.kernel.__name__ == "matmul_tma_kernel":
+            assert trigger < 0
+        else:
+            assert trigger > first.start(), launch.kernel.__name__
 
 
 def test_with_pdl_leaves_kernels_without_the_constexpr(monkeypatch):
-    monkeypatch.setattr(L, "pdl_active", lambda device: True)
+    monkeypatch.setattr(L, "pdl_mode", lambda device: 2)
     plan = _plan(torch.bfloat16, 16, 4096, 4096, CASES["pointer-splitk"][4])
     names = [x.kernel.__name__ for x in plan]
     assert names == ["matmul_kernel", "splitk_reduce_kernel"]
@@ -96,18 +105,24 @@ def test_with_pdl_leaves_kernels_without_the_constexpr(monkeypatch):
     assert out[-1] is fake
 
 
-def test_pdl_policy():
-    """Off on the CPU, under the interpreter and with TILECRAFT_PDL=0; the plan returned as it is."""
+def test_pdl_policy(monkeypatch):
+    """Off on the CPU, under the interpreter and with TILECRAFT_PDL=0 (the plan returned as it is); a
+    value that is not a mode is refused."""
     plan = _plan(torch.bfloat16, 16, 4096, 4096, CASES["pointer"][4])
     assert not L.pdl_active(torch.device("cpu"))
     assert L.with_pdl(plan, torch.device("cpu")) is plan
-    env = dict(os.environ)
-    try:
-        os.environ["TRITON_INTERPRET"] = "1"
-        assert not L.pdl_active(torch.device("cuda"))
-        os.environ.pop("TRITON_INTERPRET")
-        os.environ[L.PDL_ENV] = "0"
-        assert not L.pdl_active(torch.device("cuda"))
-    finally:
-        os.environ.clear()
-        os.environ.update(env)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert L.pdl_mode(torch.device("cuda")) == 0
+    monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.setattr(L, "_capability", lambda index: (9, 0))
+    monkeypatch.setattr(torch.version, "hip", None)
+    for value, mode in (("0", 0), ("off", 0), ("early", 1), ("late", 2), ("1", 2), (" Late ", 2)):
+        monkeypatch.setenv(L.PDL_ENV, value)
+        assert L.pdl_mode(torch.device("cuda", 0)) == mode
+    monkeypatch.delenv(L.PDL_ENV)
+    assert L.pdl_mode(torch.device("cuda", 0)) == 2
+    monkeypatch.setattr(L, "_capability", lambda index: (8, 0))
+    assert L.pdl_mode(torch.device("cuda", 0)) == 0
+    monkeypatch.setenv(L.PDL_ENV, "sometimes")
+    with pytest.raises(ValueError, match="TILECRAFT_PDL"):
+        L.pdl_mode(torch.device("cuda", 0))

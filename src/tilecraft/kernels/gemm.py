@@ -43,7 +43,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from tilecraft.kernels.pdl import pdl_start
+from tilecraft.kernels.pdl import pdl_start, pdl_trigger
 
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 
@@ -131,7 +131,7 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                   HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr,
                   SCALE_A: tl.constexpr, SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr,
                   OFFS64: tl.constexpr, EVEN_K: tl.constexpr = False, UPCAST: tl.constexpr = False,
-                  PDL: tl.constexpr = False):
+                  PDL: tl.constexpr = 0):
     """One (BLOCK_M, BLOCK_N) output tile per program; grid (tiles, batch, SPLIT_K).
 
     With SPLIT_K > 1 the program sums K in [pid_k * K_PER_SPLIT, (pid_k + 1) * K_PER_SPLIT) and
@@ -187,6 +187,7 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
             acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
+    pdl_trigger(PDL)
 
     if SPLIT_K > 1:
         ws = out_ptr + (pid_k * tl.num_programs(1) + pid_b).to(tl.int64) * stride_ob
@@ -209,7 +210,7 @@ def splitk_reduce_kernel(ws_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_K: tl.constexpr,
                          EPI: tl.constexpr, HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr,
                          HAS_BIAS: tl.constexpr, SCALE_A: tl.constexpr, SCALE_B: tl.constexpr,
-                         ACTIVATION: tl.constexpr, PDL: tl.constexpr = False):
+                         ACTIVATION: tl.constexpr, PDL: tl.constexpr = 0):
     """Sum the SPLIT_K partials of a contiguous (SPLIT_K, BATCH, M, N) workspace, in a fixed order
     (the result does not depend on timing), then run the epilogue. Grid (tiles, batch)."""
     pdl_start(PDL)
@@ -225,6 +226,7 @@ def splitk_reduce_kernel(ws_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
     acc = tl.load(ptrs, mask=mask, other=0.0)
     for s in range(1, SPLIT_K):
         acc += tl.load(ptrs + s * stride_ws_split, mask=mask, other=0.0)
+    pdl_trigger(PDL)
     _epilogue(acc, offs_m, offs_n, M, N, pid_b, out_ptr, stride_ob, stride_om, stride_on,
               c_ptr, stride_cb, stride_cm, stride_cn, bias_ptr, stride_bias_b, sa_ptr, stride_sa_b,
               sb_ptr, stride_sb_b, alpha_hi, alpha_lo, beta_hi, beta_lo,
@@ -297,7 +299,7 @@ def matmul_tma_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, out_ptr, c_ptr, bias
                       SCALE_A: tl.constexpr, SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr,
                       FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, UPCAST: tl.constexpr = False,
                       EPILOGUE_SPLIT: tl.constexpr = False, SPLIT_K: tl.constexpr = 1,
-                      PRESPLIT: tl.constexpr = False, PDL: tl.constexpr = False):
+                      PRESPLIT: tl.constexpr = False, PDL: tl.constexpr = 0):
     """Persistent TMA GEMM: NUM_SMS programs walk all (batch, tile) pairs.
 
     The descriptors are 3D, (batch, rows, cols) with a unit stride on cols, so a tile never reads

@@ -34,7 +34,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 
 from tilecraft.kernels.gemm import _epilogue, _tile_coords
-from tilecraft.kernels.pdl import pdl_start_gluon
+from tilecraft.kernels.pdl import pdl_start_gluon, pdl_trigger_gluon
 
 
 @gluon.constexpr_function
@@ -91,7 +91,7 @@ def matmul_fma_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                       OFFS64: gl.constexpr, EVEN_K: gl.constexpr = False, UPCAST: gl.constexpr = False,
                       WARPS_M: gl.constexpr = 4, TPW_M: gl.constexpr = 4, STAGES: gl.constexpr = 3,
                       A_KCONTIG: gl.constexpr = True, B_NCONTIG: gl.constexpr = True, VEC4: gl.constexpr = False,
-                      PDL: gl.constexpr = False):
+                      PDL: gl.constexpr = 0):
     """One (BLOCK_M, BLOCK_N) fp32 output tile per program on the FMA units; grid (tiles, batch, SPLIT_K).
     ``INPUT_PRECISION`` and ``UPCAST`` are accepted for the pointer kernel's argument list (always ieee fp32)."""
     NW: gl.constexpr = gl.num_warps()
@@ -186,6 +186,7 @@ def matmul_fma_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
         bv = sb.index(slot).load(b_op)
         acc = gl.dot_fma(av, bv, acc)
     async_copy.wait_group(0)
+    pdl_trigger_gluon(PDL)
 
     offs_m = pid_m * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc_l))
     offs_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_l))

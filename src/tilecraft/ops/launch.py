@@ -11,10 +11,13 @@ import functools
 import os
 from dataclasses import dataclass
 
-__all__ = ["KernelLaunch", "PDL_ENV", "pdl_active", "with_pdl"]
+__all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "pdl_active", "pdl_mode", "with_pdl"]
 
-#: ``TILECRAFT_PDL=0`` launches every kernel without programmatic dependent launch.
+#: ``TILECRAFT_PDL``: "0" launches every kernel without programmatic dependent launch; "early" lets the
+#: next kernel launch as soon as every program of a kernel has started, "late" (the default, also "1")
+#: once every program has passed its main loop (:mod:`tilecraft.kernels.pdl`).
 PDL_ENV = "TILECRAFT_PDL"
+PDL_MODES = {"0": 0, "off": 0, "early": 1, "late": 2, "1": 2}
 
 
 @dataclass(frozen=True)
@@ -40,24 +43,36 @@ def _capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
 
 
-def pdl_active(device) -> bool:
-    """Whether launches on ``device`` use programmatic dependent launch (:mod:`tilecraft.kernels.pdl`):
-    CUDA GPUs of compute capability 9.0 and up, not under the interpreter, unless ``TILECRAFT_PDL=0``."""
+def pdl_mode(device) -> int:
+    """The ``PDL`` constexpr for launches on ``device`` (:mod:`tilecraft.kernels.pdl`): 0 (off) except on
+    CUDA GPUs of compute capability 9.0 and up, not under the interpreter; there ``TILECRAFT_PDL``
+    ("late" unless set; ``ValueError`` for a value that is not one of :data:`PDL_MODES`)."""
     import torch
 
-    if os.environ.get(PDL_ENV, "1") == "0" or os.environ.get("TRITON_INTERPRET") == "1":
-        return False
+    value = os.environ.get(PDL_ENV, "late").strip().lower()
+    if value not in PDL_MODES:
+        raise ValueError(f"{PDL_ENV}={value!r}: use one of {', '.join(PDL_MODES)}")
+    if PDL_MODES[value] == 0 or os.environ.get("TRITON_INTERPRET") == "1":
+        return 0
     if device.type != "cuda" or torch.version.hip:
-        return False
-    return _capability(device.index if device.index is not None else torch.cuda.current_device()) >= (9, 0)
+        return 0
+    if _capability(device.index if device.index is not None else torch.cuda.current_device()) < (9, 0):
+        return 0
+    return PDL_MODES[value]
+
+
+def pdl_active(device) -> bool:
+    """Whether launches on ``device`` use programmatic dependent launch (:func:`pdl_mode` not 0)."""
+    return pdl_mode(device) != 0
 
 
 def with_pdl(plan: list[KernelLaunch], device) -> list[KernelLaunch]:
-    """``plan`` with programmatic dependent launch where :func:`pdl_active`: every launch of a kernel
-    that takes a ``PDL`` constexpr (and so waits for the kernel ahead before it touches memory) gets
-    ``PDL=True`` and Triton's ``launch_pdl`` option; the others launch as before."""
-    if not pdl_active(device):
+    """``plan`` with programmatic dependent launch where :func:`pdl_mode` says so: every launch of a
+    kernel that takes a ``PDL`` constexpr (and so waits for the kernel ahead before it touches memory)
+    gets that mode and Triton's ``launch_pdl`` option; the others launch as before."""
+    mode = pdl_mode(device)
+    if not mode:
         return plan
-    return [dataclasses.replace(k, constexprs={**k.constexprs, "PDL": True},
+    return [dataclasses.replace(k, constexprs={**k.constexprs, "PDL": mode},
                                 options={**k.options, "launch_pdl": True})
             if "PDL" in getattr(k.kernel, "arg_names", ()) else k for k in plan]

@@ -74,7 +74,7 @@ def test_pdl_kernels_wait_before_any_global_access(name, mode, monkeypatch):
     "late" (2) after the main loop's loads (the persistent TMA kernel: at its exit, no instruction)."""
     dtype, m, n, k, cfg = CASES[name]
     plan = _plan(dtype, m, n, k, cfg)
-    monkeypatch.setattr(L, "pdl_mode", lambda device: mode)
+    monkeypatch.setattr(L, "pdl_mode", lambda device, memory_bound=False: mode)
     pdl = L.with_pdl(plan, torch.device("cuda"))
     taken = [x for x in pdl if x.constexprs.get("PDL")]
     assert taken, [x.kernel.__name__ for x in plan]
@@ -96,7 +96,7 @@ def test_pdl_kernels_wait_before_any_global_access(name, mode, monkeypatch):
 
 
 def test_with_pdl_leaves_kernels_without_the_constexpr(monkeypatch):
-    monkeypatch.setattr(L, "pdl_mode", lambda device: 2)
+    monkeypatch.setattr(L, "pdl_mode", lambda device, memory_bound=False: 2)
     plan = _plan(torch.bfloat16, 16, 4096, 4096, CASES["pointer-splitk"][4])
     names = [x.kernel.__name__ for x in plan]
     assert names == ["matmul_kernel", "splitk_reduce_kernel"]
@@ -116,11 +116,13 @@ def test_pdl_policy(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET")
     monkeypatch.setattr(L, "_capability", lambda index: (9, 0))
     monkeypatch.setattr(torch.version, "hip", None)
-    for value, mode in (("0", 0), ("off", 0), ("early", 1), ("late", 2), ("1", 2), (" Late ", 2)):
+    for value, (mode, mode_mb) in (("0", (0, 0)), ("off", (0, 0)), ("early", (1, 1)), ("late", (2, 2)),
+                                   (" Late ", (2, 2)), ("auto", (2, 1)), ("1", (2, 1))):
         monkeypatch.setenv(L.PDL_ENV, value)
         assert L.pdl_mode(torch.device("cuda", 0)) == mode
+        assert L.pdl_mode(torch.device("cuda", 0), memory_bound=True) == mode_mb
     monkeypatch.delenv(L.PDL_ENV)
-    assert L.pdl_mode(torch.device("cuda", 0)) == 2
+    assert L.pdl_mode(torch.device("cuda", 0)) == 2 and L.pdl_mode(torch.device("cuda", 0), True) == 1
     monkeypatch.setattr(L, "_capability", lambda index: (8, 0))
     assert L.pdl_mode(torch.device("cuda", 0)) == 0
     monkeypatch.setenv(L.PDL_ENV, "sometimes")

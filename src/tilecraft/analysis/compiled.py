@@ -27,6 +27,7 @@ and :func:`amd_waves_per_simd` (formulas in their docstrings), with the per-arch
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -970,6 +971,9 @@ def _resolve_request(request: dict) -> tuple[Any, dict, dict, dict]:
                 raise ValueError(f"argument {name!r}: only ':16' and ':1' hints exist, got {given[name]!r}")
         elif name in constexprs:
             signature[name] = "constexpr"
+        elif fn.params[i].is_constexpr and fn.params[i].default is not inspect.Parameter.empty:
+            signature[name] = "constexpr"  # a constexpr left at its default, as a launch leaves it
+            constexprs[name] = fn.params[i].default
         else:
             raise ValueError(f"argument {name!r} of {fn.__name__} has no type in signature and no "
                              "value in constexprs")

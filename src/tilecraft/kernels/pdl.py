@@ -33,7 +33,7 @@ _LAUNCH = gl.constexpr("griddepcontrol.launch_dependents; // dummy $0")
 def pdl_start(PDL: tl.constexpr):
     """First statement of a PDL kernel: wait for the kernel ahead in the stream (its writes visible);
     with ``PDL`` 1 ("early") also let the next kernel launch now. ``PDL`` 0: nothing."""
-    if PDL > 0:
+    if PDL == 1 or PDL == 2:
         gdc_wait()
     if PDL == 1:
         gdc_launch_dependents()
@@ -51,7 +51,7 @@ def pdl_trigger(PDL: tl.constexpr):
 @gluon.jit
 def pdl_start_gluon(PDL: gl.constexpr):
     """:func:`pdl_start` for Gluon kernels (all warps, before ``warp_specialize``)."""
-    if PDL > 0:
+    if PDL == 1 or PDL == 2:
         gl.inline_asm_elementwise(_WAIT, "=r", [], dtype=gl.int32, is_pure=False, pack=1)
     if PDL == 1:
         gl.inline_asm_elementwise(_LAUNCH, "=r", [], dtype=gl.int32, is_pure=False, pack=1)

@@ -42,7 +42,7 @@ import torch
 
 from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import gemm as _k
-from tilecraft.ops.launch import KernelLaunch, with_pdl
+from tilecraft.ops.launch import KernelLaunch, runtime_arg_names, with_pdl
 from tilecraft.reference.gemm import matmul_reference, relative_error
 from tilecraft.tuning.measure import graph_time_ms as _graph_time_ms  # noqa: F401 - the tuner's timer (tests patch it here)
 from tilecraft.tuning.measure import say as _say
@@ -532,7 +532,9 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg:
            scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> list:
     """Run ``cfg`` on validated tensors, writing ``out`` (shape spec.out_shape, any strides).
     Returns Triton's compiled kernel of each launch, in order."""
-    return [k.run() for k in with_pdl(launch_plan(a, b, out, spec, cfg, c, bias, scale_a, scale_b), a.device)]
+    plan = launch_plan(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
+    # small M on the pointer kernel streams B: memory-bound, so the next kernel may wait beside it
+    return [k.run() for k in with_pdl(plan, a.device, memory_bound=cfg.kernel == "pointer" and spec.m <= 64)]
 
 
 def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg: GemmConfig,
@@ -673,7 +675,7 @@ def compile_signature(k: KernelLaunch) -> dict[str, str]:
     from triton.backends.compiler import BaseBackend
     from triton.runtime.jit import native_specialize_impl
 
-    names = [n for n in k.kernel.arg_names if n not in k.constexprs]
+    names = runtime_arg_names(k)
     if len(names) != len(k.args):
         raise ValueError(f"{k.kernel.__name__} takes {len(names)} runtime arguments, the launch has {len(k.args)}")
     sig: dict[str, str] = {}

@@ -11,13 +11,14 @@ import functools
 import os
 from dataclasses import dataclass
 
-__all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "pdl_active", "pdl_mode", "with_pdl"]
+__all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "pdl_active", "pdl_mode", "runtime_arg_names", "with_pdl"]
 
-#: ``TILECRAFT_PDL``: "0" launches every kernel without programmatic dependent launch; "early" lets the
-#: next kernel launch as soon as every program of a kernel has started, "late" (the default, also "1")
-#: once every program has passed its main loop (:mod:`tilecraft.kernels.pdl`).
+#: ``TILECRAFT_PDL``: "0" (or "off") launches every kernel without programmatic dependent launch;
+#: "early" lets the next kernel launch as soon as every program of a kernel has started, "late" once
+#: every program has passed its main loop (:mod:`tilecraft.kernels.pdl`); "auto" (the default, also
+#: "1") is "early" for launches their op calls memory-bound and "late" for the others.
 PDL_ENV = "TILECRAFT_PDL"
-PDL_MODES = {"0": 0, "off": 0, "early": 1, "late": 2, "1": 2}
+PDL_MODES = {"0": 0, "off": 0, "early": 1, "late": 2, "auto": -1, "1": -1}
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,19 @@ class KernelLaunch:
         return self.kernel[self.grid](*self.args, **self.constexprs, **self.options)
 
 
+def runtime_arg_names(k: KernelLaunch) -> list[str]:
+    """The names of ``k.kernel``'s runtime arguments (those ``k.args`` holds, in order): every
+    parameter except the constexprs, whether the launch gives them or leaves them at their defaults."""
+    import inspect
+
+    fn = getattr(k.kernel, "fn", k.kernel)
+    while hasattr(fn, "fn"):  # the interpreter and Gluon wrap the Python function
+        fn = fn.fn
+    params = inspect.signature(fn).parameters
+    return [n for n in k.kernel.arg_names
+            if n not in k.constexprs and "constexpr" not in str(params[n].annotation)]
+
+
 @functools.cache
 def _capability(index: int) -> tuple[int, int]:
     import torch
@@ -43,13 +57,19 @@ def _capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
 
 
-def pdl_mode(device) -> int:
-    """The ``PDL`` constexpr for launches on ``device`` (:mod:`tilecraft.kernels.pdl`): 0 (off) except on
+def pdl_mode(device, memory_bound: bool = False) -> int:
+    """The ``PDL`` constexpr for a launch on ``device`` (:mod:`tilecraft.kernels.pdl`): 0 (off) except on
     CUDA GPUs of compute capability 9.0 and up, not under the interpreter; there ``TILECRAFT_PDL``
-    ("late" unless set; ``ValueError`` for a value that is not one of :data:`PDL_MODES`)."""
+    ("auto" unless set: 1, "early", for a ``memory_bound`` launch, else 2, "late"; ``ValueError`` for
+    a value that is not one of :data:`PDL_MODES`).
+
+    Why two modes (H100, docs/gemm.md follow-up 18): a program of the next kernel waiting on an SM
+    costs a memory-bound kernel nothing, so "early" hides the whole launch there (bf16 16 x 4096 x 4096:
+    83.2% of copy off, 87.2% early, 84.6% late), but it slowed a compute-bound FMA product whose
+    reduce pass waited beside it by a third (fp32 1000^3: 0.93x cuBLAS off, 0.70x early, 0.94x late)."""
     import torch
 
-    value = os.environ.get(PDL_ENV, "late").strip().lower()
+    value = os.environ.get(PDL_ENV, "auto").strip().lower()
     if value not in PDL_MODES:
         raise ValueError(f"{PDL_ENV}={value!r}: use one of {', '.join(PDL_MODES)}")
     if PDL_MODES[value] == 0 or os.environ.get("TRITON_INTERPRET") == "1":
@@ -58,6 +78,8 @@ def pdl_mode(device) -> int:
         return 0
     if _capability(device.index if device.index is not None else torch.cuda.current_device()) < (9, 0):
         return 0
+    if PDL_MODES[value] < 0:
+        return 1 if memory_bound else 2
     return PDL_MODES[value]
 
 
@@ -66,11 +88,11 @@ def pdl_active(device) -> bool:
     return pdl_mode(device) != 0
 
 
-def with_pdl(plan: list[KernelLaunch], device) -> list[KernelLaunch]:
+def with_pdl(plan: list[KernelLaunch], device, memory_bound: bool = False) -> list[KernelLaunch]:
     """``plan`` with programmatic dependent launch where :func:`pdl_mode` says so: every launch of a
     kernel that takes a ``PDL`` constexpr (and so waits for the kernel ahead before it touches memory)
     gets that mode and Triton's ``launch_pdl`` option; the others launch as before."""
-    mode = pdl_mode(device)
+    mode = pdl_mode(device, memory_bound)
     if not mode:
         return plan
     return [dataclasses.replace(k, constexprs={**k.constexprs, "PDL": mode},

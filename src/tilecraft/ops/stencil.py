@@ -31,7 +31,7 @@ import torch
 
 from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import stencil as _k
-from tilecraft.ops.launch import KernelLaunch
+from tilecraft.ops.launch import KernelLaunch, runtime_arg_names
 from tilecraft.tuning import cache as _cache
 from tilecraft.tuning.measure import device_facts, graph_time_ms, say
 from tilecraft.reference.stencil import (
@@ -671,7 +671,7 @@ _TRITON_TYPES = {torch.float32: "fp32", torch.float64: "fp64"}
 def compile_signature(k: KernelLaunch) -> dict[str, str]:
     """Triton types of a launch's runtime arguments, with the hints a launch specialises on
     (16-byte aligned pointers, integers that are multiples of 16 or equal to 1)."""
-    names = [n for n in k.kernel.arg_names if n not in k.constexprs]
+    names = runtime_arg_names(k)
     sig = {}
     for name, value in zip(names, k.args):
         if isinstance(value, torch.Tensor):

@@ -39,6 +39,21 @@ CASES = ([C("bf16", m, 4096, 4096) for m in (1, 16, 32, 64)]
          + [C("tf32", 8192, 8192, 8192), C("bf16", 8192, 8192, 8192)])
 #: explicit configurations timed beside the heuristic: (case, config)
 PINNED = [(C("fp16", 1000, 1000, 1000), GemmConfig("gluon", 64, 128, 64, 8, 4, 4))]
+
+
+def _p(bm, bn, bk, stages, warps=4, split=1):
+    return GemmConfig("pointer", bm, bn, bk, group_m=1, num_warps=warps, num_stages=stages, split_k=split)
+
+
+#: ``--suite smallm``: small-M tiles with PDL (the heuristic first), and fp32 products whose split-K reduce
+#: follows the FMA kernel
+SMALLM = ([(C("bf16", 32, 4096, 4096), c) for c in (None, _p(32, 32, 128, 6), _p(32, 32, 128, 8), _p(32, 64, 128, 4),
+                                                     _p(32, 32, 64, 8), _p(16, 32, 128, 6), _p(32, 16, 256, 4))]
+          + [(C("bf16", 64, 4096, 4096), c) for c in (None, _p(64, 32, 128, 6), _p(64, 64, 64, 8), _p(64, 32, 256, 4),
+                                                      _p(32, 64, 128, 6), _p(64, 64, 128, 4), _p(64, 32, 64, 8))]
+          + [(C("bf16", 1, 4096, 4096), c) for c in (None, _p(16, 16, 256, 4), _p(16, 32, 256, 4))]
+          + [(C("bf16", 16, 4096, 4096), c) for c in (None, _p(16, 16, 256, 4), _p(16, 32, 256, 4))]
+          + [(C("fp32", m, n, k), None) for m, n, k in ((997, 1009, 1013), (1000, 1000, 1000), (512, 512, 512))])
 QUICK = {("bf16", 1, 4096), ("bf16", 16, 4096), ("bf16", 64, 4096), ("bf16", 1000, 1000), ("fp32", 1, 4096)}
 
 
@@ -47,12 +62,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="five cases only")
     ap.add_argument("--modes", default="0,early,late", help="TILECRAFT_PDL values timed, comma-separated")
+    ap.add_argument("--suite", choices=["cases", "smallm"], default="cases")
     args = ap.parse_known_args()[0]
     out, log, info = start("gemm-pdl")
     copy = measure_copy_bandwidth()
     log(f"copy bandwidth {copy:.3f} TB/s")
     cases = [(c, None) for c in CASES if not args.quick or (c.dtype, c.m, c.n) in QUICK]
     cases += [] if args.quick else PINNED
+    if args.suite == "smallm":
+        cases = SMALLM
     modes = args.modes.split(",")
     records, summary = [], {}
     for case, cfg in cases:

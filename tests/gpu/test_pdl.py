@@ -62,10 +62,10 @@ def test_pdl_chain_gives_the_bits_of_plain_launches(name, mode):
     x0 = torch.randn(m, n, device=dev, generator=gen).to(dtype)
     ws = [(torch.randn(n, n, device=dev, generator=gen) / n ** 0.5).to(dtype) for _ in range(STEPS)]
     _pdl("0")
-    assert not L.pdl_active(dev)
+    assert not L.pdl_active(dev, "late")
     plain = _chain(x0, ws, cfg)
     _pdl(mode)
-    assert L.pdl_mode(dev) == {"early": 1, "late": 2}[mode]
+    assert L.pdl_mode(dev) == {"early": 1, "late": 2}[mode]  # forced for every plan
     plan = L.with_pdl(ops.launch_plan(x0, ws[0], torch.empty(m, n, dtype=plain.dtype, device=dev),
                                       ops.validate(x0, ws[0]), cfg), dev)
     assert any(k.options.get("launch_pdl") for k in plan)

@@ -74,7 +74,7 @@ def test_pdl_kernels_wait_before_any_global_access(name, mode, monkeypatch):
     "late" (2) after the main loop's loads (the persistent TMA kernel: at its exit, no instruction)."""
     dtype, m, n, k, cfg = CASES[name]
     plan = _plan(dtype, m, n, k, cfg)
-    monkeypatch.setattr(L, "pdl_mode", lambda device, memory_bound=False: mode)
+    monkeypatch.setattr(L, "pdl_mode", lambda device, choice=None: mode)
     pdl = L.with_pdl(plan, torch.device("cuda"))
     taken = [x for x in pdl if x.constexprs.get("PDL")]
     assert taken, [x.kernel.__name__ for x in plan]
@@ -96,7 +96,7 @@ def test_pdl_kernels_wait_before_any_global_access(name, mode, monkeypatch):
 
 
 def test_with_pdl_leaves_kernels_without_the_constexpr(monkeypatch):
-    monkeypatch.setattr(L, "pdl_mode", lambda device, memory_bound=False: 2)
+    monkeypatch.setattr(L, "pdl_mode", lambda device, choice=None: 2)
     plan = _plan(torch.bfloat16, 16, 4096, 4096, CASES["pointer-splitk"][4])
     names = [x.kernel.__name__ for x in plan]
     assert names == ["matmul_kernel", "splitk_reduce_kernel"]
@@ -116,15 +116,33 @@ def test_pdl_policy(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET")
     monkeypatch.setattr(L, "_capability", lambda index: (9, 0))
     monkeypatch.setattr(torch.version, "hip", None)
-    for value, (mode, mode_mb) in (("0", (0, 0)), ("off", (0, 0)), ("early", (1, 1)), ("late", (2, 2)),
-                                   (" Late ", (2, 2)), ("auto", (2, 1)), ("1", (2, 1))):
+    for value, modes in (("0", (0, 0, 0)), ("off", (0, 0, 0)), ("early", (1, 1, 1)), ("late", (2, 2, 2)),
+                         (" Late ", (2, 2, 2)), ("auto", (0, 1, 2)), ("1", (0, 1, 2))):
         monkeypatch.setenv(L.PDL_ENV, value)
-        assert L.pdl_mode(torch.device("cuda", 0)) == mode
-        assert L.pdl_mode(torch.device("cuda", 0), memory_bound=True) == mode_mb
+        assert tuple(L.pdl_mode(torch.device("cuda", 0), c) for c in (None, "early", "late")) == modes, value
     monkeypatch.delenv(L.PDL_ENV)
-    assert L.pdl_mode(torch.device("cuda", 0)) == 2 and L.pdl_mode(torch.device("cuda", 0), True) == 1
+    assert L.pdl_mode(torch.device("cuda", 0), "early") == 1 and L.pdl_mode(torch.device("cuda", 0)) == 0
+    with pytest.raises(ValueError, match="choice"):
+        L.pdl_mode(torch.device("cuda", 0), "soon")
     monkeypatch.setattr(L, "_capability", lambda index: (8, 0))
-    assert L.pdl_mode(torch.device("cuda", 0)) == 0
+    assert L.pdl_mode(torch.device("cuda", 0), "late") == 0
     monkeypatch.setenv(L.PDL_ENV, "sometimes")
     with pytest.raises(ValueError, match="TILECRAFT_PDL"):
         L.pdl_mode(torch.device("cuda", 0))
+
+
+@pytest.mark.parametrize("dtype,shape,cfg,choice", [
+    (torch.bfloat16, (16, 4096, 4096), None, "early"),  # the small-M heuristic: 128 programs
+    (torch.bfloat16, (32, 4096, 4096), GemmConfig("pointer", 16, 32, 128, 1, 4, 6), "late"),  # 256 programs
+    (torch.float32, (1, 4096, 4096), None, "early"),  # pointer split-K and its reduce
+    (torch.bfloat16, (1000, 1000, 1000), None, "late"),  # Gluon 64x128
+    (torch.float16, (1000, 1000, 1000), None, "late"),  # Gluon 64x128 (fp16 too, since follow-up 18)
+    (torch.float32, (1000, 1000, 1000), None, "late"),  # FMA split 2 on 16-byte rows
+    (torch.float32, (997, 1009, 1013), None, None),  # FMA on rows that are not
+    (torch.bfloat16, (3000, 7000, 5000), None, None),  # the persistent TMA kernel
+])
+def test_pdl_choice_per_plan(dtype, shape, cfg, choice):
+    a = torch.empty(shape[0], shape[2], dtype=dtype, device="meta")
+    b = torch.empty(shape[2], shape[1], dtype=dtype, device="meta")
+    spec, cfg, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=cfg)
+    assert ops.pdl_choice(plan, spec, cfg, 132) == choice, cfg.short()

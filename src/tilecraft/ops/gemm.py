@@ -533,8 +533,34 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg:
     """Run ``cfg`` on validated tensors, writing ``out`` (shape spec.out_shape, any strides).
     Returns Triton's compiled kernel of each launch, in order."""
     plan = launch_plan(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
-    # small M on the pointer kernel streams B: memory-bound, so the next kernel may wait beside it
-    return [k.run() for k in with_pdl(plan, a.device, memory_bound=cfg.kernel == "pointer" and spec.m <= 64)]
+    return [k.run() for k in with_pdl(plan, a.device, pdl_choice(plan, spec, cfg, _facts(a.device)[1]))]
+
+
+def pdl_choice(plan: list[KernelLaunch], spec: Spec, cfg: GemmConfig, sms: int) -> str | None:
+    """Programmatic dependent launch for a plan (``ops.launch.with_pdl``), where measured to pay (H100,
+    2026-11-26, docs/gemm.md follow-up 18; ``TILECRAFT_PDL`` overrides):
+
+    * "early" for small M on the pointer kernel (a memory-bound stream over B: bf16 M = 1 / 16 / 32 / 64,
+      N = K = 4096, 83-80% of copy off, 87.5-83.9% early) with at most 1.5 programs per SM or a split-K
+      reduce pass after it (fp32 M = 1, 256 programs split 4: 0.88x -> 0.92x cuBLAS early, 0.90x late); a
+      single launch of more programs "late" (bf16 M = 32 on 256 programs: 71% of copy off, 53% early);
+    * "late" for the Gluon kernel (bf16 1000^3 0.75-0.80x -> 0.83-0.85x, 512^3 0.89x -> 1.16x) and the FMA
+      kernel on 16-byte rows (fp32 512^3 0.81x -> 0.88x, 1000^3 0.93x -> 0.94x); on rows that are not
+      (scalar copies and stores) off: 997 x 1009 x 1013 lost 0.73x -> 0.64x;
+    * off elsewhere (the persistent TMA kernel: no gain measured; the rest not measured)."""
+    main = next((k for k in plan if "PDL" in getattr(k.kernel, "arg_names", ())), None)
+    if main is None:
+        return None
+    if cfg.kernel == "pointer" and spec.m <= 64:
+        # the early waiters are the next launch's programs: the plan's own short reduce pass, or the
+        # next call's product, whose programs may outnumber the SMs
+        few = math.prod(main.grid) <= 1.5 * sms or main is not plan[-1]
+        return "early" if few else "late"
+    if cfg.kernel == "gluon":
+        return "late"
+    if cfg.kernel == "fma":
+        return "late" if main.constexprs.get("VEC4") else None
+    return None
 
 
 def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg: GemmConfig,

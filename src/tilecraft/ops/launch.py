@@ -15,8 +15,9 @@ __all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "pdl_active", "pdl_mode", "ru
 
 #: ``TILECRAFT_PDL``: "0" (or "off") launches every kernel without programmatic dependent launch;
 #: "early" lets the next kernel launch as soon as every program of a kernel has started, "late" once
-#: every program has passed its main loop (:mod:`tilecraft.kernels.pdl`); "auto" (the default, also
-#: "1") is "early" for launches their op calls memory-bound and "late" for the others.
+#: every program has passed its main loop (:mod:`tilecraft.kernels.pdl`), for every launch of a kernel
+#: that can; "auto" (the default, also "1") takes what the op chose for its plan (``with_pdl``'s
+#: ``choice``: where it was measured to pay, see docs/gemm.md follow-up 18).
 PDL_ENV = "TILECRAFT_PDL"
 PDL_MODES = {"0": 0, "off": 0, "early": 1, "late": 2, "auto": -1, "1": -1}
 
@@ -57,21 +58,25 @@ def _capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
 
 
-def pdl_mode(device, memory_bound: bool = False) -> int:
+def pdl_mode(device, choice: str | None = None) -> int:
     """The ``PDL`` constexpr for a launch on ``device`` (:mod:`tilecraft.kernels.pdl`): 0 (off) except on
     CUDA GPUs of compute capability 9.0 and up, not under the interpreter; there ``TILECRAFT_PDL``
-    ("auto" unless set: 1, "early", for a ``memory_bound`` launch, else 2, "late"; ``ValueError`` for
-    a value that is not one of :data:`PDL_MODES`).
+    ("auto" unless set: the op's ``choice``, "early" 1, "late" 2 or None 0; ``ValueError`` for a
+    value that is not one of :data:`PDL_MODES`).
 
-    Why two modes (H100, docs/gemm.md follow-up 18): a program of the next kernel waiting on an SM
-    costs a memory-bound kernel nothing, so "early" hides the whole launch there (bf16 16 x 4096 x 4096:
-    83.2% of copy off, 87.2% early, 84.6% late), but it slowed a compute-bound FMA product whose
-    reduce pass waited beside it by a third (fp32 1000^3: 0.93x cuBLAS off, 0.70x early, 0.94x late)."""
+    Why a choice per plan (H100, docs/gemm.md follow-up 18): a program of the next kernel that
+    launched early waits on an SM in ``griddepcontrol.wait``, and that wait is not free. Beside a
+    memory-bound small-M product of about one program per SM, "early" hides the whole launch (bf16
+    16 x 4096 x 4096: 82.8% of copy off, 87.0% early, 84.4% late); beside the same product on 256
+    programs it cost a quarter (71.3% -> 53.4%), and beside a compute-bound FMA product whose reduce
+    pass waited, a third (fp32 1000^3: 0.93x cuBLAS off, 0.70x early, 0.94x late)."""
     import torch
 
     value = os.environ.get(PDL_ENV, "auto").strip().lower()
     if value not in PDL_MODES:
         raise ValueError(f"{PDL_ENV}={value!r}: use one of {', '.join(PDL_MODES)}")
+    if choice not in (None, "early", "late"):
+        raise ValueError(f"PDL choice {choice!r}: use 'early', 'late' or None")
     if PDL_MODES[value] == 0 or os.environ.get("TRITON_INTERPRET") == "1":
         return 0
     if device.type != "cuda" or torch.version.hip:
@@ -79,20 +84,21 @@ def pdl_mode(device, memory_bound: bool = False) -> int:
     if _capability(device.index if device.index is not None else torch.cuda.current_device()) < (9, 0):
         return 0
     if PDL_MODES[value] < 0:
-        return 1 if memory_bound else 2
+        return PDL_MODES[choice] if choice else 0
     return PDL_MODES[value]
 
 
-def pdl_active(device) -> bool:
-    """Whether launches on ``device`` use programmatic dependent launch (:func:`pdl_mode` not 0)."""
-    return pdl_mode(device) != 0
+def pdl_active(device, choice: str | None = "late") -> bool:
+    """Whether a plan with this ``choice`` launches on ``device`` with programmatic dependent launch."""
+    return pdl_mode(device, choice) != 0
 
 
-def with_pdl(plan: list[KernelLaunch], device, memory_bound: bool = False) -> list[KernelLaunch]:
-    """``plan`` with programmatic dependent launch where :func:`pdl_mode` says so: every launch of a
-    kernel that takes a ``PDL`` constexpr (and so waits for the kernel ahead before it touches memory)
-    gets that mode and Triton's ``launch_pdl`` option; the others launch as before."""
-    mode = pdl_mode(device, memory_bound)
+def with_pdl(plan: list[KernelLaunch], device, choice: str | None = None) -> list[KernelLaunch]:
+    """``plan`` with programmatic dependent launch where :func:`pdl_mode` says so (``choice``: the op's
+    "early", "late" or None for this plan): every launch of a kernel that takes a ``PDL`` constexpr
+    (and so waits for the kernel ahead before it touches memory) gets that mode and Triton's
+    ``launch_pdl`` option; the others launch as before."""
+    mode = pdl_mode(device, choice)
     if not mode:
         return plan
     return [dataclasses.replace(k, constexprs={**k.constexprs, "PDL": mode},

@@ -24,7 +24,6 @@ from gemm_explore import start  # noqa: E402
 from tilecraft.bench import gemm as bench  # noqa: E402
 from tilecraft.bench.harness import write_results  # noqa: E402
 from tilecraft.hardware.ceilings import measure_copy_bandwidth  # noqa: E402
-from tilecraft.ops import gemm as gemm_ops  # noqa: E402
 from tilecraft.ops.launch import PDL_ENV  # noqa: E402
 from tilecraft.tuning.gemm import GemmConfig  # noqa: E402
 
@@ -63,7 +62,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="five cases only")
     ap.add_argument("--modes", default="0,early,late", help="TILECRAFT_PDL values timed, comma-separated")
-    ap.add_argument("--suite", choices=["cases", "smallm", "prefetch"], default="cases")
+    ap.add_argument("--suite", choices=["cases", "smallm"], default="cases")
     args = ap.parse_known_args()[0]
     out, log, info = start("gemm-pdl")
     copy = measure_copy_bandwidth()
@@ -72,9 +71,6 @@ def main() -> None:
     cases += [] if args.quick else PINNED
     if args.suite == "smallm":
         cases = SMALLM
-    if args.suite == "prefetch":  # modes like "auto+pf512": ops.gemm.PDL_PREFETCH_K = 512 under auto
-        cases = [(C("bf16", m, 4096, 4096, lay), None) for lay in ("NN", "NT") for m in (1, 16, 32, 64)]
-        cases += [(C("bf16", 16, 8192, 8192), None), (C("bf16", 16, 11008, 4096), None), (C("fp32", 1, 4096, 4096), None)]
     modes = args.modes.split(",")
     records, summary = [], {}
     for case, cfg in cases:
@@ -82,9 +78,7 @@ def main() -> None:
         for r in range(args.rounds):
             peer_ms = None
             for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
-                env, _, pf = mode.partition("+pf")
-                os.environ[PDL_ENV] = env
-                gemm_ops.PDL_PREFETCH_K = int(pf or 0)
+                os.environ[PDL_ENV] = mode
                 try:
                     rec = bench.run_case(case, info, copy_TBps=copy, cfg=cfg, budget_s=0.3, peer_ms=peer_ms)
                 except Exception as exc:  # noqa: BLE001 - one failed case must not stop the others

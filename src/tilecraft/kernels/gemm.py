@@ -43,7 +43,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from tilecraft.kernels.pdl import pdl_start, pdl_trigger, prefetch_l2
+from tilecraft.kernels.pdl import pdl_start, pdl_trigger
 
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 
@@ -131,7 +131,7 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                   HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr,
                   SCALE_A: tl.constexpr, SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr,
                   OFFS64: tl.constexpr, EVEN_K: tl.constexpr = False, UPCAST: tl.constexpr = False,
-                  PDL: tl.constexpr = 0, PREFETCH_K: tl.constexpr = 0, B_KCONTIG: tl.constexpr = False):
+                  PDL: tl.constexpr = 0):
     """One (BLOCK_M, BLOCK_N) output tile per program; grid (tiles, batch, SPLIT_K).
 
     With SPLIT_K > 1 the program sums K in [pid_k * K_PER_SPLIT, (pid_k + 1) * K_PER_SPLIT) and
@@ -141,11 +141,9 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
     K is a multiple of BLOCK_K, so every K block is full and the loads carry no K mask. BLOCK_M
     below 16 (1, 2, 4, 8): each K block is a broadcast multiply and a sum over K on the CUDA cores
     instead of ``tl.dot`` (matrix-vector products: the fp32 FMA path would compute 16 rows).
-    ``PDL``: programmatic dependent launch (:mod:`tilecraft.kernels.pdl`). ``PREFETCH_K`` > 0 (a
-    power of two, NVIDIA only): before the PDL wait, the first ``PREFETCH_K`` rows of K of this
-    program's B tile are prefetched into L2 (one address per 128-byte line; ``B_KCONTIG``: B's K
-    dimension has the unit stride), so its first loads after the wait find them there.
+    ``PDL``: programmatic dependent launch (:mod:`tilecraft.kernels.pdl`).
     """
+    pdl_start(PDL)
     pid = tl.program_id(0)
     pid_b = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -169,18 +167,6 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
               + (k_lo + offs_k)[None, :].to(tl.int64) * stride_ak)
     b_ptrs = (b_ptr + pid_b.to(tl.int64) * stride_bb + (k_lo + offs_k)[:, None].to(tl.int64) * stride_bk
               + cols[None, :] * stride_bn)
-    if PREFETCH_K > 0:
-        LINE: tl.constexpr = 128 // (b_ptr.dtype.element_ty.primitive_bitwidth // 8)  # elements per line
-        b_base = b_ptr + pid_b.to(tl.int64) * stride_bb
-        if B_KCONTIG:
-            pk = k_lo + tl.arange(0, max(PREFETCH_K // LINE, 1)) * LINE
-            pn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        else:
-            pk = k_lo + tl.arange(0, PREFETCH_K)
-            pn = pid_n * BLOCK_N + tl.arange(0, max(BLOCK_N // LINE, 1)) * LINE
-        prefetch_l2(b_base + pk[:, None].to(tl.int64) * stride_bk + pn[None, :].to(tl.int64) * stride_bn,
-                    (pk < k_hi)[:, None] & (pn < N)[None, :])
-    pdl_start(PDL)  # no global load or store above this line
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
     for k in range(k_lo, k_hi, BLOCK_K):
         k_left = k_hi - k

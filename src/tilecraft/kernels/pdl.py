@@ -7,11 +7,9 @@ as soon as all of them have executed ``griddepcontrol.launch_dependents``), and 
 this saves is the launch latency and the programs' start-up between two short kernels of a
 stream or a CUDA graph (``docs/gemm.md``, follow-up 18).
 
-Rule kept by every kernel that takes ``PDL``: :func:`pdl_start` (or :func:`pdl_start_gluon`) comes
-before any global load or store, so reading what the earlier kernel wrote, or writing what it still
-reads, always happens after the wait. The one thing allowed before it is :func:`prefetch_l2`: L2 is
-the device's point of coherence (every SM's stores land there), so a line brought into L2 early is
-updated by the earlier kernel's later stores, and the loads after the wait read the current data. Both instructions are no-ops in a
+Rule kept by every kernel that takes ``PDL``: :func:`pdl_start` (or :func:`pdl_start_gluon`) is its
+first statement, before any global load or store, so reading what the earlier kernel wrote, or
+writing what it still reads, always happens after the wait. Both instructions are no-ops in a
 kernel launched without the attribute. ``PDL`` is a constexpr: 0 off (always on the interpreter,
 which cannot run inline PTX, and on AMD); 1 "early", the next kernel may launch as soon as every
 program of this one has started; 2 "late", only once every program has passed :func:`pdl_trigger`
@@ -64,13 +62,3 @@ def pdl_trigger_gluon(PDL: gl.constexpr):
     """:func:`pdl_trigger` for Gluon kernels."""
     if PDL == 2:
         gl.inline_asm_elementwise(_LAUNCH, "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def prefetch_l2(ptrs, mask):
-    """``prefetch.global.L2`` of each address where ``mask`` holds: the line comes into L2 without a
-    register to hold it; allowed before :func:`pdl_start` (module docstring). Returns a dummy tensor
-    (the asm is not pure, so it is kept although nothing reads the result). NVIDIA only: the
-    interpreter cannot run inline asm, so launchers leave it out on CPU (it changes no value)."""
-    asm: tl.constexpr = "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }"
-    return tl.inline_asm_elementwise(asm, "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)

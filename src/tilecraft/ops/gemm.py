@@ -533,27 +533,7 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg:
     """Run ``cfg`` on validated tensors, writing ``out`` (shape spec.out_shape, any strides).
     Returns Triton's compiled kernel of each launch, in order."""
     plan = launch_plan(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
-    choice = pdl_choice(plan, spec, cfg, _facts(a.device)[1])
-    plan = with_pdl(plan, a.device, choice)
-    if choice == "early" and PDL_PREFETCH_K:
-        plan = [_with_prefetch(k, b) for k in plan]
-    return [k.run() for k in plan]
-
-
-#: K rows of B each small-M pointer program prefetches into L2 before its PDL wait ("early" plans only;
-#: 0: none). See :func:`tilecraft.kernels.gemm.matmul_kernel`'s ``PREFETCH_K``.
-PDL_PREFETCH_K = 0
-
-
-def _with_prefetch(k: KernelLaunch, b: torch.Tensor) -> KernelLaunch:
-    """``k`` with :data:`PDL_PREFETCH_K` rows of B prefetched before the PDL wait, if ``k`` is a
-    pointer-kernel launch under PDL (at most the program's own K range, a power of two)."""
-    if k.kernel is not _k.matmul_kernel or not k.constexprs.get("PDL"):
-        return k
-    k_per_split = k.args[10]
-    rows = min(PDL_PREFETCH_K, triton_next_pow2(max(1, k_per_split)))
-    kcontig = b.stride(-2) == 1 and b.shape[-1] > 1
-    return dataclasses.replace(k, constexprs={**k.constexprs, "PREFETCH_K": rows, "B_KCONTIG": kcontig})
+    return [k.run() for k in with_pdl(plan, a.device, pdl_choice(plan, spec, cfg, _facts(a.device)[1]))]
 
 
 def pdl_choice(plan: list[KernelLaunch], spec: Spec, cfg: GemmConfig, sms: int) -> str | None:

@@ -97,7 +97,7 @@ def test_compile_signature_specialises_as_a_launch():
     assert sig["a_ptr"] == "*fp16:16" and sig["M"] == "i32" and sig["N"] == "i32" and sig["K"] == "i32:16"
     assert sig["stride_ak"] == "i32:1" and sig["stride_bk"] == "i32:1" and sig["stride_bn"] == "i32:16"
     assert sig["alpha_hi"] == "fp32"
-    defaults = {"PDL", "PREFETCH_K", "B_KCONTIG"}  # left at their defaults (PDL off) by the plan
+    defaults = {"PDL"}  # left at its default (off) by the plan
     assert not defaults & set(plan[0].constexprs) and not set(sig) & set(plan[0].constexprs)
     assert set(sig) | set(plan[0].constexprs) | defaults == set(plan[0].kernel.arg_names)
     with pytest.raises(ValueError, match="unknown GPU family"):

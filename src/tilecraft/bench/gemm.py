@@ -186,7 +186,8 @@ def run_case(case: Case, info: DeviceInfo, *, copy_TBps: float | None = None, cf
     chosen = cfg or ops.choose_config(*sets[0], spec, scale_a=kw.get("scale_a"), scale_b=kw.get("scale_b"))
     peer_name, _ = peer(case.dtype, *sets[0], kw)
     base = {"dtype": case.dtype, "layout": layout, "m": case.m, "n": case.n, "k": case.k, "batch": case.batch}
-    extra = {"flops": flops, "bytes": nbytes, "rel_err": err, "config": chosen.as_dict(), "kernel": chosen.kernel}
+    extra = {"flops": flops, "bytes": nbytes, "rel_err": err, "config": chosen.as_dict(), "kernel": chosen.kernel,
+             "pdl": ops.pdl_in_use(*sets[0], spec, chosen)}
     sheet = info.datasheet or {}
     peak = sheet.get(DATASHEET_KEY[case.dtype])
     if not ok:

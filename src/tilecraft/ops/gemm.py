@@ -42,7 +42,7 @@ import torch
 
 from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import gemm as _k
-from tilecraft.ops.launch import KernelLaunch, runtime_arg_names, with_pdl
+from tilecraft.ops.launch import KernelLaunch, pdl_mode, runtime_arg_names, with_pdl
 from tilecraft.reference.gemm import matmul_reference, relative_error
 from tilecraft.tuning.measure import graph_time_ms as _graph_time_ms  # noqa: F401 - the tuner's timer (tests patch it here)
 from tilecraft.tuning.measure import say as _say
@@ -534,6 +534,15 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg:
     Returns Triton's compiled kernel of each launch, in order."""
     plan = launch_plan(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
     return [k.run() for k in with_pdl(plan, a.device, pdl_choice(plan, spec, cfg, _facts(a.device)[1]))]
+
+
+def pdl_in_use(a: torch.Tensor, b: torch.Tensor, spec: Spec, cfg: GemmConfig) -> str:
+    """How :func:`launch` would launch ``cfg`` on these operands now: "early", "late" or "off"
+    (programmatic dependent launch, after ``TILECRAFT_PDL``), for benchmark records."""
+    if a.device.type != "cuda" or spec.m * spec.n == 0:
+        return "off"
+    plan = launch_plan(a, b, _new_output(spec, a.device), spec, cfg)
+    return {0: "off", 1: "early", 2: "late"}[pdl_mode(a.device, pdl_choice(plan, spec, cfg, _facts(a.device)[1]))]
 
 
 def pdl_choice(plan: list[KernelLaunch], spec: Spec, cfg: GemmConfig, sms: int) -> str | None:

@@ -62,7 +62,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="five cases only")
     ap.add_argument("--modes", default="0,early,late", help="TILECRAFT_PDL values timed, comma-separated")
-    ap.add_argument("--suite", choices=["cases", "smallm"], default="cases")
+    ap.add_argument("--suite", choices=["cases", "smallm", "split"], default="cases")
     args = ap.parse_known_args()[0]
     out, log, info = start("gemm-pdl")
     copy = measure_copy_bandwidth()
@@ -71,6 +71,13 @@ def main() -> None:
     cases += [] if args.quick else PINNED
     if args.suite == "smallm":
         cases = SMALLM
+    if args.suite == "split":  # M = 32 / 64: split K so each program re-reads less of A from L2
+        cases = [(C("bf16", 32, 4096, 4096), c) for c in (
+            None, _p(32, 64, 128, 6, split=2), _p(32, 64, 256, 4, split=2), _p(32, 64, 64, 8, split=2),
+            _p(32, 128, 128, 4, split=4), _p(32, 32, 256, 4, split=2))]
+        cases += [(C("bf16", 64, 4096, 4096), c) for c in (
+            None, _p(64, 64, 128, 6, split=2), _p(64, 64, 64, 8, split=2), _p(64, 128, 64, 4, split=4),
+            _p(64, 64, 128, 4, split=4), _p(64, 32, 128, 6, split=2))]
     modes = args.modes.split(",")
     records, summary = [], {}
     for case, cfg in cases:

@@ -1,6 +1,6 @@
 """Programmatic dependent launch (``tilecraft.kernels.pdl``, ``tilecraft.ops.launch.with_pdl``) without a
 GPU: the host policy, and the rule every PDL kernel keeps (``griddepcontrol.wait`` before any global
-access), checked in the sm90 PTX of each GEMM kernel. On the GPU: tests/gpu/test_pdl.py."""
+access), checked in the sm90 PTX of each GEMM kernel. On the GPU: tests/gpu/test_pdl_chains.py."""
 from __future__ import annotations
 
 import json

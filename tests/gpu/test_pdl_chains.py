@@ -4,7 +4,7 @@ freed inputs' memory to later outputs (write after read), launched back to back 
 CUDA graph. Each chain must give the bits of the same chain launched without PDL
 (``TILECRAFT_PDL=0``), and agree with float64.
 
-    TILECRAFT_GPU_TESTS=1 PYTHONPATH=src python -m pytest -q tests/gpu/test_pdl.py
+    TILECRAFT_GPU_TESTS=1 PYTHONPATH=src python -m pytest -q tests/gpu/test_pdl_chains.py
 """
 from __future__ import annotations
 

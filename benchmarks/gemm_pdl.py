@@ -91,7 +91,7 @@ def main() -> None:
                 except Exception as exc:  # noqa: BLE001 - one failed case must not stop the others
                     log(f"{label} pdl={mode}: {type(exc).__name__}: {str(exc)[:300]}")
                     continue
-                rec.extra.update(group=f"round{r}", pdl=mode)
+                rec.extra.update(group=f"round{r}", pdl_env=mode)  # "pdl": what the call ran (run_case)
                 records.append(rec)
                 if rec.extra.get("failed"):
                     log(f"{label:26s} pdl={mode} FAILED rel err {rec.extra['rel_err']:.1e}")

@@ -63,6 +63,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="five cases only")
     ap.add_argument("--modes", default="0,early,late", help="TILECRAFT_PDL values timed, comma-separated")
     ap.add_argument("--suite", choices=["cases", "smallm", "split"], default="cases")
+    ap.add_argument("--only", default="", help="keep the cases whose name contains this (e.g. 'tf32')")
     args = ap.parse_known_args()[0]
     out, log, info = start("gemm-pdl")
     copy = measure_copy_bandwidth()
@@ -78,6 +79,7 @@ def main() -> None:
         cases += [(C("bf16", 64, 4096, 4096), c) for c in (
             None, _p(64, 64, 128, 6, split=2), _p(64, 64, 64, 8, split=2), _p(64, 128, 64, 4, split=4),
             _p(64, 64, 128, 4, split=4), _p(64, 32, 128, 6, split=2))]
+    cases = [(c, cfg) for c, cfg in cases if args.only in c.name]
     modes = args.modes.split(",")
     records, summary = [], {}
     for case, cfg in cases:

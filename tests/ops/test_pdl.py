@@ -146,3 +146,16 @@ def test_pdl_choice_per_plan(dtype, shape, cfg, choice):
     b = torch.empty(shape[2], shape[1], dtype=dtype, device="meta")
     spec, cfg, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=cfg)
     assert ops.pdl_choice(plan, spec, cfg, 132) == choice, cfg.short()
+
+
+
+def test_pdl_plan_off_the_gpu():
+    """``pdl_plan`` (what ``launch`` runs) is the plain plan on the CPU, and ``pdl_in_use`` says "off"."""
+    f = torch.rand(16, 64)
+    spec = ops.validate(f, f.t())
+    cfg = GemmConfig("pointer", 16, 32, 32, 1, 4, 2)
+    out = torch.empty(16, 16)
+    plan = ops.pdl_plan(f, f.t(), out, spec, cfg)
+    assert [k.kernel for k in plan] == [k.kernel for k in ops.launch_plan(f, f.t(), out, spec, cfg)]
+    assert all("PDL" not in k.constexprs and "launch_pdl" not in k.options for k in plan)
+    assert ops.pdl_in_use(f, f.t(), spec, cfg) == "off"

@@ -42,7 +42,7 @@ import torch
 
 from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import gemm as _k
-from tilecraft.ops.launch import KernelLaunch, pdl_mode, runtime_arg_names, with_pdl
+from tilecraft.ops.launch import KernelLaunch, runtime_arg_names, with_pdl
 from tilecraft.reference.gemm import matmul_reference, relative_error
 from tilecraft.tuning.measure import graph_time_ms as _graph_time_ms  # noqa: F401 - the tuner's timer (tests patch it here)
 from tilecraft.tuning.measure import say as _say
@@ -532,8 +532,16 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg:
            scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> list:
     """Run ``cfg`` on validated tensors, writing ``out`` (shape spec.out_shape, any strides).
     Returns Triton's compiled kernel of each launch, in order."""
+    return [k.run() for k in pdl_plan(a, b, out, spec, cfg, c, bias, scale_a, scale_b)]
+
+
+def pdl_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg: GemmConfig,
+             c: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+             scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> list[KernelLaunch]:
+    """:func:`launch_plan` with programmatic dependent launch where :func:`pdl_choice` (and
+    ``TILECRAFT_PDL``) say so: what :func:`launch` runs."""
     plan = launch_plan(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
-    return [k.run() for k in with_pdl(plan, a.device, pdl_choice(plan, spec, cfg, _facts(a.device)[1]))]
+    return with_pdl(plan, a.device, pdl_choice(plan, spec, cfg, _facts(a.device)[1]))
 
 
 def pdl_in_use(a: torch.Tensor, b: torch.Tensor, spec: Spec, cfg: GemmConfig) -> str:
@@ -541,8 +549,8 @@ def pdl_in_use(a: torch.Tensor, b: torch.Tensor, spec: Spec, cfg: GemmConfig) ->
     (programmatic dependent launch, after ``TILECRAFT_PDL``), for benchmark records."""
     if a.device.type != "cuda" or spec.m * spec.n == 0:
         return "off"
-    plan = launch_plan(a, b, _new_output(spec, a.device), spec, cfg)
-    return {0: "off", 1: "early", 2: "late"}[pdl_mode(a.device, pdl_choice(plan, spec, cfg, _facts(a.device)[1]))]
+    plan = pdl_plan(a, b, _new_output(spec, a.device), spec, cfg)
+    return {0: "off", 1: "early", 2: "late"}[max(k.constexprs.get("PDL", 0) for k in plan)]
 
 
 def pdl_choice(plan: list[KernelLaunch], spec: Spec, cfg: GemmConfig, sms: int) -> str | None:

@@ -340,18 +340,6 @@ def _l1_prefetch_ahead(base, p, nz, su_z64, pf_offs, pf_mask, L1_PREFETCH: tl.co
 
 
 @triton.jit
-def _touch_sectors(base, p, nz, su_z64, pf_offs, pf_mask, sink, touched, L1_TOUCH: tl.constexpr):
-    """In the loop at plane p: one element of every sector of plane p + L1_TOUCH loaded (an ordinary
-    load, so L1 allocates the sector). ``touched`` holds the last max(1, L1_TOUCH - 1) planes' touch
-    registers; the oldest is folded into ``sink`` here, so a touch's register is first read
-    L1_TOUCH - 1 planes after its load was issued (by then the sector has arrived, also from DRAM),
-    one plane before the tile's own loads of that plane read it from L1."""
-    sink = tl.maximum(sink, touched[0])
-    new = tl.load(base + L1_TOUCH * su_z64 + pf_offs, mask=pf_mask & (p + L1_TOUCH < nz), other=0.0)
-    return sink, touched[1:] + (new,)
-
-
-@triton.jit
 def _march_strides(nx_s, su_z_s, su_y_s, so_z_s, so_y_s, SCALE: tl.constexpr, STATIC_SU_Z: tl.constexpr,
                    STATIC_SU_Y: tl.constexpr, STATIC_SO_Z: tl.constexpr, STATIC_SO_Y: tl.constexpr):
     """nx and the strides, which arrive divided by SCALE, multiplied back (Triton then knows they are
@@ -648,7 +636,6 @@ def laplacian_zwin_kernel(
     VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr,
     LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr,
     STATIC_SU_Z: tl.constexpr, STATIC_SU_Y: tl.constexpr, STATIC_SO_Z: tl.constexpr, STATIC_SO_Y: tl.constexpr,
-    L1_TOUCH: tl.constexpr = 0,
 ):
     """The register-window z-march for tall tiles and the high orders: each thread keeps its own
     points' z window (2R accumulators, ``_scatter_z``) in registers while the y rows and x chunks of
@@ -683,35 +670,24 @@ def laplacian_zwin_kernel(
                                                                                 so_y, w_ptr, R, OFFS64)
     _zwin_march(u_ptr, out_ptr, None, None, z_begin, z_end, nz, ny, nx, su_z64, so_z64, su_y, u_offs, o_offs, xs, x0,
                 y0, w_centre, wz, wy, wx, store_mask, x_in, full_x, R, BLOCK_Y, BLOCK_X, VEC, NONTEMPORAL, PREFETCH,
-                LOOP_UNROLL, L1_PREFETCH, SECTOR, False, L1_TOUCH)
+                LOOP_UNROLL, L1_PREFETCH, SECTOR, False)
 
 
 @triton.jit
 def _zwin_march(u_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, su_z64, so_z64, su_y, u_offs, o_offs, xs,
                 x0, y0, w_centre, wz, wy, wx, store_mask, x_in, full_x, R: tl.constexpr, BLOCK_Y: tl.constexpr,
                 BLOCK_X: tl.constexpr, VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, PREFETCH: tl.constexpr,
-                LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr, WAVE: tl.constexpr,
-                L1_TOUCH: tl.constexpr = 0):
+                LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr, WAVE: tl.constexpr):
     """The register-window march of one tile over output planes [z_begin, z_end) (the loop of
     ``laplacian_zwin_kernel`` and ``kernels.wave.wave_zwin_kernel``): win[j] accumulates output plane
-    p - R + j; each completed plane goes to ``_zwin_emit``.
-
-    L1_TOUCH = T > 0: at plane p, one 4-byte load of every sector plane p + T reads (``_touch_sectors``),
-    so that the plane's loads T planes later hit L1. ``prefetch.global.L1`` (L1_PREFETCH) does not do
-    that on sm90 (H200 counters: the loads' L1 hit rate is 85.8% with it and without it, exactly the
-    share of first touches; it acts as an L2 prefetch)."""
+    p - R + j; each completed plane goes to ``_zwin_emit``."""
     dtype = u_ptr.dtype.element_ty
     win = ()
     for j in tl.static_range(0, 2 * R + 1):
         win = win + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
-    if L1_PREFETCH > 0 or L1_TOUCH > 0:
+    if L1_PREFETCH > 0:
         pf_offs, pf_mask = _l1_prefetch_start(u_ptr, z_begin, su_z64, nz, x0, y0, nx, ny, su_y, R, BLOCK_Y, BLOCK_X,
                                               SECTOR, L1_PREFETCH)
-    if L1_TOUCH > 0:
-        sink = tl.zeros(pf_offs.shape, dtype=dtype)
-        touched = ()
-        for i in tl.static_range(0, max(1, L1_TOUCH - 1)):
-            touched = touched + (sink,)
     # Warm-up: planes z_begin-R .. z_begin-1 only feed the z terms of the first outputs.
     for i in tl.static_range(0, R):
         plane = tl.load(u_ptr + (z_begin - R + i) * su_z64 + u_offs)
@@ -724,8 +700,6 @@ def _zwin_march(u_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, su_z6
         base = u_ptr + p * su_z64
         if L1_PREFETCH > 0:
             _l1_prefetch_ahead(base, p, nz, su_z64, pf_offs, pf_mask, L1_PREFETCH)
-        if L1_TOUCH > 0:
-            sink, touched = _touch_sectors(base, p, nz, su_z64, pf_offs, pf_mask, sink, touched, L1_TOUCH)
         plane = pending[0]
         pending = pending[1:] + (tl.load(u_ptr + tl.minimum(p + PREFETCH, nz - 1) * su_z64 + u_offs),)
         win = _scatter_z(win, plane, wz, R, WAVE)
@@ -743,11 +717,6 @@ def _zwin_march(u_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, su_z6
         _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, p - R, z_begin, su_z64, so_z64, u_offs, o_offs, win[0], store_mask,
                    x_in, full_x, NONTEMPORAL, WAVE)
         win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
-    if L1_TOUCH > 0:
-        # keeps the touch loads alive: a store that never happens (nz > 0), which the compiler cannot drop
-        for i in tl.static_range(0, max(1, L1_TOUCH - 1)):
-            sink = tl.maximum(sink, touched[i])
-        tl.store(out_ptr + pf_offs, sink, mask=pf_mask & (nz < 0))
 
 
 @triton.jit

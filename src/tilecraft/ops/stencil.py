@@ -71,8 +71,6 @@ class StencilConfig:
     static_strides: bool = False  # zmarch: compile the y/z strides in (one compile per grid layout)
     loop_unroll: int = 1  # zmarch loops: unroll factor (2R in the register window: its rotation becomes renames)
     l1_prefetch: int = 0  # zmarch loops: prefetch into L1 every sector of the plane this many planes ahead
-    # (sm90 counters: it lands in L2, not L1)
-    l1_touch: int = 0  # zwin: load one element of every sector of the plane this many planes ahead (L1 fill)
     maxnreg: int | None = None  # register budget per thread (the seeds' launch bounds); CUDA only
     ascending: bool = False
     nontemporal: bool = False
@@ -94,8 +92,7 @@ class StencilConfig:
                  (f"pf{self.prefetch}", self.prefetch > 1), ("pipe", self.pipeline_xy),
                  (f"s{self.num_stages}", self.num_stages > 1), (f"v{self.vec}", self.vec),
                  (f"zo{self.zorder}", self.zorder), (f"u{self.loop_unroll}", self.loop_unroll > 1),
-                 (f"l1pf{self.l1_prefetch}", self.l1_prefetch),
-                 (f"touch{self.l1_touch}", self.l1_touch), (f"r{self.maxnreg}", self.maxnreg),
+                 (f"l1pf{self.l1_prefetch}", self.l1_prefetch), (f"r{self.maxnreg}", self.maxnreg),
                  ("asc", self.ascending), ("nt", self.nontemporal), ("static", self.static_strides),
                  (f"band{self.group_y}", self.grid_order), (f"sub{self.subdomain_bytes}", self.subdomain_bytes)]
         return " ".join([s] + [name for name, on in flags if on])
@@ -524,8 +521,7 @@ def _march_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, c
             raise ValueError(why)
         vec = 16 // u.element_size()
         args = (u, out, w, nz, ny, nx // vec, su_z // vec, su_y // vec, so_z // vec, so_y // vec)
-        return KernelLaunch(_k.laplacian_zwin_kernel, (n_prog,), args, dict(march, VEC=vec, L1_TOUCH=cfg.l1_touch),
-                            opts)
+        return KernelLaunch(_k.laplacian_zwin_kernel, (n_prog,), args, dict(march, VEC=vec), opts)
     vec = min(cfg.vec or 16 // u.element_size(), cfg.block_x)
     # Tell Triton nx and the strides are multiples of vec (see the zmarch kernel's docstring).
     scale = vec if all(v % vec == 0 for v in (nx, su_z, su_y, so_z, so_y)) else 1

@@ -55,17 +55,16 @@ class WaveConfig:
     kernel: str = "march"
     loop_unroll: int = 1
     l1_prefetch: int = 0
-    l1_touch: int = 0  # zwin: one load per sector of the plane this many planes ahead (fills L1)
 
     def __post_init__(self):
         if self.kernel not in ("march", "zwin"):
             raise ValueError(f"kernel must be 'march' or 'zwin', got {self.kernel!r}")
-        for name, least in (("loop_unroll", 1), ("l1_prefetch", 0), ("l1_touch", 0)):
+        for name, least in (("loop_unroll", 1), ("l1_prefetch", 0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
                 raise ValueError(f"{name} must be an int >= {least}, got {v!r}")
-        if self.kernel == "march" and (self.loop_unroll != 1 or self.l1_prefetch or self.l1_touch):
-            raise ValueError(f"loop_unroll, l1_prefetch and l1_touch are options of the zwin kernel, got {self}")
+        if self.kernel == "march" and (self.loop_unroll != 1 or self.l1_prefetch):
+            raise ValueError(f"loop_unroll and l1_prefetch are options of the zwin kernel, got {self}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -293,8 +292,7 @@ def _launch_zwin(p, p_prev, m, out, order, lo, hi, w, cfg: WaveConfig):
         NONTEMPORAL=cfg.nontemporal, OFFS64=_plane_offsets_need_64bit(p, out, cfg.block_x), PREFETCH=1,
         LOOP_UNROLL=cfg.loop_unroll,
         # a cache hint (PTX prefetch): NVIDIA only; the interpreter cannot run inline asm
-        L1_PREFETCH=cfg.l1_prefetch if _nvidia(p) else 0, SECTOR=32 // p.element_size(), L1_TOUCH=cfg.l1_touch,
-        **opts))
+        L1_PREFETCH=cfg.l1_prefetch if _nvidia(p) else 0, SECTOR=32 // p.element_size(), **opts))
 
 
 def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveConfig, x_org: int | None = None):

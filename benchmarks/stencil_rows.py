@@ -59,6 +59,7 @@ def main() -> int:
     ap.add_argument("--cases", default="fp32-o8,fp64-o8")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--tag", default="")
+    ap.add_argument("--auto-only", action="store_true", help="time auto alone (e.g. two checkouts in one call)")
     args = ap.parse_args()
     info, out, t0, copy = sc.start(args.out)
     records = []
@@ -66,7 +67,7 @@ def main() -> int:
         dtype, order, shape = CASES[name]
         for rnd in range(args.rounds):
             print(f"== {name} {shape} round {rnd + 1} ({time.time() - t0:.0f}s)", flush=True)
-            for cfg in candidates(name) + [None]:
+            for cfg in [None] if args.auto_only else candidates(name) + [None]:
                 records.append(sc.measure(shape, dtype, order, cfg, info, args.budget, copy, "stencil.rows",
                                           {"case": name, "shape": list(shape), "dtype": dtype, "order": order,
                                            "round": rnd + 1}, label, check="full", width=60))

@@ -653,18 +653,24 @@ def laplacian_zwin_kernel(
     zero-fill per register): the last x tile is shifted left to end at nx (it recomputes, bit for bit, a few
     columns of its neighbour), rows past the interior are clamped to its last row, planes past the
     grid to its last plane; only the x chunks (2 * ceil(R / VEC) of the 2R + 2 * ceil(R / VEC) + 1
-    loads per plane) keep a mask, for the first and last tiles. Needs nx, the strides and the
-    pointers to be multiples of VEC (16 bytes) and nx >= BLOCK_X (the launcher checks).
+    loads per plane) keep a mask, for the first and last tiles. The x tiles start at the first vector
+    that holds an interior column (``X_FIRST``), so an interior of whole tiles takes no extra one.
+    ROWS > 1: each thread computes ROWS consecutive rows, which share their y-neighbour loads
+    (``_row_phases``, ``_zwin_march``). Needs nx, the strides and the pointers to be multiples of VEC
+    (16 bytes), nx >= BLOCK_X and at least ROWS interior rows (the launcher checks).
     Grid: 1D, x tiles fastest, then y tiles, then z chunks.
     """
     nx, su_z, su_y, so_z, so_y = _march_strides(nx_s, su_z_s, su_y_s, so_z_s, so_y_s, VEC, STATIC_SU_Z, STATIC_SU_Y,
                                                 STATIC_SO_Z, STATIC_SO_Y)
     y_hi = ny - R
-    tile_x, tile_y, zc = _march_tile(tl.program_id(0), tl.cdiv(nx, BLOCK_X), tl.cdiv(y_hi - R, BLOCK_Y),
+    # x tiles from the first vector that holds an interior column (R rounded down to VEC): a grid whose
+    # interior is a multiple of BLOCK_X (520 points, R 4) takes no extra tile
+    X_FIRST: tl.constexpr = R // VEC * VEC
+    tile_x, tile_y, zc = _march_tile(tl.program_id(0), tl.cdiv(nx - R - X_FIRST, BLOCK_X), tl.cdiv(y_hi - R, BLOCK_Y),
                                      tl.cdiv(nz - 2 * R, BLOCK_Z), 2)
     z_begin = R + zc * BLOCK_Z
     z_end = tl.minimum(z_begin + BLOCK_Z, nz - R)
-    x0 = _aligned(tl.minimum(tile_x * BLOCK_X, nx - BLOCK_X), VEC)
+    x0 = _aligned(tl.minimum(X_FIRST + tile_x * BLOCK_X, nx - BLOCK_X), VEC)
     y0 = R + tile_y * BLOCK_Y
     xs = x0 + tl.arange(0, BLOCK_X)
     x_in = ((xs >= R) & (xs < nx - R))[None, :]

@@ -509,8 +509,11 @@ def _march_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, c
     nz, ny, nx = u.shape
     su_z, su_y, _ = u.stride()
     so_z, so_y, _ = out.stride()
-    n_prog = (triton_cdiv(nx, cfg.block_x) * triton_cdiv(ny - 2 * r, cfg.block_y)
-              * triton_cdiv(nz - 2 * r, cfg.block_z))
+    n_tx = triton_cdiv(nx, cfg.block_x)
+    if cfg.kernel == "zwin":  # x tiles from the first vector with an interior column (the kernel's X_FIRST)
+        x_first = r // (16 // u.element_size()) * (16 // u.element_size())
+        n_tx = triton_cdiv(nx - r - x_first, cfg.block_x)
+    n_prog = n_tx * triton_cdiv(ny - 2 * r, cfg.block_y) * triton_cdiv(nz - 2 * r, cfg.block_z)
     # What zmarch and zwin share.
     march = dict(R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, NONTEMPORAL=cfg.nontemporal,
                  PREFETCH=max(1, cfg.prefetch), LOOP_UNROLL=max(1, cfg.loop_unroll),

@@ -614,23 +614,17 @@ def _window_loads(base, offs, xs, nx, su_y, R: tl.constexpr, VEC: tl.constexpr):
     """``_plane_loads`` for a tile whose rows are all inside the grid (clamped): the y rows load
     with no mask; only the x chunks keep one (a chunk of the first or last tile may lie outside the
     row; masks are constant over a vector, so the loads stay 128-bit)."""
+    NCH: tl.constexpr = (R + VEC - 1) // VEC
     rows = ()
     for k in tl.static_range(-R, R + 1):
         if k != 0:
             rows = rows + (tl.load(base + k * su_y + offs),)
-    return rows, _window_chunks(base, offs, xs, nx, R, VEC)
-
-
-@triton.jit
-def _window_chunks(base, offs, xs, nx, R: tl.constexpr, VEC: tl.constexpr):
-    """The x chunks of ``_window_loads``."""
-    NCH: tl.constexpr = (R + VEC - 1) // VEC
     chunks = ()
     for m in tl.static_range(-NCH, NCH + 1):
         if m != 0:
             xm = xs + m * VEC
             chunks = chunks + (tl.load(base + m * VEC + offs, mask=((xm >= 0) & (xm < nx))[None, :], other=0.0),)
-    return chunks
+    return rows, chunks
 
 
 @triton.jit
@@ -642,7 +636,6 @@ def laplacian_zwin_kernel(
     VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr,
     LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr,
     STATIC_SU_Z: tl.constexpr, STATIC_SU_Y: tl.constexpr, STATIC_SO_Z: tl.constexpr, STATIC_SO_Y: tl.constexpr,
-    ROWS: tl.constexpr = 1,
 ):
     """The register-window z-march for tall tiles and the high orders: each thread keeps its own
     points' z window (2R accumulators, ``_scatter_z``) in registers while the y rows and x chunks of
@@ -655,9 +648,8 @@ def laplacian_zwin_kernel(
     grid to its last plane; only the x chunks (2 * ceil(R / VEC) of the 2R + 2 * ceil(R / VEC) + 1
     loads per plane) keep a mask, for the first and last tiles. The x tiles start at the first vector
     that holds an interior column (``X_FIRST``), so an interior of whole tiles takes no extra one.
-    ROWS > 1: each thread computes ROWS consecutive rows, which share their y-neighbour loads
-    (``_row_phases``, ``_zwin_march``). Needs nx, the strides and the pointers to be multiples of VEC
-    (16 bytes), nx >= BLOCK_X and at least ROWS interior rows (the launcher checks).
+    Needs nx, the strides and the pointers to be multiples of VEC (16 bytes) and nx >= BLOCK_X (the
+    launcher checks).
     Grid: 1D, x tiles fastest, then y tiles, then z chunks.
     """
     nx, su_z, su_y, so_z, so_y = _march_strides(nx_s, su_z_s, su_y_s, so_z_s, so_y_s, VEC, STATIC_SU_Z, STATIC_SU_Y,
@@ -672,147 +664,64 @@ def laplacian_zwin_kernel(
     z_end = tl.minimum(z_begin + BLOCK_Z, nz - R)
     x0 = _aligned(tl.minimum(X_FIRST + tile_x * BLOCK_X, nx - BLOCK_X), VEC)
     y0 = R + tile_y * BLOCK_Y
+    ys = y0 + tl.arange(0, BLOCK_Y)
     xs = x0 + tl.arange(0, BLOCK_X)
+    row_ok = ys < y_hi
+    ys_ld = tl.minimum(ys, y_hi - 1)
     x_in = ((xs >= R) & (xs < nx - R))[None, :]
     full_x = (x0 >= R) & (x0 + BLOCK_X <= nx - R)
-    if ROWS == 1:
-        ys = y0 + tl.arange(0, BLOCK_Y)
-        row_ok = ys < y_hi
-        ys_ld = tl.minimum(ys, y_hi - 1)
-        store_mask = row_ok[:, None] & (xs >= 0)[None, :]  # constant along x: 128-bit stores
-        su_z64, so_z64, su_y, u_offs, o_offs, w_centre, wz, wy, wx = _march_offsets(ys_ld, ys, xs, su_z, su_y, so_z,
-                                                                                    so_y, w_ptr, R, OFFS64)
-        u_offs = (u_offs,)
-        o_offs = (o_offs,)
-        store_mask = (store_mask,)
-    else:
-        ys_ld, keep = _row_phases(y0, y_hi, BLOCK_Y, ROWS)
-        su_z64, so_z64, su_y, u_offs, o_offs, w_centre, wz, wy, wx = _march_offsets(ys_ld, ys_ld, xs, su_z, su_y,
-                                                                                    so_z, so_y, w_ptr, R, OFFS64)
-        u_offs, o_offs, store_mask = _phase_offsets(u_offs, o_offs, su_y, so_y, keep, (xs >= 0)[None, :], ROWS)
+    store_mask = row_ok[:, None] & (xs >= 0)[None, :]  # constant along x: 128-bit stores
+    su_z64, so_z64, su_y, u_offs, o_offs, w_centre, wz, wy, wx = _march_offsets(ys_ld, ys, xs, su_z, su_y, so_z,
+                                                                                so_y, w_ptr, R, OFFS64)
     _zwin_march(u_ptr, out_ptr, None, None, z_begin, z_end, nz, ny, nx, su_z64, so_z64, su_y, u_offs, o_offs, xs, x0,
                 y0, w_centre, wz, wy, wx, store_mask, x_in, full_x, R, BLOCK_Y, BLOCK_X, VEC, NONTEMPORAL, PREFETCH,
-                LOOP_UNROLL, L1_PREFETCH, SECTOR, False, ROWS)
-
-
-@triton.jit
-def _row_phases(y0, y_hi, BLOCK_Y: tl.constexpr, ROWS: tl.constexpr):
-    """Rows of a register-window tile whose threads own ROWS consecutive rows each: the tile is held
-    as ROWS sub-tiles (BLOCK_Y / ROWS, BLOCK_X), sub-tile i holding rows y0 + ROWS * k + i. Returns
-    the first row of each thread's group, clamped so that the whole group lies inside [.., y_hi)
-    (every load stays inside the grid without a mask), and per phase i whether the row the group
-    then computes, clamped + i, is one this thread owns (>= its unclamped first row): a row is
-    stored by exactly one thread (the wave step may write over p_prev), and a clamped group
-    recomputes, unstored, rows its neighbour owns."""
-    ys0 = y0 + ROWS * tl.arange(0, BLOCK_Y // ROWS)
-    ys_ld = tl.minimum(ys0, y_hi - ROWS)
-    keep = ()
-    for i in tl.static_range(0, ROWS):
-        keep = keep + (ys_ld + i >= ys0,)
-    return ys_ld, keep
-
-
-@triton.jit
-def _phase_offsets(u_offs, o_offs, su_y, so_y, keep, x_mask, ROWS: tl.constexpr):
-    """Per phase i of ``_row_phases``: u and out offsets (row i of each group) and the store mask,
-    ``keep[i]`` and the (1, BLOCK_X) column mask ``x_mask`` (constant over a vector: 128-bit stores)."""
-    us = ()
-    os = ()
-    ms = ()
-    for i in tl.static_range(0, ROWS):
-        us = us + (u_offs + i * su_y,)
-        os = os + (o_offs + i * so_y,)
-        ms = ms + (keep[i][:, None] & x_mask,)
-    return us, os, ms
+                LOOP_UNROLL, L1_PREFETCH, SECTOR, False)
 
 
 @triton.jit
 def _zwin_march(u_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, su_z64, so_z64, su_y, u_offs, o_offs, xs,
                 x0, y0, w_centre, wz, wy, wx, store_mask, x_in, full_x, R: tl.constexpr, BLOCK_Y: tl.constexpr,
                 BLOCK_X: tl.constexpr, VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, PREFETCH: tl.constexpr,
-                LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr, WAVE: tl.constexpr,
-                ROWS: tl.constexpr = 1):
+                LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr, WAVE: tl.constexpr):
     """The register-window march of one tile over output planes [z_begin, z_end) (the loop of
-    ``laplacian_zwin_kernel`` and ``kernels.wave.wave_zwin_kernel``): win[i][j] accumulates output
-    plane p - R + j of row phase i; each completed plane goes to ``_zwin_emit``.
-
-    ``u_offs``, ``o_offs`` and ``store_mask`` are tuples with one entry per row phase (ROWS, see
-    ``_row_phases``; one phase: the whole tile). With ROWS > 1 a thread's ROWS rows share their y
-    neighbours: a plane takes 2R y-row loads for all phases (the phases' own centre tiles serve as
-    each other's inner neighbours) and 2 ceil(R / VEC) x-chunk loads per phase, against 2R + 2
-    ceil(R / VEC) per phase with one row per thread."""
+    ``laplacian_zwin_kernel`` and ``kernels.wave.wave_zwin_kernel``): win[j] accumulates output plane
+    p - R + j; each completed plane goes to ``_zwin_emit``."""
     dtype = u_ptr.dtype.element_ty
-    zero = tl.zeros(u_offs[0].shape, dtype=dtype)
     win = ()
-    for i in tl.static_range(0, ROWS):
-        wi = ()
-        for j in tl.static_range(0, 2 * R + 1):
-            wi = wi + (zero,)
-        win = win + (wi,)
+    for j in tl.static_range(0, 2 * R + 1):
+        win = win + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
     if L1_PREFETCH > 0:
         pf_offs, pf_mask = _l1_prefetch_start(u_ptr, z_begin, su_z64, nz, x0, y0, nx, ny, su_y, R, BLOCK_Y, BLOCK_X,
                                               SECTOR, L1_PREFETCH)
     # Warm-up: planes z_begin-R .. z_begin-1 only feed the z terms of the first outputs.
-    for k in tl.static_range(0, R):
-        nxt = ()
-        for i in tl.static_range(0, ROWS):
-            plane = tl.load(u_ptr + (z_begin - R + k) * su_z64 + u_offs[i])
-            wi = _scatter_z(win[i], plane, wz, R, WAVE)
-            nxt = nxt + (wi[1:] + (zero,),)
-        win = nxt
+    for i in tl.static_range(0, R):
+        plane = tl.load(u_ptr + (z_begin - R + i) * su_z64 + u_offs)
+        win = _scatter_z(win, plane, wz, R, WAVE)
+        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
     pending = ()
     for d in tl.static_range(0, PREFETCH):
-        pd = ()
-        for i in tl.static_range(0, ROWS):
-            pd = pd + (tl.load(u_ptr + tl.minimum(z_begin + d, nz - 1) * su_z64 + u_offs[i]),)
-        pending = pending + (pd,)
+        pending = pending + (tl.load(u_ptr + tl.minimum(z_begin + d, nz - 1) * su_z64 + u_offs),)
     for p in tl.range(z_begin, z_end, loop_unroll_factor=LOOP_UNROLL):
         base = u_ptr + p * su_z64
         if L1_PREFETCH > 0:
             _l1_prefetch_ahead(base, p, nz, su_z64, pf_offs, pf_mask, L1_PREFETCH)
-        planes = pending[0]
-        pd = ()
-        for i in tl.static_range(0, ROWS):
-            pd = pd + (tl.load(u_ptr + tl.minimum(p + PREFETCH, nz - 1) * su_z64 + u_offs[i]),)
-        pending = pending[1:] + (pd,)
-        if ROWS == 1:
-            win_0 = _scatter_z(win[0], planes[0], wz, R, WAVE)
-            rows, chunks = _window_loads(base, u_offs[0], xs, nx, su_y, R, VEC)
-            xy = _plane_xy(planes[0], rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X, WAVE)
-            win_0 = win_0[:R] + (win_0[R] + xy,) + win_0[R + 1:]
-            _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, p - R, z_begin, su_z64, so_z64, u_offs[0], o_offs[0], win_0[0],
-                       store_mask[0], x_in, full_x, NONTEMPORAL, WAVE)
-            win = (win_0[1:] + (zero,),)
-        else:
-            # rows -R .. -1 and ROWS .. ROWS + R - 1 of the thread's group; 0 .. ROWS - 1 are the centres
-            lo = ()
-            hi = ()
-            for k in tl.static_range(1, R + 1):
-                lo = lo + (tl.load(base - (R + 1 - k) * su_y + u_offs[0]),)
-                hi = hi + (tl.load(base + (ROWS - 1 + k) * su_y + u_offs[0]),)
-            ring = lo + planes + hi  # ring[R + j] = row j of the group
-            nxt = ()
-            for i in tl.static_range(0, ROWS):
-                wi = _scatter_z(win[i], planes[i], wz, R, WAVE)
-                chunks = _window_chunks(base, u_offs[i], xs, nx, R, VEC)
-                xy = _plane_xy(planes[i], ring[i:i + R] + ring[i + R + 1:i + 2 * R + 1], chunks, w_centre, wy, wx,
-                               R, VEC, BLOCK_Y // ROWS, BLOCK_X, WAVE)
-                wi = wi[:R] + (wi[R] + xy,) + wi[R + 1:]
-                _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, p - R, z_begin, su_z64, so_z64, u_offs[i], o_offs[i],
-                           wi[0], store_mask[i], x_in, full_x, NONTEMPORAL, WAVE)
-                nxt = nxt + (wi[1:] + (zero,),)
-            win = nxt
+        plane = pending[0]
+        pending = pending[1:] + (tl.load(u_ptr + tl.minimum(p + PREFETCH, nz - 1) * su_z64 + u_offs),)
+        win = _scatter_z(win, plane, wz, R, WAVE)
+        rows, chunks = _window_loads(base, u_offs, xs, nx, su_y, R, VEC)
+        xy = _plane_xy(plane, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X, WAVE)
+        win = win[:R] + (win[R] + xy,) + win[R + 1:]
+        _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, p - R, z_begin, su_z64, so_z64, u_offs, o_offs, win[0], store_mask,
+                   x_in, full_x, NONTEMPORAL, WAVE)
+        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
     # Drain: planes z_end .. z_end+R-1 complete the last R (or fewer) outputs.
-    for k in tl.static_range(0, R):
-        p = z_end + k
-        nxt = ()
-        for i in tl.static_range(0, ROWS):
-            plane = tl.load(u_ptr + p * su_z64 + u_offs[i])
-            wi = _scatter_z(win[i], plane, wz, R, WAVE)
-            _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, p - R, z_begin, su_z64, so_z64, u_offs[i], o_offs[i], wi[0],
-                       store_mask[i], x_in, full_x, NONTEMPORAL, WAVE)
-            nxt = nxt + (wi[1:] + (zero,),)
-        win = nxt
+    for i in tl.static_range(0, R):
+        p = z_end + i
+        plane = tl.load(u_ptr + p * su_z64 + u_offs)
+        win = _scatter_z(win, plane, wz, R, WAVE)
+        _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, p - R, z_begin, su_z64, so_z64, u_offs, o_offs, win[0], store_mask,
+                   x_in, full_x, NONTEMPORAL, WAVE)
+        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
 
 
 @triton.jit

@@ -37,10 +37,8 @@ from tilecraft.kernels.stencil import (
     _interleave,
     _march_offsets,
     _march_tile,
-    _phase_offsets,
     _plane_loads,
     _plane_xy,
-    _row_phases,
     _store_tile,
     _tile_coords,
     _weights,
@@ -140,7 +138,7 @@ def wave_zwin_kernel(
     z_lo, z_hi, y_lo, y_hi, x_lo_s, x_hi_s,
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr,
-    LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr, ROWS: tl.constexpr = 1,
+    LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr,
 ):
     """The plain step p_next = 2 p - p_prev + m lap(p) on the box [z_lo, z_hi) x [y_lo, y_hi) x
     [x_lo, x_hi) as the stencil's register-window march (``laplacian_zwin_kernel``): each thread keeps
@@ -168,23 +166,17 @@ def wave_zwin_kernel(
     own = x_lo + tile_x * BLOCK_X
     x0 = _aligned(tl.minimum(own, nx - BLOCK_X), VEC)
     y0 = y_lo + tile_y * BLOCK_Y
+    ys = y0 + tl.arange(0, BLOCK_Y)
     xs = x0 + tl.arange(0, BLOCK_X)
-    x_own = ((xs >= own) & (xs < x_hi))[None, :]  # constant over a vector
-    if ROWS == 1:
-        ys = y0 + tl.arange(0, BLOCK_Y)
-        row_ok = ys < y_hi
-        ys_ld = tl.minimum(ys, y_hi - 1)
-        keep = (row_ok,)
-    else:
-        ys_ld, keep = _row_phases(y0, y_hi, BLOCK_Y, ROWS)
-    # one set of offsets (rows clamped) for loads and stores: the rows past y_hi, and with ROWS > 1
-    # the rows a clamped group recomputes for its neighbour, are not stored (``keep``)
+    row_ok = ys < y_hi
+    ys_ld = tl.minimum(ys, y_hi - 1)
+    tile_mask = row_ok[:, None] & ((xs >= own) & (xs < x_hi))[None, :]  # constant over a vector
+    # one set of offsets (rows clamped) for loads and stores: the rows past y_hi are not stored (tile_mask)
     s_z64, _s_z64, s_y, offs, _o, w_centre, wz, wy, wx = _march_offsets(ys_ld, ys_ld, xs, s_z, s_y, s_z, s_y, w_ptr,
                                                                           R, OFFS64)
-    phase_offs, _os, tile_mask = _phase_offsets(offs, offs, s_y, s_y, keep, x_own, ROWS)
-    _zwin_march(p_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, s_z64, s_z64, s_y, phase_offs, phase_offs,
-                xs, x0, y0, w_centre, wz, wy, wx, tile_mask, None, None, R, BLOCK_Y, BLOCK_X, VEC, NONTEMPORAL,
-                PREFETCH, LOOP_UNROLL, L1_PREFETCH, SECTOR, True, ROWS)
+    _zwin_march(p_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, s_z64, s_z64, s_y, offs, offs, xs, x0, y0,
+                w_centre, wz, wy, wx, tile_mask, None, None, R, BLOCK_Y, BLOCK_X, VEC, NONTEMPORAL, PREFETCH,
+                LOOP_UNROLL, L1_PREFETCH, SECTOR, True)
 
 
 @triton.jit

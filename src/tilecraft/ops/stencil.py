@@ -71,7 +71,6 @@ class StencilConfig:
     static_strides: bool = False  # zmarch: compile the y/z strides in (one compile per grid layout)
     loop_unroll: int = 1  # zmarch loops: unroll factor (2R in the register window: its rotation becomes renames)
     l1_prefetch: int = 0  # zmarch loops: prefetch into L1 every sector of the plane this many planes ahead
-    rows_per_thread: int = 1  # zwin: consecutive rows per thread, sharing their y-neighbour loads (1, 2 or 4)
     maxnreg: int | None = None  # register budget per thread (the seeds' launch bounds); CUDA only
     ascending: bool = False
     nontemporal: bool = False
@@ -93,8 +92,7 @@ class StencilConfig:
                  (f"pf{self.prefetch}", self.prefetch > 1), ("pipe", self.pipeline_xy),
                  (f"s{self.num_stages}", self.num_stages > 1), (f"v{self.vec}", self.vec),
                  (f"zo{self.zorder}", self.zorder), (f"u{self.loop_unroll}", self.loop_unroll > 1),
-                 (f"l1pf{self.l1_prefetch}", self.l1_prefetch), (f"rows{self.rows_per_thread}", self.rows_per_thread > 1),
-                 (f"r{self.maxnreg}", self.maxnreg),
+                 (f"l1pf{self.l1_prefetch}", self.l1_prefetch), (f"r{self.maxnreg}", self.maxnreg),
                  ("asc", self.ascending), ("nt", self.nontemporal), ("static", self.static_strides),
                  (f"band{self.group_y}", self.grid_order), (f"sub{self.subdomain_bytes}", self.subdomain_bytes)]
         return " ".join([s] + [name for name, on in flags if on])
@@ -469,8 +467,6 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
     opts = {"num_warps": cfg.num_warps, "num_stages": max(1, cfg.num_stages)}
     if cfg.maxnreg and _nvidia(u):
         opts["maxnreg"] = cfg.maxnreg
-    if cfg.rows_per_thread != 1 and cfg.kernel != "zwin":
-        raise ValueError(f"rows_per_thread is an option of the zwin kernel, got kernel {cfg.kernel!r}")
     if cfg.kernel in ("zmarch", "zwin", "rows"):
         return [_march_launch(u, out, w, r, cfg, opts)]
     if cfg.kernel == "tma":
@@ -523,13 +519,12 @@ def _march_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, c
                             (su_z, su_y, so_z, so_y) if cfg.static_strides else (0, 0, 0, 0))),
                  OFFS64=_plane_offsets_need_64bit(u, out, cfg.block_x))
     if cfg.kernel == "zwin":
-        why = zwin_ok(u, out, cfg, r)
+        why = zwin_ok(u, out, cfg)
         if why:
             raise ValueError(why)
         vec = 16 // u.element_size()
         args = (u, out, w, nz, ny, nx // vec, su_z // vec, su_y // vec, so_z // vec, so_y // vec)
-        return KernelLaunch(_k.laplacian_zwin_kernel, (n_prog,), args, dict(march, VEC=vec, ROWS=cfg.rows_per_thread),
-                            opts)
+        return KernelLaunch(_k.laplacian_zwin_kernel, (n_prog,), args, dict(march, VEC=vec), opts)
     vec = min(cfg.vec or 16 // u.element_size(), cfg.block_x)
     # Tell Triton nx and the strides are multiples of vec (see the zmarch kernel's docstring).
     scale = vec if all(v % vec == 0 for v in (nx, su_z, su_y, so_z, so_y)) else 1
@@ -556,30 +551,16 @@ def launch_error(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilCon
     return None
 
 
-def zwin_ok(u: torch.Tensor, out: torch.Tensor, cfg: StencilConfig, r: int) -> str | None:
-    """Why the register-window march without load masks (``kernel="zwin"``) cannot take this call
-    (radius ``r``), or None: it needs 16-byte aligned rows, strides and pointers (every tile access is
-    128-bit and unmasked), at least ``block_x`` points per row (its last x tile is shifted left to end
-    at nx) and, with ``rows_per_thread`` > 1, that many output rows (``rows_per_thread_error``)."""
+def zwin_ok(u: torch.Tensor, out: torch.Tensor, cfg: StencilConfig) -> str | None:
+    """Why the register-window march without load masks (``kernel="zwin"``) cannot take this call,
+    or None: it needs 16-byte aligned rows, strides and pointers (every tile access is 128-bit and
+    unmasked) and at least ``block_x`` points per row (its last x tile is shifted left to end at nx)."""
     if not vector_aligned(u, out):
         return "the zwin kernel needs nx, the strides and the pointers to be multiples of 16 bytes"
     if u.shape[2] < cfg.block_x:
         return f"the zwin kernel needs nx >= block_x ({cfg.block_x}), got nx = {u.shape[2]}"
     if cfg.block_x * u.element_size() % 16:
         return "the zwin kernel needs block_x to be a whole number of 16-byte vectors"
-    return rows_per_thread_error(cfg.rows_per_thread, cfg.block_y, u.shape[1] - 2 * r)
-
-
-def rows_per_thread_error(rows: int, block_y: int, n_rows: int) -> str | None:
-    """Why a register-window march cannot give each thread ``rows`` consecutive rows of its
-    ``block_y``-row tiles over ``n_rows`` output rows, or None (its thread groups are clamped to lie
-    inside the rows, so there must be ``rows`` of them)."""
-    if isinstance(rows, bool) or rows not in (1, 2, 4):
-        return f"rows_per_thread must be 1, 2 or 4, got {rows!r}"
-    if block_y % rows:
-        return f"rows_per_thread ({rows}) must divide block_y ({block_y})"
-    if n_rows < rows:
-        return f"rows_per_thread = {rows} needs at least {rows} output rows, got {n_rows}"
     return None
 
 

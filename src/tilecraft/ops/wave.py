@@ -23,14 +23,7 @@ import torch
 import triton
 
 from tilecraft.kernels import wave as _k
-from tilecraft.ops.stencil import (
-    _check_order,
-    _nvidia,
-    _plane_offsets_need_64bit,
-    rows_per_thread_error,
-    triton_cdiv,
-    triton_on_cpu,
-)
+from tilecraft.ops.stencil import _check_order, _nvidia, _plane_offsets_need_64bit, triton_cdiv, triton_on_cpu
 from tilecraft.reference.stencil import second_derivative_coefficients, stencil_weights
 from tilecraft.reference.wave import (
     cpml_correct_torch,
@@ -62,7 +55,6 @@ class WaveConfig:
     kernel: str = "march"
     loop_unroll: int = 1
     l1_prefetch: int = 0
-    rows_per_thread: int = 1  # zwin: consecutive rows per thread, sharing their y-neighbour loads (1, 2 or 4)
 
     def __post_init__(self):
         if self.kernel not in ("march", "zwin"):
@@ -71,11 +63,8 @@ class WaveConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
                 raise ValueError(f"{name} must be an int >= {least}, got {v!r}")
-        if self.kernel == "march" and (self.loop_unroll != 1 or self.l1_prefetch or self.rows_per_thread != 1):
-            raise ValueError(f"loop_unroll, l1_prefetch and rows_per_thread are options of the zwin kernel, got {self}")
-        why = rows_per_thread_error(self.rows_per_thread, self.block_y, self.rows_per_thread)
-        if why:
-            raise ValueError(why)
+        if self.kernel == "march" and (self.loop_unroll != 1 or self.l1_prefetch):
+            raise ValueError(f"loop_unroll and l1_prefetch are options of the zwin kernel, got {self}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -282,7 +271,7 @@ def zwin_step_ok(p: torch.Tensor, order: int, lo, hi, sponge, cfg: WaveConfig) -
     r = order // 2
     if any(a < r or b > n - r for a, b, n in zip(lo, hi, (nz, ny, nx))):
         return "the zwin step needs the box R or more from every face"
-    return rows_per_thread_error(cfg.rows_per_thread, cfg.block_y, hi[1] - lo[1])
+    return None
 
 
 def _launch_zwin(p, p_prev, m, out, order, lo, hi, w, cfg: WaveConfig):
@@ -301,7 +290,7 @@ def _launch_zwin(p, p_prev, m, out, order, lo, hi, w, cfg: WaveConfig):
         hi[2] // vec], dict(
         R=order // 2, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec,
         NONTEMPORAL=cfg.nontemporal, OFFS64=_plane_offsets_need_64bit(p, out, cfg.block_x), PREFETCH=1,
-        LOOP_UNROLL=cfg.loop_unroll, ROWS=cfg.rows_per_thread,
+        LOOP_UNROLL=cfg.loop_unroll,
         # a cache hint (PTX prefetch): NVIDIA only; the interpreter cannot run inline asm
         L1_PREFETCH=cfg.l1_prefetch if _nvidia(p) else 0, SECTOR=32 // p.element_size(), **opts))
 

@@ -1,0 +1,58 @@
+"""``auto`` at the high orders, alone, so that two checkouts can be timed in turn in one device call
+(an A/B of a kernel change). Used on 2026-11-27 (H200) for the zwin kernel's x tiles starting at the
+first interior vector (e7fb3ce) against 5afdd33:
+
+    git archive OLD src | tar -x -C old_src
+    for i in 1 2; do
+      PYTHONPATH=old_src/src TILECRAFT_COMMIT=OLD python benchmarks/stencil_auto_ab.py --out $OUT --tag=-old-$i
+      PYTHONPATH=src TILECRAFT_COMMIT=NEW python benchmarks/stencil_auto_ab.py --out $OUT --tag=-new-$i
+    done
+
+Every case is checked against the float64 reference on the timed grid (``check="full"``) before it is
+timed; the copy bandwidth is measured at the start of each run. (The rows-per-thread experiment of the
+same day ran from this script's first version, ``benchmarks/stencil_rows.py`` at 5afdd33.)
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import stencil_common as sc
+from tilecraft.bench.harness import write_results
+
+CASES = {  # (dtype, order, shape)
+    "fp32-o8": ("fp32", 8, (520, 520, 520)),
+    "fp64-o8": ("fp64", 8, (520, 520, 520)),
+    "fp32-o6": ("fp32", 6, (520, 520, 520)),
+    "fp32-o4": ("fp32", 4, (516, 516, 516)),
+    "fp64-o4": ("fp64", 4, (516, 516, 516)),
+}
+
+
+def label(cfg) -> str:
+    return "auto" if cfg is None else cfg.short()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--budget", type=float, default=0.3)
+    ap.add_argument("--cases", default="fp32-o8,fp64-o8")
+    ap.add_argument("--tag", default="")
+    args = ap.parse_args()
+    info, out, t0, copy = sc.start(args.out)
+    records = []
+    for name in args.cases.split(","):
+        dtype, order, shape = CASES[name]
+        print(f"== {name} {shape} ({time.time() - t0:.0f}s)", flush=True)
+        records.append(sc.measure(shape, dtype, order, None, info, args.budget, copy, "stencil.auto_ab",
+                                  {"case": name, "shape": list(shape), "dtype": dtype, "order": order}, label,
+                                  check="full", width=60))
+        write_results(records, "stencil.auto_ab", out / f"stencil-auto-ab{args.tag}.json", info)
+    print(f"done in {time.time() - t0:.0f}s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,8 @@
-"""``auto`` at the high orders, alone, so that two checkouts can be timed in turn in one device call
-(an A/B of a kernel change). Used on 2026-11-27 (H200) for the zwin kernel's x tiles starting at the
-first interior vector (e7fb3ce) against 5afdd33:
+"""``auto`` at the high orders, and variants of the register-window march (``--variants``), timed in
+turn: an A/B of knobs in one process, or of two checkouts in one device call. ``--variants`` names:
+``auto``, ``win`` (``window_march``, what the heuristic takes), ``haN`` (``win`` with ``halo_ahead=N``),
+``haN-pfM`` (and ``l1_prefetch=M``). Used on 2026-11-27 (H200) for the zwin kernel's x tiles starting
+at the first interior vector (e7fb3ce) against 5afdd33:
 
     git archive OLD src | tar -x -C old_src
     for i in 1 2; do
@@ -18,8 +20,13 @@ import argparse
 import sys
 import time
 
+from dataclasses import replace
+
+import torch
+
 import stencil_common as sc
 from tilecraft.bench.harness import write_results
+from tilecraft.ops.stencil import StencilConfig, window_march
 
 CASES = {  # (dtype, order, shape)
     "fp32-o8": ("fp32", 8, (520, 520, 520)),
@@ -34,22 +41,42 @@ def label(cfg) -> str:
     return "auto" if cfg is None else cfg.short()
 
 
+def variant(name: str, dtype: str, order: int) -> StencilConfig | None:
+    """The configuration a ``--variants`` name stands for (None: ``auto``)."""
+    if name == "auto":
+        return None
+    cfg = window_march(torch.float32 if dtype == "fp32" else torch.float64, order // 2)
+    for part in name.split("-"):
+        if part.startswith("ha"):
+            cfg = replace(cfg, halo_ahead=int(part[2:]))
+        elif part.startswith("pf"):
+            cfg = replace(cfg, l1_prefetch=int(part[2:]))
+        elif part != "win":
+            raise ValueError(f"unknown variant {name!r}")
+    return cfg
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--budget", type=float, default=0.3)
     ap.add_argument("--cases", default="fp32-o8,fp64-o8")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--variants", default="auto")
+    ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
     info, out, t0, copy = sc.start(args.out)
     records = []
     for name in args.cases.split(","):
         dtype, order, shape = CASES[name]
-        print(f"== {name} {shape} ({time.time() - t0:.0f}s)", flush=True)
-        records.append(sc.measure(shape, dtype, order, None, info, args.budget, copy, "stencil.auto_ab",
-                                  {"case": name, "shape": list(shape), "dtype": dtype, "order": order}, label,
-                                  check="full", width=60))
-        write_results(records, "stencil.auto_ab", out / f"stencil-auto-ab{args.tag}.json", info)
+        for rnd in range(args.rounds):
+            print(f"== {name} {shape} round {rnd + 1} ({time.time() - t0:.0f}s)", flush=True)
+            for v in args.variants.split(","):
+                records.append(sc.measure(shape, dtype, order, variant(v, dtype, order), info, args.budget, copy,
+                                          "stencil.auto_ab", {"case": name, "shape": list(shape), "dtype": dtype,
+                                                              "order": order, "variant": v, "round": rnd + 1},
+                                          label, check="full", width=60))
+            write_results(records, "stencil.auto_ab", out / f"stencil-auto-ab{args.tag}.json", info)
     print(f"done in {time.time() - t0:.0f}s", flush=True)
     return 0
 

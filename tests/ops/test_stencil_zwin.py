@@ -30,6 +30,9 @@ CASES = [  # (name, cfg, order, dtype, shape)
     ("o16-fp64-short-chunks", replace(_ZWIN, block_z=2), 16, torch.float64, (20, 19, 34)),
     ("o16-fp32-unroll3", replace(_ZWIN, block_y=2, block_x=8, block_z=7, loop_unroll=3), 16, torch.float32,
      (20, 19, 36)),
+    # the halo's loads a plane ahead (x chunks; and the outer y rows), chunks of 3 planes and a last short one
+    ("o8-fp32-halo-ahead-2", replace(_ZWIN, block_y=8, loop_unroll=8, halo_ahead=2), 8, torch.float32, (19, 21, 40)),
+    ("o2-fp64-halo-ahead-1", replace(_ZWIN, block_x=8, loop_unroll=2, halo_ahead=1), 2, torch.float64, (13, 11, 18)),
 ]
 
 
@@ -65,6 +68,11 @@ def test_zwin_refusals():
     u = torch.empty((12, 12, 12))
     with pytest.raises(ValueError, match="nx >= block_x"):
         ops.launch(u, torch.empty_like(u), 2, (1.0, 1.0, 1.0), _ZWIN)
+    u = torch.empty((12, 12, 16))
+    for cfg in (replace(_ZWIN, halo_ahead=3), replace(_ZWIN, halo_ahead=True),
+                StencilConfig("zmarch", 4, 16, 1, block_z=3, halo_ahead=1)):
+        with pytest.raises(ValueError, match="halo_ahead"):
+            ops.launch(u, torch.empty_like(u), 2, (1.0, 1.0, 1.0), cfg)
 
 
 def test_auto_picks_zwin_where_it_measured_faster():

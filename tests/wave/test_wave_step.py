@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -162,20 +163,23 @@ def test_step_any_box_any_shape(data):
 ZWIN = WaveConfig(block_y=4, block_x=8, block_z=5, num_warps=1, kernel="zwin", loop_unroll=2)
 
 
-@pytest.mark.parametrize("shape,order,dtype,lo,hi", [
-    ((17, 13, 44), 8, torch.float32, (4, 4, 4), (13, 9, 40)),        # the whole interior, x tiles 8 + shifted
-    ((15, 19, 36), 2, torch.float64, (3, 2, 6), (12, 15, 30)),       # a box inside the interior (fp64: VEC 2)
-    ((20, 14, 48), 6, torch.float32, (5, 3, 12), (16, 11, 28)),      # CPML-like interior box, x aligned
+@pytest.mark.parametrize("shape,order,dtype,lo,hi,ahead", [
+    ((17, 13, 44), 8, torch.float32, (4, 4, 4), (13, 9, 40), 0),        # the whole interior, x tiles 8 + shifted
+    ((15, 19, 36), 2, torch.float64, (3, 2, 6), (12, 15, 30), 0),       # a box inside the interior (fp64: VEC 2)
+    ((20, 14, 48), 6, torch.float32, (5, 3, 12), (16, 11, 28), 0),      # CPML-like interior box, x aligned
+    ((17, 13, 44), 8, torch.float32, (4, 4, 4), (13, 9, 40), 2),        # the halo's loads a plane ahead
 ])
-def test_zwin_step_matches_reference_and_march_in_place(field, shape, order, dtype, lo, hi):
+def test_zwin_step_matches_reference_and_march_in_place(field, shape, order, dtype, lo, hi, ahead):
     """Against the float64 step, NaN-poisoned output, nothing outside the box written; in place
     (out = p_prev, as ``simulate`` runs) the same bits as into a fresh output; close to the march
-    kernel's (the z terms summed in another order)."""
+    kernel's (the z terms summed in another order); with the halo's loads a plane ahead, the same
+    bits as without."""
     p, pp, m = _fields(field, shape, dtype)
     spacing = (1.0, 1.25, 1.5)
-    assert ops.zwin_step_ok(p, order, lo, hi, None, ZWIN) is None
+    cfg = replace(ZWIN, halo_ahead=ahead)
+    assert ops.zwin_step_ok(p, order, lo, hi, None, cfg) is None
     out = torch.full_like(pp, math.nan)
-    ops.step_into(p, pp, m, out, order, spacing, lo, hi, None, "triton", ZWIN)
+    ops.step_into(p, pp, m, out, order, spacing, lo, hi, None, "triton", cfg)
     ref = torch.full(shape, math.nan, dtype=torch.float64)
     wave_step_torch(p.double(), pp.double(), m.double(), ref, order, spacing, lo, hi)
     box = tuple(slice(a, b) for a, b in zip(lo, hi))
@@ -185,8 +189,12 @@ def test_zwin_step_matches_reference_and_march_in_place(field, shape, order, dty
     outside[box] = False
     assert torch.isnan(out[outside]).all()
     inplace = pp.clone()
-    ops.step_into(p, inplace, m, inplace, order, spacing, lo, hi, None, "triton", ZWIN)
+    ops.step_into(p, inplace, m, inplace, order, spacing, lo, hi, None, "triton", cfg)
     assert torch.equal(inplace[box], out[box]) and torch.equal(inplace[outside], pp[outside])
+    if ahead:
+        plain = torch.full_like(pp, math.nan)
+        ops.step_into(p, pp, m, plain, order, spacing, lo, hi, None, "triton", ZWIN)
+        assert torch.equal(plain[box], out[box])
     march = torch.full_like(pp, math.nan)
     ops.step_into(p, pp, m, march, order, spacing, lo, hi, None, "triton", SMALL)
     assert _rel(out[box], march[box].double()) < TOL[dtype]
@@ -212,3 +220,8 @@ def test_zwin_step_takes_only_what_it_can(field):
     for bad in (dict(loop_unroll=0), dict(loop_unroll=2.0), dict(l1_prefetch=-1), dict(l1_prefetch=True)):
         with pytest.raises(ValueError, match="loop_unroll|l1_prefetch"):
             WaveConfig(4, 8, 5, 1, kernel="zwin", **bad)
+    for bad in (dict(halo_ahead=3), dict(halo_ahead=True)):
+        with pytest.raises(ValueError, match="halo_ahead"):
+            WaveConfig(4, 8, 5, 1, kernel="zwin", **bad)
+    with pytest.raises(ValueError, match="zwin"):
+        WaveConfig(4, 8, 5, 1, halo_ahead=1)

@@ -614,17 +614,52 @@ def _window_loads(base, offs, xs, nx, su_y, R: tl.constexpr, VEC: tl.constexpr):
     """``_plane_loads`` for a tile whose rows are all inside the grid (clamped): the y rows load
     with no mask; only the x chunks keep one (a chunk of the first or last tile may lie outside the
     row; masks are constant over a vector, so the loads stay 128-bit)."""
-    NCH: tl.constexpr = (R + VEC - 1) // VEC
     rows = ()
     for k in tl.static_range(-R, R + 1):
         if k != 0:
             rows = rows + (tl.load(base + k * su_y + offs),)
+    return rows, _window_chunks(base, offs, xs, nx, R, VEC)
+
+
+@triton.jit
+def _window_chunks(base, offs, xs, nx, R: tl.constexpr, VEC: tl.constexpr):
+    """The x chunks of ``_window_loads``."""
+    NCH: tl.constexpr = (R + VEC - 1) // VEC
     chunks = ()
     for m in tl.static_range(-NCH, NCH + 1):
         if m != 0:
             xm = xs + m * VEC
             chunks = chunks + (tl.load(base + m * VEC + offs, mask=((xm >= 0) & (xm < nx))[None, :], other=0.0),)
-    return rows, chunks
+    return chunks
+
+
+@triton.jit
+def _halo_loads(base, offs, xs, nx, su_y, R: tl.constexpr, VEC: tl.constexpr, HALO_AHEAD: tl.constexpr):
+    """The loads of a plane that carry its first touches of sectors outside the tile (the centre
+    tile's own sectors come with the centre load, ``PREFETCH`` planes ahead): the x chunks (every
+    row's left and right neighbour sectors) and, with HALO_AHEAD 2, the outermost y rows -R and +R
+    (the first touches of the 2R halo rows). Issued a plane ahead, so the L2 round trip of those
+    sectors overlaps a plane's work instead of stalling every warp at its x chunks."""
+    chunks = _window_chunks(base, offs, xs, nx, R, VEC)
+    if HALO_AHEAD == 2:
+        return chunks, (tl.load(base - R * su_y + offs), tl.load(base + R * su_y + offs))
+    else:
+        return chunks, ()
+
+
+@triton.jit
+def _window_loads_ahead(base, offs, su_y, halo, R: tl.constexpr, HALO_AHEAD: tl.constexpr):
+    """``_window_loads`` of a plane whose ``_halo_loads`` were issued a plane earlier (``halo``)."""
+    rows = ()
+    for k in tl.static_range(-R, R + 1):
+        if k != 0:
+            if HALO_AHEAD == 2 and k == -R:
+                rows = rows + (halo[1][0],)
+            elif HALO_AHEAD == 2 and k == R:
+                rows = rows + (halo[1][1],)
+            else:
+                rows = rows + (tl.load(base + k * su_y + offs),)
+    return rows, halo[0]
 
 
 @triton.jit
@@ -636,6 +671,7 @@ def laplacian_zwin_kernel(
     VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr,
     LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr,
     STATIC_SU_Z: tl.constexpr, STATIC_SU_Y: tl.constexpr, STATIC_SO_Z: tl.constexpr, STATIC_SO_Y: tl.constexpr,
+    HALO_AHEAD: tl.constexpr = 0,
 ):
     """The register-window z-march for tall tiles and the high orders: each thread keeps its own
     points' z window (2R accumulators, ``_scatter_z``) in registers while the y rows and x chunks of
@@ -675,14 +711,15 @@ def laplacian_zwin_kernel(
                                                                                 so_y, w_ptr, R, OFFS64)
     _zwin_march(u_ptr, out_ptr, None, None, z_begin, z_end, nz, ny, nx, su_z64, so_z64, su_y, u_offs, o_offs, xs, x0,
                 y0, w_centre, wz, wy, wx, store_mask, x_in, full_x, R, BLOCK_Y, BLOCK_X, VEC, NONTEMPORAL, PREFETCH,
-                LOOP_UNROLL, L1_PREFETCH, SECTOR, False)
+                LOOP_UNROLL, L1_PREFETCH, SECTOR, False, HALO_AHEAD)
 
 
 @triton.jit
 def _zwin_march(u_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, su_z64, so_z64, su_y, u_offs, o_offs, xs,
                 x0, y0, w_centre, wz, wy, wx, store_mask, x_in, full_x, R: tl.constexpr, BLOCK_Y: tl.constexpr,
                 BLOCK_X: tl.constexpr, VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, PREFETCH: tl.constexpr,
-                LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr, WAVE: tl.constexpr):
+                LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr, WAVE: tl.constexpr,
+                HALO_AHEAD: tl.constexpr = 0):
     """The register-window march of one tile over output planes [z_begin, z_end) (the loop of
     ``laplacian_zwin_kernel`` and ``kernels.wave.wave_zwin_kernel``): win[j] accumulates output plane
     p - R + j; each completed plane goes to ``_zwin_emit``."""
@@ -701,14 +738,22 @@ def _zwin_march(u_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, su_z6
     pending = ()
     for d in tl.static_range(0, PREFETCH):
         pending = pending + (tl.load(u_ptr + tl.minimum(z_begin + d, nz - 1) * su_z64 + u_offs),)
+    if HALO_AHEAD > 0:
+        halo = _halo_loads(u_ptr + z_begin * su_z64, u_offs, xs, nx, su_y, R, VEC, HALO_AHEAD)
     for p in tl.range(z_begin, z_end, loop_unroll_factor=LOOP_UNROLL):
         base = u_ptr + p * su_z64
         if L1_PREFETCH > 0:
             _l1_prefetch_ahead(base, p, nz, su_z64, pf_offs, pf_mask, L1_PREFETCH)
         plane = pending[0]
         pending = pending[1:] + (tl.load(u_ptr + tl.minimum(p + PREFETCH, nz - 1) * su_z64 + u_offs),)
+        if HALO_AHEAD > 0:
+            cur = halo
+            halo = _halo_loads(u_ptr + tl.minimum(p + 1, nz - 1) * su_z64, u_offs, xs, nx, su_y, R, VEC, HALO_AHEAD)
         win = _scatter_z(win, plane, wz, R, WAVE)
-        rows, chunks = _window_loads(base, u_offs, xs, nx, su_y, R, VEC)
+        if HALO_AHEAD > 0:
+            rows, chunks = _window_loads_ahead(base, u_offs, su_y, cur, R, HALO_AHEAD)
+        else:
+            rows, chunks = _window_loads(base, u_offs, xs, nx, su_y, R, VEC)
         xy = _plane_xy(plane, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X, WAVE)
         win = win[:R] + (win[R] + xy,) + win[R + 1:]
         _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, p - R, z_begin, su_z64, so_z64, u_offs, o_offs, win[0], store_mask,

@@ -71,6 +71,7 @@ class StencilConfig:
     static_strides: bool = False  # zmarch: compile the y/z strides in (one compile per grid layout)
     loop_unroll: int = 1  # zmarch loops: unroll factor (2R in the register window: its rotation becomes renames)
     l1_prefetch: int = 0  # zmarch loops: prefetch into L1 every sector of the plane this many planes ahead
+    halo_ahead: int = 0  # zwin: the x chunks (1) and the outer y rows (2) loaded a plane ahead, in registers
     maxnreg: int | None = None  # register budget per thread (the seeds' launch bounds); CUDA only
     ascending: bool = False
     nontemporal: bool = False
@@ -92,7 +93,8 @@ class StencilConfig:
                  (f"pf{self.prefetch}", self.prefetch > 1), ("pipe", self.pipeline_xy),
                  (f"s{self.num_stages}", self.num_stages > 1), (f"v{self.vec}", self.vec),
                  (f"zo{self.zorder}", self.zorder), (f"u{self.loop_unroll}", self.loop_unroll > 1),
-                 (f"l1pf{self.l1_prefetch}", self.l1_prefetch), (f"r{self.maxnreg}", self.maxnreg),
+                 (f"l1pf{self.l1_prefetch}", self.l1_prefetch), (f"ha{self.halo_ahead}", self.halo_ahead),
+                 (f"r{self.maxnreg}", self.maxnreg),
                  ("asc", self.ascending), ("nt", self.nontemporal), ("static", self.static_strides),
                  (f"band{self.group_y}", self.grid_order), (f"sub{self.subdomain_bytes}", self.subdomain_bytes)]
         return " ".join([s] + [name for name, on in flags if on])
@@ -467,6 +469,9 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
     opts = {"num_warps": cfg.num_warps, "num_stages": max(1, cfg.num_stages)}
     if cfg.maxnreg and _nvidia(u):
         opts["maxnreg"] = cfg.maxnreg
+    if cfg.halo_ahead and (cfg.kernel != "zwin" or isinstance(cfg.halo_ahead, bool) or cfg.halo_ahead not in (1, 2)):
+        raise ValueError(f"halo_ahead is an option of the zwin kernel, 0, 1 or 2; got {cfg.halo_ahead!r} for kernel "
+                         f"{cfg.kernel!r}")
     if cfg.kernel in ("zmarch", "zwin", "rows"):
         return [_march_launch(u, out, w, r, cfg, opts)]
     if cfg.kernel == "tma":
@@ -524,7 +529,8 @@ def _march_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, c
             raise ValueError(why)
         vec = 16 // u.element_size()
         args = (u, out, w, nz, ny, nx // vec, su_z // vec, su_y // vec, so_z // vec, so_y // vec)
-        return KernelLaunch(_k.laplacian_zwin_kernel, (n_prog,), args, dict(march, VEC=vec), opts)
+        return KernelLaunch(_k.laplacian_zwin_kernel, (n_prog,), args, dict(march, VEC=vec, HALO_AHEAD=cfg.halo_ahead),
+                            opts)
     vec = min(cfg.vec or 16 // u.element_size(), cfg.block_x)
     # Tell Triton nx and the strides are multiples of vec (see the zmarch kernel's docstring).
     scale = vec if all(v % vec == 0 for v in (nx, su_z, su_y, so_z, so_y)) else 1

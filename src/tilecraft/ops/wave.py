@@ -55,6 +55,7 @@ class WaveConfig:
     kernel: str = "march"
     loop_unroll: int = 1
     l1_prefetch: int = 0
+    halo_ahead: int = 0  # zwin: the x chunks (1) and the outer y rows (2) loaded a plane ahead, in registers
 
     def __post_init__(self):
         if self.kernel not in ("march", "zwin"):
@@ -63,8 +64,10 @@ class WaveConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
                 raise ValueError(f"{name} must be an int >= {least}, got {v!r}")
-        if self.kernel == "march" and (self.loop_unroll != 1 or self.l1_prefetch):
-            raise ValueError(f"loop_unroll and l1_prefetch are options of the zwin kernel, got {self}")
+        if isinstance(self.halo_ahead, bool) or self.halo_ahead not in (0, 1, 2):
+            raise ValueError(f"halo_ahead must be 0, 1 or 2, got {self.halo_ahead!r}")
+        if self.kernel == "march" and (self.loop_unroll != 1 or self.l1_prefetch or self.halo_ahead):
+            raise ValueError(f"loop_unroll, l1_prefetch and halo_ahead are options of the zwin kernel, got {self}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -290,7 +293,7 @@ def _launch_zwin(p, p_prev, m, out, order, lo, hi, w, cfg: WaveConfig):
         hi[2] // vec], dict(
         R=order // 2, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec,
         NONTEMPORAL=cfg.nontemporal, OFFS64=_plane_offsets_need_64bit(p, out, cfg.block_x), PREFETCH=1,
-        LOOP_UNROLL=cfg.loop_unroll,
+        LOOP_UNROLL=cfg.loop_unroll, HALO_AHEAD=cfg.halo_ahead,
         # a cache hint (PTX prefetch): NVIDIA only; the interpreter cannot run inline asm
         L1_PREFETCH=cfg.l1_prefetch if _nvidia(p) else 0, SECTOR=32 // p.element_size(), **opts))
 

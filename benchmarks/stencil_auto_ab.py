@@ -1,7 +1,7 @@
 """``auto`` at the high orders, and variants of the register-window march (``--variants``), timed in
 turn: an A/B of knobs in one process, or of two checkouts in one device call. ``--variants`` names:
 ``auto``, ``win`` (``window_march``, what the heuristic takes), ``haN`` (``win`` with ``halo_ahead=N``),
-``haN-pfM`` (and ``l1_prefetch=M``). Used on 2026-11-27 (H200) for the zwin kernel's x tiles starting
+``haN-pfM`` (and ``l1_prefetch=M``), ``-ss`` (and ``static_strides``). Used on 2026-11-27 (H200) for the zwin kernel's x tiles starting
 at the first interior vector (e7fb3ce) against 5afdd33:
 
     git archive OLD src | tar -x -C old_src
@@ -51,6 +51,8 @@ def variant(name: str, dtype: str, order: int) -> StencilConfig | None:
             cfg = replace(cfg, halo_ahead=int(part[2:]))
         elif part.startswith("pf"):
             cfg = replace(cfg, l1_prefetch=int(part[2:]))
+        elif part == "ss":
+            cfg = replace(cfg, static_strides=True)
         elif part != "win":
             raise ValueError(f"unknown variant {name!r}")
     return cfg

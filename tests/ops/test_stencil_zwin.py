@@ -123,11 +123,14 @@ def test_zwin_auto_cross_compiles_for_sm90():
     u = torch.empty((520, 520, 520), dtype=torch.float32, device="meta")
     cfg = ops.auto_config(torch.float32, 8, tuple(u.shape), 50 * 2**20)
     k = ops.launch_plan(u, torch.empty_like(u), 8, (1.0, 1.0, 1.0), cfg)[0]
-    assert k.constexprs["L1_PREFETCH"] == 2  # kept for NVIDIA targets (meta tensors)
+    assert k.constexprs["L1_PREFETCH"] == 3  # kept for NVIDIA targets (meta tensors)
+    assert k.constexprs["HALO_AHEAD"] == 2  # order 8: the x chunks and outer y rows a plane ahead
     res = cross_compile("tilecraft.kernels.stencil", "laplacian_zwin_kernel", ops.compile_signature(k), k.constexprs,
                         "sm90", num_warps=cfg.num_warps)
     assert res.error is None, res.error
-    assert res.spills == 0 and res.scratch_bytes == 0
+    # at the 128-register cap of 16 warps the halo a plane ahead spills a few bytes (8 at Triton 3.6),
+    # measured faster than the two-ahead form without spills (``window_march``); more would be a change
+    assert res.registers <= 128 and res.spills <= 16, (res.registers, res.spills)
     c = res.census
     assert c.get("sass:CCTL", 0) > 0, "the L1 prefetches (CCTL.E.PF1) are in the SASS"
     assert c["sass_global_load_128b"] >= 8 * 11, "11 128-bit loads per plane, loop unrolled 8 times"

@@ -80,12 +80,16 @@ def default_config(dtype: torch.dtype, order: int, device: torch.device) -> Wave
     below and the whole CPML step 2.035 / 2.030 ms against 2.185 / 2.169 (two rounds, same run;
     benchmarks/results/2026-11-25-h100/wave-zwin-1852e69.json). Boxes it cannot take (2D, the sponge,
     unaligned x bounds) run ``march_config``. Other GPUs, dtypes and orders: ``march_config``.
-    Interpreter: a few large programs (it pays per program, not per point)."""
+    Interpreter: a few large programs (it pays per program, not per point).
+
+    The x chunks a plane ahead (``halo_ahead=1``): H200, the whole CPML step 52.9 / 53.4% of copy
+    against 51.7 / 48.1% without (two alternating rounds, same run; ``halo_ahead=2`` with the prefetch
+    three planes ahead 51.2 / 51.6%; benchmarks/results/2026-11-27-h200/wave-halo-a4715a6.json)."""
     if device.type != "cuda":
         return WaveConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     if dtype == torch.float32 and order == 8 and torch.version.hip is None:
         return WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="zwin", loop_unroll=8,
-                          l1_prefetch=2)
+                          l1_prefetch=2, halo_ahead=1)
     return march_config(dtype, order, device)
 
 

@@ -1,8 +1,9 @@
 """``auto`` at the high orders, and variants of the register-window march (``--variants``), timed in
 turn: an A/B of knobs in one process, or of two checkouts in one device call. ``--variants`` names:
-``auto``, ``win`` (``window_march``, what the heuristic takes), ``haN`` (``win`` with ``halo_ahead=N``),
-``haN-pfM`` (and ``l1_prefetch=M``), ``-ss`` (and ``static_strides``). Used on 2026-11-27 (H200) for the zwin kernel's x tiles starting
-at the first interior vector (e7fb3ce) against 5afdd33:
+``auto``, ``win`` (``window_march``, what the heuristic takes), ``haN`` (``win`` with
+``halo_ahead=N``), ``haN-pfM`` (and ``l1_prefetch=M``), ``-ss`` (and ``static_strides``). Used on
+2026-11-27 (H200) for the zwin kernel's x tiles starting at the first interior vector (e7fb3ce) against
+5afdd33:
 
     git archive OLD src | tar -x -C old_src
     for i in 1 2; do

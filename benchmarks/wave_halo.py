@@ -32,7 +32,8 @@ def main() -> int:
     print(f"device {info.name} copy {copy:.3f} TB/s", flush=True)
     base = default_config(torch.float32, 8, torch.device("cuda"))
     # the default takes halo_ahead=1 since 3fd24e2 (the run of a4715a6 named the then default, ha0, "default")
-    variants = {"ha0": replace(base, halo_ahead=0, l1_prefetch=2), "ha2-pf3": replace(base, halo_ahead=2, l1_prefetch=3),
+    variants = {"ha0": replace(base, halo_ahead=0, l1_prefetch=2),
+                "ha2-pf3": replace(base, halo_ahead=2, l1_prefetch=3),
                 "ha1": replace(base, halo_ahead=1, l1_prefetch=2)}
     records = []
     for rnd in range(args.rounds):

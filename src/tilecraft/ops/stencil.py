@@ -93,7 +93,8 @@ class StencilConfig:
                  (f"pf{self.prefetch}", self.prefetch > 1), ("pipe", self.pipeline_xy),
                  (f"s{self.num_stages}", self.num_stages > 1), (f"v{self.vec}", self.vec),
                  (f"zo{self.zorder}", self.zorder), (f"u{self.loop_unroll}", self.loop_unroll > 1),
-                 (f"l1pf{self.l1_prefetch}", self.l1_prefetch), (f"ha{self.halo_ahead}", self.halo_ahead),
+                 (f"l1pf{self.l1_prefetch}", self.l1_prefetch),
+                 (f"ha{self.halo_ahead}", self.halo_ahead),
                  (f"r{self.maxnreg}", self.maxnreg),
                  ("asc", self.ascending), ("nt", self.nontemporal), ("static", self.static_strides),
                  (f"band{self.group_y}", self.grid_order), (f"sub{self.subdomain_bytes}", self.subdomain_bytes)]

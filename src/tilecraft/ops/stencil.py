@@ -276,11 +276,9 @@ def window_march(dtype: torch.dtype, r: int) -> StencilConfig:
     (3 rounds), fp64 61.4 against 58.9 and 61.6 against 59.9
     (benchmarks/results/2026-11-27-h200/stencil-auto-ab-{ss,halo}-380d446.json). Not measured at
     other orders: they keep the two-ahead form."""
-    if r == 4:
-        return StencilConfig("zwin", block_y=32, block_x=64 if dtype == torch.float32 else 32, num_warps=16,
-                             block_z=64, nontemporal=True, loop_unroll=8, l1_prefetch=3, halo_ahead=2)
-    return StencilConfig("zwin", block_y=32, block_x=64 if dtype == torch.float32 else 32, num_warps=16, block_z=64,
-                         nontemporal=True, loop_unroll=2 * r, l1_prefetch=2)
+    cfg = StencilConfig("zwin", block_y=32, block_x=64 if dtype == torch.float32 else 32, num_warps=16, block_z=64,
+                        nontemporal=True, loop_unroll=2 * r, l1_prefetch=2)
+    return replace(cfg, l1_prefetch=3, halo_ahead=2) if r == 4 else cfg
 
 
 def _flat_auto(dtype: torch.dtype, r: int, shape: tuple[int, int, int], l2_bytes: int | None) -> StencilConfig | None:

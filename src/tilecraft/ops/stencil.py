@@ -478,9 +478,9 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
     opts = {"num_warps": cfg.num_warps, "num_stages": max(1, cfg.num_stages)}
     if cfg.maxnreg and _nvidia(u):
         opts["maxnreg"] = cfg.maxnreg
-    if cfg.halo_ahead and (cfg.kernel != "zwin" or isinstance(cfg.halo_ahead, bool) or cfg.halo_ahead not in (1, 2)):
-        raise ValueError(f"halo_ahead is an option of the zwin kernel, 0, 1 or 2; got {cfg.halo_ahead!r} for kernel "
-                         f"{cfg.kernel!r}")
+    why = halo_ahead_error(cfg.halo_ahead, cfg.kernel)
+    if why:
+        raise ValueError(why)
     if cfg.kernel in ("zmarch", "zwin", "rows"):
         return [_march_launch(u, out, w, r, cfg, opts)]
     if cfg.kernel == "tma":
@@ -563,6 +563,16 @@ def launch_error(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilCon
         launch_plan(u, out, order, (1.0, 1.0, 1.0), cfg)
     except ValueError as exc:
         return str(exc)
+    return None
+
+
+def halo_ahead_error(halo_ahead: object, kernel: str) -> str | None:
+    """Why ``halo_ahead`` (a knob of the register-window march, stencil and wave step) is not valid for
+    ``kernel``, or None: 0, 1 or 2, and anything but 0 only with ``kernel="zwin"``."""
+    if isinstance(halo_ahead, bool) or halo_ahead not in (0, 1, 2):
+        return f"halo_ahead must be 0, 1 or 2, got {halo_ahead!r}"
+    if halo_ahead and kernel != "zwin":
+        return f"halo_ahead is an option of the zwin kernel, got kernel {kernel!r}"
     return None
 
 

@@ -23,7 +23,14 @@ import torch
 import triton
 
 from tilecraft.kernels import wave as _k
-from tilecraft.ops.stencil import _check_order, _nvidia, _plane_offsets_need_64bit, triton_cdiv, triton_on_cpu
+from tilecraft.ops.stencil import (
+    _check_order,
+    _nvidia,
+    _plane_offsets_need_64bit,
+    halo_ahead_error,
+    triton_cdiv,
+    triton_on_cpu,
+)
 from tilecraft.reference.stencil import second_derivative_coefficients, stencil_weights
 from tilecraft.reference.wave import (
     cpml_correct_torch,
@@ -64,10 +71,11 @@ class WaveConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
                 raise ValueError(f"{name} must be an int >= {least}, got {v!r}")
-        if isinstance(self.halo_ahead, bool) or self.halo_ahead not in (0, 1, 2):
-            raise ValueError(f"halo_ahead must be 0, 1 or 2, got {self.halo_ahead!r}")
-        if self.kernel == "march" and (self.loop_unroll != 1 or self.l1_prefetch or self.halo_ahead):
-            raise ValueError(f"loop_unroll, l1_prefetch and halo_ahead are options of the zwin kernel, got {self}")
+        if self.kernel == "march" and (self.loop_unroll != 1 or self.l1_prefetch):
+            raise ValueError(f"loop_unroll and l1_prefetch are options of the zwin kernel, got {self}")
+        why = halo_ahead_error(self.halo_ahead, self.kernel)
+        if why:
+            raise ValueError(why)
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -1,7 +1,8 @@
 """``auto`` at the high orders, and variants of the register-window march (``--variants``), timed in
 turn: an A/B of knobs in one process, or of two checkouts in one device call. ``--variants`` names:
 ``auto``, ``win`` (``window_march``, what the heuristic takes), ``haN`` (``win`` with
-``halo_ahead=N``), ``haN-pfM`` (and ``l1_prefetch=M``), ``-ss`` (and ``static_strides``). Used on
+``halo_ahead=N``), ``haN-pfM`` (and ``l1_prefetch=M``), ``-ss`` (and ``static_strides``), and the tile knobs of ``KNOBS``
+(``win-by16-bx128-w8``). Used on
 2026-11-27 (H200) for the zwin kernel's x tiles starting at the first interior vector (e7fb3ce) against
 5afdd33:
 
@@ -35,7 +36,12 @@ CASES = {  # (dtype, order, shape)
     "fp32-o6": ("fp32", 6, (520, 520, 520)),
     "fp32-o4": ("fp32", 4, (516, 516, 516)),
     "fp64-o4": ("fp64", 4, (516, 516, 516)),
+    "fp64-o2": ("fp64", 2, (512, 512, 512)),
+    "fp32-o2": ("fp32", 2, (512, 512, 512)),
 }
+#: ``--variants`` parts that set a tile knob of ``win``: byN block_y, bxN block_x, wN num_warps, bzN block_z,
+#: uN loop_unroll, rN maxnreg.
+KNOBS = {"by": "block_y", "bx": "block_x", "bz": "block_z", "w": "num_warps", "u": "loop_unroll", "r": "maxnreg"}
 
 
 def label(cfg) -> str:
@@ -54,6 +60,8 @@ def variant(name: str, dtype: str, order: int) -> StencilConfig | None:
             cfg = replace(cfg, l1_prefetch=int(part[2:]))
         elif part == "ss":
             cfg = replace(cfg, static_strides=True)
+        elif part.rstrip("0123456789") in KNOBS and part[len(part.rstrip("0123456789")):]:
+            cfg = replace(cfg, **{KNOBS[part.rstrip("0123456789")]: int(part[len(part.rstrip("0123456789")):])})
         elif part != "win":
             raise ValueError(f"unknown variant {name!r}")
     return cfg

@@ -1,6 +1,7 @@
 """``auto`` at the high orders, and variants of the register-window march (``--variants``), timed in
 turn: an A/B of knobs in one process, or of two checkouts in one device call. ``--variants`` names:
-``auto``, ``win`` (``window_march``, what the heuristic takes), ``haN`` (``win`` with
+``auto``, ``win`` (``window_march``, what the heuristic takes at the high orders), ``zm`` (``short_march``),
+``row`` (``row_march``), ``long`` (``long_march``); each followed by ``haN`` (``win`` with
 ``halo_ahead=N``), ``haN-pfM`` (and ``l1_prefetch=M``), ``-ss`` (and ``static_strides``), and the tile knobs of ``KNOBS``
 (``win-by16-bx128-w8``). Used on
 2026-11-27 (H200) for the zwin kernel's x tiles starting at the first interior vector (e7fb3ce) against
@@ -28,7 +29,7 @@ import torch
 
 import stencil_common as sc
 from tilecraft.bench.harness import write_results
-from tilecraft.ops.stencil import StencilConfig, window_march
+from tilecraft.ops.stencil import StencilConfig, long_march, row_march, short_march, window_march
 
 CASES = {  # (dtype, order, shape)
     "fp32-o8": ("fp32", 8, (520, 520, 520)),
@@ -38,10 +39,12 @@ CASES = {  # (dtype, order, shape)
     "fp64-o4": ("fp64", 4, (516, 516, 516)),
     "fp64-o2": ("fp64", 2, (512, 512, 512)),
     "fp32-o2": ("fp32", 2, (512, 512, 512)),
+    "fp64-o2-256": ("fp64", 2, (2048, 256, 256)),
 }
 #: ``--variants`` parts that set a tile knob of ``win``: byN block_y, bxN block_x, wN num_warps, bzN block_z,
-#: uN loop_unroll, rN maxnreg.
-KNOBS = {"by": "block_y", "bx": "block_x", "bz": "block_z", "w": "num_warps", "u": "loop_unroll", "r": "maxnreg"}
+#: uN loop_unroll, rN maxnreg, zoN zorder.
+KNOBS = {"by": "block_y", "bx": "block_x", "bz": "block_z", "w": "num_warps", "u": "loop_unroll", "r": "maxnreg",
+         "zo": "zorder"}
 
 
 def label(cfg) -> str:
@@ -52,7 +55,11 @@ def variant(name: str, dtype: str, order: int) -> StencilConfig | None:
     """The configuration a ``--variants`` name stands for (None: ``auto``)."""
     if name == "auto":
         return None
-    cfg = window_march(torch.float32 if dtype == "fp32" else torch.float64, order // 2)
+    torch_dtype = torch.float32 if dtype == "fp32" else torch.float64
+    bases = {"win": lambda: window_march(torch_dtype, order // 2), "zm": lambda: short_march(torch_dtype, order // 2),
+             "row": row_march, "long": lambda: long_march(torch_dtype)}
+    first = name.split("-")[0]
+    cfg = bases[first]() if first in bases else bases["win"]()
     for part in name.split("-"):
         if part.startswith("ha"):
             cfg = replace(cfg, halo_ahead=int(part[2:]))
@@ -62,7 +69,7 @@ def variant(name: str, dtype: str, order: int) -> StencilConfig | None:
             cfg = replace(cfg, static_strides=True)
         elif part.rstrip("0123456789") in KNOBS and part[len(part.rstrip("0123456789")):]:
             cfg = replace(cfg, **{KNOBS[part.rstrip("0123456789")]: int(part[len(part.rstrip("0123456789")):])})
-        elif part != "win":
+        elif part not in bases:
             raise ValueError(f"unknown variant {name!r}")
     return cfg
 

@@ -132,7 +132,7 @@ def time_graph(calls: Sequence[Callable[[], object]], device, *, reps: int | Non
             calls[i % n]()
     t = time_rotating(lambda _i: graph.replay(), 1, device=device, warmup=2, min_runs=5, budget_s=budget_s)
     return Timing(median_ms=t.median_ms / reps, min_ms=t.min_ms / reps, max_ms=t.max_ms / reps, runs=t.runs * reps,
-                  spread=t.spread)
+                  spread=t.spread, host_ms=t.host_ms / reps if t.host_ms is not None else None)
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """The benchmark harness every suite uses.
 
 * ``time_rotating``: warm-up, then the median of many timed runs with device events, each run on the
-  next of several input sets whose total is larger than L2, so caches do not flatter a kernel.
+  next of several input sets whose total is larger than L2, so caches do not flatter a kernel. On a GPU
+  each timed run starts with the device busy (``hide_launch``), so the events bracket the device's work
+  and not the host's launch path; the host's time per call is kept beside it (``Timing.host_ms``).
 * ``Record``: one measured case, with the fields any later reader needs to check a target.
 * ``write_results``: JSON under ``benchmarks/results/`` (or a path given), one file per run.
 
@@ -32,6 +34,7 @@ class Timing:
     max_ms: float
     runs: int
     spread: float  # (p90 - p10) / median
+    host_ms: float | None = None  # median host time per call (Python dispatch and launch), not in the times above
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -42,29 +45,55 @@ def _sync(device: torch.device | str) -> None:
         torch.cuda.synchronize(device)
 
 
+#: Cycles of device spin per second of host time to cover (``hide_launch``): 3x a 2 GHz clock, so a
+#: clock as low as 0.7 GHz still spins longer than the host takes to enqueue the call.
+_SPIN_CYCLES_PER_S = 6e9
+
+
 def time_rotating(fn: Callable[[int], object], n_sets: int, *, device: torch.device | str = "cuda",
-                  warmup: int = 3, min_runs: int = 10, max_runs: int = 200, budget_s: float = 2.0) -> Timing:
+                  warmup: int = 3, min_runs: int = 10, max_runs: int = 200, budget_s: float = 2.0,
+                  hide_launch: bool = True) -> Timing:
     """Median time of ``fn(i)``, where i cycles over ``n_sets`` input sets.
 
     Runs ``warmup`` untimed calls (compilation, caches, clocks), then timed calls until
     ``budget_s`` seconds or ``max_runs`` are spent (at least ``min_runs``). On a GPU each call is
     bracketed by CUDA events; on the CPU by ``time.perf_counter`` (the interpreter: not a
     performance figure).
+
+    ``hide_launch`` (GPU): each timed call is preceded by a spin kernel (``torch.cuda._sleep``) long
+    enough to cover the host's part of the call, measured in the warm-up, so the call's kernels are
+    enqueued before the first event fires and the events bracket device work only, as
+    ``triton.testing.do_bench``'s cache flush does. Without it an idle device waits for the host
+    between the first event and the first kernel, and a Python launch path of 20-70 us (the stencil's
+    ``auto``: configuration choice and launch plan) counted as 5-15% of a 0.3-0.6 ms kernel (H200,
+    2026-11-27, ``benchmarks/stencil_timing.py``). The host time per call is kept in
+    ``Timing.host_ms``: a loop of calls is bound by the host when it exceeds the device time.
     """
     device = torch.device(device)
+    host: list[float] = []
     for i in range(warmup):
+        t0 = time.perf_counter()
         fn(i % n_sets)
-    _sync(device)
+        host.append(time.perf_counter() - t0)
+        _sync(device)
+    spin = 0
+    if hide_launch and device.type == "cuda":
+        spin = int(min(max(host[-1] if host else 0.0, 20e-6), 5e-3) * _SPIN_CYCLES_PER_S)
     times: list[float] = []
+    host = []
     start_wall = time.perf_counter()
     i = 0
     while len(times) < max_runs and (len(times) < min_runs or time.perf_counter() - start_wall < budget_s):
         k = i % n_sets
         if device.type == "cuda":
             begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if spin:
+                torch.cuda._sleep(spin)
+            t0 = time.perf_counter()
             begin.record()
             fn(k)
             end.record()
+            host.append(time.perf_counter() - t0)
             end.synchronize()
             times.append(begin.elapsed_time(end))
         else:
@@ -77,7 +106,8 @@ def time_rotating(fn: Callable[[int], object], n_sets: int, *, device: torch.dev
     p10 = times[int(0.1 * (len(times) - 1))]
     p90 = times[int(math.ceil(0.9 * (len(times) - 1)))]
     return Timing(median_ms=med, min_ms=times[0], max_ms=times[-1], runs=len(times),
-                  spread=(p90 - p10) / med if med > 0 else 0.0)
+                  spread=(p90 - p10) / med if med > 0 else 0.0,
+                  host_ms=statistics.median(host) * 1e3 if host else None)
 
 
 def rotation_sets(bytes_per_set: int, l2_bytes: int | None, *, minimum: int = 2, maximum: int = 16) -> int:

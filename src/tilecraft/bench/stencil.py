@@ -134,6 +134,11 @@ def measure_config(shape: tuple[int, int, int], dtype: torch.dtype, order: int, 
     return res
 
 
+def _median_or_none(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
 def measure_rounds(shape: tuple[int, int, int], dtype: torch.dtype, order: int, variants: Sequence[str], *,
                    rounds: int = DEFAULT_ROUNDS, l2_bytes: int | None = None, budget_s: float = 1.0,
                    device: str = "cuda", progress: Callable[[str], None] | None = None,
@@ -195,7 +200,8 @@ def _combine(results: list[CaseResult]) -> CaseResult:
     med = statistics.median(meds)
     timing = Timing(median_ms=med, min_ms=min(r.timing.min_ms for r in results),
                     max_ms=max(r.timing.max_ms for r in results), runs=sum(r.timing.runs for r in results),
-                    spread=max(max(r.timing.spread for r in results), (max(meds) - min(meds)) / med))
+                    spread=max(max(r.timing.spread for r in results), (max(meds) - min(meds)) / med),
+                    host_ms=_median_or_none([r.timing.host_ms for r in results]))
     scale = first.timing.median_ms / med  # FOM and GPts/s go as 1 / time
     return CaseResult(first.name, first.config, True, max(r.error for r in results), timing,
                       first.fom_TBps * scale, first.gpts * scale, first.resources, first.message, meds)

@@ -11,7 +11,11 @@ import functools
 import os
 from dataclasses import dataclass
 
-__all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "pdl_active", "pdl_mode", "runtime_arg_names", "with_pdl"]
+import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+__all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "eager_direct", "pdl_active", "pdl_mode", "runtime_arg_names",
+           "with_pdl"]
 
 #: ``TILECRAFT_PDL``: "0" (or "off") launches every kernel without programmatic dependent launch;
 #: "early" lets the next kernel launch as soon as every program of a kernel has started, "late" once
@@ -20,6 +24,33 @@ __all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "pdl_active", "pdl_mode", "ru
 #: ``choice``: where it was measured to pay, see docs/gemm.md follow-up 18).
 PDL_ENV = "TILECRAFT_PDL"
 PDL_MODES = {"0": 0, "off": 0, "early": 1, "late": 2, "auto": -1, "1": -1}
+
+
+def eager_direct(*tensors: object) -> bool:
+    """Whether a public op may run its body directly instead of through its ``torch.library``
+    registration (``torch.ops.tilecraft.*``): a plain eager call, where the registered op's dispatch
+    only adds host time (``tilecraft.laplacian`` on a 128^3 grid: 201 us per call through the op
+    against 49 us for its body, H200 machine, 2026-11-27, ``benchmarks/stencil_host_profile.py``).
+
+    False, so the call goes through the op as before, while torch.compile traces, while a
+    torch-function or dispatch mode or a functorch transform is active (fake tensors, flop counters,
+    vmap), while the autograd profiler records (the op shows by name in its traces), when a tensor is
+    a subclass (``nn.Parameter`` counts as plain), or when autograd must record the call (grad mode
+    on and a tensor requires grad). ``None`` entries are skipped."""
+    if torch.compiler.is_compiling() or torch.autograd.profiler._is_profiler_enabled:
+        return False
+    if (torch._C._is_torch_function_mode_enabled() or torch._C._are_functorch_transforms_active()
+            or _get_current_dispatch_mode() is not None):
+        return False
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if t is None:
+            continue
+        if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:
+            return False
+        if grad and t.requires_grad:
+            return False
+    return True
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import torch
 
 from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import stencil as _k
-from tilecraft.ops.launch import KernelLaunch, runtime_arg_names
+from tilecraft.ops.launch import KernelLaunch, eager_direct, runtime_arg_names
 from tilecraft.tuning import cache as _cache
 from tilecraft.tuning.measure import device_facts, graph_time_ms, say
 from tilecraft.reference.stencil import (
@@ -759,6 +759,8 @@ def laplacian(u: torch.Tensor, *, order: int = 2, spacing: float | tuple[float, 
             f"variant {variant!r} runs a Triton kernel, which needs a GPU tensor or the Triton "
             "interpreter (set TRITON_INTERPRET=1 before importing tilecraft); on CPU use "
             "variant='auto' or 'reference' (the torch implementation)")
+    if eager_direct(u, out):  # the registered ops' bodies, without their dispatch (host time)
+        return _compute(u, order, spacing, out, variant)
     if out is None:
         return torch.ops.tilecraft.laplacian(u, order, list(spacing), variant)
     torch.ops.tilecraft.laplacian_out(u, order, list(spacing), variant, out)

@@ -1,0 +1,88 @@
+"""Host time per call of tilecraft's public ops against the torch call for the same work, with the
+device's time per call beside it (a call whose host time exceeds its device time is host-bound in a
+loop of eager calls). Host time: a loop of ``--calls`` enqueues on small problems, divided by the
+count (the device keeps up, so nothing waits); device time: ``time_rotating`` (device kept busy while
+the host enqueues). Every op is checked against torch first.
+
+    PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/host_overhead.py --out $OUT --tag=-<hash>
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import tilecraft
+from tilecraft.bench.harness import Record, time_rotating, write_results
+from tilecraft.hardware.device import detect
+from tilecraft.reference.stencil import laplacian_torch
+
+
+def host_us(fn, calls: int) -> float:
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    return t / calls * 1e6
+
+
+def cases():
+    g = torch.Generator(device="cuda").manual_seed(0)
+    u = torch.rand(128, 128, 128, dtype=torch.float64, device="cuda", generator=g)
+    out = torch.zeros_like(u)
+    yield ("laplacian fp64 o2 128^3 (out=)", lambda: tilecraft.laplacian(u, out=out),
+           lambda: laplacian_torch(u, 2, (1.0, 1.0, 1.0), out), lambda: (out, laplacian_torch(u, 2, (1.0,) * 3)))
+    a = torch.randn(1000, 1000, dtype=torch.bfloat16, device="cuda", generator=g)
+    b = torch.randn(1000, 1000, dtype=torch.bfloat16, device="cuda", generator=g)
+    yield ("matmul bf16 1000^3", lambda: tilecraft.matmul(a, b), lambda: torch.matmul(a, b),
+           lambda: (tilecraft.matmul(a, b).float(), a.double().matmul(b.double()).float()))
+    q, k, v = (torch.randn(1, 8, 256, 64, dtype=torch.bfloat16, device="cuda", generator=g) for _ in range(3))
+    yield ("attention bf16 B1 H8 S256 D64", lambda: tilecraft.attention(q, k, v),
+           lambda: F.scaled_dot_product_attention(q, k, v),
+           lambda: (tilecraft.attention(q, k, v).float(), F.scaled_dot_product_attention(q.float(), k.float(),
+                                                                                        v.float())))
+    p, pp = (torch.rand(64, 64, 64, device="cuda", generator=g) for _ in range(2))
+    m = torch.full_like(p, 0.1)
+    w_out = torch.empty_like(p)
+    yield ("wave_step fp32 o8 64^3 (out=)", lambda: tilecraft.wave.wave_step(p, pp, m, w_out, order=8), None,
+           None)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--tag", default="")
+    ap.add_argument("--calls", type=int, default=500)
+    args = ap.parse_args()
+    info = detect()
+    records = []
+    for name, ours, peer, check in cases():
+        if check is not None:
+            got, ref = check()
+            err = float((got.double() - ref.double()).norm() / ref.double().norm())
+            assert err < 2e-2, (name, err)
+        h_ours = host_us(ours, args.calls)
+        d_ours = time_rotating(lambda _i: ours(), 1, budget_s=0.3).median_ms * 1e3
+        h_peer = host_us(peer, args.calls) if peer else float("nan")
+        d_peer = time_rotating(lambda _i: peer(), 1, budget_s=0.3).median_ms * 1e3 if peer else float("nan")
+        print(f"{name:34s} host {h_ours:6.1f} us (torch {h_peer:6.1f})  device {d_ours:7.1f} us (torch {d_peer:7.1f})",
+              flush=True)
+        records.append(Record("host_overhead", {"case": name}, "host_time", "us", h_ours, peer="torch",
+                              peer_value=h_peer, extra={"device_us": d_ours, "peer_device_us": d_peer,
+                                                        "calls": args.calls}))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_results(records, "host_overhead", out / f"host-overhead{args.tag}.json", info)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from tilecraft.kernels import attention as _k
-from tilecraft.ops.launch import eager_direct
+from tilecraft.ops.launch import eager_direct, gluon_descriptor
 from tilecraft.reference.attention import (
     attention_backward_reference,
     attention_reference,
@@ -689,14 +689,8 @@ def gluon_ok(p: Problem, *tensors: torch.Tensor) -> bool:
 
 
 def _gluon_descriptor(t: torch.Tensor, p: Problem, seqlen: int, heads: int, block: int):
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    dtype = gl.bfloat16 if t.dtype == torch.bfloat16 else gl.float16
-    box = [1, 1, block, p.head_dim]
     sb, sh, ss = _bhsd_strides(t, p.layout)
-    return TensorDescriptor(t, [p.batch, heads, seqlen, p.head_dim], [sb, sh, ss, 1], box,
-                            gl.NVMMASharedLayout.get_default_for(box, dtype))
+    return gluon_descriptor(t, [p.batch, heads, seqlen, p.head_dim], [sb, sh, ss, 1], [1, 1, block, p.head_dim])
 
 
 def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):

@@ -42,7 +42,7 @@ import torch
 
 from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import gemm as _k
-from tilecraft.ops.launch import KernelLaunch, eager_direct, runtime_arg_names, with_pdl
+from tilecraft.ops.launch import KernelLaunch, eager_direct, gluon_descriptor, runtime_arg_names, with_pdl
 from tilecraft.reference.gemm import matmul_reference, relative_error
 from tilecraft.tuning.measure import graph_time_ms as _graph_time_ms  # noqa: F401 - the tuner's timer (tests patch it here)
 from tilecraft.tuning.measure import say as _say
@@ -471,6 +471,7 @@ def _acc_types(spec: Spec) -> tuple[object, object, torch.dtype]:
     return _TL["fp32"], _TL["fp32"], torch.float32
 
 
+@functools.lru_cache(maxsize=64)
 def _split(x: float) -> tuple[float, float]:
     """x as hi + lo, two float32 values (inf and NaN: hi = x, lo = 0, so they propagate as IEEE says)."""
     hi = float(torch.tensor(x, dtype=torch.float32))
@@ -822,14 +823,8 @@ def _tma_launch(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, sms: i
 
 def _gluon_desc(t: torch.Tensor, block: list[int]):
     """A 2D Gluon TMA descriptor of a (rows, cols) view with a unit column stride."""
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    gdt = {torch.int8: gl.int8, torch.float32: gl.float32, torch.int32: gl.int32, torch.bfloat16: gl.bfloat16,
-           torch.float16: gl.float16}[t.dtype]
     row_stride = t.stride(0) if t.shape[0] > 1 else -(-t.shape[1] * t.element_size() // 16) * 16 // t.element_size()
-    return TensorDescriptor(t, [t.shape[0], t.shape[1]], [row_stride, 1], block,
-                            gl.NVMMASharedLayout.get_default_for(block, gdt))
+    return gluon_descriptor(t, [t.shape[0], t.shape[1]], [row_stride, 1], block)
 
 
 def _row_pitch_bytes(t: torch.Tensor, kmajor: bool, k_dim: int) -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-__all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "eager_direct", "pdl_active", "pdl_mode", "runtime_arg_names",
+__all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "eager_direct", "gluon_descriptor", "pdl_active", "pdl_mode", "runtime_arg_names",
            "with_pdl"]
 
 #: ``TILECRAFT_PDL``: "0" (or "off") launches every kernel without programmatic dependent launch;
@@ -24,6 +24,24 @@ __all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "eager_direct", "pdl_active",
 #: ``choice``: where it was measured to pay, see docs/gemm.md follow-up 18).
 PDL_ENV = "TILECRAFT_PDL"
 PDL_MODES = {"0": 0, "off": 0, "early": 1, "late": 2, "auto": -1, "1": -1}
+
+
+@functools.lru_cache(maxsize=256)
+def _nvmma_layout(block: tuple[int, ...], dtype: torch.dtype):
+    from triton.experimental.gluon import language as gl
+
+    gdt = {torch.int8: gl.int8, torch.float32: gl.float32, torch.int32: gl.int32, torch.bfloat16: gl.bfloat16,
+           torch.float16: gl.float16}[dtype]
+    return gl.NVMMASharedLayout.get_default_for(list(block), gdt)
+
+
+def gluon_descriptor(t: torch.Tensor, shape: list[int], strides: list[int], block: list[int]):
+    """A Gluon TMA descriptor of ``t`` whose shared-memory layout is the default NVMMA layout of the box
+    (``NVMMASharedLayout.get_default_for``), computed once per box and dtype: building it was a tenth of
+    a GEMM call's host time (H200 machine, 2026-11-27, ``benchmarks/host_profile.py``)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    return TensorDescriptor(t, shape, strides, block, _nvmma_layout(tuple(block), t.dtype))
 
 
 def eager_direct(*tensors: object) -> bool:

@@ -53,7 +53,10 @@ def test_time_rotating_budget_and_max_runs():
 
 def test_timing_as_dict():
     t = Timing(median_ms=2.0, min_ms=1.0, max_ms=3.0, runs=10, spread=0.5)
-    assert t.as_dict() == {"median_ms": 2.0, "min_ms": 1.0, "max_ms": 3.0, "runs": 10, "spread": 0.5}
+    assert t.as_dict() == {"median_ms": 2.0, "min_ms": 1.0, "max_ms": 3.0, "runs": 10, "spread": 0.5,
+                           "host_ms": None}
+    assert time_rotating(lambda i: None, 1, device="cpu", warmup=0, min_runs=2, budget_s=0.0).host_ms is None, \
+        "on the CPU the timed interval is the host's: no separate host time"
 
 
 # ----------------------------------------------------------------------------------------------

@@ -328,8 +328,8 @@ def sweep(sizes: Sequence[int], dtype: str, order: int, *, variants: Sequence[st
             extra = {"ok": res.ok, "rel_error": res.error, "message": res.message,
                      **(auto_fields if v == "auto" else {})}
             if res.ok:
-                extra.update(time_ms=res.timing.median_ms, gpts=res.gpts, round_medians_ms=res.round_medians_ms,
-                             **_roofline_fields(shape, torch_dtype, order))
+                extra.update(time_ms=res.timing.median_ms, host_ms=res.timing.host_ms, gpts=res.gpts,
+                             round_medians_ms=res.round_medians_ms, **_roofline_fields(shape, torch_dtype, order))
             records.append(Record("stencil.sweep", case, "fom", "TB/s", res.fom_TBps if res.ok else float("nan"),
                                   ceiling="copy", ceiling_value=copy_TBps, extra=extra))
     return records

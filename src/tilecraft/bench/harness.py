@@ -64,9 +64,9 @@ def time_rotating(fn: Callable[[int], object], n_sets: int, *, device: torch.dev
     enough to cover the host's part of the call, measured in the warm-up, so the call's kernels are
     enqueued before the first event fires and the events bracket device work only, as
     ``triton.testing.do_bench``'s cache flush does. Without it an idle device waits for the host
-    between the first event and the first kernel, and a Python launch path of 20-70 us (the stencil's
-    ``auto``: configuration choice and launch plan) counted as 5-15% of a 0.3-0.6 ms kernel (H200,
-    2026-11-27, ``benchmarks/stencil_timing.py``). The host time per call is kept in
+    between the first event and the first kernel, and a Python launch path of 60-100 us (the stencil's
+    ``auto``: configuration choice, launch plan, Triton's launcher) counted as 5-15% of a 0.3-0.7 ms
+    kernel (H200, 2026-11-27, ``benchmarks/stencil_timing.py``). The host time per call is kept in
     ``Timing.host_ms``: a loop of calls is bound by the host when it exceeds the device time.
     """
     device = torch.device(device)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-__all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "eager_direct", "gluon_descriptor", "pdl_active", "pdl_mode", "runtime_arg_names",
-           "with_pdl"]
+__all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "eager_direct", "gluon_descriptor", "pdl_active", "pdl_mode",
+           "runtime_arg_names", "with_pdl"]
 
 #: ``TILECRAFT_PDL``: "0" (or "off") launches every kernel without programmatic dependent launch;
 #: "early" lets the next kernel launch as soon as every program of a kernel has started, "late" once
@@ -48,7 +48,8 @@ def eager_direct(*tensors: object) -> bool:
     """Whether a public op may run its body directly instead of through its ``torch.library``
     registration (``torch.ops.tilecraft.*``): a plain eager call, where the registered op's dispatch
     only adds host time (``tilecraft.laplacian`` on a 128^3 grid: 201 us per call through the op
-    against 49 us for its body, H200 machine, 2026-11-27, ``benchmarks/stencil_host_profile.py``).
+    against 49 us for its body, H200 machine, 2026-11-27, ``benchmarks/host_profile.py`` and
+    ``benchmarks/host_overhead.py``).
 
     False, so the call goes through the op as before, while torch.compile traces, while a
     torch-function or dispatch mode or a functorch transform is active (fake tensors, flop counters,

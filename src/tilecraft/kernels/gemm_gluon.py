@@ -68,41 +68,6 @@ def _prefetch_l2(ptrs):
 
 
 @gluon.jit
-def _prefetch_rows_l2(ptr, r0, n_rows, c0, n_cols, stride_r, R: gl.constexpr, C: gl.constexpr):
-    """``prefetch.global.L2`` of rows [r0, r0 + R) x columns [c0, c0 + C) of a matrix whose columns have unit
-    stride (a TMA operand), cut to ``n_rows`` x ``n_cols``: one address per 128 bytes of each row, spread
-    over the warps that run it (addresses outside are replaced by ``ptr``). A hint only: nothing is read
-    into registers or shared memory, so it may run before ``griddepcontrol.wait`` (L2 is where every
-    write of the kernel ahead lands, so a line prefetched early cannot be stale)."""
-    STEP: gl.constexpr = 1024 // ptr.dtype.element_ty.primitive_bitwidth  # elements per 128 bytes
-    NC: gl.constexpr = max(C // STEP, 1)
-    L: gl.constexpr = gl.BlockedLayout([1, NC], [32, 1], [gl.num_warps(), 1], [1, 0])
-    rows = r0 + gl.arange(0, R, gl.SliceLayout(1, L))
-    cols = c0 + gl.arange(0, NC, gl.SliceLayout(0, L)) * STEP
-    ok = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-    _prefetch_l2(gl.where(ok, ptr + rows[:, None].to(gl.int64) * stride_r + cols[None, :], ptr))
-
-
-@gluon.jit
-def _prefetch_first_steps(a_desc, b_desc, a_ptr, b_ptr, M, N, K, GROUP_M: gl.constexpr, BLOCK_M: gl.constexpr,
-                          BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_KMAJOR: gl.constexpr,
-                          B_KMAJOR: gl.constexpr, STEPS: gl.constexpr):
-    """The A and B tiles of the first ``STEPS`` K steps of this program's first work unit, prefetched into
-    L2 (:func:`_prefetch_rows_l2`): run before the PDL wait, their DRAM reads overlap the tail of the
-    kernel ahead instead of following it (``ops.gemm.pdl_prefetch``)."""
-    pid_m, pid_n = _tile_mn(gl.program_id(0), gl.cdiv(M, BLOCK_M), gl.cdiv(N, BLOCK_N), GROUP_M)
-    KK: gl.constexpr = STEPS * BLOCK_K
-    if A_KMAJOR:  # A (M, K)
-        _prefetch_rows_l2(a_ptr, pid_m * BLOCK_M, M, 0, K, a_desc.strides[0], BLOCK_M, KK)
-    else:  # A^T (K, M)
-        _prefetch_rows_l2(a_ptr, 0, K, pid_m * BLOCK_M, M, a_desc.strides[0], KK, BLOCK_M)
-    if B_KMAJOR:  # B^T (N, K)
-        _prefetch_rows_l2(b_ptr, pid_n * BLOCK_N, N, 0, K, b_desc.strides[0], BLOCK_N, KK)
-    else:  # B (K, N)
-        _prefetch_rows_l2(b_ptr, 0, K, pid_n * BLOCK_N, N, b_desc.strides[0], KK, BLOCK_N)
-
-
-@gluon.jit
 def _prefetch_epilogue(epi, off_m, off_n, M, N, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_C: gl.constexpr,
                        HAS_BIAS: gl.constexpr, BIAS_ROWS: gl.constexpr):
     """In the producer warp, at the start of a work unit: the L2 lines of the C tile and of the
@@ -446,14 +411,12 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
 @gluon.jit(do_not_specialize=["M", "N", "K", "k_split_steps", "alpha_hi", "alpha_lo", "beta_hi", "beta_lo"])
 def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_split_steps,
                      c_ptr, bias_ptr, stride_cr, stride_cc, alpha_hi, alpha_lo, beta_hi, beta_lo, ws_ptr, flag_ptr,
-                     a_ptr, b_ptr,
                      STAGES: gl.constexpr, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr, EPI_BUFS: gl.constexpr,
                      PRODUCER_REGS: gl.constexpr, A_KMAJOR: gl.constexpr = True, B_KMAJOR: gl.constexpr = True,
                      SPLIT_K: gl.constexpr = 1, A_REGS: gl.constexpr = False, TRANS_OUT: gl.constexpr = False,
                      ROW_PERM: gl.constexpr = False, FIXUP: gl.constexpr = False, EPI_INT: gl.constexpr = False,
                      HAS_ALPHA: gl.constexpr = False, HAS_C: gl.constexpr = False, HAS_BIAS: gl.constexpr = False,
-                     ACTIVATION: gl.constexpr = 0, EPI_PREFETCH: gl.constexpr = False, PDL: gl.constexpr = 0,
-                     PREFETCH: gl.constexpr = 0):
+                     ACTIVATION: gl.constexpr = 0, EPI_PREFETCH: gl.constexpr = False, PDL: gl.constexpr = 0):
     """C (M, N) = A (M, K) @ B (K, N); grid min(SMs, work units). ``a_desc`` tiles are (BLOCK_M,
     BLOCK_K) over A (M, K) when ``A_KMAJOR``, else (BLOCK_K, BLOCK_M) over A^T (K, M); ``b_desc``
     tiles (BLOCK_N, BLOCK_K) over B^T (N, K) when ``B_KMAJOR``, else (BLOCK_K, BLOCK_N) over B (K,
@@ -489,11 +452,7 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     ``ACTIVATION`` 0 none, 1 relu, 2 gelu (erf), 3 gelu (tanh), 4 silu (as the Triton kernels).
     With split-K the kernel writes raw partials (the epilogue off) and the reduce pass runs it,
     except with ``FIXUP``, whose first half runs it on the joined tile. ``EPI_PREFETCH``: the
-    producer warp prefetches each unit's C tile and bias slice into L2 as the unit starts.
-
-    ``PREFETCH`` (with ``PDL``): the A and B tiles of the first ``PREFETCH`` K steps of the program's first
-    unit are prefetched into L2 before the PDL wait (:func:`_prefetch_first_steps`), from ``a_ptr`` /
-    ``b_ptr``, the tensors ``a_desc`` / ``b_desc`` describe (not read otherwise)."""
+    producer warp prefetches each unit's C tile and bias slice into L2 as the unit starts."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
@@ -521,10 +480,7 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
     fence_async_shared()
-    if PREFETCH > 0 and PDL > 0 and SPLIT_K == 1:
-        _prefetch_first_steps(a_desc, b_desc, a_ptr, b_ptr, M, N, K, GROUP_M, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
-                              B_KMAJOR, PREFETCH)
-    pdl_start_gluon(PDL)  # after the shared-memory set-up, before any global access (a prefetch is none)
+    pdl_start_gluon(PDL)  # after the shared-memory set-up, before any global access
     epi = (c_ptr, stride_cr, stride_cc, bias_ptr, alpha_hi, alpha_lo, beta_hi, beta_lo)
     gl.warp_specialize([
         (_consumer, (a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps,

@@ -7,9 +7,8 @@ as soon as all of them have executed ``griddepcontrol.launch_dependents``), and 
 this saves is the launch latency and the programs' start-up between two short kernels of a
 stream or a CUDA graph (``docs/gemm.md``, follow-up 18).
 
-Rule kept by every kernel that takes ``PDL``: :func:`pdl_start` (or :func:`pdl_start_gluon`) comes
-before any global load or store (only address arithmetic and L2 prefetches, :func:`prefetch_rows_l2`,
-may precede it), so reading what the earlier kernel wrote, or
+Rule kept by every kernel that takes ``PDL``: :func:`pdl_start` (or :func:`pdl_start_gluon`) is its
+first statement, before any global load or store, so reading what the earlier kernel wrote, or
 writing what it still reads, always happens after the wait. Both instructions are no-ops in a
 kernel launched without the attribute. ``PDL`` is a constexpr: 0 off (always on the interpreter,
 which cannot run inline PTX, and on AMD); 1 "early", the next kernel may launch as soon as every
@@ -47,23 +46,6 @@ def pdl_trigger(PDL: tl.constexpr):
     ``griddepcontrol.wait`` beside a compute-bound main loop slows it: docs/gemm.md, follow-up 18)."""
     if PDL == 2:
         gdc_launch_dependents()
-
-
-@triton.jit
-def prefetch_rows_l2(ptr, r0, n_rows, c0, n_cols, stride_r, R: tl.constexpr, C: tl.constexpr):
-    """``prefetch.global.L2`` of rows [r0, r0 + R) x columns [c0, c0 + C) of a matrix whose columns have
-    unit stride, cut to ``n_rows`` x ``n_cols``: one address per 128 bytes of each row (addresses
-    outside are replaced by ``ptr``). A hint only, nothing reaches registers or L1, so a kernel may
-    issue it before :func:`pdl_start`: every write of the kernel ahead lands in L2, so a line prefetched
-    early cannot be stale. NVIDIA only (inline PTX): callers keep it behind ``PDL`` > 0."""
-    STEP: tl.constexpr = 1024 // ptr.dtype.element_ty.primitive_bitwidth  # elements per 128 bytes
-    NC: tl.constexpr = max(C // STEP, 1)
-    rows = r0 + tl.arange(0, R)
-    cols = c0 + tl.arange(0, NC) * STEP
-    ok = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-    tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l",
-                              [tl.where(ok, ptr + rows[:, None].to(tl.int64) * stride_r + cols[None, :], ptr)],
-                              dtype=tl.int32, is_pure=False, pack=1)
 
 
 @gluon.jit

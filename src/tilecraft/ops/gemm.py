@@ -542,31 +542,7 @@ def pdl_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cf
     """:func:`launch_plan` with programmatic dependent launch where :func:`pdl_choice` (and
     ``TILECRAFT_PDL``) say so: what :func:`launch` runs."""
     plan = launch_plan(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
-    plan = with_pdl(plan, a.device, pdl_choice(plan, spec, cfg, _facts(a.device)[1]))
-    steps = pdl_prefetch(cfg)
-    if not steps:
-        return plan
-    return [dataclasses.replace(k, constexprs={**k.constexprs, "PREFETCH": steps})
-            if k.constexprs.get("PDL") and "PREFETCH" in k.kernel.arg_names else k for k in plan]
-
-
-#: ``TILECRAFT_PDL_PREFETCH``: with programmatic dependent launch on, how many K steps of its A and B
-#: tiles each program of the pointer and Gluon kernels prefetches into L2 before it waits for the kernel
-#: ahead: "0" none, a number, or "auto" (the default: :func:`pdl_prefetch`'s measured choice).
-PDL_PREFETCH_ENV = "TILECRAFT_PDL_PREFETCH"
-
-
-def pdl_prefetch(cfg: GemmConfig) -> int:
-    """K steps prefetched into L2 before the PDL wait (``PREFETCH`` of the pointer and Gluon kernels), after
-    ``TILECRAFT_PDL_PREFETCH``; "auto" gives 0 (not yet measured to pay). Capped at the ring depth and
-    rounded down to a power of two (the kernels' prefetch tiles are Triton ranges)."""
-    value = os.environ.get(PDL_PREFETCH_ENV, "auto").strip().lower()
-    if value == "auto":
-        return 0
-    if not value.isdigit():
-        raise ValueError(f"{PDL_PREFETCH_ENV}={value!r}: use 'auto' or a number of K steps (0 for none)")
-    steps = min(int(value), max(cfg.num_stages, 1))
-    return 1 << (steps.bit_length() - 1) if steps else 0
+    return with_pdl(plan, a.device, pdl_choice(plan, spec, cfg, _facts(a.device)[1]))
 
 
 def pdl_in_use(a: torch.Tensor, b: torch.Tensor, spec: Spec, cfg: GemmConfig) -> str:
@@ -1000,8 +976,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
     epi_args, epi_cx = _gluon_epilogue(spec, out2, c, bias, in_kernel=split == 1 or fixup, trans=regs == "swap",
                                        prefetch=cfg.epi_prefetch)
     constexprs.update(epi_cx)
-    return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, m, n, spec.k, steps, *epi_args, ws_ptr, flag_ptr,
-                                                           a_hi, b_hi),
+    return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, m, n, spec.k, steps, *epi_args, ws_ptr, flag_ptr),
                                constexprs, {"num_warps": cfg.num_warps, "maxnreg": maxnreg})]
 
 

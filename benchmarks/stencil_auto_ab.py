@@ -42,9 +42,9 @@ CASES = {  # (dtype, order, shape)
     "fp64-o2-256": ("fp64", 2, (2048, 256, 256)),
 }
 #: ``--variants`` parts that set a tile knob of ``win``: byN block_y, bxN block_x, wN num_warps, bzN block_z,
-#: uN loop_unroll, rN maxnreg, zoN zorder, evN evict (L2 hints of the unrolled short march).
+#: uN loop_unroll, rN maxnreg, zoN zorder.
 KNOBS = {"by": "block_y", "bx": "block_x", "bz": "block_z", "w": "num_warps", "u": "loop_unroll", "r": "maxnreg",
-         "zo": "zorder", "ev": "evict"}
+         "zo": "zorder"}
 
 
 def label(cfg) -> str:

@@ -228,7 +228,6 @@ SMALL_CONFIGS = {
     "zmarch-vec2": replace(_ZMARCH, vec=2),
     "zmarch-unrolled-2": replace(_ZMARCH, unroll_z=True, block_z=2, zorder=2),
     "zmarch-unrolled-4": replace(_ZMARCH, unroll_z=True, block_z=4, nontemporal=True),
-    "zmarch-unrolled-evict": replace(_ZMARCH, unroll_z=True, block_z=2, zorder=2, evict=3),
     "zmarch-pipeline-xy": replace(_ZMARCH, pipeline_xy=True, prefetch=2, zorder=2),
     "zmarch-static-strides": replace(_ZMARCH, static_strides=True),
     "zmarch-unrolled-static": replace(_ZMARCH, unroll_z=True, static_strides=True),

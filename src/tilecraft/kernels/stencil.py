@@ -448,7 +448,6 @@ def laplacian_zmarch_kernel(
     UNROLL_Z: tl.constexpr, PIPELINE_XY: tl.constexpr, LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr,
     SECTOR: tl.constexpr,
     STATIC_SU_Z: tl.constexpr, STATIC_SU_Y: tl.constexpr, STATIC_SO_Z: tl.constexpr, STATIC_SO_Y: tl.constexpr,
-    EVICT: tl.constexpr = 0,
 ):
     """The z-march (``auto``): one program owns a (BLOCK_Y, BLOCK_X) column of tiles and walks
     BLOCK_Z planes of it, so a plane's z neighbours come from this program, not from L2.
@@ -475,9 +474,6 @@ def laplacian_zmarch_kernel(
     Grid: 1D. GRID_ORDER 0: the z chunk walks fastest (programs sharing halo planes run together);
     1: y tiles fastest, then x tiles, then z chunks; 2: x tiles fastest, then y tiles, then z chunks
     (the programs in flight read neighbouring addresses, which streams best).
-    EVICT (UNROLL_Z): L2 eviction hints on the plane loads. Bit 1: the planes the next z chunk reads
-    again (this chunk's last R planes and its R trailing halo planes) are loaded ``evict_last``; bit 2:
-    the R leading halo planes (the previous chunk's, read here for the last time) ``evict_first``.
     """
     # Static strides (STATIC_SU_Z): measured fewer instructions, no faster.
     nx, su_z, su_y, so_z, so_y = _march_strides(nx_s, su_z_s, su_y_s, so_z_s, so_y_s, SCALE, STATIC_SU_Z, STATIC_SU_Y,
@@ -502,14 +498,7 @@ def laplacian_zmarch_kernel(
         for q in tl.static_range(0, BLOCK_Z + 2 * R):
             p = z_begin - R + q
             base = u_ptr + p * su_z64
-            if EVICT % 2 == 1 and q >= BLOCK_Z:  # the next z chunk reads this plane again
-                plane = tl.load(base + u_offs, mask=row_mask & (p < z_end + R), other=0.0,
-                                eviction_policy="evict_last")
-            elif EVICT >= 2 and q < R:  # the previous chunk's plane: its last read
-                plane = tl.load(base + u_offs, mask=row_mask & (p < z_end + R), other=0.0,
-                                eviction_policy="evict_first")
-            else:
-                plane = tl.load(base + u_offs, mask=row_mask & (p < z_end + R), other=0.0)
+            plane = tl.load(base + u_offs, mask=row_mask & (p < z_end + R), other=0.0)
             win = _scatter_z(win, plane, wz, R)
             if q >= R and q < BLOCK_Z + R:  # plane p owns an output of this chunk (if p < z_end)
                 own = p < z_end

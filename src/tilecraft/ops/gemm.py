@@ -917,8 +917,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
     TMA cannot read as they are). ``out`` is (M, N) contiguous, or with ``split`` > 1 the (split Mp,
     N) fp32/int32 workspace of ``k_split_steps`` K steps per split (Mp: M rounded up to a multiple
     of BLOCK_M). With ``cfg.mn_regs`` a tf32 product with one MN-major operand is read without a
-    copy (:func:`_mn_regs_plan`). With ``cfg.swap_ab`` a 16-bit product (no split) runs as C^T = B^T A^T
-    (the operands swapped and transposed, each tile stored transposed). The epilogue (alpha, ``beta * c``, ``bias``, the activation) runs
+    copy (:func:`_mn_regs_plan`). The epilogue (alpha, ``beta * c``, ``bias``, the activation) runs
     in the kernel before each chunk's store, except for split-K's raw partials (the reduce pass
     after runs it there; ``fixup`` joins the halves in the kernel and runs it on the joined tile)."""
     from tilecraft.kernels import gemm_gluon as _g
@@ -933,10 +932,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
         b_hi, b_lo = b_hi.t(), b_lo.t()
         ak = bk = True
     regs = _mn_regs_plan(a, b, spec, cfg) if split == 1 else None
-    # C^T = B^T A^T, each tile stored transposed: tf32 "swap" (B^T (N, K) read N-major into registers,
-    # A^T (K, M) K-major), or cfg.swap_ab (16-bit: the operands' layouts trade places, TT runs as NN)
-    trans = regs == "swap" or (cfg.swap_ab and regs is None and split == 1 and not three)
-    if trans:
+    if regs == "swap":  # C^T = B^T A^T: B^T (N, K) read N-major into registers, A^T (K, M) K-major
         a, b = b.t(), a.t()
     if regs:  # the left operand MN-major (into registers), the right one K-major
         ak, bk = False, True
@@ -946,7 +942,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
         a_hi, ak = _gluon_operand(a, -1, spec.dtype, cfg.pad_rows)
         b_hi, bk = _gluon_operand(b, -2, spec.dtype, cfg.pad_rows)
         a_lo, b_lo = a_hi, b_hi
-    m, n = (spec.n, spec.m) if trans else (spec.m, spec.n)
+    m, n = (spec.n, spec.m) if regs == "swap" else (spec.m, spec.n)
     out2 = out if out.dim() == 2 else out.view(spec.m, spec.n)
     fixup = split > 1 and cfg.fixup
     rows = spec.m if split == 1 or fixup else split * math.ceil(spec.m / cfg.block_m) * cfg.block_m
@@ -957,7 +953,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
     epi_n = gluon_epilogue_width(spec, cfg) if split == 1 or fixup else 64
     descs = [_gluon_desc(a_hi, [bm, bkk] if ak else [bkk, bm]), _gluon_desc(b_hi, [bn, bkk] if bk else [bkk, bn]),
              _gluon_desc(a_lo, [bm, bkk] if ak else [bkk, bm]), _gluon_desc(b_lo, [bn, bkk] if bk else [bkk, bn]),
-             _gluon_desc(out2, [epi_n, bm] if trans else [bm, epi_n])]
+             _gluon_desc(out2, [epi_n, bm] if regs == "swap" else [bm, epi_n])]
     sms = sms or _facts(a.device)[1]
     tiles = math.ceil(m / bm) * math.ceil(n / bn)
     units = tiles * split
@@ -974,10 +970,10 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
                   "FLUSH": cfg.flush, "EPI_BUFS": gluon_epilogue_buffers(cfg, a.element_size(), three,
                                                                          out2.element_size()),
                   "PRODUCER_REGS": 40, "A_KMAJOR": ak, "B_KMAJOR": bk, "SPLIT_K": split,
-                  "A_REGS": bool(regs), "TRANS_OUT": trans, "ROW_PERM": bool(regs) and cfg.row_perm,
+                  "A_REGS": bool(regs), "TRANS_OUT": regs == "swap", "ROW_PERM": bool(regs) and cfg.row_perm,
                   "FIXUP": fixup}
     steps = k_split_steps if split > 1 else math.ceil(spec.k / bkk)
-    epi_args, epi_cx = _gluon_epilogue(spec, out2, c, bias, in_kernel=split == 1 or fixup, trans=trans,
+    epi_args, epi_cx = _gluon_epilogue(spec, out2, c, bias, in_kernel=split == 1 or fixup, trans=regs == "swap",
                                        prefetch=cfg.epi_prefetch)
     constexprs.update(epi_cx)
     return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, m, n, spec.k, steps, *epi_args, ws_ptr, flag_ptr),

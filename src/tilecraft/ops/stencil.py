@@ -72,8 +72,6 @@ class StencilConfig:
     loop_unroll: int = 1  # zmarch loops: unroll factor (2R in the register window: its rotation becomes renames)
     l1_prefetch: int = 0  # zmarch loops: prefetch into L1 every sector of the plane this many planes ahead
     halo_ahead: int = 0  # zwin: the x chunks (1) and the outer y rows (2) loaded a plane ahead, in registers
-    evict: int = 0  # zmarch unrolled: L2 hints, 1 evict_last on planes the next z chunk re-reads, 2 evict_first on
-    # the leading halo planes (last read), 3 both
     maxnreg: int | None = None  # register budget per thread (the seeds' launch bounds); CUDA only
     ascending: bool = False
     nontemporal: bool = False
@@ -96,7 +94,7 @@ class StencilConfig:
                  (f"s{self.num_stages}", self.num_stages > 1), (f"v{self.vec}", self.vec),
                  (f"zo{self.zorder}", self.zorder), (f"u{self.loop_unroll}", self.loop_unroll > 1),
                  (f"l1pf{self.l1_prefetch}", self.l1_prefetch),
-                 (f"ha{self.halo_ahead}", self.halo_ahead), (f"ev{self.evict}", self.evict),
+                 (f"ha{self.halo_ahead}", self.halo_ahead),
                  (f"r{self.maxnreg}", self.maxnreg),
                  ("asc", self.ascending), ("nt", self.nontemporal), ("static", self.static_strides),
                  (f"band{self.group_y}", self.grid_order), (f"sub{self.subdomain_bytes}", self.subdomain_bytes)]
@@ -550,8 +548,6 @@ def _march_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, c
     if cfg.kernel == "zmarch":
         constexprs = dict(march, VEC=vec, SCALE=scale, NUM_STAGES=max(1, cfg.num_stages), GRID_ORDER=cfg.zorder,
                           Z_IN_REGS=cfg.z_in_regs, UNROLL_Z=cfg.unroll_z, PIPELINE_XY=cfg.pipeline_xy)
-        if cfg.evict:
-            constexprs["EVICT"] = cfg.evict
         return KernelLaunch(_k.laplacian_zmarch_kernel, (n_prog,), args, constexprs, opts)
     constexprs = {"R": r, "BLOCK_Y": cfg.block_y, "BLOCK_X": cfg.block_x, "BLOCK_Z": cfg.block_z, "VEC": vec,
                   "SCALE": scale, "NONTEMPORAL": cfg.nontemporal, "MODE": rows_mode(cfg),

@@ -67,7 +67,6 @@ class GemmConfig:
     warps_m: int = 0  # FMA kernel: warps along M (0: half the warps, at least one)
     maxnreg: int = 0  # NVIDIA: register budget per thread (0: the compiler's choice)
     mn_copy: str = ""  # FMA kernel: K-contiguous operands ("a", "b", "ab") copied MN-contiguous before the product
-    swap_ab: bool = False  # Gluon, 16-bit, no split: C^T = B^T A^T (operand layouts trade places), tiles stored transposed
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -104,8 +103,6 @@ class GemmConfig:
             s += f" r{self.maxnreg}"
         if self.mn_copy:
             s += f" copy-{self.mn_copy}"
-        if self.swap_ab:
-            s += " swap"
         return s
 
 

@@ -1,0 +1,93 @@
+"""Backward tiles for D128 (the issue's B4 H16 S4096, causal and not) against FlashAttention-2's backward in
+every round, bf16, eager backward timed with the launch hidden (the harness since 2026-11-27); every config
+checked against float64 first (``bench.attention.measure``). ``atomic`` is the default tiles with
+``deterministic=False`` (dQ by fp32 atomics inside the dK/dV kernel).
+
+    PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/attention_bwd_sweep.py --out $OUT [--rounds 2]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from tilecraft.bench import attention as ba  # noqa: E402
+from tilecraft.bench.harness import Record, write_results  # noqa: E402
+from tilecraft.hardware.device import detect  # noqa: E402
+from tilecraft.ops import attention as ops  # noqa: E402
+
+
+def configs() -> dict[str, tuple[ops.BwdConfig, bool]]:
+    """name -> (config, deterministic)."""
+    d = ops.default_bwd_config(128, torch.device("cuda"))
+    return {"default": (d, True), "atomic": (d, False), "s4": (replace(d, num_stages=4), True),
+            "dq-s2": (replace(d, dq_num_stages=2), True), "dq-w4": (replace(d, dq_num_warps=4), True),
+            "m1-32": (replace(d, block_m1=32), True), "m2-64": (replace(d, block_m2=64), True),
+            "n2-32": (replace(d, block_n2=32), True), "s2": (replace(d, num_stages=2), True)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--budget", type=float, default=0.4)
+    ap.add_argument("--only", default="", help="comma-separated config names")
+    ap.add_argument("--tag", default="")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    info = detect()
+    print(f"device {info.name} {info.versions}", flush=True)
+    cfgs = configs()
+    if args.only:
+        cfgs = {k: v for k, v in cfgs.items() if k in args.only.split(",")}
+    shapes = [ba.Shape(4, 16, 16, 4096, 4096, 128, True), ba.Shape(4, 16, 16, 4096, 4096, 128)]
+    records, ratios = [], {}
+    t0 = time.time()
+    for rnd in range(1, args.rounds + 1):
+        for s in shapes:
+            flops = ba.attention_flops(s, backward=True)
+            flash = [r for r in ba.measure(s, torch.bfloat16, "bwd", backends=("flash",), budget_s=args.budget)
+                     if r.impl == "sdpa-flash" and r.ok]
+            fa2 = flash[0].time_ms if flash else None
+            names = list(cfgs) if rnd % 2 else list(cfgs)[::-1]
+            for name in names:
+                cfg, det = cfgs[name]
+                try:
+                    res = ba.measure(s, torch.bfloat16, "bwd", backends=(), bwd=cfg, deterministic=det,
+                                     budget_s=args.budget)
+                except Exception as exc:  # noqa: BLE001 - one failed config must not stop the others
+                    print(f"   {name}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+                    continue
+                ours = next((r for r in res if r.impl == "tilecraft"), None)
+                if ours is None or not ours.ok or not ours.time_ms:
+                    print(f"   {name}: {ours.message if ours else 'no result'}", flush=True)
+                    continue
+                case = f"D128{' causal' if s.causal else ''}"
+                ratio = fa2 / ours.time_ms if fa2 else None
+                ratios.setdefault((case, name), []).append(ratio)
+                print(f"[{time.time() - t0:5.0f}s] r{rnd} {case:12s} {name:8s} {flops / ours.time_ms / 1e9:6.1f} TFLOP/s"
+                      + (f"  FA2 {flops / fa2 / 1e9:6.1f}  x{ratio:.3f}" if fa2 else "") + f"  err {ours.rel_error:.1e}",
+                      flush=True)
+                records.append(Record("attention.bwd_sweep", {"shape": str(s), "config": name, "round": rnd,
+                                                              "deterministic": det, "bwd": cfg.as_dict()},
+                                      "TFLOP/s", "TFLOP/s", flops / ours.time_ms / 1e9, peer="sdpa-flash",
+                                      peer_value=flops / fa2 / 1e9 if fa2 else None, ratio=ratio,
+                                      extra={"timing": ours.timing, "rel_error": ours.rel_error}))
+        write_results(records, "attention.bwd_sweep", out / f"attention-bwd-sweep{args.tag}.json", info)
+    for (case, name), rs in ratios.items():
+        rs = [r for r in rs if r]
+        if rs:
+            print(f"{case:12s} {name:8s} x FA2 {' '.join(f'{r:.3f}' for r in rs)} median {statistics.median(rs):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

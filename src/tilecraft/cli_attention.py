@@ -2,7 +2,7 @@
 
     tilecraft attention bench [--shape B=4,H=16,S=4096,D=128,causal ...] [--dtype bf16|fp16]
                               [--direction fwd,bwd] [--backends cudnn,flash,efficient] [--atomic-dq]
-                              [--budget 1.0] [--out PATH] [--json]
+                              [--budget 0.4] [--rounds 3] [--out PATH] [--json]
 
 Argument handling and formatting only; the suite is ``tilecraft.bench.attention``. Bad input is one
 line on stderr with exit code 2; with no GPU the bench refuses (exit code 2): the interpreter checks
@@ -107,7 +107,9 @@ def bench_cmd(
     backends: Annotated[str, typer.Option(help="SDPA backends to compare with.")] = "cudnn,flash,efficient",
     atomic_dq: Annotated[bool, typer.Option("--atomic-dq", help="Backward with fp32 atomic dQ "
                                             "(deterministic=False) instead of the separate dQ kernel.")] = False,
-    budget: Annotated[float, typer.Option(help="Seconds of timed runs per implementation and case.")] = 1.0,
+    budget: Annotated[float, typer.Option(help="Seconds of timed runs per implementation, case and round.")] = 0.4,
+    rounds: Annotated[int, typer.Option(help="Rounds per case (ours and every backend each round); the median "
+                                        "round of each is reported.")] = 3,
     out: Annotated[Path | None, typer.Option(help="JSON file; default under benchmarks/results/.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the JSON document instead of the table.")] = False,
 ) -> None:
@@ -123,6 +125,8 @@ def bench_cmd(
     peers = _csv(backends, SDPA_BACKENDS, "backend") if backends.strip() else []
     if not (budget > 0 and math.isfinite(budget)):
         _err(f"--budget must be > 0 seconds, got {budget}")
+    if rounds < 1:
+        _err(f"--rounds must be at least 1, got {rounds}")
 
     import torch
 
@@ -149,11 +153,12 @@ def bench_cmd(
             progress.update(task, description=msg)
             progress.advance(task)
         records = bench(shapes, dtype.value, directions, backends=peers, deterministic=not atomic_dq,
-                        budget_s=budget, info=dev, progress=step)
-    meta = {"mode": "gpu", "dtype": dtype.value, "directions": directions, "backends": peers,
+                        budget_s=budget, info=dev, progress=step, rounds=rounds)
+    meta = {"mode": "gpu", "dtype": dtype.value, "directions": directions, "backends": peers, "rounds": rounds,
             "deterministic": not atomic_dq, "shapes": [s.as_dict() for s in shapes],
             "flops": "forward 4*B*H*D per visible (query, key) pair; backward 2.5x forward",
-            "timing": "forward: CUDA-graph replays (ours and SDPA); backward: eager, SDPA through autograd"}
+            "timing": "forward: CUDA-graph replays (ours and SDPA); backward: eager, SDPA through autograd; "
+                      "each implementation's median round"}
     path = write_results(records, "attention-bench", out, info=dev, meta=meta)
     if as_json:
         print(path.read_text())

@@ -53,6 +53,20 @@ def test_records_carry_flops_bytes_time_and_ratios():
     assert math.isclose(rec.ratio, ba.attention_bytes(decode) / 2e-3 / 1e12 / 4.0)
 
 
+def test_median_of_rounds_keeps_each_implementations_median_round_and_any_failure():
+    rounds = [[ba.Timed("tilecraft", True, 1e-3, 3.0, {"runs": 1}), ba.Timed("sdpa-cudnn", True, 1e-3, 1.0)],
+              [ba.Timed("tilecraft", True, 2e-3, 1.0, {"runs": 2}), ba.Timed("sdpa-cudnn", False, None, None, None, "x")],
+              [ba.Timed("tilecraft", True, 4e-3, 2.0, {"runs": 3}), ba.Timed("sdpa-cudnn", True, 1e-3, 0.5)]]
+    merged = {r.impl: r for r in ba.median_of_rounds(rounds)}
+    ours = merged["tilecraft"]
+    assert ours.time_ms == 2.0 and ours.rel_error == 4e-3 and ours.timing == {"runs": 3, "round_times_ms": [3.0, 1.0, 2.0]}
+    assert not merged["sdpa-cudnn"].ok and merged["sdpa-cudnn"].message == "x"  # a failed round is not hidden
+    two = ba.median_of_rounds([rounds[0][:1], rounds[1][:1]])
+    assert two[0].time_ms == 1.0  # median_low of two rounds: the faster one, for every implementation alike
+    with pytest.raises(ValueError, match="rounds"):
+        ba.bench([ba.Shape(1, 1, 1, 4, 4, 8)], rounds=0)
+
+
 @pytest.mark.parametrize("direction", ["fwd", "bwd"])
 def test_measure_on_cpu_and_results_json(direction, tmp_path):
     """``measure`` end to end in the interpreter (the check, then the timing loop, no SDPA), its
@@ -110,6 +124,9 @@ def test_bench_cli_needs_a_gpu():
     bad = subprocess.run([sys.executable, "-m", "tilecraft", "attention", "bench", "--shape", "B=1,H=3,HKV=2,S=4,D=8"],
                          capture_output=True, text=True, env=env, timeout=120, check=False)
     assert bad.returncode == 2 and "must divide" in bad.stderr and "Traceback" not in bad.stderr
+    zero = subprocess.run([sys.executable, "-m", "tilecraft", "attention", "bench", "--rounds", "0"],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert zero.returncode == 2 and "--rounds" in zero.stderr and "Traceback" not in zero.stderr
 
 
 @pytest.mark.parametrize("target", ["sm90", "gfx942"])

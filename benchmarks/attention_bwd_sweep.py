@@ -7,7 +7,6 @@ checked against float64 first (``bench.attention.measure``). ``atomic`` is the d
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -16,11 +15,13 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from attention_timing import start  # noqa: E402
 
 from tilecraft.bench import attention as ba  # noqa: E402
 from tilecraft.bench.harness import Record, write_results  # noqa: E402
-from tilecraft.hardware.device import detect  # noqa: E402
 from tilecraft.ops import attention as ops  # noqa: E402
 
 
@@ -34,17 +35,8 @@ def configs() -> dict[str, tuple[ops.BwdConfig, bool]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="benchmarks/results")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--budget", type=float, default=0.4)
-    ap.add_argument("--only", default="", help="comma-separated config names")
-    ap.add_argument("--tag", default="")
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    info = detect()
-    print(f"device {info.name} {info.versions}", flush=True)
+    args, out, info = start(2, 0.4, lambda ap: ap.add_argument("--only", default="",
+                                                               help="comma-separated config names"))
     cfgs = configs()
     if args.only:
         cfgs = {k: v for k, v in cfgs.items() if k in args.only.split(",")}

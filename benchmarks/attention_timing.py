@@ -27,18 +27,27 @@ from tilecraft.bench.harness import Record, write_results  # noqa: E402
 from tilecraft.hardware.device import detect  # noqa: E402
 
 
-def main() -> int:
+def start(rounds: int, budget: float, more=None):
+    """(arguments, output folder, device) of an attention benchmark script: ``--out``, ``--rounds``,
+    ``--budget``, ``--tag`` and whatever ``more(parser)`` adds; prints the device."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="benchmarks/results")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--budget", type=float, default=0.5)
-    ap.add_argument("--bwd", action="store_true", help="the two D128 backward shapes too")
+    ap.add_argument("--rounds", type=int, default=rounds)
+    ap.add_argument("--budget", type=float, default=budget)
     ap.add_argument("--tag", default="")
+    if more:
+        more(ap)
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     info = detect()
     print(f"device {info.name} {info.versions}", flush=True)
+    return args, out, info
+
+
+def main() -> int:
+    args, out, info = start(3, 0.5, lambda ap: ap.add_argument("--bwd", action="store_true",
+                                                               help="the two D128 backward shapes too"))
     shapes = [(s, "fwd") for s in ba.ISSUE_SHAPES if not ba.is_decode(s)]
     if args.bwd:
         shapes += [(s, "bwd") for s in ba.ISSUE_SHAPES[:2]]

@@ -63,8 +63,9 @@ def test_median_of_rounds_keeps_each_implementations_median_round_and_any_failur
     assert not merged["sdpa-cudnn"].ok and merged["sdpa-cudnn"].message == "x"  # a failed round is not hidden
     two = ba.median_of_rounds([rounds[0][:1], rounds[1][:1]])
     assert two[0].time_ms == 1.0  # median_low of two rounds: the faster one, for every implementation alike
-    with pytest.raises(ValueError, match="rounds"):
-        ba.bench([ba.Shape(1, 1, 1, 4, 4, 8)], rounds=0)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="rounds"):
+            ba.bench([ba.Shape(1, 1, 1, 4, 4, 8)], rounds=bad)
 
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd"])

@@ -620,8 +620,8 @@ def bench(shapes: Sequence[Shape] = ISSUE_SHAPES, dtype: str = "bf16", direction
     implementation's median round (:func:`median_of_rounds`): one pass of the forward at D128 read
     1.04x cuDNN on an H100 where three rounds of the same code read 0.953-0.965x (2026-11-27,
     ``benchmarks/results/2026-11-27-h100/``), cuDNN's own time moving by up to 7% between passes."""
-    if rounds < 1:
-        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")  # as bench.stencil.measure_rounds
     from tilecraft.hardware.ceilings import measure_copy_bandwidth
     from tilecraft.hardware.device import detect
 

@@ -1,7 +1,9 @@
 """Backward tiles for D128 (the issue's B4 H16 S4096, causal and not) against FlashAttention-2's backward in
 every round, bf16, eager backward timed with the launch hidden (the harness since 2026-11-27); every config
 checked against float64 first (``bench.attention.measure``). ``atomic`` is the default tiles with
-``deterministic=False`` (dQ by fp32 atomics inside the dK/dV kernel).
+``deterministic=False`` (dQ by fp32 atomics inside the dK/dV kernel), element-wise (``dq_tma=False``); ``tma*``
+dQ by TMA bulk reductions (``BwdConfig.dq_tma``, sm90). ``--profile a,b`` prints each named config's GPU time per
+kernel (torch profiler) first.
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/attention_bwd_sweep.py --out $OUT [--rounds 2]
 """
@@ -28,16 +30,48 @@ from tilecraft.ops import attention as ops  # noqa: E402
 def configs() -> dict[str, tuple[ops.BwdConfig, bool]]:
     """name -> (config, deterministic)."""
     d = ops.default_bwd_config(128, torch.device("cuda"))
-    return {"default": (d, True), "atomic": (d, False), "s4": (replace(d, num_stages=4), True),
+    return {"default": (d, True), "atomic": (replace(d, dq_tma=False), False), "s4": (replace(d, num_stages=4), True),
             "dq-s2": (replace(d, dq_num_stages=2), True), "dq-w4": (replace(d, dq_num_warps=4), True),
             "m1-32": (replace(d, block_m1=32), True), "m2-64": (replace(d, block_m2=64), True),
-            "n2-32": (replace(d, block_n2=32), True), "s2": (replace(d, num_stages=2), True)}
+            "n2-32": (replace(d, block_n2=32), True), "s2": (replace(d, num_stages=2), True),
+            # dQ by TMA bulk reductions (sm90; ``atomic`` is element-wise since dq_tma=False)
+            "tma": (replace(d, dq_tma=True), False), "tma-m32": (replace(d, dq_tma=True, block_m1=32), False),
+            "tma-n64": (replace(d, dq_tma=True, block_n1=64), False),
+            "tma-s2": (replace(d, dq_tma=True, num_stages=2), False)}
+
+
+def profile(name: str, cfg: ops.BwdConfig, det: bool, out: Path) -> None:
+    """GPU time per kernel of one config's backward on the causal shape (torch profiler, 10 calls)."""
+    from torch.profiler import ProfilerActivity, profile as prof
+
+    s = ba.Shape(4, 16, 16, 4096, 4096, 128, True)
+    q, k, v, do = (torch.randn(4, 16, 4096, 128, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    p = ops.validate(q, k, v, causal=True, scale=None, layout="bhsd")
+    out_, lse = ops._fwd_compute(q, k, v, None, None, p)
+    grads = tuple(torch.empty_like(t) for t in (q, k, v))
+    run = lambda: ops.launch_bwd(do, q, k, v, out_, lse, None, *grads, None, None, p, cfg, det)  # noqa: E731
+    run()
+    torch.cuda.synchronize()
+    with prof(activities=[ProfilerActivity.CUDA]) as pr:
+        for _ in range(10):
+            run()
+        torch.cuda.synchronize()
+    rows = sorted(((e.key, e.device_time_total / e.count, e.count) for e in pr.key_averages() if e.device_time_total > 0),
+                  key=lambda r: -r[1] * r[2])
+    text = "\n".join(f"{name:8s} {key[:70]:70s} {us:9.1f} us x{n}" for key, us, n in rows)
+    print(text, flush=True)
+    (out / f"attention-bwd-profile-{name}.txt").write_text(text + "\n")
+    del s
 
 
 def main() -> int:
-    args, out, info = start(2, 0.4, lambda ap: ap.add_argument("--only", default="",
-                                                               help="comma-separated config names"))
+    def extra(ap):
+        ap.add_argument("--only", default="", help="comma-separated config names")
+        ap.add_argument("--profile", default="", help="comma-separated config names to profile per kernel")
+    args, out, info = start(2, 0.4, extra)
     cfgs = configs()
+    for name in filter(None, args.profile.split(",")):
+        profile(name, *cfgs[name], out)
     if args.only:
         cfgs = {k: v for k, v in cfgs.items() if k in args.only.split(",")}
     shapes = [ba.Shape(4, 16, 16, 4096, 4096, 128, True), ba.Shape(4, 16, 16, 4096, 4096, 128)]

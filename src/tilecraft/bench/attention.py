@@ -118,8 +118,11 @@ def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = 
                **strides("q", q_str), **strides("k", k_str), **strides("v", k_str), **strides("o", q_str), **lse,
                **ints, "qk_scale": "fp32"}
     dq_t = t if deterministic else "*fp32:16"
+    # the atomic dQ as sm90 runs it: TMA bulk reductions where the fp32 rows allow (ops.dq_tma_ok)
+    atomic = 0 if deterministic else (2 if bwd.dq_tma and d % 4 == 0 else 1)
+    dq_desc = f"tensordesc<fp32[1,{bwd.block_m1},{ops.block_d(d)}]>" if atomic == 2 else dq_t
     dkdv_sig = {"Q": t, "K": t, "V": t, "DO": t, "LSE": "*fp32:16", "DELTA": "*fp32:16", "DK": t, "DV": t,
-                "DQ": dq_t, "CU_Q": "*i32:16", "CU_K": "*i32:16",
+                "DQ": dq_t, "DQ_DESC": dq_desc, "CU_Q": "*i32:16", "CU_K": "*i32:16",
                 **strides("q", q_str), **strides("k", k_str), **strides("v", k_str), **strides("do", q_str),
                 **strides("dk", k_str), **strides("dv", k_str), **strides("dq", q_str), **lse, **ints,
                 "sm_scale": "fp32", "qk_scale": "fp32"}
@@ -131,7 +134,7 @@ def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = 
                                PAIRED=fwd.paired and s.causal),
             "num_warps": fwd.num_warps, "num_stages": fwd.num_stages, "maxnreg": fwd.maxnreg or None},
            {"kernel": "attention_bwd_dkdv_kernel", "signature": dkdv_sig,
-            "constexprs": dict(shared, BLOCK_M=bwd.block_m1, BLOCK_N=bwd.block_n1, ATOMIC_DQ=not deterministic,
+            "constexprs": dict(shared, BLOCK_M=bwd.block_m1, BLOCK_N=bwd.block_n1, ATOMIC_DQ=atomic,
                                PAIRED=bwd.paired and s.causal),
             "num_warps": bwd.num_warps, "num_stages": bwd.num_stages}]
     if tma:

@@ -435,10 +435,13 @@ def attention_bwd_preprocess_kernel(
 
 @triton.jit
 def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, dq_base, lse_base, delta_base, stride_qs, stride_dos,
-                    stride_dqs, lo, hi, offs_n, offs_d, len_q, diag, sm_scale, qk_scale,
+                    stride_dqs, lo, hi, offs_n, offs_d, len_q, diag, sm_scale, qk_scale, DQ_DESC, dq_plane, dq_row0,
                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
-                    ATOMIC_DQ: tl.constexpr):
-    """Query tiles [lo, hi) into this key tile's dK, dV (transposed products: P is (N, M))."""
+                    ATOMIC_DQ: tl.constexpr, BLOCK_D: tl.constexpr = 0):
+    """Query tiles [lo, hi) into this key tile's dK, dV (transposed products: P is (N, M)). ``ATOMIC_DQ``
+    1: each tile's dQ share added element by element (``tl.atomic_add``); 2: as one bulk tensor
+    reduction (TMA ``cp.reduce.async.bulk.tensor`` add, sm90+) into DQ_DESC's (plane, row, column)
+    block [dq_plane, dq_row0 + start_m, 0]."""
     d_ok = offs_d[None, :] < HEAD_DIM
     for start_m in range(lo, hi, BLOCK_M):
         start_m = tl.multiple_of(start_m, BLOCK_M)
@@ -460,16 +463,21 @@ def _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, dq_base, lse_base, delta_base
         dpT = tl.dot(v, tl.trans(do))
         dsT = (pT * (dpT - delta[None, :])).to(q.dtype)
         dk += tl.dot(dsT, q)
-        if ATOMIC_DQ:
+        if ATOMIC_DQ == 1:
             dq = tl.dot(tl.trans(dsT), k) * sm_scale
             tl.atomic_add(dq_base + rows * stride_dqs + offs_d[None, :], dq, mask=m_ok[:, None] & d_ok,
                           sem="relaxed")
+        elif ATOMIC_DQ == 2:
+            # rows past len_q (and columns past HEAD_DIM) carry exact zeros (P = 0 there, K's padding is
+            # 0), so a block reaching into the next sequence's rows adds nothing to them
+            dq = tl.dot(tl.trans(dsT), k) * sm_scale
+            DQ_DESC.atomic_add([dq_plane, dq_row0 + start_m, 0], dq.reshape([1, BLOCK_M, BLOCK_D]))
     return dk, dv
 
 
 @triton.jit
 def attention_bwd_dkdv_kernel(
-    Q, K, V, DO, LSE, DELTA, DK, DV, DQ, CU_Q, CU_K,
+    Q, K, V, DO, LSE, DELTA, DK, DV, DQ, DQ_DESC, CU_Q, CU_K,
     stride_qb, stride_qh, stride_qs,
     stride_kb, stride_kh, stride_ks,
     stride_vb, stride_vh, stride_vs,
@@ -484,7 +492,9 @@ def attention_bwd_dkdv_kernel(
 ):
     """One program: BLOCK_N keys of one (batch, K/V head); dK and dV summed over the GROUP query
     heads that read this K/V head and over all their query tiles. Grid: (cdiv(max S_k, BLOCK_N), B * H_kv).
-    With ``ATOMIC_DQ`` also adds each tile's dQ share into the fp32 DQ with atomics. ``PAIRED``
+    With ``ATOMIC_DQ`` also adds each tile's dQ share into the fp32 DQ with atomics (1: element-wise
+    into DQ's pointers; 2: TMA bulk reductions through DQ_DESC, a (B*H, S_q, D) or, VARLEN, (H, T_q, D)
+    descriptor of the fp32 accumulator, block [1, BLOCK_M, BLOCK_D]). ``PAIRED``
     (causal): grid (cdiv(n_k, 2), B * H_kv), program i taking key tile i (the heavy one: seen by the
     most queries) and then n_k - 1 - i, unrolled as the forward's."""
     pid_bh = tl.program_id(1)
@@ -497,20 +507,20 @@ def attention_bwd_dkdv_kernel(
     for t in tl.static_range(2 if PAIRED else 1):
         pid_n = first if t == 0 else second
         if (t < count) & (pid_n * BLOCK_N < len_k):
-            _dkdv_tile(Q, K, V, DO, LSE, DELTA, DK, DV, DQ, q0, k0, len_q, len_k, pid_n, b, h_kv,
+            _dkdv_tile(Q, K, V, DO, LSE, DELTA, DK, DV, DQ, DQ_DESC, q0, k0, len_q, len_k, pid_n, b, h_kv, H,
                        stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh,
                        stride_vs, stride_dob, stride_doh, stride_dos, stride_dkb, stride_dkh, stride_dks,
                        stride_dvb, stride_dvh, stride_dvs, stride_dqb, stride_dqh, stride_dqs, stride_lb, stride_lh,
-                       GROUP, sm_scale, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, ATOMIC_DQ)
+                       GROUP, sm_scale, qk_scale, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL, ATOMIC_DQ, VARLEN)
 
 
 @triton.jit
-def _dkdv_tile(Q, K, V, DO, LSE, DELTA, DK, DV, DQ, q0, k0, len_q, len_k, pid_n, b, h_kv,
+def _dkdv_tile(Q, K, V, DO, LSE, DELTA, DK, DV, DQ, DQ_DESC, q0, k0, len_q, len_k, pid_n, b, h_kv, H,
                stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh, stride_vs,
                stride_dob, stride_doh, stride_dos, stride_dkb, stride_dkh, stride_dks, stride_dvb, stride_dvh,
                stride_dvs, stride_dqb, stride_dqh, stride_dqs, stride_lb, stride_lh, GROUP, sm_scale, qk_scale,
                HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr):
+               CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr, VARLEN: tl.constexpr):
     """Key tile pid_n of (batch b, K/V head h_kv): the body of ``attention_bwd_dkdv_kernel``."""
     start_n = pid_n * BLOCK_N
     b64 = b.to(tl.int64)
@@ -541,12 +551,15 @@ def _dkdv_tile(Q, K, V, DO, LSE, DELTA, DK, DV, DQ, q0, k0, len_q, len_k, pid_n,
         do_base = DO + b64 * stride_dob + h64 * stride_doh + q0.to(tl.int64) * stride_dos
         dq_base = DQ + b64 * stride_dqb + h64 * stride_dqh + q0.to(tl.int64) * stride_dqs
         l_off = b64 * stride_lb + h64 * stride_lh + q0.to(tl.int64)
+        h = h_kv * GROUP + g
+        dq_plane = h if VARLEN else b * H + h
+        dq_row0 = q0 if VARLEN else q0 * 0
         dk, dv = _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, dq_base, LSE + l_off, DELTA + l_off, stride_qs,
                                  stride_dos, stride_dqs, lo, mid, offs_n, offs_d, len_q, diag, sm_scale, qk_scale,
-                                 HEAD_DIM, BLOCK_M, True, ATOMIC_DQ)
+                                 DQ_DESC, dq_plane, dq_row0, HEAD_DIM, BLOCK_M, True, ATOMIC_DQ, BLOCK_D)
         dk, dv = _bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, dq_base, LSE + l_off, DELTA + l_off, stride_qs,
                                  stride_dos, stride_dqs, mid, hi, offs_n, offs_d, len_q, diag, sm_scale, qk_scale,
-                                 HEAD_DIM, BLOCK_M, False, ATOMIC_DQ)
+                                 DQ_DESC, dq_plane, dq_row0, HEAD_DIM, BLOCK_M, False, ATOMIC_DQ, BLOCK_D)
     tl.store(_tile_ptrs(DK, b64, hk64, stride_dkb, stride_dkh, rows_n, stride_dks, offs_d),
              (dk * sm_scale).to(DK.dtype.element_ty), mask=kv_mask)
     tl.store(_tile_ptrs(DV, b64, hk64, stride_dvb, stride_dvh, rows_n, stride_dvs, offs_d),

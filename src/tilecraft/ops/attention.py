@@ -133,10 +133,14 @@ class BwdConfig:
     # causal calls only: each dK/dV program takes key tiles i and n_k - 1 - i, each dQ program query
     # tiles n_m - 1 - i and i (the forward's ``paired``): about the same work per program
     paired: bool = False
+    # deterministic=False only: dQ shares added by TMA bulk reductions (sm90+ where the fp32 rows are
+    # 16-byte multiples) instead of element-wise atomics
+    dq_tma: bool = True
 
     def __post_init__(self):
-        if not isinstance(self.paired, bool):
-            raise TypeError(f"paired must be a bool, got {self.paired!r}")
+        for name in ("paired", "dq_tma"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -908,18 +912,28 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
         if dlse is not None:
             # d lse_i / d s_ij = P_ij: a gradient on the lse joins dS = P (dP - delta) as -dlse.
             delta -= dlse.to(delta.dtype)
-        # fp32 accumulator for the atomic dQ; the deterministic path writes dq directly.
-        dq_acc = torch.zeros(dq.shape, dtype=torch.float32, device=dq.device) if not deterministic else dq
+        atomic = 0 if deterministic else (2 if cfg.dq_tma and dq_tma_ok(p, q) else 1)
+        # fp32 accumulator for the atomic dQ: dq's own layout (element-wise) or (B*H, S_q, D) / (H, T_q, D)
+        # planes for the bulk reductions; the deterministic path writes dq directly.
+        if atomic == 2:
+            planes, rows = (p.heads, q.shape[0]) if p.varlen else (p.batch * p.heads, p.seqlen_q)
+            dq_acc = torch.zeros((planes, rows, p.head_dim), dtype=torch.float32, device=dq.device)
+            dq_desc = _dq_descriptor(dq_acc, cfg.block_m1)
+            dq_strides = (0, 0, 0)
+        else:
+            dq_acc = torch.zeros(dq.shape, dtype=torch.float32, device=dq.device) if atomic else dq
+            dq_desc = dq_acc
+            dq_strides = _bhsd_strides(dq_acc, p.layout)
         sm = p.scale
         paired = cfg.paired and p.causal
         handles.append(_k.attention_bwd_dkdv_kernel[(_programs(p.seqlen_k, cfg.block_n1, paired), p.batch * p.kv_heads)](
-            q, k, v, do, lse, delta, dk, dv, dq_acc, cu_q, cu_k,
+            q, k, v, do, lse, delta, dk, dv, dq_acc, dq_desc, cu_q, cu_k,
             *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout), *_bhsd_strides(v, p.layout),
             *_bhsd_strides(do, p.layout), *_bhsd_strides(dk, p.layout), *_bhsd_strides(dv, p.layout),
-            *_bhsd_strides(dq_acc, p.layout), *_lse_strides(lse, p.varlen),
+            *dq_strides, *_lse_strides(lse, p.varlen),
             p.heads, group, p.seqlen_q, p.seqlen_k, sm, sm * LOG2E,
             HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, CAUSAL=p.causal,
-            VARLEN=p.varlen, ATOMIC_DQ=not deterministic, PAIRED=paired, num_warps=cfg.num_warps,
+            VARLEN=p.varlen, ATOMIC_DQ=atomic, PAIRED=paired, num_warps=cfg.num_warps,
             num_stages=cfg.num_stages))
         if deterministic:
             handles.append(_k.attention_bwd_dq_kernel[(_programs(p.seqlen_q, cfg.block_m2, paired), p.batch * p.heads)](
@@ -930,9 +944,34 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
                 HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=cfg.block_m2, BLOCK_N=cfg.block_n2, CAUSAL=p.causal,
                 VARLEN=p.varlen, PAIRED=paired, num_warps=cfg.dq_num_warps or cfg.num_warps,
                 num_stages=cfg.dq_num_stages or cfg.num_stages))
+        elif atomic == 2:
+            dq.copy_(_dq_planes_as(dq_acc, p))
         else:
             dq.copy_(dq_acc)
     return handles
+
+
+def dq_tma_ok(p: Problem, q: torch.Tensor) -> bool:
+    """Whether the atomic dQ can go through TMA bulk reductions: a CUDA GPU of sm90 or later (not the
+    interpreter, not ROCm) and fp32 rows of a 16-byte multiple (D % 4 == 0)."""
+    if q.device.type != "cuda" or torch.version.hip is not None or p.head_dim % 4:
+        return False
+    return torch.cuda.get_device_capability(q.device)[0] >= 9
+
+
+def _dq_descriptor(acc: torch.Tensor, block_m: int):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    planes, rows, d = acc.shape
+    return TensorDescriptor(acc, [planes, rows, d], [rows * d, d, 1], [1, block_m, block_d(d)])
+
+
+def _dq_planes_as(acc: torch.Tensor, p: Problem) -> torch.Tensor:
+    """The (B*H, S_q, D) or (H, T_q, D) accumulator as a view in dq's layout."""
+    if p.varlen:
+        return acc.transpose(0, 1)
+    x = acc.view(p.batch, p.heads, p.seqlen_q, p.head_dim)
+    return x.transpose(1, 2) if p.layout == "bshd" else x
 
 
 def _uses_triton(t: torch.Tensor) -> bool:

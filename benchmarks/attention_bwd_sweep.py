@@ -27,9 +27,9 @@ from tilecraft.bench.harness import Record, write_results  # noqa: E402
 from tilecraft.ops import attention as ops  # noqa: E402
 
 
-def configs() -> dict[str, tuple[ops.BwdConfig, bool]]:
-    """name -> (config, deterministic)."""
-    d = ops.default_bwd_config(128, torch.device("cuda"))
+def configs(head_dim: int = 128) -> dict[str, tuple[ops.BwdConfig, bool]]:
+    """name -> (config, deterministic), around the head dimension's default tiles."""
+    d = ops.default_bwd_config(head_dim, torch.device("cuda"))
     return {"default": (d, True), "atomic": (replace(d, dq_tma=False), False), "s4": (replace(d, num_stages=4), True),
             "dq-s2": (replace(d, dq_num_stages=2), True), "dq-w4": (replace(d, dq_num_warps=4), True),
             "m1-32": (replace(d, block_m1=32), True), "m2-64": (replace(d, block_m2=64), True),
@@ -68,13 +68,14 @@ def main() -> int:
     def extra(ap):
         ap.add_argument("--only", default="", help="comma-separated config names")
         ap.add_argument("--profile", default="", help="comma-separated config names to profile per kernel")
+        ap.add_argument("--dims", default="128", help="head dimensions: the issue's shapes of each (64, 128, 256)")
     args, out, info = start(2, 0.4, extra)
-    cfgs = configs()
     for name in filter(None, args.profile.split(",")):
-        profile(name, *cfgs[name], out)
-    if args.only:
-        cfgs = {k: v for k, v in cfgs.items() if k in args.only.split(",")}
-    shapes = [ba.Shape(4, 16, 16, 4096, 4096, 128, True), ba.Shape(4, 16, 16, 4096, 4096, 128)]
+        profile(name, *configs()[name], out)
+    keep = args.only.split(",") if args.only else None
+    dims = [int(x) for x in args.dims.split(",")]
+    shapes = [s for d in dims for s in ba.ISSUE_SHAPES if s.head_dim == d and not ba.is_decode(s)]
+    shapes.sort(key=lambda s: (dims.index(s.head_dim), not s.causal))
     records, ratios = [], {}
     t0 = time.time()
     for rnd in range(1, args.rounds + 1):
@@ -83,6 +84,7 @@ def main() -> int:
             flash = [r for r in ba.measure(s, torch.bfloat16, "bwd", backends=("flash",), budget_s=args.budget)
                      if r.impl == "sdpa-flash" and r.ok]
             fa2 = flash[0].time_ms if flash else None
+            cfgs = {k: v for k, v in configs(s.head_dim).items() if keep is None or k in keep}
             names = list(cfgs) if rnd % 2 else list(cfgs)[::-1]
             for name in names:
                 cfg, det = cfgs[name]
@@ -96,7 +98,7 @@ def main() -> int:
                 if ours is None or not ours.ok or not ours.time_ms:
                     print(f"   {name}: {ours.message if ours else 'no result'}", flush=True)
                     continue
-                case = f"D128{' causal' if s.causal else ''}"
+                case = f"D{s.head_dim}{' causal' if s.causal else ''}"
                 ratio = fa2 / ours.time_ms if fa2 else None
                 ratios.setdefault((case, name), []).append(ratio)
                 print(f"[{time.time() - t0:5.0f}s] r{rnd} {case:12s} {name:8s} {flops / ours.time_ms / 1e9:6.1f} TFLOP/s"

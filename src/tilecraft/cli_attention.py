@@ -105,8 +105,10 @@ def bench_cmd(
     dtype: Annotated[DType, typer.Option(case_sensitive=False, help="Input dtype.")] = DType.bf16,
     direction: Annotated[str, typer.Option(help="fwd, bwd or fwd,bwd (decode shapes: forward only).")] = "fwd,bwd",
     backends: Annotated[str, typer.Option(help="SDPA backends to compare with.")] = "cudnn,flash,efficient",
-    atomic_dq: Annotated[bool, typer.Option("--atomic-dq", help="Backward with fp32 atomic dQ "
-                                            "(deterministic=False) instead of the separate dQ kernel.")] = False,
+    atomic_dq: Annotated[bool | None, typer.Option("--atomic-dq/--deterministic", help="Backward dQ: fp32 atomics "
+                                                   "inside the dK/dV kernel (deterministic=False) or its own kernel "
+                                                   "(deterministic=True); default: the library's choice "
+                                                   "(deterministic=None).", show_default=False)] = None,
     budget: Annotated[float, typer.Option(help="Seconds of timed runs per implementation, case and round.")] = 0.4,
     rounds: Annotated[int, typer.Option(help="Rounds per case (ours and every backend each round); the median "
                                         "round of each is reported.")] = 3,
@@ -152,10 +154,11 @@ def bench_cmd(
         def step(msg: str) -> None:
             progress.update(task, description=msg)
             progress.advance(task)
-        records = bench(shapes, dtype.value, directions, backends=peers, deterministic=not atomic_dq,
+        det = None if atomic_dq is None else not atomic_dq
+        records = bench(shapes, dtype.value, directions, backends=peers, deterministic=det,
                         budget_s=budget, info=dev, progress=step, rounds=rounds)
     meta = {"mode": "gpu", "dtype": dtype.value, "directions": directions, "backends": peers, "rounds": rounds,
-            "deterministic": not atomic_dq, "shapes": [s.as_dict() for s in shapes],
+            "deterministic": "auto (deterministic=None)" if det is None else det, "shapes": [s.as_dict() for s in shapes],
             "flops": "forward 4*B*H*D per visible (query, key) pair; backward 2.5x forward",
             "timing": "forward: CUDA-graph replays (ours and SDPA); backward: eager, SDPA through autograd; "
                       "each implementation's median round"}

@@ -146,3 +146,17 @@ def test_kernels_compile_for_hopper_and_cdna3(target):
         assert any(k.startswith("sass:HGMMA") for k in reports[0]["census"]), "forward must use wgmma on sm90"
         tma = next(r for r in reports if r["kernel"] == "attention_fwd_tma_kernel")
         assert tma["spills"] == 0 and tma["census"].get("sass:UTMALDG"), "the TMA forward must load through the copy engine"
+
+
+def test_atomic_dq_compiles_to_tma_reductions_on_hopper():
+    """The atomic dQ (deterministic=False) at the issue's D128 causal shape, compiled for sm90: the dQ
+    shares leave as TMA bulk reductions (UTMAREDG); with ``dq_tma=False`` they do not."""
+    s = ba.Shape(4, 16, 16, 4096, 4096, 128, True)
+    (r,) = ba.compile_report(s, torch.bfloat16, "sm90", deterministic=False, kernels=["attention_bwd_dkdv_kernel"])
+    assert r["error"] is None, r["error"]
+    assert r["census"].get("sass:UTMAREDG"), r["census"]
+    cfg = ops.BwdConfig(64, 128, 128, 64, 8, 3, paired=True, dq_tma=False)
+    (e,) = ba.compile_report(s, torch.bfloat16, "sm90", bwd=cfg, deterministic=False,
+                             kernels=["attention_bwd_dkdv_kernel"])
+    assert e["error"] is None and not e["census"].get("sass:UTMAREDG"), "dq_tma=False: element-wise atomics"
+

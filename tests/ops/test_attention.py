@@ -777,3 +777,47 @@ def test_decode_path_backward(gen):
     ref = _grads(lambda *t: attention_reference(*t, causal=True), q.double(), k.double(), v.double(), do)
     for a, r in zip(ours, ref):
         assert rel(a, r) < GRAD_TOL[torch.float16]
+
+
+def test_deterministic_default_resolution(gen):
+    """``deterministic=None`` (the default): the dQ kernel on CPUs and under
+    ``torch.use_deterministic_algorithms(True)``; the given bool otherwise; anything else a TypeError
+    before a launch."""
+    q, k, v = make(gen, 1, 2, 1, 5, 5, 16, torch.float16)
+    p = ops.validate(q, k, v, causal=False, scale=None, layout="bhsd")
+    cfg = ops.BwdConfig(16, 16, 16, 16, 4, 1)
+    assert ops.resolve_deterministic(None, p, q) is True  # no TMA bulk reductions here
+    assert ops.resolve_deterministic(False, p, q) is False and ops.resolve_deterministic(True, p, q) is True
+    assert ops.dq_path(None, p, q, cfg) == "kernel" and ops.dq_path(False, p, q, cfg) == "atomic"
+    assert not ops.dq_tma_ok(p, q)
+    was = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        assert ops.resolve_deterministic(None, p, q) is True
+    finally:
+        torch.use_deterministic_algorithms(was)
+    with pytest.raises(TypeError, match="deterministic must be a bool or None"):
+        tilecraft.attention(q, k, v, deterministic="yes")
+    with pytest.raises(TypeError, match="dq_tma must be a bool"):
+        ops.BwdConfig(16, 16, 16, 16, 4, 1, dq_tma=1)
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd", "thd"])
+def test_dq_planes_map_to_the_layout(layout):
+    """The TMA path's fp32 accumulator, (B*H, S_q, D) planes (packed: (H, T_q, D)), read back in dq's
+    layout: element (plane of (b, h), row s, column d) lands at dq[b, h, s, d] / dq[b, s, h, d] /
+    dq[t, h, d]."""
+    b, h, s, d = 2, 3, 5, 8
+    if layout == "thd":
+        q = torch.zeros(7, h, d)
+        p = ops.Problem("thd", 2, h, h, 4, 4, d, False, 1.0, True)
+        acc = torch.arange(h * 7 * d, dtype=torch.float32).view(h, 7, d)
+        view = ops._dq_planes_as(acc, p)
+        assert view.shape == q.shape and torch.equal(view[4, 1], acc[1, 4])
+        return
+    p = ops.Problem(layout, b, h, h, s, s, d, False, 1.0, False)
+    acc = torch.arange(b * h * s * d, dtype=torch.float32).view(b * h, s, d)
+    view = ops._dq_planes_as(acc, p)
+    assert view.shape == ((b, h, s, d) if layout == "bhsd" else (b, s, h, d))
+    got = view[1, 2, 3] if layout == "bhsd" else view[1, 3, 2]
+    assert torch.equal(got, acc[1 * h + 2, 3])

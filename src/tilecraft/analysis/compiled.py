@@ -486,7 +486,7 @@ def census_sass(text: str) -> dict[str, int]:
     matrix instructions by full opcode (``sass:HGMMA.64x64x16.F32``, ``sass:HMMA.16816.F32``,
     ``sass:DMMA.8x8x4``), ``LDG``/``STG`` by width (``sass_global_load_128b``), evict-first /
     no-allocate (``.EF`` / ``.NA``) ones as ``sass_global_*_nt``, ``LDS``/``STS`` by width,
-    ``LDSM``, ``LDGSTS`` (cp.async), ``UTMALDG``/``UTMASTG`` (TMA) and ``CCTL`` (cache control:
+    ``LDSM``, ``LDGSTS`` (cp.async), ``UTMALDG``/``UTMASTG``/``UTMAREDG`` (TMA loads, stores, reductions) and ``CCTL`` (cache control:
     ``prefetch.global.L1`` becomes ``CCTL.E.PF1``)."""
     census: dict[str, int] = {}
     for line in text.splitlines():
@@ -506,7 +506,7 @@ def census_sass(text: str) -> dict[str, int]:
         elif base in ("LDS", "STS"):
             kind = "sass_shared_" + ("load" if base == "LDS" else "store")
             _bump(census, f"{kind}_{_sass_width(parts)}b")
-        elif base in ("LDSM", "STSM", "LDGSTS", "UTMALDG", "UTMASTG", "CCTL"):
+        elif base in ("LDSM", "STSM", "LDGSTS", "UTMALDG", "UTMASTG", "UTMAREDG", "CCTL"):
             _bump(census, "sass:" + base)
     return census
 

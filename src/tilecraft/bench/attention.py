@@ -429,7 +429,7 @@ def _time(fn: Callable[[int], object], n_sets: int, device: str, budget_s: float
     return t.median_ms, d
 
 
-def _ours_bwd(s: Shape, cfg: ops.BwdConfig | None, deterministic: bool):
+def _ours_bwd(s: Shape, cfg: ops.BwdConfig | None, deterministic: bool | None):
     """Ours backward into given (or new, NaN-filled) dq, dk, dv."""
     def run(q, k, v, do, out, lse, grads=None):
         p = ops.validate(q, k, v, causal=s.causal, scale=None, layout="bhsd")
@@ -455,7 +455,7 @@ def _resources(handles) -> list[dict]:
 
 def measure(s: Shape, dtype: torch.dtype, direction: str = "fwd", *, backends: Sequence[str] = SDPA_BACKENDS,
             fwd: ops.FwdConfig | ops.DecodeConfig | None = None, bwd: ops.BwdConfig | None = None,
-            deterministic: bool = True, budget_s: float = 1.0, device: str = "cuda", l2_bytes: int | None = None,
+            deterministic: bool | None = None, budget_s: float = 1.0, device: str = "cuda", l2_bytes: int | None = None,
             graphs: bool = True) -> list[Timed]:
     """Check, then time ours and each SDPA backend on one shape, one direction (fwd or bwd).
 
@@ -500,6 +500,10 @@ def measure(s: Shape, dtype: torch.dtype, direction: str = "fwd", *, backends: S
                 ours.resources = _resources(handles)
                 ours.time_ms, ours.timing = _time(lambda i: ours_b(*sets[i], dos[i], outs[i][0], outs[i][1], grads[i]),
                                                   n_sets, device, budget_s, False)
+                q0 = sets[0][0]
+                p0 = ops.validate(q0, sets[0][1], sets[0][2], causal=s.causal, scale=None, layout="bhsd")
+                ours.timing["dq_path"] = ops.dq_path(deterministic, p0, q0,
+                                                     bwd or ops.default_bwd_config(p0.head_dim, q0.device))
             del outs
         except (RuntimeError, ValueError) as exc:
             ours.ok, ours.message = False, f"{type(exc).__name__}: {exc}"[:300]
@@ -615,7 +619,7 @@ def median_of_rounds(rounds: Sequence[Sequence[Timed]]) -> list[Timed]:
 
 
 def bench(shapes: Sequence[Shape] = ISSUE_SHAPES, dtype: str = "bf16", directions: Sequence[str] = ("fwd", "bwd"),
-          *, backends: Sequence[str] = SDPA_BACKENDS, deterministic: bool = True, budget_s: float = 1.0,
+          *, backends: Sequence[str] = SDPA_BACKENDS, deterministic: bool | None = None, budget_s: float = 1.0,
           info=None, progress: Callable[[str], None] | None = None, rounds: int = 1) -> list:
     """The ``tilecraft attention bench`` suite: every shape and direction, ours and SDPA's backends
     (decode shapes forward only, against the copy bandwidth measured in the same run). ``rounds`` > 1

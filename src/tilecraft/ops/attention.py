@@ -893,17 +893,18 @@ def launch_decode(q, k, v, out, lse, p: Problem, cfg: DecodeConfig) -> list:
 
 def resolve_deterministic(deterministic: bool | None, p: Problem, q: torch.Tensor) -> bool:
     """The backward's dQ path: ``True``/``False`` as given; ``None`` (the default) is deterministic when
-    ``torch.use_deterministic_algorithms(True)`` is on, and otherwise the atomic dQ where it runs as TMA
-    bulk reductions (sm90+, :func:`dq_tma_ok`; H100, 2026-11-27: 1.33x FlashAttention-2 causal at D128
-    against 1.27x for the separate dQ kernel), the separate dQ kernel elsewhere (element-wise atomics
-    measured no faster, or slower)."""
+    ``torch.use_deterministic_algorithms(True)`` is on, and otherwise the atomic dQ only where it was
+    measured faster: D = 128 with TMA bulk reductions (sm90+, :func:`dq_tma_ok`). H100, 2026-11-27,
+    × FlashAttention-2, the issue's shapes: D128 causal 1.32-1.33 against 1.27 for the dQ kernel, D128
+    1.33 against 1.32; but D64 1.13 / causal 1.22 against 1.29 / 1.27 and D256 0.56 / 0.62 against
+    0.76 / 0.70 (the atomic dK/dV kernel spills there), and element-wise atomics no faster anywhere."""
     if deterministic is not None:
         if not isinstance(deterministic, bool):
             raise TypeError(f"deterministic must be a bool or None, got {type(deterministic).__name__}")
         return deterministic
     if torch.are_deterministic_algorithms_enabled():
         return True
-    return not dq_tma_ok(p, q)
+    return not (p.head_dim == 128 and dq_tma_ok(p, q))
 
 
 def dq_path(deterministic: bool | None, p: Problem, q: torch.Tensor, cfg: BwdConfig) -> str:
@@ -1161,8 +1162,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     kernel (every gradient bitwise repeatable); ``False`` accumulates dQ with fp32 atomics inside the
     dK/dV kernel (one kernel and one recomputation fewer; summation order not fixed: TMA bulk
     reductions on sm90+, element-wise atomics elsewhere). ``None`` (default): deterministic under
-    ``torch.use_deterministic_algorithms(True)``, else the atomic dQ on sm90+ GPUs (where it is the
-    faster) and the deterministic kernel elsewhere (:func:`resolve_deterministic`).
+    ``torch.use_deterministic_algorithms(True)``, else the atomic dQ where it was measured faster (D = 128
+    on sm90+ GPUs) and the deterministic kernel elsewhere (:func:`resolve_deterministic`).
 
     Devices: CUDA/ROCm tensors run the Triton kernels; CPU tensors run them in Triton's interpreter
     when ``TRITON_INTERPRET=1`` was set before tilecraft was imported, and otherwise the float32

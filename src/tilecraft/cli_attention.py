@@ -1,7 +1,7 @@
 """``tilecraft attention``: flash attention against SDPA's backends.
 
     tilecraft attention bench [--shape B=4,H=16,S=4096,D=128,causal ...] [--dtype bf16|fp16]
-                              [--direction fwd,bwd] [--backends cudnn,flash,efficient] [--atomic-dq]
+                              [--direction fwd,bwd] [--backends cudnn,flash,efficient] [--atomic-dq|--deterministic]
                               [--budget 0.4] [--rounds 3] [--out PATH] [--json]
 
 Argument handling and formatting only; the suite is ``tilecraft.bench.attention``. Bad input is one

@@ -28,7 +28,8 @@ Techniques, each where it happens:
 * backward as FlashAttention-2: delta = rowsum(dO * O) first; one kernel per key tile accumulates
   dK and dV over every query tile (and every query head of its group), so they are written once,
   without atomics; dQ either in its own kernel over key tiles (deterministic) or accumulated with
-  fp32 atomics from the dK/dV kernel (``ATOMIC_DQ``, fewer recomputed products, order not fixed).
+  fp32 atomics from the dK/dV kernel (``ATOMIC_DQ``, fewer recomputed products, order not fixed):
+  element-wise, or on sm90 one TMA bulk reduction (``cp.reduce.async.bulk.tensor`` add) per tile.
 """
 import triton
 import triton.language as tl

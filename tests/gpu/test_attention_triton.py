@@ -107,7 +107,7 @@ def _varlen_grads(q, k, v, do, cu_q, cu_k, causal):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
-@pytest.mark.parametrize("d", [64, 96, 256])
+@pytest.mark.parametrize("d", [64, 96, 128, 256])
 def test_packed_batches_forward_and_backward(d, dtype):
     """Packed ("thd") sequences of lengths 1, 0, ragged and longer than a tile, causal (bottom-right
     per sequence, so some queries see no key), through ``tilecraft.attention``: output, lse and
@@ -154,3 +154,66 @@ def test_bshd_layout_backward(dtype, deterministic):
     for name, g, r in zip(("dq", "dk", "dv"), grads, attention_backward_reference(*bhsd, causal=True)):
         assert not torch.isnan(g).any(), name
         assert rel(g.transpose(1, 2), r) < GRAD_TOL[dtype], f"{name}: {rel(g.transpose(1, 2), r):.2e}"
+
+
+def test_default_dq_path_on_this_gpu():
+    """``deterministic=None``: the atomic dQ by TMA bulk reductions at D = 128 on sm90+, the dQ kernel at
+    D = 64 and under ``torch.use_deterministic_algorithms(True)``; the default backward at D = 128 then
+    agrees with the deterministic one to rounding."""
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    q, k, v = (torch.randn(2, 4, 333, 128, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(3))
+    p = ops.validate(q, k, v, causal=True, scale=None, layout="bhsd")
+    cfg = ops.default_bwd_config(128, q.device)
+    hopper = torch.cuda.get_device_capability()[0] >= 9
+    assert ops.dq_path(None, p, q, cfg) == ("atomic-tma" if hopper else "kernel")
+    p64 = ops.validate(q[..., :64], k[..., :64], v[..., :64], causal=True, scale=None, layout="bhsd")
+    assert ops.dq_path(None, p64, q, ops.default_bwd_config(64, q.device)) == "kernel"
+    was = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        assert ops.dq_path(None, p, q, cfg) == "kernel"
+    finally:
+        torch.use_deterministic_algorithms(was)
+    do = torch.randn(q.shape, generator=gen, device="cuda").to(torch.bfloat16)
+    grads = {}
+    for det in (None, True):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = tilecraft.attention(*leaves, causal=True, deterministic=det)
+        grads[det] = torch.autograd.grad(out, leaves, do)
+    for name, a, b in zip(("dq", "dk", "dv"), grads[None], grads[True]):
+        assert not torch.isnan(a).any(), name
+        assert rel(a, b) < 1e-2, f"{name}: {rel(a, b):.2e}"
+
+
+
+def test_atomic_backward_replays_in_a_cuda_graph():
+    """The TMA-reduction backward (D = 128, deterministic=False) captured in a CUDA graph: replayed on new
+    inputs it matches an eager call on them to rounding (its accumulator is zeroed inside the graph)."""
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    shape = (1, 4, 300, 128)
+    q, k, v, do = (torch.randn(shape, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(4))
+    p = ops.validate(q, k, v, causal=True, scale=None, layout="bhsd")
+    cfg = ops.default_bwd_config(128, q.device)
+    out, lse = ops._fwd_compute(q, k, v, None, None, p)
+    grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        ops.launch_bwd(do, q, k, v, out, lse, None, *grads, None, None, p, cfg, False)  # compile outside capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            ops.launch_bwd(do, q, k, v, out, lse, None, *grads, None, None, p, cfg, False)
+    torch.cuda.current_stream().wait_stream(s)
+    for t in (q, k, v, do):
+        t.copy_(torch.randn(shape, generator=gen, device="cuda").to(torch.bfloat16))
+    o2, l2 = ops._fwd_compute(q, k, v, None, None, p)
+    out.copy_(o2), lse.copy_(l2)
+    for t in grads:
+        t.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    eager = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+    ops.launch_bwd(do, q, k, v, out, lse, None, *eager, None, None, p, cfg, False)
+    for name, a, b in zip(("dq", "dk", "dv"), grads, eager):
+        assert not torch.isnan(a).any(), name
+        assert rel(a, b) < 1e-2, f"{name}: {rel(a, b):.2e}"

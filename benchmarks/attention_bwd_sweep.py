@@ -37,7 +37,11 @@ def configs(head_dim: int = 128) -> dict[str, tuple[ops.BwdConfig, bool]]:
             # dQ by TMA bulk reductions (sm90; ``atomic`` is element-wise since dq_tma=False)
             "tma": (replace(d, dq_tma=True), False), "tma-m32": (replace(d, dq_tma=True, block_m1=32), False),
             "tma-n64": (replace(d, dq_tma=True, block_n1=64), False),
-            "tma-s2": (replace(d, dq_tma=True, num_stages=2), False)}
+            "tma-s2": (replace(d, dq_tma=True, num_stages=2), False),
+            # for D256 (dK/dV 32x64 tiles, 8 warps, 2 stages by default)
+            "n1-32": (replace(d, block_n1=32), True), "m1-16": (replace(d, block_m1=16), True),
+            "s1": (replace(d, num_stages=1), True), "s3": (replace(d, num_stages=3), True),
+            "w4": (replace(d, num_warps=4), True)}
 
 
 def profile(name: str, cfg: ops.BwdConfig, det: bool, out: Path) -> None:

@@ -41,7 +41,9 @@ def configs(head_dim: int = 128) -> dict[str, tuple[ops.BwdConfig, bool]]:
             # for D256 (dK/dV 32x64 tiles, 8 warps, 2 stages by default)
             "n1-32": (replace(d, block_n1=32), True), "m1-16": (replace(d, block_m1=16), True),
             "s1": (replace(d, num_stages=1), True), "s3": (replace(d, num_stages=3), True),
-            "w4": (replace(d, num_warps=4), True)}
+            "w4": (replace(d, num_warps=4), True), "s3-dq2": (replace(d, num_stages=3, dq_num_stages=2), True),
+            "s3-dq4": (replace(d, num_stages=3, dq_num_stages=4), True),
+            "s4-dq3": (replace(d, num_stages=4, dq_num_stages=3), True)}
 
 
 def profile(name: str, cfg: ops.BwdConfig, det: bool, out: Path) -> None:

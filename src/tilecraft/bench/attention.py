@@ -100,7 +100,7 @@ def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = 
     dev = torch.device("cuda")
     # the pointer kernel's tiles as sm90 would run them (the TMA variant takes descriptor arguments)
     fwd = fwd or ops.pointer_fwd_config(s.head_dim, dev, hopper=True)
-    bwd = bwd or ops.default_bwd_config(s.head_dim, dev)
+    bwd = bwd or ops.default_bwd_config(s.head_dim, dev, hopper=True)
     t = "*" + _TRITON[dtype] + ":16"
     d = s.head_dim
     q_str = {"b": s.heads * s.seqlen_q * d, "h": s.seqlen_q * d, "s": d}

@@ -340,7 +340,7 @@ def pointer_fwd_config(head_dim: int, device: torch.device, hopper: bool | None 
     return FwdConfig(128, 64, 8, 2) if d <= 128 else FwdConfig(64, 32, 4, 2)
 
 
-def default_bwd_config(head_dim: int, device: torch.device) -> BwdConfig:
+def default_bwd_config(head_dim: int, device: torch.device, hopper: bool | None = None) -> BwdConfig:
     """Backward tiles by padded head dimension, measured on an H200 (2026-11-21, bf16):
 
     * D <= 64 (B8 H16 S2048): dK/dV over 32-query steps of 128-key tiles, dQ over 32-key steps of
@@ -355,7 +355,12 @@ def default_bwd_config(head_dim: int, device: torch.device) -> BwdConfig:
 
     Causal calls pair their tiles (``paired``; H100, 2026-11-25, medians of 3 alternating rounds,
     `attention-bwd-paired-1b55b5a.json`): D128 causal 302 against 294 TFLOP/s (FA2 233: 1.30x against
-    1.26x), D64 causal 178 against 170."""
+    1.26x), D64 causal 178 against 170.
+
+    D = 256 on sm90: dK/dV with 4 stages, dQ with 3 (H200, 2026-11-27, `attention-bwd-sweep-*-d256.json`,
+    medians of 2 rounds, x FlashAttention-2: 0.906 / causal 0.749 against 0.779 / 0.689 with 2 stages; both
+    at 3 stages 0.883 / 0.753; 4 stages in the dQ kernel do not fit shared memory). Other GPUs keep 2
+    stages (less shared memory than sm90's 227 KB). ``hopper`` overrides the detection (cross-compiling)."""
     if device.type != "cuda":
         return INTERPRETER_BWD
     d = block_d(head_dim)
@@ -363,6 +368,8 @@ def default_bwd_config(head_dim: int, device: torch.device) -> BwdConfig:
         return BwdConfig(32, 128, 128, 32, 4, 3, paired=True)
     if d <= 128:
         return BwdConfig(64, 128, 128, 64, 8, 3, paired=True)
+    if _hopper_or_later(device, hopper):
+        return BwdConfig(32, 64, 128, 32, 8, 4, dq_num_stages=3, paired=True)
     return BwdConfig(32, 64, 128, 32, 8, 2, paired=True)
 
 

@@ -160,3 +160,16 @@ def test_atomic_dq_compiles_to_tma_reductions_on_hopper():
                              kernels=["attention_bwd_dkdv_kernel"])
     assert e["error"] is None and not e["census"].get("sass:UTMAREDG"), "dq_tma=False: element-wise atomics"
 
+
+
+@pytest.mark.parametrize("deterministic", [True, False], ids=["det", "atomic"])
+def test_default_backward_fits_hopper_shared_memory_at_d256(deterministic):
+    """The sm90 D256 backward defaults (4 dK/dV stages, 3 dQ stages; 2 dK/dV stages when it adds dQ
+    atomically): every kernel within the 227 KB an sm90 block may take."""
+    s = ba.Shape(2, 4, 4, 1024, 1024, 256, True)
+    reports = ba.compile_report(s, torch.bfloat16, "sm90", deterministic=deterministic, tma=False,
+                                kernels=["attention_bwd_dkdv_kernel", "attention_bwd_dq_kernel"])
+    assert len(reports) == (2 if deterministic else 1)
+    for r in reports:
+        assert r["error"] is None, r["error"]
+        assert 0 < r["shared_bytes"] <= 232448, (r["kernel"], r["shared_bytes"])

@@ -136,7 +136,8 @@ def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = 
            {"kernel": "attention_bwd_dkdv_kernel", "signature": dkdv_sig,
             "constexprs": dict(shared, BLOCK_M=bwd.block_m1, BLOCK_N=bwd.block_n1, ATOMIC_DQ=atomic,
                                PAIRED=bwd.paired and s.causal),
-            "num_warps": bwd.num_warps, "num_stages": bwd.num_stages}]
+            "num_warps": bwd.num_warps,
+            "num_stages": (atomic and bwd.atomic_num_stages) or bwd.num_stages}]
     if tma:
         tma_cfg = ops.triton_fwd_config(s.head_dim, dev, hopper=True)
         bd = ops.block_d(d)

@@ -136,6 +136,9 @@ class BwdConfig:
     # deterministic=False only: dQ shares added by TMA bulk reductions (sm90+ where the fp32 rows are
     # 16-byte multiples) instead of element-wise atomics
     dq_tma: bool = True
+    # the dK/dV kernel's stages when it also adds dQ (deterministic=False; 0: num_stages): its dQ tile
+    # takes shared memory the deterministic kernel's ring has (D256 at 4 stages: 261 KB, over sm90's 227)
+    atomic_num_stages: int = 0
 
     def __post_init__(self):
         for name in ("paired", "dq_tma"):
@@ -359,7 +362,8 @@ def default_bwd_config(head_dim: int, device: torch.device, hopper: bool | None 
 
     D = 256 on sm90: dK/dV with 4 stages, dQ with 3 (H200, 2026-11-27, `attention-bwd-sweep-*-d256.json`,
     medians of 2 rounds, x FlashAttention-2: 0.906 / causal 0.749 against 0.779 / 0.689 with 2 stages; both
-    at 3 stages 0.883 / 0.753; 4 stages in the dQ kernel do not fit shared memory). Other GPUs keep 2
+    at 3 stages 0.883 / 0.753; 4 stages in the dQ kernel do not fit shared memory, nor 3 or 4 in the
+    dK/dV kernel when it adds dQ atomically: ``atomic_num_stages`` 2 there). Other GPUs keep 2
     stages (less shared memory than sm90's 227 KB). ``hopper`` overrides the detection (cross-compiling)."""
     if device.type != "cuda":
         return INTERPRETER_BWD
@@ -369,7 +373,7 @@ def default_bwd_config(head_dim: int, device: torch.device, hopper: bool | None 
     if d <= 128:
         return BwdConfig(64, 128, 128, 64, 8, 3, paired=True)
     if _hopper_or_later(device, hopper):
-        return BwdConfig(32, 64, 128, 32, 8, 4, dq_num_stages=3, paired=True)
+        return BwdConfig(32, 64, 128, 32, 8, 4, dq_num_stages=3, paired=True, atomic_num_stages=2)
     return BwdConfig(32, 64, 128, 32, 8, 2, paired=True)
 
 
@@ -968,7 +972,7 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
             p.heads, group, p.seqlen_q, p.seqlen_k, sm, sm * LOG2E,
             HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, CAUSAL=p.causal,
             VARLEN=p.varlen, ATOMIC_DQ=atomic, PAIRED=paired, num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages))
+            num_stages=(atomic and cfg.atomic_num_stages) or cfg.num_stages))
         if deterministic:
             handles.append(_k.attention_bwd_dq_kernel[(_programs(p.seqlen_q, cfg.block_m2, paired), p.batch * p.heads)](
                 q, k, v, do, lse, delta, dq, cu_q, cu_k,

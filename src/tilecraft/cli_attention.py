@@ -195,6 +195,8 @@ def _print_table(records, dev, dtype: str, peers: list[str]) -> None:
         cells += [_fmt(ratios.get(f"sdpa-{p}"), ".2f") for p in peers]
         pct = ours.ratio * 100 if ours and ours.ceiling and ours.ratio else None
         note = ours.extra.get("message", "") if ours and not ours.extra.get("ok") else ""
+        dq = ((ours.extra.get("timing") or {}).get("dq_path") if ours else None) if direction == "bwd" else None
+        note = note or (f"dQ: {dq}" if dq else "")
         table.add_row(label, direction, *cells, _fmt(pct, ".1f"), _fmt(ours.extra.get("rel_error") if ours else None,
                                                                            ".1e"), note[:60])
     # A pipe or a log file gets the whole table, not one squeezed to 80 columns.

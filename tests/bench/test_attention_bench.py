@@ -69,7 +69,7 @@ def test_median_of_rounds_keeps_each_implementations_median_round_and_any_failur
 
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd"])
-def test_measure_on_cpu_and_results_json(direction, tmp_path):
+def test_measure_on_cpu_and_results_json(direction, tmp_path, capsys):
     """``measure`` end to end in the interpreter (the check, then the timing loop, no SDPA), its
     records into the results JSON and back."""
     s = ba.Shape(1, 2, 1, 20, 20, 32, True)
@@ -79,11 +79,18 @@ def test_measure_on_cpu_and_results_json(direction, tmp_path):
     assert ours.ok, ours.message
     assert ours.rel_error < (1.5 if direction == "bwd" else 1) * ba.TOLERANCE[torch.float16]
     assert ours.time_ms > 0 and ours.timing["method"] == "eager"
+    if direction == "bwd":  # deterministic=None on a CPU: the dQ kernel, named in the record
+        assert ours.timing["dq_path"] == "kernel"
     cfg = (ops.INTERPRETER_BWD if direction == "bwd" else ops.INTERPRETER_FWD).as_dict()
     records = ba.records_for(s, "fp16", direction, results, config=cfg)
     info = DeviceInfo(name="Test CPU", backend="cpu", versions={"torch": "9.9.9", "triton": "8.8.8"})
     path = write_results(records, "attention-bench", tmp_path / "attention.json", info=info,
                          meta={"mode": "triton-interpreter"})
+    if direction == "bwd":
+        from tilecraft.cli_attention import _print_table
+
+        _print_table(records, info, "fp16", [])
+        assert "dQ: kernel" in capsys.readouterr().out
     doc = json.loads(path.read_text())
     assert doc["suite"] == "attention-bench" and doc["meta"] == {"mode": "triton-interpreter"}
     (rec,) = doc["records"]

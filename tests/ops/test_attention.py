@@ -800,6 +800,9 @@ def test_deterministic_default_resolution(gen):
         tilecraft.attention(q, k, v, deterministic="yes")
     with pytest.raises(TypeError, match="dq_tma must be a bool"):
         ops.BwdConfig(16, 16, 16, 16, 4, 1, dq_tma=1)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="atomic_num_stages"):
+            ops.BwdConfig(16, 16, 16, 16, 4, 1, atomic_num_stages=bad)
 
 
 @pytest.mark.parametrize("layout", ["bhsd", "bshd", "thd"])

@@ -144,6 +144,9 @@ class BwdConfig:
         for name in ("paired", "dq_tma"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        n = self.atomic_num_stages
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"atomic_num_stages must be an integer >= 0 (0: num_stages), got {n!r}")
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -35,10 +35,10 @@ F = ops.FwdConfig
 
 
 def W(n: int, stages: int = 2, overlap: bool = False, persistent: bool = False, poly: int = 0, consumers: int = 2,
-      early: bool = False, tree: bool = False, paired: bool = False, turn_exp: bool = False) -> ops.FwdConfig:
+      early: bool = False, tree: bool = False, paired: bool = False) -> ops.FwdConfig:
     """The warp-specialised ping-pong kernel (64 rows per consumer warpgroup)."""
     return F(64 * consumers, n, 4 * consumers, stages, True, gluon=True, overlap=overlap, ws=True, persistent=persistent,
-             poly=poly, consumers=consumers, early=early, tree=tree, paired=paired, turn_exp=turn_exp)
+             poly=poly, consumers=consumers, early=early, tree=tree, paired=paired)
 
 
 def G(n: int, stages: int = 2, poly: int = 0) -> ops.FwdConfig:
@@ -97,19 +97,7 @@ CANDIDATES11B = {
     "d128c": [W(128, overlap=True, **ET, **P)],
     "d256c": [W(64, overlap=True, tree=True, **P), W(64, tree=True, **P)],
 }
-# round 16 (2026-11-27, fifth session): the turns around the exponentials instead of the products' issue
-# (``turn_exp``, the order of cuDNN's SASS), with and without early/tree, persistent, 3 stages; D64 on ws
-TE = {"turn_exp": True}
-CANDIDATES16 = {
-    "d128": [W(128, **ET, **TE), W(128, tree=True, **TE), W(128, **TE), W(128, persistent=True, **ET, **TE),
-             W(128, 3, **ET, **TE)],
-    "d128c": [W(128, **ET, **TE, **P), W(128, **ET, **P)],
-    "d64": [W(128, **ET, **TE), W(128, tree=True, **TE), W(128, consumers=3, **TE), W(128, consumers=3, **ET, **TE)],
-    "d64c": [W(128, **ET, **TE, **P), W(128, consumers=3, **TE, **P)],
-    "d256": [W(64, **ET, **TE), W(64, tree=True, **TE)],
-    "d256c": [W(64, **ET, **TE, **P)],
-}
-CANDIDATE_SETS = {"round7": CANDIDATES, "round16": CANDIDATES16, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+CANDIDATE_SETS = {"round7": CANDIDATES, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 
@@ -120,8 +108,7 @@ def label(cfg: ops.FwdConfig) -> str:
     kind = "ws-pp" if cfg.ws else "gluon"
     return (f"{kind} {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}" + (" overlap" if cfg.overlap else "")
             + (" persistent" if cfg.persistent else "") + (f" poly{cfg.poly}" if cfg.poly else "")
-            + (" early" if cfg.early else "") + (" tree" if cfg.tree else "") + (" turn-exp" if cfg.turn_exp else "")
-            + extra)
+            + (" early" if cfg.early else "") + (" tree" if cfg.tree else "") + extra)
 
 
 def run_ours(cfg, causal):

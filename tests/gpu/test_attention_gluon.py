@@ -147,37 +147,6 @@ def test_gluon_ws_persistent_matches_float64(case, dtype):
         matches_its_twin(q, k, v, p, cfg, "persistent", ref_o, ref_l, dtype)
 
 
-# round 16: the turns around the exponentials (cuDNN's order), plain order, 2 and 3 consumers, persistent and paired
-TURN_EXP_CONFIGS = {
-    64: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True, turn_exp=True),
-         ops.FwdConfig(192, 128, 12, 2, tma=True, gluon=True, overlap=False, ws=True, consumers=3, turn_exp=True)],
-    128: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True,
-                        turn_exp=True),
-          ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, turn_exp=True),
-          ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True,
-                        turn_exp=True, persistent=True),
-          ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True,
-                        turn_exp=True, paired=True)],
-    256: [ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True,
-                        turn_exp=True)]}
-
-
-@pytest.mark.parametrize("case", CASES + MANY_TILE_CASES[1:3],
-                         ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_gluon_ws_turn_exp_matches_float64_and_the_issue_turns(case, dtype):
-    """``turn_exp`` moves the consumers' turns from the products' issue to the exponentials: the same
-    arithmetic in the same order, so bit-equal to the config with the turns at the issue, and both
-    against float64 from NaN-poisoned outputs."""
-    b, h, h_kv, s_q, s_k, d, causal = case
-    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 16)
-    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
-    ref_o, ref_l = attention_reference(q, k, v, causal=causal)
-    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
-    for cfg in TURN_EXP_CONFIGS[d]:
-        matches_its_twin(q, k, v, p, cfg, "turn_exp", ref_o, ref_l, dtype)
-
-
 def matches_its_twin(q, k, v, p, cfg, option, ref_o, ref_l, dtype):
     """``cfg`` and the same config with ``option`` off, each into NaN-poisoned outputs: both against
     float64, and bit-equal to each other (the same tiles, scheduled differently)."""

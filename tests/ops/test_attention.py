@@ -281,22 +281,6 @@ def test_paired_config_rules():
     assert ops._maxnreg(ops.FwdConfig(16, 16, 4, 1, maxnreg=128), torch.device("cuda")) == {"maxnreg": 128}
 
 
-def test_turn_exp_config_rules():
-    """``turn_exp`` (the turns around the exponentials) is an option of the ws forward with ping-pong and
-    the plain order; the kernel's PINGPONG constexpr says which turns (0 none, 1 issue, 2 exponentials)."""
-    ws = dict(tma=True, gluon=True, ws=True)
-    cfg = ops.FwdConfig(128, 128, 8, 2, overlap=False, turn_exp=True, **ws)
-    assert ops.ws_pingpong(cfg) == 2
-    assert ops.ws_pingpong(ops.FwdConfig(128, 128, 8, 2, overlap=False, **ws)) == 1
-    assert ops.ws_pingpong(ops.FwdConfig(128, 128, 8, 2, overlap=False, pingpong=False, **ws)) == 0
-    for bad in (dict(overlap=True, **ws), dict(overlap=False, pingpong=False, **ws),
-                dict(overlap=False, tma=True, gluon=True)):
-        with pytest.raises(ValueError, match="turn_exp"):
-            ops.FwdConfig(128, 128, 8, 2, turn_exp=True, **bad)
-    with pytest.raises(TypeError, match="turn_exp"):
-        ops.FwdConfig(128, 128, 8, 2, overlap=False, turn_exp=1, **ws)
-
-
 @pytest.mark.parametrize("case", [(2, 4, 2, 40, 21, 96, True), (1, 2, 1, 17, 50, 64, False), (1, 2, 2, 24, 64, 64, False),
                                   (1, 3, 3, 19, 45, 128, True), (1, 2, 1, 1, 1, 64, True)],
                          ids=["gqa-causal-sq>sk", "mqa-ragged", "aligned-no-mask", "causal-sq<sk", "one"])

@@ -190,8 +190,14 @@ def _row_partials(x, IS_MAX: gl.constexpr):
 
 
 @gluon.jit
-def _softmax_max(qk, m_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAUSAL: gl.constexpr, TREE: gl.constexpr = False):
-    """The first half of ``_softmax_step``: the logits masked where needed and the new row max."""
+def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAUSAL: gl.constexpr,
+                  POLY: gl.constexpr = 0, TREE: gl.constexpr = False):
+    """One online-softmax step on raw logits ``qk`` (fp32, S's wgmma layout). Returns
+    (p, alpha, m_new, l_new); m in log2 units of the scaled logits. ``POLY`` = k > 0: the odd
+    columns of every k-th key tile take the FMA units' exp2 (``_exp2_split``). ``TREE``: the row
+    max and the row sum by ``_row_partials`` (depth 5 instead of a chain of N/4 dependent
+    instructions per row), and ``l`` kept as (M, 4) per-lane partial sums (no shuffles per key
+    tile; ``gl.sum(l, 1)`` once at the end)."""
     if start_n >= lo:
         # diagonal tile or ragged key tail: mask before the row max (scale > 0, so -inf stays -inf)
         keep = (start_n + cols)[None, :] < hi
@@ -202,12 +208,6 @@ def _softmax_max(qk, m_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAUSAL: g
         m_new = gl.maximum(m_i, gl.convert_layout(gl.max(_row_partials(qk, True), 1), m_i.type.layout) * qk_scale)
     else:
         m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
-    return qk, m_new
-
-
-@gluon.jit
-def _softmax_exp(qk, m_i, m_new, l_i, start_n, qk_scale, POLY: gl.constexpr = 0, TREE: gl.constexpr = False):
-    """The second half of ``_softmax_step``: P, alpha and the new row sum from the masked logits."""
     # A row that has seen no key yet keeps m = -inf: subtract 0 there (its terms are exp2(-inf) = 0).
     m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)
     if TREE:
@@ -224,20 +224,6 @@ def _softmax_exp(qk, m_i, m_new, l_i, start_n, qk_scale, POLY: gl.constexpr = 0,
         l_new = l_i * gl.convert_layout(alpha, gl.SliceLayout(1, ps.type.layout))[:, None] + ps
     else:
         l_new = l_i * alpha + gl.sum(p, 1)
-    return p, alpha, l_new
-
-
-@gluon.jit
-def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAUSAL: gl.constexpr,
-                  POLY: gl.constexpr = 0, TREE: gl.constexpr = False):
-    """One online-softmax step on raw logits ``qk`` (fp32, S's wgmma layout). Returns
-    (p, alpha, m_new, l_new); m in log2 units of the scaled logits. ``POLY`` = k > 0: the odd
-    columns of every k-th key tile take the FMA units' exp2 (``_exp2_split``). ``TREE``: the row
-    max and the row sum by ``_row_partials`` (depth 5 instead of a chain of N/4 dependent
-    instructions per row), and ``l`` kept as (M, 4) per-lane partial sums (no shuffles per key
-    tile; ``gl.sum(l, 1)`` once at the end)."""
-    qk, m_new = _softmax_max(qk, m_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAUSAL, TREE)
-    p, alpha, l_new = _softmax_exp(qk, m_i, m_new, l_i, start_n, qk_scale, POLY, TREE)
     return p, alpha, m_new, l_new
 
 
@@ -525,14 +511,8 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
     key tile, ``turn`` the turns taken before; returns both advanced. ``EARLY``: P's conversion to the
     operand type (and in the plain order O's rescale by alpha) follow the softmax in the same basic
     block (ptxas can interleave them with the MUFU.EX2s), not after the next turn's barrier waits;
-    P crosses the loop as bf16/fp16. ``TREE``: ``_softmax_step``'s tree reductions. ``PINGPONG`` = 2
-    (plain order only): the turn guards the softmax's exponentials instead of the products' issue
-    (the order cuDNN's sm90 forward compiles to): each consumer issues its products when its operands
-    are ready, takes the row max, then waits for its turn, computes P, alpha and the row sum, and
-    passes the turn, so the two warpgroups' MUFU phases alternate; one turn per key tile."""
+    P crosses the loop as bf16/fp16. ``TREE``: ``_softmax_step``'s tree reductions."""
     dtype: gl.constexpr = k_smem.dtype
-    ISSUE_TURN: gl.constexpr = PINGPONG == 1
-    EXP_TURN: gl.constexpr = PINGPONG == 2
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[3]
     HEAD_DIM: gl.constexpr = k_smem.type.shape[4]
@@ -566,20 +546,12 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
         s0 = base % STAGES
         mbarrier.wait(k_full.index(s0), (base // STAGES) & 1)
         k_t = k_smem.index(s0)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv).permute((1, 0))
-        _ws_turn_wait(turns, c, turn, ISSUE_TURN)
+        _ws_turn_wait(turns, c, turn, PINGPONG)
         qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
-        _ws_turn_pass(turns, c, CONSUMERS, ISSUE_TURN)
+        _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
         qk = warpgroup_mma_wait(0, deps=(qk,))
         mbarrier.arrive(k_empty.index(s0))
-        if EXP_TURN:
-            qk, m_new = _softmax_max(qk, m_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, TREE)
-            _ws_turn_wait(turns, c, turn, EXP_TURN)
-            p, alpha, l_i = _softmax_exp(qk, m_i, m_new, l_i, 0, qk_scale, POLY, TREE)
-            _ws_turn_pass(turns, c, CONSUMERS, EXP_TURN)
-            m_i = m_new
-        else:
-            p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY,
-                                               TREE)
+        p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY, TREE)
         if EARLY:
             p_op = gl.convert_layout(p.to(dtype), p_layout)  # O is still 0: no rescale
         for j in range(n_tiles - 1):
@@ -594,10 +566,10 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
             if not EARLY:
                 p_op = gl.convert_layout(p.to(dtype), p_layout)
             if PIPELINE:
-                _ws_turn_wait(turns, c, turn + j + 1, ISSUE_TURN)
+                _ws_turn_wait(turns, c, turn + j + 1, PINGPONG)
                 qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
                 acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
-                _ws_turn_pass(turns, c, CONSUMERS, ISSUE_TURN)
+                _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
                 # S_{j+1} done (groups retire in order); P_j V_j may still run: softmax beside it
                 qk = warpgroup_mma_wait(1, deps=(qk,))
                 mbarrier.arrive(k_empty.index(s1))
@@ -621,23 +593,15 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
             else:
                 if not EARLY:
                     acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-                _ws_turn_wait(turns, c, turn + j + 1, ISSUE_TURN)
+                _ws_turn_wait(turns, c, turn + j + 1, PINGPONG)
                 acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
                 qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
-                _ws_turn_pass(turns, c, CONSUMERS, ISSUE_TURN)
+                _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
                 acc, qk, p_op = warpgroup_mma_wait(0, deps=(acc, qk, p_op))
                 mbarrier.arrive(v_empty.index(s))
                 mbarrier.arrive(k_empty.index(s1))
-                if EXP_TURN:
-                    qk, m_new = _softmax_max(qk, m_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag, qk_scale, CAUSAL,
-                                             TREE)
-                    _ws_turn_wait(turns, c, turn + j + 1, EXP_TURN)
-                    pn, alpha, l_i = _softmax_exp(qk, m_i, m_new, l_i, (j + 1) * BLOCK_N, qk_scale, POLY, TREE)
-                    _ws_turn_pass(turns, c, CONSUMERS, EXP_TURN)
-                    m_i = m_new
-                else:
-                    pn, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
-                                                        qk_scale, CAUSAL, POLY, TREE)
+                pn, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
+                                                    qk_scale, CAUSAL, POLY, TREE)
                 if EARLY:
                     acc = acc * gl.convert_layout(alpha, row_o)[:, None]
                     p_op = gl.convert_layout(pn.to(dtype), p_layout)
@@ -653,9 +617,9 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
         v_t = v_smem.index(g % STAGES)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv)
         if not EARLY:
             p_op = gl.convert_layout(p.to(dtype), p_layout)
-        _ws_turn_wait(turns, c, turn + n_tiles, ISSUE_TURN)
+        _ws_turn_wait(turns, c, turn + n_tiles, PINGPONG)
         acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
-        _ws_turn_pass(turns, c, CONSUMERS, ISSUE_TURN)
+        _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
         acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
         mbarrier.arrive(v_empty.index(g % STAGES))
     elif SEPARATE_O:
@@ -679,10 +643,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
     if not SEPARATE_O:
         tma.store_wait(0)
         mbarrier.arrive(q_empty.index(c))  # O has left Q's buffer
-    if EXP_TURN:
-        return base + n_tiles, turn + n_tiles  # one turn per softmax step
-    else:
-        return base + n_tiles, turn + gl.where(n_tiles > 0, n_tiles + 1, 0)
+    return base + n_tiles, turn + gl.where(n_tiles > 0, n_tiles + 1, 0)
 
 
 @gluon.jit

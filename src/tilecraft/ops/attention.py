@@ -69,10 +69,6 @@ class FwdConfig:
     # the consumers' warps (the loader's warp comes on top).
     ws: bool = False
     pingpong: bool = True
-    # ws, plain order (no overlap), with pingpong: the turn guards each consumer's exponentials (P, alpha
-    # and the row sum) instead of its products' issue, as cuDNN's sm90 forward does (its SASS: a named
-    # barrier of both warpgroups around the MUFU phase, products issued as soon as their operands are in)
-    turn_exp: bool = False
     # Gluon only: the odd columns of every ``poly``-th key tile take a polynomial exp2 on the FMA units
     # instead of the MUFU (FlashAttention-4's trick; 0: every exp2 on the MUFU). With ws, ``persistent``
     # runs one program per SM walking the tiles (the loader running ahead into the next tile).
@@ -99,10 +95,6 @@ class FwdConfig:
                              f"of 64 rows), no producer_consumer, persistent only with ws, got {self}")
         if (self.consumers != 2 or self.early or self.tree) and not self.ws:
             raise ValueError(f"consumers, early and tree are options of the ws Gluon forward, got {self}")
-        if not isinstance(self.turn_exp, bool):
-            raise TypeError(f"turn_exp must be a bool, got {self.turn_exp!r}")
-        if self.turn_exp and not (self.ws and self.pingpong and not self.overlap):
-            raise ValueError(f"turn_exp is an option of the ws Gluon forward with pingpong and without overlap, got {self}")
         if self.consumers not in (2, 3):
             raise ValueError(f"ws takes 2 or 3 consumer warpgroups, got {self}")
         if self.poly and not self.gluon:
@@ -719,12 +711,6 @@ def _gluon_descriptor(t: torch.Tensor, p: Problem, seqlen: int, heads: int, bloc
     return gluon_descriptor(t, [p.batch, heads, seqlen, p.head_dim], [sb, sh, ss, 1], [1, 1, block, p.head_dim])
 
 
-def ws_pingpong(cfg: FwdConfig) -> int:
-    """The ws kernel's PINGPONG constexpr: 0 no turns, 1 turns around the products' issue, 2 around
-    the exponentials (``turn_exp``)."""
-    return 2 if cfg.turn_exp else int(bool(cfg.pingpong))
-
-
 def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
     """The Gluon forward on validated sm90 tensors ``gluon_ok`` accepted; returns the compiled kernel."""
     from tilecraft.kernels import attention_gluon as _g
@@ -742,7 +728,7 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
                 _gluon_descriptor(out, p, p.seqlen_q, p.heads, rows),
                 lse, *_lse_strides(lse, p.varlen), p.batch * p.heads, p.heads, p.heads // p.kv_heads, p.seqlen_q,
                 p.seqlen_k, p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-                STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=ws_pingpong(cfg),
+                STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong,
                 SEPARATE_O=ws_separate_o(cfg, p.head_dim), POLY=cfg.poly, PERSISTENT=cfg.persistent,
                 CONSUMER_REGS=regs, LOADER_REGS=loader_regs, num_warps=4, maxnreg=maxnreg, EARLY=cfg.early,
                 TREE=cfg.tree, PAIRED=_paired(p, cfg))

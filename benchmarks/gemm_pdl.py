@@ -24,6 +24,7 @@ from gemm_explore import start  # noqa: E402
 from tilecraft.bench import gemm as bench  # noqa: E402
 from tilecraft.bench.harness import write_results  # noqa: E402
 from tilecraft.hardware.ceilings import measure_copy_bandwidth  # noqa: E402
+from tilecraft.ops.gemm import PDL_AT_ENV, PDL_PREFETCH_ENV  # noqa: E402
 from tilecraft.ops.launch import PDL_ENV  # noqa: E402
 from tilecraft.tuning.gemm import GemmConfig  # noqa: E402
 
@@ -54,6 +55,9 @@ SMALLM = ([(C("bf16", 32, 4096, 4096), c) for c in (None, _p(32, 32, 128, 6), _p
           + [(C("bf16", 1, 4096, 4096), c) for c in (None, _p(16, 16, 256, 4), _p(16, 32, 256, 4))]
           + [(C("bf16", 16, 4096, 4096), c) for c in (None, _p(16, 16, 256, 4), _p(16, 32, 256, 4))]
           + [(C("fp32", m, n, k), None) for m, n, k in ((997, 1009, 1013), (1000, 1000, 1000), (512, 512, 512))])
+#: ``--suite mid``: the small-M products under PDL "mid" (follow-up 21), and a wider and a square one
+MID = ([C("bf16", m, 4096, 4096) for m in (1, 16, 32, 64)] + [C("bf16", 16, 8192, 8192), C("bf16", 16, 11008, 4096),
+                                                              C("bf16", 1000, 1000, 1000)])
 QUICK = {("bf16", 1, 4096), ("bf16", 16, 4096), ("bf16", 64, 4096), ("bf16", 1000, 1000), ("fp32", 1, 4096)}
 
 
@@ -61,8 +65,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="five cases only")
-    ap.add_argument("--modes", default="0,early,late", help="TILECRAFT_PDL values timed, comma-separated")
-    ap.add_argument("--suite", choices=["cases", "smallm", "split"], default="cases")
+    ap.add_argument("--modes", default="0,early,late", help="TILECRAFT_PDL values timed, comma-separated; "
+                    "'midN' is 'mid' with TILECRAFT_PDL_AT=N, '+pfN' adds TILECRAFT_PDL_PREFETCH=N")
+    ap.add_argument("--suite", choices=["cases", "smallm", "split", "mid"], default="cases")
     ap.add_argument("--only", default="", help="keep the cases whose name contains this (e.g. 'tf32')")
     args = ap.parse_known_args()[0]
     out, log, info = start("gemm-pdl")
@@ -72,6 +77,8 @@ def main() -> None:
     cases += [] if args.quick else PINNED
     if args.suite == "smallm":
         cases = SMALLM
+    if args.suite == "mid":
+        cases = [(c, None) for c in MID]
     if args.suite == "split":  # M = 32 / 64: split K so each program re-reads less of A from L2
         cases = [(C("bf16", 32, 4096, 4096), c) for c in (
             None, _p(32, 64, 128, 6, split=2), _p(32, 64, 256, 4, split=2), _p(32, 64, 64, 8, split=2),
@@ -87,7 +94,11 @@ def main() -> None:
         for r in range(args.rounds):
             peer_ms = None
             for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
-                os.environ[PDL_ENV] = mode
+                pdl, _, pf = mode.partition("+pf")  # "mid8+pf4": PDL "mid" at 8 K blocks, 4 prefetched
+                at = pdl[3:] if pdl.startswith("mid") else ""
+                os.environ[PDL_ENV] = "mid" if at else pdl
+                os.environ[PDL_AT_ENV] = at or "8"
+                os.environ[PDL_PREFETCH_ENV] = pf or "0"
                 try:
                     rec = bench.run_case(case, info, copy_TBps=copy, cfg=cfg, budget_s=0.3, peer_ms=peer_ms)
                 except Exception as exc:  # noqa: BLE001 - one failed case must not stop the others
@@ -104,7 +115,8 @@ def main() -> None:
                     f"{rec.peer} {peer_ms * 1e3:9.2f} us x{rec.ratio:.3f} {100 * frac:5.1f}% of copy "
                     f"err {rec.extra['rel_err']:.1e}")
                 summary.setdefault((label, mode), []).append((rec.ratio, frac, rec.extra["time_ms"]))
-    os.environ.pop(PDL_ENV, None)
+    for env in (PDL_ENV, PDL_AT_ENV, PDL_PREFETCH_ENV):
+        os.environ.pop(env, None)
     for (name, mode), rs in summary.items():
         log(f"{name:26s} pdl={mode:5s} ratios {' '.join(f'{x:.3f}' for x, _, _ in rs)} median "
             f"{statistics.median(x for x, _, _ in rs):.3f}, {statistics.median(t for _, _, t in rs) * 1e3:.2f} us, "

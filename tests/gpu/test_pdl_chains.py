@@ -40,20 +40,27 @@ def _chain(x, ws, cfg):
 
 
 def _pdl(mode: str):
-    os.environ[L.PDL_ENV] = mode
+    """"mid+pf4": PDL "mid" (the pointer kernel lets the next launch in its last 2 K blocks) with 4 K
+    blocks of A and B prefetched into L2 before the wait."""
+    pdl, _, pf = mode.partition("+pf")
+    os.environ[L.PDL_ENV] = pdl
+    os.environ[ops.PDL_AT_ENV] = "2"
+    os.environ[ops.PDL_PREFETCH_ENV] = pf or "0"
 
 
 @pytest.fixture(autouse=True)
 def _restore_env():
-    old = os.environ.get(L.PDL_ENV)
+    names = (L.PDL_ENV, ops.PDL_AT_ENV, ops.PDL_PREFETCH_ENV)
+    old = {n: os.environ.get(n) for n in names}
     yield
-    if old is None:
-        os.environ.pop(L.PDL_ENV, None)
-    else:
-        os.environ[L.PDL_ENV] = old
+    for n, v in old.items():
+        if v is None:
+            os.environ.pop(n, None)
+        else:
+            os.environ[n] = v
 
 
-@pytest.mark.parametrize("mode", ["early", "late"])
+@pytest.mark.parametrize("mode", ["early", "late", "mid", "mid+pf4"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_pdl_chain_gives_the_bits_of_plain_launches(name, mode):
     dtype, m, n, cfg = CASES[name]
@@ -65,7 +72,7 @@ def test_pdl_chain_gives_the_bits_of_plain_launches(name, mode):
     assert not L.pdl_active(dev, "late")
     plain = _chain(x0, ws, cfg)
     _pdl(mode)
-    assert L.pdl_mode(dev) == {"early": 1, "late": 2}[mode]  # forced for every plan
+    assert L.pdl_mode(dev) == {"early": 1, "late": 2, "mid": 3}[mode.partition("+")[0]]  # forced for every plan
     plan = L.with_pdl(ops.launch_plan(x0, ws[0], torch.empty(m, n, dtype=plain.dtype, device=dev),
                                       ops.validate(x0, ws[0]), cfg), dev)
     assert any(k.options.get("launch_pdl") for k in plan)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from tilecraft.kernels.pdl import pdl_start, pdl_trigger
+from tilecraft.kernels.pdl import pdl_start, pdl_trigger, pdl_trigger_if, prefetch_rows_l2
 
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 
@@ -131,7 +131,7 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
                   HAS_ALPHA: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr,
                   SCALE_A: tl.constexpr, SCALE_B: tl.constexpr, ACTIVATION: tl.constexpr,
                   OFFS64: tl.constexpr, EVEN_K: tl.constexpr = False, UPCAST: tl.constexpr = False,
-                  PDL: tl.constexpr = 0):
+                  PDL: tl.constexpr = 0, PDL_AT: tl.constexpr = 0, PREFETCH: tl.constexpr = 0):
     """One (BLOCK_M, BLOCK_N) output tile per program; grid (tiles, batch, SPLIT_K).
 
     With SPLIT_K > 1 the program sums K in [pid_k * K_PER_SPLIT, (pid_k + 1) * K_PER_SPLIT) and
@@ -141,9 +141,11 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
     K is a multiple of BLOCK_K, so every K block is full and the loads carry no K mask. BLOCK_M
     below 16 (1, 2, 4, 8): each K block is a broadcast multiply and a sum over K on the CUDA cores
     instead of ``tl.dot`` (matrix-vector products: the fp32 FMA path would compute 16 rows).
-    ``PDL``: programmatic dependent launch (:mod:`tilecraft.kernels.pdl`).
+    ``PDL``: programmatic dependent launch (:mod:`tilecraft.kernels.pdl`); with ``PDL`` 3 the next kernel
+    may launch once every program is in its last ``PDL_AT`` K blocks. ``PREFETCH`` (with ``PDL``): the
+    program's A and B tiles of its first ``PREFETCH`` K blocks are prefetched into L2 before the PDL
+    wait (where the operand has a unit stride), so their DRAM reads overlap the kernel ahead.
     """
-    pdl_start(PDL)
     pid = tl.program_id(0)
     pid_b = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -167,9 +169,23 @@ def matmul_kernel(a_ptr, b_ptr, out_ptr, c_ptr, bias_ptr, sa_ptr, sb_ptr,
               + (k_lo + offs_k)[None, :].to(tl.int64) * stride_ak)
     b_ptrs = (b_ptr + pid_b.to(tl.int64) * stride_bb + (k_lo + offs_k)[:, None].to(tl.int64) * stride_bk
               + cols[None, :] * stride_bn)
+    if PREFETCH > 0 and PDL > 0:  # hints and addresses only before pdl_start
+        KK: tl.constexpr = PREFETCH * BLOCK_K
+        a_base = a_ptr + pid_b.to(tl.int64) * stride_ab
+        b_base = b_ptr + pid_b.to(tl.int64) * stride_bb
+        if stride_ak == 1:
+            prefetch_rows_l2(a_base, pid_m * BLOCK_M, M, k_lo, k_hi, stride_am, BLOCK_M, KK)
+        elif stride_am == 1:
+            prefetch_rows_l2(a_base, k_lo, k_hi, pid_m * BLOCK_M, M, stride_ak, KK, BLOCK_M)
+        if stride_bn == 1:
+            prefetch_rows_l2(b_base, k_lo, k_hi, pid_n * BLOCK_N, N, stride_bk, KK, BLOCK_N)
+        elif stride_bk == 1:
+            prefetch_rows_l2(b_base, pid_n * BLOCK_N, N, k_lo, k_hi, stride_bn, BLOCK_N, KK)
+    pdl_start(PDL)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
     for k in range(k_lo, k_hi, BLOCK_K):
         k_left = k_hi - k
+        pdl_trigger_if(k_left <= PDL_AT * BLOCK_K, PDL)
         if EVEN_K:  # no K mask: it would vary along a K-contiguous operand and split its vector loads
             a = tl.load(a_ptrs, mask=mask_m[:, None], other=0.0)
             b = tl.load(b_ptrs, mask=mask_n[None, :], other=0.0)

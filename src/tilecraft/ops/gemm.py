@@ -542,16 +542,43 @@ def pdl_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cf
     """:func:`launch_plan` with programmatic dependent launch where :func:`pdl_choice` (and
     ``TILECRAFT_PDL``) say so: what :func:`launch` runs."""
     plan = launch_plan(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
-    return with_pdl(plan, a.device, pdl_choice(plan, spec, cfg, _facts(a.device)[1]))
+    plan = with_pdl(plan, a.device, pdl_choice(plan, spec, cfg, _facts(a.device)[1]))
+    at, steps = pdl_steps(cfg)
+    return [dataclasses.replace(k, constexprs={**k.constexprs, "PDL_AT": at, "PREFETCH": steps})
+            if k.constexprs.get("PDL") and "PDL_AT" in getattr(k.kernel, "arg_names", ()) and (at or steps) else k
+            for k in plan]
+
+
+#: ``TILECRAFT_PDL_AT`` and ``TILECRAFT_PDL_PREFETCH`` (experiments, docs/gemm.md follow-up 21): with PDL
+#: "mid" on the pointer kernel, how many K blocks before the end of its loop a program lets the next
+#: kernel launch, and how many K blocks of its A and B tiles each program prefetches into L2 before it
+#: waits for the kernel ahead (any PDL mode); unset: 8 and 0 blocks.
+PDL_AT_ENV = "TILECRAFT_PDL_AT"
+PDL_PREFETCH_ENV = "TILECRAFT_PDL_PREFETCH"
+
+
+def pdl_steps(cfg: GemmConfig) -> tuple[int, int]:
+    """(``PDL_AT``, ``PREFETCH``) of the pointer kernel after the environment (:data:`PDL_AT_ENV`,
+    :data:`PDL_PREFETCH_ENV`); the prefetch is capped at the ring depth and rounded down to a power of
+    two (the kernel's prefetch tile is a Triton range)."""
+    vals = []
+    for env, default in ((PDL_AT_ENV, 8), (PDL_PREFETCH_ENV, 0)):
+        value = os.environ.get(env, str(default)).strip()
+        if not value.isdigit():
+            raise ValueError(f"{env}={value!r}: use a number of K blocks")
+        vals.append(int(value))
+    at, steps = vals
+    steps = min(steps, max(cfg.num_stages, 1))
+    return at, (1 << (steps.bit_length() - 1) if steps else 0)
 
 
 def pdl_in_use(a: torch.Tensor, b: torch.Tensor, spec: Spec, cfg: GemmConfig) -> str:
-    """How :func:`launch` would launch ``cfg`` on these operands now: "early", "late" or "off"
+    """How :func:`launch` would launch ``cfg`` on these operands now: "early", "late", "mid" or "off"
     (programmatic dependent launch, after ``TILECRAFT_PDL``), for benchmark records."""
     if a.device.type != "cuda" or spec.m * spec.n == 0:
         return "off"
     plan = pdl_plan(a, b, _new_output(spec, a.device), spec, cfg)
-    return {0: "off", 1: "early", 2: "late"}[max(k.constexprs.get("PDL", 0) for k in plan)]
+    return {0: "off", 1: "early", 2: "late", 3: "mid"}[max(k.constexprs.get("PDL", 0) for k in plan)]
 
 
 def pdl_choice(plan: list[KernelLaunch], spec: Spec, cfg: GemmConfig, sms: int) -> str | None:
@@ -658,6 +685,8 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         a3, b3 = fma_copies(cfg, a3, b3)
         common.update(fma_layout(cfg, a3, b3))
         opts = {k: v for k, v in opts.items() if k != "num_stages"}  # the ring depth is STAGES
+    else:
+        common.update(PDL_AT=0, PREFETCH=0)  # PDL "mid" and the L2 prefetch: set by pdl_plan
     strides_ab = (a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1), b3.stride(2))
     if split == 1:
         return [KernelLaunch(kernel, (num_tiles, spec.batch, 1), (

@@ -21,9 +21,10 @@ __all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "eager_direct", "gluon_descri
 #: "early" lets the next kernel launch as soon as every program of a kernel has started, "late" once
 #: every program has passed its main loop (:mod:`tilecraft.kernels.pdl`), for every launch of a kernel
 #: that can; "auto" (the default, also "1") takes what the op chose for its plan (``with_pdl``'s
-#: ``choice``: where it was measured to pay, see docs/gemm.md follow-up 18).
+#: ``choice``: where it was measured to pay, see docs/gemm.md follow-up 18); "mid" once every program is
+#: in the last steps of its main loop (the pointer GEMM kernel; "late" for the others).
 PDL_ENV = "TILECRAFT_PDL"
-PDL_MODES = {"0": 0, "off": 0, "early": 1, "late": 2, "auto": -1, "1": -1}
+PDL_MODES = {"0": 0, "off": 0, "early": 1, "late": 2, "mid": 3, "auto": -1, "1": -1}
 
 
 @functools.lru_cache(maxsize=256)
@@ -125,8 +126,8 @@ def pdl_mode(device, choice: str | None = None) -> int:
     value = os.environ.get(PDL_ENV, "auto").strip().lower()
     if value not in PDL_MODES:
         raise ValueError(f"{PDL_ENV}={value!r}: use one of {', '.join(PDL_MODES)}")
-    if choice not in (None, "early", "late"):
-        raise ValueError(f"PDL choice {choice!r}: use 'early', 'late' or None")
+    if choice not in (None, "early", "late", "mid"):
+        raise ValueError(f"PDL choice {choice!r}: use 'early', 'late', 'mid' or None")
     if PDL_MODES[value] == 0 or os.environ.get("TRITON_INTERPRET") == "1":
         return 0
     if device.type != "cuda" or torch.version.hip:

@@ -95,6 +95,56 @@ def test_pdl_kernels_wait_before_any_global_access(name, mode, monkeypatch):
             assert trigger > first.start(), launch.kernel.__name__
 
 
+def test_pdl_mid_waits_before_every_load_and_triggers_in_the_loop(monkeypatch):
+    """PDL "mid" on the small-M pointer kernel (sm90 PTX): the L2 prefetches of its first K blocks are the
+    only global instructions ahead of ``griddepcontrol.wait`` (hints: nothing reaches registers), the
+    predicated ``launch_dependents`` sits inside the K loop (between its loads), another after the loop
+    for programs whose loop never reached it."""
+    dtype, m, n, k, cfg = CASES["pointer"]
+    plan = _plan(dtype, m, n, k, cfg)
+    monkeypatch.setattr(L, "pdl_mode", lambda device, choice=None: 3)
+    spec = ops.validate(torch.empty(m, k, dtype=dtype, device="meta"), torch.empty(k, n, dtype=dtype, device="meta"))
+    at, steps = ops.pdl_steps(cfg, spec, 3)
+    assert (at, steps) == (12, 2)  # 32 K blocks of 128: the trigger 12 blocks from the end
+    launch = L.with_pdl(plan, torch.device("cuda"))[-1]
+    launch = type(launch)(launch.kernel, launch.grid, launch.args, {**launch.constexprs, "PDL_AT": at, "PREFETCH": steps},
+                          launch.options)
+    ptx = _ptx(launch)
+    wait = ptx.find("griddepcontrol.wait")
+    before = [mm.group(0) for mm in _GLOBAL.finditer(ptx[:wait])]
+    assert wait > 0 and before and set(before) == {"prefetch.global"}, before
+    first_load = min(i for i in (ptx.find("ld.global"), ptx.find("cp.async")) if i >= 0)
+    assert first_load > wait
+    triggers = [mm.start() for mm in re.finditer(r"griddepcontrol\.launch_dependents", ptx)]
+    assert len(triggers) == 2 and "@p griddepcontrol.launch_dependents" in ptx
+    # the first inside the K loop: after the loop's header label, before the branch back to it
+    header = [mm for mm in re.finditer(r"^(\$L__BB\d+_\d+):.*Loop Header", ptx, re.M) if mm.start() < triggers[0]]
+    assert header, "no loop around the trigger"
+    back = ptx.find(f"bra \t{header[-1].group(1)};", triggers[0])
+    back = back if back >= 0 else ptx.find(f"bra {header[-1].group(1)};", triggers[0])
+    assert back > triggers[0], "the trigger is not inside the K loop"
+    loads = [mm.start() for mm in re.finditer(r"\b(ld\.global|cp\.async)", ptx)]
+    assert any(header[-1].start() < i < back for i in loads)  # the loop that holds it is the K loop
+    assert triggers[1] > back
+
+
+def test_pdl_steps_rule(monkeypatch):
+    """3/8 of the program's K blocks (rounded up), 2 prefetched, under "mid" only; the environment
+    overrides; the prefetch is capped at the ring depth and rounded down to a power of two."""
+    f = torch.empty(16, 4096, dtype=torch.bfloat16, device="meta")
+    spec = ops.validate(f, torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta"))
+    assert ops.pdl_steps(GemmConfig("pointer", 32, 32, 256, 1, 4, 4), spec, 3) == (6, 2)
+    assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6), spec, 1) == (0, 0)
+    assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6, split_k=4), spec, 3) == (3, 2)
+    monkeypatch.setenv(ops.PDL_AT_ENV, "5")
+    monkeypatch.setenv(ops.PDL_PREFETCH_ENV, "7")
+    assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6), spec, 3) == (5, 4)
+    assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 3), spec, 1) == (5, 2)
+    monkeypatch.setenv(ops.PDL_AT_ENV, "soon")
+    with pytest.raises(ValueError, match="TILECRAFT_PDL_AT"):
+        ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6), spec, 3)
+
+
 def test_with_pdl_leaves_kernels_without_the_constexpr(monkeypatch):
     monkeypatch.setattr(L, "pdl_mode", lambda device, choice=None: 2)
     plan = _plan(torch.bfloat16, 16, 4096, 4096, CASES["pointer-splitk"][4])
@@ -116,10 +166,10 @@ def test_pdl_policy(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET")
     monkeypatch.setattr(L, "_capability", lambda index: (9, 0))
     monkeypatch.setattr(torch.version, "hip", None)
-    for value, modes in (("0", (0, 0, 0)), ("off", (0, 0, 0)), ("early", (1, 1, 1)), ("late", (2, 2, 2)),
-                         (" Late ", (2, 2, 2)), ("auto", (0, 1, 2)), ("1", (0, 1, 2))):
+    for value, modes in (("0", (0, 0, 0, 0)), ("off", (0, 0, 0, 0)), ("early", (1, 1, 1, 1)), ("late", (2, 2, 2, 2)),
+                         (" Late ", (2, 2, 2, 2)), ("mid", (3, 3, 3, 3)), ("auto", (0, 1, 2, 3)), ("1", (0, 1, 2, 3))):
         monkeypatch.setenv(L.PDL_ENV, value)
-        assert tuple(L.pdl_mode(torch.device("cuda", 0), c) for c in (None, "early", "late")) == modes, value
+        assert tuple(L.pdl_mode(torch.device("cuda", 0), c) for c in (None, "early", "late", "mid")) == modes, value
     monkeypatch.delenv(L.PDL_ENV)
     assert L.pdl_mode(torch.device("cuda", 0), "early") == 1 and L.pdl_mode(torch.device("cuda", 0)) == 0
     with pytest.raises(ValueError, match="choice"):
@@ -132,7 +182,8 @@ def test_pdl_policy(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype,shape,cfg,choice", [
-    (torch.bfloat16, (16, 4096, 4096), None, "early"),  # the small-M heuristic: 128 programs
+    (torch.bfloat16, (16, 4096, 4096), None, "mid"),  # the small-M heuristic: 128 programs
+    (torch.bfloat16, (64, 4096, 4096), None, "mid"),  # 64 programs
     (torch.bfloat16, (32, 4096, 4096), GemmConfig("pointer", 16, 32, 128, 1, 4, 6), "late"),  # 256 programs
     (torch.float32, (1, 4096, 4096), None, "early"),  # pointer split-K and its reduce
     (torch.bfloat16, (1000, 1000, 1000), None, "late"),  # Gluon 64x128

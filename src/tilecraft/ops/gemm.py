@@ -543,30 +543,39 @@ def pdl_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cf
     ``TILECRAFT_PDL``) say so: what :func:`launch` runs."""
     plan = launch_plan(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
     plan = with_pdl(plan, a.device, pdl_choice(plan, spec, cfg, _facts(a.device)[1]))
-    at, steps = pdl_steps(cfg)
-    return [dataclasses.replace(k, constexprs={**k.constexprs, "PDL_AT": at, "PREFETCH": steps})
-            if k.constexprs.get("PDL") and "PDL_AT" in getattr(k.kernel, "arg_names", ()) and (at or steps) else k
-            for k in plan]
+    out = []
+    for k in plan:
+        if k.constexprs.get("PDL") and "PDL_AT" in getattr(k.kernel, "arg_names", ()):
+            at, steps = pdl_steps(cfg, spec, k.constexprs["PDL"])
+            k = dataclasses.replace(k, constexprs={**k.constexprs, "PDL_AT": at, "PREFETCH": steps})
+        out.append(k)
+    return out
 
 
-#: ``TILECRAFT_PDL_AT`` and ``TILECRAFT_PDL_PREFETCH`` (experiments, docs/gemm.md follow-up 21): with PDL
-#: "mid" on the pointer kernel, how many K blocks before the end of its loop a program lets the next
-#: kernel launch, and how many K blocks of its A and B tiles each program prefetches into L2 before it
-#: waits for the kernel ahead (any PDL mode); unset: 8 and 0 blocks.
+#: ``TILECRAFT_PDL_AT`` and ``TILECRAFT_PDL_PREFETCH`` (experiments; unset: :func:`pdl_steps`' rule): how
+#: many K blocks before the end of its loop a program of the pointer kernel lets the next kernel launch
+#: under PDL "mid", and how many K blocks of its A and B tiles it prefetches into L2 before it waits for
+#: the kernel ahead (any PDL mode).
 PDL_AT_ENV = "TILECRAFT_PDL_AT"
 PDL_PREFETCH_ENV = "TILECRAFT_PDL_PREFETCH"
 
 
-def pdl_steps(cfg: GemmConfig) -> tuple[int, int]:
-    """(``PDL_AT``, ``PREFETCH``) of the pointer kernel after the environment (:data:`PDL_AT_ENV`,
-    :data:`PDL_PREFETCH_ENV`); the prefetch is capped at the ring depth and rounded down to a power of
-    two (the kernel's prefetch tile is a Triton range)."""
+def pdl_steps(cfg: GemmConfig, spec: Spec, mode: int) -> tuple[int, int]:
+    """(``PDL_AT``, ``PREFETCH``) of a pointer-kernel launch under PDL ``mode`` (docs/gemm.md follow-up 21).
+    Under "mid" (3): the trigger 3/8 of the program's K blocks before the end of its loop and 2 K blocks
+    prefetched (bf16 small M on an H100: 12 of 32 blocks for 16 x 32 x 128 tiles, 6 of 16 for 32 x 32 x 256,
+    the best of 6 / 8 / 12 there; later triggers let the next launch start too late, earlier ones let its
+    prefetches be evicted before use); otherwise (0, 0). The environment overrides either; the prefetch
+    is capped at the ring depth and rounded down to a power of two (the kernel's prefetch tile is a
+    Triton range)."""
+    iters = math.ceil(spec.k / (max(cfg.split_k, 1) * cfg.block_k))  # K blocks per program (launch_plan's split)
+    at, steps = ((3 * iters + 7) // 8, 2) if mode == 3 else (0, 0)
     vals = []
-    for env, default in ((PDL_AT_ENV, 8), (PDL_PREFETCH_ENV, 0)):
-        value = os.environ.get(env, str(default)).strip()
-        if not value.isdigit():
+    for env, default in ((PDL_AT_ENV, at), (PDL_PREFETCH_ENV, steps)):
+        value = os.environ.get(env, "").strip()
+        if value and not value.isdigit():
             raise ValueError(f"{env}={value!r}: use a number of K blocks")
-        vals.append(int(value))
+        vals.append(int(value) if value else default)
     at, steps = vals
     steps = min(steps, max(cfg.num_stages, 1))
     return at, (1 << (steps.bit_length() - 1) if steps else 0)
@@ -585,10 +594,14 @@ def pdl_choice(plan: list[KernelLaunch], spec: Spec, cfg: GemmConfig, sms: int) 
     """Programmatic dependent launch for a plan (``ops.launch.with_pdl``), where measured to pay (H100,
     2026-11-26, docs/gemm.md follow-up 18; ``TILECRAFT_PDL`` overrides):
 
-    * "early" for small M on the pointer kernel (a memory-bound stream over B: bf16 M = 1 / 16 / 32 / 64,
-      N = K = 4096, 83-80% of copy off, 87.5-83.9% early) with at most 1.5 programs per SM or a split-K
-      reduce pass after it (fp32 M = 1, 256 programs split 4: 0.88x -> 0.92x cuBLAS early, 0.90x late); a
-      single launch of more programs "late" (bf16 M = 32 on 256 programs: 71% of copy off, 53% early);
+    * "mid" for small M on the pointer kernel (a memory-bound stream over B) with at most 1.5 programs per
+      SM and no split-K: the next call launches when every program is 3/8 of its K blocks from the end and
+      prefetches its first 2 K blocks into L2 before its wait (:func:`pdl_steps`; follow-up 21, bf16
+      N = K = 4096 M = 1 / 16 / 32 / 64 on an H100: 87.2 / 86.9 / 84.1 / 83.4% of copy "early" ->
+      88.4 / 88.6 / 86.4 / 87.0-87.5%); "early" with a split-K reduce pass after it (fp32 M = 1, 256
+      programs split 4: 0.88x -> 0.92x cuBLAS early, 0.90x late; follow-up 18: bf16 M = 1 / 16 / 32 / 64
+      83-80% of copy off, 87.5-83.9% early); a single launch of more programs "late" (bf16 M = 32 on 256
+      programs: 71% of copy off, 53% early);
     * "late" for the Gluon kernel (bf16 1000^3 0.75-0.80x -> 0.83-0.85x, 512^3 0.89x -> 1.16x) and the FMA
       kernel on 16-byte rows (fp32 512^3 0.81x -> 0.88x, 1000^3 0.93x -> 0.94x); on rows that are not
       (scalar copies and stores) off: 997 x 1009 x 1013 lost 0.73x -> 0.64x;
@@ -599,8 +612,9 @@ def pdl_choice(plan: list[KernelLaunch], spec: Spec, cfg: GemmConfig, sms: int) 
     if cfg.kernel == "pointer" and spec.m <= 64:
         # the early waiters are the next launch's programs: the plan's own short reduce pass, or the
         # next call's product, whose programs may outnumber the SMs
-        few = math.prod(main.grid) <= 1.5 * sms or main is not plan[-1]
-        return "early" if few else "late"
+        if main is not plan[-1]:
+            return "early"
+        return "mid" if math.prod(main.grid) <= 1.5 * sms else "late"
     if cfg.kernel == "gluon":
         return "late"
     if cfg.kernel == "fma":

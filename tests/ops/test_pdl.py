@@ -105,7 +105,7 @@ def test_pdl_mid_waits_before_every_load_and_triggers_in_the_loop(monkeypatch):
     monkeypatch.setattr(L, "pdl_mode", lambda device, choice=None: 3)
     spec = ops.validate(torch.empty(m, k, dtype=dtype, device="meta"), torch.empty(k, n, dtype=dtype, device="meta"))
     at, steps = ops.pdl_steps(cfg, spec, 3)
-    assert (at, steps) == (12, 2)  # 32 K blocks of 128: the trigger 12 blocks from the end
+    assert (at, steps) == (8, 2)  # 32 K blocks of 128: the trigger 8 blocks from the end
     launch = L.with_pdl(plan, torch.device("cuda"))[-1]
     launch = type(launch)(launch.kernel, launch.grid, launch.args, {**launch.constexprs, "PDL_AT": at, "PREFETCH": steps},
                           launch.options)
@@ -129,13 +129,14 @@ def test_pdl_mid_waits_before_every_load_and_triggers_in_the_loop(monkeypatch):
 
 
 def test_pdl_steps_rule(monkeypatch):
-    """3/8 of the program's K blocks (rounded up), 2 prefetched, under "mid" only; the environment
+    """A quarter of the program's K blocks (rounded up), 2 prefetched, under "mid" only; the environment
     overrides; the prefetch is capped at the ring depth and rounded down to a power of two."""
     f = torch.empty(16, 4096, dtype=torch.bfloat16, device="meta")
     spec = ops.validate(f, torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta"))
-    assert ops.pdl_steps(GemmConfig("pointer", 32, 32, 256, 1, 4, 4), spec, 3) == (6, 2)
+    assert ops.pdl_steps(GemmConfig("pointer", 32, 32, 256, 1, 4, 4), spec, 3) == (4, 2)
     assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6), spec, 1) == (0, 0)
-    assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6, split_k=4), spec, 3) == (3, 2)
+    assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6, split_k=4), spec, 3) == (2, 2)
+    assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6, split_k=8), spec, 3) == (1, 2)
     monkeypatch.setenv(ops.PDL_AT_ENV, "5")
     monkeypatch.setenv(ops.PDL_PREFETCH_ENV, "7")
     assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6), spec, 3) == (5, 4)
@@ -182,8 +183,9 @@ def test_pdl_policy(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype,shape,cfg,choice", [
-    (torch.bfloat16, (16, 4096, 4096), None, "mid"),  # the small-M heuristic: 128 programs
-    (torch.bfloat16, (64, 4096, 4096), None, "mid"),  # 64 programs
+    (torch.bfloat16, (16, 4096, 4096), None, "early"),  # the small-M heuristic: 128 programs of 72 KB
+    (torch.bfloat16, (64, 4096, 4096), None, "mid"),  # 64 programs of 192 KB: one per SM
+    (torch.bfloat16, (16, 8192, 8192), None, "mid"),  # 128 programs of 160 KB
     (torch.bfloat16, (32, 4096, 4096), GemmConfig("pointer", 16, 32, 128, 1, 4, 6), "late"),  # 256 programs
     (torch.float32, (1, 4096, 4096), None, "early"),  # pointer split-K and its reduce
     (torch.bfloat16, (1000, 1000, 1000), None, "late"),  # Gluon 64x128

@@ -48,11 +48,13 @@ from tilecraft.tuning.measure import graph_time_ms as _graph_time_ms  # noqa: F4
 from tilecraft.tuning.measure import say as _say
 from tilecraft.tuning import cache as _cache
 from tilecraft.tuning.gemm import (
+    SHARED_LIMIT,
     GemmConfig,
     Problem,
     config_space,
     heuristic,
     shape_key,
+    shared_bytes,
     tune,
 )
 
@@ -562,14 +564,13 @@ PDL_PREFETCH_ENV = "TILECRAFT_PDL_PREFETCH"
 
 def pdl_steps(cfg: GemmConfig, spec: Spec, mode: int) -> tuple[int, int]:
     """(``PDL_AT``, ``PREFETCH``) of a pointer-kernel launch under PDL ``mode`` (docs/gemm.md follow-up 21).
-    Under "mid" (3): the trigger 3/8 of the program's K blocks before the end of its loop and 2 K blocks
-    prefetched (bf16 small M on an H100: 12 of 32 blocks for 16 x 32 x 128 tiles, 6 of 16 for 32 x 32 x 256,
-    the best of 6 / 8 / 12 there; later triggers let the next launch start too late, earlier ones let its
-    prefetches be evicted before use); otherwise (0, 0). The environment overrides either; the prefetch
+    Under "mid" (3): the trigger a quarter of the program's K blocks before the end of its loop and 2 K
+    blocks prefetched (bf16 64 x 4096 x 4096 and 16 x 8192 x 8192: 8 of 32 blocks, the best or within 0.5
+    point of it on both an H100 and an H200; 4 blocks: the next launch starts too late); otherwise (0, 0). The environment overrides either; the prefetch
     is capped at the ring depth and rounded down to a power of two (the kernel's prefetch tile is a
     Triton range)."""
     iters = math.ceil(spec.k / (max(cfg.split_k, 1) * cfg.block_k))  # K blocks per program (launch_plan's split)
-    at, steps = ((3 * iters + 7) // 8, 2) if mode == 3 else (0, 0)
+    at, steps = ((iters + 3) // 4, 2) if mode == 3 else (0, 0)
     vals = []
     for env, default in ((PDL_AT_ENV, at), (PDL_PREFETCH_ENV, steps)):
         value = os.environ.get(env, "").strip()
@@ -594,13 +595,15 @@ def pdl_choice(plan: list[KernelLaunch], spec: Spec, cfg: GemmConfig, sms: int) 
     """Programmatic dependent launch for a plan (``ops.launch.with_pdl``), where measured to pay (H100,
     2026-11-26, docs/gemm.md follow-up 18; ``TILECRAFT_PDL`` overrides):
 
-    * "mid" for small M on the pointer kernel (a memory-bound stream over B) with at most 1.5 programs per
-      SM and no split-K: the next call launches when every program is 3/8 of its K blocks from the end and
-      prefetches its first 2 K blocks into L2 before its wait (:func:`pdl_steps`; follow-up 21, bf16
-      N = K = 4096 M = 1 / 16 / 32 / 64 on an H100: 87.2 / 86.9 / 84.1 / 83.4% of copy "early" ->
-      88.4 / 88.6 / 86.4 / 87.0-87.5%); "early" with a split-K reduce pass after it (fp32 M = 1, 256
-      programs split 4: 0.88x -> 0.92x cuBLAS early, 0.90x late; follow-up 18: bf16 M = 1 / 16 / 32 / 64
-      83-80% of copy off, 87.5-83.9% early); a single launch of more programs "late" (bf16 M = 32 on 256
+    * for small M on the pointer kernel (a memory-bound stream over B) with at most 1.5 programs per SM
+      and no split-K, "mid" where a program takes more than half an SM's shared memory (the next call
+      launches when every program is a quarter of its K blocks from the end and prefetches its first 2 K
+      blocks into L2 before its wait, :func:`pdl_steps`; follow-up 21: bf16 64 x 4096 x 4096 83.4 -> 87.5%
+      of copy on an H100, 73.8 -> 77.6% on an H200; 16 x 8192 x 8192 95.5 -> 97.8%, 94.7 -> 96.5%), "early"
+      where the next call's programs fit beside them (M = 1 / 16 on 16 x 32 x 128 tiles, 72 KB: "mid" lost
+      up to 6 points on the H200; follow-up 18: bf16 M = 1 / 16 / 32 / 64 83-80% of copy off, 87.5-83.9%
+      early); "early" with a split-K reduce pass after it (fp32 M = 1, 256 programs split 4: 0.88x ->
+      0.92x cuBLAS early, 0.90x late); a single launch of more programs "late" (bf16 M = 32 on 256
       programs: 71% of copy off, 53% early);
     * "late" for the Gluon kernel (bf16 1000^3 0.75-0.80x -> 0.83-0.85x, 512^3 0.89x -> 1.16x) and the FMA
       kernel on 16-byte rows (fp32 512^3 0.81x -> 0.88x, 1000^3 0.93x -> 0.94x); on rows that are not
@@ -614,7 +617,13 @@ def pdl_choice(plan: list[KernelLaunch], spec: Spec, cfg: GemmConfig, sms: int) 
         # next call's product, whose programs may outnumber the SMs
         if main is not plan[-1]:
             return "early"
-        return "mid" if math.prod(main.grid) <= 1.5 * sms else "late"
+        if math.prod(main.grid) > 1.5 * sms:
+            return "late"
+        # a program that takes more than half an SM's shared memory leaves no room for the next call's
+        # programs beside it: let them in a quarter of the loop before the end, with their first
+        # blocks prefetched ("early" where they fit beside it from the start)
+        itemsize = next(t for t, name in DTYPE_NAMES.items() if name == spec.dtype).itemsize
+        return "mid" if shared_bytes(cfg, itemsize) > SHARED_LIMIT["sm90"] // 2 else "early"
     if cfg.kernel == "gluon":
         return "late"
     if cfg.kernel == "fma":

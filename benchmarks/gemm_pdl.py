@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="five cases only")
     ap.add_argument("--modes", default="0,early,late", help="TILECRAFT_PDL values timed, comma-separated; "
-                    "'midN' is 'mid' with TILECRAFT_PDL_AT=N, '+pfN' adds TILECRAFT_PDL_PREFETCH=N")
+                    "'midN' is 'mid' with TILECRAFT_PDL_AT=N, '+pfN' sets TILECRAFT_PDL_PREFETCH=N (unset: the library's rule)")
     ap.add_argument("--suite", choices=["cases", "smallm", "split", "mid"], default="cases")
     ap.add_argument("--only", default="", help="keep the cases whose name contains this (e.g. 'tf32')")
     args = ap.parse_known_args()[0]
@@ -97,8 +97,11 @@ def main() -> None:
                 pdl, _, pf = mode.partition("+pf")  # "mid8+pf4": PDL "mid" at 8 K blocks, 4 prefetched
                 at = pdl[3:] if pdl.startswith("mid") else ""
                 os.environ[PDL_ENV] = "mid" if at else pdl
-                os.environ[PDL_AT_ENV] = at or "8"
-                os.environ[PDL_PREFETCH_ENV] = pf or "0"
+                for env, value in ((PDL_AT_ENV, at), (PDL_PREFETCH_ENV, pf)):
+                    if value:  # else the library's own rule (ops.gemm.pdl_steps)
+                        os.environ[env] = value
+                    else:
+                        os.environ.pop(env, None)
                 try:
                     rec = bench.run_case(case, info, copy_TBps=copy, cfg=cfg, budget_s=0.3, peer_ms=peer_ms)
                 except Exception as exc:  # noqa: BLE001 - one failed case must not stop the others

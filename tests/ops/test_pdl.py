@@ -129,14 +129,17 @@ def test_pdl_mid_waits_before_every_load_and_triggers_in_the_loop(monkeypatch):
 
 
 def test_pdl_steps_rule(monkeypatch):
-    """A quarter of the program's K blocks (rounded up), 2 prefetched, under "mid" only; the environment
+    """A quarter of the program's K blocks (rounded up; at least 6, at most half), 2 prefetched, under
+    "mid" only; the environment
     overrides; the prefetch is capped at the ring depth and rounded down to a power of two."""
     f = torch.empty(16, 4096, dtype=torch.bfloat16, device="meta")
     spec = ops.validate(f, torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta"))
-    assert ops.pdl_steps(GemmConfig("pointer", 32, 32, 256, 1, 4, 4), spec, 3) == (4, 2)
+    assert ops.pdl_steps(GemmConfig("pointer", 32, 32, 256, 1, 4, 4), spec, 3) == (6, 2)  # 16 blocks
+    assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6), spec, 3) == (8, 2)  # 32 blocks
+    assert ops.pdl_steps(GemmConfig("pointer", 16, 16, 32, 1, 4, 6), spec, 3) == (32, 2)  # 128 blocks
     assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6), spec, 1) == (0, 0)
-    assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6, split_k=4), spec, 3) == (2, 2)
-    assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6, split_k=8), spec, 3) == (1, 2)
+    assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6, split_k=4), spec, 3) == (4, 2)  # 8 blocks
+    assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6, split_k=16), spec, 3) == (1, 2)
     monkeypatch.setenv(ops.PDL_AT_ENV, "5")
     monkeypatch.setenv(ops.PDL_PREFETCH_ENV, "7")
     assert ops.pdl_steps(GemmConfig("pointer", 16, 32, 128, 1, 4, 6), spec, 3) == (5, 4)

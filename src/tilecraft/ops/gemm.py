@@ -564,13 +564,15 @@ PDL_PREFETCH_ENV = "TILECRAFT_PDL_PREFETCH"
 
 def pdl_steps(cfg: GemmConfig, spec: Spec, mode: int) -> tuple[int, int]:
     """(``PDL_AT``, ``PREFETCH``) of a pointer-kernel launch under PDL ``mode`` (docs/gemm.md follow-up 21).
-    Under "mid" (3): the trigger a quarter of the program's K blocks before the end of its loop and 2 K
-    blocks prefetched (bf16 64 x 4096 x 4096 and 16 x 8192 x 8192: 8 of 32 blocks, the best or within 0.5
-    point of it on both an H100 and an H200; 4 blocks: the next launch starts too late); otherwise (0, 0). The environment overrides either; the prefetch
+    Under "mid" (3): the trigger a quarter of the program's K blocks before the end of its loop, at least
+    6 and at most half, and 2 K blocks prefetched (bf16 64 x 4096 x 4096 and 16 x 8192 x 8192: 8 of 32
+    blocks, the best or within 0.5 point of it on both an H100 and an H200; 32 x 4096 x 4096 on 16 blocks of
+    256: 6 the best on both, 4 let the next launch start too late, 8 or more let its prefetches go
+    stale); otherwise (0, 0). The environment overrides either; the prefetch
     is capped at the ring depth and rounded down to a power of two (the kernel's prefetch tile is a
     Triton range)."""
     iters = math.ceil(spec.k / (max(cfg.split_k, 1) * cfg.block_k))  # K blocks per program (launch_plan's split)
-    at, steps = ((iters + 3) // 4, 2) if mode == 3 else (0, 0)
+    at, steps = (min(max((iters + 3) // 4, 6), iters // 2), 2) if mode == 3 else (0, 0)
     vals = []
     for env, default in ((PDL_AT_ENV, at), (PDL_PREFETCH_ENV, steps)):
         value = os.environ.get(env, "").strip()
@@ -597,9 +599,9 @@ def pdl_choice(plan: list[KernelLaunch], spec: Spec, cfg: GemmConfig, sms: int) 
 
     * for small M on the pointer kernel (a memory-bound stream over B) with at most 1.5 programs per SM
       and no split-K, "mid" where a program takes more than half an SM's shared memory (the next call
-      launches when every program is a quarter of its K blocks from the end and prefetches its first 2 K
-      blocks into L2 before its wait, :func:`pdl_steps`; follow-up 21: bf16 64 x 4096 x 4096 83.4 -> 87.5%
-      of copy on an H100, 73.8 -> 77.6% on an H200; 16 x 8192 x 8192 95.5 -> 97.8%, 94.7 -> 96.5%), "early"
+      launches when every program is about a quarter of its K blocks from the end and prefetches its first
+      2 K blocks into L2 before its wait, :func:`pdl_steps`; follow-up 21: bf16 64 x 4096 x 4096 83.4 -> 87.5%
+      of copy on an H100, 75.1 -> 78.5% on an H200; 16 x 8192 x 8192 95.5 -> 97.8%, 96.6 -> 98.5%), "early"
       where the next call's programs fit beside them (M = 1 / 16 on 16 x 32 x 128 tiles, 72 KB: "mid" lost
       up to 6 points on the H200; follow-up 18: bf16 M = 1 / 16 / 32 / 64 83-80% of copy off, 87.5-83.9%
       early); "early" with a split-K reduce pass after it (fp32 M = 1, 256 programs split 4: 0.88x ->

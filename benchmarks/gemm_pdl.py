@@ -58,6 +58,12 @@ SMALLM = ([(C("bf16", 32, 4096, 4096), c) for c in (None, _p(32, 32, 128, 6), _p
 #: ``--suite mid``: the small-M products under PDL "mid" (follow-up 21), and a wider and a square one
 MID = ([C("bf16", m, 4096, 4096) for m in (1, 16, 32, 64)] + [C("bf16", 16, 8192, 8192), C("bf16", 16, 11008, 4096),
                                                               C("bf16", 1000, 1000, 1000)])
+#: ``--suite midcfg``: small-M tiles with deeper rings, so that a program takes more than half an SM's
+#: shared memory and PDL "mid" applies (the heuristic first)
+MIDCFG = ([(C("bf16", m, 4096, 4096), c) for m in (1, 16) for c in (
+              None, _p(16, 32, 128, 10), _p(16, 32, 128, 12), _p(16, 32, 256, 6))]
+          + [(C("bf16", 32, 4096, 4096), c) for c in (None, _p(32, 32, 128, 8), _p(32, 32, 256, 5))]
+          + [(C("bf16", 64, 4096, 4096), c) for c in (None, _p(64, 64, 128, 5), _p(64, 32, 128, 8), _p(64, 32, 256, 4))])
 QUICK = {("bf16", 1, 4096), ("bf16", 16, 4096), ("bf16", 64, 4096), ("bf16", 1000, 1000), ("fp32", 1, 4096)}
 
 
@@ -67,7 +73,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="five cases only")
     ap.add_argument("--modes", default="0,early,late", help="TILECRAFT_PDL values timed, comma-separated; "
                     "'midN' is 'mid' with TILECRAFT_PDL_AT=N, '+pfN' sets TILECRAFT_PDL_PREFETCH=N (unset: the library's rule)")
-    ap.add_argument("--suite", choices=["cases", "smallm", "split", "mid"], default="cases")
+    ap.add_argument("--suite", choices=["cases", "smallm", "split", "mid", "midcfg"], default="cases")
     ap.add_argument("--only", default="", help="keep the cases whose name contains this (e.g. 'tf32')")
     args = ap.parse_known_args()[0]
     out, log, info = start("gemm-pdl")
@@ -79,6 +85,8 @@ def main() -> None:
         cases = SMALLM
     if args.suite == "mid":
         cases = [(c, None) for c in MID]
+    if args.suite == "midcfg":
+        cases = MIDCFG
     if args.suite == "split":  # M = 32 / 64: split K so each program re-reads less of A from L2
         cases = [(C("bf16", 32, 4096, 4096), c) for c in (
             None, _p(32, 64, 128, 6, split=2), _p(32, 64, 256, 4, split=2), _p(32, 64, 64, 8, split=2),

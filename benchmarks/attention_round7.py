@@ -97,7 +97,13 @@ CANDIDATES11B = {
     "d128c": [W(128, overlap=True, **ET, **P)],
     "d256c": [W(64, overlap=True, tree=True, **P), W(64, tree=True, **P)],
 }
-CANDIDATE_SETS = {"round7": CANDIDATES, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+# round 16b: cuDNN's forward is persistent with 3 K/V stages in 232 KB: the persistent ws kernel at 3 stages
+# (O through Q's buffer) beside the persistent 2-stage one; D64 with three consumers, persistent
+CANDIDATES16B = {
+    "d128": [W(128, persistent=True, **ET), W(128, 3, persistent=True, **ET), W(128, 3, **ET)],
+    "d64": [W(128, consumers=3), W(128, consumers=3, persistent=True), G(128, 3)],
+}
+CANDIDATE_SETS = {"round7": CANDIDATES, "round16b": CANDIDATES16B, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 

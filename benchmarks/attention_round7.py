@@ -103,7 +103,13 @@ CANDIDATES16B = {
     "d128": [W(128, persistent=True, **ET), W(128, 3, persistent=True, **ET), W(128, 3, **ET)],
     "d64": [W(128, consumers=3), W(128, consumers=3, persistent=True), G(128, 3)],
 }
-CANDIDATE_SETS = {"round7": CANDIDATES, "round16b": CANDIDATES16B, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+# round 16c: the round-16b winners on another card, and D64 causal on the persistent three-consumer kernel
+CANDIDATES16C = {
+    "d128": [W(128, 3, persistent=True, **ET)],
+    "d64": [W(128, consumers=3, persistent=True), W(128, consumers=3, persistent=True, **ET)],
+    "d64c": [W(128, consumers=3, persistent=True), W(128, consumers=3, persistent=True, **ET)],
+}
+CANDIDATE_SETS = {"round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 

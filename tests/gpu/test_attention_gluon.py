@@ -37,6 +37,9 @@ WS_CONFIGS = {d: [ops.FwdConfig(128, n, 8, st, tma=True, gluon=True, overlap=ov,
 PERSISTENT_CONFIGS = {d: [ops.FwdConfig(128, n, 8, st, tma=True, gluon=True, overlap=False, ws=True, persistent=True,
                                         poly=po) for po in (0, 1)]
                       for d, n, st in ((64, 128, 3), (128, 128, 2), (256, 64, 2))}
+# round 16: the D = 64 default, three consumer warpgroups, persistent
+PERSISTENT_CONFIGS[64].append(ops.FwdConfig(192, 128, 12, 2, tma=True, gluon=True, overlap=False, ws=True, consumers=3,
+                                            persistent=True))
 # round 10: the ws kernel's softmax with the conversion (plain order: and the rescale) early and tree
 # reductions, at every head dimension, plain order and overlap, and three consumer warpgroups
 # (192-row tiles) at D = 64

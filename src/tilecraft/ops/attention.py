@@ -284,8 +284,12 @@ def _hopper_or_later(device: torch.device, hopper: bool | None = None) -> bool:
 #: causal 1.083 against 1.008; D = 64 causal moves from the Triton kernel (0.850 / 0.864) to the one-partition
 #: Gluon kernel, paired and capped at 128 registers (uncapped it compiles to 132 and only one program fits an
 #: SM): 0.998 / 0.979 in two runs (capped alone 0.981).
+#: Round 16 (2026-11-27, docs/attention.md): D = 64 non-causal on the warp-specialised kernel with three consumer
+#: warpgroups (192-row tiles), persistent (one program per SM walking the tiles): 1.021 (H200, rounds 1.019-1.032)
+#: and 1.027 (H100, rounds 1.021-1.052) against 0.985 / 0.987 for the one-partition kernel in the same runs
+#: (`attention-round16b-011e18f.json`, `attention-round16c-7b6e714.json`); the same kernel causal ran at 0.56.
 GLUON_FWD: dict[tuple[int, bool], FwdConfig] = {
-    (64, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False),
+    (64, False): FwdConfig(192, 128, 12, 2, tma=True, gluon=True, overlap=False, ws=True, consumers=3, persistent=True),
     (64, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, paired=True, maxnreg=128),
     (128, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True),
     (128, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True, tree=True,

@@ -38,6 +38,14 @@ def test_config_command():
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     assert doc["heuristic"]["kernel"] == "tma" and doc["space"]
+    assert doc["pdl"] == {"mode": "off"}  # the persistent TMA kernel: no PDL
+    # small M: the programmatic-dependent-launch mode the call would take (docs/gemm.md follow-up 21)
+    res = runner.invoke(app, ["gemm", "config", "64", "4096", "4096", "--arch", "sm90", "--json"])
+    assert json.loads(res.output)["pdl"] == {"mode": "mid", "trigger_blocks_before_end": 8, "prefetch_blocks": 2}
+    res = runner.invoke(app, ["gemm", "config", "16", "4096", "4096", "--arch", "sm90"])
+    assert res.exit_code == 0 and "programmatic dependent launch on sm90: early" in res.output, res.output
+    res = runner.invoke(app, ["gemm", "config", "64", "4096", "4096", "--arch", "sm80", "--json"])
+    assert json.loads(res.output)["pdl"] is None
     res = runner.invoke(app, ["gemm", "config", "0", "8", "8"])
     assert res.exit_code == 2
 

@@ -189,12 +189,36 @@ def config_cmd(
     p = Problem(m, n, k, 1, name, precision, arch, tma, layout[0] == "N", layout[1] == "T")
     cfg = heuristic(p)
     space = config_space(p)
+    pdl = _pdl_line(m, n, k, dtype, layout, cfg) if arch == "sm90" else None
     if as_json:
-        typer.echo(json.dumps({"heuristic": cfg.as_dict(), "space": [c.as_dict() for c in space]}))
+        typer.echo(json.dumps({"heuristic": cfg.as_dict(), "space": [c.as_dict() for c in space], "pdl": pdl}))
         return
     Console(highlight=False).print(
         f"{dtype} {layout} {m}x{n}x{k} on {arch}: {cfg.short()} "
         f"({shared_bytes(cfg, p.itemsize) // 1024} KB shared); {len(space)} configs to tune over")
+    if pdl is not None:
+        extra = (f": the next call may launch {pdl['trigger_blocks_before_end']} K blocks before this one's end "
+                 f"and prefetches its first {pdl['prefetch_blocks']} into L2" if pdl.get("mode") == "mid" else "")
+        Console(highlight=False).print(f"programmatic dependent launch on sm90: {pdl.get('mode', pdl.get('error'))}"
+                                       + extra + " (TILECRAFT_PDL overrides)")
+
+
+def _pdl_line(m: int, n: int, k: int, dtype: str, layout: str, cfg) -> dict:
+    """``ops.gemm.pdl_summary`` of the heuristic's plan on 132 SMs (meta tensors: nothing is allocated)."""
+    import torch
+
+    from tilecraft.bench import gemm as bench
+    from tilecraft.ops import gemm as ops
+
+    try:
+        dt = bench.DTYPES[dtype]
+        a = torch.empty((k, m) if layout[0] == "T" else (m, k), dtype=dt, device="meta")
+        b = torch.empty((n, k) if layout[1] == "T" else (k, n), dtype=dt, device="meta")
+        a, b = (a.t() if layout[0] == "T" else a), (b.t() if layout[1] == "T" else b)
+        spec, chosen, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=cfg, **bench.call_kwargs(dtype, m, n, "meta"))
+        return ops.pdl_summary(spec, chosen, plan, 132)
+    except (ValueError, TypeError, KeyError, RuntimeError) as exc:  # reported, not hidden
+        return {"error": f"not determined: {type(exc).__name__}: {exc}"[:200]}
 
 
 def register(app: typer.Typer) -> None:

@@ -765,6 +765,18 @@ def target_plan(a: torch.Tensor, b: torch.Tensor, arch: str, *, sms: int | None 
     return spec, cfg, plan
 
 
+def pdl_summary(spec: Spec, cfg: GemmConfig, plan: list[KernelLaunch], sms: int) -> dict:
+    """How a plan on an sm90+ GPU launches (programmatic dependent launch, :func:`pdl_choice` and
+    :func:`pdl_steps`, without ``TILECRAFT_PDL``'s override): {"mode": "early" | "late" | "mid" | "off",
+    "trigger_blocks_before_end", "prefetch_blocks"} (the last two for "mid" on the pointer kernel)."""
+    choice = pdl_choice(plan, spec, cfg, sms)
+    out = {"mode": choice or "off"}
+    if choice == "mid":
+        at, steps = pdl_steps(cfg, spec, 3)
+        out.update(trigger_blocks_before_end=at, prefetch_blocks=steps)
+    return out
+
+
 def compile_signature(k: KernelLaunch) -> dict[str, str]:
     """The Triton signature of a launch's runtime arguments, as the launch specialises them
     (Triton's own rule: ``*bf16:16`` for a 16-byte aligned pointer, ``i32:16`` for an integer

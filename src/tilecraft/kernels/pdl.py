@@ -10,10 +10,10 @@ stream or a CUDA graph (``docs/gemm.md``, follow-up 18).
 Rule kept by every kernel that takes ``PDL``: :func:`pdl_start` (or :func:`pdl_start_gluon`) comes
 before any global load or store, so reading what the earlier kernel wrote, or writing what it still
 reads, always happens after the wait (only address arithmetic and L2 prefetches, below, may precede
-it). Both instructions are no-ops in a kernel launched without the attribute. ``PDL`` is a constexpr: 0 off (always on the interpreter,
-which cannot run inline PTX, and on AMD); 1 "early", the next kernel may launch as soon as every
-program of this one has started; 2 "late", only once every program has passed :func:`pdl_trigger`
-after its main loop; 3 "mid", once every program has reached the last ``PDL_AT`` steps of its main
+it). Both instructions are no-ops in a kernel launched without the attribute. ``PDL`` is a constexpr:
+0 off (always on the interpreter, which cannot run inline PTX, and on AMD); 1 "early", the next kernel
+may launch as soon as every program of this one has started; 2 "late", only once every program has
+passed :func:`pdl_trigger` after its main loop; 3 "mid", once every program has reached the last ``PDL_AT`` steps of its main
 loop (:func:`pdl_trigger_if`, the pointer GEMM kernel; kernels without it trigger as "late"), so the
 next kernel's programs are on the SMs, their first tiles prefetched into L2 (:func:`prefetch_rows_l2`),
 while this one streams its last steps. The host side is :func:`tilecraft.ops.launch.with_pdl`.

@@ -110,7 +110,12 @@ def loop(case: str, impl: str, seconds: float) -> dict:
         vals = [float(r[j]) for r in rows if r[j].replace(".", "", 1).isdigit()]
         return statistics.median(vals) if vals else None
     reasons = sorted({r[4] for r in rows})
-    rec = {"case": case, "impl": impl, "calls": n, "ms_per_call": ms, "TFLOPs": flop / ms / 1e9,
+    import triton
+
+    from tilecraft.bench.harness import git_commit
+    rec = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+           "commit": git_commit(), "date": time.strftime("%Y-%m-%d", time.gmtime()),
+           "case": case, "impl": impl, "calls": n, "ms_per_call": ms, "TFLOPs": flop / ms / 1e9,
            "sm_clock_MHz": med(0), "mem_clock_MHz": med(1), "power_W": med(2), "temp_C": med(3),
            "throttle_reasons": reasons, "samples": len(rows), "check": check}
     print(json.dumps(rec), flush=True)

@@ -204,17 +204,13 @@ def config_cmd(
 
 
 def _pdl_line(m: int, n: int, k: int, dtype: str, layout: str, cfg) -> dict:
-    """``ops.gemm.pdl_summary`` of the heuristic's plan on 132 SMs (meta tensors: nothing is allocated)."""
-    import torch
-
+    """``ops.gemm.pdl_summary`` of the heuristic's plan on 132 SMs (meta tensors, as ``inspect.gemm_jobs``:
+    nothing is allocated)."""
     from tilecraft.bench import gemm as bench
     from tilecraft.ops import gemm as ops
 
     try:
-        dt = bench.DTYPES[dtype]
-        a = torch.empty((k, m) if layout[0] == "T" else (m, k), dtype=dt, device="meta")
-        b = torch.empty((n, k) if layout[1] == "T" else (k, n), dtype=dt, device="meta")
-        a, b = (a.t() if layout[0] == "T" else a), (b.t() if layout[1] == "T" else b)
+        a, b = bench.make_operands(m, n, k, dtype, layout, "meta")
         spec, chosen, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=cfg, **bench.call_kwargs(dtype, m, n, "meta"))
         return ops.pdl_summary(spec, chosen, plan, 132)
     except (ValueError, TypeError, KeyError, RuntimeError) as exc:  # reported, not hidden

@@ -4,7 +4,7 @@ the ws softmax's early rescale / tree reductions and three consumer warpgroups (
 paired causal tiles and a register cap for D64 causal (``--set round11``).
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/attention_round7.py OUT_DIR [--deadline S] [--rounds R]
-        [--shapes d128,d128c,d64,d64c,d256,d256c] [--set round7|round10|round10b|round11]
+        [--shapes d128,d128c,d64,d64c,d256,d256c] [--set round7|round10|round10b|round11|round16b|round16c|round17]
 
 Per shape: every candidate is first checked against the float64 reference on odd-length shapes
 (``ba.check_forward``: B1, lengths 1000/17 and the timed one with two K/V head groups), then at the
@@ -109,12 +109,23 @@ CANDIDATES16C = {
     "d64": [W(128, consumers=3, persistent=True), W(128, consumers=3, persistent=True, **ET)],
     "d64c": [W(128, consumers=3, persistent=True), W(128, consumers=3, persistent=True, **ET)],
 }
-CANDIDATE_SETS = {"round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+# round 17: the causal tiles launched heaviest first inside groups of heads (``order``), against pairing: the
+# D64 one-partition kernel (capped, unpaired), the ws kernels at D128 / D256 one tile per program, and
+# persistent ws with the grouped order (its round-robin then hands each program tiles of similar weight)
+CAP = dict(gluon=True, overlap=False, maxnreg=128)
+CANDIDATES17 = {
+    "d64c": [F(128, 128, 8, 2, True, **CAP, order=g) for g in (8, 16, 32, 128)],
+    "d128c": [F(**{**W(128, overlap=True, **ET).as_dict(), "order": g}) for g in (4, 8, 16, 64)]
+             + [F(**{**W(128, overlap=True, persistent=True, **ET).as_dict(), "order": 8})],
+    "d256c": [F(**{**W(64, overlap=True, tree=True).as_dict(), "order": g}) for g in (4, 8, 32)],
+}
+CANDIDATE_SETS = {"round17": CANDIDATES17, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 
 def label(cfg: ops.FwdConfig) -> str:
-    extra = (" paired" if cfg.paired else "") + (f" maxnreg{cfg.maxnreg}" if cfg.maxnreg else "")
+    extra = ((" paired" if cfg.paired else "") + (f" maxnreg{cfg.maxnreg}" if cfg.maxnreg else "")
+             + (f" order{cfg.order}" if cfg.order else ""))
     if not cfg.gluon:
         return f"triton{' tma' if cfg.tma else ''} {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}" + extra
     kind = "ws-pp" if cfg.ws else "gluon"

@@ -154,7 +154,7 @@ def matches_its_twin(q, k, v, p, cfg, option, ref_o, ref_l, dtype):
     """``cfg`` and the same config with ``option`` off, each into NaN-poisoned outputs: both against
     float64, and bit-equal to each other (the same tiles, scheduled differently)."""
     outs = []
-    for c in (cfg, ops.FwdConfig(**{**cfg.as_dict(), option: False})):
+    for c in (cfg, ops.FwdConfig(**{**cfg.as_dict(), option: type(getattr(cfg, option))()})):  # False / 0
         out = torch.full_like(q, float("nan"))
         lse = torch.full(q.shape[:3], float("nan"), device="cuda")
         ops.launch_fwd(q, k, v, out, lse, None, None, p, c)
@@ -262,3 +262,30 @@ def test_gluon_ws_paired_matches_float64(case, dtype):
     """The warp-specialised kernel with paired causal tiles (two tiles per program through the
     persistent loop's ring count and turns); non-causal cases take the one-tile grid."""
     ws_twice_matches_float64(case, dtype, PAIRED_WS_CONFIGS, seed=5)
+
+
+# ``order``: the causal tiles launched heaviest first inside groups of G heads (a group size that does not
+# divide B * H leaves a smaller last group); every kernel that takes it, against float64 and bit-equal to
+# the same tiles in the default order
+ORDER_CONFIGS = {64: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, maxnreg=128, order=3),
+                      ops.FwdConfig(192, 128, 12, 2, tma=True, gluon=True, overlap=False, ws=True, consumers=3,
+                                    persistent=True, order=5)],
+                 128: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True,
+                                     tree=True, order=3),
+                       ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, persistent=True,
+                                     order=8)],
+                 256: [ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True, order=3)]}
+ORDER_CASES = [(2, 16, 4, 1000, 600, 64, True), (2, 16, 4, 1000, 1000, 128, True), (1, 4, 2, 300, 170, 128, True),
+               (1, 2, 2, 17, 1000, 256, True), (2, 16, 4, 1000, 600, 256, True), (3, 5, 5, 700, 700, 64, True)]
+
+
+@pytest.mark.parametrize("case", ORDER_CASES, ids=lambda c: "B{}H{}/{}S{}x{}D{}".format(*c[:6]))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_grouped_heavy_first_order_matches_float64_and_the_default_order(case, dtype):
+    b, h, h_kv, s_q, s_k, d, causal = case
+    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 17)
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
+    ref_o, ref_l = attention_reference(q, k, v, causal=causal)
+    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+    for cfg in ORDER_CONFIGS[d]:
+        matches_its_twin(q, k, v, p, cfg, "order", ref_o, ref_l, dtype)

@@ -8,6 +8,8 @@ and ``benchmarks/attention_tune.py gluoncheck``). Also: CPU tensors never reach 
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -269,3 +271,36 @@ def test_gluon_ws_paired_compiles(d, n):
     assert res["error"] is None, res["error"]
     assert res["spills"] == 0
     assert 0 < res["shared_bytes"] <= SM90_SHARED_BYTES
+
+
+@pytest.mark.parametrize("cfg", [
+    ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, maxnreg=128, order=16),
+    ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True, tree=True, order=8),
+    ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True, order=4),
+    ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True, tree=True, persistent=True,
+                  order=8),
+], ids=["one-partition-d64", "ws-d128", "ws-d256", "ws-persistent-d128"])
+def test_gluon_grouped_heavy_first_order_compiles(cfg):
+    """``order`` (the causal tiles launched heaviest first inside groups of heads) changes only the
+    program -> tile mapping: the kernels compile as their ``order = 0`` twins do (no spills, the same
+    registers at D64 capped for two programs per SM). Its numbers: tests/gpu/test_attention_gluon.py."""
+    d = 64 if cfg.maxnreg else 256 if cfg.block_n == 64 else 128
+    shape = ba.Shape(8, 16, 16, 2048, 2048, d, True)
+    res = ba.gluon_compile_report(shape, torch.bfloat16, cfg)
+    twin = ba.gluon_compile_report(shape, torch.bfloat16, replace(cfg, order=0))
+    assert res["error"] is None and twin["error"] is None, (res["error"], twin["error"])
+    assert res["spills"] == twin["spills"] == 0
+    assert res["shared_bytes"] == twin["shared_bytes"] <= SM90_SHARED_BYTES
+    if cfg.maxnreg:
+        assert res["registers"] <= 128 and res["occupancy"] == 16
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(order=-1), "order must be"), (dict(order=True), "order must be"),
+    (dict(order=8, paired=True), "without paired"), (dict(order=8, gluon=False, tma=False), "without paired"),
+])
+def test_order_refuses_bad_values(kwargs, match):
+    base = dict(tma=True, gluon=True, overlap=False)
+    base.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        ops.FwdConfig(128, 128, 8, 2, **base)

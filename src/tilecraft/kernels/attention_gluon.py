@@ -125,6 +125,24 @@ def _tile_coords(t, n_m, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.
 
 
 @gluon.jit
+def _grouped(t, n_m, total, ORDER: gl.constexpr):
+    """Launch position t -> ``_tile_coords``'s index (bh * n_m + rank, rank 0 the heaviest causal tile)
+    when ``ORDER`` = G > 0: the (batch, head)s in groups of G, and inside a group every head's
+    heaviest tile, then every head's second heaviest, and so on, so that the tiles launched last
+    are the lightest of the last group (a near-LPT order: the launch's tail is short) while the
+    programs in flight share the K/V of G heads in L2. ORDER = 0: t itself (each head's tiles
+    together, heaviest first)."""
+    if ORDER > 0:
+        per: gl.constexpr = ORDER
+        g = t // (per * n_m)
+        r = t - g * (per * n_m)
+        gh = gl.minimum(per, total // n_m - g * per)  # heads in this group (the last may have fewer)
+        return (g * per + r % gh) * n_m + r // gh
+    else:
+        return t
+
+
+@gluon.jit
 def _tile_at(pid_m, pid_bh, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
     """Query tile pid_m of (batch, head) pid_bh: its (batch, head, K/V head, first query) and key range:
     [0, lo) is seen by every query of the tile (no mask), [lo, hi) is masked; n_tiles key tiles in all."""
@@ -334,13 +352,15 @@ def attention_fwd_gluon_kernel(
     H, GROUP, S_Q, S_K, qk_scale,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, num_warps: gl.constexpr, POLY: gl.constexpr = 0,
-    PAIRED: gl.constexpr = False,
+    PAIRED: gl.constexpr = False, ORDER: gl.constexpr = 0,
 ):
     """O = softmax(Q K^T scale) V and LSE (natural log) for one 128-query tile of one (batch, head).
 
     Grid (cdiv(S_q, BLOCK_M), B * H); ``qk_scale`` = scale * log2(e); ``num_warps`` = 8. ``PAIRED``
     (causal): grid (cdiv(n_m, 2), B * H), each program taking query tiles n_m - 1 - i and i one after
-    the other through the same shared memory (the K/V rings' slots and phases carry on)."""
+    the other through the same shared memory (the K/V rings' slots and phases carry on). ``ORDER`` = G > 0
+    (causal, not paired): the launch order of ``_grouped`` (heads in groups of G, heaviest tiles first)."""
+    gl.static_assert(not (PAIRED and ORDER > 0), "paired tiles keep their own order")
     # shared memory: Q (later O), the K and V rings, one barrier per slot and one for Q
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [1, 1, BLOCK_M, HEAD_DIM], q_desc.layout)
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], k_desc.layout)
@@ -355,7 +375,13 @@ def attention_fwd_gluon_kernel(
     fence_async_shared()
 
     i = gl.program_id(0)
-    if PAIRED:
+    bh = gl.program_id(1)
+    if ORDER > 0:
+        n_m = gl.num_programs(0)
+        tt = _grouped(i + bh * n_m, n_m, n_m * gl.num_programs(1), ORDER)
+        bh = tt // n_m
+        first = n_m - 1 - tt % n_m
+    elif PAIRED:
         first = gl.cdiv(S_Q, BLOCK_M) - 1 - i  # the heavy tile, then the light tile i
     elif CAUSAL:
         first = gl.num_programs(0) - 1 - i  # heaviest query tiles first
@@ -363,14 +389,14 @@ def attention_fwd_gluon_kernel(
         first = i
     # the two tiles unrolled (a runtime loop around the key loop costs registers, as in the Triton kernel)
     base = _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bar,
-                           k_bars, v_bars, first, gl.program_id(1), 0, 0, H, GROUP, S_Q, S_K, qk_scale, HEAD_DIM,
+                           k_bars, v_bars, first, bh, 0, 0, H, GROUP, S_Q, S_K, qk_scale, HEAD_DIM,
                            BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY)
     if PAIRED:
         if i < first:  # the middle tile of an odd count comes once
             # every warp done with the first tile's Q/O buffer and ring slots before new loads land there
             gl.thread_barrier()
             _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bar,
-                            k_bars, v_bars, i, gl.program_id(1), base, 1, H, GROUP, S_Q, S_K, qk_scale, HEAD_DIM,
+                            k_bars, v_bars, i, bh, base, 1, H, GROUP, S_Q, S_K, qk_scale, HEAD_DIM,
                             BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY)
 
     mbarrier.invalidate(q_bar)
@@ -385,7 +411,8 @@ def attention_fwd_gluon_kernel(
 @gluon.jit
 def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
                n_m, total, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-               CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, PAIRED: gl.constexpr):
+               CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, PAIRED: gl.constexpr,
+               ORDER: gl.constexpr):
     """One warp, over this program's tiles: K_0 and V_0, each consumer's Q rows once its Q buffer is
     free (``q_empty``), then K_j and V_j into ring slot (count % STAGES) as soon as both consumers
     have released the slot (``*_empty``, count 2); the copies complete on ``*_full``. The ring's
@@ -396,12 +423,13 @@ def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, 
         first, end, step = _ws_tiles(n_m, total, PAIRED)
         for t in range(first, end, step):
             count = _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full,
-                                  k_empty, v_empty, t, it, count, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS,
-                                  CAUSAL)
+                                  k_empty, v_empty, _grouped(t, n_m, total, ORDER), it, count, n_m, H, GROUP, S_Q,
+                                  S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL)
             it += 1
     else:
         _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
-                      gl.program_id(0), 0, 0, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL)
+                      _grouped(gl.program_id(0), n_m, total, ORDER), 0, 0, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N,
+                      CONSUMERS, CAUSAL)
 
 
 @gluon.jit
@@ -472,7 +500,7 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
                  k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, c: gl.constexpr,
                  BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PIPELINE: gl.constexpr,
                  PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr, PERSISTENT: gl.constexpr,
-                 EARLY: gl.constexpr, TREE: gl.constexpr, PAIRED: gl.constexpr):
+                 EARLY: gl.constexpr, TREE: gl.constexpr, PAIRED: gl.constexpr, ORDER: gl.constexpr):
     """One warpgroup: ROWS = 64 query rows (rows c*64.. of each of the program's tiles) over every key tile.
 
     Plain order, rotated so that a turn issues P_j V_j and then S_{j+1} = Q K_{j+1}^T back to back;
@@ -490,13 +518,15 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
         first, end, step = _ws_tiles(n_m, total, PAIRED)
         for t in range(first, end, step):
             base, turn = _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full,
-                                           q_empty, k_full, v_full, k_empty, v_empty, turns, t, it, base, turn, n_m, H,
+                                           q_empty, k_full, v_full, k_empty, v_empty, turns,
+                                           _grouped(t, n_m, total, ORDER), it, base, turn, n_m, H,
                                            GROUP, S_Q, S_K, qk_scale, c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG,
                                            SEPARATE_O, POLY, EARLY, TREE)
             it += 1
     else:
         _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
-                          v_full, k_empty, v_empty, turns, gl.program_id(0), 0, 0, 0, n_m, H, GROUP, S_Q, S_K, qk_scale,
+                          v_full, k_empty, v_empty, turns, _grouped(gl.program_id(0), n_m, total, ORDER), 0, 0, 0, n_m,
+                          H, GROUP, S_Q, S_K, qk_scale,
                           c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, EARLY, TREE)
     tma.store_wait(0)
 
@@ -655,6 +685,7 @@ def attention_fwd_gluon_ws_kernel(
     CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr,
     POLY: gl.constexpr, PERSISTENT: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
     num_warps: gl.constexpr, EARLY: gl.constexpr = False, TREE: gl.constexpr = False, PAIRED: gl.constexpr = False,
+    ORDER: gl.constexpr = 0,
 ):
     """The warp-specialised forward: tiles of CONSUMERS x 64 queries of one (batch, head), CONSUMERS =
     BLOCK_M / 64 = 2 or 3 (consumer 2, rows 128..191, is a second 4-warp worker; the turns go round).
@@ -670,7 +701,9 @@ def attention_fwd_gluon_ws_kernel(
     No CTA-wide barrier after the split: the ring's slots have a "full" mbarrier (TMA bytes) and an
     "empty" one (count 2: each consumer arrives once its products reading the slot have retired),
     each consumer's Q buffer a full/empty pair, and with ``PINGPONG`` two "turn" mbarriers hand the
-    tensor cores from one consumer to the other."""
+    tensor cores from one consumer to the other. ``ORDER`` = G > 0 (causal, not paired): tiles in the order
+    of ``_grouped`` (heads in groups of G, heaviest tiles first inside each group)."""
+    gl.static_assert(not (PAIRED and ORDER > 0), "paired tiles keep their own order")
     ROWS: gl.constexpr = q_desc.block_type.shape[2]
     CONSUMERS: gl.constexpr = BLOCK_M // ROWS
     gl.static_assert(BLOCK_M == CONSUMERS * ROWS, "the Q/O boxes hold one consumer's rows")
@@ -713,32 +746,32 @@ def attention_fwd_gluon_ws_kernel(
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED)),
+                            PAIRED, ORDER)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED)),
+                            PAIRED, ORDER)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
                           v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
-                          PAIRED)),
+                          PAIRED, ORDER)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
     else:
         gl.warp_specialize([
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED)),
+                            PAIRED, ORDER)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED)),
+                            PAIRED, ORDER)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C2, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED)),
+                            PAIRED, ORDER)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
                           v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
-                          PAIRED)),
+                          PAIRED, ORDER)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, LOADER_REGS])
 
 

@@ -86,6 +86,12 @@ class FwdConfig:
     # one-tile-per-program kernels on NVIDIA: the register cap per thread (0: the compiler's choice), e.g.
     # 128 so two 8-warp programs share an SM where the compiler would take a few registers more
     maxnreg: int = 0
+    # causal calls on the Gluon kernels only (ignored otherwise; not with paired): G > 0 launches the tiles
+    # in groups of G (batch, head)s, inside a group every head's heaviest query tile first, then every
+    # head's next one (``kernels.attention_gluon._grouped``): the lightest tiles come last, so the
+    # launch's tail is short, and the programs in flight share the K/V of G heads in L2. 0: each head's
+    # tiles together, heaviest first.
+    order: int = 0
 
     def __post_init__(self):
         rows = 64 * self.consumers
@@ -109,6 +115,11 @@ class FwdConfig:
             raise TypeError(f"paired must be a bool, got {self.paired!r}")
         if self.maxnreg and (self.ws or self.maxnreg < 24 or self.maxnreg > 255):
             raise ValueError(f"maxnreg is 24..255 for the one-tile-per-program kernels (ws sets its own), got {self}")
+        if isinstance(self.order, bool) or not isinstance(self.order, int) or self.order < 0:
+            raise ValueError(f"order must be an integer >= 0 (heads per group; 0: none), got {self.order!r}")
+        if self.order and (self.paired or not self.gluon):
+            raise ValueError(f"order (grouped heavy-first tiles) is an option of the Gluon forwards without paired "
+                             f"tiles, got {self}")
         if self.paired and (self.persistent or self.producer_consumer):
             raise ValueError(f"paired causal tiles are an option of the one-tile-per-program kernels and ws (not "
                              f"persistent or producer_consumer), got {self}")
@@ -663,6 +674,11 @@ def _paired(p: Problem, cfg: FwdConfig) -> bool:
     return cfg.paired and p.causal
 
 
+def _order(p: Problem, cfg: FwdConfig) -> int:
+    """The Gluon forwards' ``ORDER`` (heads per heavy-first group; causal calls only, else 0)."""
+    return cfg.order if p.causal else 0
+
+
 def _maxnreg(cfg: FwdConfig, device: torch.device | None = None) -> dict:
     """The launch option of ``cfg.maxnreg`` (NVIDIA GPUs only: not the interpreter, not AMD)."""
     if not cfg.maxnreg or (device is not None and (device.type != "cuda" or torch.version.hip is not None)):
@@ -735,7 +751,7 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
                 STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong,
                 SEPARATE_O=ws_separate_o(cfg, p.head_dim), POLY=cfg.poly, PERSISTENT=cfg.persistent,
                 CONSUMER_REGS=regs, LOADER_REGS=loader_regs, num_warps=4, maxnreg=maxnreg, EARLY=cfg.early,
-                TREE=cfg.tree, PAIRED=_paired(p, cfg))
+                TREE=cfg.tree, PAIRED=_paired(p, cfg), ORDER=_order(p, cfg))
     with _on_device(q):
         return _g.attention_fwd_gluon_kernel[fwd_grid(p, cfg)](
             _gluon_descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m),
@@ -745,7 +761,7 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
             lse, *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k,
             p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, STAGES=cfg.num_stages,
             CAUSAL=p.causal, PIPELINE=cfg.overlap, num_warps=cfg.num_warps, POLY=cfg.poly,
-            PAIRED=_paired(p, cfg), **_maxnreg(cfg))
+            PAIRED=_paired(p, cfg), ORDER=_order(p, cfg), **_maxnreg(cfg))
 
 
 def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):

@@ -4,7 +4,7 @@ the ws softmax's early rescale / tree reductions and three consumer warpgroups (
 paired causal tiles and a register cap for D64 causal (``--set round11``).
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/attention_round7.py OUT_DIR [--deadline S] [--rounds R]
-        [--shapes d128,d128c,d64,d64c,d256,d256c] [--set round7|round10|round10b|round11|round16b|round16c|round17]
+        [--shapes d128,d128c,d64,d64c,d256,d256c] [--set round7|...|round17|round17b]
 
 Per shape: every candidate is first checked against the float64 reference on odd-length shapes
 (``ba.check_forward``: B1, lengths 1000/17 and the timed one with two K/V head groups), then at the
@@ -48,7 +48,9 @@ def G(n: int, stages: int = 2, poly: int = 0) -> ops.FwdConfig:
 
 # (label, B, H, S, D, causal): the shapes; candidates after the current default (index 0)
 SHAPES = {"d128": (4, 16, 4096, 128, False), "d128c": (4, 16, 4096, 128, True), "d64": (8, 16, 2048, 64, False),
-          "d64c": (8, 16, 2048, 64, True), "d256": (2, 16, 4096, 256, False), "d256c": (2, 16, 4096, 256, True)}
+          "d64c": (8, 16, 2048, 64, True), "d256": (2, 16, 4096, 256, False), "d256c": (2, 16, 4096, 256, True),
+          # round 17b: other lengths at D64 causal, for the group size rule (not the shapes)
+          "d64c1k": (16, 16, 1024, 64, True), "d64c4k": (4, 16, 4096, 64, True), "d64c8k": (2, 16, 8192, 64, True)}
 CANDIDATES = {
     "d128": [W(128, persistent=True), W(128, persistent=True, poly=1), W(128, poly=1)],
     "d128c": [W(128, persistent=True), W(128, persistent=True, poly=1), W(128, poly=1)],
@@ -119,13 +121,22 @@ CANDIDATES17 = {
              + [F(**{**W(128, overlap=True, persistent=True, **ET).as_dict(), "order": 8})],
     "d256c": [F(**{**W(64, overlap=True, tree=True).as_dict(), "order": g}) for g in (4, 8, 32)],
 }
-CANDIDATE_SETS = {"round17": CANDIDATES17, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+# round 17b: the new D64 causal default (the group from the L2: 64 / 32 / 16 / 8 heads at S 1k / 2k / 4k / 8k)
+# against the paired tiles it replaced and fixed groups either side, on another card and other lengths
+PAIRED_CAP = F(128, 128, 8, 2, True, **CAP, paired=True)
+CANDIDATES17B = {
+    "d64c": [PAIRED_CAP] + [F(128, 128, 8, 2, True, **CAP, order=g) for g in (16, 64)],
+    "d64c1k": [PAIRED_CAP] + [F(128, 128, 8, 2, True, **CAP, order=g) for g in (32, 128)],
+    "d64c4k": [PAIRED_CAP] + [F(128, 128, 8, 2, True, **CAP, order=g) for g in (8, 32)],
+    "d64c8k": [PAIRED_CAP] + [F(128, 128, 8, 2, True, **CAP, order=g) for g in (4, 16)],
+}
+CANDIDATE_SETS = {"round17": CANDIDATES17, "round17b": CANDIDATES17B, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 
 def label(cfg: ops.FwdConfig) -> str:
     extra = ((" paired" if cfg.paired else "") + (f" maxnreg{cfg.maxnreg}" if cfg.maxnreg else "")
-             + (f" order{cfg.order}" if cfg.order else ""))
+             + (f" order{'auto' if cfg.order == ops.ORDER_AUTO else cfg.order}" if cfg.order else ""))
     if not cfg.gluon:
         return f"triton{' tma' if cfg.tma else ''} {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}" + extra
     kind = "ws-pp" if cfg.ws else "gluon"

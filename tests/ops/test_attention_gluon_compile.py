@@ -101,15 +101,15 @@ def test_gluon_config_rules():
     with pytest.raises(ValueError, match="poly"):
         ops.FwdConfig(128, 128, 8, 2, tma=True, poly=1)  # the FMA-unit exp2 is in the Gluon kernels only
     # the sm90 defaults: the warp-specialised kernel where it measured faster (D128, D256, D64 non-causal), the
-    # one-partition Gluon kernel at D64 causal (paired tiles, 128 registers so two programs share an SM);
-    # causal calls pair their query tiles
+    # one-partition Gluon kernel at D64 causal (128 registers so two programs share an SM; since round 17 its
+    # tiles heaviest first in groups of heads sized from the L2); the other causal calls pair their query tiles
     for d, causal in ((128, False), (128, True), (256, False), (256, True)):
         cfg = ops.default_fwd_config(d, dev, hopper=True, causal=causal)
         assert cfg.ws and cfg.paired == causal
     d64 = ops.default_fwd_config(64, dev, hopper=True)  # round 16: three consumer warpgroups, persistent
     assert d64.ws and d64.consumers == 3 and d64.persistent and d64.block_m == 192
     d64c = ops.default_fwd_config(64, dev, hopper=True, causal=True)
-    assert d64c.gluon and not d64c.ws and d64c.paired and d64c.maxnreg == 128
+    assert d64c.gluon and not d64c.ws and not d64c.paired and d64c.maxnreg == 128 and d64c.order == ops.ORDER_AUTO
     # round 10: early rescale / conversion and tree reductions at D128, trees at D256 (measured faster)
     for d, causal in ((128, False), (128, True)):
         cfg = ops.default_fwd_config(d, dev, hopper=True, causal=causal)
@@ -286,6 +286,7 @@ def test_gluon_grouped_heavy_first_order_compiles(cfg):
     registers at D64 capped for two programs per SM). Its numbers: tests/gpu/test_attention_gluon.py."""
     d = 64 if cfg.maxnreg else 256 if cfg.block_n == 64 else 128
     shape = ba.Shape(8, 16, 16, 2048, 2048, d, True)
+    assert ba.gluon_kernel_signature(shape, torch.bfloat16, cfg)["constexprs"]["ORDER"] == cfg.order
     res = ba.gluon_compile_report(shape, torch.bfloat16, cfg)
     twin = ba.gluon_compile_report(shape, torch.bfloat16, replace(cfg, order=0))
     assert res["error"] is None and twin["error"] is None, (res["error"], twin["error"])
@@ -296,7 +297,7 @@ def test_gluon_grouped_heavy_first_order_compiles(cfg):
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(order=-1), "order must be"), (dict(order=True), "order must be"),
+    (dict(order=-2), "order must be"), (dict(order=True), "order must be"),
     (dict(order=8, paired=True), "without paired"), (dict(order=8, gluon=False, tma=False), "without paired"),
 ])
 def test_order_refuses_bad_values(kwargs, match):
@@ -304,3 +305,20 @@ def test_order_refuses_bad_values(kwargs, match):
     base.update(kwargs)
     with pytest.raises(ValueError, match=match):
         ops.FwdConfig(128, 128, 8, 2, **base)
+
+
+def test_causal_group_fits_a_third_of_the_l2():
+    """The automatic group (``ORDER_AUTO``): the largest power of two whose K/V fits a third of the L2."""
+    l2 = 50 * 2**20
+    assert ops.causal_group(128, 1, 2048, 64, l2) == 32  # round 17's D64 causal: 32 heads, 16 MiB
+    assert ops.causal_group(128, 1, 8192, 64, l2) == 8
+    assert ops.causal_group(128, 4, 8192, 64, l2) == 32  # four query heads share each K/V head
+    assert ops.causal_group(6, 1, 128, 64, l2) == 4  # at most B * H (a power of two)
+    assert ops.causal_group(1, 1, 128, 64, l2) == 1
+    assert ops.causal_group(64, 1, 2**20, 128, l2) == 1  # one head's K/V larger than the L2: groups of one
+    auto = ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, order=ops.ORDER_AUTO)
+    assert ops.order_constexpr(auto, True, 128, 1, 2048, 64, l2) == 32
+    assert ops.order_constexpr(auto, False, 128, 1, 2048, 64, l2) == 0  # non-causal tiles keep their order
+    assert ops.order_constexpr(replace(auto, order=5), True, 128, 1, 2048, 64, l2) == 5
+    with pytest.raises(ValueError, match="order must be"):
+        replace(auto, order=-2)

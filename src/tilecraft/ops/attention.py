@@ -37,6 +37,10 @@ MAX_HEAD_DIM = 256
 LOG2E = 1.4426950408889634
 
 
+#: ``FwdConfig.order`` for "the group size ``causal_group`` gives for the call and the GPU's L2"
+ORDER_AUTO = -1
+
+
 @dataclass(frozen=True)
 class FwdConfig:
     """Forward launch: BLOCK_M queries per program, BLOCK_N keys per loop step; ``tma`` moves the
@@ -90,7 +94,7 @@ class FwdConfig:
     # in groups of G (batch, head)s, inside a group every head's heaviest query tile first, then every
     # head's next one (``kernels.attention_gluon._grouped``): the lightest tiles come last, so the
     # launch's tail is short, and the programs in flight share the K/V of G heads in L2. 0: each head's
-    # tiles together, heaviest first.
+    # tiles together, heaviest first. ``ORDER_AUTO`` (-1): G from the call and the GPU's L2 (``causal_group``).
     order: int = 0
 
     def __post_init__(self):
@@ -115,8 +119,9 @@ class FwdConfig:
             raise TypeError(f"paired must be a bool, got {self.paired!r}")
         if self.maxnreg and (self.ws or self.maxnreg < 24 or self.maxnreg > 255):
             raise ValueError(f"maxnreg is 24..255 for the one-tile-per-program kernels (ws sets its own), got {self}")
-        if isinstance(self.order, bool) or not isinstance(self.order, int) or self.order < 0:
-            raise ValueError(f"order must be an integer >= 0 (heads per group; 0: none), got {self.order!r}")
+        if isinstance(self.order, bool) or not isinstance(self.order, int) or self.order < ORDER_AUTO:
+            raise ValueError(f"order must be an integer >= 0 (heads per group; 0: none) or ORDER_AUTO (-1), got "
+                             f"{self.order!r}")
         if self.order and (self.paired or not self.gluon):
             raise ValueError(f"order (grouped heavy-first tiles) is an option of the Gluon forwards without paired "
                              f"tiles, got {self}")
@@ -295,13 +300,17 @@ def _hopper_or_later(device: torch.device, hopper: bool | None = None) -> bool:
 #: causal 1.083 against 1.008; D = 64 causal moves from the Triton kernel (0.850 / 0.864) to the one-partition
 #: Gluon kernel, paired and capped at 128 registers (uncapped it compiles to 132 and only one program fits an
 #: SM): 0.998 / 0.979 in two runs (capped alone 0.981).
+#: Round 17 (H200, 2026-11-27, `attention-round17-6cf91ef.json`): D = 64 causal launches its tiles heaviest first
+#: inside groups of heads (``order``, the group from the L2: ``causal_group``) instead of pairing them: 1.032
+#: against 0.975 (rounds 1.027-1.039 against 0.974-0.976); D = 128 / 256 causal keep their pairs (order 4: 1.046 /
+#: 1.113 against 1.064 / 1.093, within the rounds' spread).
 #: Round 16 (2026-11-27, docs/attention.md): D = 64 non-causal on the warp-specialised kernel with three consumer
 #: warpgroups (192-row tiles), persistent (one program per SM walking the tiles): 1.021 (H200, rounds 1.019-1.032)
 #: and 1.027 (H100, rounds 1.021-1.052) against 0.985 / 0.987 for the one-partition kernel in the same runs
 #: (`attention-round16b-011e18f.json`, `attention-round16c-7b6e714.json`); the same kernel causal ran at 0.56.
 GLUON_FWD: dict[tuple[int, bool], FwdConfig] = {
     (64, False): FwdConfig(192, 128, 12, 2, tma=True, gluon=True, overlap=False, ws=True, consumers=3, persistent=True),
-    (64, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, paired=True, maxnreg=128),
+    (64, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, maxnreg=128, order=ORDER_AUTO),
     (128, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True),
     (128, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True, tree=True,
                            paired=True),
@@ -674,9 +683,33 @@ def _paired(p: Problem, cfg: FwdConfig) -> bool:
     return cfg.paired and p.causal
 
 
-def _order(p: Problem, cfg: FwdConfig) -> int:
-    """The Gluon forwards' ``ORDER`` (heads per heavy-first group; causal calls only, else 0)."""
-    return cfg.order if p.causal else 0
+def causal_group(batch_heads: int, group: int, seqlen_k: int, head_dim: int, l2_bytes: int, itemsize: int = 2) -> int:
+    """Heads per group of the grouped heavy-first causal order (``FwdConfig.order``): the largest power of
+    two, at most ``batch_heads``, whose K/V (every key of the group's K/V heads, K and V; ``group`` query
+    heads share one K/V head) takes at most a third of the L2, at least 1. D64 causal B8 H16 S2048 on an
+    H100 / H200 (50 MB): 32 heads, 16 MB (round 17: 1.032x cuDNN on an H200 against 0.997 for 16, 1.011 for
+    all 128 and 0.975 paired)."""
+    per_kv_head = 2 * seqlen_k * head_dim * itemsize
+    g = 1
+    while 2 * g <= batch_heads and _cdiv(2 * g, group) * per_kv_head * 3 <= l2_bytes:
+        g *= 2
+    return g
+
+
+def order_constexpr(cfg: FwdConfig, causal: bool, batch_heads: int, group: int, seqlen_k: int, head_dim: int,
+                    l2_bytes: int) -> int:
+    """The Gluon forwards' ``ORDER``: heads per heavy-first group for causal calls (``ORDER_AUTO``
+    resolved by ``causal_group``), 0 otherwise."""
+    if not causal:
+        return 0
+    if cfg.order == ORDER_AUTO:
+        return causal_group(batch_heads, group, seqlen_k, head_dim, l2_bytes)
+    return cfg.order
+
+
+def _order(p: Problem, cfg: FwdConfig, device: torch.device) -> int:
+    return order_constexpr(cfg, p.causal, p.batch * p.heads, p.heads // p.kv_heads, p.seqlen_k, p.head_dim,
+                           _l2_bytes(device))
 
 
 def _maxnreg(cfg: FwdConfig, device: torch.device | None = None) -> dict:
@@ -751,7 +784,7 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
                 STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong,
                 SEPARATE_O=ws_separate_o(cfg, p.head_dim), POLY=cfg.poly, PERSISTENT=cfg.persistent,
                 CONSUMER_REGS=regs, LOADER_REGS=loader_regs, num_warps=4, maxnreg=maxnreg, EARLY=cfg.early,
-                TREE=cfg.tree, PAIRED=_paired(p, cfg), ORDER=_order(p, cfg))
+                TREE=cfg.tree, PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device))
     with _on_device(q):
         return _g.attention_fwd_gluon_kernel[fwd_grid(p, cfg)](
             _gluon_descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m),
@@ -761,7 +794,7 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
             lse, *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k,
             p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, STAGES=cfg.num_stages,
             CAUSAL=p.causal, PIPELINE=cfg.overlap, num_warps=cfg.num_warps, POLY=cfg.poly,
-            PAIRED=_paired(p, cfg), ORDER=_order(p, cfg), **_maxnreg(cfg))
+            PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device), **_maxnreg(cfg))
 
 
 def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):
@@ -844,6 +877,13 @@ def _sm_count(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
     return 4
+
+
+def _l2_bytes(device: torch.device) -> int:
+    """The GPU's L2 in bytes (50 MiB where the device does not say: an H100 / H200)."""
+    if device.type == "cuda":
+        return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 50 * 2**20)
+    return 50 * 2**20
 
 
 def decode_splits(p: Problem, cfg: DecodeConfig, device: torch.device) -> tuple[int, int, int]:

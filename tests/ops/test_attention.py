@@ -241,6 +241,42 @@ def test_paired_backward_matches_unpaired(case, deterministic, gen):
         assert rel(got, want) < GRAD_TOL[torch.bfloat16]
 
 
+@pytest.mark.parametrize("case,order", [((2, 6, 2, 40, 40, 64), 2), ((3, 4, 2, 37, 21, 32), 4), ((1, 5, 5, 48, 48, 32), 3),
+                                        ((2, 6, 2, 40, 40, 64), ops.ORDER_AUTO)],
+                         ids=["groups-of-2", "gqa-sq>sk-one-group", "uneven-last-group", "auto"])
+@pytest.mark.parametrize("deterministic", [True, False], ids=["det", "atomic"])
+def test_grouped_backward_matches_the_default_order(case, order, deterministic, gen):
+    """``BwdConfig(order=G)``: the dK/dV programs over groups of G K/V heads, the dQ programs over groups of
+    G query heads, heaviest tiles first (a last group smaller than G, G beyond B * H): every tile once,
+    so the same bits as one tile per program in the default order (deterministic path), and the
+    float64 gradients either way. Outputs poisoned with NaN first."""
+    b, h, h_kv, s_q, s_k, d = case
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, torch.bfloat16)
+    do = torch.randn(q.shape, generator=gen).to(torch.bfloat16)
+    p = ops.validate(q, k, v, causal=True, scale=None, layout="bhsd")
+    cfg = ops.BwdConfig(16, 16, 16, 16, 4, 1, order=order)
+    if order == ops.ORDER_AUTO:  # the tiny problem fits the L2: one group of every K/V head, every query head
+        assert ops.bwd_orders(p, cfg, 50 * 2**20) == (4, 8)
+    else:
+        assert ops.bwd_orders(p, cfg, 50 * 2**20) == (order, order)
+    grads = []
+    for c in (cfg, ops.BwdConfig(16, 16, 16, 16, 4, 1)):
+        out, lse = run_poisoned(q, k, v, True)
+        g = tuple(torch.full_like(t, float("nan")) for t in (q, k, v))
+        ops.launch_bwd(do, q, k, v, out, lse, None, *g, None, None, p, c, deterministic)
+        assert not any(torch.isnan(t).any() for t in g)
+        grads.append(g)
+    if deterministic:
+        assert all(torch.equal(a, b_) for a, b_ in zip(*grads))
+    ref = _grads(lambda *x: attention_reference(*x, causal=True), q, k, v, do)
+    for got, want in zip(grads[0], ref):
+        assert rel(got, want) < GRAD_TOL[torch.bfloat16]
+    # non-causal calls ignore the order; paired and grouped exclude each other
+    assert ops.bwd_orders(ops.validate(q, k, v, causal=False, scale=None, layout="bhsd"), cfg, 50 * 2**20) == (0, 0)
+    with pytest.raises(ValueError, match="exclude each other"):
+        ops.BwdConfig(16, 16, 16, 16, 4, 1, order=2, paired=True)
+
+
 def test_paired_varlen_forward(gen, monkeypatch):
     """Packed batches with paired tiles: a short sequence's heavy tile (past its length) is skipped."""
     monkeypatch.setattr(ops, "INTERPRETER_FWD", ops.FwdConfig(16, 16, 4, 1, paired=True))

@@ -85,6 +85,24 @@ def _program_tiles(S, BLOCK: tl.constexpr, REVERSE: tl.constexpr, HEAVY_LOW: tl.
 
 
 @triton.jit
+def _grouped_program(ORDER: tl.constexpr, HEAVY_LOW: tl.constexpr):
+    """(tile along grid axis 0, grid axis-1 index) of this program when the grid (n, BH) is launched in
+    the grouped heavy-first order (the forward's ``FwdConfig.order``, here the backward's): the axis-1
+    entries in groups of ORDER (the last may be smaller), inside a group every entry's heaviest tile,
+    then every entry's next one. Launch position = program_id(0) + program_id(1) * n (x fastest, the
+    order the hardware starts programs in). ``HEAVY_LOW``: tile 0 is the heaviest (the backward's key
+    tiles), else tile n - 1 (causal query tiles)."""
+    n = tl.num_programs(0)
+    pos = tl.program_id(0) + tl.program_id(1) * n
+    g = pos // (ORDER * n)
+    r = pos - g * (ORDER * n)
+    gh = tl.minimum(ORDER, tl.num_programs(1) - g * ORDER)
+    rank = r // gh
+    tile = rank if HEAVY_LOW else n - 1 - rank
+    return tile, g * ORDER + r % gh
+
+
+@triton.jit
 def _paired_tiles(S_Q, BLOCK_M: tl.constexpr):
     """A paired causal program's query tiles (grid (cdiv(n_m, 2), B * H), n_m = cdiv(S_q, BLOCK_M)):
     the heavy tile n_m - 1 - i, then the light tile i, so every program walks about n_m + 1 key tiles'
@@ -490,6 +508,7 @@ def attention_bwd_dkdv_kernel(
     H, GROUP, S_Q, S_K, sm_scale, qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr, VARLEN: tl.constexpr, ATOMIC_DQ: tl.constexpr, PAIRED: tl.constexpr = False,
+    ORDER: tl.constexpr = 0,
 ):
     """One program: BLOCK_N keys of one (batch, K/V head); dK and dV summed over the GROUP query
     heads that read this K/V head and over all their query tiles. Grid: (cdiv(max S_k, BLOCK_N), B * H_kv).
@@ -497,14 +516,22 @@ def attention_bwd_dkdv_kernel(
     into DQ's pointers; 2: TMA bulk reductions through DQ_DESC, a (B*H, S_q, D) or, VARLEN, (H, T_q, D)
     descriptor of the fp32 accumulator, block [1, BLOCK_M, BLOCK_D]). ``PAIRED``
     (causal): grid (cdiv(n_k, 2), B * H_kv), program i taking key tile i (the heavy one: seen by the
-    most queries) and then n_k - 1 - i, unrolled as the forward's."""
-    pid_bh = tl.program_id(1)
+    most queries) and then n_k - 1 - i, unrolled as the forward's. ``ORDER`` = G > 0 (causal, not paired):
+    one key tile per program in the grouped heavy-first launch order (``_grouped_program``)."""
+    tl.static_assert(not (PAIRED and ORDER > 0), "paired tiles keep their own order")
+    if ORDER > 0:
+        tile, pid_bh = _grouped_program(ORDER, True)
+    else:
+        tile = 0
+        pid_bh = tl.program_id(1)
     h_kvs = H // GROUP
     b = pid_bh // h_kvs
     h_kv = pid_bh % h_kvs
     q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
     # key tiles: the heavy one (seen by the most queries) is the first, so no reversal
     first, second, count = _program_tiles(S_K, BLOCK_N, False, True, PAIRED)
+    if ORDER > 0:
+        first = tile
     for t in tl.static_range(2 if PAIRED else 1):
         pid_n = first if t == 0 else second
         if (t < count) & (pid_n * BLOCK_N < len_k):
@@ -606,16 +633,24 @@ def attention_bwd_dq_kernel(
     stride_lb, stride_lh,
     H, GROUP, S_Q, S_K, sm_scale, qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr, VARLEN: tl.constexpr, PAIRED: tl.constexpr = False,
+    CAUSAL: tl.constexpr, VARLEN: tl.constexpr, PAIRED: tl.constexpr = False, ORDER: tl.constexpr = 0,
 ):
     """One program: dQ of BLOCK_M queries of one (batch, head), over the key tiles they see (the
     forward's split: unmasked tiles, then the diagonal and tail). Grid: (cdiv(max S_q, BLOCK_M), B * H);
-    ``PAIRED`` (causal): query tiles n_m - 1 - i and i per program, as the forward's."""
-    pid_bh = tl.program_id(1)
+    ``PAIRED`` (causal): query tiles n_m - 1 - i and i per program, as the forward's; ``ORDER`` = G > 0
+    (causal, not paired): the grouped heavy-first launch order (``_grouped_program``)."""
+    tl.static_assert(not (PAIRED and ORDER > 0), "paired tiles keep their own order")
+    if ORDER > 0:
+        tile, pid_bh = _grouped_program(ORDER, False)
+    else:
+        tile = 0
+        pid_bh = tl.program_id(1)
     b = pid_bh // H
     h = pid_bh % H
     q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
     first, second, count = _program_tiles(S_Q, BLOCK_M, CAUSAL, False, PAIRED)
+    if ORDER > 0:
+        first = tile
     for t in tl.static_range(2 if PAIRED else 1):
         pid_m = first if t == 0 else second
         if (t < count) & (pid_m * BLOCK_M < len_q):

@@ -155,11 +155,20 @@ class BwdConfig:
     # the dK/dV kernel's stages when it also adds dQ (deterministic=False; 0: num_stages): its dQ tile
     # takes shared memory the deterministic kernel's ring has (D256 at 4 stages: 261 KB, over sm90's 227)
     atomic_num_stages: int = 0
+    # causal calls only (not with paired): G > 0 launches the dK/dV (and dQ) programs in the forward's grouped
+    # heavy-first order (``FwdConfig.order``) over groups of G K/V heads (query heads for dQ); ``ORDER_AUTO``:
+    # the groups from the L2 (``bwd_orders``); 0: each head's tiles in order
+    order: int = 0
 
     def __post_init__(self):
         for name in ("paired", "dq_tma"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if isinstance(self.order, bool) or not isinstance(self.order, int) or self.order < ORDER_AUTO:
+            raise ValueError(f"order must be an integer >= 0 (heads per group; 0: none) or ORDER_AUTO (-1), got "
+                             f"{self.order!r}")
+        if self.order and self.paired:
+            raise ValueError(f"order (grouped heavy-first tiles) and paired tiles exclude each other, got {self}")
         n = self.atomic_num_stages
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(f"atomic_num_stages must be an integer >= 0 (0: num_stages), got {n!r}")
@@ -690,10 +699,29 @@ def causal_group(batch_heads: int, group: int, seqlen_k: int, head_dim: int, l2_
     H100 / H200 (50 MB): 32 heads, 16 MB (round 17: 1.032x cuDNN on an H200 against 0.997 for 16, 1.011 for
     all 128 and 0.975 paired)."""
     per_kv_head = 2 * seqlen_k * head_dim * itemsize
+    return _group_fitting(batch_heads, lambda g: _cdiv(g, group) * per_kv_head, l2_bytes)
+
+
+def _group_fitting(units: int, bytes_of, l2_bytes: int) -> int:
+    """The largest power of two g <= ``units`` (at least 1) with 3 * bytes_of(g) <= ``l2_bytes``."""
     g = 1
-    while 2 * g <= batch_heads and _cdiv(2 * g, group) * per_kv_head * 3 <= l2_bytes:
+    while 2 * g <= units and 3 * bytes_of(2 * g) <= l2_bytes:
         g *= 2
     return g
+
+
+def bwd_orders(p: Problem, cfg: "BwdConfig", l2_bytes: int, itemsize: int = 2) -> tuple[int, int]:
+    """``ORDER`` of the backward's dK/dV and dQ kernels (0 unless causal with ``cfg.order``). ``ORDER_AUTO``:
+    the dK/dV kernel's groups of K/V heads whose query-side inputs (Q and dO of their ``group`` query heads)
+    take at most a third of the L2, the dQ kernel's as the forward's (``causal_group``: K and V)."""
+    if not p.causal or not cfg.order:
+        return 0, 0
+    if cfg.order != ORDER_AUTO:
+        return cfg.order, cfg.order
+    group = p.heads // p.kv_heads
+    per_kv_head = group * 2 * p.seqlen_q * p.head_dim * itemsize
+    dkdv = _group_fitting(p.batch * p.kv_heads, lambda g: g * per_kv_head, l2_bytes)
+    return dkdv, causal_group(p.batch * p.heads, group, p.seqlen_k, p.head_dim, l2_bytes, itemsize)
 
 
 def order_constexpr(cfg: FwdConfig, causal: bool, batch_heads: int, group: int, seqlen_k: int, head_dim: int,
@@ -1027,6 +1055,7 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
             dq_strides = _bhsd_strides(dq_acc, p.layout)
         sm = p.scale
         paired = cfg.paired and p.causal
+        order_kv, order_q = bwd_orders(p, cfg, _l2_bytes(q.device))
         handles.append(_k.attention_bwd_dkdv_kernel[(_programs(p.seqlen_k, cfg.block_n1, paired), p.batch * p.kv_heads)](
             q, k, v, do, lse, delta, dk, dv, dq_acc, dq_desc, cu_q, cu_k,
             *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout), *_bhsd_strides(v, p.layout),
@@ -1034,7 +1063,7 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
             *dq_strides, *_lse_strides(lse, p.varlen),
             p.heads, group, p.seqlen_q, p.seqlen_k, sm, sm * LOG2E,
             HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=cfg.block_m1, BLOCK_N=cfg.block_n1, CAUSAL=p.causal,
-            VARLEN=p.varlen, ATOMIC_DQ=atomic, PAIRED=paired, num_warps=cfg.num_warps,
+            VARLEN=p.varlen, ATOMIC_DQ=atomic, PAIRED=paired, ORDER=order_kv, num_warps=cfg.num_warps,
             num_stages=(atomic and cfg.atomic_num_stages) or cfg.num_stages))
         if deterministic:
             handles.append(_k.attention_bwd_dq_kernel[(_programs(p.seqlen_q, cfg.block_m2, paired), p.batch * p.heads)](
@@ -1043,7 +1072,7 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
                 *_bhsd_strides(do, p.layout), *_bhsd_strides(dq, p.layout), *_lse_strides(lse, p.varlen),
                 p.heads, group, p.seqlen_q, p.seqlen_k, sm, sm * LOG2E,
                 HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=cfg.block_m2, BLOCK_N=cfg.block_n2, CAUSAL=p.causal,
-                VARLEN=p.varlen, PAIRED=paired, num_warps=cfg.dq_num_warps or cfg.num_warps,
+                VARLEN=p.varlen, PAIRED=paired, ORDER=order_q, num_warps=cfg.dq_num_warps or cfg.num_warps,
                 num_stages=cfg.dq_num_stages or cfg.num_stages))
         elif atomic == 2:
             dq.copy_(_dq_planes_as(dq_acc, p))

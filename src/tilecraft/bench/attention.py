@@ -107,6 +107,8 @@ def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = 
     k_str = {"b": s.kv_heads * s.seqlen_k * d, "h": s.seqlen_k * d, "s": d}
     lse_str = {"lb": s.heads * s.seqlen_q, "lh": s.seqlen_q}
     shared = {"HEAD_DIM": d, "BLOCK_D": ops.block_d(d), "CAUSAL": s.causal, "VARLEN": False}
+    # the backward's grouped heavy-first order as on an H100 / H200 (50 MiB of L2; a Shape has a Problem's sizes)
+    bwd_order = ops.bwd_orders(s, bwd, 50 * 2**20)
 
     def strides(prefix: str, st: dict) -> dict:
         return {f"stride_{prefix}{a}": _int_hint(st[a]) for a in ("b", "h", "s")}
@@ -135,7 +137,7 @@ def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = 
             "num_warps": fwd.num_warps, "num_stages": fwd.num_stages, "maxnreg": fwd.maxnreg or None},
            {"kernel": "attention_bwd_dkdv_kernel", "signature": dkdv_sig,
             "constexprs": dict(shared, BLOCK_M=bwd.block_m1, BLOCK_N=bwd.block_n1, ATOMIC_DQ=atomic,
-                               PAIRED=bwd.paired and s.causal),
+                               PAIRED=bwd.paired and s.causal, ORDER=bwd_order[0]),
             "num_warps": bwd.num_warps,
             "num_stages": (atomic and bwd.atomic_num_stages) or bwd.num_stages}]
     if tma:
@@ -155,7 +157,8 @@ def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = 
                     "num_warps": tma_cfg.num_warps, "num_stages": tma_cfg.num_stages})
     if deterministic:
         out.append({"kernel": "attention_bwd_dq_kernel", "signature": dq_sig,
-                    "constexprs": dict(shared, BLOCK_M=bwd.block_m2, BLOCK_N=bwd.block_n2, PAIRED=bwd.paired and s.causal),
+                    "constexprs": dict(shared, BLOCK_M=bwd.block_m2, BLOCK_N=bwd.block_n2, PAIRED=bwd.paired and s.causal,
+                                       ORDER=bwd_order[1]),
                     "num_warps": bwd.dq_num_warps or bwd.num_warps, "num_stages": bwd.dq_num_stages or bwd.num_stages})
     return out
 

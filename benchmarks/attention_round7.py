@@ -130,7 +130,15 @@ CANDIDATES17B = {
     "d64c4k": [PAIRED_CAP] + [F(128, 128, 8, 2, True, **CAP, order=g) for g in (8, 32)],
     "d64c8k": [PAIRED_CAP] + [F(128, 128, 8, 2, True, **CAP, order=g) for g in (4, 16)],
 }
-CANDIDATE_SETS = {"round17": CANDIDATES17, "round17b": CANDIDATES17B, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+# round 17c: D64 causal on the warp-specialised kernels with the grouped order (the persistent three-consumer
+# kernel's 0.557 in round 16c was its round-robin meeting the same query tile in every head: 132 = 12 x 11)
+AUTO = ops.ORDER_AUTO
+CANDIDATES17C = {
+    "d64c": [F(**{**W(128, consumers=3, persistent=True).as_dict(), "order": g}) for g in (AUTO, 8)]
+            + [F(**{**W(128, consumers=3).as_dict(), "order": AUTO}),
+               F(**{**W(128).as_dict(), "order": AUTO}), F(**{**W(128, overlap=True, **ET).as_dict(), "order": AUTO})],
+}
+CANDIDATE_SETS = {"round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 

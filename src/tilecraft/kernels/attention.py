@@ -85,6 +85,20 @@ def _program_tiles(S, BLOCK: tl.constexpr, REVERSE: tl.constexpr, HEAVY_LOW: tl.
 
 
 @triton.jit
+def _program_coords(S, BLOCK: tl.constexpr, REVERSE: tl.constexpr, HEAVY_LOW: tl.constexpr, PAIRED: tl.constexpr,
+                    ORDER: tl.constexpr):
+    """``_program_tiles``'s (first, second, count) and the grid axis-1 index of this program; with ``ORDER``
+    = G > 0 one tile in the grouped heavy-first launch order (``_grouped_program``) instead."""
+    tl.static_assert(not (PAIRED and ORDER > 0), "paired tiles keep their own order")
+    if ORDER > 0:
+        tile, pid_bh = _grouped_program(ORDER, HEAVY_LOW)
+        return tile, tile, 1, pid_bh
+    else:
+        first, second, count = _program_tiles(S, BLOCK, REVERSE, HEAVY_LOW, PAIRED)
+        return first, second, count, tl.program_id(1)
+
+
+@triton.jit
 def _grouped_program(ORDER: tl.constexpr, HEAVY_LOW: tl.constexpr):
     """(tile along grid axis 0, grid axis-1 index) of this program when the grid (n, BH) is launched in
     the grouped heavy-first order (the forward's ``FwdConfig.order``, here the backward's): the axis-1
@@ -518,20 +532,12 @@ def attention_bwd_dkdv_kernel(
     (causal): grid (cdiv(n_k, 2), B * H_kv), program i taking key tile i (the heavy one: seen by the
     most queries) and then n_k - 1 - i, unrolled as the forward's. ``ORDER`` = G > 0 (causal, not paired):
     one key tile per program in the grouped heavy-first launch order (``_grouped_program``)."""
-    tl.static_assert(not (PAIRED and ORDER > 0), "paired tiles keep their own order")
-    if ORDER > 0:
-        tile, pid_bh = _grouped_program(ORDER, True)
-    else:
-        tile = 0
-        pid_bh = tl.program_id(1)
+    # key tiles: the heavy one (seen by the most queries) is the first, so no reversal
+    first, second, count, pid_bh = _program_coords(S_K, BLOCK_N, False, True, PAIRED, ORDER)
     h_kvs = H // GROUP
     b = pid_bh // h_kvs
     h_kv = pid_bh % h_kvs
     q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
-    # key tiles: the heavy one (seen by the most queries) is the first, so no reversal
-    first, second, count = _program_tiles(S_K, BLOCK_N, False, True, PAIRED)
-    if ORDER > 0:
-        first = tile
     for t in tl.static_range(2 if PAIRED else 1):
         pid_n = first if t == 0 else second
         if (t < count) & (pid_n * BLOCK_N < len_k):
@@ -639,18 +645,10 @@ def attention_bwd_dq_kernel(
     forward's split: unmasked tiles, then the diagonal and tail). Grid: (cdiv(max S_q, BLOCK_M), B * H);
     ``PAIRED`` (causal): query tiles n_m - 1 - i and i per program, as the forward's; ``ORDER`` = G > 0
     (causal, not paired): the grouped heavy-first launch order (``_grouped_program``)."""
-    tl.static_assert(not (PAIRED and ORDER > 0), "paired tiles keep their own order")
-    if ORDER > 0:
-        tile, pid_bh = _grouped_program(ORDER, False)
-    else:
-        tile = 0
-        pid_bh = tl.program_id(1)
+    first, second, count, pid_bh = _program_coords(S_Q, BLOCK_M, CAUSAL, False, PAIRED, ORDER)
     b = pid_bh // H
     h = pid_bh % H
     q0, k0, len_q, len_k = _seq_bounds(CU_Q, CU_K, b, S_Q, S_K, VARLEN)
-    first, second, count = _program_tiles(S_Q, BLOCK_M, CAUSAL, False, PAIRED)
-    if ORDER > 0:
-        first = tile
     for t in tl.static_range(2 if PAIRED else 1):
         pid_m = first if t == 0 else second
         if (t < count) & (pid_m * BLOCK_M < len_q):

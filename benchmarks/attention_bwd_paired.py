@@ -5,7 +5,7 @@ rounds in one process; every config checked against float64 first (``bench.atten
 (``BwdConfig(order=...)``: the L2's choice and fixed groups), cuDNN and FlashAttention-2 in every round.
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/attention_bwd_paired.py OUT_DIR [--rounds 3]
-        [--set paired|grouped]
+        [--set paired|grouped] [--shapes d128c,d64c,d256c]
 """
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from tilecraft.bench.harness import git_commit
 from tilecraft.hardware.device import detect
 from tilecraft.ops import attention as ops
 
-SHAPES = {"d128c": ba.Shape(4, 16, 16, 4096, 4096, 128, True), "d64c": ba.Shape(8, 16, 16, 2048, 2048, 64, True)}
+SHAPES = {"d128c": ba.Shape(4, 16, 16, 4096, 4096, 128, True), "d64c": ba.Shape(8, 16, 16, 2048, 2048, 64, True),
+          "d256c": ba.Shape(2, 16, 16, 4096, 4096, 256, True)}
 
 
 def main() -> None:
@@ -32,6 +33,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--budget", type=float, default=0.5)
     ap.add_argument("--set", default="paired", choices=("paired", "grouped"))
+    ap.add_argument("--shapes", default="d128c,d64c", help=f"comma list of {','.join(SHAPES)}")
     args = ap.parse_args()
     info = detect()
     doc = {"device": info.as_dict(), "commit": git_commit(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
@@ -39,7 +41,8 @@ def main() -> None:
                      "medians", "shapes": {}}
     import triton
     doc["triton"] = triton.__version__
-    for name, s in SHAPES.items():
+    for name in args.shapes.split(","):
+        s = SHAPES[name]
         base = ops.default_bwd_config(s.head_dim, torch.device("cuda"))
         if args.set == "grouped":
             cfgs = {"paired": replace(base, paired=True, order=0),

@@ -394,10 +394,11 @@ def default_bwd_config(head_dim: int, device: torch.device, hopper: bool | None 
 
     Causal calls pair their tiles (``paired``; H100, 2026-11-25, medians of 3 alternating rounds,
     `attention-bwd-paired-1b55b5a.json`): D128 causal 302 against 294 TFLOP/s (FA2 233: 1.30x against
-    1.26x), D64 causal 178 against 170. Since round 17, D <= 128 launch them in the grouped heavy-first
+    1.26x), D64 causal 178 against 170. Since round 17 they launch in the grouped heavy-first
     order instead (``order=ORDER_AUTO``, ``bwd_orders``; H200, 2026-11-27, `attention-bwd-paired-grouped-701fc14.json`,
     3 alternating rounds): D128 causal 349 against 340 paired (FA2 257: 1.357x against 1.321x), D64 causal 248
-    against 242 (1.287x against 1.257x); D = 256 keeps the pairs (not measured).
+    against 242 (1.287x against 1.257x), D256 causal 170 against 162 (`attention-bwd-paired-grouped-5eb29fc.json`:
+    0.784x against 0.747x FA2).
 
     D = 256 on sm90: dK/dV with 4 stages, dQ with 3 (H200, 2026-11-27, `attention-bwd-sweep-*-d256.json`,
     medians of 2 rounds, x FlashAttention-2: 0.906 / causal 0.749 against 0.779 / 0.689 with 2 stages; both
@@ -412,8 +413,8 @@ def default_bwd_config(head_dim: int, device: torch.device, hopper: bool | None 
     if d <= 128:
         return BwdConfig(64, 128, 128, 64, 8, 3, order=ORDER_AUTO)
     if _hopper_or_later(device, hopper):
-        return BwdConfig(32, 64, 128, 32, 8, 4, dq_num_stages=3, paired=True, atomic_num_stages=2)
-    return BwdConfig(32, 64, 128, 32, 8, 2, paired=True)
+        return BwdConfig(32, 64, 128, 32, 8, 4, dq_num_stages=3, order=ORDER_AUTO, atomic_num_stages=2)
+    return BwdConfig(32, 64, 128, 32, 8, 2, order=ORDER_AUTO)
 
 
 INTERPRETER_DECODE = DecodeConfig(16, 4, 1, 3)

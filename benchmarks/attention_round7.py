@@ -138,23 +138,13 @@ CANDIDATES17C = {
             + [F(**{**W(128, consumers=3).as_dict(), "order": AUTO}),
                F(**{**W(128).as_dict(), "order": AUTO}), F(**{**W(128, overlap=True, **ET).as_dict(), "order": AUTO})],
 }
-# round 17d: the K/V slots released after the next turn's issue (``late_release``; plain order only)
-LATE = {"late_release": True}
-CANDIDATES17D = {
-    "d128": [F(**{**W(128, **ET).as_dict(), **LATE}),
-             F(**{**W(128, 3, **ET).as_dict(), **LATE}), F(**{**W(128, 3, persistent=True, **ET).as_dict(), **LATE})],
-    "d128c": [F(**{**W(128, paired=True, **ET).as_dict(), **LATE}), W(128, paired=True, **ET)],
-    "d64": [F(**{**W(128, consumers=3, persistent=True).as_dict(), **LATE})],
-    "d256": [F(**{**W(64, tree=True).as_dict(), **LATE}), W(64, tree=True)],
-}
-CANDIDATE_SETS = {"round17d": CANDIDATES17D, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+CANDIDATE_SETS = {"round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 
 def label(cfg: ops.FwdConfig) -> str:
     extra = ((" paired" if cfg.paired else "") + (f" maxnreg{cfg.maxnreg}" if cfg.maxnreg else "")
-             + (f" order{'auto' if cfg.order == ops.ORDER_AUTO else cfg.order}" if cfg.order else "")
-             + (" late" if cfg.late_release else ""))
+             + (f" order{'auto' if cfg.order == ops.ORDER_AUTO else cfg.order}" if cfg.order else ""))
     if not cfg.gluon:
         return f"triton{' tma' if cfg.tma else ''} {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}" + extra
     kind = "ws-pp" if cfg.ws else "gluon"

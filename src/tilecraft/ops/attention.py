@@ -96,9 +96,6 @@ class FwdConfig:
     # launch's tail is short, and the programs in flight share the K/V of G heads in L2. 0: each head's
     # tiles together, heaviest first. ``ORDER_AUTO`` (-1): G from the call and the GPU's L2 (``causal_group``).
     order: int = 0
-    # ws plain order only (overlap=False): a turn's K/V slots released after the next turn's products are
-    # issued (the warpgroup then waits for the tensor cores anyway) instead of before the softmax
-    late_release: bool = False
 
     def __post_init__(self):
         rows = 64 * self.consumers
@@ -125,10 +122,6 @@ class FwdConfig:
         if isinstance(self.order, bool) or not isinstance(self.order, int) or self.order < ORDER_AUTO:
             raise ValueError(f"order must be an integer >= 0 (heads per group; 0: none) or ORDER_AUTO (-1), got "
                              f"{self.order!r}")
-        if not isinstance(self.late_release, bool):
-            raise TypeError(f"late_release must be a bool, got {self.late_release!r}")
-        if self.late_release and (not self.ws or self.overlap):
-            raise ValueError(f"late_release is an option of the ws kernel's plain order (overlap=False), got {self}")
         if self.order and (self.paired or not self.gluon):
             raise ValueError(f"order (grouped heavy-first tiles) is an option of the Gluon forwards without paired "
                              f"tiles, got {self}")
@@ -823,7 +816,7 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
                 STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong,
                 SEPARATE_O=ws_separate_o(cfg, p.head_dim), POLY=cfg.poly, PERSISTENT=cfg.persistent,
                 CONSUMER_REGS=regs, LOADER_REGS=loader_regs, num_warps=4, maxnreg=maxnreg, EARLY=cfg.early,
-                TREE=cfg.tree, PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device), LATE=cfg.late_release)
+                TREE=cfg.tree, PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device))
     with _on_device(q):
         return _g.attention_fwd_gluon_kernel[fwd_grid(p, cfg)](
             _gluon_descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m),

@@ -138,7 +138,14 @@ CANDIDATES17C = {
             + [F(**{**W(128, consumers=3).as_dict(), "order": AUTO}),
                F(**{**W(128).as_dict(), "order": AUTO}), F(**{**W(128, overlap=True, **ET).as_dict(), "order": AUTO})],
 }
-CANDIDATE_SETS = {"round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+# round 17e: D128 with three consumer warpgroups (192 query rows share each K/V tile: a third less L2-to-SM
+# traffic per flop; 160 registers a consumer, no spills in the sm90 compile)
+C3 = {"consumers": 3}
+CANDIDATES17E = {
+    "d128": [W(128, **C3), W(128, **C3, **ET), W(64, 3, **C3), W(64, 4, **C3), W(64, 3, **C3, **ET),
+             W(128, **C3, persistent=True), W(64, 3, **C3, persistent=True)],
+}
+CANDIDATE_SETS = {"round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 

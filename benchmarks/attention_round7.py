@@ -145,22 +145,13 @@ CANDIDATES17E = {
     "d128": [W(128, **C3), W(128, **C3, **ET), W(64, 3, **C3), W(64, 4, **C3), W(64, 3, **C3, **ET),
              W(128, **C3, persistent=True), W(64, 3, **C3, persistent=True)],
 }
-# round 17f: each turn waits for its P V first and releases V's slot while Q K^T runs (``early_v``; plain order)
-EV = {"early_v": True}
-CANDIDATES17F = {
-    "d128": [F(**{**W(128, **ET).as_dict(), **EV}), F(**{**W(128, 3, **ET).as_dict(), **EV})],
-    "d128c": [F(**{**W(128, paired=True, **ET).as_dict(), **EV}), W(128, paired=True, **ET)],
-    "d64": [F(**{**W(128, consumers=3, persistent=True).as_dict(), **EV})],
-    "d256": [F(**{**W(64, tree=True).as_dict(), **EV}), W(64, tree=True)],
-}
-CANDIDATE_SETS = {"round17f": CANDIDATES17F, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+CANDIDATE_SETS = {"round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 
 def label(cfg: ops.FwdConfig) -> str:
     extra = ((" paired" if cfg.paired else "") + (f" maxnreg{cfg.maxnreg}" if cfg.maxnreg else "")
-             + (f" order{'auto' if cfg.order == ops.ORDER_AUTO else cfg.order}" if cfg.order else "")
-             + (" early-v" if cfg.early_v else ""))
+             + (f" order{'auto' if cfg.order == ops.ORDER_AUTO else cfg.order}" if cfg.order else ""))
     if not cfg.gluon:
         return f"triton{' tma' if cfg.tma else ''} {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}" + extra
     kind = "ws-pp" if cfg.ws else "gluon"

@@ -289,30 +289,3 @@ def test_grouped_heavy_first_order_matches_float64_and_the_default_order(case, d
     p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
     for cfg in ORDER_CONFIGS[d]:
         matches_its_twin(q, k, v, p, cfg, "order", ref_o, ref_l, dtype)
-
-
-# ``early_v``: each turn waits for its P V first and releases V's slot before waiting for Q K^T (plain order):
-# the same products in the same order, so the same bits as the default
-EARLY_V_CONFIGS = {64: [ops.FwdConfig(192, 128, 12, 2, tma=True, gluon=True, overlap=False, ws=True, consumers=3,
-                                      persistent=True, early_v=True)],
-                   128: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True,
-                                       tree=True, early_v=True),
-                         ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True,
-                                       tree=True, paired=True, early_v=True)],
-                   256: [ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=False, ws=True, tree=True,
-                                       early_v=True)]}
-
-
-@pytest.mark.parametrize("case", [(1, 2, 2, 17, 17, 64, False), (2, 16, 4, 1000, 600, 64, True),
-                                  (2, 16, 4, 1000, 1000, 128, False), (1, 4, 2, 300, 170, 128, True),
-                                  (1, 2, 2, 1, 1, 128, False), (2, 16, 4, 1000, 600, 256, True)],
-                         ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_early_v_matches_float64_and_the_default_release(case, dtype):
-    b, h, h_kv, s_q, s_k, d, causal = case
-    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 29)
-    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
-    ref_o, ref_l = attention_reference(q, k, v, causal=causal)
-    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
-    for cfg in EARLY_V_CONFIGS[d]:
-        matches_its_twin(q, k, v, p, cfg, "early_v", ref_o, ref_l, dtype)

@@ -322,19 +322,3 @@ def test_causal_group_fits_a_third_of_the_l2():
     assert ops.order_constexpr(replace(auto, order=5), True, 128, 1, 2048, 64, l2) == 5
     with pytest.raises(ValueError, match="order must be"):
         replace(auto, order=-2)
-
-
-@pytest.mark.parametrize("causal", [False, True], ids=["d128", "d128c-paired"])
-def test_gluon_ws_early_v_compiles_with_two_waits_per_turn(causal):
-    """``early_v``: the same kernel (no spills, the same shared memory), each turn waiting for its P V
-    (``wgmma.wait_group 1``) before its Q K^T (``wait_group 0``)."""
-    cfg = ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True,
-                        early_v=True, paired=causal)
-    shape = ba.Shape(4, 16, 16, 4096, 4096, 128, causal)
-    res = ba.gluon_compile_report(shape, torch.bfloat16, cfg)
-    twin = ba.gluon_compile_report(shape, torch.bfloat16, replace(cfg, early_v=False))
-    assert res["error"] is None and twin["error"] is None, (res["error"], twin["error"])
-    assert res["spills"] == twin["spills"] == 0
-    assert res["shared_bytes"] == twin["shared_bytes"]
-    with pytest.raises(ValueError, match="early_v"):
-        replace(cfg, overlap=True)

@@ -96,9 +96,6 @@ class FwdConfig:
     # launch's tail is short, and the programs in flight share the K/V of G heads in L2. 0: each head's
     # tiles together, heaviest first. ``ORDER_AUTO`` (-1): G from the call and the GPU's L2 (``causal_group``).
     order: int = 0
-    # ws plain order only (overlap=False): each turn waits for P V first and releases V's slot while Q K^T
-    # still runs, then K's after it (instead of both after both)
-    early_v: bool = False
 
     def __post_init__(self):
         rows = 64 * self.consumers
@@ -125,10 +122,6 @@ class FwdConfig:
         if isinstance(self.order, bool) or not isinstance(self.order, int) or self.order < ORDER_AUTO:
             raise ValueError(f"order must be an integer >= 0 (heads per group; 0: none) or ORDER_AUTO (-1), got "
                              f"{self.order!r}")
-        if not isinstance(self.early_v, bool):
-            raise TypeError(f"early_v must be a bool, got {self.early_v!r}")
-        if self.early_v and (not self.ws or self.overlap):
-            raise ValueError(f"early_v is an option of the ws kernel's plain order (overlap=False), got {self}")
         if self.order and (self.paired or not self.gluon):
             raise ValueError(f"order (grouped heavy-first tiles) is an option of the Gluon forwards without paired "
                              f"tiles, got {self}")
@@ -823,7 +816,7 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
                 STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong,
                 SEPARATE_O=ws_separate_o(cfg, p.head_dim), POLY=cfg.poly, PERSISTENT=cfg.persistent,
                 CONSUMER_REGS=regs, LOADER_REGS=loader_regs, num_warps=4, maxnreg=maxnreg, EARLY=cfg.early,
-                TREE=cfg.tree, PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device), EARLY_V=cfg.early_v)
+                TREE=cfg.tree, PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device))
     with _on_device(q):
         return _g.attention_fwd_gluon_kernel[fwd_grid(p, cfg)](
             _gluon_descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m),

@@ -145,23 +145,13 @@ CANDIDATES17E = {
     "d128": [W(128, **C3), W(128, **C3, **ET), W(64, 3, **C3), W(64, 4, **C3), W(64, 3, **C3, **ET),
              W(128, **C3, persistent=True), W(64, 3, **C3, persistent=True)],
 }
-# round 17g: the key loop split at lo (``split_mask``: no mask code on the tiles every query sees; the one
-# loop applied the causal/tail mask's 64 selects a thread to every tile)
-SM = {"split_mask": True}
-CANDIDATES17G = {
-    "d128": [F(**{**W(128, **ET).as_dict(), **SM}), F(**{**W(128, 3, **ET).as_dict(), **SM})],
-    "d128c": [F(**{**W(128, paired=True, **ET).as_dict(), **SM}), W(128, paired=True, **ET)],
-    "d64c": [F(**{**ops.GLUON_FWD[(64, True)].as_dict(), **SM})],
-    "d256": [F(**{**W(64, tree=True).as_dict(), **SM}), W(64, tree=True)],
-}
-CANDIDATE_SETS = {"round17g": CANDIDATES17G, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+CANDIDATE_SETS = {"round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 
 def label(cfg: ops.FwdConfig) -> str:
     extra = ((" paired" if cfg.paired else "") + (f" maxnreg{cfg.maxnreg}" if cfg.maxnreg else "")
-             + (f" order{'auto' if cfg.order == ops.ORDER_AUTO else cfg.order}" if cfg.order else "")
-             + (" split" if cfg.split_mask else ""))
+             + (f" order{'auto' if cfg.order == ops.ORDER_AUTO else cfg.order}" if cfg.order else ""))
     if not cfg.gluon:
         return f"triton{' tma' if cfg.tma else ''} {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}" + extra
     kind = "ws-pp" if cfg.ws else "gluon"

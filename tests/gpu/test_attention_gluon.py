@@ -289,31 +289,3 @@ def test_grouped_heavy_first_order_matches_float64_and_the_default_order(case, d
     p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
     for cfg in ORDER_CONFIGS[d]:
         matches_its_twin(q, k, v, p, cfg, "order", ref_o, ref_l, dtype)
-
-
-# ``split_mask``: the key loop in two (the tiles every query sees without the mask code, then the masked
-# ones): the same products and the same arithmetic on every tile, so the same bits as the one loop
-SPLIT_CONFIGS = {64: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, maxnreg=128,
-                                    order=ops.ORDER_AUTO, split_mask=True)],
-                 128: [ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True,
-                                     tree=True, split_mask=True),
-                       ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True,
-                                     tree=True, paired=True, split_mask=True)],
-                 256: [ops.FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=False, ws=True, tree=True,
-                                     split_mask=True)]}
-
-
-@pytest.mark.parametrize("case", [(1, 2, 2, 17, 17, 64, False), (2, 16, 4, 1000, 600, 64, True),
-                                  (2, 16, 4, 1000, 1000, 128, False), (1, 4, 2, 300, 170, 128, True),
-                                  (2, 8, 2, 1000, 1000, 128, True), (1, 2, 2, 1, 1, 128, False),
-                                  (1, 2, 2, 17, 1000, 256, True), (1, 2, 1, 1000, 333, 256, False)],
-                         ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_split_key_loop_matches_float64_and_the_one_loop(case, dtype):
-    b, h, h_kv, s_q, s_k, d, causal = case
-    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 31)
-    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
-    ref_o, ref_l = attention_reference(q, k, v, causal=causal)
-    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
-    for cfg in SPLIT_CONFIGS[d]:
-        matches_its_twin(q, k, v, p, cfg, "split_mask", ref_o, ref_l, dtype)

@@ -322,22 +322,3 @@ def test_causal_group_fits_a_third_of_the_l2():
     assert ops.order_constexpr(replace(auto, order=5), True, 128, 1, 2048, 64, l2) == 5
     with pytest.raises(ValueError, match="order must be"):
         replace(auto, order=-2)
-
-
-@pytest.mark.parametrize("cfg", [
-    ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True, split_mask=True),
-    ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, maxnreg=128, order=ops.ORDER_AUTO,
-                  split_mask=True),
-], ids=["ws-d128", "one-partition-d64c"])
-def test_split_key_loop_compiles_without_spills(cfg):
-    """``split_mask``: the key loop in two (the tiles every query sees without mask code, then the masked
-    ones): no spills, the same shared memory as the one-loop twin, and the loop's products twice over."""
-    d = 64 if cfg.maxnreg else 128
-    shape = ba.Shape(4, 16, 16, 4096, 4096, d, bool(cfg.maxnreg))
-    res = ba.gluon_compile_report(shape, torch.bfloat16, cfg)
-    twin = ba.gluon_compile_report(shape, torch.bfloat16, replace(cfg, split_mask=False))
-    assert res["error"] is None and twin["error"] is None, (res["error"], twin["error"])
-    assert res["spills"] == twin["spills"] == 0
-    assert res["shared_bytes"] == twin["shared_bytes"]
-    wgmma = [sum(n for k, n in r["census"].items() if k.startswith("matrix:wgmma")) for r in (res, twin)]
-    assert wgmma[0] > wgmma[1]

@@ -209,12 +209,12 @@ def gluon_kernel_signature(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig) -> 
               "PIPELINE": cfg.overlap, "PINGPONG": cfg.pingpong, "SEPARATE_O": ops.ws_separate_o(cfg, s.head_dim),
               "POLY": cfg.poly, "PERSISTENT": cfg.persistent, "CONSUMER_REGS": ops.ws_registers(cfg)[0],
               "LOADER_REGS": ops.ws_registers(cfg)[1], "num_warps": 4, "EARLY": cfg.early, "TREE": cfg.tree,
-              "PAIRED": cfg.paired and s.causal, "ORDER": order, "SPLIT_MASK": cfg.split_mask}
+              "PAIRED": cfg.paired and s.causal, "ORDER": order}
         return {"kernel": "attention_fwd_gluon_ws_kernel", "signature": sig, "constexprs": cx, "num_warps": 4,
                 "num_stages": cfg.num_stages, "maxnreg": ops.ws_registers(cfg)[2]}
     cx = {"HEAD_DIM": s.head_dim, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages,
           "CAUSAL": s.causal, "PIPELINE": cfg.overlap, "num_warps": cfg.num_warps, "POLY": cfg.poly,
-          "PAIRED": cfg.paired and s.causal, "ORDER": order, "SPLIT_MASK": cfg.split_mask}
+          "PAIRED": cfg.paired and s.causal, "ORDER": order}
     return {"kernel": "attention_fwd_gluon_kernel", "signature": sig, "constexprs": cx, "num_warps": cfg.num_warps,
             "num_stages": cfg.num_stages, "maxnreg": cfg.maxnreg or None}
 

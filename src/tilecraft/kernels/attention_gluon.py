@@ -209,16 +209,14 @@ def _row_partials(x, IS_MAX: gl.constexpr):
 
 @gluon.jit
 def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAUSAL: gl.constexpr,
-                  POLY: gl.constexpr = 0, TREE: gl.constexpr = False, MASK: gl.constexpr = True):
+                  POLY: gl.constexpr = 0, TREE: gl.constexpr = False):
     """One online-softmax step on raw logits ``qk`` (fp32, S's wgmma layout). Returns
     (p, alpha, m_new, l_new); m in log2 units of the scaled logits. ``POLY`` = k > 0: the odd
     columns of every k-th key tile take the FMA units' exp2 (``_exp2_split``). ``TREE``: the row
     max and the row sum by ``_row_partials`` (depth 5 instead of a chain of N/4 dependent
     instructions per row), and ``l`` kept as (M, 4) per-lane partial sums (no shuffles per key
-    tile; ``gl.sum(l, 1)`` once at the end). ``MASK`` = False: the caller knows start_n < lo (a tile every
-    query sees), so no mask code at all (with the runtime test alone, the compiler applied the mask's
-    selects to every tile: 64 FSEL a thread per 64 x 128 tile in the loop)."""
-    if MASK and start_n >= lo:
+    tile; ``gl.sum(l, 1)`` once at the end)."""
+    if start_n >= lo:
         # diagonal tile or ragged key tail: mask before the row max (scale > 0, so -inf stays -inf)
         keep = (start_n + cols)[None, :] < hi
         if CAUSAL:
@@ -251,8 +249,7 @@ def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAU
 def _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bar, k_bars,
                     v_bars, pid_m, pid_bh, base, q_phase, H, GROUP, S_Q, S_K, qk_scale,
                     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                    CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, num_warps: gl.constexpr, POLY: gl.constexpr,
-                    SPLIT_MASK: gl.constexpr = False):
+                    CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, num_warps: gl.constexpr, POLY: gl.constexpr):
     """Query tile pid_m of (batch, head) pid_bh (the body of ``attention_fwd_gluon_kernel``): Q into
     ``q_smem`` (its barrier's phase ``q_phase``), the key tiles through the K/V rings from ring count
     ``base``, O out through ``q_smem`` by TMA (waited for). Returns the number of key tiles it loaded."""
@@ -319,30 +316,18 @@ def _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q
             acc, p_op = _pv_issue(p, acc, v_smem, v_bars, base + n_tiles - 1, p_layout, tile2d_kv, STAGES)
             acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
         else:
-            # the tiles every query sees ([0, lo): no mask code), then the diagonal and the ragged tail
-            n_free = lo // BLOCK_N
-            for part in gl.static_range(1 + SPLIT_MASK):  # SPLIT_MASK False: one loop, the runtime test
-                if not SPLIT_MASK:
-                    j0 = 0
-                    j1 = n_tiles
-                elif part == 0:
-                    j0 = 0
-                    j1 = n_free
-                else:
-                    j0 = n_free
-                    j1 = n_tiles
-                for j in range(j0, j1):
-                    qk = _qk_issue(q2d, k_smem, k_bars, base + j, s_zero, tile2d_kv, STAGES)
-                    qk = warpgroup_mma_wait(0, deps=(qk,))
-                    p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, j * BLOCK_N, lo, hi, rows, cols, diag, qk_scale,
-                                                       CAUSAL, POLY, MASK=part == 1 or not SPLIT_MASK)
-                    acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-                    acc, p_op = _pv_issue(p, acc, v_smem, v_bars, base + j, p_layout, tile2d_kv, STAGES)
-                    acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-                    gl.thread_barrier()
-                    nxt = j + STAGES
-                    _issue_tile(k_desc, k_smem, k_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles, base)
-                    _issue_tile(v_desc, v_smem, v_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles, base)
+            for j in range(n_tiles):
+                qk = _qk_issue(q2d, k_smem, k_bars, base + j, s_zero, tile2d_kv, STAGES)
+                qk = warpgroup_mma_wait(0, deps=(qk,))
+                p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, j * BLOCK_N, lo, hi, rows, cols, diag, qk_scale,
+                                                   CAUSAL, POLY)
+                acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                acc, p_op = _pv_issue(p, acc, v_smem, v_bars, base + j, p_layout, tile2d_kv, STAGES)
+                acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+                gl.thread_barrier()
+                nxt = j + STAGES
+                _issue_tile(k_desc, k_smem, k_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles, base)
+                _issue_tile(v_desc, v_smem, v_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles, base)
 
     # Rows that saw no key: l = 0, acc = 0 -> output 0 and lse = -inf.
     l_o = gl.convert_layout(l_i, row_o)
@@ -367,7 +352,7 @@ def attention_fwd_gluon_kernel(
     H, GROUP, S_Q, S_K, qk_scale,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, num_warps: gl.constexpr, POLY: gl.constexpr = 0,
-    PAIRED: gl.constexpr = False, ORDER: gl.constexpr = 0, SPLIT_MASK: gl.constexpr = False,
+    PAIRED: gl.constexpr = False, ORDER: gl.constexpr = 0,
 ):
     """O = softmax(Q K^T scale) V and LSE (natural log) for one 128-query tile of one (batch, head).
 
@@ -405,14 +390,14 @@ def attention_fwd_gluon_kernel(
     # the two tiles unrolled (a runtime loop around the key loop costs registers, as in the Triton kernel)
     base = _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bar,
                            k_bars, v_bars, first, bh, 0, 0, H, GROUP, S_Q, S_K, qk_scale, HEAD_DIM,
-                           BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY, SPLIT_MASK)
+                           BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY)
     if PAIRED:
         if i < first:  # the middle tile of an odd count comes once
             # every warp done with the first tile's Q/O buffer and ring slots before new loads land there
             gl.thread_barrier()
             _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bar,
                             k_bars, v_bars, i, bh, base, 1, H, GROUP, S_Q, S_K, qk_scale, HEAD_DIM,
-                            BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY, SPLIT_MASK)
+                            BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY)
 
     mbarrier.invalidate(q_bar)
     for s in gl.static_range(STAGES):
@@ -515,8 +500,7 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
                  k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, c: gl.constexpr,
                  BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PIPELINE: gl.constexpr,
                  PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr, PERSISTENT: gl.constexpr,
-                 EARLY: gl.constexpr, TREE: gl.constexpr, PAIRED: gl.constexpr, ORDER: gl.constexpr,
-                 SPLIT_MASK: gl.constexpr):
+                 EARLY: gl.constexpr, TREE: gl.constexpr, PAIRED: gl.constexpr, ORDER: gl.constexpr):
     """One warpgroup: ROWS = 64 query rows (rows c*64.. of each of the program's tiles) over every key tile.
 
     Plain order, rotated so that a turn issues P_j V_j and then S_{j+1} = Q K_{j+1}^T back to back;
@@ -537,14 +521,13 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
                                            q_empty, k_full, v_full, k_empty, v_empty, turns,
                                            _grouped(t, n_m, total, ORDER), it, base, turn, n_m, H,
                                            GROUP, S_Q, S_K, qk_scale, c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG,
-                                           SEPARATE_O, POLY, EARLY, TREE, SPLIT_MASK)
+                                           SEPARATE_O, POLY, EARLY, TREE)
             it += 1
     else:
         _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                           v_full, k_empty, v_empty, turns, _grouped(gl.program_id(0), n_m, total, ORDER), 0, 0, 0, n_m,
                           H, GROUP, S_Q, S_K, qk_scale,
-                          c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, EARLY, TREE,
-                          SPLIT_MASK)
+                          c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, EARLY, TREE)
     tma.store_wait(0)
 
 
@@ -553,7 +536,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                       v_full, k_empty, v_empty, turns, t, it, base, turn, n_m, H, GROUP, S_Q, S_K, qk_scale,
                       c: gl.constexpr, BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr,
                       PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr,
-                      EARLY: gl.constexpr, TREE: gl.constexpr, SPLIT_MASK: gl.constexpr = False):
+                      EARLY: gl.constexpr, TREE: gl.constexpr):
     """One tile t (the consumer's it-th) of ``_ws_consumer``: ``base`` is the ring index of its first
     key tile, ``turn`` the turns taken before; returns both advanced. ``EARLY``: P's conversion to the
     operand type (and in the plain order O's rescale by alpha) follow the softmax in the same basic
@@ -601,72 +584,59 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
         p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY, TREE)
         if EARLY:
             p_op = gl.convert_layout(p.to(dtype), p_layout)  # O is still 0: no rescale
-        # turns whose softmax tile every query sees ([0, lo): no mask code), then the diagonal and the tail
-        n_free = lo // BLOCK_N
-        for part in gl.static_range(1 + SPLIT_MASK):  # SPLIT_MASK False: one loop, the runtime test
-            if not SPLIT_MASK:
-                j0 = 0
-                j1 = n_tiles - 1
-            elif part == 0:
-                j0 = 0
-                j1 = gl.maximum(n_free - 1, 0)
-            else:
-                j0 = gl.maximum(n_free - 1, 0)
-                j1 = n_tiles - 1
-            for j in range(j0, j1):
-                # turn j + 1: P_j V_j and S_{j+1}
-                g = base + j
-                s = g % STAGES
-                s1 = (g + 1) % STAGES
-                mbarrier.wait(v_full.index(s), (g // STAGES) & 1)
-                mbarrier.wait(k_full.index(s1), ((g + 1) // STAGES) & 1)
-                v_t = v_smem.index(s)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv)
-                k_t = k_smem.index(s1)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv).permute((1, 0))
-                if not EARLY:
-                    p_op = gl.convert_layout(p.to(dtype), p_layout)
-                if PIPELINE:
-                    _ws_turn_wait(turns, c, turn + j + 1, PINGPONG)
-                    qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
-                    acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
-                    _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
-                    # S_{j+1} done (groups retire in order); P_j V_j may still run: softmax beside it
-                    qk = warpgroup_mma_wait(1, deps=(qk,))
-                    mbarrier.arrive(k_empty.index(s1))
-                    pn, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
-                                                          qk_scale, CAUSAL, POLY, TREE,
-                                                          MASK=part == 1 or not SPLIT_MASK)
-                    if EARLY:
-                        pn_op = gl.convert_layout(pn.to(dtype), p_layout)  # beside the exp2s, before the wait
-                    else:
-                        p = pn
-                    # the blocking wait in a block of its own (see attention_fwd_gluon_kernel): ptxas
-                    # would otherwise hoist it above the exp2s
-                    if qk_scale > 0.0:
-                        o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-                        mbarrier.arrive(v_empty.index(s))
-                    else:
-                        mbarrier.arrive(v_empty.index(s))
-                        o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-                    acc = o_done * gl.convert_layout(alpha_n, row_o)[:, None]
-                    if EARLY:
-                        p_op = pn_op
+        for j in range(n_tiles - 1):
+            # turn j + 1: P_j V_j and S_{j+1}
+            g = base + j
+            s = g % STAGES
+            s1 = (g + 1) % STAGES
+            mbarrier.wait(v_full.index(s), (g // STAGES) & 1)
+            mbarrier.wait(k_full.index(s1), ((g + 1) // STAGES) & 1)
+            v_t = v_smem.index(s)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv)
+            k_t = k_smem.index(s1)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv).permute((1, 0))
+            if not EARLY:
+                p_op = gl.convert_layout(p.to(dtype), p_layout)
+            if PIPELINE:
+                _ws_turn_wait(turns, c, turn + j + 1, PINGPONG)
+                qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
+                acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
+                _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
+                # S_{j+1} done (groups retire in order); P_j V_j may still run: softmax beside it
+                qk = warpgroup_mma_wait(1, deps=(qk,))
+                mbarrier.arrive(k_empty.index(s1))
+                pn, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
+                                                      qk_scale, CAUSAL, POLY, TREE)
+                if EARLY:
+                    pn_op = gl.convert_layout(pn.to(dtype), p_layout)  # beside the exp2s, before the wait
                 else:
-                    if not EARLY:
-                        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-                    _ws_turn_wait(turns, c, turn + j + 1, PINGPONG)
-                    acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
-                    qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
-                    _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
-                    acc, qk, p_op = warpgroup_mma_wait(0, deps=(acc, qk, p_op))
+                    p = pn
+                # the blocking wait in a block of its own (see attention_fwd_gluon_kernel): ptxas
+                # would otherwise hoist it above the exp2s
+                if qk_scale > 0.0:
+                    o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
                     mbarrier.arrive(v_empty.index(s))
-                    mbarrier.arrive(k_empty.index(s1))
-                    pn, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
-                                                        qk_scale, CAUSAL, POLY, TREE, MASK=part == 1 or not SPLIT_MASK)
-                    if EARLY:
-                        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-                        p_op = gl.convert_layout(pn.to(dtype), p_layout)
-                    else:
-                        p = pn
+                else:
+                    mbarrier.arrive(v_empty.index(s))
+                    o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
+                acc = o_done * gl.convert_layout(alpha_n, row_o)[:, None]
+                if EARLY:
+                    p_op = pn_op
+            else:
+                if not EARLY:
+                    acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                _ws_turn_wait(turns, c, turn + j + 1, PINGPONG)
+                acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
+                qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
+                _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
+                acc, qk, p_op = warpgroup_mma_wait(0, deps=(acc, qk, p_op))
+                mbarrier.arrive(v_empty.index(s))
+                mbarrier.arrive(k_empty.index(s1))
+                pn, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
+                                                    qk_scale, CAUSAL, POLY, TREE)
+                if EARLY:
+                    acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                    p_op = gl.convert_layout(pn.to(dtype), p_layout)
+                else:
+                    p = pn
         if SEPARATE_O:
             mbarrier.arrive(q_empty.index(c))  # every Q K^T of the tile has retired
         # turn n_tiles: the last P V
@@ -715,7 +685,7 @@ def attention_fwd_gluon_ws_kernel(
     CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr,
     POLY: gl.constexpr, PERSISTENT: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
     num_warps: gl.constexpr, EARLY: gl.constexpr = False, TREE: gl.constexpr = False, PAIRED: gl.constexpr = False,
-    ORDER: gl.constexpr = 0, SPLIT_MASK: gl.constexpr = False,
+    ORDER: gl.constexpr = 0,
 ):
     """The warp-specialised forward: tiles of CONSUMERS x 64 queries of one (batch, head), CONSUMERS =
     BLOCK_M / 64 = 2 or 3 (consumer 2, rows 128..191, is a second 4-warp worker; the turns go round).
@@ -776,11 +746,11 @@ def attention_fwd_gluon_ws_kernel(
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER, SPLIT_MASK)),
+                            PAIRED, ORDER)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER, SPLIT_MASK)),
+                            PAIRED, ORDER)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
                           v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
                           PAIRED, ORDER)),
@@ -790,15 +760,15 @@ def attention_fwd_gluon_ws_kernel(
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER, SPLIT_MASK)),
+                            PAIRED, ORDER)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER, SPLIT_MASK)),
+                            PAIRED, ORDER)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C2, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER, SPLIT_MASK)),
+                            PAIRED, ORDER)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
                           v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
                           PAIRED, ORDER)),

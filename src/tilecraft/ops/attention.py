@@ -96,10 +96,6 @@ class FwdConfig:
     # launch's tail is short, and the programs in flight share the K/V of G heads in L2. 0: each head's
     # tiles together, heaviest first. ``ORDER_AUTO`` (-1): G from the call and the GPU's L2 (``causal_group``).
     order: int = 0
-    # Gluon forwards: the key loop in two, the tiles every query sees (no mask code), then the masked ones.
-    # False: one loop with a runtime test per tile, whose masking selects the compiler applies to every tile
-    # (64 FSEL a thread per 64 x 128 tile); the two loops cost registers (the three-consumer kernel spills)
-    split_mask: bool = False
 
     def __post_init__(self):
         rows = 64 * self.consumers
@@ -126,8 +122,6 @@ class FwdConfig:
         if isinstance(self.order, bool) or not isinstance(self.order, int) or self.order < ORDER_AUTO:
             raise ValueError(f"order must be an integer >= 0 (heads per group; 0: none) or ORDER_AUTO (-1), got "
                              f"{self.order!r}")
-        if not isinstance(self.split_mask, bool):
-            raise TypeError(f"split_mask must be a bool, got {self.split_mask!r}")
         if self.order and (self.paired or not self.gluon):
             raise ValueError(f"order (grouped heavy-first tiles) is an option of the Gluon forwards without paired "
                              f"tiles, got {self}")
@@ -822,8 +816,7 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
                 STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong,
                 SEPARATE_O=ws_separate_o(cfg, p.head_dim), POLY=cfg.poly, PERSISTENT=cfg.persistent,
                 CONSUMER_REGS=regs, LOADER_REGS=loader_regs, num_warps=4, maxnreg=maxnreg, EARLY=cfg.early,
-                TREE=cfg.tree, PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device),
-                SPLIT_MASK=cfg.split_mask)
+                TREE=cfg.tree, PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device))
     with _on_device(q):
         return _g.attention_fwd_gluon_kernel[fwd_grid(p, cfg)](
             _gluon_descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m),
@@ -833,7 +826,7 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
             lse, *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k,
             p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, STAGES=cfg.num_stages,
             CAUSAL=p.causal, PIPELINE=cfg.overlap, num_warps=cfg.num_warps, POLY=cfg.poly,
-            PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device), SPLIT_MASK=cfg.split_mask, **_maxnreg(cfg))
+            PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device), **_maxnreg(cfg))
 
 
 def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):

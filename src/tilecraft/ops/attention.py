@@ -41,6 +41,12 @@ LOG2E = 1.4426950408889634
 ORDER_AUTO = -1
 
 
+def _check_order(order) -> None:
+    """``FwdConfig.order`` / ``BwdConfig.order``: heads per group (0: none) or ``ORDER_AUTO``."""
+    if isinstance(order, bool) or not isinstance(order, int) or order < ORDER_AUTO:
+        raise ValueError(f"order must be an integer >= 0 (heads per group; 0: none) or ORDER_AUTO (-1), got {order!r}")
+
+
 @dataclass(frozen=True)
 class FwdConfig:
     """Forward launch: BLOCK_M queries per program, BLOCK_N keys per loop step; ``tma`` moves the
@@ -119,9 +125,7 @@ class FwdConfig:
             raise TypeError(f"paired must be a bool, got {self.paired!r}")
         if self.maxnreg and (self.ws or self.maxnreg < 24 or self.maxnreg > 255):
             raise ValueError(f"maxnreg is 24..255 for the one-tile-per-program kernels (ws sets its own), got {self}")
-        if isinstance(self.order, bool) or not isinstance(self.order, int) or self.order < ORDER_AUTO:
-            raise ValueError(f"order must be an integer >= 0 (heads per group; 0: none) or ORDER_AUTO (-1), got "
-                             f"{self.order!r}")
+        _check_order(self.order)
         if self.order and (self.paired or not self.gluon):
             raise ValueError(f"order (grouped heavy-first tiles) is an option of the Gluon forwards without paired "
                              f"tiles, got {self}")
@@ -164,9 +168,7 @@ class BwdConfig:
         for name in ("paired", "dq_tma"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        if isinstance(self.order, bool) or not isinstance(self.order, int) or self.order < ORDER_AUTO:
-            raise ValueError(f"order must be an integer >= 0 (heads per group; 0: none) or ORDER_AUTO (-1), got "
-                             f"{self.order!r}")
+        _check_order(self.order)
         if self.order and self.paired:
             raise ValueError(f"order (grouped heavy-first tiles) and paired tiles exclude each other, got {self}")
         n = self.atomic_num_stages

@@ -108,7 +108,7 @@ def kernel_signatures(s: Shape, dtype: torch.dtype, fwd: ops.FwdConfig | None = 
     lse_str = {"lb": s.heads * s.seqlen_q, "lh": s.seqlen_q}
     shared = {"HEAD_DIM": d, "BLOCK_D": ops.block_d(d), "CAUSAL": s.causal, "VARLEN": False}
     # the backward's grouped heavy-first order as on an H100 / H200 (50 MiB of L2; a Shape has a Problem's sizes)
-    bwd_order = ops.bwd_orders(s, bwd, 50 * 2**20)
+    bwd_order = ops.bwd_orders(s, bwd, ops.HOPPER_L2_BYTES)
 
     def strides(prefix: str, st: dict) -> dict:
         return {f"stride_{prefix}{a}": _int_hint(st[a]) for a in ("b", "h", "s")}
@@ -198,7 +198,7 @@ def gluon_kernel_signature(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig) -> 
     q_rows = cfg.block_m // cfg.consumers if cfg.ws else cfg.block_m
     # the grouped heavy-first order as on an H100 / H200 (50 MiB of L2)
     order = ops.order_constexpr(cfg, s.causal, s.batch * s.heads, s.heads // s.kv_heads, s.seqlen_k, s.head_dim,
-                                50 * 2**20)
+                                ops.HOPPER_L2_BYTES)
     sig = {"q_desc": desc(q_rows), "k_desc": desc(cfg.block_n), "v_desc": desc(cfg.block_n),
            "o_desc": desc(q_rows), "LSE": "*fp32:16", "stride_lb": _int_hint(s.heads * s.seqlen_q),
            "stride_lh": _int_hint(s.seqlen_q), "H": _int_hint(s.heads), "GROUP": _int_hint(s.heads // s.kv_heads),

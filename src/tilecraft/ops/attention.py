@@ -913,11 +913,15 @@ def _sm_count(device: torch.device) -> int:
     return 4
 
 
+#: The L2 the grouped causal order assumes where the device does not say (CPU, cross-compiles): an H100 / H200's.
+HOPPER_L2_BYTES = 50 * 2**20
+
+
 def _l2_bytes(device: torch.device) -> int:
-    """The GPU's L2 in bytes (50 MiB where the device does not say: an H100 / H200)."""
+    """The GPU's L2 in bytes (``HOPPER_L2_BYTES`` where the device does not say)."""
     if device.type == "cuda":
-        return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 50 * 2**20)
-    return 50 * 2**20
+        return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or HOPPER_L2_BYTES)
+    return HOPPER_L2_BYTES
 
 
 def decode_splits(p: Problem, cfg: DecodeConfig, device: torch.device) -> tuple[int, int, int]:

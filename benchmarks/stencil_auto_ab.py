@@ -42,9 +42,9 @@ CASES = {  # (dtype, order, shape)
     "fp64-o2-256": ("fp64", 2, (2048, 256, 256)),
 }
 #: ``--variants`` parts that set a tile knob of ``win``: byN block_y, bxN block_x, wN num_warps, bzN block_z,
-#: uN loop_unroll, rN maxnreg, zoN zorder.
+#: uN loop_unroll, rN maxnreg, zoN zorder, dN prefetch (the smem kernel's planes ahead).
 KNOBS = {"by": "block_y", "bx": "block_x", "bz": "block_z", "w": "num_warps", "u": "loop_unroll", "r": "maxnreg",
-         "zo": "zorder"}
+         "zo": "zorder", "d": "prefetch"}
 
 
 def label(cfg) -> str:
@@ -57,7 +57,9 @@ def variant(name: str, dtype: str, order: int) -> StencilConfig | None:
         return None
     torch_dtype = torch.float32 if dtype == "fp32" else torch.float64
     bases = {"win": lambda: window_march(torch_dtype, order // 2), "zm": lambda: short_march(torch_dtype, order // 2),
-             "row": row_march, "long": lambda: long_march(torch_dtype)}
+             "row": row_march, "long": lambda: long_march(torch_dtype),
+             "smem": lambda: StencilConfig("smem", block_y=16, block_x=64 if dtype == "fp32" else 32, num_warps=8,
+                                           block_z=64, prefetch=3)}
     first = name.split("-")[0]
     cfg = bases[first]() if first in bases else bases["win"]()
     for part in name.split("-"):

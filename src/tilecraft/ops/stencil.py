@@ -56,7 +56,9 @@ class StencilConfig:
     kernel: str  # "plane" (one plane tile per program), "zmarch" (z-marching column), "zwin" (register-window
     # z-march without load masks, for tall tiles and L1 prefetch), "rows" (z-march, row tiles) or "tma"
     # (sm90 Gluon z-march through a TMA ring in shared memory; block_y = rows per warp strip with its 2R halo
-    # rows, num_warps = strips per program, prefetch = planes requested ahead)
+    # rows, num_warps = strips per program, prefetch = planes requested ahead) or "smem" (sm80+ Gluon
+    # z-march through a cp.async ring in shared memory, one 16-byte vector per thread, block_y x block_x
+    # tiles, prefetch = planes requested ahead, R a whole number of vectors)
     block_y: int
     block_x: int
     num_warps: int
@@ -485,6 +487,8 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
         return [_march_launch(u, out, w, r, cfg, opts)]
     if cfg.kernel == "tma":
         return [_tma_launch(u, out, w, r, cfg)]
+    if cfg.kernel == "smem":
+        return [_smem_launch(u, out, w, r, cfg)]
     if cfg.kernel == "flat":
         return [_flat_launch(u, out, w, r, cfg, opts)]
     if cfg.kernel != "plane":
@@ -677,6 +681,65 @@ def _tma_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, cfg
     constexprs = dict(R=r, NW=cfg.num_warps, ROWS=cfg.block_y, VEC=vec, BZ=cfg.block_z, D=max(1, cfg.prefetch),
                       NONTEMPORAL=cfg.nontemporal)
     return KernelLaunch(_g.laplacian_tma_kernel, (n_prog,), args, constexprs, {"num_warps": cfg.num_warps})
+
+
+def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) -> str | None:
+    """Why the cp.async-ring march (``kernel="smem"``, ``kernels.stencil_smem``) cannot take this call, or
+    None. It needs a CUDA (or ``meta``) tensor on an sm80+ NVIDIA GPU; rows, strides and pointers of whole
+    16-byte vectors; R a whole number of vectors (its x neighbours are whole vectors: orders 8 and 16 in
+    fp32, 4, 8, 12 and 16 in fp64); a tile of one vector per thread (block_x / VEC a power of two up to 32
+    and block_y = num_warps * 32 / (block_x / VEC)); a ring that fits the shared memory; offsets inside
+    a plane in int32."""
+    r = order // 2
+    vec = 16 // u.element_size()
+    if u.device.type not in ("cuda", "meta") or torch.version.hip:
+        return "the smem kernel runs on NVIDIA GPUs only"
+    if u.device.type == "cuda" and torch.cuda.get_device_capability(u.device)[0] < 8:
+        return "the smem kernel needs sm80 or newer (cp.async)"
+    if not vector_aligned(u, out):
+        return "the smem kernel needs nx, the strides and the pointers to be multiples of 16 bytes"
+    if r % vec:
+        return f"the smem kernel needs R to be a multiple of {vec} ({u.dtype}), got order {order}"
+    bxv = cfg.block_x // vec
+    if cfg.block_x % vec or bxv & (bxv - 1) or not 1 <= bxv <= 32:
+        return f"the smem kernel needs block_x / {vec} to be a power of two up to 32, got block_x {cfg.block_x}"
+    if cfg.block_y != cfg.num_warps * 32 // bxv:
+        return (f"the smem kernel takes one vector per thread: block_y must be num_warps * 32 / (block_x / {vec}) = "
+                f"{cfg.num_warps * 32 // bxv}, got {cfg.block_y}")
+    if smem_ring_elements(cfg, r, u.element_size()) * u.element_size() > 227 * 1024:
+        return "the smem kernel's ring of prefetch + 1 planes does not fit 227 KB of shared memory"
+    if cfg.block_z < 1:
+        return "the smem kernel needs block_z >= 1"
+    if _plane_offsets_need_64bit(u, out, cfg.block_x):
+        return "the smem kernel keeps offsets inside a plane in int32"
+    return None
+
+
+def smem_ring_elements(cfg: StencilConfig, r: int, itemsize: int) -> int:
+    """Elements of the smem kernel's ring: prefetch + 1 slots of (block_y + 2R) rows of block_x + 2R points,
+    rounded up to a power of two (Gluon's allocations)."""
+    return 1 << ((max(1, cfg.prefetch) + 1) * (cfg.block_y + 2 * r) * (cfg.block_x + 2 * r) - 1).bit_length()
+
+
+def _smem_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, cfg: StencilConfig) -> KernelLaunch:
+    from tilecraft.kernels import stencil_smem as _s
+
+    why = smem_ok(u, out, 2 * r, cfg)
+    if why:
+        raise ValueError(why)
+    nz, ny, nx = u.shape
+    vec = 16 // u.element_size()
+    n_prog = (triton_cdiv(nx - 2 * r, cfg.block_x) * triton_cdiv(ny - 2 * r, cfg.block_y)
+              * triton_cdiv(nz - 2 * r, cfg.block_z))
+    su_z, su_y, _ = u.stride()
+    so_z, so_y, _ = out.stride()
+    args = (u, out, w, nz, ny, nx // vec, su_z // vec, su_y // vec, so_z // vec, so_y // vec)
+    constexprs = dict(R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=max(1, cfg.prefetch),
+                      NW=cfg.num_warps, RING=smem_ring_elements(cfg, r, u.element_size()))
+    opts = {"num_warps": cfg.num_warps}
+    if cfg.maxnreg:
+        opts["maxnreg"] = cfg.maxnreg
+    return KernelLaunch(_s.laplacian_smem_kernel, (n_prog,), args, constexprs, opts)
 
 
 def rows_mode(cfg: StencilConfig) -> int:

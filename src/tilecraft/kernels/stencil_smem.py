@@ -1,0 +1,323 @@
+"""A z-march for the high orders whose planes stream through a ``cp.async`` ring in shared memory.
+
+Why (docs/stencil-notes.md, "Order 8"): the register-window march (``laplacian_zwin_kernel``) reads
+every plane's y rows and x chunks from L1 with global loads. Each of those costs a 64-bit address
+(two integer instructions) and waits on L1 or, at the tile's edges, on L2, and the loads in flight
+need registers: 118-128 per thread, 16 warps per SM, the warps waiting on long-scoreboard stalls
+(62% of the samples), 52 instructions per point of which 27 are the stencil's arithmetic.
+
+Here a program owns a tile of BY x BX points (one 16-byte vector per thread) and marches its z range:
+
+* every input plane of the tile, with its R halo rows above and below and NCH halo vectors left and
+  right, is copied from global memory into one slot of a ring of D + 1 slots in shared memory with
+  ``cp.async`` (16 bytes per copy, zero-filled outside the grid), D planes ahead of the one computed;
+  the copies need no register while in flight;
+* one ``bar.sync`` per plane: after it the plane's slot is complete and the slot read a plane
+  earlier is free for the next copy;
+* the y rows and x chunks of the thread's vector are 128-bit ``ld.shared`` at constant offsets from
+  one per-thread address (the slot's pitch is a compile-time constant);
+* z stays in a register window of 2R + 1 accumulators (``_scatter_z``'s form, one plane's
+  contribution added to the 2R + 1 outputs it enters), as in the zwin kernel;
+* stores are 128-bit ``st.global`` of the thread's vector.
+
+The shared memory is addressed by hand (inline PTX on the module's ``global_smem``): Gluon's
+views cannot start a window at a row or column offset that is not a multiple of its length, which
+every neighbour row and chunk would need. The kernel allocates one buffer (the ring) through Gluon
+and uses nothing else of shared memory, so the ring starts at ``global_smem``; the compile tests
+check that the PTX holds no other shared-memory access.
+
+Needs: CUDA sm80+, rows and strides of whole 16-byte vectors, R a multiple of the vector (R = 4 in
+fp32 and fp64, R = 2 in fp64), plane offsets in int32. Only the interior is written.
+"""
+from __future__ import annotations
+
+import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+
+@gluon.jit
+def _smem_base(like):
+    """The shared-memory address of ``global_smem`` (the ring's first byte), one per element of ``like``."""
+    return gl.inline_asm_elementwise("mov.u32 $0, global_smem;", "=r,r", [like], dtype=gl.int32, is_pure=True,
+                                     pack=1)
+
+
+@gluon.jit
+def _cp_async(dst, src, nbytes, live):
+    """16 bytes from global ``src`` to shared ``dst`` where ``live`` (int32, non-zero); ``nbytes`` 16 or 0
+    (0: the vector is zero-filled and nothing is read)."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $4, 0; @p cp.async.cg.shared.global [$1], [$2], 16, $3; mov.u32 $0, 0; }",
+        "=r,r,l,r,r", [dst, src.to(gl.int64, bitcast=True), nbytes, live], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _commit(like):
+    return gl.inline_asm_elementwise("cp.async.commit_group; mov.u32 $0, 0;", "=r,r", [like], dtype=gl.int32,
+                                     is_pure=False, pack=1)
+
+
+@gluon.jit
+def _wait(like, N: gl.constexpr):
+    """Wait until at most N groups of this thread's copies are in flight (N = D - 1)."""
+    if N == 0:
+        gl.inline_asm_elementwise("cp.async.wait_group 0; mov.u32 $0, 0;", "=r,r", [like], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+    elif N == 1:
+        gl.inline_asm_elementwise("cp.async.wait_group 1; mov.u32 $0, 0;", "=r,r", [like], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+    elif N == 2:
+        gl.inline_asm_elementwise("cp.async.wait_group 2; mov.u32 $0, 0;", "=r,r", [like], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+    elif N == 3:
+        gl.inline_asm_elementwise("cp.async.wait_group 3; mov.u32 $0, 0;", "=r,r", [like], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+    elif N == 4:
+        gl.inline_asm_elementwise("cp.async.wait_group 4; mov.u32 $0, 0;", "=r,r", [like], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+    else:
+        gl.inline_asm_elementwise("cp.async.wait_group 5; mov.u32 $0, 0;", "=r,r", [like], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+    gl.thread_barrier()
+
+
+@gluon.jit
+def _lds(addr, VEC: gl.constexpr, DT: gl.constexpr):
+    """The 16-byte vector at shared address ``addr`` as VEC component tensors (component j: element j)."""
+    if VEC == 4:
+        return gl.inline_asm_elementwise("ld.shared.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,r", [addr],
+                                         dtype=(gl.float32, gl.float32, gl.float32, gl.float32), is_pure=False,
+                                         pack=1)
+    else:
+        return gl.inline_asm_elementwise("ld.shared.v2.f64 {$0, $1}, [$2];", "=d,=d,r", [addr],
+                                         dtype=(gl.float64, gl.float64), is_pure=False, pack=1)
+
+
+@gluon.jit
+def _stg(ptr, c, ok, VEC: gl.constexpr):
+    """Store the VEC components ``c`` at ``ptr`` (16 bytes) where ``ok`` (int32, non-zero) holds; streaming
+    (``.cs``) store."""
+    if VEC == 4:
+        gl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.cs.v4.f32 [$1], {$3, $4, $5, $6}; mov.u32 $0, 0; }",
+            "=r,l,r,f,f,f,f", [ptr.to(gl.int64, bitcast=True), ok, c[0], c[1], c[2], c[3]], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.cs.v2.f64 [$1], {$3, $4}; mov.u32 $0, 0; }",
+            "=r,l,r,d,d", [ptr.to(gl.int64, bitcast=True), ok, c[0], c[1]], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _fill(u_ptr, plane_off, slot_addr, fill_offs, fill_bytes, fill_live, NFILL: gl.constexpr, NT: gl.constexpr):
+    """Issue the copies of one input plane (``plane_off`` elements into u) into the slot at ``slot_addr``
+    (thread t copies vectors t, t + NT, ...)."""
+    for i in gl.static_range(NFILL):
+        _cp_async(slot_addr + i * 16 * NT, u_ptr + plane_off + fill_offs[i], fill_bytes[i],
+                  fill_live[i])
+
+
+@gluon.jit
+def _vadd(a, b, VEC: gl.constexpr):
+    out = ()
+    for j in gl.static_range(VEC):
+        out = out + (a[j] + b[j],)
+    return out
+
+
+@gluon.jit
+def _xy(addr, centre, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr):
+    """centre * wc + the y and x pairs of the thread's vector, from the slot (``addr``: the thread's vector)."""
+    NCH: gl.constexpr = R // VEC
+    acc = ()
+    for j in gl.static_range(VEC):
+        acc = acc + (centre[j] * wc,)
+    for k in gl.static_range(1, R + 1):
+        up = _lds(addr - k * PITCH, VEC, DT)
+        dn = _lds(addr + k * PITCH, VEC, DT)
+        new = ()
+        for j in gl.static_range(VEC):
+            new = new + (acc[j] + (up[j] + dn[j]) * wy[k - 1],)
+        acc = new
+    # x: chunk m (m = -NCH..NCH, 0 the centre) holds u[x + m * VEC + j] in component j
+    chunks = ()
+    for m in gl.static_range(-NCH, NCH + 1):
+        if m == 0:
+            chunks = chunks + (centre,)
+        else:
+            chunks = chunks + (_lds(addr + m * 16, VEC, DT),)
+    out = ()
+    for j in gl.static_range(VEC):
+        a = acc[j]
+        for k in gl.static_range(1, R + 1):
+            lo = chunks[(j - k + NCH * VEC) // VEC][(j - k + NCH * VEC) % VEC]
+            hi = chunks[(j + k + NCH * VEC) // VEC][(j + k + NCH * VEC) % VEC]
+            a = a + (lo + hi) * wx[k - 1]
+        out = out + (a,)
+    return out
+
+
+@gluon.jit
+def _scatter(win, c, wz, R: gl.constexpr, VEC: gl.constexpr):
+    """win[j] (output plane q - R + j) += wz_|R - j| * c for j != R (plane q's z contributions)."""
+    out = ()
+    for j in gl.static_range(0, 2 * R + 1):
+        if j == R:
+            out = out + (win[j],)
+        else:
+            w = wz[R - j - 1] if j < R else wz[j - R - 1]
+            new = ()
+            for i in gl.static_range(VEC):
+                new = new + (win[j][i] + c[i] * w,)
+            out = out + (new,)
+    return out
+
+
+@gluon.jit
+def _zero_vec(like, VEC: gl.constexpr):
+    z = ()
+    for i in gl.static_range(VEC):
+        z = z + (gl.zeros_like(like),)
+    return z
+
+
+@gluon.jit
+def _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, fill_bytes, fill_live, ok_out, su_z,
+           so_z, wc, wz, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr,
+           D: gl.constexpr, NFILL: gl.constexpr, NT: gl.constexpr):
+    """One input plane q of the march: wait for its slot (``rd_addr``: the thread's vector in it), request
+    plane q + D into the slot read a plane earlier (``wr_addr``: the thread's first copy in it; ``srcs``
+    point at plane q + D), add the plane to the window, and store output plane q - R (``optr``)."""
+    _wait(ok_out, D - 1)
+    if q + D < q_last:
+        for i in gl.static_range(NFILL):
+            _cp_async(wr_addr + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
+    _commit(fill_live[0])
+    nsrcs = ()
+    for i in gl.static_range(NFILL):
+        nsrcs = nsrcs + (srcs[i] + su_z,)
+    c = _lds(rd_addr, VEC, DT)
+    win = _scatter(win, c, wz, R, VEC)
+    if (q >= z_begin) & (q < z_end):
+        xy = _xy(rd_addr, c, wc, wy, wx, R, VEC, PITCH, DT)
+        win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
+    _stg(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), VEC)
+    win = win[1:] + (_zero_vec(win[0][0], VEC),)
+    return win, nsrcs, optr + so_z
+
+
+@gluon.jit
+def laplacian_smem_kernel(
+    u_ptr, out_ptr, w_ptr,
+    nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
+    R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
+    D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr,
+):
+    """The cp.async-ring z-march (see the module docstring). nx and the strides arrive in vectors (of VEC
+    elements); RING is the ring's size in elements, (D + 1) slots rounded up to a power of two (Gluon
+    allocates only those). Grid: 1D, x tiles fastest, then y tiles, then z chunks of BZ planes."""
+    DT: gl.constexpr = u_ptr.dtype.element_ty
+    NCH: gl.constexpr = R // VEC
+    PV: gl.constexpr = BXV + 2 * NCH  # slot pitch in vectors
+    PITCH: gl.constexpr = PV * 16  # bytes
+    ROWS_S: gl.constexpr = BY + 2 * R
+    NV_S: gl.constexpr = ROWS_S * PV
+    SLOT: gl.constexpr = NV_S * 16
+    S: gl.constexpr = D + 1
+    NT: gl.constexpr = 32 * NW
+    NFILL: gl.constexpr = (NV_S + NT - 1) // NT
+    TPX: gl.constexpr = BXV if BXV < 32 else 32
+    L2: gl.constexpr = gl.BlockedLayout([1, 1], [32 // TPX, TPX], [NW, 1], [1, 0])
+    L1: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
+    gl.static_assert(RING >= S * NV_S * VEC)
+    ring = gl.allocate_shared_memory(DT, [RING], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+
+    nx = nx_v * VEC
+    su_z = su_z_v * VEC
+    su_y = su_y_v * VEC
+    so_z = so_z_v * VEC
+    so_y = so_y_v * VEC
+    BX: gl.constexpr = BXV * VEC
+    n_tx = gl.cdiv(nx - 2 * R, BX)
+    n_ty = gl.cdiv(ny - 2 * R, BY)
+    pid = gl.program_id(0)
+    tile_x = pid % n_tx
+    rem = pid // n_tx
+    tile_y = rem % n_ty
+    zc = rem // n_ty
+    x0 = R + tile_x * BX  # R is a whole number of vectors
+    y0 = R + tile_y * BY
+    z_begin = R + zc * BZ
+    z_end = gl.minimum(z_begin + BZ, nz - R)
+    q0 = z_begin - R
+    q_last = z_end + R  # input planes [q0, q_last)
+
+    # The copies: thread t copies vectors t, t + NT, ... of a slot; vector v is row v // PV, column v % PV
+    # of the (BY + 2R) x (BX + 2 NCH VEC) window. Outside the grid: zero-filled, nothing read.
+    tid = gl.arange(0, NT, layout=L1)
+    srcs = ()
+    fill_bytes = ()
+    fill_live = ()
+    for i in gl.static_range(NFILL):
+        v = tid + i * NT
+        row = v // PV
+        col = v % PV
+        gy = y0 - R + row
+        gx = x0 + (col - NCH) * VEC
+        ok = (v < NV_S) & (gy >= 0) & (gy < ny) & (gx >= 0) & (gx < nx)
+        srcs = srcs + (u_ptr + q0.to(gl.int64) * su_z + gl.where(ok, gy * su_y + gx, 0),)
+        fill_bytes = fill_bytes + (gl.where(ok, 16, 0),)
+        fill_live = fill_live + ((v < NV_S).to(gl.int32),)
+    # Gluon keeps an allocation only if a Gluon op uses it: one store of zeros, then a barrier; from here on
+    # the ring is addressed by hand
+    ring.slice(0, NT).store(gl.zeros([NT], DT, layout=L1))
+    gl.thread_barrier()
+    wr0 = _smem_base(tid) + tid * 16  # the thread's first copy in slot 0
+
+    # The thread's vector in the tile and in a slot.
+    ty = gl.arange(0, BY, layout=gl.SliceLayout(1, L2))
+    tx = gl.arange(0, BXV, layout=gl.SliceLayout(0, L2))
+    rows = y0 + ty
+    cols = x0 + tx * VEC
+    me = (ty[:, None] + R) * PV + (tx[None, :] + NCH)
+    rd0 = _smem_base(me) + me * 16
+    ok_out = ((rows < ny - R)[:, None] & (cols + VEC <= nx - R)[None, :]).to(gl.int32)
+    optr = out_ptr + (q0 - R).to(gl.int64) * so_z + (rows[:, None] * so_y + cols[None, :])
+
+    wc = gl.load(w_ptr)
+    wz = ()
+    wy = ()
+    wx = ()
+    for k in gl.static_range(1, R + 1):
+        wz = wz + (gl.load(w_ptr + k),)
+        wy = wy + (gl.load(w_ptr + R + k),)
+        wx = wx + (gl.load(w_ptr + 2 * R + k),)
+
+    # Prologue: planes q0 .. q0 + D - 1 in flight.
+    for d in gl.static_range(D):
+        if q0 + d < q_last:
+            for i in gl.static_range(NFILL):
+                _cp_async(wr0 + d * SLOT + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
+        _commit(tid)
+        nsrcs = ()
+        for i in gl.static_range(NFILL):
+            nsrcs = nsrcs + (srcs[i] + su_z,)
+        srcs = nsrcs
+
+    zero = gl.zeros([BY, BXV], DT, layout=L2)
+    win = ()
+    for j in gl.static_range(0, 2 * R + 1):
+        win = win + (_zero_vec(zero, VEC),)
+
+    # S planes a trip (the slots are then compile-time offsets), the rest one at a time.
+    n_main = (q_last - q0) // S * S
+    for qb in range(q0, q0 + n_main, S):
+        for i in gl.static_range(S):
+            win, srcs, optr = _plane(u_ptr, win, srcs, optr, qb + i, q_last, z_begin, z_end, rd0 + i * SLOT,
+                                     wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz,
+                                     wy, wx, R, VEC, PITCH, DT, D, NFILL, NT)
+    for q in range(q0 + n_main, q_last):
+        step = q - q0
+        win, srcs, optr = _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd0 + (step % S) * SLOT,
+                                 wr0 + ((step + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz,
+                                 wy, wx, R, VEC, PITCH, DT, D, NFILL, NT)

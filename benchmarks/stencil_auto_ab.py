@@ -42,9 +42,10 @@ CASES = {  # (dtype, order, shape)
     "fp64-o2-256": ("fp64", 2, (2048, 256, 256)),
 }
 #: ``--variants`` parts that set a tile knob of ``win``: byN block_y, bxN block_x, wN num_warps, bzN block_z,
-#: uN loop_unroll, rN maxnreg, zoN zorder, dN prefetch (the smem kernel's planes ahead).
+#: uN loop_unroll, rN maxnreg, zoN zorder, dN prefetch (the smem kernel's planes ahead), sN num_stages
+#: (its ring's slack slots with mbarriers; s0: a CTA barrier per plane).
 KNOBS = {"by": "block_y", "bx": "block_x", "bz": "block_z", "w": "num_warps", "u": "loop_unroll", "r": "maxnreg",
-         "zo": "zorder", "d": "prefetch"}
+         "zo": "zorder", "d": "prefetch", "s": "num_stages"}
 
 
 def label(cfg) -> str:

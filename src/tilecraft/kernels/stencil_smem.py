@@ -83,6 +83,43 @@ def _wait(like, N: gl.constexpr):
 
 
 @gluon.jit
+def _mbar_init(bar, count, live):
+    """``mbarrier.init`` of the barrier at shared address ``bar`` for ``count`` arrivals, by the threads
+    where ``live`` is non-zero (one)."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p mbarrier.init.shared::cta.b64 [$1], $2; mov.u32 $0, 0; }",
+        "=r,r,r,r", [bar, count, live], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _mbar_wait(bar, parity, need):
+    """Wait (where ``need`` is non-zero) until the phase of parity ``parity`` of the barrier at ``bar`` has
+    completed."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .pred p, q; setp.ne.b32 q, $3, 0; @!q bra DONE; WAIT: "
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; @!p bra WAIT; DONE: mov.u32 $0, 0; }",
+        "=r,r,r,r", [bar, parity, need], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _mbar_arrive(bar):
+    """One arrival of this thread on the barrier at ``bar`` (release: its earlier shared-memory reads are
+    done before a thread that waits on the phase writes)."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [$1]; mov.u32 $0, 0; }",
+        "=r,r", [bar], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _mbar_arrive_copies(bar):
+    """This thread's arrival on ``bar`` once all its earlier ``cp.async`` copies have landed (``.noinc``:
+    the arrival is one of the barrier's expected count)."""
+    return gl.inline_asm_elementwise(
+        "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$1]; mov.u32 $0, 0;",
+        "=r,r", [bar], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
 def _lds(addr, VEC: gl.constexpr, DT: gl.constexpr):
     """The 16-byte vector at shared address ``addr`` as VEC component tensors (component j: element j)."""
     if VEC == 4:
@@ -126,26 +163,42 @@ def _vadd(a, b, VEC: gl.constexpr):
 
 
 @gluon.jit
-def _xy(addr, centre, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr):
-    """centre * wc + the y and x pairs of the thread's vector, from the slot (``addr``: the thread's vector)."""
+def _xy_loads(addr, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr):
+    """The y rows (u[y - k], u[y + k] for k = 1..R) and x chunks (m = -NCH..-1, 1..NCH vectors away) of the
+    thread's vector, from the slot (``addr``: the thread's vector in it)."""
     NCH: gl.constexpr = R // VEC
+    rows = ()
+    for k in gl.static_range(1, R + 1):
+        rows = rows + ((_lds(addr - k * PITCH, VEC, DT), _lds(addr + k * PITCH, VEC, DT)),)
+    chunks = ()
+    for m in gl.static_range(-NCH, NCH + 1):
+        if m != 0:
+            chunks = chunks + (_lds(addr + m * 16, VEC, DT),)
+    return rows, chunks
+
+
+@gluon.jit
+def _xy_math(centre, loads, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr):
+    """centre * wc + the y and x pairs of the thread's vector from ``_xy_loads``' vectors."""
+    NCH: gl.constexpr = R // VEC
+    rows = loads[0]
     acc = ()
     for j in gl.static_range(VEC):
         acc = acc + (centre[j] * wc,)
     for k in gl.static_range(1, R + 1):
-        up = _lds(addr - k * PITCH, VEC, DT)
-        dn = _lds(addr + k * PITCH, VEC, DT)
         new = ()
         for j in gl.static_range(VEC):
-            new = new + (acc[j] + (up[j] + dn[j]) * wy[k - 1],)
+            new = new + (acc[j] + (rows[k - 1][0][j] + rows[k - 1][1][j]) * wy[k - 1],)
         acc = new
     # x: chunk m (m = -NCH..NCH, 0 the centre) holds u[x + m * VEC + j] in component j
     chunks = ()
     for m in gl.static_range(-NCH, NCH + 1):
         if m == 0:
             chunks = chunks + (centre,)
+        elif m < 0:
+            chunks = chunks + (loads[1][m + NCH],)
         else:
-            chunks = chunks + (_lds(addr + m * 16, VEC, DT),)
+            chunks = chunks + (loads[1][m + NCH - 1],)
     out = ()
     for j in gl.static_range(VEC):
         a = acc[j]
@@ -155,6 +208,12 @@ def _xy(addr, centre, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.
             a = a + (lo + hi) * wx[k - 1]
         out = out + (a,)
     return out
+
+
+@gluon.jit
+def _xy(addr, centre, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr):
+    """centre * wc + the y and x pairs of the thread's vector, from the slot (``addr``: the thread's vector)."""
+    return _xy_math(centre, _xy_loads(addr, R, VEC, PITCH, DT), wc, wy, wx, R, VEC)
 
 
 @gluon.jit
@@ -207,15 +266,48 @@ def _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, 
 
 
 @gluon.jit
-def laplacian_smem_kernel(
-    u_ptr, out_ptr, w_ptr,
+def _plane_mb(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, full_rd, full_wr, empty_rd,
+              empty_wr, par_full, par_empty, need_empty, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx,
+              R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr, D: gl.constexpr,
+              NFILL: gl.constexpr, NT: gl.constexpr):
+    """``_plane`` with mbarriers instead of a CTA barrier: a thread waits only for the data of its plane
+    (``full_rd``: every thread's copies of it landed, phase ``par_full``) and, before copying plane q + D
+    into a slot, for every thread to have read that slot's previous plane (``empty_wr``, phase
+    ``par_empty``, where ``need_empty``). Warps drift up to the ring's slack apart instead of meeting at
+    every plane."""
+    if q + D < q_last:
+        _mbar_wait(empty_wr, par_empty + 0 * empty_wr, need_empty + 0 * empty_wr)
+        for i in gl.static_range(NFILL):
+            _cp_async(wr_addr + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
+        _mbar_arrive_copies(full_wr)
+    nsrcs = ()
+    for i in gl.static_range(NFILL):
+        nsrcs = nsrcs + (srcs[i] + su_z,)
+    _mbar_wait(full_rd, par_full + 0 * full_rd, 1 + 0 * full_rd)
+    c = _lds(rd_addr, VEC, DT)
+    if (q >= z_begin) & (q < z_end):
+        up_dn = _xy_loads(rd_addr, R, VEC, PITCH, DT)
+        _mbar_arrive(empty_rd)
+        win = _scatter(win, c, wz, R, VEC)
+        xy = _xy_math(c, up_dn, wc, wy, wx, R, VEC)
+        win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
+    else:
+        _mbar_arrive(empty_rd)
+        win = _scatter(win, c, wz, R, VEC)
+    _stg(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), VEC)
+    win = win[1:] + (_zero_vec(win[0][0], VEC),)
+    return win, nsrcs, optr + so_z
+
+
+@gluon.jit
+def _smem_march(
+    u_ptr, out_ptr, wc, wz, wy, wx,
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
-    D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr,
+    D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
 ):
-    """The cp.async-ring z-march (see the module docstring). nx and the strides arrive in vectors (of VEC
-    elements); RING is the ring's size in elements, (D + 1) slots rounded up to a power of two (Gluon
-    allocates only those). Grid: 1D, x tiles fastest, then y tiles, then z chunks of BZ planes."""
+    """The cp.async-ring z-march (see the module docstring) behind ``laplacian_smem_kernel`` (fp32) and
+    ``laplacian_smem_kernel_f64``."""
     DT: gl.constexpr = u_ptr.dtype.element_ty
     NCH: gl.constexpr = R // VEC
     PV: gl.constexpr = BXV + 2 * NCH  # slot pitch in vectors
@@ -223,13 +315,14 @@ def laplacian_smem_kernel(
     ROWS_S: gl.constexpr = BY + 2 * R
     NV_S: gl.constexpr = ROWS_S * PV
     SLOT: gl.constexpr = NV_S * 16
-    S: gl.constexpr = D + 1
+    gl.static_assert(S >= D + 1)
+    gl.static_assert(MBAR or S == D + 1)
     NT: gl.constexpr = 32 * NW
     NFILL: gl.constexpr = (NV_S + NT - 1) // NT
     TPX: gl.constexpr = BXV if BXV < 32 else 32
     L2: gl.constexpr = gl.BlockedLayout([1, 1], [32 // TPX, TPX], [NW, 1], [1, 0])
     L1: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
-    gl.static_assert(RING >= S * NV_S * VEC)
+    gl.static_assert(RING * DT.primitive_bitwidth // 8 >= S * SLOT + 16 * S)  # slots, then 2S mbarriers
     ring = gl.allocate_shared_memory(DT, [RING], gl.SwizzledSharedLayout(1, 1, 1, [0]))
 
     nx = nx_v * VEC
@@ -273,6 +366,13 @@ def laplacian_smem_kernel(
     ring.slice(0, NT).store(gl.zeros([NT], DT, layout=L1))
     gl.thread_barrier()
     wr0 = _smem_base(tid) + tid * 16  # the thread's first copy in slot 0
+    # mbarriers after the slots: full[s] at + 8 s, empty[s] at + 8 (S + s); as the copies' layout (barw)
+    # and, below, the tile's (barr)
+    barw = _smem_base(tid) + S * SLOT
+    if MBAR:
+        for b in gl.static_range(2 * S):
+            _mbar_init(barw + 8 * b, gl.full([NT], NT, gl.int32, layout=L1), (tid == 0).to(gl.int32))
+        gl.thread_barrier()
 
     # The thread's vector in the tile and in a slot.
     ty = gl.arange(0, BY, layout=gl.SliceLayout(1, L2))
@@ -282,23 +382,18 @@ def laplacian_smem_kernel(
     me = (ty[:, None] + R) * PV + (tx[None, :] + NCH)
     rd0 = _smem_base(me) + me * 16
     ok_out = ((rows < ny - R)[:, None] & (cols + VEC <= nx - R)[None, :]).to(gl.int32)
+    barr = _smem_base(ok_out) + S * SLOT
     optr = out_ptr + (q0 - R).to(gl.int64) * so_z + (rows[:, None] * so_y + cols[None, :])
-
-    wc = gl.load(w_ptr)
-    wz = ()
-    wy = ()
-    wx = ()
-    for k in gl.static_range(1, R + 1):
-        wz = wz + (gl.load(w_ptr + k),)
-        wy = wy + (gl.load(w_ptr + R + k),)
-        wx = wx + (gl.load(w_ptr + 2 * R + k),)
 
     # Prologue: planes q0 .. q0 + D - 1 in flight.
     for d in gl.static_range(D):
         if q0 + d < q_last:
             for i in gl.static_range(NFILL):
                 _cp_async(wr0 + d * SLOT + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
-        _commit(tid)
+            if MBAR:
+                _mbar_arrive_copies(barw + 8 * d)
+        if not MBAR:
+            _commit(tid)
         nsrcs = ()
         for i in gl.static_range(NFILL):
             nsrcs = nsrcs + (srcs[i] + su_z,)
@@ -312,12 +407,71 @@ def laplacian_smem_kernel(
     # S planes a trip (the slots are then compile-time offsets), the rest one at a time.
     n_main = (q_last - q0) // S * S
     for qb in range(q0, q0 + n_main, S):
+        t = (qb - q0) // S
         for i in gl.static_range(S):
-            win, srcs, optr = _plane(u_ptr, win, srcs, optr, qb + i, q_last, z_begin, z_end, rd0 + i * SLOT,
-                                     wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz,
-                                     wy, wx, R, VEC, PITCH, DT, D, NFILL, NT)
+            if MBAR:
+                # plane k = t S + i reads slot i (its (t)-th use); plane k + D goes to slot (i + D) % S, whose
+                # previous plane k + D - S was read in that slot's use number t + (i + D) // S - 1
+                win, srcs, optr = _plane_mb(u_ptr, win, srcs, optr, qb + i, q_last, z_begin, z_end, rd0 + i * SLOT,
+                                            wr0 + ((i + D) % S) * SLOT, barr + 8 * i, barw + 8 * ((i + D) % S),
+                                            barr + 8 * (S + i), barw + 8 * (S + (i + D) % S), t & 1,
+                                            (t + (i + D) // S - 1) & 1, (t * S + i + D - S >= 0).to(gl.int32),
+                                            fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH,
+                                            DT, D, NFILL, NT)
+            else:
+                win, srcs, optr = _plane(u_ptr, win, srcs, optr, qb + i, q_last, z_begin, z_end, rd0 + i * SLOT,
+                                         wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc,
+                                         wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT)
     for q in range(q0 + n_main, q_last):
-        step = q - q0
-        win, srcs, optr = _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd0 + (step % S) * SLOT,
-                                 wr0 + ((step + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz,
-                                 wy, wx, R, VEC, PITCH, DT, D, NFILL, NT)
+        k = q - q0
+        if MBAR:
+            prev = k + D - S
+            win, srcs, optr = _plane_mb(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd0 + (k % S) * SLOT,
+                                        wr0 + ((k + D) % S) * SLOT, barr + 8 * (k % S), barw + 8 * ((k + D) % S),
+                                        barr + 8 * (S + k % S), barw + 8 * (S + (k + D) % S), (k // S) & 1,
+                                        (gl.maximum(prev, 0) // S) & 1, (prev >= 0).to(gl.int32), fill_bytes, fill_live,
+                                        ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT)
+        else:
+            win, srcs, optr = _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd0 + (k % S) * SLOT,
+                                     wr0 + ((k + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz,
+                                     wy, wx, R, VEC, PITCH, DT, D, NFILL, NT)
+
+
+_WEIGHTS_DOC = """The weights arrive as kernel parameters (the constant bank), not loaded into registers: the
+    stencil's FMAs take them as operands, and 13 (fp32) or 26 (fp64) registers stay free for occupancy.
+    wc the centre, wzK / wyK / wxK the axes' K-th (K = 1..4; only the first R are read). nx and the strides
+    arrive in vectors (of VEC elements); RING is the ring's size in elements, (D + 1) slots rounded up to a
+    power of two (Gluon allocates only those). Grid: 1D, x tiles fastest, then y tiles, then z chunks of BZ
+    planes."""
+
+
+@gluon.jit
+def laplacian_smem_kernel(
+    u_ptr, out_ptr,
+    wc: "fp32", wz1: "fp32", wz2: "fp32", wz3: "fp32", wz4: "fp32", wy1: "fp32", wy2: "fp32", wy3: "fp32",
+    wy4: "fp32", wx1: "fp32", wx2: "fp32", wx3: "fp32", wx4: "fp32",
+    nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
+    R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
+    D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
+):
+    """The cp.async-ring z-march of an fp32 grid. """
+    _smem_march(u_ptr, out_ptr, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R], (wx1, wx2, wx3, wx4)[:R], nz,
+                ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR)
+
+
+@gluon.jit
+def laplacian_smem_kernel_f64(
+    u_ptr, out_ptr,
+    wc: "fp64", wz1: "fp64", wz2: "fp64", wz3: "fp64", wz4: "fp64", wy1: "fp64", wy2: "fp64", wy3: "fp64",
+    wy4: "fp64", wx1: "fp64", wx2: "fp64", wx3: "fp64", wx4: "fp64",
+    nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
+    R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
+    D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
+):
+    """The cp.async-ring z-march of an fp64 grid."""
+    _smem_march(u_ptr, out_ptr, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R], (wx1, wx2, wx3, wx4)[:R], nz,
+                ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR)
+
+
+laplacian_smem_kernel.__doc__ = "The cp.async-ring z-march of an fp32 grid. " + _WEIGHTS_DOC
+laplacian_smem_kernel_f64.__doc__ = "The cp.async-ring z-march of an fp64 grid. " + _WEIGHTS_DOC

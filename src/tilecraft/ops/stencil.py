@@ -63,7 +63,8 @@ class StencilConfig:
     block_x: int
     num_warps: int
     block_z: int = 0  # zmarch: planes per program
-    num_stages: int = 1  # zmarch: software-pipelining depth of the plane loop (1: register prefetch)
+    num_stages: int = 1  # zmarch: software-pipelining depth of the plane loop (1: register prefetch); smem: the
+    # ring's slack slots with mbarriers (0: a CTA barrier per plane instead)
     vec: int = 0  # zmarch: elements per 128-bit access for the x-neighbour shuffle; 0 = 16 bytes
     zorder: int = 0  # zmarch grid order: 0 z chunks fastest, 1 y tiles fastest, 2 x tiles fastest
     prefetch: int = 1  # zmarch: planes whose centre tiles are loaded ahead of use
@@ -488,7 +489,7 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
     if cfg.kernel == "tma":
         return [_tma_launch(u, out, w, r, cfg)]
     if cfg.kernel == "smem":
-        return [_smem_launch(u, out, w, r, cfg)]
+        return [_smem_launch(u, out, r, spacing, cfg)]
     if cfg.kernel == "flat":
         return [_flat_launch(u, out, w, r, cfg, opts)]
     if cfg.kernel != "plane":
@@ -686,8 +687,8 @@ def _tma_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, cfg
 def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) -> str | None:
     """Why the cp.async-ring march (``kernel="smem"``, ``kernels.stencil_smem``) cannot take this call, or
     None. It needs a CUDA (or ``meta``) tensor on an sm80+ NVIDIA GPU; rows, strides and pointers of whole
-    16-byte vectors; R a whole number of vectors (its x neighbours are whole vectors: orders 8 and 16 in
-    fp32, 4, 8, 12 and 16 in fp64); a tile of one vector per thread (block_x / VEC a power of two up to 32
+    16-byte vectors; R a whole number of vectors (its x neighbours are whole vectors) of at most 4 (its
+    weights are 13 kernel parameters): order 8 in fp32, orders 4 and 8 in fp64; a tile of one vector per thread (block_x / VEC a power of two up to 32
     and block_y = num_warps * 32 / (block_x / VEC)); a ring that fits the shared memory; offsets inside
     a plane in int32."""
     r = order // 2
@@ -698,8 +699,8 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) 
         return "the smem kernel needs sm80 or newer (cp.async)"
     if not vector_aligned(u, out):
         return "the smem kernel needs nx, the strides and the pointers to be multiples of 16 bytes"
-    if r % vec:
-        return f"the smem kernel needs R to be a multiple of {vec} ({u.dtype}), got order {order}"
+    if r % vec or r > 4:
+        return f"the smem kernel takes R = 4 (fp32), 2 or 4 (fp64): whole vectors, at most 4; got order {order}"
     bxv = cfg.block_x // vec
     if cfg.block_x % vec or bxv & (bxv - 1) or not 1 <= bxv <= 32:
         return f"the smem kernel needs block_x / {vec} to be a power of two up to 32, got block_x {cfg.block_x}"
@@ -715,13 +716,23 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) 
     return None
 
 
+def smem_slots(cfg: StencilConfig) -> int:
+    """Slots of the smem kernel's ring: prefetch + 1, plus ``num_stages`` with mbarriers (``num_stages`` > 0:
+    warps then wait for their plane's copies and for a slot to be free, not for each other at every plane,
+    and may drift that many planes apart); ``num_stages`` 0: one CTA barrier per plane."""
+    return max(1, cfg.prefetch) + 1 + max(0, cfg.num_stages)
+
+
 def smem_ring_elements(cfg: StencilConfig, r: int, itemsize: int) -> int:
-    """Elements of the smem kernel's ring: prefetch + 1 slots of (block_y + 2R) rows of block_x + 2R points,
-    rounded up to a power of two (Gluon's allocations)."""
-    return 1 << ((max(1, cfg.prefetch) + 1) * (cfg.block_y + 2 * r) * (cfg.block_x + 2 * r) - 1).bit_length()
+    """Elements of the smem kernel's shared memory: its slots of (block_y + 2R) rows of block_x + 2R points,
+    then two 8-byte mbarriers per slot, rounded up to a power of two (Gluon's allocations)."""
+    slots = smem_slots(cfg)
+    need = slots * (cfg.block_y + 2 * r) * (cfg.block_x + 2 * r) + -(-16 * slots // itemsize)
+    return 1 << (need - 1).bit_length()
 
 
-def _smem_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, cfg: StencilConfig) -> KernelLaunch:
+def _smem_launch(u: torch.Tensor, out: torch.Tensor, r: int, spacing: tuple[float, float, float],
+                 cfg: StencilConfig) -> KernelLaunch:
     from tilecraft.kernels import stencil_smem as _s
 
     why = smem_ok(u, out, 2 * r, cfg)
@@ -733,13 +744,19 @@ def _smem_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, cf
               * triton_cdiv(nz - 2 * r, cfg.block_z))
     su_z, su_y, _ = u.stride()
     so_z, so_y, _ = out.stride()
-    args = (u, out, w, nz, ny, nx // vec, su_z // vec, su_y // vec, so_z // vec, so_y // vec)
+    # the weights as kernel parameters (fp32 ones rounded by the launch as ``_weights`` rounds its tensor)
+    wts = stencil_weights(2 * r, spacing)
+    axes = [wts[1 + a * r:1 + (a + 1) * r] + [0.0] * (4 - r) for a in range(3)]
+    args = (u, out, wts[0], *axes[0], *axes[1], *axes[2], nz, ny, nx // vec, su_z // vec, su_y // vec, so_z // vec,
+            so_y // vec)
     constexprs = dict(R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=max(1, cfg.prefetch),
-                      NW=cfg.num_warps, RING=smem_ring_elements(cfg, r, u.element_size()))
+                      NW=cfg.num_warps, RING=smem_ring_elements(cfg, r, u.element_size()), S=smem_slots(cfg),
+                      MBAR=cfg.num_stages > 0)
     opts = {"num_warps": cfg.num_warps}
     if cfg.maxnreg:
         opts["maxnreg"] = cfg.maxnreg
-    return KernelLaunch(_s.laplacian_smem_kernel, (n_prog,), args, constexprs, opts)
+    kernel = _s.laplacian_smem_kernel if u.dtype == torch.float32 else _s.laplacian_smem_kernel_f64
+    return KernelLaunch(kernel, (n_prog,), args, constexprs, opts)
 
 
 def rows_mode(cfg: StencilConfig) -> int:

@@ -29,8 +29,8 @@ check that the PTX holds no other shared-memory access.
 Needs: CUDA sm80+, rows and strides of whole 16-byte vectors, R a multiple of the vector (R = 4 in
 fp32 and fp64, R = 2 in fp64), plane offsets in int32. Only the interior is written.
 """
-from __future__ import annotations
-
+# no ``from __future__ import annotations``: the kernels' weight parameters are typed by their annotations
+# ("fp32" / "fp64"), which Triton reads as values, not as strings of source
 import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl

@@ -778,12 +778,16 @@ _TRITON_TYPES = {torch.float32: "fp32", torch.float64: "fp64"}
 
 def compile_signature(k: KernelLaunch) -> dict[str, str]:
     """Triton types of a launch's runtime arguments, with the hints a launch specialises on
-    (16-byte aligned pointers, integers that are multiples of 16 or equal to 1)."""
+    (16-byte aligned pointers, integers that are multiples of 16 or equal to 1); floats as the parameter's
+    annotation says (``"fp64"``), else fp32."""
     names = runtime_arg_names(k)
+    typed = {p.name: p.annotation_type for p in getattr(k.kernel, "params", ()) if p.annotation_type}
     sig = {}
     for name, value in zip(names, k.args):
         if isinstance(value, torch.Tensor):
             sig[name] = f"*{_TRITON_TYPES[value.dtype]}" + (":16" if value.data_ptr() % 16 == 0 else "")
+        elif isinstance(value, float):  # a launch passes floats as fp32 unless the parameter is annotated
+            sig[name] = typed.get(name, "fp32")
         else:
             ty = "i64" if abs(value) >= 2**31 else "i32"
             sig[name] = ty + (":16" if value % 16 == 0 else ":1" if value == 1 else "")

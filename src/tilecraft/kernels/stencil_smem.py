@@ -53,6 +53,23 @@ def _cp_async(dst, src, nbytes, live):
 
 
 @gluon.jit
+def _prefetch_l2(src, live):
+    """``prefetch.global.L2`` of the line holding ``src`` where ``live`` (int32) is non-zero: a hint, no value."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
+        "=r,l,r", [src.to(gl.int64, bitcast=True), live], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _prefetch_plane(srcs, q, q_last, fill_bytes, su_z, D: gl.constexpr, PF: gl.constexpr, NFILL: gl.constexpr):
+    """At plane q (``srcs`` point at plane q + D): prefetch plane q + PF's copies into L2 (PF > D)."""
+    if PF > D:
+        if q + PF < q_last:
+            for i in gl.static_range(NFILL):
+                _prefetch_l2(srcs[i] + (PF - D) * su_z, fill_bytes[i])
+
+
+@gluon.jit
 def _commit(like):
     return gl.inline_asm_elementwise("cp.async.commit_group; mov.u32 $0, 0;", "=r,r", [like], dtype=gl.int32,
                                      is_pure=False, pack=1)
@@ -146,15 +163,6 @@ def _stg(ptr, c, ok, VEC: gl.constexpr):
 
 
 @gluon.jit
-def _fill(u_ptr, plane_off, slot_addr, fill_offs, fill_bytes, fill_live, NFILL: gl.constexpr, NT: gl.constexpr):
-    """Issue the copies of one input plane (``plane_off`` elements into u) into the slot at ``slot_addr``
-    (thread t copies vectors t, t + NT, ...)."""
-    for i in gl.static_range(NFILL):
-        _cp_async(slot_addr + i * 16 * NT, u_ptr + plane_off + fill_offs[i], fill_bytes[i],
-                  fill_live[i])
-
-
-@gluon.jit
 def _vadd(a, b, VEC: gl.constexpr):
     out = ()
     for j in gl.static_range(VEC):
@@ -243,7 +251,7 @@ def _zero_vec(like, VEC: gl.constexpr):
 @gluon.jit
 def _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, fill_bytes, fill_live, ok_out, su_z,
            so_z, wc, wz, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr,
-           D: gl.constexpr, NFILL: gl.constexpr, NT: gl.constexpr):
+           D: gl.constexpr, NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr):
     """One input plane q of the march: wait for its slot (``rd_addr``: the thread's vector in it), request
     plane q + D into the slot read a plane earlier (``wr_addr``: the thread's first copy in it; ``srcs``
     point at plane q + D), add the plane to the window, and store output plane q - R (``optr``)."""
@@ -251,6 +259,7 @@ def _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, 
     if q + D < q_last:
         for i in gl.static_range(NFILL):
             _cp_async(wr_addr + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
+        _prefetch_plane(srcs, q, q_last, fill_bytes, su_z, D, PF, NFILL)
     _commit(fill_live[0])
     nsrcs = ()
     for i in gl.static_range(NFILL):
@@ -269,7 +278,7 @@ def _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, 
 def _plane_mb(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, full_rd, full_wr, empty_rd,
               empty_wr, par_full, par_empty, need_empty, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx,
               R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr, D: gl.constexpr,
-              NFILL: gl.constexpr, NT: gl.constexpr):
+              NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr):
     """``_plane`` with mbarriers instead of a CTA barrier: a thread waits only for the data of its plane
     (``full_rd``: every thread's copies of it landed, phase ``par_full``) and, before copying plane q + D
     into a slot, for every thread to have read that slot's previous plane (``empty_wr``, phase
@@ -279,6 +288,7 @@ def _plane_mb(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_add
         _mbar_wait(empty_wr, par_empty + 0 * empty_wr, need_empty + 0 * empty_wr)
         for i in gl.static_range(NFILL):
             _cp_async(wr_addr + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
+        _prefetch_plane(srcs, q, q_last, fill_bytes, su_z, D, PF, NFILL)
         _mbar_arrive_copies(full_wr)
     nsrcs = ()
     for i in gl.static_range(NFILL):
@@ -305,6 +315,7 @@ def _smem_march(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
+    PF: gl.constexpr,
 ):
     """The cp.async-ring z-march (see the module docstring) behind ``laplacian_smem_kernel`` (fp32) and
     ``laplacian_smem_kernel_f64``."""
@@ -417,11 +428,11 @@ def _smem_march(
                                             barr + 8 * (S + i), barw + 8 * (S + (i + D) % S), t & 1,
                                             (t + (i + D) // S - 1) & 1, (t * S + i + D - S >= 0).to(gl.int32),
                                             fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH,
-                                            DT, D, NFILL, NT)
+                                            DT, D, NFILL, NT, PF)
             else:
                 win, srcs, optr = _plane(u_ptr, win, srcs, optr, qb + i, q_last, z_begin, z_end, rd0 + i * SLOT,
                                          wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc,
-                                         wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT)
+                                         wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF)
     for q in range(q0 + n_main, q_last):
         k = q - q0
         if MBAR:
@@ -430,11 +441,11 @@ def _smem_march(
                                         wr0 + ((k + D) % S) * SLOT, barr + 8 * (k % S), barw + 8 * ((k + D) % S),
                                         barr + 8 * (S + k % S), barw + 8 * (S + (k + D) % S), (k // S) & 1,
                                         (gl.maximum(prev, 0) // S) & 1, (prev >= 0).to(gl.int32), fill_bytes, fill_live,
-                                        ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT)
+                                        ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF)
         else:
             win, srcs, optr = _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd0 + (k % S) * SLOT,
                                      wr0 + ((k + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz,
-                                     wy, wx, R, VEC, PITCH, DT, D, NFILL, NT)
+                                     wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF)
 
 
 _WEIGHTS_DOC = """The weights arrive as kernel parameters (the constant bank), not loaded into registers: the
@@ -453,10 +464,11 @@ def laplacian_smem_kernel(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
+    PF: gl.constexpr,
 ):
     """The cp.async-ring z-march of an fp32 grid. """
     _smem_march(u_ptr, out_ptr, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R], (wx1, wx2, wx3, wx4)[:R], nz,
-                ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR)
+                ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF)
 
 
 @gluon.jit
@@ -467,10 +479,11 @@ def laplacian_smem_kernel_f64(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
+    PF: gl.constexpr,
 ):
     """The cp.async-ring z-march of an fp64 grid."""
     _smem_march(u_ptr, out_ptr, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R], (wx1, wx2, wx3, wx4)[:R], nz,
-                ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR)
+                ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF)
 
 
 laplacian_smem_kernel.__doc__ = "The cp.async-ring z-march of an fp32 grid. " + _WEIGHTS_DOC

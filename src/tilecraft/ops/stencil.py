@@ -73,7 +73,8 @@ class StencilConfig:
     pipeline_xy: bool = False  # zmarch loop: load the next plane's y rows and x chunks a step ahead
     static_strides: bool = False  # zmarch: compile the y/z strides in (one compile per grid layout)
     loop_unroll: int = 1  # zmarch loops: unroll factor (2R in the register window: its rotation becomes renames)
-    l1_prefetch: int = 0  # zmarch loops: prefetch into L1 every sector of the plane this many planes ahead
+    l1_prefetch: int = 0  # zmarch loops: prefetch into L1 every sector of the plane this many planes ahead;
+    # smem: prefetch into L2 the copies of the plane this many planes ahead (when more than ``prefetch``)
     halo_ahead: int = 0  # zwin: the x chunks (1) and the outer y rows (2) loaded a plane ahead, in registers
     maxnreg: int | None = None  # register budget per thread (the seeds' launch bounds); CUDA only
     ascending: bool = False
@@ -751,7 +752,7 @@ def _smem_launch(u: torch.Tensor, out: torch.Tensor, r: int, spacing: tuple[floa
             so_y // vec)
     constexprs = dict(R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=max(1, cfg.prefetch),
                       NW=cfg.num_warps, RING=smem_ring_elements(cfg, r, u.element_size()), S=smem_slots(cfg),
-                      MBAR=cfg.num_stages > 0)
+                      MBAR=cfg.num_stages > 0, PF=cfg.l1_prefetch if cfg.l1_prefetch > max(1, cfg.prefetch) else 0)
     opts = {"num_warps": cfg.num_warps}
     if cfg.maxnreg:
         opts["maxnreg"] = cfg.maxnreg

@@ -223,7 +223,7 @@ def stencil_jobs(variants: Sequence[str], dtype: str, order: int, shape: tuple[i
             def job(fn=fn, sig=sig, launch=launch, target=target) -> KernelResources:
                 return cross_compile(fn.__module__, fn.__name__, sig, launch.constexprs, target,
                                      num_warps=launch.options["num_warps"],
-                                     num_stages=launch.options["num_stages"],
+                                     num_stages=launch.options.get("num_stages", 3),
                                      maxnreg=launch.options.get("maxnreg"))
             jobs.append((label, target, job))
     return jobs

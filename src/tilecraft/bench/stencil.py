@@ -108,7 +108,8 @@ def measure_config(shape: tuple[int, int, int], dtype: torch.dtype, order: int, 
             return ops.launch(u, out, order, spacing, config(u, out))
         # the timed grid is contiguous and freshly allocated: aligned exactly when nx is a multiple
         aligned = shape[2] % (16 // (torch.finfo(dtype).bits // 8)) == 0
-        cfg = fixed or ops.config_for(variant, dtype, order, shape, l2_bytes, aligned, flat_ok=True)
+        smem = device != "cpu" and ops.smem_device(torch.empty(0, device=device))
+        cfg = fixed or ops.config_for(variant, dtype, order, shape, l2_bytes, aligned, flat_ok=True, smem=smem)
         cfg_dict, num_warps = cfg.as_dict(), cfg.num_warps
     gen = torch.Generator(device=device).manual_seed(hash((shape, order)) & 0xFFFF)
     small = tuple(min(n, 32 + n % 16) for n in shape[:2]) + (shape[2],)
@@ -353,6 +354,6 @@ def cross_compiled(shape: tuple[int, int, int], dtype: torch.dtype, order: int, 
     launch = ops.launch_plan(u, out, order, (1.0, 1.0, 1.0), cfg)[0]
     fn = getattr(launch.kernel, "fn", launch.kernel)
     res = cross_compile(fn.__module__, fn.__name__, ops.compile_signature(launch), launch.constexprs, target,
-                        num_warps=launch.options["num_warps"], num_stages=launch.options["num_stages"],
+                        num_warps=launch.options["num_warps"], num_stages=launch.options.get("num_stages", 3),
                         maxnreg=launch.options.get("maxnreg"))
     return [res.as_dict()]

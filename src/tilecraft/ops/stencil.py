@@ -132,7 +132,8 @@ def ladder_config(variant: str, dtype: torch.dtype, order: int) -> StencilConfig
 
 
 def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
-                l2_bytes: int | None = None, vector_aligned: bool = True, flat_ok: bool = False) -> StencilConfig:
+                l2_bytes: int | None = None, vector_aligned: bool = True, flat_ok: bool = False,
+                smem: bool = False) -> StencilConfig:
     """The configuration ``variant="auto"`` runs, chosen from measurements (H200, 2026-11-21;
     ``benchmarks/stencil_tune.py``, results under ``benchmarks/results/``).
 
@@ -168,6 +169,11 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
       baseline as fast as any). Unaligned orders 2 and 4 take the tiled plane kernel, banded in y
       (grid order 1) once the 2R+1 planes no longer fit in L2 (not measured unaligned); orders 6 and
       up take the baseline. Pad nx to a multiple of 16 bytes for the fast path.
+    * ``smem`` (the tensors are on an sm90 NVIDIA GPU, ``smem_device``), 16-byte aligned rows: fp32 and fp64
+      order 8 and fp64 order 4 take the cp.async-ring march (``smem_march``: y rows and x chunks from a
+      ring of planes in shared memory, z in registers). 520^3, % of copy against the register-window
+      march in the same runs (2026-11-27): fp64 o8 82.8 against 74.4-74.8 (H100), fp32 o8 73.0 against
+      70.6-71.1 (H100) and 67.8-68.0 against 64.9-65.1 (H200); fp64 o4 516^3 72.1 against 68.4 (H100).
     * Not used: the sm90 Gluon TMA z-march (``kernel="tma"``, selectable as an explicit config)
       measured slower than the above on every case and plane size (H200, 2026-11-25: fp64 o2 at
       most 67% of copy against 78%, fp32 o2 52% against 71%, fp32 o8 31% against 37%).
@@ -187,6 +193,8 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
     itemsize = torch.finfo(dtype).bits // 8
     plane_bytes = shape[1] * shape[2] * itemsize
     l2 = l2_bytes or 50 * 2**20
+    if smem and (r == 4 or (r == 2 and dtype == torch.float64 and shape[1] * shape[2] >= 512 * 512)):
+        return smem_march(dtype, r)
     if r == 2 and shape[1] * shape[2] >= 512 * 512:
         window = _zwin_auto(dtype, r, shape[2])  # fp64 order 4 on planes of 512^2 and more
         if window is not None:
@@ -204,6 +212,24 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
     if window is not None:
         return window
     return l1_march(dtype, r)
+
+
+def smem_march(dtype: torch.dtype, r: int) -> StencilConfig:
+    """The cp.async-ring march as ``auto`` takes it on sm90 (``kernel="smem"``): tiles of 32 rows of 64 (fp32)
+    or 32 (fp64) points, one 16-byte vector per thread, 16 warps, 64 planes per program, the copies 3 planes
+    ahead (fp64 order 8: 5), two slack slots in the ring (mbarriers). H100, 520^3 (2026-11-27,
+    ``benchmarks/results/2026-11-27-h100/stencil-auto-ab-smem-pf-h100-d97f510.json``): fp32 o8 72.9 / 73.0% of
+    copy (3 planes ahead; 5: 69.8, 6: 68.2; an L2 prefetch further ahead 67.7-68.4); fp64 o8 82.8% (5
+    ahead; 3: 81.7, 6: 82.3-82.4)."""
+    return StencilConfig("smem", block_y=32, block_x=64 if dtype == torch.float32 else 32, num_warps=16, block_z=64,
+                         prefetch=5 if (dtype == torch.float64 and r == 4) else 3, num_stages=2, nontemporal=True)
+
+
+def smem_device(u: torch.Tensor) -> bool:
+    """Whether ``auto`` may take the cp.async-ring march on u's device: an sm90 NVIDIA GPU (where it was
+    measured) running compiled kernels (``smem_ok`` checks the rest)."""
+    return (u.device.type == "cuda" and torch.version.hip is None and not triton_on_cpu()
+            and torch.cuda.get_device_capability(u.device)[0] == 9)
 
 
 def short_march(dtype: torch.dtype, r: int, block_x: int | None = None) -> StencilConfig:
@@ -312,18 +338,20 @@ def _flat_auto(dtype: torch.dtype, r: int, shape: tuple[int, int, int], l2_bytes
 
 def config_for_tensors(variant: str, u: torch.Tensor, out: torch.Tensor, order: int,
                        l2_bytes: int | None = None) -> StencilConfig:
-    """``config_for`` with the grid's facts read from the tensors: their alignment (``vector_aligned``)
-    and whether the flat kernel can take them (``flat_ok``)."""
+    """``config_for`` with the grid's facts read from the tensors: their alignment (``vector_aligned``),
+    whether the flat kernel can take them (``flat_ok``) and whether they are on an sm90 GPU (``smem_device``)."""
     return config_for(variant, u.dtype, order, tuple(u.shape), l2_bytes, vector_aligned(u, out),
-                      flat_ok(u, out) is None)
+                      flat_ok(u, out) is None, smem_device(u))
 
 
 def config_for(variant: str, dtype: torch.dtype, order: int, shape: tuple[int, int, int],
-               l2_bytes: int | None = None, vector_aligned: bool = True, flat_ok: bool = False) -> StencilConfig:
-    """The configuration of ``variant`` for a grid; ``vector_aligned`` and ``flat_ok`` (the grid is
-    contiguous with 16-byte aligned pointers, ``flat_ok()``) describe the tensors (``auto`` only)."""
+               l2_bytes: int | None = None, vector_aligned: bool = True, flat_ok: bool = False,
+               smem: bool = False) -> StencilConfig:
+    """The configuration of ``variant`` for a grid; ``vector_aligned``, ``flat_ok`` (the grid is
+    contiguous with 16-byte aligned pointers, ``flat_ok()``) and ``smem`` (sm90) describe the tensors
+    (``auto`` only)."""
     if variant == "auto":
-        return auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok)
+        return auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok, smem)
     return ladder_config(variant, dtype, order)
 
 
@@ -938,7 +966,10 @@ def choose_config(u: torch.Tensor, out: torch.Tensor, order: int,
     if choice is not None:
         return choice
     shape = tuple(u.shape)
-    heuristic = auto_config(u.dtype, order, shape, l2, aligned, flat)
+    smem = smem_device(u)
+    heuristic = auto_config(u.dtype, order, shape, l2, aligned, flat, smem)
+    if heuristic.kernel == "smem" and smem_ok(u, out, order, heuristic) is not None:
+        heuristic = auto_config(u.dtype, order, shape, l2, aligned, flat)
     if not _tunes_on(u):
         choice = Choice(heuristic, "heuristic")
     else:
@@ -949,7 +980,7 @@ def choose_config(u: torch.Tensor, out: torch.Tensor, order: int,
         path = _cache.cache_file(CACHE_OP, facts.name, facts.versions)
         choice = _cached(_cache.load(path).get(key), u, out, order, key, heuristic)
         if choice is None:
-            cands = tuning.candidates(u.dtype, order, shape, l2, aligned, flat) if enabled else []
+            cands = tuning.candidates(u.dtype, order, shape, l2, aligned, flat, smem) if enabled else []
             if len(cands) < 2:  # tuning off, or nothing to choose from
                 choice = Choice(heuristic, "heuristic", key)
             else:

@@ -1,0 +1,88 @@
+"""The cp.async-ring march (``kernel="smem"``, ``kernels.stencil_smem``) without a GPU: its launch checks,
+``auto``'s and the tuner's choice of it on sm90, and the kernel cross-compiled for sm90 (no spills, its
+copies are ``cp.async``, its neighbours 128-bit shared loads, the only other shared-memory access is the
+one store that keeps Gluon's allocation). The interpreter cannot run Gluon or inline PTX; the GPU tests
+(tests/gpu/test_stencil_smem.py) check its values against float64."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from tilecraft.analysis.compiled import cross_compile
+from tilecraft.ops import stencil as ops
+from tilecraft.tuning import stencil as ts
+
+L2 = 50 * 2**20
+
+
+def _meta(shape, dtype=torch.float32):
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
+@pytest.mark.parametrize("dtype,order", [(torch.float32, 8), (torch.float64, 8), (torch.float64, 4)])
+def test_auto_takes_the_ring_on_sm90_only(dtype, order):
+    shape = (520, 520, 520)
+    cfg = ops.auto_config(dtype, order, shape, L2, True, True, smem=True)
+    assert cfg.kernel == "smem" and cfg == ops.smem_march(dtype, order // 2)
+    assert ops.smem_ok(_meta(shape, dtype), _meta(shape, dtype), order, cfg) is None
+    assert ops.auto_config(dtype, order, shape, L2, True, True).kernel != "smem"  # not sm90 (or the CPU)
+    assert ops.auto_config(dtype, order, shape, L2, False, False, smem=True).kernel != "smem"  # unaligned rows
+
+
+def test_auto_keeps_the_other_orders():
+    for dtype, order, shape in [(torch.float32, 2, (512,) * 3), (torch.float64, 2, (512,) * 3),
+                                (torch.float32, 4, (516,) * 3), (torch.float32, 6, (520,) * 3),
+                                (torch.float64, 4, (64, 200, 200))]:  # fp64 order 4 on small planes: unchanged
+        assert ops.auto_config(dtype, order, shape, L2, True, True, smem=True) == \
+            ops.auto_config(dtype, order, shape, L2, True, True)
+
+
+def test_tuner_times_the_ring_and_the_register_window():
+    cands = ts.candidates(torch.float32, 8, (520, 520, 520), L2, True, True, smem=True)
+    assert cands[0] == ops.smem_march(torch.float32, 4)
+    kinds = [c.kernel for c in cands]
+    assert kinds.count("smem") == 3 and "zwin" in kinds
+    assert all(c.kernel != "smem" for c in ts.candidates(torch.float32, 8, (520, 520, 520), L2, True, True))
+
+
+def test_refusals_name_the_reason():
+    cfg = ops.smem_march(torch.float32, 4)
+    u = _meta((40, 40, 80))
+    assert "NVIDIA" in ops.smem_ok(torch.zeros(40, 40, 80), torch.zeros(40, 40, 80), 8, cfg)
+    assert "16 bytes" in ops.smem_ok(_meta((40, 40, 82)), _meta((40, 40, 82)), 8, cfg)
+    assert "R = 4" in ops.smem_ok(u, u, 2, cfg)  # R = 1 is not a whole vector
+    assert "R = 4" in ops.smem_ok(u, u, 16, cfg)  # R = 8: more weights than the kernel takes
+    assert "block_y" in ops.smem_ok(u, u, 8, replace(cfg, block_y=16))
+    assert "power of two" in ops.smem_ok(u, u, 8, replace(cfg, block_x=48))
+    assert "shared memory" in ops.smem_ok(u, u, 8, replace(cfg, prefetch=12, num_stages=8))
+    with pytest.raises(ValueError, match="block_y"):
+        ops.launch_plan(u, u, 8, (1.0, 1.0, 1.0), replace(cfg, block_y=8))
+
+
+def test_fp64_weights_are_fp64_parameters():
+    u = _meta((520, 520, 520), torch.float64)
+    k = ops.launch_plan(u, u, 8, (1.0, 1.0, 1.0), ops.smem_march(torch.float64, 4))[0]
+    sig = ops.compile_signature(k)
+    assert all(sig[n] == "fp64" for n in ("wc", "wz1", "wy4", "wx4"))
+    k32 = ops.launch_plan(_meta((520,) * 3), _meta((520,) * 3), 8, (1.0, 1.0, 1.0), ops.smem_march(torch.float32, 4))[0]
+    assert ops.compile_signature(k32)["wc"] == "fp32"
+
+
+@pytest.mark.parametrize("dtype,order", [(torch.float32, 8), (torch.float64, 8), (torch.float64, 4)])
+def test_ring_cross_compiles_for_sm90(dtype, order):
+    shape = (520, 520, 520)
+    cfg = ops.smem_march(dtype, order // 2)
+    k = ops.launch_plan(_meta(shape, dtype), _meta(shape, dtype), order, (1.0, 1.0, 1.0), cfg)[0]
+    res = cross_compile("tilecraft.kernels.stencil_smem", k.kernel.__name__, ops.compile_signature(k), k.constexprs,
+                        "sm90", num_warps=cfg.num_warps)
+    assert res.error is None, res.error
+    assert res.spills == 0 and res.registers <= 128, (res.registers, res.spills)  # one CTA of 16 warps
+    c = res.census
+    assert c.get("sass:LDGSTS", 0) > 0, "the planes are copied with cp.async"
+    assert c.get("sass_shared_load_128b", 0) >= 11, "the neighbours are 128-bit shared loads"
+    assert c.get("sass_global_store_128b", 0) > 0
+    # the ring is addressed by hand from global_smem: nothing else may use shared memory but the one store
+    # that keeps Gluon's allocation
+    assert c.get("stmatrix", 0) + c.get("shared_store", 0) <= 1

@@ -294,7 +294,7 @@ def test_x_store_boxes_on_the_gpu():
     kaxes = {ax.axis: ax for ax in axes}
     icfg = ops.default_config(p.dtype, 8, p.device)
     _i, _l, _s, (late, _w), fuse = ops._march_plan(p, 8, tuple(lo), tuple(hi), kaxes, 3, new, icfg)
-    assert fuse and (not any(late) if icfg.kernel == "zwin" else late[2])
+    assert fuse and (not any(late) if icfg.kernel in ("zwin", "smem") else late[2])
     results = []
     for cfg in (replace(new, x_store_boxes=False), replace(new, streams=False), new):
         _f, out, got = _steps(p, pp, m, sp, lo, hi, axes, cfg, 3)
@@ -348,7 +348,8 @@ def test_step_bits_do_not_depend_on_where_the_box_is_cut_along_z(pml):
     lo, hi = layout.updated
     sp = (10.0,) * 3
     cfg = ops.default_config(torch.float32, 8, p.device)
-    assert cfg.kernel == "zwin" and ops.zwin_step_ok(p, 8, lo, hi, None, cfg) is None
+    assert cfg.kernel in ("zwin", "smem")
+    assert (ops.smem_step_ok if cfg.kernel == "smem" else ops.zwin_step_ok)(p, 8, lo, hi, None, cfg) is None
     cuts = [lo[0], lo[0] + 27, lo[0] + 27 + 50, hi[0]]  # 27, 50: neither a multiple of 8 nor of 64
     outs = []
     for pieces in ([(lo[0], hi[0])], list(zip(cuts[:-1], cuts[1:]))):
@@ -367,3 +368,40 @@ def test_step_bits_do_not_depend_on_where_the_box_is_cut_along_z(pml):
     torch.testing.assert_close(o0, o1, rtol=0, atol=0, equal_nan=True)
     if pml:
         _same_axes(g0, g1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 8,
+                    reason="the smem step needs sm80+")
+def test_smem_interior_gives_the_zwin_bits():
+    """The cp.async-ring interior (``kernel="smem"``, ``wave_smem_kernel``) computes zwin's arithmetic (its
+    explicit FMAs, in its order): the plain step on boxes with odd extents and x bounds that are not tile
+    multiples, into a NaN-poisoned output and in place (out is p_prev), and the CPML step with either
+    interior, give the same bits."""
+    layout, (p, pp, m), axes = _state((70, 45, 100), 8, 6, False, seed=31)
+    p, pp, m = (t.float() for t in (p, pp, m))
+    lo, hi = layout.updated
+    sp = (10.0, 9.0, 11.0)
+    zwin = ops.WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="zwin", loop_unroll=8,
+                          l1_prefetch=2, halo_ahead=1)
+    smem = ops.smem_config()
+    for box_lo, box_hi in [(lo, hi), ((5, 7, 8), (61, 40, 92)), ((4, 4, 4), (66, 41, 96))]:
+        assert ops.smem_step_ok(p, 8, box_lo, box_hi, None, smem) is None
+        outs = []
+        for cfg in (zwin, smem):
+            for in_place in (False, True):
+                out = pp.clone() if in_place else torch.full_like(pp, math.nan)
+                ops._launch_step(p, out if in_place else pp, m, out, 8, sp, box_lo, box_hi, None, cfg)
+                outs.append(out)
+        torch.testing.assert_close(outs[0], outs[2], rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(outs[1], outs[3], rtol=0, atol=0, equal_nan=True)
+        inner = tuple(slice(a, b) for a, b in zip(box_lo, box_hi))
+        assert not torch.isnan(outs[2][inner]).any() and torch.isnan(outs[2]).sum() == outs[2].numel() - outs[2][inner].numel()
+    base = ops.default_cpml_config(p.device)
+    res = []
+    for icfg in (zwin, smem):
+        got = _cast(axes, torch.float32)
+        out = torch.full_like(pp, math.nan)
+        ops.cpml_step(p, pp, m, out, 8, sp, lo, hi, got, "triton", icfg, base)
+        res.append((out, got))
+    torch.testing.assert_close(res[0][0], res[1][0], rtol=0, atol=0, equal_nan=True)
+    _same_axes(res[0][1], res[1][1])

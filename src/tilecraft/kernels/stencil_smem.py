@@ -149,6 +149,38 @@ def _lds(addr, VEC: gl.constexpr, DT: gl.constexpr):
 
 
 @gluon.jit
+def _ldg(ptr, ok, VEC: gl.constexpr):
+    """The 16 bytes at global ``ptr`` as VEC component tensors where ``ok`` (int32) is non-zero, else zeros."""
+    if VEC == 4:
+        return gl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.b32 p, $5, 0; mov.b32 $0, 0; mov.b32 $1, 0; mov.b32 $2, 0; mov.b32 $3, 0; "
+            "@p ld.global.v4.f32 {$0, $1, $2, $3}, [$4]; }", "=f,=f,=f,=f,l,r",
+            [ptr.to(gl.int64, bitcast=True), ok], dtype=(gl.float32, gl.float32, gl.float32, gl.float32),
+            is_pure=False, pack=1)
+    else:
+        return gl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.b32 p, $3, 0; mov.b64 $0, 0; mov.b64 $1, 0; @p ld.global.v2.f64 {$0, $1}, [$2]; }",
+            "=d,=d,l,r", [ptr.to(gl.int64, bitcast=True), ok], dtype=(gl.float64, gl.float64), is_pure=False, pack=1)
+
+
+@gluon.jit
+def _emit(optr, acc, ok, VEC: gl.constexpr, WAVE: gl.constexpr):
+    """Output plane q - R of the march at ``optr`` where ``ok``: the Laplacian ``acc``; ``WAVE``: the wave step's
+    p_next = fma(m, acc, 2 p - p_prev) (``_zwin_emit``), p, p_prev and m read at the same points (``optr``:
+    the pointers into p, p_prev, m and out)."""
+    if WAVE:
+        cen = _ldg(optr[0], ok, VEC)
+        prev = _ldg(optr[1], ok, VEC)
+        m = _ldg(optr[2], ok, VEC)
+        val = ()
+        for j in gl.static_range(VEC):
+            val = val + (gl.fma(m[j], acc[j], 2.0 * cen[j] - prev[j]),)
+        _stg(optr[3], val, ok, VEC)
+    else:
+        _stg(optr, acc, ok, VEC)
+
+
+@gluon.jit
 def _stg(ptr, c, ok, VEC: gl.constexpr):
     """Store the VEC components ``c`` at ``ptr`` (16 bytes) where ``ok`` (int32, non-zero) holds; streaming
     (``.cs``) store."""
@@ -160,6 +192,15 @@ def _stg(ptr, c, ok, VEC: gl.constexpr):
         gl.inline_asm_elementwise(
             "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.cs.v2.f64 [$1], {$3, $4}; mov.u32 $0, 0; }",
             "=r,l,r,d,d", [ptr.to(gl.int64, bitcast=True), ok, c[0], c[1]], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _advance(optr, so_z, WAVE: gl.constexpr):
+    """The output pointers one plane on (WAVE: the tuple p, p_prev, m, out)."""
+    if WAVE:
+        return (optr[0] + so_z, optr[1] + so_z, optr[2] + so_z, optr[3] + so_z)
+    else:
+        return optr + so_z
 
 
 @gluon.jit
@@ -187,17 +228,17 @@ def _xy_loads(addr, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT:
 
 @gluon.jit
 def _xy_math(centre, loads, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr):
-    """centre * wc + the y and x pairs of the thread's vector from ``_xy_loads``' vectors."""
+    """centre * wc + the y and x pairs of the thread's vector from ``_xy_loads``' vectors, in the order and
+    with the explicit FMAs of the Triton marches' ``_plane_xy(..., FMA=True)`` (y pairs onto centre * wc, x
+    pairs onto zero, then their sum), so the wave step gives their bits."""
     NCH: gl.constexpr = R // VEC
     rows = loads[0]
     acc = ()
     for j in gl.static_range(VEC):
-        acc = acc + (centre[j] * wc,)
-    for k in gl.static_range(1, R + 1):
-        new = ()
-        for j in gl.static_range(VEC):
-            new = new + (acc[j] + (rows[k - 1][0][j] + rows[k - 1][1][j]) * wy[k - 1],)
-        acc = new
+        a = centre[j] * wc
+        for k in gl.static_range(1, R + 1):
+            a = gl.fma(rows[k - 1][0][j] + rows[k - 1][1][j], wy[k - 1], a)
+        acc = acc + (a,)
     # x: chunk m (m = -NCH..NCH, 0 the centre) holds u[x + m * VEC + j] in component j
     chunks = ()
     for m in gl.static_range(-NCH, NCH + 1):
@@ -209,12 +250,12 @@ def _xy_math(centre, loads, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr):
             chunks = chunks + (loads[1][m + NCH - 1],)
     out = ()
     for j in gl.static_range(VEC):
-        a = acc[j]
+        xa = gl.zeros_like(centre[j])
         for k in gl.static_range(1, R + 1):
             lo = chunks[(j - k + NCH * VEC) // VEC][(j - k + NCH * VEC) % VEC]
             hi = chunks[(j + k + NCH * VEC) // VEC][(j + k + NCH * VEC) % VEC]
-            a = a + (lo + hi) * wx[k - 1]
-        out = out + (a,)
+            xa = gl.fma(lo + hi, wx[k - 1], xa)
+        out = out + (acc[j] + xa,)
     return out
 
 
@@ -226,7 +267,8 @@ def _xy(addr, centre, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.
 
 @gluon.jit
 def _scatter(win, c, wz, R: gl.constexpr, VEC: gl.constexpr):
-    """win[j] (output plane q - R + j) += wz_|R - j| * c for j != R (plane q's z contributions)."""
+    """win[j] (output plane q - R + j) += wz_|R - j| * c for j != R (plane q's z contributions), as explicit
+    FMAs (``_scatter_z(..., FMA=True)``'s order)."""
     out = ()
     for j in gl.static_range(0, 2 * R + 1):
         if j == R:
@@ -235,7 +277,7 @@ def _scatter(win, c, wz, R: gl.constexpr, VEC: gl.constexpr):
             w = wz[R - j - 1] if j < R else wz[j - R - 1]
             new = ()
             for i in gl.static_range(VEC):
-                new = new + (win[j][i] + c[i] * w,)
+                new = new + (gl.fma(c[i], w, win[j][i]),)
             out = out + (new,)
     return out
 
@@ -251,7 +293,7 @@ def _zero_vec(like, VEC: gl.constexpr):
 @gluon.jit
 def _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, fill_bytes, fill_live, ok_out, su_z,
            so_z, wc, wz, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr,
-           D: gl.constexpr, NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr):
+           D: gl.constexpr, NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr):
     """One input plane q of the march: wait for its slot (``rd_addr``: the thread's vector in it), request
     plane q + D into the slot read a plane earlier (``wr_addr``: the thread's first copy in it; ``srcs``
     point at plane q + D), add the plane to the window, and store output plane q - R (``optr``)."""
@@ -269,16 +311,16 @@ def _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, 
     if (q >= z_begin) & (q < z_end):
         xy = _xy(rd_addr, c, wc, wy, wx, R, VEC, PITCH, DT)
         win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
-    _stg(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), VEC)
+    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), VEC, WAVE)
     win = win[1:] + (_zero_vec(win[0][0], VEC),)
-    return win, nsrcs, optr + so_z
+    return win, nsrcs, _advance(optr, so_z, WAVE)
 
 
 @gluon.jit
 def _plane_mb(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, full_rd, full_wr, empty_rd,
               empty_wr, par_full, par_empty, need_empty, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx,
               R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr, D: gl.constexpr,
-              NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr):
+              NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr):
     """``_plane`` with mbarriers instead of a CTA barrier: a thread waits only for the data of its plane
     (``full_rd``: every thread's copies of it landed, phase ``par_full``) and, before copying plane q + D
     into a slot, for every thread to have read that slot's previous plane (``empty_wr``, phase
@@ -304,21 +346,23 @@ def _plane_mb(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_add
     else:
         _mbar_arrive(empty_rd)
         win = _scatter(win, c, wz, R, VEC)
-    _stg(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), VEC)
+    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), VEC, WAVE)
     win = win[1:] + (_zero_vec(win[0][0], VEC),)
-    return win, nsrcs, optr + so_z
+    return win, nsrcs, _advance(optr, so_z, WAVE)
 
 
 @gluon.jit
 def _smem_march(
-    u_ptr, out_ptr, wc, wz, wy, wx,
-    nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
+    u_ptr, out_ptr, pp_ptr, m_ptr, wc, wz, wy, wx,
+    nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, z_lo, z_hi, y_lo, y_hi, x_lo_v, x_hi_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr,
+    PF: gl.constexpr, WAVE: gl.constexpr,
 ):
-    """The cp.async-ring z-march (see the module docstring) behind ``laplacian_smem_kernel`` (fp32) and
-    ``laplacian_smem_kernel_f64``."""
+    """The cp.async-ring z-march (see the module docstring) over the output box [z_lo, z_hi) x [y_lo, y_hi) x
+    [x_lo, x_hi) (at least R from every face; x bounds in vectors) behind ``laplacian_smem_kernel`` (fp32),
+    ``laplacian_smem_kernel_f64`` and ``wave_smem_kernel`` (``WAVE``: p_next = 2 p - p_prev + m lap(p) into
+    ``out``, which shares p's strides and may be p_prev)."""
     DT: gl.constexpr = u_ptr.dtype.element_ty
     NCH: gl.constexpr = R // VEC
     PV: gl.constexpr = BXV + 2 * NCH  # slot pitch in vectors
@@ -342,17 +386,19 @@ def _smem_march(
     so_z = so_z_v * VEC
     so_y = so_y_v * VEC
     BX: gl.constexpr = BXV * VEC
-    n_tx = gl.cdiv(nx - 2 * R, BX)
-    n_ty = gl.cdiv(ny - 2 * R, BY)
+    x_lo = x_lo_v * VEC
+    x_hi = x_hi_v * VEC
+    n_tx = gl.cdiv(x_hi - x_lo, BX)
+    n_ty = gl.cdiv(y_hi - y_lo, BY)
     pid = gl.program_id(0)
     tile_x = pid % n_tx
     rem = pid // n_tx
     tile_y = rem % n_ty
     zc = rem // n_ty
-    x0 = R + tile_x * BX  # R is a whole number of vectors
-    y0 = R + tile_y * BY
-    z_begin = R + zc * BZ
-    z_end = gl.minimum(z_begin + BZ, nz - R)
+    x0 = x_lo + tile_x * BX  # a whole number of vectors
+    y0 = y_lo + tile_y * BY
+    z_begin = z_lo + zc * BZ
+    z_end = gl.minimum(z_begin + BZ, z_hi)
     q0 = z_begin - R
     q_last = z_end + R  # input planes [q0, q_last)
 
@@ -392,9 +438,13 @@ def _smem_march(
     cols = x0 + tx * VEC
     me = (ty[:, None] + R) * PV + (tx[None, :] + NCH)
     rd0 = _smem_base(me) + me * 16
-    ok_out = ((rows < ny - R)[:, None] & (cols + VEC <= nx - R)[None, :]).to(gl.int32)
+    ok_out = ((rows < y_hi)[:, None] & (cols + VEC <= x_hi)[None, :]).to(gl.int32)
     barr = _smem_base(ok_out) + S * SLOT
-    optr = out_ptr + (q0 - R).to(gl.int64) * so_z + (rows[:, None] * so_y + cols[None, :])
+    o_offs = (q0 - R).to(gl.int64) * so_z + (rows[:, None] * so_y + cols[None, :])
+    if WAVE:
+        optr = (u_ptr + o_offs, pp_ptr + o_offs, m_ptr + o_offs, out_ptr + o_offs)
+    else:
+        optr = out_ptr + o_offs
 
     # Prologue: planes q0 .. q0 + D - 1 in flight.
     for d in gl.static_range(D):
@@ -428,11 +478,11 @@ def _smem_march(
                                             barr + 8 * (S + i), barw + 8 * (S + (i + D) % S), t & 1,
                                             (t + (i + D) // S - 1) & 1, (t * S + i + D - S >= 0).to(gl.int32),
                                             fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH,
-                                            DT, D, NFILL, NT, PF)
+                                            DT, D, NFILL, NT, PF, WAVE)
             else:
                 win, srcs, optr = _plane(u_ptr, win, srcs, optr, qb + i, q_last, z_begin, z_end, rd0 + i * SLOT,
                                          wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc,
-                                         wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF)
+                                         wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE)
     for q in range(q0 + n_main, q_last):
         k = q - q0
         if MBAR:
@@ -441,11 +491,11 @@ def _smem_march(
                                         wr0 + ((k + D) % S) * SLOT, barr + 8 * (k % S), barw + 8 * ((k + D) % S),
                                         barr + 8 * (S + k % S), barw + 8 * (S + (k + D) % S), (k // S) & 1,
                                         (gl.maximum(prev, 0) // S) & 1, (prev >= 0).to(gl.int32), fill_bytes, fill_live,
-                                        ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF)
+                                        ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE)
         else:
             win, srcs, optr = _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd0 + (k % S) * SLOT,
                                      wr0 + ((k + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz,
-                                     wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF)
+                                     wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE)
 
 
 _WEIGHTS_DOC = """The weights arrive as kernel parameters (the constant bank), not loaded into registers: the
@@ -467,8 +517,9 @@ def laplacian_smem_kernel(
     PF: gl.constexpr,
 ):
     """The cp.async-ring z-march of an fp32 grid. """
-    _smem_march(u_ptr, out_ptr, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R], (wx1, wx2, wx3, wx4)[:R], nz,
-                ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF)
+    _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
+                (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R // VEC,
+                nx_v - R // VEC, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False)
 
 
 @gluon.jit
@@ -482,8 +533,29 @@ def laplacian_smem_kernel_f64(
     PF: gl.constexpr,
 ):
     """The cp.async-ring z-march of an fp64 grid."""
-    _smem_march(u_ptr, out_ptr, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R], (wx1, wx2, wx3, wx4)[:R], nz,
-                ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF)
+    _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
+                (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R // VEC,
+                nx_v - R // VEC, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False)
+
+
+@gluon.jit
+def wave_smem_kernel(
+    p_ptr, pp_ptr, m_ptr, out_ptr,
+    wc: "fp32", wz1: "fp32", wz2: "fp32", wz3: "fp32", wz4: "fp32", wy1: "fp32", wy2: "fp32", wy3: "fp32",
+    wy4: "fp32", wx1: "fp32", wx2: "fp32", wx3: "fp32", wx4: "fp32",
+    nz, ny, nx_v, s_z_v, s_y_v, z_lo, z_hi, y_lo, y_hi, x_lo_v, x_hi_v,
+    R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
+    D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
+    PF: gl.constexpr,
+):
+    """The wave solver's plain step p_next = 2 p - p_prev + m lap(p) (fp32) on the box [z_lo, z_hi) x [y_lo,
+    y_hi) x [x_lo, x_hi) by the cp.async-ring march: ``wave_zwin_kernel``'s arithmetic (its explicit FMAs in
+    its order: the same bits), the planes of p through shared memory. p_prev, m and out share p's strides;
+    out may be p_prev (each point reads its p_prev before its own thread writes it). x bounds, nx and the
+    strides in vectors."""
+    _smem_march(p_ptr, out_ptr, pp_ptr, m_ptr, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
+                (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, s_z_v, s_y_v, s_z_v, s_y_v, z_lo, z_hi, y_lo, y_hi, x_lo_v,
+                x_hi_v, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, True)
 
 
 laplacian_smem_kernel.__doc__ = "The cp.async-ring z-march of an fp32 grid. " + _WEIGHTS_DOC

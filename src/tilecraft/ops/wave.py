@@ -25,10 +25,14 @@ import triton
 from tilecraft.kernels import wave as _k
 from tilecraft.ops.launch import eager_direct
 from tilecraft.ops.stencil import (
+    StencilConfig,
     _check_order,
     _nvidia,
     _plane_offsets_need_64bit,
     halo_ahead_error,
+    smem_ok,
+    smem_ring_elements,
+    smem_slots,
     triton_cdiv,
     triton_on_cpu,
 )
@@ -52,7 +56,11 @@ class WaveConfig:
     each thread's z window in registers, y rows and x chunks from L1 filled ``l1_prefetch`` planes
     ahead, the plane loop unrolled ``loop_unroll`` times) on boxes it can take (``zwin_step_ok``:
     3D, no sponge, 16-byte aligned rows and box x bounds); other boxes of a zwin configuration run
-    the march kernel with ``march_config``'s tiles."""
+    the march kernel with ``march_config``'s tiles. ``kernel="smem"``: ``kernels.stencil_smem.wave_smem_kernel``
+    (the stencil's cp.async-ring march, y rows and x chunks from a ring of planes in shared memory, ``ahead``
+    planes copied ahead, ``slack`` spare slots; zwin's arithmetic, so the same bits) on boxes
+    ``smem_step_ok`` accepts (an sm80+ NVIDIA GPU, fp32 order 8, and zwin's conditions); other boxes run
+    the march kernel."""
 
     block_y: int
     block_x: int
@@ -64,10 +72,16 @@ class WaveConfig:
     loop_unroll: int = 1
     l1_prefetch: int = 0
     halo_ahead: int = 0  # zwin: the x chunks (1) and the outer y rows (2) loaded a plane ahead, in registers
+    ahead: int = 3  # smem: planes of p copied ahead into the shared-memory ring
+    slack: int = 2  # smem: the ring's slack slots (mbarriers; 0: a CTA barrier per plane)
 
     def __post_init__(self):
-        if self.kernel not in ("march", "zwin"):
-            raise ValueError(f"kernel must be 'march' or 'zwin', got {self.kernel!r}")
+        if self.kernel not in ("march", "zwin", "smem"):
+            raise ValueError(f"kernel must be 'march', 'zwin' or 'smem', got {self.kernel!r}")
+        for name, least in (("ahead", 1), ("slack", 0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < least:
+                raise ValueError(f"{name} must be an int >= {least}, got {v!r}")
         for name, least in (("loop_unroll", 1), ("l1_prefetch", 0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
@@ -96,10 +110,19 @@ def default_config(dtype: torch.dtype, order: int, device: torch.device) -> Wave
     three planes ahead 51.2 / 51.6%; benchmarks/results/2026-11-27-h200/wave-halo-a4715a6.json)."""
     if device.type != "cuda":
         return WaveConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
+    if (dtype == torch.float32 and order == 8 and torch.version.hip is None
+            and torch.cuda.get_device_capability(device)[0] == 9):
+        return smem_config()
     if dtype == torch.float32 and order == 8 and torch.version.hip is None:
         return WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="zwin", loop_unroll=8,
                           l1_prefetch=2, halo_ahead=1)
     return march_config(dtype, order, device)
+
+
+def smem_config() -> WaveConfig:
+    """The plain step's interior on sm90 (fp32 order 8): the cp.async-ring march in the stencil's ``auto``
+    shape (``ops.stencil.smem_march``: 32 x 64 tiles, 16 warps, 64 planes, 3 planes ahead, 2 slack slots)."""
+    return WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="smem", ahead=3, slack=2)
 
 
 def march_config(dtype: torch.dtype, order: int, device: torch.device) -> WaveConfig:
@@ -290,6 +313,52 @@ def zwin_step_ok(p: torch.Tensor, order: int, lo, hi, sponge, cfg: WaveConfig) -
     return None
 
 
+def smem_step_ok(p: torch.Tensor, order: int, lo, hi, sponge, cfg: WaveConfig) -> str | None:
+    """Why ``wave_smem_kernel`` cannot take this step's box, or None: zwin's conditions (``zwin_step_ok``),
+    plus an sm80+ NVIDIA GPU running compiled kernels (the ring is inline PTX), fp32 order 8, p_prev, m
+    and out sharing p's strides (checked by the caller), a tile of one vector per thread and offsets
+    inside a plane in int32."""
+    why = zwin_step_ok(p, order, lo, hi, sponge, cfg)
+    if why:
+        return why.replace("zwin", "smem")
+    if p.device.type not in ("cuda", "meta") or torch.version.hip is not None or triton_on_cpu():
+        return "the smem step runs on NVIDIA GPUs only, with compiled kernels"
+    if p.device.type == "cuda" and torch.cuda.get_device_capability(p.device)[0] < 8:
+        return "the smem step needs sm80 or newer (cp.async)"
+    if p.dtype != torch.float32 or order != 8:
+        return "the smem step takes fp32 order 8"
+    probe = StencilConfig("smem", block_y=cfg.block_y, block_x=cfg.block_x, num_warps=cfg.num_warps,
+                          block_z=cfg.block_z, prefetch=cfg.ahead, num_stages=cfg.slack)
+    return smem_ok(p, p, order, probe)
+
+
+def _same_strides(*ts: torch.Tensor) -> bool:
+    return all(t.stride() == ts[0].stride() and t.data_ptr() % 16 == 0 for t in ts)
+
+
+def _launch_smem(p, p_prev, m, out, order, lo, hi, sp3, cfg: WaveConfig):
+    """``wave_smem_kernel`` on a box ``smem_step_ok`` accepted."""
+    from tilecraft.kernels import stencil_smem as _s
+
+    nz, ny, nx = p.shape
+    s_z, s_y, _ = p.stride()
+    vec = 16 // p.element_size()
+    probe = StencilConfig("smem", block_y=cfg.block_y, block_x=cfg.block_x, num_warps=cfg.num_warps,
+                          block_z=cfg.block_z, prefetch=cfg.ahead, num_stages=cfg.slack)
+    n_prog = (triton_cdiv(hi[2] - lo[2], cfg.block_x) * triton_cdiv(hi[1] - lo[1], cfg.block_y)
+              * triton_cdiv(hi[0] - lo[0], cfg.block_z))
+    r = order // 2
+    wts = stencil_weights(order, sp3)
+    axes = [wts[1 + a * r:1 + (a + 1) * r] + [0.0] * (4 - r) for a in range(3)]
+    return _launch(_s.wave_smem_kernel, (n_prog,), [
+        p, p_prev, m, out, wts[0], *axes[0], *axes[1], *axes[2], nz, ny, nx // vec, s_z // vec, s_y // vec, lo[0],
+        hi[0], lo[1], hi[1], lo[2] // vec, hi[2] // vec], dict(
+        R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=cfg.ahead, NW=cfg.num_warps,
+        RING=smem_ring_elements(probe, r, p.element_size()), S=smem_slots(probe), MBAR=cfg.slack > 0, PF=0,
+        # zwin's explicit FMAs and nothing for the compiler to contract (``_launch_zwin``)
+        num_warps=cfg.num_warps, enable_fp_fusion=False))
+
+
 def _launch_zwin(p, p_prev, m, out, order, lo, hi, w, cfg: WaveConfig):
     """``wave_zwin_kernel`` on a box ``zwin_step_ok`` accepted (``w``: the stencil weights)."""
     nz, ny, nx = p.shape
@@ -319,6 +388,10 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
     lo3 = tuple(lo) if has_z else (0,) + tuple(lo)
     hi3 = tuple(hi) if has_z else (1,) + tuple(hi)
     w = _const(("w", order, sp3), lambda: stencil_weights(order, sp3), p.dtype, p.device)
+    if cfg.kernel == "smem":
+        if smem_step_ok(p, order, lo, hi, sponge, cfg) is None and _same_strides(p, p_prev, m, out):
+            return _launch_smem(p, p_prev, m, out, order, lo, hi, sp3, cfg)
+        cfg = march_config(p.dtype, order, p.device)  # a box it cannot take: the march kernel's own tiles
     if cfg.kernel == "zwin":
         if zwin_step_ok(p, order, lo, hi, sponge, cfg) is None:
             return _launch_zwin(p, p_prev, m, out, order, lo, hi, w, cfg)
@@ -1122,8 +1195,10 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
         else:
             inner.append((box, x0 - x0 % X_ALIGN))
     boxes = [(tuple(a for a, _ in box)[3 - ndim:], tuple(b for _, b in box)[3 - ndim:], x_org) for box, x_org in inner]
-    exact = [interior_cfg is not None and interior_cfg.kernel == "zwin" and ndim == 3
-             and zwin_step_ok(p3, order, blo, bhi, None, interior_cfg) is None for blo, bhi, _x in boxes]
+    exact = [interior_cfg is not None and ndim == 3
+             and ((interior_cfg.kernel == "zwin" and zwin_step_ok(p3, order, blo, bhi, None, interior_cfg) is None)
+                  or (interior_cfg.kernel == "smem" and smem_step_ok(p3, order, blo, bhi, None, interior_cfg) is None))
+             for blo, bhi, _x in boxes]
     return boxes, launches, strides, _march_schedule(inner, interior_bx, plan, nx, exact), fuse_x
 
 

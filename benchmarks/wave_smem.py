@@ -1,0 +1,56 @@
+"""The wave step's interior as the cp.async-ring march (``kernel="smem"``, ``ops.wave.smem_config``)
+against the register-window march (``kernel="zwin"``, the default before it) in the same run
+(2026-11-27): the whole step with the 20-point CPML on the 512**3 model (``cpml_step_suite``, checked
+against the float64 torch step before timing; least bytes 16 B/pt + the layers' psi and zeta), each
+interior in turn, ``--rounds`` times.
+
+    PYTHONPATH=src python benchmarks/wave_smem.py --out DIR [--rounds 2]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from tilecraft.bench.harness import write_results
+from tilecraft.bench.wave import CPML_CONFIGS, cpml_step_suite
+from tilecraft.hardware.ceilings import measure_copy_bandwidth
+from tilecraft.hardware.device import detect
+from tilecraft.ops.wave import WaveConfig, smem_config
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--budget", type=float, default=0.7)
+    args = ap.parse_args()
+    info = detect()
+    copy = measure_copy_bandwidth()
+    print(f"device {info.name} copy {copy:.3f} TB/s", flush=True)
+    zwin = WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="zwin", loop_unroll=8, l1_prefetch=2,
+                      halo_ahead=1)  # default_config before the ring
+    variants = {"zwin": zwin, "smem": smem_config(), "smem-d4": replace(smem_config(), ahead=4)}
+    records = []
+    for rnd in range(args.rounds):
+        for name, cfg in variants.items():
+            print(f"== round {rnd + 1} interior {name}: {cfg}", flush=True)
+            recs = cpml_step_suite(512, 8, torch.float32, 20, configs=CPML_CONFIGS[:1], device="cuda", copy_tbps=copy,
+                                   budget_s=args.budget, unfused=False, parts=False, step_config=cfg,
+                                   say=lambda m: print("  " + m, flush=True))
+            for r in recs:
+                r.case["interior"] = name
+                r.case["round"] = rnd + 1
+                print(f"   {r.case.get('variant', '')} {name}: {r.ours:.3f} {r.unit}, {r.ours / copy:.1%} of copy, "
+                      f"{(r.extra or {}).get('time_ms', float('nan')):.3f} ms", flush=True)
+            records += recs
+            args.out.mkdir(parents=True, exist_ok=True)
+            write_results(records, "wave.smem", args.out / "wave-smem.json", info)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -459,3 +459,26 @@ def test_x_store_boxes_let_the_x_faces_run_beside_a_zwin_interior():
         box = tuple(slice(a, b) for a, b in zip(lo, hi))
         assert int(count[box].min()) == 1 and int(count.max()) == 1 and int(count.sum()) == count[box].numel()
         assert (blo[2], bhi[2]) == ((32, 316) if cfg.x_store_boxes else (28, 320))
+
+
+def test_smem_interior_is_an_option_that_runs_the_march_off_the_gpu():
+    """``WaveConfig(kernel="smem")`` (the cp.async-ring interior, sm80+ compiled kernels only): its knobs are
+    checked when made; where it cannot run (here: the interpreter, CPU tensors) ``smem_step_ok`` says why
+    and the step runs ``march_config``'s kernel, the same bits as asking for it. Its values on the GPU:
+    tests/wave/test_wave_gpu.py (zwin's bits)."""
+    with pytest.raises(ValueError, match="ahead"):
+        WaveConfig(32, 64, 64, 16, kernel="smem", ahead=0)
+    with pytest.raises(ValueError, match="slack"):
+        WaveConfig(32, 64, 64, 16, kernel="smem", slack=-1)
+    smem = ops.smem_config()
+    assert smem.kernel == "smem" and ops.default_config(torch.float32, 8, torch.device("cpu")).kernel == "march"
+    layout, (p, pp, m), _axes = _state((7, 10, 64), 8, 4, False, torch.float32, seed=7)
+    lo, hi = layout.updated
+    assert "NVIDIA" in ops.smem_step_ok(p, 8, lo, hi, None, smem)
+    assert "sponge" in ops.smem_step_ok(p, 8, lo, hi, (p, p, p), smem)
+    outs = []
+    for cfg in (smem, ops.march_config(torch.float32, 8, p.device)):
+        out = torch.full_like(pp, math.nan)
+        ops._launch_step(p, pp, m, out, 8, (10.0, 11.0, 12.0), lo, hi, None, cfg)
+        outs.append(out)
+    torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0, equal_nan=True)

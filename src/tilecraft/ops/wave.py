@@ -107,12 +107,13 @@ def default_config(dtype: torch.dtype, order: int, device: torch.device) -> Wave
 
     The x chunks a plane ahead (``halo_ahead=1``): H200, the whole CPML step 52.9 / 53.4% of copy
     against 51.7 / 48.1% without (two alternating rounds, same run; ``halo_ahead=2`` with the prefetch
-    three planes ahead 51.2 / 51.6%; benchmarks/results/2026-11-27-h200/wave-halo-a4715a6.json)."""
+    three planes ahead 51.2 / 51.6%; benchmarks/results/2026-11-27-h200/wave-halo-a4715a6.json).
+
+    Not the cp.async-ring interior (``smem_config``, the same bits): H200, the whole CPML step 47.7% of copy
+    against 56.3-56.4% (two rounds, ``wave-smem.json``); its interior launch alone 0.692 ms against 0.640 ms
+    (``wave-smem-parts.json``; benchmarks/results/2026-11-27-h200/, 2026-11-27)."""
     if device.type != "cuda":
         return WaveConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
-    if (dtype == torch.float32 and order == 8 and torch.version.hip is None
-            and torch.cuda.get_device_capability(device)[0] == 9):
-        return smem_config()
     if dtype == torch.float32 and order == 8 and torch.version.hip is None:
         return WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="zwin", loop_unroll=8,
                           l1_prefetch=2, halo_ahead=1)
@@ -120,8 +121,9 @@ def default_config(dtype: torch.dtype, order: int, device: torch.device) -> Wave
 
 
 def smem_config() -> WaveConfig:
-    """The plain step's interior on sm90 (fp32 order 8): the cp.async-ring march in the stencil's ``auto``
-    shape (``ops.stencil.smem_march``: 32 x 64 tiles, 16 warps, 64 planes, 3 planes ahead, 2 slack slots)."""
+    """The plain step's interior as the cp.async-ring march (fp32 order 8, sm80+) in the stencil's ``auto``
+    shape (``ops.stencil.smem_march``: 32 x 64 tiles, 16 warps, 64 planes, 3 planes ahead, 2 slack slots).
+    An option, not the default: slower than the register-window interior in the CPML step (``default_config``)."""
     return WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="smem", ahead=3, slack=2)
 
 

@@ -1,9 +1,12 @@
-"""The wave step's register-window interior with the halo's loads a plane ahead (``halo_ahead``) and
-the L1 prefetch distance, against ``default_config`` in the same run (2026-11-27): the whole step with
-the 20-point CPML on the 512**3 model (``cpml_step_suite``, checked against the float64 torch step
-before timing; least bytes 16 B/pt + the layers' psi and zeta), each interior configuration in turn.
+"""Interiors of the wave step timed in turn in one run (2026-11-27): the whole step with the 20-point CPML
+on the 512**3 model (``cpml_step_suite``, checked against the float64 torch step before timing; least
+bytes 16 B/pt + the layers' psi and zeta), each interior configuration ``--rounds`` times.
 
-    PYTHONPATH=src python benchmarks/wave_halo.py --out DIR [--rounds 2]
+``--set halo``: the register-window interior with the halo's loads a plane ahead (``halo_ahead``) and the L1
+prefetch distance (``wave-halo.json``). ``--set smem``: the cp.async-ring interior (``kernel="smem"``,
+``ops.wave.smem_config``, 3 and 4 planes ahead) against the register window (``wave-smem.json``).
+
+    PYTHONPATH=src python benchmarks/wave_halo.py --out DIR [--rounds 2] [--set smem]
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from tilecraft.bench.harness import write_results
 from tilecraft.bench.wave import CPML_CONFIGS, cpml_step_suite
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
-from tilecraft.ops.wave import default_config
+from tilecraft.ops.wave import WaveConfig, default_config, smem_config
 
 
 def main() -> int:
@@ -26,6 +29,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--budget", type=float, default=0.7)
+    ap.add_argument("--set", choices=("halo", "smem"), default="halo")
     args = ap.parse_args()
     info = detect()
     copy = measure_copy_bandwidth()
@@ -35,6 +39,10 @@ def main() -> int:
     variants = {"ha0": replace(base, halo_ahead=0, l1_prefetch=2),
                 "ha2-pf3": replace(base, halo_ahead=2, l1_prefetch=3),
                 "ha1": replace(base, halo_ahead=1, l1_prefetch=2)}
+    if args.set == "smem":
+        zwin = WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="zwin", loop_unroll=8,
+                          l1_prefetch=2, halo_ahead=1)  # default_config
+        variants = {"zwin": zwin, "smem": smem_config(), "smem-d4": replace(smem_config(), ahead=4)}
     records = []
     for rnd in range(args.rounds):
         for name, cfg in variants.items():
@@ -49,7 +57,7 @@ def main() -> int:
                       f"{(r.extra or {}).get('time_ms', float('nan')):.3f} ms", flush=True)
             records += recs
             args.out.mkdir(parents=True, exist_ok=True)
-            write_results(records, "wave.halo", args.out / "wave-halo.json", info)
+            write_results(records, f"wave.{args.set}", args.out / f"wave-{args.set}.json", info)
     return 0
 
 

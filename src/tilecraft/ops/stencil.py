@@ -669,10 +669,9 @@ def tma_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) -
     halo rows, and offsets inside a plane that fit int32."""
     r = order // 2
     vec = 16 // u.element_size()
-    if u.device.type not in ("cuda", "meta") or torch.version.hip:
-        return "the TMA kernel runs on NVIDIA GPUs only"
-    if u.device.type == "cuda" and torch.cuda.get_device_capability(u.device)[0] < 9:
-        return "the TMA kernel needs sm90 or newer"
+    why = nvidia_arch_error(u, "TMA kernel", 9)
+    if why:
+        return why
     if not (all(v % vec == 0 for v in (u.shape[2], *u.stride()[:2], *out.stride()[:2]))
             and (u.device.type == "meta" or (u.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0))):
         return "the TMA kernel needs 16-byte aligned rows and strides"
@@ -713,19 +712,28 @@ def _tma_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, cfg
     return KernelLaunch(_g.laplacian_tma_kernel, (n_prog,), args, constexprs, {"num_warps": cfg.num_warps})
 
 
+def nvidia_arch_error(u: torch.Tensor, what: str, major: int, feature: str = "") -> str | None:
+    """Why a Gluon / inline-PTX kernel (``what``) cannot run on u's device, or None: it needs a CUDA (or
+    ``meta``, cross-compiled) tensor on an NVIDIA GPU of compute capability ``major`` or newer."""
+    if u.device.type not in ("cuda", "meta") or torch.version.hip:
+        return f"the {what} runs on NVIDIA GPUs only"
+    if u.device.type == "cuda" and torch.cuda.get_device_capability(u.device)[0] < major:
+        return f"the {what} needs sm{major}0 or newer{feature}"
+    return None
+
+
 def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) -> str | None:
     """Why the cp.async-ring march (``kernel="smem"``, ``kernels.stencil_smem``) cannot take this call, or
     None. It needs a CUDA (or ``meta``) tensor on an sm80+ NVIDIA GPU; rows, strides and pointers of whole
     16-byte vectors; R a whole number of vectors (its x neighbours are whole vectors) of at most 4 (its
-    weights are 13 kernel parameters): order 8 in fp32, orders 4 and 8 in fp64; a tile of one vector per thread (block_x / VEC a power of two up to 32
-    and block_y = num_warps * 32 / (block_x / VEC)); a ring that fits the shared memory; offsets inside
-    a plane in int32."""
+    weights are 13 kernel parameters): order 8 in fp32, orders 4 and 8 in fp64; a tile of one vector per
+    thread (block_x / VEC a power of two up to 32 and block_y = num_warps * 32 / (block_x / VEC)); a ring
+    that fits the shared memory; offsets inside a plane in int32."""
     r = order // 2
     vec = 16 // u.element_size()
-    if u.device.type not in ("cuda", "meta") or torch.version.hip:
-        return "the smem kernel runs on NVIDIA GPUs only"
-    if u.device.type == "cuda" and torch.cuda.get_device_capability(u.device)[0] < 8:
-        return "the smem kernel needs sm80 or newer (cp.async)"
+    why = nvidia_arch_error(u, "smem kernel", 8, " (cp.async)")
+    if why:
+        return why
     if not vector_aligned(u, out):
         return "the smem kernel needs nx, the strides and the pointers to be multiples of 16 bytes"
     if r % vec or r > 4:

@@ -30,6 +30,7 @@ from tilecraft.ops.stencil import (
     _nvidia,
     _plane_offsets_need_64bit,
     halo_ahead_error,
+    nvidia_arch_error,
     smem_ok,
     smem_ring_elements,
     smem_slots,
@@ -323,10 +324,11 @@ def smem_step_ok(p: torch.Tensor, order: int, lo, hi, sponge, cfg: WaveConfig) -
     why = zwin_step_ok(p, order, lo, hi, sponge, cfg)
     if why:
         return why.replace("zwin", "smem")
-    if p.device.type not in ("cuda", "meta") or torch.version.hip is not None or triton_on_cpu():
-        return "the smem step runs on NVIDIA GPUs only, with compiled kernels"
-    if p.device.type == "cuda" and torch.cuda.get_device_capability(p.device)[0] < 8:
-        return "the smem step needs sm80 or newer (cp.async)"
+    if triton_on_cpu():
+        return "the smem step runs on NVIDIA GPUs only, with compiled kernels (not the interpreter)"
+    why = nvidia_arch_error(p, "smem step", 8, " (cp.async)")
+    if why:
+        return why
     if p.dtype != torch.float32 or order != 8:
         return "the smem step takes fp32 order 8"
     probe = StencilConfig("smem", block_y=cfg.block_y, block_x=cfg.block_x, num_warps=cfg.num_warps,

@@ -505,8 +505,9 @@ def _smem_march(
 
 
 _WEIGHTS_DOC = """The weights arrive as kernel parameters (the constant bank), not loaded into registers: the
-    stencil's FMAs take them as operands (fp64 order 8, 32 x 32 tiles: 94 registers against 120 with the
-    weights loaded; fp32 unchanged). Two entries because the parameters' types differ.
+    stencil's FMAs take them as operands (fp64 order 8, 16 x 32 tiles, 8 warps: 94-100 registers on the GPU
+    against 122 with the weights loaded at b1d37c6; fp32 unchanged at 87). Two entries because the
+    parameters' types differ.
     wc the centre, wzK / wyK / wxK the axes' K-th (K = 1..4; only the first R are read). nx and the strides
     arrive in vectors (of VEC elements); RING is the ring's size in elements, (D + 1) slots rounded up to a
     power of two (Gluon allocates only those). Grid: 1D, x tiles fastest, then y tiles, then z chunks of BZ

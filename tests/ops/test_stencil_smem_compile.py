@@ -70,6 +70,36 @@ def test_fp64_weights_are_fp64_parameters():
     assert ops.compile_signature(k32)["wc"] == "fp32"
 
 
+def test_sm80_takes_the_barrier_ring_only(monkeypatch):
+    """``mbarrier.try_wait`` is sm90: on an sm80 GPU the mbarrier ring (``num_stages`` > 0) is refused with the
+    reason, the CTA-barrier ring (``num_stages=0``) is not; and the latter compiles for sm80."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+
+    class FakeCuda:  # what smem_ok reads of a tensor: its device and its memory
+        device = torch.device("cuda", 0)
+        shape = (520, 520, 520)
+
+        def element_size(self):
+            return 4
+
+        def stride(self, d=None):
+            return (520 * 520, 520, 1) if d is None else (520 * 520, 520, 1)[d]
+
+        def data_ptr(self):
+            return 0
+
+    u = FakeCuda()
+    ring = ops.smem_march(torch.float32, 4)
+    assert "sm90" in ops.smem_ok(u, u, 8, ring) and "num_stages=0" in ops.smem_ok(u, u, 8, ring)
+    assert ops.smem_ok(u, u, 8, replace(ring, num_stages=0)) is None
+    cfg = replace(ring, num_stages=0)
+    m = _meta((520, 520, 520))
+    k = ops.launch_plan(m, m, 8, (1.0, 1.0, 1.0), cfg)[0]
+    res = cross_compile("tilecraft.kernels.stencil_smem", k.kernel.__name__, ops.compile_signature(k), k.constexprs,
+                        "sm80", num_warps=cfg.num_warps)
+    assert res.error is None and res.spills == 0, (res.error, res.spills)
+
+
 @pytest.mark.parametrize("dtype,order", [(torch.float32, 8), (torch.float64, 8), (torch.float64, 4)])
 def test_ring_cross_compiles_for_sm90(dtype, order):
     shape = (520, 520, 520)

@@ -724,14 +724,17 @@ def nvidia_arch_error(u: torch.Tensor, what: str, major: int, feature: str = "")
 
 def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) -> str | None:
     """Why the cp.async-ring march (``kernel="smem"``, ``kernels.stencil_smem``) cannot take this call, or
-    None. It needs a CUDA (or ``meta``) tensor on an sm80+ NVIDIA GPU; rows, strides and pointers of whole
+    None. It needs a CUDA (or ``meta``) tensor on an sm90+ NVIDIA GPU (sm80+ for the CTA-barrier ring,
+    ``num_stages=0``: ``mbarrier.try_wait`` is sm90); rows, strides and pointers of whole
     16-byte vectors; R a whole number of vectors (its x neighbours are whole vectors) of at most 4 (its
     weights are 13 kernel parameters): order 8 in fp32, orders 4 and 8 in fp64; a tile of one vector per
     thread (block_x / VEC a power of two up to 32 and block_y = num_warps * 32 / (block_x / VEC)); a ring
     that fits the shared memory; offsets inside a plane in int32."""
     r = order // 2
     vec = 16 // u.element_size()
-    why = nvidia_arch_error(u, "smem kernel", 8, " (cp.async)")
+    # cp.async is sm80+; the mbarrier ring's ``mbarrier.try_wait`` sm90+ (the CTA-barrier ring runs on sm80)
+    why = (nvidia_arch_error(u, "smem kernel", 9, " with mbarriers (num_stages > 0; num_stages=0 runs on sm80)")
+           if cfg.num_stages > 0 else nvidia_arch_error(u, "smem kernel", 8, " (cp.async)"))
     if why:
         return why
     if not vector_aligned(u, out):

@@ -318,7 +318,7 @@ def zwin_step_ok(p: torch.Tensor, order: int, lo, hi, sponge, cfg: WaveConfig) -
 
 def smem_step_ok(p: torch.Tensor, order: int, lo, hi, sponge, cfg: WaveConfig) -> str | None:
     """Why ``wave_smem_kernel`` cannot take this step's box, or None: zwin's conditions (``zwin_step_ok``),
-    plus an sm80+ NVIDIA GPU running compiled kernels (the ring is inline PTX), fp32 order 8, p_prev, m
+    plus an sm90+ NVIDIA GPU (sm80+ with ``slack=0``) running compiled kernels (the ring is inline PTX), fp32 order 8, p_prev, m
     and out sharing p's strides (checked by the caller), a tile of one vector per thread and offsets
     inside a plane in int32."""
     why = zwin_step_ok(p, order, lo, hi, sponge, cfg)
@@ -326,7 +326,8 @@ def smem_step_ok(p: torch.Tensor, order: int, lo, hi, sponge, cfg: WaveConfig) -
         return why.replace("zwin", "smem")
     if triton_on_cpu():
         return "the smem step runs on NVIDIA GPUs only, with compiled kernels (not the interpreter)"
-    why = nvidia_arch_error(p, "smem step", 8, " (cp.async)")
+    why = (nvidia_arch_error(p, "smem step", 9, " with mbarriers (slack > 0; slack=0 runs on sm80)")
+           if cfg.slack > 0 else nvidia_arch_error(p, "smem step", 8, " (cp.async)"))
     if why:
         return why
     if p.dtype != torch.float32 or order != 8:

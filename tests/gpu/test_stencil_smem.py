@@ -38,6 +38,13 @@ def _cfg(block_y: int, block_x: int, warps: int, bz: int, ahead: int, maxnreg: i
         (torch.float64, 8, (21, 29, 142), _cfg(16, 32, 8, 4, 3)),
     (torch.float64, 4, (17, 45, 66), _cfg(16, 32, 8, 5, 2)),
     (torch.float64, 4, (13, 22, 36), _cfg(32, 16, 8, 64, 1)),
+    # R not a whole number of vectors: a halo vector a side, the edge vectors stored component by component
+    (torch.float32, 2, (23, 41, 140), _cfg(16, 64, 8, 4, 3)),
+    (torch.float32, 2, (19, 37, 76), _cfg(8, 128, 8, 64, 2, slack=0)),
+    (torch.float32, 4, (21, 29, 76), _cfg(16, 64, 8, 5, 3)),
+    (torch.float32, 6, (25, 33, 84), _cfg(8, 32, 2, 6, 2)),
+    (torch.float64, 2, (17, 45, 66), _cfg(16, 32, 8, 5, 2)),
+    (torch.float64, 6, (21, 29, 74), _cfg(16, 32, 8, 64, 3, slack=2)),
 ])
 def test_smem_kernel_matches_float64(dtype, order, shape, cfg):
     gen = torch.Generator().manual_seed(1)
@@ -48,13 +55,14 @@ def test_smem_kernel_matches_float64(dtype, order, shape, cfg):
     assert ok, (err, msg)
 
 
-def test_smem_kernel_padded_strides():
+@pytest.mark.parametrize("order", [8, 2])
+def test_smem_kernel_padded_strides(order):
     gen = torch.Generator().manual_seed(2)
     big = (torch.rand(30, 50, 144, generator=gen, dtype=torch.float64) * 2 - 1).to(torch.float32).cuda()
     u = big[3:26, 5:44, 4:132]  # rows padded (stride 144), planes padded (50 rows), offset 16 bytes
     cfg = _cfg(16, 64, 8, 6, 3)
-    assert ops.smem_ok(u, torch.empty_like(u), 8, cfg) is None
-    ok, err, msg = check_case(u, 8, (1.0, 1.0, 1.0), lambda a, o: ops.launch(a, o, 8, (1.0, 1.0, 1.0), cfg))
+    assert ops.smem_ok(u, torch.empty_like(u), order, cfg) is None
+    ok, err, msg = check_case(u, order, (1.0, 1.0, 1.0), lambda a, o: ops.launch(a, o, order, (1.0, 1.0, 1.0), cfg))
     assert ok, (err, msg)
 
 

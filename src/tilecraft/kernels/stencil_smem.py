@@ -30,8 +30,9 @@ every neighbour row and chunk would need. The kernel allocates one buffer (the r
 and uses nothing else of shared memory, so the ring starts at ``global_smem``; the compile tests
 check that the PTX holds no other shared-memory access.
 
-Needs: CUDA sm80+, rows and strides of whole 16-byte vectors, R a multiple of the vector (R = 4 in
-fp32 and fp64, R = 2 in fp64), plane offsets in int32. Only the interior (the box) is written.
+Needs: CUDA sm80+, rows and strides of whole 16-byte vectors, R of 1 to 4 (the x halo is ceil(R / VEC)
+whole vectors a side; where R is not a whole number of vectors, the edge vectors' stores carry a mask
+of components), plane offsets in int32. Only the interior (the box) is written.
 Measured (docs/stencil-notes.md, last section): 520^3 on an H100, fp32 order 8 73% of copy, fp64 82-83%
 (the register-window march 71% and 74-75% in the same runs); ``auto`` takes it on sm90.
 """
@@ -170,7 +171,7 @@ def _ldg(ptr, ok, VEC: gl.constexpr):
 
 
 @gluon.jit
-def _emit(optr, acc, ok, VEC: gl.constexpr, WAVE: gl.constexpr):
+def _emit(optr, acc, ok, VEC: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr):
     """Output plane q - R of the march at ``optr`` where ``ok``: the Laplacian ``acc``; ``WAVE``: the wave step's
     p_next = fma(m, acc, 2 p - p_prev) (``_zwin_emit``), p, p_prev and m read at the same points (``optr``:
     the pointers into p, p_prev, m and out)."""
@@ -181,16 +182,36 @@ def _emit(optr, acc, ok, VEC: gl.constexpr, WAVE: gl.constexpr):
         val = ()
         for j in gl.static_range(VEC):
             val = val + (gl.fma(m[j], acc[j], 2.0 * cen[j] - prev[j]),)
-        _stg(optr[3], val, ok, VEC)
+        _stg(optr[3], val, ok, VEC, PARTIAL)
     else:
-        _stg(optr, acc, ok, VEC)
+        _stg(optr, acc, ok, VEC, PARTIAL)
 
 
 @gluon.jit
-def _stg(ptr, c, ok, VEC: gl.constexpr):
+def _stg(ptr, c, ok, VEC: gl.constexpr, PARTIAL: gl.constexpr):
     """Store the VEC components ``c`` at ``ptr`` (16 bytes) where ``ok`` (int32, non-zero) holds; streaming
-    (``.cs``) store."""
-    if VEC == 4:
+    (``.cs``) store. ``PARTIAL``: ``ok`` is a bit mask of the components to store (bit j: component j); a full
+    mask stores the vector at once, a partial one component by component (the x edges when R is not a whole
+    number of vectors)."""
+    if PARTIAL:
+        if VEC == 4:
+            gl.inline_asm_elementwise(
+                "{ .reg .pred f, q; .reg .b32 t; setp.eq.b32 f, $2, 15; "
+                "@f st.global.cs.v4.f32 [$1], {$3, $4, $5, $6}; "
+                "and.b32 t, $2, 1; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f32 [$1], $3; "
+                "and.b32 t, $2, 2; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f32 [$1+4], $4; "
+                "and.b32 t, $2, 4; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f32 [$1+8], $5; "
+                "and.b32 t, $2, 8; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f32 [$1+12], $6; mov.u32 $0, 0; }",
+                "=r,l,r,f,f,f,f", [ptr.to(gl.int64, bitcast=True), ok, c[0], c[1], c[2], c[3]], dtype=gl.int32,
+                is_pure=False, pack=1)
+        else:
+            gl.inline_asm_elementwise(
+                "{ .reg .pred f, q; .reg .b32 t; setp.eq.b32 f, $2, 3; @f st.global.cs.v2.f64 [$1], {$3, $4}; "
+                "and.b32 t, $2, 1; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f64 [$1], $3; "
+                "and.b32 t, $2, 2; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f64 [$1+8], $4; mov.u32 $0, 0; }",
+                "=r,l,r,d,d", [ptr.to(gl.int64, bitcast=True), ok, c[0], c[1]], dtype=gl.int32, is_pure=False,
+                pack=1)
+    elif VEC == 4:
         gl.inline_asm_elementwise(
             "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.cs.v4.f32 [$1], {$3, $4, $5, $6}; mov.u32 $0, 0; }",
             "=r,l,r,f,f,f,f", [ptr.to(gl.int64, bitcast=True), ok, c[0], c[1], c[2], c[3]], dtype=gl.int32, is_pure=False, pack=1)
@@ -221,7 +242,7 @@ def _vadd(a, b, VEC: gl.constexpr):
 def _xy_loads(addr, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr):
     """The y rows (u[y - k], u[y + k] for k = 1..R) and x chunks (m = -NCH..-1, 1..NCH vectors away) of the
     thread's vector, from the slot (``addr``: the thread's vector in it)."""
-    NCH: gl.constexpr = R // VEC
+    NCH: gl.constexpr = (R + VEC - 1) // VEC
     rows = ()
     for k in gl.static_range(1, R + 1):
         rows = rows + ((_lds(addr - k * PITCH, VEC, DT), _lds(addr + k * PITCH, VEC, DT)),)
@@ -237,7 +258,7 @@ def _xy_math(centre, loads, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr):
     """centre * wc + the y and x pairs of the thread's vector from ``_xy_loads``' vectors, in the order and
     with the explicit FMAs of the Triton marches' ``_plane_xy(..., FMA=True)`` (y pairs onto centre * wc, x
     pairs onto zero, then their sum), so the wave step gives their bits."""
-    NCH: gl.constexpr = R // VEC
+    NCH: gl.constexpr = (R + VEC - 1) // VEC
     rows = loads[0]
     acc = ()
     for j in gl.static_range(VEC):
@@ -299,7 +320,8 @@ def _zero_vec(like, VEC: gl.constexpr):
 @gluon.jit
 def _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, fill_bytes, fill_live, ok_out, su_z,
            so_z, wc, wz, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr,
-           D: gl.constexpr, NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr):
+           D: gl.constexpr, NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr,
+           PARTIAL: gl.constexpr):
     """One input plane q of the march: wait for its slot (``rd_addr``: the thread's vector in it), request
     plane q + D into the slot read a plane earlier (``wr_addr``: the thread's first copy in it; ``srcs``
     point at plane q + D), add the plane to the window, and store output plane q - R (``optr``)."""
@@ -317,7 +339,7 @@ def _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, 
     if (q >= z_begin) & (q < z_end):
         xy = _xy(rd_addr, c, wc, wy, wx, R, VEC, PITCH, DT)
         win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
-    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), VEC, WAVE)
+    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), VEC, WAVE, PARTIAL)
     win = win[1:] + (_zero_vec(win[0][0], VEC),)
     return win, nsrcs, _advance(optr, so_z, WAVE)
 
@@ -326,7 +348,7 @@ def _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, 
 def _plane_mb(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, full_rd, full_wr, empty_rd,
               empty_wr, par_full, par_empty, need_empty, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx,
               R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr, D: gl.constexpr,
-              NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr):
+              NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr):
     """``_plane`` with mbarriers instead of a CTA barrier: a thread waits only for the data of its plane
     (``full_rd``: every thread's copies of it landed, phase ``par_full``) and, before copying plane q + D
     into a slot, for every thread to have read that slot's previous plane (``empty_wr``, phase
@@ -352,7 +374,7 @@ def _plane_mb(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_add
     else:
         _mbar_arrive(empty_rd)
         win = _scatter(win, c, wz, R, VEC)
-    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), VEC, WAVE)
+    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), VEC, WAVE, PARTIAL)
     win = win[1:] + (_zero_vec(win[0][0], VEC),)
     return win, nsrcs, _advance(optr, so_z, WAVE)
 
@@ -360,17 +382,20 @@ def _plane_mb(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_add
 @gluon.jit
 def _smem_march(
     u_ptr, out_ptr, pp_ptr, m_ptr, wc, wz, wy, wx,
-    nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, z_lo, z_hi, y_lo, y_hi, x_lo_v, x_hi_v,
+    nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, z_lo, z_hi, y_lo, y_hi, x_lo, x_hi,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, WAVE: gl.constexpr,
+    PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr,
 ):
     """The cp.async-ring z-march (see the module docstring) over the output box [z_lo, z_hi) x [y_lo, y_hi) x
-    [x_lo, x_hi) (at least R from every face; x bounds in vectors) behind ``laplacian_smem_kernel`` (fp32),
+    [x_lo, x_hi) (at least R from every face; x bounds in elements) behind ``laplacian_smem_kernel`` (fp32),
     ``laplacian_smem_kernel_f64`` and ``wave_smem_kernel`` (``WAVE``: p_next = 2 p - p_prev + m lap(p) into
-    ``out``, which shares p's strides and may be p_prev)."""
+    ``out``, which shares p's strides and may be p_prev). The tiles start at the vector holding x_lo and
+    cover the vector holding x_hi - 1; ``PARTIAL`` (x_lo or x_hi inside a vector, R not a whole number of
+    vectors): each thread's stores carry a mask of the components inside [x_lo, x_hi) (``_stg``); else
+    x_lo and x_hi are whole vectors and a vector is stored whole or not at all."""
     DT: gl.constexpr = u_ptr.dtype.element_ty
-    NCH: gl.constexpr = R // VEC
+    NCH: gl.constexpr = (R + VEC - 1) // VEC  # halo vectors left and right
     PV: gl.constexpr = BXV + 2 * NCH  # slot pitch in vectors
     PITCH: gl.constexpr = PV * 16  # bytes
     ROWS_S: gl.constexpr = BY + 2 * R
@@ -392,16 +417,15 @@ def _smem_march(
     so_z = so_z_v * VEC
     so_y = so_y_v * VEC
     BX: gl.constexpr = BXV * VEC
-    x_lo = x_lo_v * VEC
-    x_hi = x_hi_v * VEC
-    n_tx = gl.cdiv(x_hi - x_lo, BX)
+    xa_lo = x_lo // VEC * VEC  # the tiles' x range: whole vectors
+    n_tx = gl.cdiv(gl.cdiv(x_hi, VEC) * VEC - xa_lo, BX)
     n_ty = gl.cdiv(y_hi - y_lo, BY)
     pid = gl.program_id(0)
     tile_x = pid % n_tx
     rem = pid // n_tx
     tile_y = rem % n_ty
     zc = rem // n_ty
-    x0 = x_lo + tile_x * BX  # a whole number of vectors
+    x0 = xa_lo + tile_x * BX  # a whole number of vectors
     y0 = y_lo + tile_y * BY
     z_begin = z_lo + zc * BZ
     z_end = gl.minimum(z_begin + BZ, z_hi)
@@ -444,7 +468,13 @@ def _smem_march(
     cols = x0 + tx * VEC
     me = (ty[:, None] + R) * PV + (tx[None, :] + NCH)
     rd0 = _smem_base(me) + me * 16
-    ok_out = ((rows < y_hi)[:, None] & (cols + VEC <= x_hi)[None, :]).to(gl.int32)
+    if PARTIAL:  # bit j: component j inside [x_lo, x_hi)
+        xbits = gl.zeros_like(cols)
+        for j in gl.static_range(VEC):
+            xbits += ((cols + j >= x_lo) & (cols + j < x_hi)).to(gl.int32) << j
+        ok_out = (rows < y_hi).to(gl.int32)[:, None] * xbits[None, :]
+    else:
+        ok_out = ((rows < y_hi)[:, None] & (cols + VEC <= x_hi)[None, :]).to(gl.int32)
     barr = _smem_base(ok_out) + S * SLOT
     o_offs = (q0 - R).to(gl.int64) * so_z + (rows[:, None] * so_y + cols[None, :])
     if WAVE:
@@ -484,11 +514,11 @@ def _smem_march(
                                             barr + 8 * (S + i), barw + 8 * (S + (i + D) % S), t & 1,
                                             (t + (i + D) // S - 1) & 1, (t * S + i + D - S >= 0).to(gl.int32),
                                             fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH,
-                                            DT, D, NFILL, NT, PF, WAVE)
+                                            DT, D, NFILL, NT, PF, WAVE, PARTIAL)
             else:
                 win, srcs, optr = _plane(u_ptr, win, srcs, optr, qb + i, q_last, z_begin, z_end, rd0 + i * SLOT,
                                          wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc,
-                                         wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE)
+                                         wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
     for q in range(q0 + n_main, q_last):
         k = q - q0
         if MBAR:
@@ -497,11 +527,11 @@ def _smem_march(
                                         wr0 + ((k + D) % S) * SLOT, barr + 8 * (k % S), barw + 8 * ((k + D) % S),
                                         barr + 8 * (S + k % S), barw + 8 * (S + (k + D) % S), (k // S) & 1,
                                         (gl.maximum(prev, 0) // S) & 1, (prev >= 0).to(gl.int32), fill_bytes, fill_live,
-                                        ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE)
+                                        ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
         else:
             win, srcs, optr = _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd0 + (k % S) * SLOT,
                                      wr0 + ((k + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz,
-                                     wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE)
+                                     wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
 
 
 _WEIGHTS_DOC = """The weights arrive as kernel parameters (the constant bank), not loaded into registers: the
@@ -526,8 +556,8 @@ def laplacian_smem_kernel(
 ):
     """The cp.async-ring z-march of an fp32 grid. """
     _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
-                (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R // VEC,
-                nx_v - R // VEC, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False)
+                (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
+                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0)
 
 
 @gluon.jit
@@ -542,8 +572,8 @@ def laplacian_smem_kernel_f64(
 ):
     """The cp.async-ring z-march of an fp64 grid."""
     _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
-                (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R // VEC,
-                nx_v - R // VEC, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False)
+                (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
+                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0)
 
 
 @gluon.jit
@@ -562,8 +592,8 @@ def wave_smem_kernel(
     out may be p_prev (each point reads its p_prev before its own thread writes it). x bounds, nx and the
     strides in vectors."""
     _smem_march(p_ptr, out_ptr, pp_ptr, m_ptr, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
-                (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, s_z_v, s_y_v, s_z_v, s_y_v, z_lo, z_hi, y_lo, y_hi, x_lo_v,
-                x_hi_v, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, True)
+                (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, s_z_v, s_y_v, s_z_v, s_y_v, z_lo, z_hi, y_lo, y_hi,
+                x_lo_v * VEC, x_hi_v * VEC, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, True, False)
 
 
 laplacian_smem_kernel.__doc__ = "The cp.async-ring z-march of an fp32 grid. " + _WEIGHTS_DOC

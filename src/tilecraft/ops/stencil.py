@@ -726,8 +726,9 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) 
     """Why the cp.async-ring march (``kernel="smem"``, ``kernels.stencil_smem``) cannot take this call, or
     None. It needs a CUDA (or ``meta``) tensor on an sm90+ NVIDIA GPU (sm80+ for the CTA-barrier ring,
     ``num_stages=0``: ``mbarrier.try_wait`` is sm90); rows, strides and pointers of whole
-    16-byte vectors; R a whole number of vectors (its x neighbours are whole vectors) of at most 4 (its
-    weights are 13 kernel parameters): order 8 in fp32, orders 4 and 8 in fp64; a tile of one vector per
+    16-byte vectors; R at most 4 (its weights are 13 kernel parameters: orders 2 to 8; the x halo is
+    ceil(R / VEC) whole vectors a side, and where R is not a whole number of vectors the edge vectors are
+    stored component by component); a tile of one vector per
     thread (block_x / VEC a power of two up to 32 and block_y = num_warps * 32 / (block_x / VEC)); a ring
     that fits the shared memory; offsets inside a plane in int32."""
     r = order // 2
@@ -739,8 +740,8 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) 
         return why
     if not vector_aligned(u, out):
         return "the smem kernel needs nx, the strides and the pointers to be multiples of 16 bytes"
-    if r % vec or r > 4:
-        return f"the smem kernel takes R = 4 (fp32), 2 or 4 (fp64): whole vectors, at most 4; got order {order}"
+    if not 1 <= r <= 4:
+        return f"the smem kernel takes orders 2, 4, 6 and 8 (R = 1..4, its weights are kernel parameters); got order {order}"
     bxv = cfg.block_x // vec
     if cfg.block_x % vec or bxv & (bxv - 1) or not 1 <= bxv <= 32:
         return f"the smem kernel needs block_x / {vec} to be a power of two up to 32, got block_x {cfg.block_x}"
@@ -764,10 +765,13 @@ def smem_slots(cfg: StencilConfig) -> int:
 
 
 def smem_ring_elements(cfg: StencilConfig, r: int, itemsize: int) -> int:
-    """Elements of the smem kernel's shared memory: its slots of (block_y + 2R) rows of block_x + 2R points,
-    then two 8-byte mbarriers per slot, rounded up to a power of two (Gluon's allocations)."""
+    """Elements of the smem kernel's shared memory: its slots of (block_y + 2R) rows of block_x + 2 ceil(R / VEC)
+    VEC points (whole halo vectors), then two 8-byte mbarriers per slot, rounded up to a power of two (Gluon's
+    allocations)."""
     slots = smem_slots(cfg)
-    need = slots * (cfg.block_y + 2 * r) * (cfg.block_x + 2 * r) + -(-16 * slots // itemsize)
+    vec = 16 // itemsize
+    halo = -(-r // vec) * vec
+    need = slots * (cfg.block_y + 2 * r) * (cfg.block_x + 2 * halo) + -(-16 * slots // itemsize)
     return 1 << (need - 1).bit_length()
 
 
@@ -780,8 +784,9 @@ def _smem_launch(u: torch.Tensor, out: torch.Tensor, r: int, spacing: tuple[floa
         raise ValueError(why)
     nz, ny, nx = u.shape
     vec = 16 // u.element_size()
-    n_prog = (triton_cdiv(nx - 2 * r, cfg.block_x) * triton_cdiv(ny - 2 * r, cfg.block_y)
-              * triton_cdiv(nz - 2 * r, cfg.block_z))
+    # x tiles from the vector holding x = R to the one holding nx - R - 1 (the kernel's x range)
+    n_tx = triton_cdiv(triton_cdiv(nx - r, vec) * vec - r // vec * vec, cfg.block_x)
+    n_prog = n_tx * triton_cdiv(ny - 2 * r, cfg.block_y) * triton_cdiv(nz - 2 * r, cfg.block_z)
     su_z, su_y, _ = u.stride()
     so_z, so_y, _ = out.stride()
     # the weights as kernel parameters (fp32 ones rounded by the launch as ``_weights`` rounds its tensor)

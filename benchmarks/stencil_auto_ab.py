@@ -1,7 +1,8 @@
 """``auto`` at the high orders, and variants of the register-window march (``--variants``), timed in
 turn: an A/B of knobs in one process, or of two checkouts in one device call. ``--variants`` names:
 ``auto``, ``win`` (``window_march``, what the heuristic takes at the high orders), ``zm`` (``short_march``),
-``row`` (``row_march``), ``long`` (``long_march``); each followed by ``haN`` (``win`` with
+``row`` (``row_march``), ``long`` (``long_march``), ``smem`` (16-row cp.async ring), ``ring`` (``smem_march``, ``auto``'s
+ring on sm90); each followed by ``haN`` (``win`` with
 ``halo_ahead=N``), ``haN-pfM`` (and ``l1_prefetch=M``), ``-ss`` (and ``static_strides``), and the tile knobs of ``KNOBS``
 (``win-by16-bx128-w8``). Used on
 2026-11-27 (H200) for the zwin kernel's x tiles starting at the first interior vector (e7fb3ce) against
@@ -29,7 +30,7 @@ import torch
 
 import stencil_common as sc
 from tilecraft.bench.harness import write_results
-from tilecraft.ops.stencil import StencilConfig, long_march, row_march, short_march, window_march
+from tilecraft.ops.stencil import StencilConfig, long_march, row_march, short_march, smem_march, window_march
 
 CASES = {  # (dtype, order, shape)
     "fp32-o8": ("fp32", 8, (520, 520, 520)),
@@ -40,6 +41,10 @@ CASES = {  # (dtype, order, shape)
     "fp64-o2": ("fp64", 2, (512, 512, 512)),
     "fp32-o2": ("fp32", 2, (512, 512, 512)),
     "fp64-o2-256": ("fp64", 2, (2048, 256, 256)),
+    "fp64-o6": ("fp64", 6, (520, 520, 520)),
+    "fp32-o4-256": ("fp32", 4, (2052, 260, 260)),
+    "fp32-o6-256": ("fp32", 6, (2056, 264, 264)),
+    "fp32-o4-1024": ("fp32", 4, (132, 1028, 1028)),
 }
 #: ``--variants`` parts that set a tile knob of ``win``: byN block_y, bxN block_x, wN num_warps, bzN block_z,
 #: uN loop_unroll, rN maxnreg, zoN zorder, dN prefetch (the smem kernel's planes ahead), sN num_stages
@@ -60,7 +65,8 @@ def variant(name: str, dtype: str, order: int) -> StencilConfig | None:
     bases = {"win": lambda: window_march(torch_dtype, order // 2), "zm": lambda: short_march(torch_dtype, order // 2),
              "row": row_march, "long": lambda: long_march(torch_dtype),
              "smem": lambda: StencilConfig("smem", block_y=16, block_x=64 if dtype == "fp32" else 32, num_warps=8,
-                                           block_z=64, prefetch=3)}
+                                           block_z=64, prefetch=3),
+             "ring": lambda: smem_march(torch_dtype, order // 2)}
     first = name.split("-")[0]
     cfg = bases[first]() if first in bases else bases["win"]()
     for part in name.split("-"):

@@ -45,6 +45,10 @@ def _cfg(block_y: int, block_x: int, warps: int, bz: int, ahead: int, maxnreg: i
     (torch.float32, 6, (25, 33, 84), _cfg(8, 32, 2, 6, 2)),
     (torch.float64, 2, (17, 45, 66), _cfg(16, 32, 8, 5, 2)),
     (torch.float64, 6, (21, 29, 74), _cfg(16, 32, 8, 64, 3, slack=2)),
+    # auto's rings at orders 4 and 6 (``smem_march``), x tiles cut at the grid's end
+    (torch.float32, 4, (21, 37, 268), ops.smem_march(torch.float32, 2)),
+    (torch.float32, 6, (23, 41, 140), ops.smem_march(torch.float32, 3)),
+    (torch.float64, 6, (21, 37, 74), ops.smem_march(torch.float64, 3)),
 ])
 def test_smem_kernel_matches_float64(dtype, order, shape, cfg):
     gen = torch.Generator().manual_seed(1)

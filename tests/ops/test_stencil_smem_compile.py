@@ -21,7 +21,8 @@ def _meta(shape, dtype=torch.float32):
     return torch.empty(shape, dtype=dtype, device="meta")
 
 
-@pytest.mark.parametrize("dtype,order", [(torch.float32, 8), (torch.float64, 8), (torch.float64, 4)])
+@pytest.mark.parametrize("dtype,order", [(torch.float32, 8), (torch.float64, 8), (torch.float64, 4), (torch.float32, 4),
+                                         (torch.float32, 6), (torch.float64, 6)])
 def test_auto_takes_the_ring_on_sm90_only(dtype, order):
     shape = (520, 520, 520)
     cfg = ops.auto_config(dtype, order, shape, L2, True, True, smem=True)
@@ -32,9 +33,10 @@ def test_auto_takes_the_ring_on_sm90_only(dtype, order):
 
 
 def test_auto_keeps_the_other_orders():
-    for dtype, order, shape in [(torch.float32, 2, (512,) * 3), (torch.float64, 2, (512,) * 3),
-                                (torch.float32, 4, (516,) * 3), (torch.float32, 6, (520,) * 3),
-                                (torch.float64, 4, (64, 200, 200))]:  # fp64 order 4 on small planes: unchanged
+    for dtype, order, shape in [(torch.float32, 2, (512,) * 3), (torch.float64, 2, (512,) * 3),  # order 2: slower
+                                (torch.float32, 4, (64, 200, 200)), (torch.float32, 6, (64, 200, 200)),
+                                (torch.float64, 6, (64, 200, 200)),  # planes under 256^2: not measured
+                                (torch.float64, 4, (64, 300, 300))]:  # fp64 order 4 under 512^2: unchanged
         assert ops.auto_config(dtype, order, shape, L2, True, True, smem=True) == \
             ops.auto_config(dtype, order, shape, L2, True, True)
 
@@ -43,7 +45,10 @@ def test_tuner_times_the_ring_and_the_register_window():
     cands = ts.candidates(torch.float32, 8, (520, 520, 520), L2, True, True, smem=True)
     assert cands[0] == ops.smem_march(torch.float32, 4)
     kinds = [c.kernel for c in cands]
-    assert kinds.count("smem") == 3 and "zwin" in kinds
+    assert kinds.count("smem") == 4 and "zwin" in kinds
+    o4 = ts.candidates(torch.float32, 4, (516, 516, 516), L2, True, True, smem=True)
+    assert o4[0] == ops.smem_march(torch.float32, 2) and o4[0].block_x == 128
+    assert ops.auto_config(torch.float32, 4, (516,) * 3, L2, True, True) in o4  # the heuristic without smem
     assert all(c.kernel != "smem" for c in ts.candidates(torch.float32, 8, (520, 520, 520), L2, True, True))
 
 
@@ -100,7 +105,8 @@ def test_sm80_takes_the_barrier_ring_only(monkeypatch):
     assert res.error is None and res.spills == 0, (res.error, res.spills)
 
 
-@pytest.mark.parametrize("dtype,order", [(torch.float32, 8), (torch.float64, 8), (torch.float64, 4)])
+@pytest.mark.parametrize("dtype,order", [(torch.float32, 8), (torch.float64, 8), (torch.float64, 4), (torch.float32, 4),
+                                         (torch.float32, 6), (torch.float64, 6), (torch.float64, 2)])
 def test_ring_cross_compiles_for_sm90(dtype, order):
     shape = (520, 520, 520)
     cfg = ops.smem_march(dtype, order // 2)
@@ -108,6 +114,9 @@ def test_ring_cross_compiles_for_sm90(dtype, order):
     res = cross_compile("tilecraft.kernels.stencil_smem", k.kernel.__name__, ops.compile_signature(k), k.constexprs,
                         "sm90", num_warps=cfg.num_warps)
     assert res.error is None, res.error
+    # R not a whole number of vectors (orders 2 and 6, fp32 order 4): the edge vectors' stores by component
+    partial = (order // 2) % (128 // torch.finfo(dtype).bits) != 0
+    assert (res.census.get("sass_global_store_32b", 0) + res.census.get("sass_global_store_64b", 0) > 0) == partial
     assert res.spills == 0 and res.registers <= 128, (res.registers, res.spills)  # one CTA of 16 warps
     c = res.census
     assert c.get("sass:LDGSTS", 0) > 0, "the planes are copied with cp.async"

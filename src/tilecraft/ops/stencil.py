@@ -169,11 +169,12 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
       baseline as fast as any). Unaligned orders 2 and 4 take the tiled plane kernel, banded in y
       (grid order 1) once the 2R+1 planes no longer fit in L2 (not measured unaligned); orders 6 and
       up take the baseline. Pad nx to a multiple of 16 bytes for the fast path.
-    * ``smem`` (the tensors are on an sm90 NVIDIA GPU, ``smem_device``), 16-byte aligned rows: fp32 and fp64
-      order 8 and fp64 order 4 take the cp.async-ring march (``smem_march``: y rows and x chunks from a
+    * ``smem`` (the tensors are on an sm90 NVIDIA GPU, ``smem_device``), 16-byte aligned rows: orders 4 to 8
+      where ``_smem_auto`` says so take the cp.async-ring march (``smem_march``: y rows and x chunks from a
       ring of planes in shared memory, z in registers). 520^3, % of copy against the register-window
       march in the same runs (2026-11-27): fp64 o8 82.8 against 74.4-74.8 (H100), fp32 o8 73.0 against
       70.6-71.1 (H100) and 67.8-68.0 against 64.9-65.1 (H200); fp64 o4 516^3 72.1 against 68.4 (H100).
+      fp32 orders 4 and 6, fp64 order 6 (2026-11-28, against ``auto`` before): see ``smem_march``.
     * Not used: the sm90 Gluon TMA z-march (``kernel="tma"``, selectable as an explicit config)
       measured slower than the above on every case and plane size (H200, 2026-11-25: fp64 o2 at
       most 67% of copy against 78%, fp32 o2 52% against 71%, fp32 o8 31% against 37%).
@@ -193,7 +194,7 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
     itemsize = torch.finfo(dtype).bits // 8
     plane_bytes = shape[1] * shape[2] * itemsize
     l2 = l2_bytes or 50 * 2**20
-    if smem and (r == 4 or (r == 2 and dtype == torch.float64 and shape[1] * shape[2] >= 512 * 512)):
+    if smem and _smem_auto(dtype, r, shape):
         return smem_march(dtype, r)
     if r == 2 and shape[1] * shape[2] >= 512 * 512:
         window = _zwin_auto(dtype, r, shape[2])  # fp64 order 4 on planes of 512^2 and more
@@ -214,15 +215,54 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
     return l1_march(dtype, r)
 
 
+def _smem_auto(dtype: torch.dtype, r: int, shape: tuple[int, int, int]) -> bool:
+    """Whether ``auto`` takes the cp.async-ring march on sm90 (aligned rows): order 8, order 6 on planes of
+    256^2 points and more, order 4 on planes of 256^2 (fp32) or 512^2 (fp64) and more. Not order 2 (H200,
+    512^3, 2026-11-28: fp64 68-70% of copy against 84.6% for the short march, fp32 64-68.5% against 81.9%:
+    ``benchmarks/results/2026-11-28-h200/stencil-auto-ab-smem-o2.json``)."""
+    plane = shape[1] * shape[2]
+    if r == 4:
+        return True
+    if r == 3:
+        return plane >= 256 * 256
+    if r == 2:
+        return plane >= (256 * 256 if dtype == torch.float32 else 512 * 512)
+    return False
+
+
 def smem_march(dtype: torch.dtype, r: int) -> StencilConfig:
-    """The cp.async-ring march as ``auto`` takes it on sm90 (``kernel="smem"``): tiles of 32 rows of 64 (fp32)
-    or 32 (fp64) points, one 16-byte vector per thread, 16 warps, 64 planes per program, the copies 3 planes
-    ahead (fp64 order 8: 5), two slack slots in the ring (mbarriers). H100, 520^3 (2026-11-27,
-    ``benchmarks/results/2026-11-27-h100/stencil-auto-ab-smem-pf-h100-d97f510.json``): fp32 o8 72.9 / 73.0% of
-    copy (3 planes ahead; 5: 69.8, 6: 68.2; an L2 prefetch further ahead 67.7-68.4); fp64 o8 82.8% (5
-    ahead; 3: 81.7, 6: 82.3-82.4)."""
+    """The cp.async-ring march as ``auto`` takes it on sm90 (``kernel="smem"``): one 16-byte vector per thread,
+    64 planes per program, two slack slots in the ring (mbarriers), and per case the tile and the planes the
+    copies run ahead:
+
+    * fp32 order 8, fp64 orders 4 and 6: 32 rows of 64 (fp32) or 32 (fp64) points, 16 warps, 3 ahead;
+      fp64 order 8 the same, 5 ahead. H100, 520^3 (2026-11-27,
+      ``benchmarks/results/2026-11-27-h100/stencil-auto-ab-smem-pf-h100-d97f510.json``): fp32 o8 72.9 / 73.0% of
+      copy (3 planes ahead; 5: 69.8, 6: 68.2; an L2 prefetch further ahead 67.7-68.4); fp64 o8 82.8% (5
+      ahead; 3: 81.7, 6: 82.3-82.4).
+    * fp32 order 6: the same tile, 4 ahead. fp32 order 4: 8 rows of 128 points, 8 warps, 3 ahead.
+
+    fp32 orders 4 and 6 and fp64 order 6 (2026-11-28, ``stencil-auto-ab-ring-o46-{h100,h200}.json`` in
+    ``benchmarks/results/2026-11-28-{h100,h200}/``; two rounds, medians; % of copy, the ring against ``auto``
+    before, which took the short march at order 4 and the register-window march at order 6):
+
+    ============================  ==============  ==============
+    case                          H100            H200
+    ============================  ==============  ==============
+    fp32 o4 516^3                 74.6 / 60.3     70.0 / 49.6
+    fp32 o4 2052 x 260^2          71.6 / 49.6     63.3 / 40.2
+    fp32 o4 132 x 1028^2          (not run)       69.2 / 51.9
+    fp32 o6 520^3                 72.7 / 58.5     65.6 / 48.9
+    fp32 o6 2056 x 264^2          69.1 / 49.2     62.2 / 40.1
+    fp64 o6 520^3                 65.2 / 59.0     62.2 / 52.9
+    ============================  ==============  ==============
+    """
+    if dtype == torch.float32 and r == 2:
+        return StencilConfig("smem", block_y=8, block_x=128, num_warps=8, block_z=64, prefetch=3, num_stages=2,
+                             nontemporal=True)
+    ahead = 5 if (dtype == torch.float64 and r == 4) else 4 if (dtype == torch.float32 and r == 3) else 3
     return StencilConfig("smem", block_y=32, block_x=64 if dtype == torch.float32 else 32, num_warps=16, block_z=64,
-                         prefetch=5 if (dtype == torch.float64 and r == 4) else 3, num_stages=2, nontemporal=True)
+                         prefetch=ahead, num_stages=2, nontemporal=True)
 
 
 def smem_device(u: torch.Tensor) -> bool:

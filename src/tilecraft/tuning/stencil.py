@@ -59,11 +59,12 @@ def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_b
       loop unrolled by 2R), the GPU test tuning fp64 order 16 on 128x160x192 took 196 s on an H100,
       against 3-15 s for orders 2-8; the kernels run for microseconds there, so that is compilation.
 
-    * with ``smem`` (an sm90 GPU): the cp.async-ring march where it takes the order (fp32 order 8, fp64
-      orders 4 and 8; the heuristic's there) in its three measured shapes: ``ops.smem_march``, the same
-      tile with the copies 5 planes ahead (fp64 order 8's choice) or 3, and 16-row tiles of 8 warps, 4 ahead
-      (fp64 order 8 on an H200: 73.5% of copy against 69.9% for 32 rows). The register-window march stays
-      a candidate (the heuristic without ``smem``).
+    * with ``smem`` (an sm90 GPU): the cp.async-ring march where ``auto`` takes it (orders 4 to 8,
+      ``ops.stencil._smem_auto``) in its measured shapes: ``ops.smem_march``, the same tile with the copies
+      5 planes ahead (fp64 order 8's choice) or 3, 32-row tiles of 16 warps 3 ahead (fp32 order 4's ring is
+      8 x 128), 8-row tiles of 128 points (fp32; fp32 order 4's choice) and 16-row tiles of 8 warps, 4 ahead
+      (fp64 order 8 on an H200: 73.5% of copy against 69.9% for 32 rows). The heuristic without ``smem``
+      stays a candidate.
 
     Each passes the launch checks for a grid with these facts (``ops.launch_error`` on
     :func:`model_tensors`); none is listed twice."""
@@ -72,9 +73,12 @@ def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_b
     alts = [ops.ladder_config("tiling", dtype, order), ops.ladder_config("baseline", dtype, order)]
     if heuristic.kernel == "smem":
         ring = ops.smem_march(dtype, r)
+        wide = 64 if dtype == torch.float32 else 32
         alts += [ops.auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok),
                  replace(ring, prefetch=3 if ring.prefetch == 5 else 5),
-                 replace(ring, block_y=16, num_warps=8, prefetch=4)]
+                 replace(ring, block_y=32, block_x=wide, num_warps=16, prefetch=3),
+                 replace(ring, block_y=8, block_x=128, num_warps=8, prefetch=3),
+                 replace(ring, block_y=16, block_x=wide, num_warps=8, prefetch=4)]
     if r <= 2 and vector_aligned:
         alts += [plane_sweep_best(dtype), ops.short_march(dtype, r, 64), ops.short_march(dtype, r, 128),
                  ops.long_march(dtype)]

@@ -156,33 +156,15 @@ def _lds(addr, VEC: gl.constexpr, DT: gl.constexpr):
 
 
 @gluon.jit
-def _ldg(ptr, ok, VEC: gl.constexpr):
-    """The 16 bytes at global ``ptr`` as VEC component tensors where ``ok`` (int32) is non-zero, else zeros."""
-    if VEC == 4:
-        return gl.inline_asm_elementwise(
-            "{ .reg .pred p; setp.ne.b32 p, $5, 0; mov.b32 $0, 0; mov.b32 $1, 0; mov.b32 $2, 0; mov.b32 $3, 0; "
-            "@p ld.global.v4.f32 {$0, $1, $2, $3}, [$4]; }", "=f,=f,=f,=f,l,r",
-            [ptr.to(gl.int64, bitcast=True), ok], dtype=(gl.float32, gl.float32, gl.float32, gl.float32),
-            is_pure=False, pack=1)
-    else:
-        return gl.inline_asm_elementwise(
-            "{ .reg .pred p; setp.ne.b32 p, $3, 0; mov.b64 $0, 0; mov.b64 $1, 0; @p ld.global.v2.f64 {$0, $1}, [$2]; }",
-            "=d,=d,l,r", [ptr.to(gl.int64, bitcast=True), ok], dtype=(gl.float64, gl.float64), is_pure=False, pack=1)
-
-
-@gluon.jit
-def _emit(optr, acc, ok, VEC: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr):
+def _emit(optr, acc, ok, wv, VEC: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr):
     """Output plane q - R of the march at ``optr`` where ``ok``: the Laplacian ``acc``; ``WAVE``: the wave step's
-    p_next = fma(m, acc, 2 p - p_prev) (``_zwin_emit``), p, p_prev and m read at the same points (``optr``:
-    the pointers into p, p_prev, m and out)."""
+    p_next = fma(m, acc, 2 p - p_prev) (``_zwin_emit``'s arithmetic) from ``wv`` = (p, p_prev, m) at the same
+    points (p from the march's delay line, p_prev and m from the ring)."""
     if WAVE:
-        cen = _ldg(optr[0], ok, VEC)
-        prev = _ldg(optr[1], ok, VEC)
-        m = _ldg(optr[2], ok, VEC)
         val = ()
         for j in gl.static_range(VEC):
-            val = val + (gl.fma(m[j], acc[j], 2.0 * cen[j] - prev[j]),)
-        _stg(optr[3], val, ok, VEC, PARTIAL)
+            val = val + (gl.fma(wv[2][j], acc[j], 2.0 * wv[0][j] - wv[1][j]),)
+        _stg(optr, val, ok, VEC, PARTIAL)
     else:
         _stg(optr, acc, ok, VEC, PARTIAL)
 
@@ -222,12 +204,28 @@ def _stg(ptr, c, ok, VEC: gl.constexpr, PARTIAL: gl.constexpr):
 
 
 @gluon.jit
-def _advance(optr, so_z, WAVE: gl.constexpr):
-    """The output pointers one plane on (WAVE: the tuple p, p_prev, m, out)."""
+def _wave_copy(pp_ptr, m_ptr, wq, z_begin, z_end, su_z, tile_off, ok_tile, tile_wr, NT: gl.constexpr,
+               WAVE: gl.constexpr):
+    """``WAVE``: the thread's vector of p_prev and m on output plane ``wq`` into the slot's tile part
+    (``tile_wr``: the thread's p_prev vector there; m's NT vectors later), where the plane is one of the
+    program's outputs and the vector inside the box (else zero-filled, nothing read)."""
     if WAVE:
-        return (optr[0] + so_z, optr[1] + so_z, optr[2] + so_z, optr[3] + so_z)
+        live = ((wq >= z_begin) & (wq < z_end)).to(gl.int32)
+        off = tile_off + (wq * live).to(gl.int64) * su_z
+        nbytes = gl.where(ok_tile * live != 0, 16, 0)
+        _cp_async(tile_wr, pp_ptr + off, nbytes, ok_tile * 0 + 1)
+        _cp_async(tile_wr + NT * 16, m_ptr + off, nbytes, ok_tile * 0 + 1)
+
+
+@gluon.jit
+def _wave_reads(c, cens, tile_rd, NT: gl.constexpr, VEC: gl.constexpr, DT: gl.constexpr, WAVE: gl.constexpr):
+    """``WAVE``: (p, p_prev, m) of output plane q - R (p from the delay line ``cens`` of the last R centres,
+    p_prev and m from the slot's tile part) and the delay line moved on by plane q's centre ``c``."""
+    if WAVE:
+        wv = (cens[0], _lds(tile_rd, VEC, DT), _lds(tile_rd + NT * 16, VEC, DT))
+        return wv, cens[1:] + (c,)
     else:
-        return optr + so_z
+        return (), cens
 
 
 @gluon.jit
@@ -318,34 +316,43 @@ def _zero_vec(like, VEC: gl.constexpr):
 
 
 @gluon.jit
-def _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, fill_bytes, fill_live, ok_out, su_z,
-           so_z, wc, wz, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr,
+def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_addr, fill_bytes, fill_live, ok_out,
+           su_z, so_z, wc, wz, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr,
            D: gl.constexpr, NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr,
            PARTIAL: gl.constexpr):
     """One input plane q of the march: wait for its slot (``rd_addr``: the thread's vector in it), request
     plane q + D into the slot read a plane earlier (``wr_addr``: the thread's first copy in it; ``srcs``
-    point at plane q + D), add the plane to the window, and store output plane q - R (``optr``)."""
+    point at plane q + D), add the plane to the window, and store output plane q - R (``optr``). ``WAVE``:
+    ``wave`` = (p_prev, m, the thread's offset in the tile, its in-box flag, its tile vector in the slot read
+    and in the slot written, the delay line of centres); output plane q + D - R's p_prev and m go with plane
+    q + D's copies."""
     _wait(ok_out, D - 1)
     if q + D < q_last:
         for i in gl.static_range(NFILL):
             _cp_async(wr_addr + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
+        if WAVE:
+            _wave_copy(wave[0], wave[1], q + D - R, z_begin, z_end, su_z, wave[2], wave[3], wave[5], NT, WAVE)
         _prefetch_plane(srcs, q, q_last, fill_bytes, su_z, D, PF, NFILL)
     _commit(fill_live[0])
     nsrcs = ()
     for i in gl.static_range(NFILL):
         nsrcs = nsrcs + (srcs[i] + su_z,)
     c = _lds(rd_addr, VEC, DT)
+    if WAVE:
+        wv, cens = _wave_reads(c, wave[6], wave[4], NT, VEC, DT, WAVE)
+    else:
+        wv, cens = (), ()
     win = _scatter(win, c, wz, R, VEC)
     if (q >= z_begin) & (q < z_end):
         xy = _xy(rd_addr, c, wc, wy, wx, R, VEC, PITCH, DT)
         win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
-    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), VEC, WAVE, PARTIAL)
+    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL)
     win = win[1:] + (_zero_vec(win[0][0], VEC),)
-    return win, nsrcs, _advance(optr, so_z, WAVE)
+    return win, nsrcs, optr + so_z, cens
 
 
 @gluon.jit
-def _plane_mb(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_addr, full_rd, full_wr, empty_rd,
+def _plane_mb(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_addr, full_rd, full_wr, empty_rd,
               empty_wr, par_full, par_empty, need_empty, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx,
               R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr, D: gl.constexpr,
               NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr):
@@ -358,6 +365,8 @@ def _plane_mb(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_add
         _mbar_wait(empty_wr, par_empty + 0 * empty_wr, need_empty + 0 * empty_wr)
         for i in gl.static_range(NFILL):
             _cp_async(wr_addr + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
+        if WAVE:
+            _wave_copy(wave[0], wave[1], q + D - R, z_begin, z_end, su_z, wave[2], wave[3], wave[5], NT, WAVE)
         _prefetch_plane(srcs, q, q_last, fill_bytes, su_z, D, PF, NFILL)
         _mbar_arrive_copies(full_wr)
     nsrcs = ()
@@ -365,6 +374,10 @@ def _plane_mb(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_add
         nsrcs = nsrcs + (srcs[i] + su_z,)
     _mbar_wait(full_rd, par_full + 0 * full_rd, 1 + 0 * full_rd)
     c = _lds(rd_addr, VEC, DT)
+    if WAVE:  # read before the slot is released
+        wv, cens = _wave_reads(c, wave[6], wave[4], NT, VEC, DT, WAVE)
+    else:
+        wv, cens = (), ()
     if (q >= z_begin) & (q < z_end):
         up_dn = _xy_loads(rd_addr, R, VEC, PITCH, DT)
         _mbar_arrive(empty_rd)
@@ -374,9 +387,9 @@ def _plane_mb(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd_addr, wr_add
     else:
         _mbar_arrive(empty_rd)
         win = _scatter(win, c, wz, R, VEC)
-    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), VEC, WAVE, PARTIAL)
+    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL)
     win = win[1:] + (_zero_vec(win[0][0], VEC),)
-    return win, nsrcs, _advance(optr, so_z, WAVE)
+    return win, nsrcs, optr + so_z, cens
 
 
 @gluon.jit
@@ -400,10 +413,11 @@ def _smem_march(
     PITCH: gl.constexpr = PV * 16  # bytes
     ROWS_S: gl.constexpr = BY + 2 * R
     NV_S: gl.constexpr = ROWS_S * PV
-    SLOT: gl.constexpr = NV_S * 16
+    NT: gl.constexpr = 32 * NW
+    # a slot: the plane's window, then (WAVE) the tile's p_prev and m of output plane q - R (NT vectors each)
+    SLOT: gl.constexpr = (NV_S + 2 * NT * WAVE) * 16
     gl.static_assert(S >= D + 1)
     gl.static_assert(MBAR or S == D + 1)
-    NT: gl.constexpr = 32 * NW
     NFILL: gl.constexpr = (NV_S + NT - 1) // NT
     TPX: gl.constexpr = BXV if BXV < 32 else 32
     L2: gl.constexpr = gl.BlockedLayout([1, 1], [32 // TPX, TPX], [NW, 1], [1, 0])
@@ -476,17 +490,29 @@ def _smem_march(
     else:
         ok_out = ((rows < y_hi)[:, None] & (cols + VEC <= x_hi)[None, :]).to(gl.int32)
     barr = _smem_base(ok_out) + S * SLOT
-    o_offs = (q0 - R).to(gl.int64) * so_z + (rows[:, None] * so_y + cols[None, :])
+    tile = rows[:, None] * so_y + cols[None, :]
+    optr = out_ptr + ((q0 - R).to(gl.int64) * so_z + tile)
+    zero = gl.zeros([BY, BXV], DT, layout=L2)
     if WAVE:
-        optr = (u_ptr + o_offs, pp_ptr + o_offs, m_ptr + o_offs, out_ptr + o_offs)
+        # the thread's vector of the slot's p_prev / m part; p_prev, m and out share p's strides
+        mt = ty[:, None] * BXV + tx[None, :]
+        tl0 = _smem_base(mt) + NV_S * 16 + mt * 16
+        ok_tile = gl.minimum(ok_out, 1)
+        cens = ()
+        for j in gl.static_range(R):
+            cens = cens + (_zero_vec(zero, VEC),)
     else:
-        optr = out_ptr + o_offs
+        tl0 = 0
+        ok_tile = 0
+        cens = ()
 
     # Prologue: planes q0 .. q0 + D - 1 in flight.
     for d in gl.static_range(D):
         if q0 + d < q_last:
             for i in gl.static_range(NFILL):
                 _cp_async(wr0 + d * SLOT + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
+            if WAVE:
+                _wave_copy(pp_ptr, m_ptr, q0 + d - R, z_begin, z_end, su_z, tile, ok_tile, tl0 + d * SLOT, NT, WAVE)
             if MBAR:
                 _mbar_arrive_copies(barw + 8 * d)
         if not MBAR:
@@ -496,7 +522,6 @@ def _smem_march(
             nsrcs = nsrcs + (srcs[i] + su_z,)
         srcs = nsrcs
 
-    zero = gl.zeros([BY, BXV], DT, layout=L2)
     win = ()
     for j in gl.static_range(0, 2 * R + 1):
         win = win + (_zero_vec(zero, VEC),)
@@ -509,27 +534,35 @@ def _smem_march(
             if MBAR:
                 # plane k = t S + i reads slot i (its (t)-th use); plane k + D goes to slot (i + D) % S, whose
                 # previous plane k + D - S was read in that slot's use number t + (i + D) // S - 1
-                win, srcs, optr = _plane_mb(u_ptr, win, srcs, optr, qb + i, q_last, z_begin, z_end, rd0 + i * SLOT,
+                wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + i * SLOT, tl0 + ((i + D) % S) * SLOT, cens)
+                win, srcs, optr, cens = _plane_mb(u_ptr, win, srcs, optr, wave, qb + i, q_last, z_begin, z_end,
+                                            rd0 + i * SLOT,
                                             wr0 + ((i + D) % S) * SLOT, barr + 8 * i, barw + 8 * ((i + D) % S),
                                             barr + 8 * (S + i), barw + 8 * (S + (i + D) % S), t & 1,
                                             (t + (i + D) // S - 1) & 1, (t * S + i + D - S >= 0).to(gl.int32),
                                             fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH,
                                             DT, D, NFILL, NT, PF, WAVE, PARTIAL)
             else:
-                win, srcs, optr = _plane(u_ptr, win, srcs, optr, qb + i, q_last, z_begin, z_end, rd0 + i * SLOT,
+                wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + i * SLOT, tl0 + ((i + D) % S) * SLOT, cens)
+                win, srcs, optr, cens = _plane(u_ptr, win, srcs, optr, wave, qb + i, q_last, z_begin, z_end,
+                                         rd0 + i * SLOT,
                                          wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc,
                                          wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
     for q in range(q0 + n_main, q_last):
         k = q - q0
         if MBAR:
             prev = k + D - S
-            win, srcs, optr = _plane_mb(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd0 + (k % S) * SLOT,
+            wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + (k % S) * SLOT, tl0 + ((k + D) % S) * SLOT, cens)
+            win, srcs, optr, cens = _plane_mb(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end,
+                                        rd0 + (k % S) * SLOT,
                                         wr0 + ((k + D) % S) * SLOT, barr + 8 * (k % S), barw + 8 * ((k + D) % S),
                                         barr + 8 * (S + k % S), barw + 8 * (S + (k + D) % S), (k // S) & 1,
                                         (gl.maximum(prev, 0) // S) & 1, (prev >= 0).to(gl.int32), fill_bytes, fill_live,
                                         ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
         else:
-            win, srcs, optr = _plane(u_ptr, win, srcs, optr, q, q_last, z_begin, z_end, rd0 + (k % S) * SLOT,
+            wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + (k % S) * SLOT, tl0 + ((k + D) % S) * SLOT, cens)
+            win, srcs, optr, cens = _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end,
+                                     rd0 + (k % S) * SLOT,
                                      wr0 + ((k + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz,
                                      wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
 

@@ -762,7 +762,7 @@ def nvidia_arch_error(u: torch.Tensor, what: str, major: int, feature: str = "")
     return None
 
 
-def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) -> str | None:
+def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig, wave: bool = False) -> str | None:
     """Why the cp.async-ring march (``kernel="smem"``, ``kernels.stencil_smem``) cannot take this call, or
     None. It needs a CUDA (or ``meta``) tensor on an sm90+ NVIDIA GPU (sm80+ for the CTA-barrier ring,
     ``num_stages=0``: ``mbarrier.try_wait`` is sm90); rows, strides and pointers of whole
@@ -770,7 +770,8 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) 
     ceil(R / VEC) whole vectors a side, and where R is not a whole number of vectors the edge vectors are
     stored component by component); a tile of one vector per
     thread (block_x / VEC a power of two up to 32 and block_y = num_warps * 32 / (block_x / VEC)); a ring
-    that fits the shared memory; offsets inside a plane in int32."""
+    that fits the shared memory (``wave``: the wave step's ring, whose slots also hold the tile's p_prev and
+    m); offsets inside a plane in int32."""
     r = order // 2
     vec = 16 // u.element_size()
     # cp.async is sm80+; the mbarrier ring's ``mbarrier.try_wait`` sm90+ (the CTA-barrier ring runs on sm80)
@@ -788,7 +789,7 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig) 
     if cfg.block_y != cfg.num_warps * 32 // bxv:
         return (f"the smem kernel takes one vector per thread: block_y must be num_warps * 32 / (block_x / {vec}) = "
                 f"{cfg.num_warps * 32 // bxv}, got {cfg.block_y}")
-    if smem_ring_elements(cfg, r, u.element_size()) * u.element_size() > 227 * 1024:
+    if smem_ring_elements(cfg, r, u.element_size(), wave) * u.element_size() > 227 * 1024:
         return "the smem kernel's ring of prefetch + 1 planes does not fit 227 KB of shared memory"
     if cfg.block_z < 1:
         return "the smem kernel needs block_z >= 1"
@@ -804,14 +805,15 @@ def smem_slots(cfg: StencilConfig) -> int:
     return max(1, cfg.prefetch) + 1 + max(0, cfg.num_stages)
 
 
-def smem_ring_elements(cfg: StencilConfig, r: int, itemsize: int) -> int:
+def smem_ring_elements(cfg: StencilConfig, r: int, itemsize: int, wave: bool = False) -> int:
     """Elements of the smem kernel's shared memory: its slots of (block_y + 2R) rows of block_x + 2 ceil(R / VEC)
-    VEC points (whole halo vectors), then two 8-byte mbarriers per slot, rounded up to a power of two (Gluon's
-    allocations)."""
+    VEC points (whole halo vectors), with ``wave`` (the wave step) also the tile's p_prev and m, then two 8-byte
+    mbarriers per slot; rounded up to a power of two (Gluon's allocations)."""
     slots = smem_slots(cfg)
     vec = 16 // itemsize
     halo = -(-r // vec) * vec
-    need = slots * (cfg.block_y + 2 * r) * (cfg.block_x + 2 * halo) + -(-16 * slots // itemsize)
+    window = (cfg.block_y + 2 * r) * (cfg.block_x + 2 * halo) + (2 * cfg.block_y * cfg.block_x if wave else 0)
+    need = slots * window + -(-16 * slots // itemsize)
     return 1 << (need - 1).bit_length()
 
 

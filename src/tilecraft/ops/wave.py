@@ -334,7 +334,7 @@ def smem_step_ok(p: torch.Tensor, order: int, lo, hi, sponge, cfg: WaveConfig) -
         return "the smem step takes fp32 order 8"
     probe = StencilConfig("smem", block_y=cfg.block_y, block_x=cfg.block_x, num_warps=cfg.num_warps,
                           block_z=cfg.block_z, prefetch=cfg.ahead, num_stages=cfg.slack)
-    return smem_ok(p, p, order, probe)
+    return smem_ok(p, p, order, probe, wave=True)
 
 
 def _same_strides(*ts: torch.Tensor) -> bool:
@@ -359,7 +359,7 @@ def _launch_smem(p, p_prev, m, out, order, lo, hi, sp3, cfg: WaveConfig):
         p, p_prev, m, out, wts[0], *axes[0], *axes[1], *axes[2], nz, ny, nx // vec, s_z // vec, s_y // vec, lo[0],
         hi[0], lo[1], hi[1], lo[2] // vec, hi[2] // vec], dict(
         R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=cfg.ahead, NW=cfg.num_warps,
-        RING=smem_ring_elements(probe, r, p.element_size()), S=smem_slots(probe), MBAR=cfg.slack > 0, PF=0,
+        RING=smem_ring_elements(probe, r, p.element_size(), True), S=smem_slots(probe), MBAR=cfg.slack > 0, PF=0,
         # zwin's explicit FMAs and nothing for the compiler to contract (``_launch_zwin``)
         num_warps=cfg.num_warps, enable_fp_fusion=False))
 

@@ -42,7 +42,7 @@ def main() -> int:
     if args.set == "smem":
         zwin = WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="zwin", loop_unroll=8,
                           l1_prefetch=2, halo_ahead=1)  # default_config
-        variants = {"zwin": zwin, "smem": smem_config(), "smem-d4": replace(smem_config(), ahead=4)}
+        variants = {"zwin": zwin, "smem": smem_config(), "smem-s1": replace(smem_config(), slack=1)}
     records = []
     for rnd in range(args.rounds):
         for name, cfg in variants.items():

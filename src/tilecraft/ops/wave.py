@@ -122,10 +122,17 @@ def default_config(dtype: torch.dtype, order: int, device: torch.device) -> Wave
 
 
 def smem_config() -> WaveConfig:
-    """The plain step's interior as the cp.async-ring march (fp32 order 8, sm80+) in the stencil's ``auto``
-    shape (``ops.stencil.smem_march``: 32 x 64 tiles, 16 warps, 64 planes, 3 planes ahead, 2 slack slots).
-    An option, not the default: slower than the register-window interior in the CPML step (``default_config``)."""
-    return WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="smem", ahead=3, slack=2)
+    """The plain step's interior as the cp.async-ring march (fp32 order 8, sm80+): 32 x 64 tiles, 16 warps, 64
+    planes, 2 planes ahead, a CTA barrier per plane (no slack slots); each slot holds the plane's window of p
+    and the tile's p_prev and m of the output plane R below (128 KB of shared memory).
+
+    H100, 512**3 + 20-point CPML, the interior launch alone (``benchmarks/wave_ring_ab.py``, two rounds, the
+    whole step's bits equal to zwin's first; ``benchmarks/results/2026-11-28-h100/wave-ring-ab.json``):
+    0.767-0.768 ms (86.8-86.9% of copy) against 0.831 ms (80.2%) for the register-window interior; 2 ahead
+    with one slack slot 0.773, 3 ahead with none 0.792, 16 x 64 tiles of 8 warps 0.801-0.810 ms. Before
+    p_prev and m went through the ring (they were read from global memory at the emit) the ring lost to zwin
+    (H200, 0.692 against 0.640 ms, ``2026-11-27-h200/wave-smem-parts.json``)."""
+    return WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="smem", ahead=2, slack=0)
 
 
 def march_config(dtype: torch.dtype, order: int, device: torch.device) -> WaveConfig:

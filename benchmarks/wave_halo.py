@@ -3,7 +3,7 @@ on the 512**3 model (``cpml_step_suite``, checked against the float64 torch step
 bytes 16 B/pt + the layers' psi and zeta), each interior configuration ``--rounds`` times.
 
 ``--set halo``: the register-window interior with the halo's loads a plane ahead (``halo_ahead``) and the L1
-prefetch distance (``wave-halo.json``). ``--set smem``: the cp.async-ring interior (``kernel="smem"``,
+prefetch distance (``wave-halo.json``). ``--set smem``: the cp.async-ring interior (``kernel="smem"``; ``--set ring``: its 8-warp tiles,
 ``ops.wave.smem_config``, 3 and 4 planes ahead) against the register window (``wave-smem.json``).
 
     PYTHONPATH=src python benchmarks/wave_halo.py --out DIR [--rounds 2] [--set smem]
@@ -29,7 +29,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--budget", type=float, default=0.7)
-    ap.add_argument("--set", choices=("halo", "smem"), default="halo")
+    ap.add_argument("--set", choices=("halo", "smem", "ring"), default="halo")
     args = ap.parse_args()
     info = detect()
     copy = measure_copy_bandwidth()
@@ -43,6 +43,12 @@ def main() -> int:
         zwin = WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="zwin", loop_unroll=8,
                           l1_prefetch=2, halo_ahead=1)  # default_config
         variants = {"zwin": zwin, "smem": smem_config(), "smem-s1": replace(smem_config(), slack=1)}
+    if args.set == "ring":  # ring interiors that leave registers and shared memory to the side stream's launches
+        zwin = WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="zwin", loop_unroll=8,
+                          l1_prefetch=2, halo_ahead=1)
+        variants = {"zwin": zwin, "16x64w8d3s0": replace(smem_config(), block_y=16, num_warps=8, ahead=3),
+                    "16x64w8d4s2": replace(smem_config(), block_y=16, num_warps=8, ahead=4, slack=2),
+                    "32x32w8d3s2": replace(smem_config(), block_x=32, num_warps=8, ahead=3, slack=2)}
     records = []
     for rnd in range(args.rounds):
         for name, cfg in variants.items():

@@ -1,0 +1,59 @@
+"""The whole CPML step (512**3 model + 20-point CPML, fp32 order 8) with the ring interior (``smem_config``)
+under the CPML configuration's launch orders, against the register-window interior with the default
+(2026-11-28): the default (side stream at high priority), the side stream at normal priority, one stream with
+the interior first, one stream with the layers first. ``cpml_step_suite`` (checked against the float64 torch
+step first), ``--rounds`` rounds in turn.
+
+    PYTHONPATH=src python benchmarks/wave_ring_streams.py --out DIR [--rounds 2]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from tilecraft.bench.harness import write_results
+from tilecraft.bench.wave import cpml_step_suite
+from tilecraft.hardware.ceilings import measure_copy_bandwidth
+from tilecraft.hardware.device import detect
+from tilecraft.ops.wave import default_config, default_cpml_config, smem_config
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    info = detect()
+    copy = measure_copy_bandwidth()
+    print(f"device {info.name} copy {copy:.3f} TB/s", flush=True)
+    dev = torch.device("cuda")
+    base = default_cpml_config(dev)
+    cases = {"zwin-default": (default_config(torch.float32, 8, dev), base),
+             "ring-default": (smem_config(), base),
+             "ring-side-prio0": (smem_config(), replace(base, side_priority=0)),
+             "ring-one-stream": (smem_config(), replace(base, streams=False, interior_first=True)),
+             "ring-layers-first": (smem_config(), replace(base, streams=False, interior_first=False)),
+             "zwin-one-stream": (default_config(torch.float32, 8, dev), replace(base, streams=False,
+                                                                               interior_first=True))}
+    records = []
+    for rnd in range(args.rounds):
+        for name, (icfg, pcfg) in cases.items():
+            recs = cpml_step_suite(512, 8, torch.float32, 20, configs=[pcfg], device="cuda", copy_tbps=copy,
+                                   budget_s=0.5, unfused=False, parts=False, step_config=icfg, say=lambda m: None)
+            for r in recs:
+                r.case.update(case=name, round=rnd + 1)
+                if r.case.get("variant") == "cpml-fused":
+                    print(f"  round {rnd + 1} {name:18s} {r.ours / copy:6.1%} of copy, "
+                          f"{r.extra['time_ms']:.3f} ms", flush=True)
+            records += recs
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_results(records, "wave.ring_streams", args.out / "wave-ring-streams.json", info)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

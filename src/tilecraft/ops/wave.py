@@ -112,7 +112,10 @@ def default_config(dtype: torch.dtype, order: int, device: torch.device) -> Wave
 
     Not the cp.async-ring interior (``smem_config``, the same bits): H200, the whole CPML step 47.7% of copy
     against 56.3-56.4% (two rounds, ``wave-smem.json``); its interior launch alone 0.692 ms against 0.640 ms
-    (``wave-smem-parts.json``; benchmarks/results/2026-11-27-h200/, 2026-11-27)."""
+    (``wave-smem-parts.json``; benchmarks/results/2026-11-27-h200/, 2026-11-27). With p_prev and m in the
+    ring's slots (2026-11-28, H100) its interior launch is faster (0.767 against 0.831 ms), the whole step is
+    not: 1.836 ms (streams) / 1.742 (one stream) against 1.707 ms for zwin with the streams, which overlap
+    zwin's interior and not the ring's (``benchmarks/results/2026-11-28-h100/wave-ring-streams.json``)."""
     if device.type != "cuda":
         return WaveConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     if dtype == torch.float32 and order == 8 and torch.version.hip is None:
@@ -131,7 +134,8 @@ def smem_config() -> WaveConfig:
     0.767-0.768 ms (86.8-86.9% of copy) against 0.831 ms (80.2%) for the register-window interior; 2 ahead
     with one slack slot 0.773, 3 ahead with none 0.792, 16 x 64 tiles of 8 warps 0.801-0.810 ms. Before
     p_prev and m went through the ring (they were read from global memory at the emit) the ring lost to zwin
-    (H200, 0.692 against 0.640 ms, ``2026-11-27-h200/wave-smem-parts.json``)."""
+    (H200, 0.692 against 0.640 ms, ``2026-11-27-h200/wave-smem-parts.json``). The whole CPML step is still
+    faster with zwin (``default_config``): the side stream's launches overlap zwin's interior, not the ring's."""
     return WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="smem", ahead=2, slack=0)
 
 

@@ -4,7 +4,10 @@ under the CPML configuration's launch orders, against the register-window interi
 the interior first, one stream with the layers first. ``cpml_step_suite`` (checked against the float64 torch
 step first), ``--rounds`` rounds in turn.
 
-    PYTHONPATH=src python benchmarks/wave_ring_streams.py --out DIR [--rounds 2]
+    PYTHONPATH=src python benchmarks/wave_ring_streams.py --out DIR [--rounds 2] [--set regs]
+
+``--set regs``: the ring interior under register budgets (``WaveConfig.maxnreg``) with the default launch
+order, so that the side stream's launches fit beside its CTAs.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--set", choices=("orders", "regs"), default="orders")
     args = ap.parse_args()
     info = detect()
     copy = measure_copy_bandwidth()
@@ -39,6 +43,13 @@ def main() -> int:
              "ring-layers-first": (smem_config(), replace(base, streams=False, interior_first=False)),
              "zwin-one-stream": (default_config(torch.float32, 8, dev), replace(base, streams=False,
                                                                                interior_first=True))}
+    if args.set == "regs":  # ring interiors under a register budget, leaving room beside them for the side stream
+        cases = {"zwin-default": (default_config(torch.float32, 8, dev), base),
+                 "ring-default": (smem_config(), base),
+                 "ring-r112": (replace(smem_config(), maxnreg=112), base),
+                 "ring-r96": (replace(smem_config(), maxnreg=96), base),
+                 "ring-16x64w8-r128": (replace(smem_config(), block_y=16, num_warps=8, ahead=3, maxnreg=128), base),
+                 "ring-16x64w8-r96": (replace(smem_config(), block_y=16, num_warps=8, ahead=3, maxnreg=96), base)}
     records = []
     for rnd in range(args.rounds):
         for name, (icfg, pcfg) in cases.items():
@@ -51,7 +62,7 @@ def main() -> int:
                           f"{r.extra['time_ms']:.3f} ms", flush=True)
             records += recs
     args.out.mkdir(parents=True, exist_ok=True)
-    write_results(records, "wave.ring_streams", args.out / "wave-ring-streams.json", info)
+    write_results(records, "wave.ring_streams", args.out / f"wave-ring-streams-{args.set}.json", info)
     return 0
 
 

@@ -115,7 +115,7 @@ def default_config(dtype: torch.dtype, order: int, device: torch.device) -> Wave
     (``wave-smem-parts.json``; benchmarks/results/2026-11-27-h200/, 2026-11-27). With p_prev and m in the
     ring's slots (2026-11-28, H100) its interior launch is faster (0.767 against 0.831 ms), the whole step is
     not: 1.836 ms (streams) / 1.742 (one stream) against 1.707 ms for zwin with the streams, which overlap
-    zwin's interior and not the ring's (``benchmarks/results/2026-11-28-h100/wave-ring-streams.json``)."""
+    zwin's interior and not the ring's (``benchmarks/results/2026-11-28-h100/wave-ring-streams-orders.json``)."""
     if device.type != "cuda":
         return WaveConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     if dtype == torch.float32 and order == 8 and torch.version.hip is None:
@@ -372,7 +372,7 @@ def _launch_smem(p, p_prev, m, out, order, lo, hi, sp3, cfg: WaveConfig):
         R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=cfg.ahead, NW=cfg.num_warps,
         RING=smem_ring_elements(probe, r, p.element_size(), True), S=smem_slots(probe), MBAR=cfg.slack > 0, PF=0,
         # zwin's explicit FMAs and nothing for the compiler to contract (``_launch_zwin``)
-        num_warps=cfg.num_warps, enable_fp_fusion=False))
+        num_warps=cfg.num_warps, enable_fp_fusion=False, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {})))
 
 
 def _launch_zwin(p, p_prev, m, out, order, lo, hi, w, cfg: WaveConfig):

@@ -125,3 +125,38 @@ def test_ring_cross_compiles_for_sm90(dtype, order):
     # the ring is addressed by hand from global_smem: nothing else may use shared memory but the one store
     # that keeps Gluon's allocation
     assert c.get("stmatrix", 0) + c.get("shared_store", 0) <= 1
+
+
+def test_wave_ring_has_no_global_load_and_fits():
+    """The wave step's ring interior (``ops.wave.smem_config``, ``wave_smem_kernel``): p_prev and m travel in the
+    ring's slots with the plane (``cp.async``) and p's centre comes from a register delay line, so the march has
+    no global load at all; the slots with the tile's p_prev and m fit the shared memory (one CTA of 16 warps) and
+    nothing spills. Its values: tests/wave/test_wave_gpu.py (zwin's bits, on a GPU)."""
+    from tilecraft.kernels import stencil_smem as _s
+    from tilecraft.ops import wave as ow
+
+    cfg = ow.smem_config()
+    probe = ops.StencilConfig("smem", block_y=cfg.block_y, block_x=cfg.block_x, num_warps=cfg.num_warps,
+                              block_z=cfg.block_z, prefetch=cfg.ahead, num_stages=cfg.slack)
+    ring = ops.smem_ring_elements(probe, 4, 4, wave=True)
+    assert ring * 4 <= 128 * 1024 < ops.smem_ring_elements(replace(probe, prefetch=3, num_stages=2), 4, 4, wave=True) * 4
+    m = _meta((520, 520, 520))
+    assert ops.smem_ok(m, m, 8, probe, wave=True) is None
+    assert "shared memory" in ops.smem_ok(m, m, 8, replace(probe, prefetch=3, num_stages=2), wave=True)
+    sig = {}
+    for n in _s.wave_smem_kernel.arg_names:
+        if n.endswith("_ptr"):
+            sig[n] = "*fp32:16"
+        elif n.startswith("w"):
+            sig[n] = "fp32"
+        elif n not in ("R", "BY", "BXV", "BZ", "VEC", "D", "NW", "RING", "S", "MBAR", "PF"):
+            sig[n] = "i32"
+    consts = dict(R=4, BY=cfg.block_y, BXV=cfg.block_x // 4, BZ=cfg.block_z, VEC=4, D=cfg.ahead, NW=cfg.num_warps,
+                  RING=ring, S=ops.smem_slots(probe), MBAR=cfg.slack > 0, PF=0)
+    res = cross_compile("tilecraft.kernels.stencil_smem", "wave_smem_kernel", sig, consts, "sm90",
+                        num_warps=cfg.num_warps)
+    assert res.error is None, res.error
+    assert res.spills == 0 and res.registers <= 128, (res.registers, res.spills)
+    c = res.census
+    assert not any(k.startswith("sass_global_load") and v for k, v in c.items()), c
+    assert c.get("sass:LDGSTS", 0) > 0 and c.get("sass_global_store_128b", 0) > 0

@@ -15,9 +15,7 @@ from pathlib import Path
 import torch
 
 from tilecraft.bench.harness import write_results
-from tilecraft.bench.wave import CPML_CONFIGS, _cpml_state, _record, _setup, cpml_parts, launch_times, step_traffic
-from tilecraft.hardware.ceilings import measure_copy_bandwidth
-from tilecraft.hardware.device import detect
+from tilecraft.bench.wave import CPML_CONFIGS, _record, cpml_parts, launch_times, parts_state, step_traffic
 from tilecraft.ops import wave as ops
 from tilecraft.ops.wave import WaveConfig
 
@@ -35,12 +33,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = ap.parse_args()
-    info = detect()
-    copy = measure_copy_bandwidth()
-    print(f"device {info.name} copy {copy:.3f} TB/s", flush=True)
-    dev, _measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), _points = _setup(512, 8, 20, torch.float32, "cuda",
-                                                                                      20261122)
-    axes0, _lp = _cpml_state(layout, shape, torch.float32, dev, gen, 4500.0, 10.0, 1e-3, 15.0)
+    st = parts_state()
+    info, copy, shape, lo, hi, spacing, p, pp, m, axes0 = (st.info, st.copy, st.shape, st.lo, st.hi, st.spacing, st.p,
+                                                           st.pp, st.m, st.axes0)
     out = torch.empty_like(p)
     march = CPML_CONFIGS[0]
     records = cpml_parts(p, pp, m, out, 8, spacing, lo, hi, axes0, march, None, {"set": "layers"}, copy,

@@ -15,14 +15,9 @@ from pathlib import Path
 import torch
 
 from tilecraft.bench.harness import write_results
-from tilecraft.bench.wave import CPML_CONFIGS, _copy_axes, _cpml_state, _setup, cpml_parts
-from tilecraft.hardware.ceilings import measure_copy_bandwidth
-from tilecraft.hardware.device import detect
+from tilecraft.bench.wave import CPML_CONFIGS, _copy_axes, cpml_parts, parts_state
 from tilecraft.ops import wave as ops
 from tilecraft.ops.wave import WaveConfig
-
-ZWIN = WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="zwin", loop_unroll=8, l1_prefetch=2,
-                  halo_ahead=1)
 
 
 def ring(name: str) -> WaveConfig:
@@ -39,14 +34,10 @@ def main() -> int:
     ap.add_argument("--configs", default="32x64w16d3s0,32x64w16d2s1,16x64w8d3s2,32x32w8d3s2,16x64w8d4s2")
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
-    info = detect()
-    copy = measure_copy_bandwidth()
-    print(f"device {info.name} copy {copy:.3f} TB/s", flush=True)
-    dev, _measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), _points = _setup(512, 8, 20, torch.float32, "cuda",
-                                                                                      20261122)
-    axes0, _lp = _cpml_state(layout, shape, torch.float32, dev, gen, 4500.0, 10.0, 1e-3, 15.0)
+    st = parts_state()
+    info, copy, lo, hi, spacing, p, pp, m, axes0 = st.info, st.copy, st.lo, st.hi, st.spacing, st.p, st.pp, st.m, st.axes0
     march = CPML_CONFIGS[0]
-    cfgs = {"zwin": ZWIN}
+    cfgs = {"zwin": ops.default_config(torch.float32, 8, p.device)}
     for name in args.configs.split(","):
         cfg = ring(name)
         why = ops.smem_step_ok(p, 8, lo, hi, None, cfg)

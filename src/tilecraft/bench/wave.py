@@ -387,6 +387,38 @@ def table(records: Sequence[Record], copy_tbps: float, columns: Sequence[tuple[s
     return lines
 
 
+@dataclass
+class PartsState:
+    """The state the per-launch benchmarks (``benchmarks/wave_*parts*.py``, ``wave_ring_ab.py``,
+    ``wave_layer_floor.py``) time: the padded grid of a 512**3 model + 20-point CPML, fp32 order 8, random
+    fields and memory variables (``_setup``, ``_cpml_state``), and the copy bandwidth measured first."""
+    info: object
+    copy: float
+    layout: Layout
+    shape: tuple
+    lo: tuple
+    hi: tuple
+    spacing: tuple
+    p: torch.Tensor
+    pp: torch.Tensor
+    m: torch.Tensor
+    axes0: list
+
+
+def parts_state(seed: int = 20261122) -> PartsState:
+    """``PartsState`` on the GPU; prints the device and its copy bandwidth."""
+    from tilecraft.hardware.ceilings import measure_copy_bandwidth
+    from tilecraft.hardware.device import detect
+
+    info = detect()
+    copy = measure_copy_bandwidth()
+    print(f"device {info.name} copy {copy:.3f} TB/s", flush=True)
+    dev, _measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), _points = _setup(512, 8, 20, torch.float32,
+                                                                                      "cuda", seed)
+    axes0, _lp = _cpml_state(layout, shape, torch.float32, dev, gen, 4500.0, 10.0, 1e-3, 15.0)
+    return PartsState(info, copy, layout, shape, lo, hi, spacing, p, pp, m, axes0)
+
+
 def cpml_parts(p, pp, m, out, order, spacing, lo, hi, axes0, march: CpmlConfig, step_config: WaveConfig | None,
                case: dict, copy_tbps: float | None, say: Callable[[str], None] = print) -> list[Record]:
     """The GPU time of each launch of one ``ops.cpml_step`` with ``march`` on one stream (profiler

@@ -38,7 +38,6 @@ Measured (docs/stencil-notes.md, last section): 520^3 on an H100, fp32 order 8 7
 """
 # no ``from __future__ import annotations``: the kernels' weight parameters are typed by their annotations
 # ("fp32" / "fp64"), which Triton reads as values, not as strings of source
-import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 

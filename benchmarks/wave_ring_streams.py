@@ -7,7 +7,9 @@ step first), ``--rounds`` rounds in turn.
     PYTHONPATH=src python benchmarks/wave_ring_streams.py --out DIR [--rounds 2] [--set regs]
 
 ``--set regs``: the ring interior under register budgets (``WaveConfig.maxnreg``) with the default launch
-order, so that the side stream's launches fit beside its CTAs.
+order, so that the side stream's launches fit beside its CTAs. ``--set psiz``: psi_z computed inside the z
+layer launches (``CpmlConfig.psi_z_fused``) against the default (the whole step's values are checked
+against float64 first, as every case).
 """
 from __future__ import annotations
 
@@ -22,14 +24,14 @@ from tilecraft.bench.harness import write_results
 from tilecraft.bench.wave import cpml_step_suite
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
-from tilecraft.ops.wave import default_config, default_cpml_config, smem_config
+from tilecraft.ops.wave import MARCH_REGS_PSI_Z, default_config, default_cpml_config, smem_config
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--set", choices=("orders", "regs"), default="orders")
+    ap.add_argument("--set", choices=("orders", "regs", "psiz"), default="orders")
     args = ap.parse_args()
     info = detect()
     copy = measure_copy_bandwidth()
@@ -43,6 +45,11 @@ def main() -> int:
              "ring-layers-first": (smem_config(), replace(base, streams=False, interior_first=False)),
              "zwin-one-stream": (default_config(torch.float32, 8, dev), replace(base, streams=False,
                                                                                interior_first=True))}
+    if args.set == "psiz":  # psi_z inside the z layer launches (``CpmlConfig.psi_z_fused``), zwin interior
+        zwin = default_config(torch.float32, 8, dev)
+        cases = {"zwin-default": (zwin, base),
+                 "psiz": (zwin, replace(base, psi_z_fused=True, march_regs=MARCH_REGS_PSI_Z)),
+                 "psiz-default-regs": (zwin, replace(base, psi_z_fused=True))}
     if args.set == "regs":  # ring interiors under a register budget, leaving room beside them for the side stream
         cases = {"zwin-default": (default_config(torch.float32, 8, dev), base),
                  "ring-default": (smem_config(), base),

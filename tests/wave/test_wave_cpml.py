@@ -363,6 +363,42 @@ def test_psi_x_inside_the_layer_launches_gives_the_march_bits(shape, order, widt
         assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(a_ax, b_ax))
 
 
+@pytest.mark.parametrize("shape,order,width,fused_x", [((6, 9, 26), 4, 2, False), ((5, 7, 30), 8, 4, True),
+                                                     ((7, 6, 20), 4, 3, True)])
+def test_psi_z_inside_the_layer_launches_gives_the_march_bits(shape, order, width, fused_x):
+    """``psi_z_fused``: no psi launch for z, the layer launches with z terms compute psi_z on their tiles
+    (plane pz + R at output plane pz; z chunks of 3 planes, so neighbouring programs compute the planes
+    between them twice): the same p_next, psi_new and zeta bits as the marching psi launch (interpreter),
+    in place too, with psi_x fused or not, on the whole box and on z slices of it (a slab's calls); the
+    plan drops the z psi launch."""
+    layout, (p, pp, m), axes = _state(shape, order, width, False, torch.float32, seed=5)
+    lo, hi = layout.updated
+    spacing = (10.0, 11.0, 12.0)
+    base = VARIANTS["march-psi"]
+    if fused_x:
+        base = replace(base, psi_x_fused=True, narrow=(4, 32, 1))
+    fused = replace(base, psi_z_fused=True)
+    kaxes = {ax.axis: ax for ax in axes}
+    assert 0 in ops._march_plan(p, order, tuple(lo), tuple(hi), kaxes, 3, fused, SMALL.block_x)[-1]
+    assert 0 not in ops._march_plan(p, order, tuple(lo), tuple(hi), kaxes, 3, base, SMALL.block_x)[-1]
+    r = order // 2
+    mid = (lo[0] + hi[0]) // 2
+    for boxes in ([(lo, hi)], [(lo, (mid, *hi[1:])), ((mid, *lo[1:]), hi)], [((lo[0] + r, *lo[1:]), hi)]):
+        for in_place in (False, True):
+            res = []
+            for cfg in (base, fused):
+                got = _copy(axes)
+                out = pp.clone()
+                for blo, bhi in boxes:
+                    ops.cpml_step(p, out if in_place else pp, m, out, order, spacing, blo, bhi, got, "triton", SMALL,
+                                  cfg)
+                res.append((out, got))
+            (a, a_ax), (b, b_ax) = res
+            assert torch.equal(a, b)
+            assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(a_ax, b_ax))
+    assert not torch.equal(axes[0].psi[1], _copy(axes)[0].psi[1] * 0 + 1)  # (the stores exist)
+
+
 @pytest.mark.parametrize("kw,err", [({"x_align": 0}, ValueError), ({"x_align": -4}, ValueError),
                                     ({"x_align": 4.0}, ValueError), ({"x_align": True}, ValueError),
                                     ({"side_priority": 0.5}, TypeError), ({"side_priority": None}, TypeError)])
@@ -436,7 +472,7 @@ def test_x_store_boxes_let_the_x_faces_run_beside_a_zwin_interior():
                             (base, zwin, [False, False, True] + [False] * 4)):
         interiors, _launches, _strides, (late, wait_all), fuse = ops._march_plan(
             p, 8, tuple(lo), tuple(hi), kaxes, 3, cfg, icfg)
-        assert late == want and not wait_all and fuse == cfg.x_store_boxes  # 24-column layers, x_align 8
+        assert late == want and not wait_all and (2 in fuse) == cfg.x_store_boxes  # 24-column layers, x_align 8
         _, _, plan = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, p.shape[2], cfg, 4, p.stride()[:2])
         count = torch.zeros(p.shape, dtype=torch.int32)
         owned = torch.zeros(p.shape, dtype=torch.bool)

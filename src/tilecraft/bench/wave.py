@@ -432,11 +432,11 @@ def cpml_parts(p, pp, m, out, order, spacing, lo, hi, axes0, march: CpmlConfig, 
     dtype = p.dtype
     icfg = step_config or ops.default_config(dtype, order, p.device)
     _, _, launches = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, shape[2], march, 4, p.stride()[:2])
-    interiors, *_, fuse_x = ops._march_plan(p, order, tuple(lo), tuple(hi), kaxes, 3, march, icfg)
+    interiors, *_, fused_psi = ops._march_plan(p, order, tuple(lo), tuple(hi), kaxes, 3, march, icfg)
     inner = [(f"part-interior{i or ''}", math.prod(b - a for a, b in zip(blo, bhi)))
              for i, (blo, bhi, _x_org) in enumerate(interiors)]
     psi = [(f"part-psi-{'zyx'[ax.axis]}", axis_layer_points(ax, lo, hi)) for ax in part_axes
-           if not (fuse_x and ax.axis == 2)]
+           if ax.axis not in fused_psi]
     layers = [("part-layers:" + ",".join(map(str, axes)), sum((r[1] - r[0]) * (r[3] - r[2]) * (r[5] - r[4])
                                                               for r in table))
               for axes, _tile, table, _n in launches]

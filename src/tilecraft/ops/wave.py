@@ -534,7 +534,11 @@ class CpmlConfig:
     vectors: [4, 32) and [528, 556) for 24-column layers) instead of the layers', so the x faces'
     32-column tiles own every column they store but the frozen halo's and need not wait for a
     register-window (zwin) interior, which stores only its own box (``_march_schedule``); the extra
-    columns add exact zeros (a = 0, psi and zeta 0 there), else ``fused`` (``wave_cpml_kernel`` on
+    columns add exact zeros (a = 0, psi and zeta 0 there); ``psi_z_fused`` (3D): no psi launch for z, the
+    layer launches with z terms compute psi_z on their tiles' columns, plane pz + R at output plane pz
+    (``wave_layer_kernel``'s PSI_Z; not on two streams where a launch that waits for the interior may run
+    beside the side stream's, ``_march_schedule``: their tiles could rewrite each other's columns at once),
+    else ``fused`` (``wave_cpml_kernel`` on
     the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``, ``maxnreg``), else the unfused launches."""
 
     block_y: int
@@ -558,6 +562,7 @@ class CpmlConfig:
     split_interior: bool = False
     psi_x_fused: bool = False
     x_store_boxes: bool = False
+    psi_z_fused: bool = False
 
     def __post_init__(self):
         if isinstance(self.x_align, bool) or not isinstance(self.x_align, int) or self.x_align < 1:
@@ -580,6 +585,10 @@ MARCH_TILES_PREVIOUS = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (16, 32, 
 # The budgets with psi_x inside the x launches (``psi_x_fused``): the x faces need 80 registers
 # without spills (72: 88 bytes spilled; cross-compiled for sm90).
 MARCH_REGS_PSI_X = (96, 96, 80, 128, 168)
+# The budgets with psi_z inside the z launches too (``psi_z_fused``, not measured on a GPU yet): cross-compiled for
+# sm90 (2026-11-28), the z faces take 112 registers without spills (96: 132 bytes spilled), the z edges 168-201
+# without a budget (0: none), the corners 200 (32 bytes spilled; none: 255 and 184).
+MARCH_REGS_PSI_Z = (112, 96, 80, 0, 200)
 # (block_y, block_x, block_z, num_warps) of the marching psi launch per axis (z, y, x)
 PSI_TILES = ((4, 128, 10, 4), (4, 128, 8, 4), (16, 32, 8, 4))
 
@@ -1018,8 +1027,7 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
     plan = _PLANS.get(key)
     if plan is None:
         plan = _PLANS[key] = _march_plan(p3, order, lo3, hi3, kaxes, ndim, pcfg, icfg)
-    interiors, launches, strides, schedule, fuse_x = plan
-    skip = (2,) if fuse_x else ()
+    interiors, launches, strides, schedule, skip = plan
     p, p_prev, m, out = (t if has_z else t[0] for t in (p3, pp3, m3, o3))
     if pcfg.streams and p3.device.type == "cuda" and set(parts) == {"psi", "interior", "layers"}:
         _march_streams(p3, pp3, m3, o3, order, spacing, lo, hi, pml, kaxes, cfg, pcfg, interiors, launches,
@@ -1047,7 +1055,7 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
 
 def _layer_args(p3, pp3, m3, o3, order: int, spacing, kaxes) -> list:
     """``wave_layer_kernel``'s tensor arguments but the box table (which goes after the first five)
-    and the integers (before the last, psi_x's old buffer)."""
+    and the integers (before the last two, psi_x's and psi_z's old buffers)."""
     sp3 = spacing if len(spacing) == 3 else (math.inf,) + tuple(spacing)
     w = _const(("w", order, sp3), lambda: stencil_weights(order, sp3), p3.dtype, p3.device)
     per_axis = []
@@ -1055,13 +1063,13 @@ def _layer_args(p3, pp3, m3, o3, order: int, spacing, kaxes) -> list:
         ax = kaxes.get(d)
         per_axis += ([ax.psi[1], ax.zeta, ax.a, ax.b, _cpml_weights(order, ax.h, p3.dtype, p3.device)] if ax is not None
                      else [w] * 5)  # never read
-    return [p3, pp3, m3, o3, w, *per_axis, kaxes[2].psi[0] if 2 in kaxes else w]
+    return [p3, pp3, m3, o3, w, *per_axis, kaxes[2].psi[0] if 2 in kaxes else w, kaxes[0].psi[0] if 0 in kaxes else w]
 
 
 def _launch_layer(head: list, table, strides: list, n_prog: int, kw: dict) -> None:
     """One ``wave_layer_kernel`` launch: ``head`` from ``_layer_args``, the launch's box table, the
     plan's integer arguments."""
-    _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-1], *strides, head[-1]], kw)
+    _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-2], *strides, *head[-2:]], kw)
 
 
 _STREAMS: dict[tuple, tuple] = {}
@@ -1160,7 +1168,8 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
                 interior: int | WaveConfig = 128):
     """``_march_layers``' launches: (interior boxes as (lo, hi) in p's dimensions, [(name, box table,
     programs, constexprs and options)] of ``wave_layer_kernel``, its integer arguments, and the
-    streams' schedule, ``_march_schedule``). ``interior``: the interior's configuration (its x tile
+    streams' schedule, ``_march_schedule``, and the axes whose psi launch the layer launches replace:
+    2 with ``psi_x_fused``, 0 with ``psi_z_fused``). ``interior``: the interior's configuration (its x tile
     width; its zwin launches store only their boxes), or just its x tile width."""
     interior_cfg = interior if isinstance(interior, WaveConfig) else None
     interior_bx = interior.block_x if interior_cfg is not None else interior
@@ -1185,12 +1194,34 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
     fuse_x = pcfg.psi_x_fused and 2 in kaxes and all(
         r[6] <= r[11] and r[11] + kaxes[2].extent <= r[6] + bx and r[5] <= r[6] + bx
         for axes, (_by, bx, _bz, _w), table, _n in plan if 2 in axes for r in table)
+    inner = _interior_pieces(interiors, interior_bx, pcfg, 16 // p3.element_size())
+    exact = [interior_cfg is not None and ndim == 3
+             and ((interior_cfg.kernel == "zwin" and zwin_step_ok(p3, order, blo, bhi, None, interior_cfg) is None)
+                  or (interior_cfg.kernel == "smem" and smem_step_ok(p3, order, blo, bhi, None, interior_cfg) is None))
+             for blo, bhi, _x in _interior_boxes(inner, ndim)]
+    schedule = _march_schedule(inner, interior_bx, plan, nx, exact)
+    # psi_z inside the z launches: each box row carries its psi planes [a0, a1) (at 12, 13), as _psi_boxes
+    # (not where, on two streams, a launch that waits for the interior could run beside a side-stream launch:
+    # their tiles may rewrite each other's psi_z columns)
+    late, wait_all = schedule
+    fuse_z = pcfg.psi_z_fused and ndim == 3 and 0 in kaxes and not (pcfg.streams and any(late) and not wait_all)
+    if fuse_z:
+        zax, r = kaxes[0], order // 2
+        spans = {}
+        for reg, _s, _o, blo, bhi in _psi_boxes(lo3, hi3, zax, p3.shape[0], r):
+            spans[reg] = (blo[0], bhi[0])
+        for axes, _tile, table, _n in plan:
+            for row in table if 0 in axes else ():
+                k = next(i for i, (w0, w1, _o) in enumerate(zax.regions) if w0 <= row[0] and row[1] <= w1)
+                row[12], row[13] = spans.get(k, (0, 0))
     launches = []
     for axes, (by, bx, bz, warps), table, n_prog in plan:
         flat = [v // scale if i % 16 in (6, 8, 9, 10, 11) else v for row in table for i, v in enumerate(row)]
         kw = dict(R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=ndim == 3,
                   NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, PSI_X=fuse_x and 2 in axes,
                   num_warps=warps)
+        if fuse_z and 0 in axes:
+            kw["PSI_Z"] = True
         regs = _march_budget(pcfg, axes)
         if regs and _nvidia(p3):
             kw["maxnreg"] = regs
@@ -1198,8 +1229,13 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
                          n_prog, kw))
     if len(_PLANS) > 64:
         _PLANS.clear()
+    skip = ((0,) if fuse_z else ()) + ((2,) if fuse_x else ())
+    return _interior_boxes(inner, ndim), launches, strides, schedule, skip
+
+
+def _interior_pieces(interiors, interior_bx: int, pcfg: CpmlConfig, ivec: int) -> list:
+    """The interior boxes as (box, x_org) launches (``split_interior``: cut in x so that no tile passes the box)."""
     inner = []
-    ivec = 16 // p3.element_size()
     for box in interiors:
         x0, x1 = box[2]
         full = (x1 - x0) // interior_bx * interior_bx
@@ -1210,12 +1246,12 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
             inner.append(((box[0], box[1], (x0 + full, x1)), x1 - interior_bx))
         else:
             inner.append((box, x0 - x0 % X_ALIGN))
-    boxes = [(tuple(a for a, _ in box)[3 - ndim:], tuple(b for _, b in box)[3 - ndim:], x_org) for box, x_org in inner]
-    exact = [interior_cfg is not None and ndim == 3
-             and ((interior_cfg.kernel == "zwin" and zwin_step_ok(p3, order, blo, bhi, None, interior_cfg) is None)
-                  or (interior_cfg.kernel == "smem" and smem_step_ok(p3, order, blo, bhi, None, interior_cfg) is None))
-             for blo, bhi, _x in boxes]
-    return boxes, launches, strides, _march_schedule(inner, interior_bx, plan, nx, exact), fuse_x
+    return inner
+
+
+def _interior_boxes(inner, ndim: int) -> list:
+    """``_interior_pieces`` as (lo, hi, x_org) in p's dimensions."""
+    return [(tuple(a for a, _ in box)[3 - ndim:], tuple(b for _, b in box)[3 - ndim:], x_org) for box, x_org in inner]
 
 
 def _layer_interval(ax: CpmlAxis, k: int) -> tuple[int, int] | None:

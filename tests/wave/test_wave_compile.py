@@ -24,3 +24,21 @@ def test_psi_march_kernel_is_vectorized_without_spills(axis):
     want = 2 * 4 + 1 if axis < 2 else 3 + 1
     assert census.get("sass_global_load_128b", 0) >= want and census.get("sass_global_store_128b", 0) == 1
     assert not any(k.startswith("sass_global_store") and not k.endswith("128b") for k in census)
+
+
+def test_cached_launches_take_the_signature_defaults():
+    """The GPU launch path (``ops.wave._launch``) calls a compiled kernel's launcher once it was launched; a constexpr
+    the call leaves to its default in the signature (``wave_layer_kernel``'s PSI_Z) must then come from that
+    default, not be missing (2026-11-28: every CPML step on a GPU raised KeyError 'PSI_Z')."""
+    from tilecraft.kernels import wave as kw
+    from tilecraft.ops import wave as ow
+
+    names = kw.wave_layer_kernel.arg_names
+    n = names.index("R")
+    const = {name: i for i, name in enumerate(names[n:]) if name != "PSI_Z"}
+    values = ow.launch_values(kw.wave_layer_kernel, list(range(n)), const, n)
+    assert values[:n] == list(range(n))
+    assert values[names.index("PSI_Z")] is False
+    assert values[names.index("PSI_X")] == const["PSI_X"]
+    with pytest.raises(TypeError, match="AX_Y"):
+        ow.launch_values(kw.wave_layer_kernel, list(range(n)), {k: v for k, v in const.items() if k != "AX_Y"}, n)

@@ -13,6 +13,7 @@ reports which one ran.
 """
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import os
@@ -276,6 +277,21 @@ def _arg_class(v: object) -> object:
     return (v == 1, v % 16 == 0, -2**31 <= v < 2**31)
 
 
+def launch_values(kernel, args: list, const: dict, n: int) -> list:
+    """The compiled launcher's arguments: the ``n`` positional ones, then every later parameter of the kernel's
+    signature from ``const``, or its default where the call left it out (a constexpr with a default)."""
+    fn = getattr(kernel, "fn", kernel)
+    values = list(args)
+    for prm in list(inspect.signature(fn).parameters.values())[n:]:
+        if prm.name in const:
+            values.append(const[prm.name])
+        elif prm.default is not inspect.Parameter.empty:
+            values.append(prm.default)
+        else:
+            raise TypeError(f"{fn.__name__}: no value for {prm.name!r}")
+    return values
+
+
 def _launch(kernel, grid: tuple[int, ...], args: list, kw: dict):
     """``kernel[grid](*args, **kw)`` on a GPU, through the compiled kernel's own launcher once the
     same specialization (``_arg_class`` of every argument, the constexprs and options) was launched
@@ -298,7 +314,7 @@ def _launch(kernel, grid: tuple[int, ...], args: list, kw: dict):
         _LAUNCHERS[key] = (compiled, len(args))
         return compiled
     compiled, n = launcher
-    values = list(args) + [const[name] for name in kernel.arg_names[n:]]
+    values = launch_values(kernel, args, const, n)
     compiled[tuple(grid) + (1,) * (3 - len(grid))](*values)
     return compiled
 
@@ -1219,9 +1235,7 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
         flat = [v // scale if i % 16 in (6, 8, 9, 10, 11) else v for row in table for i, v in enumerate(row)]
         kw = dict(R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=ndim == 3,
                   NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, PSI_X=fuse_x and 2 in axes,
-                  num_warps=warps)
-        if fuse_z and 0 in axes:
-            kw["PSI_Z"] = True
+                  PSI_Z=fuse_z and 0 in axes, num_warps=warps)
         regs = _march_budget(pcfg, axes)
         if regs and _nvidia(p3):
             kw["maxnreg"] = regs

@@ -28,17 +28,17 @@ def test_psi_march_kernel_is_vectorized_without_spills(axis):
 
 def test_cached_launches_take_the_signature_defaults():
     """The GPU launch path (``ops.wave._launch``) calls a compiled kernel's launcher once it was launched; a constexpr
-    the call leaves to its default in the signature (``wave_layer_kernel``'s PSI_Z) must then come from that
-    default, not be missing (2026-11-28: every CPML step on a GPU raised KeyError 'PSI_Z')."""
+    the call leaves to its default in the signature (``wave_layer_kernel``'s PSI_Y) must then come from that
+    default, not be missing (2026-11-28: every CPML step on a GPU raised KeyError for the then PSI_Z)."""
     from tilecraft.kernels import wave as kw
     from tilecraft.ops import wave as ow
 
     names = kw.wave_layer_kernel.arg_names
     n = names.index("R")
-    const = {name: i for i, name in enumerate(names[n:]) if name != "PSI_Z"}
+    const = {name: i for i, name in enumerate(names[n:]) if name != "PSI_Y"}
     values = ow.launch_values(kw.wave_layer_kernel, list(range(n)), const, n)
     assert values[:n] == list(range(n))
-    assert values[names.index("PSI_Z")] is False
+    assert values[names.index("PSI_Y")] is False
     assert values[names.index("PSI_X")] == const["PSI_X"]
     with pytest.raises(TypeError, match="AX_Y"):
         ow.launch_values(kw.wave_layer_kernel, list(range(n)), {k: v for k, v in const.items() if k != "AX_Y"}, n)

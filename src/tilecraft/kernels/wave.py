@@ -545,7 +545,7 @@ def _layer_update(val, m, d2, dpsi, zeta_ptrs, a, b, mask, x_in, full_x):
 @triton.jit
 def _psi_new(acc, psi_old_ptrs, mask, a, b):
     """psi_new = b psi_old + a dp/dx_axis (``acc``) at a tile: ``cpml_psi_march_kernel``'s and the z layers'
-    (``wave_layer_kernel`` with PSI_Z) one expression, so both compile it alike."""
+    (``wave_layer_kernel`` with PSI_Y) one expression, so both compile it alike."""
     return b * tl.load(psi_old_ptrs, mask=mask, other=0.0) + a * acc
 
 
@@ -621,26 +621,15 @@ def cpml_psi_march_kernel(
 
 
 @triton.jit
-def _psi_z_plane(p_ptr, psi_old_ptr, psi_ptr, a_ptr, b_ptr, q, s_z64, z_shift, zt0, offs, row_mask, x_in, full_x, d,
-                 R: tl.constexpr):
-    """psi_z's new plane q at a layer tile (``wave_layer_kernel`` with PSI_Z): ``cpml_psi_march_kernel``'s
-    AXIS 0 step, p's z neighbours through L1."""
-    acc = _strided_difference(p_ptr + q * s_z64 + offs, s_z64, row_mask, d, R)
-    aux = z_shift + q * zt0 + offs
-    _store_tile(psi_ptr + aux, _psi_new(acc, psi_old_ptr + aux, row_mask, tl.load(a_ptr + q), tl.load(b_ptr + q)),
-                row_mask, x_in, full_x, False)
-
-
-@triton.jit
 def wave_layer_kernel(
     p_ptr, pp_ptr, m_ptr, out_ptr, w_ptr, box_ptr,
     zpsi_ptr, zzeta_ptr, za_ptr, zb_ptr, zw_ptr,
     ypsi_ptr, yzeta_ptr, ya_ptr, yb_ptr, yw_ptr,
     xpsi_ptr, xzeta_ptr, xa_ptr, xb_ptr, xw_ptr,
-    nx_s, s_z_s, s_y_s, zt0_s, yt0_s, xt0_s, xt1_s, xe_s, xpo_ptr, zpo_ptr,
+    nx_s, s_z_s, s_y_s, zt0_s, yt0_s, xt0_s, xt1_s, xe_s, xpo_ptr, ypo_ptr,
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, SCALE: tl.constexpr, HAS_Z: tl.constexpr, NB: tl.constexpr,
-    AX_Z: tl.constexpr, AX_Y: tl.constexpr, AX_X: tl.constexpr, PSI_X: tl.constexpr, PSI_Z: tl.constexpr = False,
+    AX_Z: tl.constexpr, AX_Y: tl.constexpr, AX_X: tl.constexpr, PSI_X: tl.constexpr, PSI_Y: tl.constexpr = False,
 ):
     """The step with the CPML on boxes of the absorbing layers where exactly the axes AX_* have
     terms, built like ``wave_step_kernel``: a program owns a (BLOCK_Y, BLOCK_X) tile and marches
@@ -663,12 +652,12 @@ def wave_layer_kernel(
     where each box's x tile holds its whole x store (origin and extent inside the tile): the tile
     then writes every column of the store in its rows, and dpsi/dx reads no other program's psi.
 
-    PSI_Z (with AX_Z): psi_z is not precomputed either: each program computes psi_new on its tile's columns
-    (``zpo_ptr``: psi_old) for the planes [max(z_begin - R, a0), min(z_end + R, a1)), the box row's psi
-    planes [a0, a1) (at 12 and 13: the layer's planes where a != 0, as the psi launch's boxes) that its
-    dpsi/dz reads: the first 2R before the march, then plane pz + R at output plane pz, each stored before a
-    barrier of the program and read back at +-k planes. Programs whose planes neighbour compute the same
-    planes' psi alike (the same bits; the psi launch's expression, ``_psi_new``).
+    PSI_Y (with AX_Y): psi_y is not precomputed either: each program computes psi_new = b psi_old + a dp/dy
+    (``ypo_ptr``: psi_old) at its tile's points of the rows [a0, a1) (the box row's 12 and 13: the layer's rows
+    where a != 0, as the psi launch's boxes) and the box's columns, stores it (an exact element mask: no other
+    program's points) and, after a barrier of the program, reads it back at +-k rows. Only where each box's
+    single y tile holds its rows and [a0, a1): the tile then writes every psi_y point of its columns, and
+    dpsi/dy reads no other program's psi.
     """
     nx = nx_s * SCALE
     s_z = s_z_s * SCALE
@@ -685,12 +674,6 @@ def wave_layer_kernel(
         z_shift = tl.load(box + 8) * SCALE
         dz = _weights(zw_ptr, -1, R)
         cz0 = tl.load(zw_ptr + R)
-        if PSI_Z:  # psi_z of the planes the first outputs read below them and R above z_begin
-            a_lo = tl.load(box + 12).to(tl.int32)
-            a_hi = tl.load(box + 13).to(tl.int32)
-            for q in range(tl.maximum(z_begin - R, a_lo), tl.minimum(z_begin + R, a_hi)):
-                _psi_z_plane(p_ptr, zpo_ptr, zpsi_ptr, za_ptr, zb_ptr, q, s_z64, z_shift, zt0, offs, row_mask, x_in,
-                             full_x, dz, R)
     if AX_Y:
         yt0 = yt0_s.to(tl.int64) * SCALE
         y_shift = tl.load(box + 9) * SCALE
@@ -698,6 +681,9 @@ def wave_layer_kernel(
         cy0 = tl.load(yw_ptr + R)
         ay = tl.load(ya_ptr + ys, mask=row_ok, other=0.0)[:, None]
         by = tl.load(yb_ptr + ys, mask=row_ok, other=1.0)[:, None]
+        if PSI_Y:  # the psi rows [a0, a1) of the box's columns
+            y_mask = ((ys >= tl.load(box + 12).to(tl.int32)) & (ys < tl.load(box + 13).to(tl.int32)))[:, None] \
+                & x_in & (xs < nx)[None, :]
     if AX_X:
         xt0 = xt0_s.to(tl.int64) * SCALE
         x_shift = tl.load(box + 10) * SCALE
@@ -715,12 +701,12 @@ def wave_layer_kernel(
     for pz in range(z_begin, z_end):
         plane = pz * s_z64
         base = p_ptr + plane
-        if AX_Z and PSI_Z:  # plane pz + R's psi_z, before the barrier below (or its own)
-            if (pz + R >= a_lo) & (pz + R < a_hi):
-                _psi_z_plane(p_ptr, zpo_ptr, zpsi_ptr, za_ptr, zb_ptr, pz + R, s_z64, z_shift, zt0, offs, row_mask,
-                             x_in, full_x, dz, R)
+        if AX_Y and PSI_Y:  # the plane's psi_y, before the barrier below (or its own)
+            ypb = y_shift + pz * yt0 + offs
+            acc = _strided_difference(base + offs, s_y, y_mask, dy, R)
+            tl.store(ypsi_ptr + ypb, _psi_new(acc, ypo_ptr + ypb, y_mask, ay, by), mask=y_mask)
             if not (AX_X and PSI_X):
-                tl.debug_barrier()  # the program's psi_z stores before its shifted loads below
+                tl.debug_barrier()  # the program's psi_y stores before its shifted loads below
         if AX_X and PSI_X:  # first, so that little is live across the barrier
             xpb = x_shift + pz * xt0 + x_offs
             acc = _x_difference(base + offs, xs, nx, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)

@@ -550,11 +550,11 @@ class CpmlConfig:
     vectors: [4, 32) and [528, 556) for 24-column layers) instead of the layers', so the x faces'
     32-column tiles own every column they store but the frozen halo's and need not wait for a
     register-window (zwin) interior, which stores only its own box (``_march_schedule``); the extra
-    columns add exact zeros (a = 0, psi and zeta 0 there); ``psi_z_fused`` (3D): no psi launch for z, the
-    layer launches with z terms compute psi_z on their tiles' columns, plane pz + R at output plane pz
-    (``wave_layer_kernel``'s PSI_Z; not on two streams where a launch that waits for the interior may run
-    beside the side stream's, ``_march_schedule``: their tiles could rewrite each other's columns at once),
-    else ``fused`` (``wave_cpml_kernel`` on
+    columns add exact zeros (a = 0, psi and zeta 0 there); ``psi_y_fused`` (3D): no psi launch for y, the
+    layer launches with y terms compute psi_y at their tiles' points of the layer's rows (``wave_layer_kernel``'s
+    PSI_Y), where every such launch's tiles hold their box's whole y extent (``march_tiles`` with block_y of
+    at least the y layer's W + R rows, e.g. ``MARCH_TILES_PSI_Y``; else the psi launch runs as before:
+    ``_march_plan``'s last element says which psi launches were dropped), else ``fused`` (``wave_cpml_kernel`` on
     the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``, ``maxnreg``), else the unfused launches."""
 
     block_y: int
@@ -578,7 +578,7 @@ class CpmlConfig:
     split_interior: bool = False
     psi_x_fused: bool = False
     x_store_boxes: bool = False
-    psi_z_fused: bool = False
+    psi_y_fused: bool = False
 
     def __post_init__(self):
         if isinstance(self.x_align, bool) or not isinstance(self.x_align, int) or self.x_align < 1:
@@ -601,10 +601,11 @@ MARCH_TILES_PREVIOUS = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (16, 32, 
 # The budgets with psi_x inside the x launches (``psi_x_fused``): the x faces need 80 registers
 # without spills (72: 88 bytes spilled; cross-compiled for sm90).
 MARCH_REGS_PSI_X = (96, 96, 80, 128, 168)
-# The budgets with psi_z inside the z launches too (``psi_z_fused``, not measured on a GPU yet): cross-compiled for
-# sm90 (2026-11-28), the z faces take 112 registers without spills (96: 132 bytes spilled), the z edges 168-201
-# without a budget (0: none), the corners 200 (32 bytes spilled; none: 255 and 184).
-MARCH_REGS_PSI_Z = (112, 96, 80, 0, 200)
+# psi_y inside the y launches too (``psi_y_fused``): tiles of 32 rows for every kind with y terms (the y faces,
+# the edges, the corners), so that one tile holds a y layer's W + R = 24 rows at W = 20, R = 4; registers
+# from sm90 cross-compiles (tests/wave/test_wave_compile.py).
+MARCH_TILES_PSI_Y = ((4, 128, 8, 4), (32, 64, 8, 16), (8, 32, 4, 2), (32, 32, 2, 8), (32, 32, 2, 8))
+MARCH_REGS_PSI_Y = (96, 0, 80, 0, 0)  # y faces 120 registers, edges 190-255, corners 254 (144 bytes spilled)
 # (block_y, block_x, block_z, num_warps) of the marching psi launch per axis (z, y, x)
 PSI_TILES = ((4, 128, 10, 4), (4, 128, 8, 4), (16, 32, 8, 4))
 
@@ -1071,7 +1072,7 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
 
 def _layer_args(p3, pp3, m3, o3, order: int, spacing, kaxes) -> list:
     """``wave_layer_kernel``'s tensor arguments but the box table (which goes after the first five)
-    and the integers (before the last two, psi_x's and psi_z's old buffers)."""
+    and the integers (before the last two, psi_x's and psi_y's old buffers)."""
     sp3 = spacing if len(spacing) == 3 else (math.inf,) + tuple(spacing)
     w = _const(("w", order, sp3), lambda: stencil_weights(order, sp3), p3.dtype, p3.device)
     per_axis = []
@@ -1079,7 +1080,7 @@ def _layer_args(p3, pp3, m3, o3, order: int, spacing, kaxes) -> list:
         ax = kaxes.get(d)
         per_axis += ([ax.psi[1], ax.zeta, ax.a, ax.b, _cpml_weights(order, ax.h, p3.dtype, p3.device)] if ax is not None
                      else [w] * 5)  # never read
-    return [p3, pp3, m3, o3, w, *per_axis, kaxes[2].psi[0] if 2 in kaxes else w, kaxes[0].psi[0] if 0 in kaxes else w]
+    return [p3, pp3, m3, o3, w, *per_axis, kaxes[2].psi[0] if 2 in kaxes else w, kaxes[1].psi[0] if 1 in kaxes else w]
 
 
 def _launch_layer(head: list, table, strides: list, n_prog: int, kw: dict) -> None:
@@ -1185,7 +1186,7 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
     """``_march_layers``' launches: (interior boxes as (lo, hi) in p's dimensions, [(name, box table,
     programs, constexprs and options)] of ``wave_layer_kernel``, its integer arguments, and the
     streams' schedule, ``_march_schedule``, and the axes whose psi launch the layer launches replace:
-    2 with ``psi_x_fused``, 0 with ``psi_z_fused``). ``interior``: the interior's configuration (its x tile
+    2 with ``psi_x_fused``, 1 with ``psi_y_fused``). ``interior``: the interior's configuration (its x tile
     width; its zwin launches store only their boxes), or just its x tile width."""
     interior_cfg = interior if isinstance(interior, WaveConfig) else None
     interior_bx = interior.block_x if interior_cfg is not None else interior
@@ -1216,26 +1217,25 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
                   or (interior_cfg.kernel == "smem" and smem_step_ok(p3, order, blo, bhi, None, interior_cfg) is None))
              for blo, bhi, _x in _interior_boxes(inner, ndim)]
     schedule = _march_schedule(inner, interior_bx, plan, nx, exact)
-    # psi_z inside the z launches: each box row carries its psi planes [a0, a1) (at 12, 13), as _psi_boxes
-    # (not where, on two streams, a launch that waits for the interior could run beside a side-stream launch:
-    # their tiles may rewrite each other's psi_z columns)
-    late, wait_all = schedule
-    fuse_z = pcfg.psi_z_fused and ndim == 3 and 0 in kaxes and not (pcfg.streams and any(late) and not wait_all)
-    if fuse_z:
-        zax, r = kaxes[0], order // 2
-        spans = {}
-        for reg, _s, _o, blo, bhi in _psi_boxes(lo3, hi3, zax, p3.shape[0], r):
-            spans[reg] = (blo[0], bhi[0])
-        for axes, _tile, table, _n in plan:
-            for row in table if 0 in axes else ():
-                k = next(i for i, (w0, w1, _o) in enumerate(zax.regions) if w0 <= row[0] and row[1] <= w1)
-                row[12], row[13] = spans.get(k, (0, 0))
+    # psi_y inside the y launches: each box row carries its psi rows [a0, a1) (at 12, 13), as _psi_boxes, and
+    # every box's single y tile [y0, y0 + by) holds its rows and them (the tiles write all of psi_y in their columns)
+    fuse_y = False
+    if pcfg.psi_y_fused and ndim == 3 and 1 in kaxes:
+        yax = kaxes[1]
+        spans = {reg: (blo[1], bhi[1]) for reg, _s, _o, blo, bhi in _psi_boxes(lo3, hi3, yax, p3.shape[1], order // 2)}
+        rows = [(row, by, spans.get(next(i for i, (w0, w1, _o) in enumerate(yax.regions) if w0 <= row[2] and row[3] <= w1),
+                                    (row[2], row[2])))
+                for axes, (by, _bx, _bz, _w), table, _n in plan if 1 in axes for row in table]
+        fuse_y = all(row[3] <= row[2] + by and row[2] <= a0 and a1 <= row[2] + by for row, by, (a0, a1) in rows)
+        if fuse_y:
+            for row, _by, (a0, a1) in rows:
+                row[12], row[13] = a0, a1
     launches = []
     for axes, (by, bx, bz, warps), table, n_prog in plan:
         flat = [v // scale if i % 16 in (6, 8, 9, 10, 11) else v for row in table for i, v in enumerate(row)]
         kw = dict(R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=ndim == 3,
                   NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, PSI_X=fuse_x and 2 in axes,
-                  PSI_Z=fuse_z and 0 in axes, num_warps=warps)
+                  PSI_Y=fuse_y and 1 in axes, num_warps=warps)
         regs = _march_budget(pcfg, axes)
         if regs and _nvidia(p3):
             kw["maxnreg"] = regs
@@ -1243,7 +1243,7 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
                          n_prog, kw))
     if len(_PLANS) > 64:
         _PLANS.clear()
-    skip = ((0,) if fuse_z else ()) + ((2,) if fuse_x else ())
+    skip = ((1,) if fuse_y else ()) + ((2,) if fuse_x else ())
     return _interior_boxes(inner, ndim), launches, strides, schedule, skip
 
 

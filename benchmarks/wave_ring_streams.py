@@ -7,10 +7,10 @@ step first), ``--rounds`` rounds in turn.
     PYTHONPATH=src python benchmarks/wave_ring_streams.py --out DIR [--rounds 2] [--set regs]
 
 ``--set regs``: the ring interior under register budgets (``WaveConfig.maxnreg``) with the default launch
-order, so that the side stream's launches fit beside its CTAs. ``--set psiy``: psi_y computed inside the y
-layer launches (``CpmlConfig.psi_y_fused``, 32-row tiles for the kinds with y terms) against the default and
-against the same tiles without it (the whole step's values are checked against float64 first, as every case).
-(``--set psiz`` timed ``psi_z_fused`` on an H200 on 2026-11-28, 51.3-52.2% of copy against 56.4%: removed.)
+order, so that the side stream's launches fit beside its CTAs. ``--set xfaces``: the x layer boxes widened into the interior (``CpmlConfig.x_face_cols``) with x-face
+tiles that hold them, against the default. (Timed on an H200 on 2026-11-28 and removed: ``--set psiz``,
+``psi_z_fused``, 51.3-52.2% of copy against 56.4%; ``--set psiy``, ``psi_y_fused`` with 32-row tiles for the
+kinds with y terms, 49.7-51.2% against 56.4%, the same tiles without it 51.1%.)
 """
 from __future__ import annotations
 
@@ -25,14 +25,14 @@ from tilecraft.bench.harness import write_results
 from tilecraft.bench.wave import cpml_step_suite
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
-from tilecraft.ops.wave import MARCH_REGS_PSI_Y, MARCH_TILES_PSI_Y, default_config, default_cpml_config, smem_config
+from tilecraft.ops.wave import default_config, default_cpml_config, smem_config
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--set", choices=("orders", "regs", "psiy"), default="orders")
+    ap.add_argument("--set", choices=("orders", "regs", "xfaces"), default="orders")
     args = ap.parse_args()
     info = detect()
     copy = measure_copy_bandwidth()
@@ -46,17 +46,14 @@ def main() -> int:
              "ring-layers-first": (smem_config(), replace(base, streams=False, interior_first=False)),
              "zwin-one-stream": (default_config(torch.float32, 8, dev), replace(base, streams=False,
                                                                                interior_first=True))}
-    if args.set == "psiy":  # psi_y inside the y layer launches (``CpmlConfig.psi_y_fused``), zwin interior
+    if args.set == "xfaces":  # x faces widened into the interior, x-face tiles as wide as their boxes
         zwin = default_config(torch.float32, 8, dev)
-        fy = replace(base, psi_y_fused=True, march_tiles=MARCH_TILES_PSI_Y, march_regs=MARCH_REGS_PSI_Y)
-        t = list(MARCH_TILES_PSI_Y)
-        cases = {"zwin-default": (zwin, base),
-                 "psiy": (zwin, fy),
-                 "psiy-yfaces-32x32w8": (zwin, replace(fy, march_tiles=tuple(t[:1] + [(32, 32, 8, 8)] + t[2:]))),
-                 "psiy-yfaces-z16": (zwin, replace(fy, march_tiles=tuple(t[:1] + [(32, 64, 16, 16)] + t[2:]))),
-                 "psiy-edges-r128": (zwin, replace(fy, march_regs=(96, 0, 80, 128, 128))),
-                 "tiles-without-psiy": (zwin, replace(fy, psi_y_fused=False)),
-                 "psiy-one-stream": (zwin, replace(fy, streams=False, interior_first=True))}
+        t = list(base.march_tiles)
+        cases = {"zwin-default": (zwin, base)}
+        for cols, tx, ex in ((64, (8, 64, 4, 4), (8, 64, 2, 4)), (96, (8, 128, 4, 8), (8, 128, 2, 8)),
+                             (128, (8, 128, 4, 8), (8, 128, 2, 8)), (64, (4, 64, 8, 2), (8, 64, 2, 4))):
+            tiles = tuple(t[:2] + [tx, ex, (ex[0] // 2,) + ex[1:3] + (ex[3] // 2,)])
+            cases[f"xfaces-{cols}-{tx[0]}x{tx[1]}z{tx[2]}"] = (zwin, replace(base, x_face_cols=cols, march_tiles=tiles))
     if args.set == "regs":  # ring interiors under a register budget, leaving room beside them for the side stream
         cases = {"zwin-default": (default_config(torch.float32, 8, dev), base),
                  "ring-default": (smem_config(), base),

@@ -1,6 +1,8 @@
 """Cross-compiled for sm90 (no GPU needed): the marching psi kernel keeps every plane access of its
 loop 128-bit and does not spill, for each axis at the GPU default's tiles."""
 import pytest
+import triton
+import triton.language as tl
 
 from tilecraft.analysis.compiled import cross_compile
 from tilecraft.ops.wave import PSI_TILES
@@ -26,19 +28,18 @@ def test_psi_march_kernel_is_vectorized_without_spills(axis):
     assert not any(k.startswith("sass_global_store") and not k.endswith("128b") for k in census)
 
 
+@triton.jit
+def _defaults_probe(x_ptr, n, A: tl.constexpr, B: tl.constexpr = 3):
+    tl.store(x_ptr + tl.arange(0, A), n + B)
+
+
 def test_cached_launches_take_the_signature_defaults():
     """The GPU launch path (``ops.wave._launch``) calls a compiled kernel's launcher once it was launched; a constexpr
-    the call leaves to its default in the signature (``wave_layer_kernel``'s PSI_Y) must then come from that
-    default, not be missing (2026-11-28: every CPML step on a GPU raised KeyError for the then PSI_Z)."""
-    from tilecraft.kernels import wave as kw
+    the call leaves to its default in the signature must then come from that default, not be missing (2026-11-28:
+    every CPML step on a GPU raised KeyError for ``wave_layer_kernel``'s then PSI_Z, a constexpr with a default)."""
     from tilecraft.ops import wave as ow
 
-    names = kw.wave_layer_kernel.arg_names
-    n = names.index("R")
-    const = {name: i for i, name in enumerate(names[n:]) if name != "PSI_Y"}
-    values = ow.launch_values(kw.wave_layer_kernel, list(range(n)), const, n)
-    assert values[:n] == list(range(n))
-    assert values[names.index("PSI_Y")] is False
-    assert values[names.index("PSI_X")] == const["PSI_X"]
-    with pytest.raises(TypeError, match="AX_Y"):
-        ow.launch_values(kw.wave_layer_kernel, list(range(n)), {k: v for k, v in const.items() if k != "AX_Y"}, n)
+    assert ow.launch_values(_defaults_probe, ["x", 5], {"A": 16}, 2) == ["x", 5, 16, 3]
+    assert ow.launch_values(_defaults_probe, ["x", 5], {"A": 16, "B": 7}, 2) == ["x", 5, 16, 7]
+    with pytest.raises(TypeError, match="'A'"):
+        ow.launch_values(_defaults_probe, ["x", 5], {"B": 7}, 2)

@@ -277,40 +277,6 @@ def test_psi_x_inside_the_layer_launches_on_the_gpu():
     assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(g1, g2))
 
 
-def test_psi_y_inside_the_layer_launches_on_the_gpu():
-    """``psi_y_fused`` (no psi launch for y: the launches with y terms compute psi_y at their tiles' rows, store it
-    and read it back shifted after a barrier of the program; ``MARCH_TILES_PSI_Y``), one and two streams, against
-    the same tiles with the psi launch: p_next, psi and zeta agree to rounding over several steps (the kernels may
-    contract b psi + a dp/dy differently), every point written; the plan fused; two streams give one stream's bits."""
-    from dataclasses import replace
-
-    layout, (p, pp, m), axes = _state((60, 52, 152), 8, 20, False, seed=19)
-    p, pp, m = (t.float() for t in (p, pp, m))
-    lo, hi = layout.updated
-    sp = (10.0,) * 3
-    base = replace(ops.default_cpml_config(p.device), streams=False, march_tiles=ops.MARCH_TILES_PSI_Y,
-                   march_regs=ops.MARCH_REGS_PSI_Y)
-    fused = replace(base, psi_y_fused=True)
-    kaxes = {ax.axis: ax for ax in axes}
-    assert 1 in ops._march_plan(p, 8, tuple(lo), tuple(hi), kaxes, 3, fused, 128)[-1]
-    results = []
-    for cfg in (base, fused, replace(fused, streams=True, side_priority=-1)):
-        _f, out, got = _steps(p, pp, m, sp, lo, hi, axes, cfg, 3)
-        assert not torch.isnan(out[tuple(slice(a, b) for a, b in zip(lo, hi))]).any()
-        results.append((out, got))
-    (o0, g0) = results[0]
-    box = tuple(slice(a, b) for a, b in zip(lo, hi))
-    scale = float(o0[box].abs().max())
-    for o, g in results[1:]:
-        assert float((o[box] - o0[box]).abs().max()) <= 2e-6 * scale
-        for x, y in zip(g0, g):
-            for u, v in ((x.psi[0], y.psi[0]), (x.psi[1], y.psi[1]), (x.zeta, y.zeta)):
-                assert float((u - v).abs().max()) <= 2e-6 * max(float(u.abs().max()), 1e-30)
-    (o1, g1), (o2, g2) = results[1:]
-    torch.testing.assert_close(o1, o2, rtol=0, atol=0, equal_nan=True)  # streams: the same bits
-    assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(g1, g2))
-
-
 def test_x_store_boxes_on_the_gpu():
     """``x_store_boxes`` (the default: the x layer boxes end on the x stores' whole vectors, so the x
     faces run beside the zwin interior): no launch waits for the interior; two streams give the

@@ -543,13 +543,6 @@ def _layer_update(val, m, d2, dpsi, zeta_ptrs, a, b, mask, x_in, full_x):
 
 
 @triton.jit
-def _psi_new(acc, psi_old_ptrs, mask, a, b):
-    """psi_new = b psi_old + a dp/dx_axis (``acc``) at a tile: ``cpml_psi_march_kernel``'s and the z layers'
-    (``wave_layer_kernel`` with PSI_Y) one expression, so both compile it alike."""
-    return b * tl.load(psi_old_ptrs, mask=mask, other=0.0) + a * acc
-
-
-@triton.jit
 def _table_program(box_ptr, nx, s_y, NB: tl.constexpr, SCALE: tl.constexpr, BLOCK_Y: tl.constexpr,
                    BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr):
     """This program's box of a launch over NB boxes (``box_ptr``, int64, rows of 16: z_lo, z_hi,
@@ -617,7 +610,8 @@ def cpml_psi_march_kernel(
         else:
             acc = _x_difference(base, xs, nx, row_ok, d, R, VEC, BLOCK_Y, BLOCK_X)
         aux = shift + pz * t0 + aux_offs
-        _store_tile(psi_out_ptr + aux, _psi_new(acc, psi_ptr + aux, mask, a, b), mask, x_in, full_x, False)
+        psi = tl.load(psi_ptr + aux, mask=mask, other=0.0)
+        _store_tile(psi_out_ptr + aux, b * psi + a * acc, mask, x_in, full_x, False)
 
 
 @triton.jit
@@ -626,10 +620,10 @@ def wave_layer_kernel(
     zpsi_ptr, zzeta_ptr, za_ptr, zb_ptr, zw_ptr,
     ypsi_ptr, yzeta_ptr, ya_ptr, yb_ptr, yw_ptr,
     xpsi_ptr, xzeta_ptr, xa_ptr, xb_ptr, xw_ptr,
-    nx_s, s_z_s, s_y_s, zt0_s, yt0_s, xt0_s, xt1_s, xe_s, xpo_ptr, ypo_ptr,
+    nx_s, s_z_s, s_y_s, zt0_s, yt0_s, xt0_s, xt1_s, xe_s, xpo_ptr,
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, SCALE: tl.constexpr, HAS_Z: tl.constexpr, NB: tl.constexpr,
-    AX_Z: tl.constexpr, AX_Y: tl.constexpr, AX_X: tl.constexpr, PSI_X: tl.constexpr, PSI_Y: tl.constexpr = False,
+    AX_Z: tl.constexpr, AX_Y: tl.constexpr, AX_X: tl.constexpr, PSI_X: tl.constexpr,
 ):
     """The step with the CPML on boxes of the absorbing layers where exactly the axes AX_* have
     terms, built like ``wave_step_kernel``: a program owns a (BLOCK_Y, BLOCK_X) tile and marches
@@ -651,13 +645,6 @@ def wave_layer_kernel(
     it into ``xpsi_ptr`` and, after a barrier of the program, reads it back shifted for dpsi/dx. Only
     where each box's x tile holds its whole x store (origin and extent inside the tile): the tile
     then writes every column of the store in its rows, and dpsi/dx reads no other program's psi.
-
-    PSI_Y (with AX_Y): psi_y is not precomputed either: each program computes psi_new = b psi_old + a dp/dy
-    (``ypo_ptr``: psi_old) at its tile's points of the rows [a0, a1) (the box row's 12 and 13: the layer's rows
-    where a != 0, as the psi launch's boxes) and the box's columns, stores it (an exact element mask: no other
-    program's points) and, after a barrier of the program, reads it back at +-k rows. Only where each box's
-    single y tile holds its rows and [a0, a1): the tile then writes every psi_y point of its columns, and
-    dpsi/dy reads no other program's psi.
     """
     nx = nx_s * SCALE
     s_z = s_z_s * SCALE
@@ -681,9 +668,6 @@ def wave_layer_kernel(
         cy0 = tl.load(yw_ptr + R)
         ay = tl.load(ya_ptr + ys, mask=row_ok, other=0.0)[:, None]
         by = tl.load(yb_ptr + ys, mask=row_ok, other=1.0)[:, None]
-        if PSI_Y:  # the psi rows [a0, a1) of the box's columns
-            y_mask = ((ys >= tl.load(box + 12).to(tl.int32)) & (ys < tl.load(box + 13).to(tl.int32)))[:, None] \
-                & x_in & (xs < nx)[None, :]
     if AX_X:
         xt0 = xt0_s.to(tl.int64) * SCALE
         x_shift = tl.load(box + 10) * SCALE
@@ -701,12 +685,6 @@ def wave_layer_kernel(
     for pz in range(z_begin, z_end):
         plane = pz * s_z64
         base = p_ptr + plane
-        if AX_Y and PSI_Y:  # the plane's psi_y, before the barrier below (or its own)
-            ypb = y_shift + pz * yt0 + offs
-            acc = _strided_difference(base + offs, s_y, y_mask, dy, R)
-            tl.store(ypsi_ptr + ypb, _psi_new(acc, ypo_ptr + ypb, y_mask, ay, by), mask=y_mask)
-            if not (AX_X and PSI_X):
-                tl.debug_barrier()  # the program's psi_y stores before its shifted loads below
         if AX_X and PSI_X:  # first, so that little is live across the barrier
             xpb = x_shift + pz * xt0 + x_offs
             acc = _x_difference(base + offs, xs, nx, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)

@@ -550,11 +550,9 @@ class CpmlConfig:
     vectors: [4, 32) and [528, 556) for 24-column layers) instead of the layers', so the x faces'
     32-column tiles own every column they store but the frozen halo's and need not wait for a
     register-window (zwin) interior, which stores only its own box (``_march_schedule``); the extra
-    columns add exact zeros (a = 0, psi and zeta 0 there); ``psi_y_fused`` (3D): no psi launch for y, the
-    layer launches with y terms compute psi_y at their tiles' points of the layer's rows (``wave_layer_kernel``'s
-    PSI_Y), where every such launch's tiles hold their box's whole y extent (``march_tiles`` with block_y of
-    at least the y layer's W + R rows, e.g. ``MARCH_TILES_PSI_Y``; else the psi launch runs as before:
-    ``_march_plan``'s last element says which psi launches were dropped), else ``fused`` (``wave_cpml_kernel`` on
+    columns add exact zeros (a = 0, psi and zeta 0 there); ``x_face_cols`` (with ``x_store_boxes``; 0: off): those
+    boxes widened into the interior to that many columns from the grid's nearer end (the x faces then cover part of
+    the interior at the layer launches' cost; their tiles must be as wide to keep ``psi_x_fused``), else ``fused`` (``wave_cpml_kernel`` on
     the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``, ``maxnreg``), else the unfused launches."""
 
     block_y: int
@@ -578,11 +576,15 @@ class CpmlConfig:
     split_interior: bool = False
     psi_x_fused: bool = False
     x_store_boxes: bool = False
-    psi_y_fused: bool = False
+    x_face_cols: int = 0
 
     def __post_init__(self):
         if isinstance(self.x_align, bool) or not isinstance(self.x_align, int) or self.x_align < 1:
             raise ValueError(f"x_align must be a positive int (the x tiles start at its multiples), got {self.x_align!r}")
+        if isinstance(self.x_face_cols, bool) or not isinstance(self.x_face_cols, int) or self.x_face_cols < 0:
+            raise ValueError(f"x_face_cols must be an int >= 0 (0: the x stores' bounds), got {self.x_face_cols!r}")
+        if self.x_face_cols and not self.x_store_boxes:
+            raise ValueError("x_face_cols widens the boxes of x_store_boxes: set x_store_boxes=True too")
         if isinstance(self.side_priority, bool) or not isinstance(self.side_priority, int):
             raise TypeError(f"side_priority must be an int (a CUDA stream priority: 0 normal, -1 high), "
                             f"got {self.side_priority!r}")
@@ -601,11 +603,6 @@ MARCH_TILES_PREVIOUS = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (16, 32, 
 # The budgets with psi_x inside the x launches (``psi_x_fused``): the x faces need 80 registers
 # without spills (72: 88 bytes spilled; cross-compiled for sm90).
 MARCH_REGS_PSI_X = (96, 96, 80, 128, 168)
-# psi_y inside the y launches too (``psi_y_fused``): tiles of 32 rows for every kind with y terms (the y faces,
-# the edges, the corners), so that one tile holds a y layer's W + R = 24 rows at W = 20, R = 4; registers
-# from sm90 cross-compiles (tests/wave/test_wave_compile.py).
-MARCH_TILES_PSI_Y = ((4, 128, 8, 4), (32, 64, 8, 16), (8, 32, 4, 2), (32, 32, 2, 8), (32, 32, 2, 8))
-MARCH_REGS_PSI_Y = (96, 0, 80, 0, 0)  # y faces 120 registers, edges 190-255, corners 254 (144 bytes spilled)
 # (block_y, block_x, block_z, num_warps) of the marching psi launch per axis (z, y, x)
 PSI_TILES = ((4, 128, 10, 4), (4, 128, 8, 4), (16, 32, 8, 4))
 
@@ -930,6 +927,10 @@ def _plan_regions(ax: CpmlAxis, cfg: CpmlConfig) -> tuple[tuple[int, int, int], 
     if not cfg.x_store_boxes or ax.axis != ax.zeta.dim() - 2 or ax.zeta.shape[0] != len(ax.regions):
         return ax.regions
     wide = tuple((min(w0, o), max(w1, o + ax.extent), o) for w0, w1, o in ax.regions)
+    if cfg.x_face_cols:  # widened into the interior to x_face_cols columns from the grid's nearer end
+        n = ax.a.shape[0]
+        wide = tuple((a, max(b, a + cfg.x_face_cols), o) if a + b < n else (min(a, b - cfg.x_face_cols), b, o)
+                     for a, b, o in wide)
     if any(a[1] > b[0] for a, b in itertools.pairwise(wide)):
         return ax.regions
     return wide
@@ -1072,7 +1073,7 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
 
 def _layer_args(p3, pp3, m3, o3, order: int, spacing, kaxes) -> list:
     """``wave_layer_kernel``'s tensor arguments but the box table (which goes after the first five)
-    and the integers (before the last two, psi_x's and psi_y's old buffers)."""
+    and the integers (before the last, psi_x's old buffer)."""
     sp3 = spacing if len(spacing) == 3 else (math.inf,) + tuple(spacing)
     w = _const(("w", order, sp3), lambda: stencil_weights(order, sp3), p3.dtype, p3.device)
     per_axis = []
@@ -1080,13 +1081,13 @@ def _layer_args(p3, pp3, m3, o3, order: int, spacing, kaxes) -> list:
         ax = kaxes.get(d)
         per_axis += ([ax.psi[1], ax.zeta, ax.a, ax.b, _cpml_weights(order, ax.h, p3.dtype, p3.device)] if ax is not None
                      else [w] * 5)  # never read
-    return [p3, pp3, m3, o3, w, *per_axis, kaxes[2].psi[0] if 2 in kaxes else w, kaxes[1].psi[0] if 1 in kaxes else w]
+    return [p3, pp3, m3, o3, w, *per_axis, kaxes[2].psi[0] if 2 in kaxes else w]
 
 
 def _launch_layer(head: list, table, strides: list, n_prog: int, kw: dict) -> None:
     """One ``wave_layer_kernel`` launch: ``head`` from ``_layer_args``, the launch's box table, the
     plan's integer arguments."""
-    _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-2], *strides, *head[-2:]], kw)
+    _launch(_k.wave_layer_kernel, (n_prog,), [*head[:5], table, *head[5:-1], *strides, head[-1]], kw)
 
 
 _STREAMS: dict[tuple, tuple] = {}
@@ -1186,7 +1187,7 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
     """``_march_layers``' launches: (interior boxes as (lo, hi) in p's dimensions, [(name, box table,
     programs, constexprs and options)] of ``wave_layer_kernel``, its integer arguments, and the
     streams' schedule, ``_march_schedule``, and the axes whose psi launch the layer launches replace:
-    2 with ``psi_x_fused``, 1 with ``psi_y_fused``). ``interior``: the interior's configuration (its x tile
+    2 with ``psi_x_fused``). ``interior``: the interior's configuration (its x tile
     width; its zwin launches store only their boxes), or just its x tile width."""
     interior_cfg = interior if isinstance(interior, WaveConfig) else None
     interior_bx = interior.block_x if interior_cfg is not None else interior
@@ -1217,25 +1218,12 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
                   or (interior_cfg.kernel == "smem" and smem_step_ok(p3, order, blo, bhi, None, interior_cfg) is None))
              for blo, bhi, _x in _interior_boxes(inner, ndim)]
     schedule = _march_schedule(inner, interior_bx, plan, nx, exact)
-    # psi_y inside the y launches: each box row carries its psi rows [a0, a1) (at 12, 13), as _psi_boxes, and
-    # every box's single y tile [y0, y0 + by) holds its rows and them (the tiles write all of psi_y in their columns)
-    fuse_y = False
-    if pcfg.psi_y_fused and ndim == 3 and 1 in kaxes:
-        yax = kaxes[1]
-        spans = {reg: (blo[1], bhi[1]) for reg, _s, _o, blo, bhi in _psi_boxes(lo3, hi3, yax, p3.shape[1], order // 2)}
-        rows = [(row, by, spans.get(next(i for i, (w0, w1, _o) in enumerate(yax.regions) if w0 <= row[2] and row[3] <= w1),
-                                    (row[2], row[2])))
-                for axes, (by, _bx, _bz, _w), table, _n in plan if 1 in axes for row in table]
-        fuse_y = all(row[3] <= row[2] + by and row[2] <= a0 and a1 <= row[2] + by for row, by, (a0, a1) in rows)
-        if fuse_y:
-            for row, _by, (a0, a1) in rows:
-                row[12], row[13] = a0, a1
     launches = []
     for axes, (by, bx, bz, warps), table, n_prog in plan:
         flat = [v // scale if i % 16 in (6, 8, 9, 10, 11) else v for row in table for i, v in enumerate(row)]
         kw = dict(R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=ndim == 3,
                   NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, PSI_X=fuse_x and 2 in axes,
-                  PSI_Y=fuse_y and 1 in axes, num_warps=warps)
+                  num_warps=warps)
         regs = _march_budget(pcfg, axes)
         if regs and _nvidia(p3):
             kw["maxnreg"] = regs
@@ -1243,7 +1231,7 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
                          n_prog, kw))
     if len(_PLANS) > 64:
         _PLANS.clear()
-    skip = ((1,) if fuse_y else ()) + ((2,) if fuse_x else ())
+    skip = (2,) if fuse_x else ()
     return _interior_boxes(inner, ndim), launches, strides, schedule, skip
 
 

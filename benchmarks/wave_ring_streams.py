@@ -6,13 +6,17 @@ step first), ``--rounds`` rounds in turn.
 
     PYTHONPATH=src python benchmarks/wave_ring_streams.py --out DIR [--rounds 2] [--set regs]
 
-``--set corun``: a register-window interior that leaves room on every SM for the side stream's launches
-(``WaveConfig.persistent``: one program of 8 warps per SM marching its tiles in turn, the rest of the SM's
-registers free for the psi and layer programs) against the default. ``--set regs``: the ring interior under register budgets (``WaveConfig.maxnreg``) with the default launch
-order, so that the side stream's launches fit beside its CTAs. (Timed on an H200 on 2026-11-28 and removed, kept in the results: ``--set psiz``, ``psi_z_fused``, 51.3-52.2%
+``--set regs``: the ring interior under register budgets (``WaveConfig.maxnreg``) with the default launch
+order, so that the side stream's launches fit beside its CTAs.
+
+Timed on an H200 on 2026-11-28 and removed (the sets are in the commits named in
+``benchmarks/results/2026-11-28-h200/README.md``): ``--set psiz``, ``psi_z_fused``, 51.3-52.2%
 of copy against 56.4%; ``--set psiy``, ``psi_y_fused`` with 32-row tiles for the kinds with y terms, 49.7-51.2%
 against 56.4%, the same tiles without it 51.1%; ``--set xfaces``, the x layer boxes widened into the interior
-to 64 / 96 / 128 columns with x-face tiles as wide, 52.3-52.7 / 45.0 / 45.8% against 56.3%.)
+to 64 / 96 / 128 columns with x-face tiles as wide, 52.3-52.7 / 45.0 / 45.8% against 56.3%; ``--set corun``,
+a persistent zwin interior of one 8-warp program per SM marching its tiles in turn, so that the side stream's
+programs fit beside it, 44.4-44.8% against 56.4% (41.3% on one stream; 16x64 tiles of 8 warps without
+persistence 55.5%, the 32x64 default persistent 46.9%).
 """
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--set", choices=("orders", "regs", "corun"), default="orders")
+    ap.add_argument("--set", choices=("orders", "regs"), default="orders")
     args = ap.parse_args()
     info = detect()
     copy = measure_copy_bandwidth()
@@ -48,17 +52,6 @@ def main() -> int:
              "ring-layers-first": (smem_config(), replace(base, streams=False, interior_first=False)),
              "zwin-one-stream": (default_config(torch.float32, 8, dev), replace(base, streams=False,
                                                                                interior_first=True))}
-    if args.set == "corun":  # interiors that leave registers free on every SM beside their programs
-        zwin = default_config(torch.float32, 8, dev)
-        w8 = replace(zwin, block_y=16, num_warps=8)  # 140 registers (sm90): 36 K of an SM's 64 K
-        cases = {"zwin-default": (zwin, base),
-                 "w8-persistent1": (replace(w8, persistent=1), base),
-                 "w8-persistent1-prio0": (replace(w8, persistent=1), replace(base, side_priority=0)),
-                 "w8-persistent1-r128": (replace(w8, persistent=1, maxnreg=128), base),
-                 "w8-persistent1-one-stream": (replace(w8, persistent=1), replace(base, streams=False,
-                                                                                  interior_first=True)),
-                 "w8": (w8, base),
-                 "w16-persistent1": (replace(zwin, persistent=1), base)}
     if args.set == "regs":  # ring interiors under a register budget, leaving room beside them for the side stream
         cases = {"zwin-default": (default_config(torch.float32, 8, dev), base),
                  "ring-default": (smem_config(), base),

@@ -195,12 +195,6 @@ def test_zwin_step_matches_reference_and_march_in_place(field, shape, order, dty
         plain = torch.full_like(pp, math.nan)
         ops.step_into(p, pp, m, plain, order, spacing, lo, hi, None, "triton", ZWIN)
         assert torch.equal(plain[box], out[box])
-    # persistent: 3 programs march every tile in turn, in place too: the same bits, nothing outside written
-    for dst in (torch.full_like(pp, math.nan), pp.clone()):
-        ops.step_into(p, pp if dst.isnan().all() else dst, m, dst, order, spacing, lo, hi, None, "triton",
-                      replace(cfg, persistent=3))
-        assert torch.equal(dst[box], out[box])
-        assert torch.isnan(dst[outside]).all() or torch.equal(dst[outside], pp[outside])
     march = torch.full_like(pp, math.nan)
     ops.step_into(p, pp, m, march, order, spacing, lo, hi, None, "triton", SMALL)
     assert _rel(out[box], march[box].double()) < TOL[dtype]
@@ -226,11 +220,6 @@ def test_zwin_step_takes_only_what_it_can(field):
     for bad in (dict(loop_unroll=0), dict(loop_unroll=2.0), dict(l1_prefetch=-1), dict(l1_prefetch=True)):
         with pytest.raises(ValueError, match="loop_unroll|l1_prefetch"):
             WaveConfig(4, 8, 5, 1, kernel="zwin", **bad)
-    for bad in (dict(persistent=-1), dict(persistent=True), dict(persistent=1.0)):
-        with pytest.raises(ValueError, match="persistent"):
-            WaveConfig(4, 8, 5, 1, kernel="zwin", **bad)
-    with pytest.raises(ValueError, match="zwin"):
-        WaveConfig(4, 8, 5, 1, persistent=2)
     for bad in (dict(halo_ahead=3), dict(halo_ahead=True)):
         with pytest.raises(ValueError, match="halo_ahead"):
             WaveConfig(4, 8, 5, 1, kernel="zwin", **bad)

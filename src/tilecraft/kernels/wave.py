@@ -139,7 +139,6 @@ def wave_zwin_kernel(
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr,
     LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr, HALO_AHEAD: tl.constexpr = 0,
-    PERSISTENT: tl.constexpr = False,
 ):
     """The plain step p_next = 2 p - p_prev + m lap(p) on the box [z_lo, z_hi) x [y_lo, y_hi) x
     [x_lo, x_hi) as the stencil's register-window march (``laplacian_zwin_kernel``): each thread keeps
@@ -154,36 +153,14 @@ def wave_zwin_kernel(
     already be p_next, and are not stored). nx, x_lo, x_hi and the strides arrive divided by VEC (all
     multiples of it): every load and store is 128-bit and the store masks are constant over a vector.
     Needs z_lo >= R, z_hi <= nz - R, y_lo >= R, y_hi <= ny - R, x_lo >= R, x_hi <= nx - R, nx >=
-    BLOCK_X (``ops.wave.zwin_step_ok``). Grid: 1D, x tiles fastest, then y tiles, then z chunks; with
-    PERSISTENT fewer programs than tiles, each taking tiles pid, pid + programs, ... (the same tiles'
-    values: a program's tiles are marched one after another)."""
-    n_tx = tl.cdiv(x_hi_s * VEC - x_lo_s * VEC, BLOCK_X)
-    n_ty = tl.cdiv(y_hi - y_lo, BLOCK_Y)
-    n_zc = tl.cdiv(z_hi - z_lo, BLOCK_Z)
-    if PERSISTENT:
-        for t in range(tl.program_id(0), n_tx * n_ty * n_zc, tl.num_programs(0)):
-            _wave_zwin_tile(t, p_ptr, pp_ptr, m_ptr, out_ptr, w_ptr, nz, ny, nx_s, s_z_s, s_y_s, z_lo, z_hi, y_lo,
-                            y_hi, x_lo_s, x_hi_s, n_tx, n_ty, n_zc, R, BLOCK_Y, BLOCK_X, BLOCK_Z, VEC, NONTEMPORAL,
-                            OFFS64, PREFETCH, LOOP_UNROLL, L1_PREFETCH, SECTOR, HALO_AHEAD)
-    else:
-        _wave_zwin_tile(tl.program_id(0), p_ptr, pp_ptr, m_ptr, out_ptr, w_ptr, nz, ny, nx_s, s_z_s, s_y_s, z_lo,
-                        z_hi, y_lo, y_hi, x_lo_s, x_hi_s, n_tx, n_ty, n_zc, R, BLOCK_Y, BLOCK_X, BLOCK_Z, VEC,
-                        NONTEMPORAL, OFFS64, PREFETCH, LOOP_UNROLL, L1_PREFETCH, SECTOR, HALO_AHEAD)
-
-
-@triton.jit
-def _wave_zwin_tile(t, p_ptr, pp_ptr, m_ptr, out_ptr, w_ptr, nz, ny, nx_s, s_z_s, s_y_s, z_lo, z_hi, y_lo, y_hi,
-                    x_lo_s, x_hi_s, n_tx, n_ty, n_zc, R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr,
-                    BLOCK_Z: tl.constexpr, VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, OFFS64: tl.constexpr,
-                    PREFETCH: tl.constexpr, LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr,
-                    SECTOR: tl.constexpr, HALO_AHEAD: tl.constexpr):
-    """``wave_zwin_kernel``'s march of tile ``t``."""
+    BLOCK_X (``ops.wave.zwin_step_ok``). Grid: 1D, x tiles fastest, then y tiles, then z chunks."""
     nx = nx_s * VEC
     s_z = s_z_s * VEC
     s_y = s_y_s * VEC
     x_lo = x_lo_s * VEC
     x_hi = x_hi_s * VEC
-    tile_x, tile_y, zc = _march_tile(t, n_tx, n_ty, n_zc, 2)
+    tile_x, tile_y, zc = _march_tile(tl.program_id(0), tl.cdiv(x_hi - x_lo, BLOCK_X), tl.cdiv(y_hi - y_lo, BLOCK_Y),
+                                     tl.cdiv(z_hi - z_lo, BLOCK_Z), 2)
     z_begin = z_lo + zc * BLOCK_Z
     z_end = tl.minimum(z_begin + BLOCK_Z, z_hi)
     own = x_lo + tile_x * BLOCK_X

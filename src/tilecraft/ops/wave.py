@@ -76,7 +76,6 @@ class WaveConfig:
     halo_ahead: int = 0  # zwin: the x chunks (1) and the outer y rows (2) loaded a plane ahead, in registers
     ahead: int = 3  # smem: planes of p copied ahead into the shared-memory ring
     slack: int = 2  # smem: the ring's slack slots (mbarriers; 0: a CTA barrier per plane)
-    persistent: int = 0  # zwin: programs per SM (one per tile on the interpreter's "SM"), each marching tiles in turn
 
     def __post_init__(self):
         if self.kernel not in ("march", "zwin", "smem"):
@@ -85,14 +84,12 @@ class WaveConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
                 raise ValueError(f"{name} must be an int >= {least}, got {v!r}")
-        for name, least in (("loop_unroll", 1), ("l1_prefetch", 0), ("persistent", 0)):
+        for name, least in (("loop_unroll", 1), ("l1_prefetch", 0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
                 raise ValueError(f"{name} must be an int >= {least}, got {v!r}")
         if self.kernel == "march" and (self.loop_unroll != 1 or self.l1_prefetch):
             raise ValueError(f"loop_unroll and l1_prefetch are options of the zwin kernel, got {self}")
-        if self.persistent and self.kernel != "zwin":
-            raise ValueError(f"persistent is an option of the zwin kernel, got {self}")
         why = halo_ahead_error(self.halo_ahead, self.kernel)
         if why:
             raise ValueError(why)
@@ -405,15 +402,12 @@ def _launch_zwin(p, p_prev, m, out, order, lo, hi, w, cfg: WaveConfig):
             # its sums are explicit FMAs (``_scatter_z``): no contraction left to the compiler, whose
             # choices varied with the program's z origin (slabs differed from one GPU in the last bits)
             "enable_fp_fusion": False}
-    if cfg.persistent:
-        sms = torch.cuda.get_device_properties(p.device).multi_processor_count if p.device.type == "cuda" else 1
-        n_prog = min(n_prog, cfg.persistent * sms)
     return _launch(_k.wave_zwin_kernel, (n_prog,), [
         p, p_prev, m, out, w, nz, ny, nx // vec, s_z // vec, s_y // vec, lo[0], hi[0], lo[1], hi[1], lo[2] // vec,
         hi[2] // vec], dict(
         R=order // 2, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec,
         NONTEMPORAL=cfg.nontemporal, OFFS64=_plane_offsets_need_64bit(p, out, cfg.block_x), PREFETCH=1,
-        LOOP_UNROLL=cfg.loop_unroll, HALO_AHEAD=cfg.halo_ahead, PERSISTENT=cfg.persistent > 0,
+        LOOP_UNROLL=cfg.loop_unroll, HALO_AHEAD=cfg.halo_ahead,
         # a cache hint (PTX prefetch): NVIDIA only; the interpreter cannot run inline asm
         L1_PREFETCH=cfg.l1_prefetch if _nvidia(p) else 0, SECTOR=32 // p.element_size(), **opts))
 
@@ -556,7 +550,9 @@ class CpmlConfig:
     vectors: [4, 32) and [528, 556) for 24-column layers) instead of the layers', so the x faces'
     32-column tiles own every column they store but the frozen halo's and need not wait for a
     register-window (zwin) interior, which stores only its own box (``_march_schedule``); the extra
-    columns add exact zeros (a = 0, psi and zeta 0 there), else ``fused`` (``wave_cpml_kernel`` on
+    columns add exact zeros (a = 0, psi and zeta 0 there); ``x_face_cols`` (with ``x_store_boxes``; 0: off): those
+    boxes widened into the interior to that many columns from the grid's nearer end (the x faces then cover part of
+    the interior at the layer launches' cost; their tiles must be as wide to keep ``psi_x_fused``), else ``fused`` (``wave_cpml_kernel`` on
     the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``, ``maxnreg``), else the unfused launches."""
 
     block_y: int
@@ -580,10 +576,15 @@ class CpmlConfig:
     split_interior: bool = False
     psi_x_fused: bool = False
     x_store_boxes: bool = False
+    x_face_cols: int = 0
 
     def __post_init__(self):
         if isinstance(self.x_align, bool) or not isinstance(self.x_align, int) or self.x_align < 1:
             raise ValueError(f"x_align must be a positive int (the x tiles start at its multiples), got {self.x_align!r}")
+        if isinstance(self.x_face_cols, bool) or not isinstance(self.x_face_cols, int) or self.x_face_cols < 0:
+            raise ValueError(f"x_face_cols must be an int >= 0 (0: the x stores' bounds), got {self.x_face_cols!r}")
+        if self.x_face_cols and not self.x_store_boxes:
+            raise ValueError("x_face_cols widens the boxes of x_store_boxes: set x_store_boxes=True too")
         if isinstance(self.side_priority, bool) or not isinstance(self.side_priority, int):
             raise TypeError(f"side_priority must be an int (a CUDA stream priority: 0 normal, -1 high), "
                             f"got {self.side_priority!r}")
@@ -926,6 +927,10 @@ def _plan_regions(ax: CpmlAxis, cfg: CpmlConfig) -> tuple[tuple[int, int, int], 
     if not cfg.x_store_boxes or ax.axis != ax.zeta.dim() - 2 or ax.zeta.shape[0] != len(ax.regions):
         return ax.regions
     wide = tuple((min(w0, o), max(w1, o + ax.extent), o) for w0, w1, o in ax.regions)
+    if cfg.x_face_cols:  # widened into the interior to x_face_cols columns from the grid's nearer end
+        n = ax.a.shape[0]
+        wide = tuple((a, max(b, a + cfg.x_face_cols), o) if a + b < n else (min(a, b - cfg.x_face_cols), b, o)
+                     for a, b, o in wide)
     if any(a[1] > b[0] for a, b in itertools.pairwise(wide)):
         return ax.regions
     return wide

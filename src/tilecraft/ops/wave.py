@@ -550,9 +550,7 @@ class CpmlConfig:
     vectors: [4, 32) and [528, 556) for 24-column layers) instead of the layers', so the x faces'
     32-column tiles own every column they store but the frozen halo's and need not wait for a
     register-window (zwin) interior, which stores only its own box (``_march_schedule``); the extra
-    columns add exact zeros (a = 0, psi and zeta 0 there); ``x_face_cols`` (with ``x_store_boxes``; 0: off): those
-    boxes widened into the interior to that many columns from the grid's nearer end (the x faces then cover part of
-    the interior at the layer launches' cost; their tiles must be as wide to keep ``psi_x_fused``), else ``fused`` (``wave_cpml_kernel`` on
+    columns add exact zeros (a = 0, psi and zeta 0 there), else ``fused`` (``wave_cpml_kernel`` on
     the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``, ``maxnreg``), else the unfused launches."""
 
     block_y: int
@@ -576,15 +574,10 @@ class CpmlConfig:
     split_interior: bool = False
     psi_x_fused: bool = False
     x_store_boxes: bool = False
-    x_face_cols: int = 0
 
     def __post_init__(self):
         if isinstance(self.x_align, bool) or not isinstance(self.x_align, int) or self.x_align < 1:
             raise ValueError(f"x_align must be a positive int (the x tiles start at its multiples), got {self.x_align!r}")
-        if isinstance(self.x_face_cols, bool) or not isinstance(self.x_face_cols, int) or self.x_face_cols < 0:
-            raise ValueError(f"x_face_cols must be an int >= 0 (0: the x stores' bounds), got {self.x_face_cols!r}")
-        if self.x_face_cols and not self.x_store_boxes:
-            raise ValueError("x_face_cols widens the boxes of x_store_boxes: set x_store_boxes=True too")
         if isinstance(self.side_priority, bool) or not isinstance(self.side_priority, int):
             raise TypeError(f"side_priority must be an int (a CUDA stream priority: 0 normal, -1 high), "
                             f"got {self.side_priority!r}")
@@ -927,10 +920,6 @@ def _plan_regions(ax: CpmlAxis, cfg: CpmlConfig) -> tuple[tuple[int, int, int], 
     if not cfg.x_store_boxes or ax.axis != ax.zeta.dim() - 2 or ax.zeta.shape[0] != len(ax.regions):
         return ax.regions
     wide = tuple((min(w0, o), max(w1, o + ax.extent), o) for w0, w1, o in ax.regions)
-    if cfg.x_face_cols:  # widened into the interior to x_face_cols columns from the grid's nearer end
-        n = ax.a.shape[0]
-        wide = tuple((a, max(b, a + cfg.x_face_cols), o) if a + b < n else (min(a, b - cfg.x_face_cols), b, o)
-                     for a, b, o in wide)
     if any(a[1] > b[0] for a, b in itertools.pairwise(wide)):
         return ax.regions
     return wide

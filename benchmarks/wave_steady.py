@@ -2,7 +2,8 @@
 ways in one run (2026-11-28): each call alone (events around one call, synchronised, a spin kernel hiding
 the host: ``time_rotating``, as ``cpml_step_suite`` times it), and ``--steps`` calls back to back with no
 synchronisation between them (events around the loop; p and p_prev swapped and psi's buffers swapped after
-every call, as ``simulate`` runs), launched and replayed from CUDA graphs. Checked against the float64
+every call, as ``simulate`` runs), launched and replayed from CUDA graphs, and back to back with p_next
+written into a third array instead of over p_prev. Checked against the float64
 torch step first (``cpml_step_suite``'s check, by calling it once with ``budget_s`` small).
 
     PYTHONPATH=src python benchmarks/wave_steady.py [--steps 200] [--rounds 2] [--out DIR]
@@ -71,6 +72,16 @@ def main() -> int:
             return b.elapsed_time(e) / args.steps
 
         row["back_to_back_ms"] = loop(lambda: one(0))
+        three = [st.p.clone(), st.pp.clone(), torch.empty_like(st.pp)]
+        taxes = _copy_axes(st.axes0)
+
+        def one3():  # p_next into a third array (not in place over p_prev), then p_prev <- p <- p_next
+            ops.cpml_step(three[0], three[1], st.m, three[2], 8, st.spacing, st.lo, st.hi, taxes, "triton")
+            for ax in taxes:
+                ax.swap()
+            three[:] = [three[2], three[0], three[1]]
+
+        row["three_buffers_back_to_back_ms"] = loop(one3)
         gaxes = _copy_axes(st.axes0)
 
         def gstep():

@@ -164,6 +164,29 @@ def test_triton_backend_matches_torch(shape, boundary, free_surface, nt):
         assert float(b.snapshots[0][1][0].abs().max()) == 0.0  # the surface plane is p = 0
 
 
+@pytest.mark.parametrize("backend,boundary,free_surface", [("triton", "pml", True), ("torch", "sponge", False),
+                                                          ("triton", "none", False)])
+def test_out_of_place_steps_give_the_in_place_record(backend, boundary, free_surface):
+    """``in_place=False`` (p_next into a third array, the three rotated; the default where it can) gives the
+    record and snapshots of ``in_place=True`` (p_next over p_prev) bit for bit, over enough steps for the three
+    arrays to rotate several times; ``info["in_place"]`` says which ran; a switch that is not a bool or None is a
+    TypeError."""
+    v = torch.rand((12, 9, 10), dtype=torch.float64, generator=torch.Generator().manual_seed(3)) * 1000 + 1500
+    model = wave.Model(v, 10.0)
+    src = wave.Source([[55.0, 42.0, 47.0]], f0=30.0)
+    rec = wave.Receivers([[10.0 * i, 40.0, 50.0] for i in range(0, 12, 3)])
+    kw = {"order": 4, "boundary": boundary, "pml_width": 3, "free_surface": free_surface, "snapshots": [3, 7],
+          "backend": backend}
+    res = [wave.simulate(model, src, rec, 8, in_place=mode, **kw) for mode in (True, False, None)]
+    assert [r.info["in_place"] for r in res] == [True, False, False]
+    assert float(res[0].record.abs().max()) > 0
+    for r in res[1:]:
+        assert torch.equal(r.record, res[0].record)
+        assert all(torch.equal(x[1], y[1]) for x, y in zip(r.snapshots, res[0].snapshots))
+    with pytest.raises(TypeError, match="in_place"):
+        wave.simulate(model, src, rec, 2, in_place=1, **kw)
+
+
 def test_slab_padding_and_device_argument():
     v = torch.rand(9, 7, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(5)) + 1
     layout = wave.Layout((9, 7, 8), 4, 3, free_surface=True)

@@ -207,6 +207,7 @@ def _write(out: Path, result, model, src, rec, wall: float) -> None:
             ("steps", f"{result.nt} ({result.nt * result.dt:.3f} s)"),
             ("backend / device", f"{result.backend} / {result.info['device']}, {result.info['ranks']} rank(s)"),
             ("CUDA graphs", str(result.info.get("cuda_graphs", "off"))),
+            ("p_next", "over p_prev (in place)" if result.info.get("in_place") else "into a third array"),
             ("time loop", f"{result.info['loop_seconds']:.2f} s, {pts * result.nt / result.info['loop_seconds'] / 1e9:.3f} "
                           "GPts/s" + ("" if result.info["device"].startswith("cuda") else " (CPU: not a GPU figure)")),
             ("wrote", f"{out}/record.npz, shot_gather.png, wavefield.png")]

@@ -144,13 +144,16 @@ def step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32,
 def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
                    nt: int = 50, device: str = "cuda", copy_tbps: float | None = None, backends=("triton", "torch"),
                    boundary: str = "pml", say: Callable[[str], None] = print, graph_modes: Sequence[bool] = (False,),
-                   rounds: int = 1, pml_configs: Sequence[CpmlConfig | None] = (None,)) -> list[Record]:
+                   rounds: int = 1, pml_configs: Sequence[CpmlConfig | None] = (None,),
+                   in_place_modes: Sequence[bool | None] = (None,)) -> list[Record]:
     """Whole steps through ``simulate`` (fused step + CPML slabs + source and receivers), per step
     time = the time loop's wall time / nt after a warm-up run; FOM with the same 16 B/pt.
     ``graph_modes``: ``simulate``'s ``cuda_graphs`` values timed (Triton; each record's extra says
     what ran, ``info["cuda_graphs"]``, and whether its shot record has the bits of the first
     mode's), ``rounds`` times in turn; ``pml_configs``: ``simulate``'s ``pml_config`` values (None:
-    the default), each timed in every mode (extra "pml_config": its index)."""
+    the default), each timed in every mode (extra "pml_config": its index); ``in_place_modes``:
+    ``simulate``'s ``in_place`` values, each timed with every configuration and mode (extra
+    "in_place": what ran, ``info["in_place"]``)."""
     from tilecraft import wave
 
     dev = torch.device(device)
@@ -170,11 +173,13 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
             if backend != "triton" and rnd:
                 continue
             steps = nt if backend == "triton" else max(3, nt // 10)
-            for ci, mode in itertools.product(range(len(pml_configs)) if backend == "triton" else (0,),
-                                              graph_modes if backend == "triton" else (False,)):
-                say(f"simulate {backend} ({steps} steps, cuda_graphs={mode}, pml config {ci}, round {rnd})")
+            for ci, mode, inp in itertools.product(range(len(pml_configs)) if backend == "triton" else (0,),
+                                                   graph_modes if backend == "triton" else (False,),
+                                                   in_place_modes if backend == "triton" else (None,)):
+                say(f"simulate {backend} ({steps} steps, cuda_graphs={mode}, in_place={inp}, pml config {ci}, "
+                    f"round {rnd})")
                 kw = {"order": order, "boundary": boundary, "pml_width": pml_width, "backend": backend,
-                      "cuda_graphs": mode}
+                      "cuda_graphs": mode, "in_place": inp}
                 if pml_configs[ci] is not None and backend == "triton":
                     kw["pml_config"] = pml_configs[ci]
                 wave.simulate(model, src, rec, 2, **kw)
@@ -185,7 +190,7 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
                     same = bool(torch.equal(ref, res.record))
                 runs.append((backend, res.info["loop_seconds"] / steps * 1e3,
                              {"steps_timed": steps, "cuda_graphs": res.info.get("cuda_graphs"), "round": rnd,
-                              "same_record_bits": same, "pml_config": ci}))
+                              "same_record_bits": same, "pml_config": ci, "in_place": res.info.get("in_place")}))
     peer = next((ms for b, ms, _ in runs if b == "torch"), None)
     peer_tbps = traffic.bytes / (peer * 1e-3) / 1e12 if peer else None
     records = []

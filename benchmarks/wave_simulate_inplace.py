@@ -25,22 +25,24 @@ def main() -> int:
     ap.add_argument("--nt", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--graphs", action="store_true", help="also time cuda_graphs=True (in place, both modes)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = ap.parse_args()
     gpu = args.device == "cuda"
     copy = measure_copy_bandwidth() if gpu else None
     recs = simulate_suite(args.n, 8, torch.float32, 20, nt=args.nt, device=args.device, copy_tbps=copy,
-                          backends=("triton",), rounds=args.rounds, in_place_modes=(True, None))
-    rows = [{"in_place": r.extra["in_place"], "round": r.extra["round"], "ms_per_step": r.extra["time_ms"],
+                          backends=("triton",), rounds=args.rounds, in_place_modes=(True, None),
+                          graph_modes=(False, True) if args.graphs else (False,))
+    rows = [{"in_place": r.extra["in_place"], "cuda_graphs": r.extra["cuda_graphs"], "round": r.extra["round"],
+             "ms_per_step": r.extra["time_ms"],
              "same_record_bits": r.extra["same_record_bits"]} for r in recs]
     out = {"device": torch.cuda.get_device_name() if gpu else "cpu", "copy_tbps": copy, "commit": git_commit(),
            "torch": torch.__version__, "n": args.n, "nt": args.nt, "rows": rows}
-    for mode in (True, False):
-        ms = [r["ms_per_step"] for r in rows if r["in_place"] is mode]
-        if ms:
-            out[f"median_ms_in_place_{mode}"] = statistics.median(ms)
-            print(f"in_place={mode}: ms per step {', '.join(f'{v:.3f}' for v in ms)}; median {statistics.median(ms):.3f}",
-                  flush=True)
+    for key in sorted({(r["in_place"], str(r["cuda_graphs"])) for r in rows}):
+        ms = [r["ms_per_step"] for r in rows if (r["in_place"], str(r["cuda_graphs"])) == key]
+        out[f"median_ms_in_place_{key[0]}_graphs_{key[1]}"] = statistics.median(ms)
+        print(f"in_place={key[0]} cuda_graphs={key[1]}: ms per step {', '.join(f'{v:.3f}' for v in ms)}; "
+              f"median {statistics.median(ms):.3f}", flush=True)
     print(f"records identical: {all(r['same_record_bits'] for r in rows)}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "wave-simulate-inplace.json").write_text(json.dumps(out, indent=1))

@@ -397,6 +397,7 @@ def _amdgcn_report(text: str) -> str:
 #   matrix:<mnemonic>                      matrix instructions by name (shape and types are in it)
 #   global_load_<bits>b, global_store_<bits>b   global-memory accesses by width per thread/lane
 #   global_load_nt, global_store_nt        of those, the streaming / nontemporal ones
+#   global_load_cg                         of those, the .cg ones (cached in L2, not L1)
 #   shared_load_<bits>b, shared_store_<bits>b   shared memory (NVIDIA) / LDS (AMD) by width
 #   ldmatrix, stmatrix, cp_async_<bits>b, tma   NVIDIA shared-memory movers (PTX)
 #   buffer_load, buffer_store              AMD buffer instructions (also counted in global_*)
@@ -438,7 +439,7 @@ def census_ptx(text: str) -> dict[str, int]:
     ``mma.*`` and ``wgmma.mma_async.*`` are matrix instructions (``wgmma.fence`` / ``commit_group``
     / ``wait_group`` are not counted); ``ld.global`` / ``st.global`` widths are the element bits
     times the vector length (``ld.global.v4.b32`` = 128 bits); nontemporal are the ``.cs``, ``.lu``,
-    ``.L1::no_allocate`` and ``evict_first`` forms; ``ld.shared`` / ``st.shared`` by width,
+    ``.L1::no_allocate`` and ``evict_first`` forms (``*_nt``), ``.cg`` (cached in L2 only) ``*_cg``; ``ld.shared`` / ``st.shared`` by width,
     ``ldmatrix`` / ``stmatrix``, ``cp.async`` by its copy size, ``cp.async.bulk`` (TMA) as ``tma``.
     """
     census: dict[str, int] = {}
@@ -453,6 +454,8 @@ def census_ptx(text: str) -> dict[str, int]:
             _bump(census, f"{kind}_{width}b" if width else kind)
             if parts[1] == "global" and ({"cs", "lu", "L1::no_allocate"} & set(parts) or "evict_first" in op):
                 _bump(census, kind + "_nt")
+            if parts[1] == "global" and "cg" in parts:
+                _bump(census, kind + "_cg")
         elif parts[0] in ("ldmatrix", "stmatrix"):
             _bump(census, parts[0])
         elif op.startswith("cp.async.bulk"):

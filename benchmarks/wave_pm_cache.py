@@ -13,6 +13,9 @@ the store ``.cs``; ``.cg`` and ``.cs``):
 Rounds in turn; medians.
 
     PYTHONPATH=src python benchmarks/wave_pm_cache.py [--rounds 3] [--steps 100] [--out DIR]
+
+Measured on an H200 at 4bb0c9f (no hint moved either figure) and removed: the WaveConfig fields
+``pm_cache`` / ``pm_evict`` this script sets exist only in commits 806326c..4bb0c9f; run it there.
 """
 from __future__ import annotations
 

@@ -719,7 +719,7 @@ def _zwin_march(u_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, su_z6
                 x0, y0, w_centre, wz, wy, wx, store_mask, x_in, full_x, R: tl.constexpr, BLOCK_Y: tl.constexpr,
                 BLOCK_X: tl.constexpr, VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, PREFETCH: tl.constexpr,
                 LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr, WAVE: tl.constexpr,
-                HALO_AHEAD: tl.constexpr = 0, PM_CACHE: tl.constexpr = "", PM_EVICT: tl.constexpr = ""):
+                HALO_AHEAD: tl.constexpr = 0):
     """The register-window march of one tile over output planes [z_begin, z_end) (the loop of
     ``laplacian_zwin_kernel`` and ``kernels.wave.wave_zwin_kernel``): win[j] accumulates output plane
     p - R + j; each completed plane goes to ``_zwin_emit``."""
@@ -757,7 +757,7 @@ def _zwin_march(u_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, su_z6
         xy = _plane_xy(plane, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X, WAVE)
         win = win[:R] + (win[R] + xy,) + win[R + 1:]
         _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, p - R, z_begin, su_z64, so_z64, u_offs, o_offs, win[0], store_mask,
-                   x_in, full_x, NONTEMPORAL, WAVE, PM_CACHE, PM_EVICT)
+                   x_in, full_x, NONTEMPORAL, WAVE)
         win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
     # Drain: planes z_end .. z_end+R-1 complete the last R (or fewer) outputs.
     for i in tl.static_range(0, R):
@@ -765,25 +765,23 @@ def _zwin_march(u_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, su_z6
         plane = tl.load(u_ptr + p * su_z64 + u_offs)
         win = _scatter_z(win, plane, wz, R, WAVE)
         _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, p - R, z_begin, su_z64, so_z64, u_offs, o_offs, win[0], store_mask,
-                   x_in, full_x, NONTEMPORAL, WAVE, PM_CACHE, PM_EVICT)
+                   x_in, full_x, NONTEMPORAL, WAVE)
         win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
 
 
 @triton.jit
 def _zwin_emit(u_ptr, out_ptr, pp_ptr, m_ptr, q, z_begin, su_z64, so_z64, u_offs, o_offs, acc, store_mask, x_in, full_x,
-               NONTEMPORAL: tl.constexpr, WAVE: tl.constexpr, PM_CACHE: tl.constexpr = "",
-               PM_EVICT: tl.constexpr = ""):
+               NONTEMPORAL: tl.constexpr, WAVE: tl.constexpr):
     """Output plane q of a register-window march (nothing below z_begin: the warm-up's planes). The
     Laplacian: ``acc`` stored (edge tiles through ``_store_tile``). ``WAVE`` (the wave solver's plain
     step, out sharing u's strides, ``store_mask`` the tile's own points): p_next = 2 u - p_prev + m acc,
-    u, p_prev and m read at the tile's points under the plane's predicate (p_prev and m, read once, with
-    the cache modifier ``PM_CACHE`` and eviction policy ``PM_EVICT``)."""
+    u, p_prev and m read at the tile's points under the plane's predicate."""
     live = q >= z_begin
     if WAVE:
         plane = q * su_z64
         centre = tl.load(u_ptr + plane + u_offs, mask=live)
-        prev = tl.load(pp_ptr + plane + u_offs, mask=live, cache_modifier=PM_CACHE, eviction_policy=PM_EVICT)
-        m = tl.load(m_ptr + plane + u_offs, mask=live, cache_modifier=PM_CACHE, eviction_policy=PM_EVICT)
+        prev = tl.load(pp_ptr + plane + u_offs, mask=live)
+        m = tl.load(m_ptr + plane + u_offs, mask=live)
         val = tl.fma(m, acc, 2.0 * centre - prev)
         if NONTEMPORAL:
             tl.store(out_ptr + plane + u_offs, val, mask=store_mask & live, cache_modifier=".cs")

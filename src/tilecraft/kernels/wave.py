@@ -139,7 +139,6 @@ def wave_zwin_kernel(
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, OFFS64: tl.constexpr, PREFETCH: tl.constexpr,
     LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr, SECTOR: tl.constexpr, HALO_AHEAD: tl.constexpr = 0,
-    PM_CACHE: tl.constexpr = "", PM_EVICT: tl.constexpr = "",
 ):
     """The plain step p_next = 2 p - p_prev + m lap(p) on the box [z_lo, z_hi) x [y_lo, y_hi) x
     [x_lo, x_hi) as the stencil's register-window march (``laplacian_zwin_kernel``): each thread keeps
@@ -177,7 +176,7 @@ def wave_zwin_kernel(
                                                                           R, OFFS64)
     _zwin_march(p_ptr, out_ptr, pp_ptr, m_ptr, z_begin, z_end, nz, ny, nx, s_z64, s_z64, s_y, offs, offs, xs, x0, y0,
                 w_centre, wz, wy, wx, tile_mask, None, None, R, BLOCK_Y, BLOCK_X, VEC, NONTEMPORAL, PREFETCH,
-                LOOP_UNROLL, L1_PREFETCH, SECTOR, True, HALO_AHEAD, PM_CACHE, PM_EVICT)
+                LOOP_UNROLL, L1_PREFETCH, SECTOR, True, HALO_AHEAD)
 
 
 @triton.jit

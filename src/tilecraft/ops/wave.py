@@ -77,8 +77,6 @@ class WaveConfig:
     halo_ahead: int = 0  # zwin: the x chunks (1) and the outer y rows (2) loaded a plane ahead, in registers
     ahead: int = 3  # smem: planes of p copied ahead into the shared-memory ring
     slack: int = 2  # smem: the ring's slack slots (mbarriers; 0: a CTA barrier per plane)
-    pm_cache: str = ""  # zwin: the cache modifier of the p_prev and m loads ("", ".ca", ".cg", ".cv")
-    pm_evict: str = ""  # zwin: their eviction policy ("", "evict_first", "evict_last")
 
     def __post_init__(self):
         if self.kernel not in ("march", "zwin", "smem"):
@@ -96,13 +94,6 @@ class WaveConfig:
         why = halo_ahead_error(self.halo_ahead, self.kernel)
         if why:
             raise ValueError(why)
-        for name, allowed in (("pm_cache", ("", ".ca", ".cg", ".cv")), ("pm_evict", ("", "evict_first", "evict_last"))):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
-            if getattr(self, name) and self.kernel != "zwin":
-                raise ValueError(f"{name} is an option of the zwin kernel, got {self}")
-        if self.pm_cache in (".cg", ".cv") and self.pm_evict:
-            raise ValueError(f"pm_cache {self.pm_cache!r} cannot take an eviction policy (ptxas refuses it), got {self}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -426,7 +417,7 @@ def _launch_zwin(p, p_prev, m, out, order, lo, hi, w, cfg: WaveConfig):
         hi[2] // vec], dict(
         R=order // 2, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec,
         NONTEMPORAL=cfg.nontemporal, OFFS64=_plane_offsets_need_64bit(p, out, cfg.block_x), PREFETCH=1,
-        LOOP_UNROLL=cfg.loop_unroll, HALO_AHEAD=cfg.halo_ahead, PM_CACHE=cfg.pm_cache, PM_EVICT=cfg.pm_evict,
+        LOOP_UNROLL=cfg.loop_unroll, HALO_AHEAD=cfg.halo_ahead,
         # a cache hint (PTX prefetch): NVIDIA only; the interpreter cannot run inline asm
         L1_PREFETCH=cfg.l1_prefetch if _nvidia(p) else 0, SECTOR=32 // p.element_size(), **opts))
 

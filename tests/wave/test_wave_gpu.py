@@ -203,10 +203,15 @@ def test_graphed_step_and_simulate_have_the_uncaptured_bits():
     model = wave.Model(v, 10.0)
     src = wave.Source([[150.0, 130.0, 160.0]], f0=20.0)
     rec = wave.Receivers.line((100.0, 130.0, 0.0), (100.0, 130.0, 320.0), 9)
-    on = wave.simulate(model, src, rec, 9, order=8, pml_width=6, backend="triton", cuda_graphs=True)
-    off = wave.simulate(model, src, rec, 9, order=8, pml_width=6, backend="triton", cuda_graphs=False)
-    assert on.info["cuda_graphs"] == "on" and off.info["cuda_graphs"].startswith("off")
-    assert torch.equal(on.record, off.record) and float(on.record.abs().max()) > 0
+    # 15 steps: the 6 captures of three rotating arrays (2 in place) replayed more than once each
+    on = wave.simulate(model, src, rec, 15, order=8, pml_width=6, backend="triton", cuda_graphs=True)
+    on2 = wave.simulate(model, src, rec, 15, order=8, pml_width=6, backend="triton", cuda_graphs=True, in_place=True)
+    off = wave.simulate(model, src, rec, 15, order=8, pml_width=6, backend="triton", cuda_graphs=False,
+                        in_place=True)
+    assert on.info["cuda_graphs"] == on2.info["cuda_graphs"] == "on" and off.info["cuda_graphs"].startswith("off")
+    assert (on.info["in_place"], on2.info["in_place"]) == (False, True)
+    assert torch.equal(on.record, off.record) and torch.equal(on2.record, off.record)
+    assert float(on.record.abs().max()) > 0
 
 
 def test_two_streams_give_the_one_stream_bits():

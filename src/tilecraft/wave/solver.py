@@ -225,8 +225,8 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     configuration (``tilecraft.ops.wave.WaveConfig``: the interior's kernel and tiles; default
     ``default_config``). ``cuda_graphs=True``: with the CPML on
     CUDA GPUs (Triton backend), steps from the third on replay CUDA graphs of the step
-    (``ops.wave.capture_steps``: one per parity of p/p_prev and psi's buffers; on several ranks one
-    pair for the interior and one for the edge planes, the halo exchange between them staying
+    (``ops.wave.capture_steps``: one per state of the arrays of p and psi's buffers, 2 in place and 6
+    out of place; on several ranks one set for the interior and one for the edge planes, the halo exchange between them staying
     outside the graphs) instead of launching its ~12 kernels per call from Python: the same bits
     without the CPU's launch latency. Default (None): on with several ranks, where it was measured
     to matter (2 H200s, weak scaling 74.8% launched, 101.8% replayed: a rank's Python could not
@@ -236,8 +236,8 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     into a third array, the three then rotated (False: one grid more memory). The CPML step runs
     8% faster out of place (H200, 512**3 + 20-point CPML: 1.370 against 1.486 ms per step back to
     back, ``benchmarks/wave_steady.py``, 2026-11-28), with the same values. Default (None): out of
-    place unless CUDA graphs run (their captures hold the two arrays' roles) or the GPU lacks room for
-    the third array (a warning says so); ``info["in_place"]`` says which ran.
+    place unless the GPU lacks room for the third array (a warning says so); ``info["in_place"]`` says
+    which ran.
 
     When ``torch.distributed`` is initialised with several ranks, axis 0 is split into slabs (one per
     rank; every rank passes the same arguments) and every rank gets the same record.
@@ -331,15 +331,20 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
         else:
             step_into(p, pp, m, out, order, spacing, (e0,) + lo_other, (e1,) + hi_other, sponge, backend, step_config)
 
-    def parity_step(k: int, a: torch.Tensor, b: torch.Tensor, boxes: list[tuple[int, int]]) -> None:
+    def parity_step(k: int, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None,
+                    boxes: list[tuple[int, int]]) -> None:
         """The step calls on ``boxes`` (plane ranges) in the state of k steps after the one with
-        p = a, p_prev = b."""
+        p = a, p_prev = b and p_next into c (None: over p_prev)."""
         for ax in pml * k:
             ax.swap()
         try:
-            x, y = (a, b) if k % 2 == 0 else (b, a)
+            if c is None:
+                x, y = (a, b) if k % 2 == 0 else (b, a)
+                z = y
+            else:  # (p, p_prev, p_next) -> (p_next, p, p_prev) each step
+                x, y, z = ((a, b, c), (c, a, b), (b, c, a))[k % 3]
             for e0, e1 in boxes:
-                step(e0, e1, x, y, y)
+                step(e0, e1, x, y, z)
         finally:
             for ax in pml * k:
                 ax.swap()
@@ -347,16 +352,13 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     # a step's two parts: the interior (runs while the halos travel), then the edge planes
     parts = ([interior] if interior is not None else [], edges)
     graphs, graph_state = None, _graph_plan(cuda_graphs, pml, backend, device, nt, world)
-    if in_place is False and graph_state == "on":
-        raise ValueError("in_place=False cannot run with CUDA graphs (their captures write p_next over p_prev): "
-                         "pass cuda_graphs=False, or in_place=None")
     if in_place is None:
-        in_place = graph_state == "on" or not _room_for(p, device)
+        in_place = not _room_for(p, device)
     spare = None if in_place else torch.zeros_like(p)  # its frozen halo (never written) must read 0
 
     def run_part(i: int, n: int, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
-        """Part i of step n (p = a, p_prev = b, p_next into c): replayed where captured (c is b), else
-        launched."""
+        """Part i of step n (p = a, p_prev = b, p_next into c): replayed where captured (the captures hold
+        the same rotation of the arrays), else launched."""
         if graphs is None:
             for e0, e1 in parts[i]:
                 step(e0, e1, a, b, c)
@@ -376,8 +378,10 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
             snaps.append((n, _gather_model(p, layout, z0, z1, off, rank, world)))
         out = pp if spare is None else spare  # in place: each point reads its own p_prev before writing p_next
         if n == 2 and graph_state == "on":  # both parities ran uncaptured: compiled, plans cached
-            graphs = [capture_steps(lambda k, a=p, b=pp, c=calls: parity_step(k, a, b, c), 2, device,
-                                    keep=(p, pp, m, pml)) if calls else None for calls in parts]
+            # psi alternates (period 2); three arrays of p rotate (period 3): 6 captures, else 2
+            period = 2 if spare is None else 6
+            graphs = [capture_steps(lambda k, a=p, b=pp, c=spare, bx=calls: parity_step(k, a, b, c, bx), period,
+                                    device, keep=(p, pp, spare, m, pml)) if calls else None for calls in parts]
             why = next((g for g in graphs if isinstance(g, str)), None)
             if why is not None:
                 warnings.warn(f"simulate: CUDA graphs off, {why}; steps launched one by one", RuntimeWarning,

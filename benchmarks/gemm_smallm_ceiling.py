@@ -13,13 +13,17 @@ larger than twice the L2, median per call):
 * ``tilecraft.matmul`` at M = 1, 16, 64 with N = K = 4096 (NN, the heuristic) and torch.matmul, with
   explicit small-M configurations around the heuristic (checked against float64 first).
 
-    PYTHONPATH=src python benchmarks/gemm_smallm_ceiling.py OUT_DIR
+    PYTHONPATH=src python benchmarks/gemm_smallm_ceiling.py OUT_DIR [--reads-only]
+
+The read stream is timed with and without programmatic dependent launch ("early", as the small-M
+products launch; 2026-11-28), from 512 programs up.
 
 If the read-only stream of B's bytes reaches 85% of the large copy, the target is a kernel problem;
 if it does not, the target is above what the memory system gives this transfer size.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import time
@@ -34,13 +38,17 @@ from tilecraft.bench import gemm as bg
 from tilecraft.bench.harness import git_commit, rotation_sets
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
+from tilecraft.kernels.pdl import pdl_start
 from tilecraft.ops import gemm as ops
 from tilecraft.tuning.gemm import GemmConfig
 
 
 @triton.jit
-def _read_kernel(X, OUT, n_per_prog, BLOCK: tl.constexpr):
-    """Sum of X[pid * n_per_prog : (pid + 1) * n_per_prog] (bf16, a multiple of BLOCK) into OUT[pid]."""
+def _read_kernel(X, OUT, n_per_prog, BLOCK: tl.constexpr, PDL: tl.constexpr = 0):
+    """Sum of X[pid * n_per_prog : (pid + 1) * n_per_prog] (bf16, a multiple of BLOCK) into OUT[pid].
+    ``PDL`` 1: launched with programmatic dependent launch, "early" (``kernels.pdl``), as the small-M
+    products are."""
+    pdl_start(PDL)
     pid = tl.program_id(0)
     base = X + pid.to(tl.int64) * n_per_prog
     acc = tl.zeros([BLOCK], dtype=tl.float32)
@@ -50,7 +58,8 @@ def _read_kernel(X, OUT, n_per_prog, BLOCK: tl.constexpr):
 
 
 def main() -> int:
-    out_dir = Path(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results")
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    out_dir = Path(args[0] if args else "benchmarks/results")
     out_dir.mkdir(parents=True, exist_ok=True)
     dev = torch.device("cuda")
     info = detect()
@@ -72,19 +81,27 @@ def main() -> int:
     bufs = [torch.rand(n, device=dev, generator=gen).to(torch.bfloat16) for _ in range(n_sets)]
     ref = [b.double().sum().item() for b in bufs]
     for progs in (128, 256, 512, 1024, 2048, 4096):
-        for block, warps in ((2048, 4), (4096, 8)):
+        for (block, warps), pdl in itertools.product(((2048, 4), (4096, 8)), (0, 1)):
             per = n // progs
-            if per % block:
+            if per % block or (pdl and progs < 512):
                 continue
+            opts = {"launch_pdl": True, "PDL": 1} if pdl else {}
             sums = torch.empty(progs, device=dev, dtype=torch.float32)
-            _read_kernel[(progs,)](bufs[0], sums, per, BLOCK=block, num_warps=warps)
+            _read_kernel[(progs,)](bufs[0], sums, per, BLOCK=block, num_warps=warps, **opts)
             err = abs(sums.double().sum().item() - ref[0]) / abs(ref[0])
             assert err < 1e-4, f"read kernel wrong: {err}"
-            calls = [(lambda b=b, s=sums, p=progs, pp=per: _read_kernel[(p,)](b, s, pp, BLOCK=block, num_warps=warps))
+            calls = [(lambda b=b, s=sums, p=progs, pp=per, o=opts: _read_kernel[(p,)](b, s, pp, BLOCK=block,
+                                                                                     num_warps=warps, **o))
                      for b in bufs]
             t = bg.time_graph(calls, dev, budget_s=0.3, est_ms=0.012)
-            note("read", f"{progs} programs x {per * 2 // 1024} KiB, {block}/{warps}w", t.median_ms, nbytes,
-                 spread=t.spread)
+            note("read", f"{progs} programs x {per * 2 // 1024} KiB, {block}/{warps}w{' PDL' if pdl else ''}",
+                 t.median_ms, nbytes, spread=t.spread, pdl=pdl)
+    if "--reads-only" in sys.argv:
+        path = out_dir / f"gemm-smallm-reads-{git_commit()}.json"
+        path.write_text(json.dumps({"device": info.name, "copy_tbps": copy, "commit": git_commit(), "rows": rows},
+                                   indent=1))
+        print(f"wrote {path}", flush=True)
+        return 0
     for half in (False, True):
         m = n // 2 if half else n
         src = [b[:m] for b in bufs]

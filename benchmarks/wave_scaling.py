@@ -43,7 +43,8 @@ def run(args) -> int:
     c = [(n - 1) * 10.0 / 2 for n in shape]
     src = wave.Source([c], f0=15.0)
     rec = wave.Receivers.line((c[0], c[1], 0.0), (c[0], c[1], 2 * c[2]), 64)
-    kw = {"order": 8, "boundary": "pml", "pml_width": 20, "device": device, "cuda_graphs": {"default": None, "on": True, "off": False}[args.graphs]}
+    kw = {"order": 8, "boundary": "pml", "pml_width": 20, "device": device, "cuda_graphs": {"default": None, "on": True, "off": False}[args.graphs],
+          "in_place": {"default": None, "on": True, "off": False}[args.in_place]}
     wave.simulate(model, src, rec, 3, **kw)  # warm-up: compiles, NCCL communicators
     runs = []
     for _ in range(args.repeats):
@@ -70,11 +71,12 @@ def run(args) -> int:
                "fom_TBps_per_gpu": 16 * points / step_s / 1e12 / world, "records_ok": all(oks),
                "device": info.name, "torch": info.versions.get("torch"), "triton": info.versions.get("triton"),
                "commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-               "backend": res.backend, "cuda_graphs": res.info["cuda_graphs"]}
+               "backend": res.backend, "cuda_graphs": res.info["cuda_graphs"], "in_place": res.info.get("in_place")}
         print(json.dumps(doc))
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
-            tag = "" if args.graphs == "default" else f"-graphs-{args.graphs}"
+            tag = ("" if args.graphs == "default" else f"-graphs-{args.graphs}") + (
+                "" if args.in_place == "default" else f"-in-place-{args.in_place}")
             (args.out / f"wave-scaling-{args.mode}-{world}{tag}.json").write_text(json.dumps(doc, indent=1))
     dist.destroy_process_group()
     return 0
@@ -113,6 +115,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--graphs", choices=("default", "on", "off"), default="default",
                     help="simulate's cuda_graphs: None (on with several ranks), True or False")
+    ap.add_argument("--in-place", choices=("default", "on", "off"), default="default",
+                    help="simulate's in_place (default None: p_next into a third array where there is room)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--summarize", nargs="+", default=None)
     args = ap.parse_args()

@@ -1,21 +1,27 @@
-"""Cache hints on the zwin interior's p_prev and m loads (read once a point), and the in-place write
-(2026-11-28, tenth session). Nsight Compute showed the interior launch alone costing 775 us with p_next over
-p_prev against 637 us into a third array (same DRAM bytes, ``wave_inplace_ncu.sh``), while torch's in-place
-addcmul costs nothing extra: so is it the L1 (p_prev's line cached by the load, then written by the store)?
+"""The zwin interior's configurations A/B, inside the whole CPML step (512**3 + 20-point CPML, fp32 order 8).
 
-For each interior configuration (the default zwin; p_prev and m loaded ``.cg``, L2 only; ``evict_first``;
-the store ``.cs``; ``.cg`` and ``.cs``):
+``--set pm_cache`` (2026-11-28, tenth session; needs commits 806326c..4bb0c9f, where ``WaveConfig`` had the
+fields ``pm_cache`` / ``pm_evict``): cache hints on the interior's p_prev and m loads (read once a point) and the
+store ``.cs``, in place and out of place. Nsight Compute had shown the interior launch alone costing 775 us with
+p_next over p_prev against 637 us into a third array (same DRAM bytes, ``wave_inplace_ncu.sh``), while torch's
+in-place addcmul costs nothing: was it the L1 line of p_prev? (No hint moved either figure.)
+
+``--set spills`` (the same day): the default interior (32 x 64 tiles, 16 warps, unroll 8, x chunks a plane
+ahead) spills 64 bytes a thread at its 128-register cap on sm90, and Nsight Compute counted 1.34 M local
+memory requests in the launch; tiles, warps, unroll and ``halo_ahead`` that compile without spills
+(cross-compiled for sm90 first).
+
+For each configuration:
 * the float64 check: the default configuration's whole CPML step against the float64 torch step
   (``cpml_step_suite``), and every other configuration's step bit for bit against the default's, from the
   same state into a NaN-filled output;
-* the interior launch alone (the 512**3 box, ``_launch_step``), back to back, into a spare array and over p_prev;
-* the whole step back to back (psi swapped after each), p_next into a third array and over p_prev.
+* the interior launch alone (the 512**3 box, ``_launch_step``), back to back, into a spare array (and over
+  p_prev with ``--in-place``);
+* the whole step back to back (psi swapped after each), p_next into a third array (and over p_prev).
 Rounds in turn; medians.
 
-    PYTHONPATH=src python benchmarks/wave_pm_cache.py [--rounds 3] [--steps 100] [--out DIR]
-
-Measured on an H200 at 4bb0c9f (no hint moved either figure) and removed: the WaveConfig fields
-``pm_cache`` / ``pm_evict`` this script sets exist only in commits 806326c..4bb0c9f; run it there.
+    PYTHONPATH=src python benchmarks/wave_interior_ab.py --set spills|pm_cache [--in-place] [--rounds 3]
+        [--steps 100] [--out DIR]
 """
 from __future__ import annotations
 
@@ -35,6 +41,8 @@ from tilecraft.ops import wave as ops
 
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--set", choices=("spills", "pm_cache"), required=True)
+    ap.add_argument("--in-place", action="store_true", help="also time p_next over p_prev")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
@@ -42,8 +50,17 @@ def main() -> int:
     st = parts_state()
     dev = st.p.device
     base = ops.default_config(torch.float32, 8, dev)
-    variants = {"default": base, "cg": replace(base, pm_cache=".cg"), "evict_first": replace(base, pm_evict="evict_first"),
-                "cs_store": replace(base, nontemporal=True), "cg_cs": replace(base, pm_cache=".cg", nontemporal=True)}
+    if args.set == "pm_cache":
+        variants = {"default": base, "cg": replace(base, pm_cache=".cg"),
+                    "evict_first": replace(base, pm_evict="evict_first"),
+                    "cs_store": replace(base, nontemporal=True), "cg_cs": replace(base, pm_cache=".cg", nontemporal=True)}
+    else:  # (block_y, block_x, warps, halo_ahead, unroll): no spills on sm90 (Triton 3.6)
+        variants = {"default": base}
+        for by, bx, w, ha, un in ((32, 64, 16, 1, 2), (32, 64, 16, 0, 2), (16, 64, 8, 1, 8), (32, 32, 8, 1, 8),
+                                  (16, 64, 16, 1, 4), (8, 128, 8, 1, 8)):
+            variants[f"{by}x{bx} w{w} ha{ha} u{un}"] = replace(base, block_y=by, block_x=bx, num_warps=w,
+                                                                  halo_ahead=ha, loop_unroll=un)
+    modes = ("third", "in_place") if args.in_place else ("third",)
     recs = cpml_step_suite(512, 8, torch.float32, 20, configs=[ops.default_cpml_config(dev)], device="cuda",
                            copy_tbps=st.copy, budget_s=0.3, unfused=False, parts=False, say=lambda m: None)
     fused = [r for r in recs if r.case.get("variant") == "cpml-fused"]
@@ -92,9 +109,10 @@ def main() -> int:
             bufs = [st.p.clone(), st.pp.clone(), torch.zeros_like(st.pp)]
             row["interior_third_ms"] = loop(lambda: ops._launch_step(bufs[0], bufs[1], st.m, bufs[2], 8, st.spacing,
                                                                      ilo, ihi, None, cfg), 50)
-            row["interior_in_place_ms"] = loop(lambda: ops._launch_step(bufs[0], bufs[1], st.m, bufs[1], 8,
-                                                                        st.spacing, ilo, ihi, None, cfg), 50)
-            for mode in ("third", "in_place"):
+            if args.in_place:
+                row["interior_in_place_ms"] = loop(lambda: ops._launch_step(bufs[0], bufs[1], st.m, bufs[1], 8,
+                                                                            st.spacing, ilo, ihi, None, cfg), 50)
+            for mode in modes:
                 axes = _copy_axes(st.axes0)
                 bufs = [st.p.clone(), st.pp.clone(), torch.zeros_like(st.pp)]
 
@@ -106,11 +124,10 @@ def main() -> int:
                     bufs[:] = [bufs[1], bufs[0], bufs[2]] if mode == "in_place" else [bufs[2], bufs[0], bufs[1]]
 
                 row[f"step_{mode}_ms"] = loop(one, args.steps)
-            row["interior_third_pct_copy"] = inner_bytes / (row["interior_third_ms"] * 1e-3) / 1e12 / st.copy * 100
-            row["interior_in_place_pct_copy"] = inner_bytes / (row["interior_in_place_ms"] * 1e-3) / 1e12 / st.copy * 100
-            row["step_third_pct_copy"] = traffic.bytes / (row["step_third_ms"] * 1e-3) / 1e12 / st.copy * 100
-            row["step_in_place_pct_copy"] = traffic.bytes / (row["step_in_place_ms"] * 1e-3) / 1e12 / st.copy * 100
-            print(f"round {rnd} {name:12s} " + " ".join(f"{k} {v:.3f}" for k, v in row.items()
+            for mode in modes:
+                row[f"interior_{mode}_pct_copy"] = inner_bytes / (row[f"interior_{mode}_ms"] * 1e-3) / 1e12 / st.copy * 100
+                row[f"step_{mode}_pct_copy"] = traffic.bytes / (row[f"step_{mode}_ms"] * 1e-3) / 1e12 / st.copy * 100
+            print(f"round {rnd} {name:22s} " + " ".join(f"{k} {v:.3f}" for k, v in row.items()
                                                         if isinstance(v, float)), flush=True)
             rows.append(row)
     res = {"device": st.info.name, "copy_tbps": st.copy, "commit": git_commit(), "torch": torch.__version__,
@@ -118,9 +135,9 @@ def main() -> int:
     for name in variants:
         res["median"][name] = {k: statistics.median(r[k] for r in rows if r["variant"] == name)
                                for k in rows[0] if k not in ("variant", "round")}
-        print(f"median {name:12s} " + " ".join(f"{k} {v:.3f}" for k, v in res["median"][name].items()), flush=True)
+        print(f"median {name:22s} " + " ".join(f"{k} {v:.3f}" for k, v in res["median"][name].items()), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "wave-pm-cache.json").write_text(json.dumps(res, indent=1))
+    (args.out / f"wave-interior-ab-{args.set}.json").write_text(json.dumps(res, indent=1))
     return 0
 
 

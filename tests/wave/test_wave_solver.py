@@ -164,6 +164,20 @@ def test_triton_backend_matches_torch(shape, boundary, free_surface, nt):
         assert float(b.snapshots[0][1][0].abs().max()) == 0.0  # the surface plane is p = 0
 
 
+@pytest.mark.parametrize("three", [False, True])
+def test_captured_states_follow_the_loop_rotation(three):
+    """The arrays each CUDA graph capture k is recorded with (``step_arrays``: k steps after the capture's
+    state) are those ``simulate``'s loop uses at that step (``next_arrays``), over two periods."""
+    from tilecraft.wave.solver import next_arrays, step_arrays
+
+    p, pp, spare = "a", "b", ("c" if three else None)
+    for k in range(12):
+        out = pp if spare is None else spare
+        assert step_arrays(k, "a", "b", "c" if three else None) == (p, pp, out), k
+        p, pp, spare = next_arrays(p, pp, spare)
+    assert (p, pp) == ("a", "b")  # the period divides 12
+
+
 @pytest.mark.parametrize("backend,boundary,free_surface", [("triton", "pml", True), ("torch", "sponge", False),
                                                           ("triton", "none", False)])
 def test_out_of_place_steps_give_the_in_place_record(backend, boundary, free_surface):

@@ -338,11 +338,7 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
         for ax in pml * k:
             ax.swap()
         try:
-            if c is None:
-                x, y = (a, b) if k % 2 == 0 else (b, a)
-                z = y
-            else:  # (p, p_prev, p_next) -> (p_next, p, p_prev) each step
-                x, y, z = ((a, b, c), (c, a, b), (b, c, a))[k % 3]
+            x, y, z = step_arrays(k, a, b, c)
             for e0, e1 in boxes:
                 step(e0, e1, x, y, z)
         finally:
@@ -399,9 +395,7 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
             apply_free_surface(out, r, surface=r - off)
         if exchanger is not None:
             exchanger.start([out] + [ax.psi[0][0] for ax in psi_z])
-        if spare is not None:
-            spare = pp
-        p, pp = out, p
+        p, pp, spare = next_arrays(p, pp, spare)
         if progress is not None:
             progress(n + 1, nt)
     if exchanger is not None:
@@ -418,6 +412,24 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
                 "slab": [z0, z1], "device": str(device), "dtype": str(dtype).replace("torch.", ""),
                 "loop_seconds": loop_s, "cuda_graphs": graph_state, "in_place": spare is None}
     return Result(record=record, dt=float(dt), nt=nt, snapshots=snaps, backend=backend, info=info)
+
+
+def next_arrays(p, p_prev, spare=None) -> tuple:
+    """(p, p_prev, spare) of the next step after p_next was written into ``spare`` (or over p_prev where
+    ``spare`` is None): ``simulate``'s rotation."""
+    if spare is None:
+        return p_prev, p, None
+    return spare, p, p_prev
+
+
+def step_arrays(k: int, p, p_prev, spare=None) -> tuple:
+    """(p, p_prev, p_next) of the step k steps after one with p, p_prev and p_next into ``spare``, as
+    ``simulate``'s loop rotates them: in place (``spare`` None) p and p_prev swap and p_next is p_prev;
+    with three arrays (p, p_prev, p_next) becomes (p_next, p, p_prev). The CUDA graphs capture these
+    states (period 2, or 6 with psi's two buffers)."""
+    if spare is None:
+        return (p, p_prev, p_prev) if k % 2 == 0 else (p_prev, p, p)
+    return ((p, p_prev, spare), (spare, p, p_prev), (p_prev, spare, p))[k % 3]
 
 
 def _graph_plan(cuda_graphs: bool | None, pml: list, backend: str, device: torch.device, nt: int,

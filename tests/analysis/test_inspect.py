@@ -89,6 +89,7 @@ def test_census_ptx_text() -> None:
         @%p1 ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd1 + 0 ];
         ld.global.nc.v2.b64 { %rd5, %rd6 }, [ %rd2 + 0 ];   // 128 bits too
         ld.global.b32 %r9, [ %rd3 ];
+        ld.global.cg.b32 %r10, [ %rd3 ];   // cached in L2 only
         @!%p2 st.global.cs.v2.b32 [ %rd3 + 0 ], { %r1, %r2 };
         st.global.L1::no_allocate.b16 [ %rd4 ], %rs1;
         ld.shared.v4.b32 { %r1, %r2, %r3, %r4 }, [ %r5 ];
@@ -104,7 +105,7 @@ def test_census_ptx_text() -> None:
         wgmma.commit_group.sync.aligned;
         """)
     c = census_ptx(ptx)
-    assert c["global_load_128b"] == 2 and c["global_load_32b"] == 1
+    assert c["global_load_128b"] == 2 and c["global_load_32b"] == 2 and c["global_load_cg"] == 1
     assert c["global_store_64b"] == 1 and c["global_store_16b"] == 1 and c["global_store_nt"] == 2
     assert c["shared_load_128b"] == 1 and c["shared_store_32b"] == 1 and c["ldmatrix"] == 1
     assert c["cp_async_128b"] == 2 and c["cp_async_32b"] == 1  # sizes in decimal or hex (Triton: 0x10)
@@ -112,7 +113,7 @@ def test_census_ptx_text() -> None:
     assert c["matrix:wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"] == 1
     assert sum(k.startswith("matrix:") for k in c) == 2  # fence / commit_group are not matrix ops
     s = census_summary(c)
-    assert (s["global_loads"], s["global_loads_128b"], s["nontemporal_stores"]) == (3, 2, 2)
+    assert (s["global_loads"], s["global_loads_128b"], s["nontemporal_stores"]) == (4, 2, 2)
 
 
 def test_census_amdgcn_text() -> None:

@@ -88,12 +88,13 @@ def summarize(paths: list[str]) -> int:
         return d.get("cuda_graphs") == "on" or (d["ranks"] == 1 and d.get("cuda_graphs", "").startswith("off: one rank"))
 
     for mode in ("weak", "strong"):
-        for graphs in (False, True):
-            rows = sorted((d for d in docs if d["mode"] == mode and graphed(d) == graphs), key=lambda d: d["ranks"])
+        for graphs, in_place in ((g, i) for g in (False, True) for i in (False, True)):
+            rows = sorted((d for d in docs if d["mode"] == mode and graphed(d) == graphs
+                           and bool(d.get("in_place")) == in_place), key=lambda d: d["ranks"])
             base = next((d for d in rows if d["ranks"] == 1), None)
             if not rows:
                 continue
-            print(f"{mode} scaling" + (", CUDA graphs" if graphs else ""))
+            print(f"{mode} scaling" + (", CUDA graphs" if graphs else "") + (", in place" if in_place else ""))
             print(f"{'GPUs':>5}{'shape':>20}{'ms/step':>10}{'GPts/s':>9}{'efficiency':>12}")
             for d in rows:
                 if base is None:

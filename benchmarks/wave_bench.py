@@ -1,4 +1,4 @@
-"""One GPU: the wave step (fp32, order 8, 512**3 model + 20-point CPML), measured in one run against
+"""One GPU: the wave step (fp32, order 8, 512**3 model + the default CPML width, 12 points since 2026-11-28), measured in one run against
 the copy ceiling and the plain torch step:
 
 * the fused step without absorbing terms (``step_suite``: default configuration, sponge variant,
@@ -31,6 +31,9 @@ from tilecraft.bench.wave import (
 )
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
+from tilecraft.wave.boundaries import DEFAULT_WIDTH
+
+W = DEFAULT_WIDTH["pml"]  # the layer width simulate uses by default
 from tilecraft.ops.wave import default_config
 
 
@@ -71,14 +74,14 @@ def main() -> int:
     say(f"  {copy:.3f} TB/s")
     dev = torch.device("cuda")
     step_cfgs = GPU_CONFIGS if args.all_step_configs else (default_config(torch.float32, args.order, dev),)
-    records = step_suite(args.n, args.order, torch.float32, 20, configs=step_cfgs, device="cuda", copy_tbps=copy,
+    records = step_suite(args.n, args.order, torch.float32, W, configs=step_cfgs, device="cuda", copy_tbps=copy,
                          budget_s=args.budget, say=say)
     torch.cuda.empty_cache()
-    records += cpml_step_suite(args.n, args.order, torch.float32, 20, device="cuda", copy_tbps=copy,
+    records += cpml_step_suite(args.n, args.order, torch.float32, W, device="cuda", copy_tbps=copy,
                                budget_s=args.budget, say=say)
     torch.cuda.empty_cache()
     if not args.skip_simulate:
-        for boundary, width in (("none", 0), ("pml", 20)):
+        for boundary, width in (("none", 0), ("pml", W)):
             records += simulate_suite(args.n, args.order, torch.float32, width, nt=50, device="cuda", copy_tbps=copy,
                                       backends=("triton",) if boundary == "none" else ("triton", "torch"),
                                       boundary=boundary, say=say)

@@ -2,7 +2,7 @@
 
     tilecraft wave run [--shape 201,401] [--spacing 10] [--velocity 1500 | --velocities 1500,2500 --interfaces 500]
                        [--model-file v.npy] [--source Z,[Y,]X] [--f0 15] [--receivers N] [--nt 1000] [--dt S]
-                       [--order 8] [--boundary pml|sponge|none] [--pml-width 20] [--free-surface]
+                       [--order 8] [--boundary pml|sponge|none] [--pml-width 12 (CPML) | 20 (sponge)] [--free-surface]
                        [--dtype fp32|fp64] [--device auto|cpu|cuda] [--backend auto|triton|torch] [--gpus N]
                        [--out DIR]
 
@@ -116,7 +116,8 @@ def run(
     dt: Annotated[float | None, typer.Option(help="Time step (s); default 0.6 x the CFL limit.")] = None,
     order: Annotated[int, typer.Option(help="Space order (even, 2..16).")] = 8,
     boundary: Annotated[Boundary, typer.Option(case_sensitive=False, help="Absorbing boundary.")] = Boundary.pml,
-    pml_width: Annotated[int, typer.Option(help="Absorbing layer width (points).")] = 20,
+    pml_width: Annotated[int | None, typer.Option(
+        help="Absorbing layer width (points); default 12 for the CPML, 20 for the sponge.")] = None,
     free_surface: Annotated[bool, typer.Option("--free-surface", help="p = 0 at the top of the model.")] = False,
     dtype: Annotated[DType, typer.Option(case_sensitive=False, help="Field dtype.")] = DType.fp32,
     device: Annotated[Device, typer.Option(case_sensitive=False, help="Where to run.")] = Device.auto,

@@ -22,7 +22,7 @@ from tilecraft.bench.harness import Record, time_rotating
 from tilecraft.ops import wave as ops
 from tilecraft.ops.wave import MARCH_REGS, MARCH_TILES, MARCH_TILES_PREVIOUS, PSI_TILES, CpmlConfig, WaveConfig
 from tilecraft.reference.wave import wave_step_torch
-from tilecraft.wave.boundaries import Layout
+from tilecraft.wave.boundaries import DEFAULT_WIDTH, Layout
 
 # Configurations swept on a GPU: (block_y, block_x, block_z, num_warps[, maxnreg]).
 GPU_CONFIGS = (
@@ -81,7 +81,7 @@ def _setup(n: int, order: int, pml_width: int, dtype: torch.dtype, device: str, 
     return dev, dev.type == "cuda", layout, shape, lo, hi, (10.0, 10.0, 10.0), gen, fields, points
 
 
-def step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
+def step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = DEFAULT_WIDTH["pml"],
                configs: Sequence[WaveConfig] | None = None, device: str = "cuda", copy_tbps: float | None = None,
                budget_s: float = 1.0, say: Callable[[str], None] = print) -> list[Record]:
     """The fused kernel on the padded grid of an n**3 model (+ pml_width + R per side), every point
@@ -141,7 +141,7 @@ def step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32,
     return records
 
 
-def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
+def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = DEFAULT_WIDTH["pml"],
                    nt: int = 50, device: str = "cuda", copy_tbps: float | None = None, backends=("triton", "torch"),
                    boundary: str = "pml", say: Callable[[str], None] = print, graph_modes: Sequence[bool] = (False,),
                    rounds: int = 1, pml_configs: Sequence[CpmlConfig | None] = (None,),
@@ -275,7 +275,7 @@ def _copy_axes(axes, dtype=None):
                     _tables={}) for ax in axes]
 
 
-def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = 20,
+def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = DEFAULT_WIDTH["pml"],
                     configs: Sequence[CpmlConfig] | None = None, device: str = "cuda",
                     copy_tbps: float | None = None, budget_s: float = 0.7, unfused: bool = True,
                     say: Callable[[str], None] = print, graphs: bool | Sequence[CpmlConfig] = False,

@@ -42,6 +42,7 @@ from tilecraft.wave.boundaries import (
     Layout,
     apply_free_surface,
     cpml_profiles,
+    layer_width,
     sponge_profile,
 )
 from tilecraft.wave.model import Model
@@ -162,8 +163,9 @@ def _check_inputs(model, sources, receivers, nt, order, boundary, pml_width):
     order = _check_order(order)
     if boundary not in BOUNDARIES:
         raise ValueError(f"boundary must be one of {BOUNDARIES}, got {boundary!r}")
-    if isinstance(pml_width, bool) or not isinstance(pml_width, int) or pml_width < 0:
-        raise ValueError(f"pml_width must be an integer >= 0, got {pml_width!r}")
+    if pml_width is not None and (isinstance(pml_width, bool) or not isinstance(pml_width, int) or pml_width < 0):
+        raise ValueError(f"pml_width must be an integer >= 0 or None (the boundary's default), got {pml_width!r}")
+    pml_width = layer_width(boundary, pml_width)
     if boundary != "none" and pml_width < 1:
         raise ValueError(f"boundary {boundary!r} needs pml_width >= 1")
     if min(model.shape) < order + 1:
@@ -203,7 +205,7 @@ def _weights_matrix(n_points: int, per: list[list[tuple[int, float]]]) -> torch.
 # the solver
 # ------------------------------------------------------------------------------------------------
 def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receivers, nt: int,
-             dt: float | None = None, *, order: int = 8, boundary: str = "pml", pml_width: int = 20,
+             dt: float | None = None, *, order: int = 8, boundary: str = "pml", pml_width: int | None = None,
              free_surface: bool = False, snapshots: int | Sequence[int] | None = None, backend: str = "auto",
              courant: float = DEFAULT_COURANT, progress: Callable[[int, int], None] | None = None,
              device: str | torch.device | None = None, pml_config: CpmlConfig | None = None,
@@ -217,7 +219,8 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     ``receivers``: ``Receivers``. ``dt``: seconds; default ``courant`` x the stable limit
     (``stable_dt``); a dt above the limit is a ValueError. ``order``: space order 2..16 (even).
     ``boundary``: "pml" (convolutional PML), "sponge" (damping layer) or "none" (rigid walls);
-    ``pml_width`` points of it outside the model on every side (not above a ``free_surface``).
+    ``pml_width`` points of it outside the model on every side (not above a ``free_surface``); default
+    (None) ``boundaries.DEFAULT_WIDTH``: 12 for the CPML (measured to reflect under 0.2%), 20 for the sponge.
     ``snapshots``: every k-th step (int) or the listed steps. ``backend``: "auto", "triton", "torch"
     (``tilecraft.ops.wave``). ``progress(step, nt)`` is called every step. ``pml_config``: how the
     Triton backend runs the CPML (``tilecraft.ops.wave.CpmlConfig``; default
@@ -265,7 +268,7 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
         raise ValueError(f"dt={dt:.6g} s is unstable: the CFL limit for vmax={model.vmax:g} m/s, order {order} "
                          f"and spacing {spacing} is dt <= {dt_max:.6g} s")
     backend = resolve_backend(backend, device)
-    width = pml_width if boundary != "none" else 0
+    width = layer_width(boundary, pml_width)
     layout = Layout(model.shape, order, width, free_surface)
     r, ndim, shape = layout.radius, model.ndim, layout.shape
     glo, ghi = layout.updated

@@ -1,5 +1,6 @@
 """One GPU: the CPML layers' z-march launches (``wave_layer_kernel``) swept per kind of box, fp32,
-order 8, 512**3 model + 20-point CPML (the set-up of ``benchmarks/wave_bench.py``).
+order 8, 512**3 model + a CPML of ``--width`` points (default: ``simulate``'s, 12 since 2026-11-28; 20 before;
+the set-up of ``benchmarks/wave_bench.py``).
 
 The march step runs one launch per kind of layer box (z, y, x faces, edges, corners). For each kind
 this times that launch alone for several (tile, planes per program, warps, register budget)
@@ -7,7 +8,7 @@ candidates, each after the whole march step with the candidate in place was chec
 float64 torch step; then the whole step with the best candidate of every kind, the default march
 configuration and the unfused launches, in the same run.
 
-    PYTHONPATH=src python benchmarks/wave_layers_sweep.py [--out DIR]
+    PYTHONPATH=src python benchmarks/wave_layers_sweep.py [--width 12] [--kinds 0,1,2,3,4] [--out DIR]
 
 Writes wave-layers-sweep.json (harness Records; ``extra`` has the kind, tile, registers, time_ms,
 gpts) and prints a table.
@@ -34,6 +35,7 @@ from tilecraft.bench.wave import (
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
 from tilecraft.ops import wave as ops
+from tilecraft.wave.boundaries import DEFAULT_WIDTH
 
 KINDS = ("z faces", "y faces", "x faces", "edges", "corners")
 # (block_y, block_x, block_z, num_warps, register budget) per kind
@@ -54,7 +56,10 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=512)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--budget", type=float, default=0.15)
+    ap.add_argument("--width", type=int, default=DEFAULT_WIDTH["pml"], help="CPML width in points")
+    ap.add_argument("--kinds", default="0,1,2,3,4", help="kinds of box swept (0 z, 1 y, 2 x faces, 3 edges, 4 corners)")
     args = ap.parse_args()
+    kinds = {int(k) for k in args.kinds.split(",")}
     if not torch.cuda.is_available():
         print("needs a GPU", file=sys.stderr)
         return 2
@@ -63,7 +68,7 @@ def main() -> int:
     print(f"copy {copy:.3f} TB/s", flush=True)
     order = 8
     dev, _measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), points = _setup(
-        args.n, order, 20, torch.float32, "cuda", 20261122)
+        args.n, order, args.width, torch.float32, "cuda", 20261122)
     axes0, layer_points = _cpml_state(layout, shape, torch.float32, dev, gen, 4500.0, 10.0, 1e-3, 15.0)
     box = tuple(slice(a, b) for a, b in zip(lo, hi))
     ref_axes = _copy_axes(axes0, torch.float64)
@@ -93,8 +98,8 @@ def main() -> int:
 
     kaxes = {ax.axis: ax for ax in axes0}
     records, best = [], {}
-    case = {"model": [args.n] * 3, "grid": list(shape), "order": order, "dtype": "float32", "pml_width": 20}
-    for kind, cands in CANDIDATES.items():
+    case = {"model": [args.n] * 3, "grid": list(shape), "order": order, "dtype": "float32", "pml_width": args.width}
+    for kind, cands in ((k, c) for k, c in CANDIDATES.items() if k in kinds):
         for cand in cands:
             cfg = config(kind, cand)
             _, _, launches = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, shape[2], cfg, 4, p.stride()[:2])

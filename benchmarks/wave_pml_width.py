@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 
 from tilecraft.bench.harness import git_commit
-from tilecraft.bench.wave import cpml_step_suite, simulate_suite
+from tilecraft.bench.wave import cpml_step_suite, medians_by, simulate_suite
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
 from tilecraft.ops import wave as ops
@@ -64,11 +63,10 @@ def main() -> int:
     out = {"device": info.name, "torch": info.versions.get("torch"), "triton": info.versions.get("triton"),
            "commit": git_commit(), "copy_tbps": copy, "copy_tbps_end": measure_copy_bandwidth(), "n": args.n,
            "rows": rows}
-    for w in widths:
-        mine = [r for r in rows if r["pml_width"] == w]
-        out[f"median_W{w}"] = {k: statistics.median(r[k] for r in mine)
-                               for k in ("step_ms", "step_pct_copy", "simulate_ms", "simulate_pct_copy", "simulate_gpts")}
-        print(f"W={w}: {out[f'median_W{w}']}", flush=True)
+    for name, med in medians_by(rows, lambda r: f"median_W{r['pml_width']}",
+                                ("step_ms", "step_pct_copy", "simulate_ms", "simulate_pct_copy", "simulate_gpts")).items():
+        out[name] = med
+        print(f"{name}: {med}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "wave-pml-width.json").write_text(json.dumps(out, indent=1))
     return 0 if ok else 1

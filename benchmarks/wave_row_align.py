@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import torch
 
 from tilecraft import wave
 from tilecraft.bench.harness import git_commit
-from tilecraft.bench.wave import cpml_step_suite, cpml_traffic, step_traffic
+from tilecraft.bench.wave import cpml_step_suite, medians_by, step_traffic
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
 from tilecraft.ops import wave as ops
@@ -91,12 +90,10 @@ def main() -> int:
     info = detect()
     out = {"device": info.name, "torch": info.versions.get("torch"), "triton": info.versions.get("triton"),
            "commit": git_commit(), "copy_tbps": copy, "copy_tbps_end": measure_copy_bandwidth(), "rows": rows}
-    for w in widths + [0]:
-        for a in aligns:
-            mine = [r for r in rows if r["pml_width"] == w and r["align_points"] == a]
-            keys = ("step_ms", "step_pct_copy", "simulate_ms", "simulate_pct_copy") if w else ("simulate_ms", "simulate_pct_copy")
-            out[f"median_W{w}_align{a}"] = {k: statistics.median(r[k] for r in mine) for k in keys}
-            print(f"W={w} align {a}: {out[f'median_W{w}_align{a}']}", flush=True)
+    for name, med in medians_by(rows, lambda r: f"median_W{r['pml_width']}_align{r['align_points']}",
+                                ("step_ms", "step_pct_copy", "simulate_ms", "simulate_pct_copy")).items():
+        out[name] = med
+        print(f"{name}: {med}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "wave-row-align.json").write_text(json.dumps(out, indent=1))
     return 0 if ok else 1

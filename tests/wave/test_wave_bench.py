@@ -98,3 +98,13 @@ def test_table_summarises_records_and_marks_failures():
     assert len(lines) == 3 and lines[0].split() == ["variant", "round", "ms", "%copy", "GPts/s"]
     assert lines[1].split() == ["cpml", "1", "2.000", "50.0", "80.0"]
     assert "nan" in lines[2] and lines[2].endswith("FAILED differs from float64")
+
+
+def test_medians_by_groups_rounds_and_leaves_out_missing_fields():
+    """The benchmark scripts' round summaries: one median per field and group, groups in first-seen order, a
+    field that some row of the group lacks left out (the no-boundary rows have no CPML step)."""
+    rows = [{"w": 20, "ms": 3.0, "step": 1.0}, {"w": 0, "ms": 9.0}, {"w": 20, "ms": 1.0, "step": 5.0},
+            {"w": 20, "ms": 2.0, "step": 2.0}, {"w": 0, "ms": 7.0}]
+    got = wb.medians_by(rows, lambda r: f"W{r['w']}", ("ms", "step"))
+    assert list(got) == ["W20", "W0"]
+    assert got == {"W20": {"ms": 2.0, "step": 2.0}, "W0": {"ms": 8.0}}

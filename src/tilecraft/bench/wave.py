@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -214,6 +215,16 @@ CPML_CONFIGS = (
     CpmlConfig(4, 128, 8, 4, march=True, narrow=(8, 32, 2), march_regs=MARCH_REGS, march_tiles=MARCH_TILES,
                psi_tiles=PSI_TILES, interior_first=True),  # the previous default (one stream; a66960a)
 )
+
+
+def medians_by(rows: Sequence[dict], group: Callable[[dict], str], fields: Sequence[str]) -> dict[str, dict]:
+    """The median of each of ``fields`` over the rows of each group (``group(row)`` names it; groups in the
+    order first seen; a field the group's rows lack is left out): the benchmark scripts' summaries of rounds."""
+    out: dict[str, dict] = {}
+    for name in dict.fromkeys(group(r) for r in rows):
+        mine = [r for r in rows if group(r) == name]
+        out[name] = {k: statistics.median(r[k] for r in mine) for k in fields if all(k in r for r in mine)}
+    return out
 
 
 def cpml_traffic(points: int, layer_points: int, order: int, itemsize: int) -> StepTraffic:

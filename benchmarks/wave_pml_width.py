@@ -11,14 +11,13 @@ credited with bytes it does not move. The reflection of each width is measured o
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import torch
 
 from tilecraft.bench.harness import git_commit
-from tilecraft.bench.wave import cpml_step_suite, medians_by, simulate_suite
+from tilecraft.bench.wave import cpml_step_suite, simulate_suite, write_rounds
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
 from tilecraft.ops import wave as ops
@@ -63,12 +62,8 @@ def main() -> int:
     out = {"device": info.name, "torch": info.versions.get("torch"), "triton": info.versions.get("triton"),
            "commit": git_commit(), "copy_tbps": copy, "copy_tbps_end": measure_copy_bandwidth(), "n": args.n,
            "rows": rows}
-    for name, med in medians_by(rows, lambda r: f"median_W{r['pml_width']}",
-                                ("step_ms", "step_pct_copy", "simulate_ms", "simulate_pct_copy", "simulate_gpts")).items():
-        out[name] = med
-        print(f"{name}: {med}", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "wave-pml-width.json").write_text(json.dumps(out, indent=1))
+    write_rounds(out, rows, lambda r: f"median_W{r['pml_width']}",
+                 ("step_ms", "step_pct_copy", "simulate_ms", "simulate_pct_copy", "simulate_gpts"), args.out / "wave-pml-width.json")
     return 0 if ok else 1
 
 

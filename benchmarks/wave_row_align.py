@@ -14,7 +14,6 @@ aligned only); the x-face launches were slower at 10 and 16 points than at 12 (d
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import torch
 
 from tilecraft import wave
 from tilecraft.bench.harness import git_commit
-from tilecraft.bench.wave import cpml_step_suite, medians_by, step_traffic
+from tilecraft.bench.wave import cpml_step_suite, step_traffic, write_rounds
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
 from tilecraft.ops import wave as ops
@@ -90,12 +89,8 @@ def main() -> int:
     info = detect()
     out = {"device": info.name, "torch": info.versions.get("torch"), "triton": info.versions.get("triton"),
            "commit": git_commit(), "copy_tbps": copy, "copy_tbps_end": measure_copy_bandwidth(), "rows": rows}
-    for name, med in medians_by(rows, lambda r: f"median_W{r['pml_width']}_align{r['align_points']}",
-                                ("step_ms", "step_pct_copy", "simulate_ms", "simulate_pct_copy")).items():
-        out[name] = med
-        print(f"{name}: {med}", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "wave-row-align.json").write_text(json.dumps(out, indent=1))
+    write_rounds(out, rows, lambda r: f"median_W{r['pml_width']}_align{r['align_points']}",
+                 ("step_ms", "step_pct_copy", "simulate_ms", "simulate_pct_copy"), args.out / "wave-row-align.json")
     return 0 if ok else 1
 
 

@@ -108,3 +108,14 @@ def test_medians_by_groups_rounds_and_leaves_out_missing_fields():
     got = wb.medians_by(rows, lambda r: f"W{r['w']}", ("ms", "step"))
     assert list(got) == ["W20", "W0"]
     assert got == {"W20": {"ms": 2.0, "step": 2.0}, "W0": {"ms": 8.0}}
+
+
+def test_write_rounds_adds_the_medians_and_writes_the_json(tmp_path, capsys):
+    import json
+
+    doc = {"device": "cpu"}
+    rows = [{"w": 12, "ms": 1.0}, {"w": 12, "ms": 3.0}]
+    path = tmp_path / "sub" / "out.json"
+    wb.write_rounds(doc, rows, lambda r: f"median_W{r['w']}", ("ms",), path)
+    assert json.loads(path.read_text()) == {"device": "cpu", "median_W12": {"ms": 2.0}} == doc
+    assert "median_W12" in capsys.readouterr().out

@@ -227,6 +227,20 @@ def medians_by(rows: Sequence[dict], group: Callable[[dict], str], fields: Seque
     return out
 
 
+def write_rounds(doc: dict, rows: Sequence[dict], group: Callable[[dict], str], fields: Sequence[str], path) -> None:
+    """Add the rows' medians per group (``medians_by``) to ``doc``, print them and write ``doc`` as JSON to
+    ``path`` (its folder made): the end of the round-based benchmark scripts."""
+    import json
+    from pathlib import Path
+
+    for name, med in medians_by(rows, group, fields).items():
+        doc[name] = med
+        print(f"{name}: {med}", flush=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1))
+
+
 def cpml_traffic(points: int, layer_points: int, order: int, itemsize: int) -> StepTraffic:
     """Least traffic of the step with the CPML: 4 words per updated point (``step_traffic``) plus,
     per axis, psi and zeta read and written (4 words) at each point of that axis's layers (a != 0);

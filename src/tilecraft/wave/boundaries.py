@@ -32,9 +32,9 @@ PML_REFLECTION = 1e-3
 PML_POWER = 2
 # Default layer width in points per boundary (``layer_width``). The CPML: 12 points (20 before 2026-11-28):
 # measured to reflect 0.04-0.16% in 3D and 0.07-0.11% in 2D at 4-15 Hz (less than 20 points' 0.06-0.19%),
-# and the fastest width timed on an H200 (512**3, fp32 order 8: 1.157 ms a step against 1.358 at 20;
-# widths whose layer plus halo is not a multiple of 8 points, 10 and 16, ran slower); docs/wave.md, "The
-# layer's width". The sponge keeps 20: a damping layer reflects more the thinner it is (2.6% at 20).
+# and the fastest width timed on an H200 (512**3, fp32 order 8: 1.156 ms a step against 1.358 at 20;
+# 10 and 16 points ran slower, in their x-face launches); docs/wave.md, "The layer's width". The sponge
+# keeps 20: a damping layer reflects more the thinner it is (2.6% at 20).
 DEFAULT_WIDTH = {"pml": 12, "sponge": 20, "none": 0}
 
 

@@ -68,8 +68,8 @@ def _square_run(n, offset, boundary, width, nt=700, dt=0.002, order=8):
 @pytest.mark.parametrize("width", [None, 20])
 def test_pml_reflects_under_one_percent(width):
     """Receivers 100 m inside the layer's edge (one facing it, one in the corner, one at the source):
-    the difference from the large-domain run is the reflected wave. Measured 0.05-0.11% at the default
-    width (12 points) and 0.10-0.17% at 20 (``benchmarks/wave_pml_reflection.py`` measures it in 3D);
+    the difference from the large-domain run is the reflected wave. Measured 0.01-0.11% at the default
+    width (12 points) and 0.02-0.17% at 20, the lowest at the source (``benchmarks/wave_pml_reflection.py`` measures it in 3D);
     the large domain's own walls are 1100 m or more away and are not reached by t = 1.4 s."""
     big = _square_run(301, 1000.0, "none", 0)
     small = _square_run(101, 0.0, "pml", width)

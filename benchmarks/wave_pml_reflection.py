@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -55,7 +56,7 @@ def main() -> int:
         print(f"f0 {f0} Hz, rigid walls (the check can fail): " + ", ".join(f"{k} {100 * r:.1f}%" for k, r in zip(RECEIVERS, walls)), flush=True)
     info = detect()
     out = {"device": info.name, "torch": info.versions.get("torch"), "triton": info.versions.get("triton"),
-           "commit": git_commit(), "rows": rows}
+           "commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "wave-pml-reflection-3d.json").write_text(json.dumps(out, indent=1))
     return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -49,7 +50,9 @@ def main() -> int:
                    "points": step.extra["points"], "bytes": nbytes, "step_ok": step.extra.get("ok"),
                    "step_error": step.extra.get("error"), "step_ms": step.extra["time_ms"],
                    "step_pct_copy": 100 * nbytes / (step.extra["time_ms"] * 1e-3) / 1e12 / copy,
-                   "torch_step_ms": torch_step.extra["time_ms"],
+                   "torch_step_ms": torch_step.extra["time_ms"], "peer": "torch step (same CPML, elementwise ops)",
+                   "ratio_to_torch": torch_step.extra["time_ms"] / step.extra["time_ms"],
+                   "ceiling": "copy bandwidth (measured, same run)",
                    "simulate_ms": sim.extra["time_ms"], "simulate_in_place": sim.extra.get("in_place"),
                    "simulate_pct_copy": 100 * nbytes / (sim.extra["time_ms"] * 1e-3) / 1e12 / copy,
                    "simulate_gpts": step.extra["points"] / sim.extra["time_ms"] / 1e6}
@@ -60,7 +63,7 @@ def main() -> int:
                   f"{row['torch_step_ms']:.2f} ms", flush=True)
     info = detect()
     out = {"device": info.name, "torch": info.versions.get("torch"), "triton": info.versions.get("triton"),
-           "commit": git_commit(), "copy_tbps": copy, "copy_tbps_end": measure_copy_bandwidth(), "n": args.n,
+           "commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "copy_tbps": copy, "copy_tbps_end": measure_copy_bandwidth(), "n": args.n,
            "rows": rows}
     write_rounds(out, rows, lambda r: f"median_W{r['pml_width']}",
                  ("step_ms", "step_pct_copy", "simulate_ms", "simulate_pct_copy", "simulate_gpts"), args.out / "wave-pml-width.json")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -88,7 +89,7 @@ def main() -> int:
     boundaries.ALIGN_POINTS = default_align
     info = detect()
     out = {"device": info.name, "torch": info.versions.get("torch"), "triton": info.versions.get("triton"),
-           "commit": git_commit(), "copy_tbps": copy, "copy_tbps_end": measure_copy_bandwidth(), "rows": rows}
+           "commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "copy_tbps": copy, "copy_tbps_end": measure_copy_bandwidth(), "rows": rows}
     write_rounds(out, rows, lambda r: f"median_W{r['pml_width']}_align{r['align_points']}",
                  ("step_ms", "step_pct_copy", "simulate_ms", "simulate_pct_copy"), args.out / "wave-row-align.json")
     return 0 if ok else 1

@@ -14,4 +14,11 @@ for w in (20, 16, 12, 10):
     rows = [(r.case["variant"], round(r.extra["time_ms"], 4), r.extra.get("kernel")) for r in recs if r.case["variant"] not in ("cpml-torch", "cpml-fused")]
     res[w] = rows
     print(w, rows, flush=True)
-json.dump(res, open(os.environ["OUT"] + "/wave-pml-width-parts.json", "w"), indent=1)
+from datetime import datetime, timezone
+from tilecraft.bench.harness import git_commit
+from tilecraft.hardware.device import detect
+info = detect()
+doc = {"device": info.name, "torch": info.versions.get("torch"), "triton": info.versions.get("triton"),
+       "commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "copy_tbps": copy,
+       "parts_ms_by_width": res}
+json.dump(doc, open(os.environ["OUT"] + "/wave-pml-width-parts.json", "w"), indent=1)

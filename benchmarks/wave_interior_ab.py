@@ -11,6 +11,10 @@ ahead) spills 64 bytes a thread at its 128-register cap on sm90, and Nsight Comp
 memory requests in the launch; tiles, warps, unroll and ``halo_ahead`` that compile without spills
 (cross-compiled for sm90 first).
 
+``--set bz`` (2026-11-28, twelfth session): planes per program of the interior, zwin (64, the default; 128, 256, 512) and the
+cp.async ring (``smem_config``, 64 and 256): the stencil's ring gained 2-4 points of copy on an H200 from
+256-512 planes per program (fewer z-halo planes and program starts; ``ops.stencil.smem_march``).
+
 For each configuration:
 * the float64 check: the default configuration's whole CPML step against the float64 torch step
   (``cpml_step_suite``), and every other configuration's step bit for bit against the default's, from the
@@ -20,7 +24,7 @@ For each configuration:
 * the whole step back to back (psi swapped after each), p_next into a third array (and over p_prev).
 Rounds in turn; medians.
 
-    PYTHONPATH=src python benchmarks/wave_interior_ab.py --set spills|pm_cache [--in-place] [--rounds 3]
+    PYTHONPATH=src python benchmarks/wave_interior_ab.py --set spills|pm_cache|bz [--in-place] [--rounds 3]
         [--steps 100] [--out DIR]
 """
 from __future__ import annotations
@@ -41,7 +45,7 @@ from tilecraft.ops import wave as ops
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--set", choices=("spills", "pm_cache"), required=True)
+    ap.add_argument("--set", choices=("spills", "pm_cache", "bz"), required=True)
     ap.add_argument("--in-place", action="store_true", help="also time p_next over p_prev")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=100)
@@ -54,6 +58,13 @@ def main() -> int:
         variants = {"default": base, "cg": replace(base, pm_cache=".cg"),
                     "evict_first": replace(base, pm_evict="evict_first"),
                     "cs_store": replace(base, nontemporal=True), "cg_cs": replace(base, pm_cache=".cg", nontemporal=True)}
+    elif args.set == "bz":
+        variants = {"default": base}
+        for bz in (128, 256, 512):
+            variants[f"zwin z{bz}"] = replace(base, block_z=bz)
+        ring = ops.smem_config()
+        variants["ring z64"] = ring
+        variants["ring z256"] = replace(ring, block_z=256)
     else:  # (block_y, block_x, warps, halo_ahead, unroll): no spills on sm90 (Triton 3.6)
         variants = {"default": base}
         for by, bx, w, ha, un in ((32, 64, 16, 1, 2), (32, 64, 16, 0, 2), (16, 64, 8, 1, 8), (32, 32, 8, 1, 8),

@@ -55,11 +55,11 @@ def main() -> int:
     widths = [int(w) for w in args.widths.split(",")]
     copy = measure_copy_bandwidth()
     rows, ok, first = [], True, {}
-    default_align = boundaries.ALIGN_POINTS
+    default_align = boundaries.ALIGN_POINTS, boundaries.CPML_ALIGN_POINTS
     for rnd in range(args.rounds):
         for w in widths + [0]:
             for a in aligns:
-                boundaries.ALIGN_POINTS = a
+                boundaries.ALIGN_POINTS = boundaries.CPML_ALIGN_POINTS = a  # both layouts, the A/B's
                 row = {"round": rnd, "align_points": a, "pml_width": w}
                 if w:
                     recs = cpml_step_suite(args.n, 8, torch.float32, w, configs=[ops.default_cpml_config(torch.device("cuda"))],
@@ -71,7 +71,7 @@ def main() -> int:
                                step_ms=step.extra["time_ms"], bytes=step.extra["bytes"],
                                step_pct_copy=100 * step.extra["bytes"] / (step.extra["time_ms"] * 1e-3) / 1e12 / copy)
                 ms, record, info = simulate_ms(args.n, w or None, "pml" if w else "none", args.nt)
-                lay = wave.Layout((args.n,) * 3, 8, w, False)
+                lay = wave.Layout((args.n,) * 3, 8, w, False, a)
                 lo, hi = lay.updated
                 pts = 1
                 for x0, x1 in zip(lo, hi):
@@ -86,7 +86,7 @@ def main() -> int:
                 print(f"round {rnd} W={w} align {a}: grid {lay.shape[-1]}: "
                       + (f"step {row['step_ms']:.3f} ms ({row['step_pct_copy']:.1f}%, ok={row['step_ok']}), " if w else "")
                       + f"simulate {ms:.3f} ms ({row['simulate_pct_copy']:.1f}%), record bits equal: {same}", flush=True)
-    boundaries.ALIGN_POINTS = default_align
+    boundaries.ALIGN_POINTS, boundaries.CPML_ALIGN_POINTS = default_align
     info = detect()
     out = {"device": info.name, "torch": info.versions.get("torch"), "triton": info.versions.get("triton"),
            "commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "copy_tbps": copy, "copy_tbps_end": measure_copy_bandwidth(), "rows": rows}

@@ -26,7 +26,8 @@ def _meta(shape, dtype=torch.float32):
 def test_auto_takes_the_ring_on_sm90_only(dtype, order):
     shape = (520, 520, 520)
     cfg = ops.auto_config(dtype, order, shape, L2, True, True, smem=True)
-    assert cfg.kernel == "smem" and cfg == ops.smem_march(dtype, order // 2)
+    assert cfg.kernel == "smem" and cfg == ops.smem_march(dtype, order // 2, shape)
+    assert cfg.block_z == {8: 256 if dtype == torch.float32 else 512}.get(order, 64)  # ring_block_z
     assert ops.smem_ok(_meta(shape, dtype), _meta(shape, dtype), order, cfg) is None
     assert ops.auto_config(dtype, order, shape, L2, True, True).kernel != "smem"  # not sm90 (or the CPU)
     assert ops.auto_config(dtype, order, shape, L2, False, False, smem=True).kernel != "smem"  # unaligned rows
@@ -43,13 +44,30 @@ def test_auto_keeps_the_other_orders():
 
 def test_tuner_times_the_ring_and_the_register_window():
     cands = ts.candidates(torch.float32, 8, (520, 520, 520), L2, True, True, smem=True)
-    assert cands[0] == ops.smem_march(torch.float32, 4)
+    assert cands[0] == ops.smem_march(torch.float32, 4, (520, 520, 520)) and cands[0].block_z == 256
+    assert ops.smem_march(torch.float32, 4) in cands  # the same ring with 64 planes per program
     kinds = [c.kernel for c in cands]
-    assert kinds.count("smem") == 4 and "zwin" in kinds
+    assert kinds.count("smem") == 5 and "zwin" in kinds
     o4 = ts.candidates(torch.float32, 4, (516, 516, 516), L2, True, True, smem=True)
     assert o4[0] == ops.smem_march(torch.float32, 2) and o4[0].block_x == 128
     assert ops.auto_config(torch.float32, 4, (516,) * 3, L2, True, True) in o4  # the heuristic without smem
     assert all(c.kernel != "smem" for c in ts.candidates(torch.float32, 8, (520, 520, 520), L2, True, True))
+
+
+def test_ring_planes_per_program():
+    """``ring_block_z``: order 8 lengthens the marches where the modelled schedule ends sooner and every SM gets a
+    program; other orders, tiny grids and grids with fewer programs than SMs keep 64 planes."""
+    f32, f64 = torch.float32, torch.float64
+    assert ops.smem_march(f64, 4, (520, 520, 520)).block_z == 512  # 256 programs
+    assert ops.smem_march(f32, 4, (520, 520, 520)).block_z == 256  # 512 planes would leave 128 programs for 132 SMs
+    assert ops.smem_march(f32, 4, (136, 1032, 1032)).block_z == 128  # one chunk of the 128 interior planes
+    assert ops.smem_march(f32, 4, (64, 64, 64)).block_z == 64
+    assert ops.smem_march(f32, 4, (520, 264, 264)).block_z == 64  # 32 tiles: longer marches leave SMs idle
+    for dtype, r in ((f32, 3), (f64, 3), (f32, 2), (f64, 2), (f32, 1)):
+        assert ops.smem_march(dtype, r, (520, 520, 520)).block_z == 64
+    # the model: two chunks of 512 and 2 planes take two waves of long programs where 64-plane chunks fill them
+    assert ops._ring_makespan(153, 514, 512, 12, 132) > ops._ring_makespan(153, 514, 64, 12, 132)
+    assert ops._ring_makespan(256, 512, 512, 12, 132) < ops._ring_makespan(256, 512, 64, 12, 132)
 
 
 def test_refusals_name_the_reason():

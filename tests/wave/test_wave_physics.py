@@ -95,6 +95,27 @@ def test_default_layer_widths():
         wave.simulate(model, src, rec, 2, pml_width=1.5, backend="torch")
 
 
+def test_rows_are_padded_to_128_bytes_with_a_cpml(monkeypatch):
+    """``row_align``: with a CPML the padded rows are a multiple of 32 points (128 bytes of fp32), else of 4; the
+    extra columns are frozen beyond the halo, so the record does not depend on them (the same bits with 4)."""
+    from tilecraft.wave import boundaries
+
+    assert boundaries.row_align("pml", 10) == 32 and boundaries.row_align("pml", 0) == 4
+    assert boundaries.row_align("sponge", 20) == 4 and boundaries.row_align("none", 0) == 4
+    lay = boundaries.Layout((20, 21, 23), 8, 5, False, boundaries.row_align("pml", 5))
+    assert lay.shape[-1] == 64 and lay.align == (0, 0, 23)  # 23 + 2 (R + W) = 41 points, padded to 64
+    assert lay.updated[1][-1] == 41 - 4
+    model = wave.Model.constant((14, 15, 17), 1500.0, spacing=10.0, dtype=torch.float64)
+    src, rec = wave.Source([[60.0, 70.0, 80.0]], f0=15.0), wave.Receivers([[30.0, 40.0, 50.0], [100.0, 100.0, 150.0]])
+    runs = []
+    for align in (32, 4):
+        monkeypatch.setattr(boundaries, "CPML_ALIGN_POINTS", align)
+        runs.append(wave.simulate(model, src, rec, 30, order=4, pml_width=5, backend="torch", snapshots=[29]))
+    assert runs[0].snapshots[0][1].shape == runs[1].snapshots[0][1].shape == (14, 15, 17)
+    assert float(runs[0].record.abs().max()) > 0 and torch.equal(runs[0].record, runs[1].record)
+    assert torch.equal(runs[0].snapshots[0][1], runs[1].snapshots[0][1])
+
+
 @pytest.mark.parametrize("boundary", ["pml", "sponge"])
 def test_energy_leaves_and_stays_gone(boundary):
     """Sum of p**2 over the model: after the wavefront has crossed the model it falls below 1e-4 of

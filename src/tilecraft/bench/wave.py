@@ -23,7 +23,7 @@ from tilecraft.bench.harness import Record, time_rotating
 from tilecraft.ops import wave as ops
 from tilecraft.ops.wave import MARCH_REGS, MARCH_TILES, MARCH_TILES_PREVIOUS, PSI_TILES, CpmlConfig, WaveConfig
 from tilecraft.reference.wave import wave_step_torch
-from tilecraft.wave.boundaries import DEFAULT_WIDTH, Layout
+from tilecraft.wave.boundaries import DEFAULT_WIDTH, Layout, row_align
 
 # Configurations swept on a GPU: (block_y, block_x, block_z, num_warps[, maxnreg]).
 GPU_CONFIGS = (
@@ -69,12 +69,13 @@ def _fields(shape, dtype, device, gen):
     return p, pp, m.to(dtype)
 
 
-def _setup(n: int, order: int, pml_width: int, dtype: torch.dtype, device: str, seed: int):
+def _setup(n: int, order: int, pml_width: int, dtype: torch.dtype, device: str, seed: int, cpml: bool = False):
     """The padded grid of an n**3 model (+ pml_width + R per side) and its random fields: device,
     measured (a GPU), layout, shape, updated box lo/hi, spacing, the generator (for more draws),
-    (p, p_prev, m) and the number of updated points."""
+    (p, p_prev, m) and the number of updated points. ``cpml``: rows padded as ``simulate`` pads them with a
+    CPML (``boundaries.row_align``)."""
     dev = torch.device(device)
-    layout = Layout((n, n, n), order, pml_width, False)
+    layout = Layout((n, n, n), order, pml_width, False, row_align("pml" if cpml else "none", pml_width))
     shape, (lo, hi) = layout.shape, layout.updated
     gen = torch.Generator().manual_seed(seed)
     fields = _fields(shape, dtype, dev, gen)
@@ -316,9 +317,9 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
     (``graphed_cpml_step``: variant "cpml-graph"). ``rounds``: the configurations (and the graph) timed that many times in turn
     (each record's extra has its round). ``parts``: the GPU time of each launch (profiler) of the
     first default configuration (``CPML_CONFIGS[0]``) or of each configuration given (one stream).
-    ``step_config``: the plain step's configuration for the interior launches (default: ``default_config``)."""
+    ``step_config``: the plain step's configuration for the interior launches (default: ``cpml_interior_config``)."""
     dev, measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), points = _setup(
-        n, order, pml_width, dtype, device, 20261122)
+        n, order, pml_width, dtype, device, 20261122, cpml=True)
     axes0, layer_points = _cpml_state(layout, shape, dtype, dev, gen, 4500.0, 10.0, 1e-3, 15.0)
     traffic = cpml_traffic(points, layer_points, order, p.element_size())
     case = {"model": [n] * 3, "grid": list(shape), "order": order, "dtype": str(dtype).replace("torch.", ""),
@@ -444,7 +445,7 @@ def parts_state(seed: int = 20261122) -> PartsState:
     copy = measure_copy_bandwidth()
     print(f"device {info.name} copy {copy:.3f} TB/s", flush=True)
     dev, _measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), _points = _setup(512, 8, 20, torch.float32,
-                                                                                      "cuda", seed)
+                                                                                      "cuda", seed, cpml=True)
     axes0, _lp = _cpml_state(layout, shape, torch.float32, dev, gen, 4500.0, 10.0, 1e-3, 15.0)
     return PartsState(info, copy, layout, shape, lo, hi, spacing, p, pp, m, axes0)
 
@@ -460,7 +461,7 @@ def cpml_parts(p, pp, m, out, order, spacing, lo, hi, axes0, march: CpmlConfig, 
     march = replace(march, streams=False)
     shape = p.shape
     dtype = p.dtype
-    icfg = step_config or ops.default_config(dtype, order, p.device)
+    icfg = step_config or ops.cpml_interior_config(dtype, order, p.device, lo, hi, part_axes)
     _, _, launches = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, shape[2], march, 4, p.stride()[:2])
     interiors, *_, fused_psi = ops._march_plan(p, order, tuple(lo), tuple(hi), kaxes, 3, march, icfg)
     inner = [(f"part-interior{i or ''}", math.prod(b - a for a, b in zip(blo, bhi)))

@@ -23,6 +23,8 @@ on ``nontemporal``.
 """
 from __future__ import annotations
 
+import functools
+import heapq
 import math
 import time
 from dataclasses import asdict, dataclass, replace
@@ -195,7 +197,7 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
     plane_bytes = shape[1] * shape[2] * itemsize
     l2 = l2_bytes or 50 * 2**20
     if smem and _smem_auto(dtype, r, shape):
-        return smem_march(dtype, r)
+        return smem_march(dtype, r, shape)
     if r == 2 and shape[1] * shape[2] >= 512 * 512:
         window = _zwin_auto(dtype, r, shape[2])  # fp64 order 4 on planes of 512^2 and more
         if window is not None:
@@ -230,10 +232,10 @@ def _smem_auto(dtype: torch.dtype, r: int, shape: tuple[int, int, int]) -> bool:
     return False
 
 
-def smem_march(dtype: torch.dtype, r: int) -> StencilConfig:
+def smem_march(dtype: torch.dtype, r: int, shape: tuple[int, int, int] | None = None) -> StencilConfig:
     """The cp.async-ring march as ``auto`` takes it on sm90 (``kernel="smem"``): one 16-byte vector per thread,
-    64 planes per program, two slack slots in the ring (mbarriers), and per case the tile and the planes the
-    copies run ahead:
+    two slack slots in the ring (mbarriers), planes per program from ``ring_block_z`` for ``shape`` (order 8: up
+    to 512; 64 at the other orders and without a shape), and per case the tile and the planes the copies run ahead:
 
     * fp32 order 8, fp64 orders 4 and 6: 32 rows of 64 (fp32) or 32 (fp64) points, 16 warps, 3 ahead;
       fp64 order 8 the same, 5 ahead. H100, 520^3 (2026-11-27,
@@ -258,11 +260,67 @@ def smem_march(dtype: torch.dtype, r: int) -> StencilConfig:
     ============================  ==============  ==============
     """
     if dtype == torch.float32 and r == 2:
-        return StencilConfig("smem", block_y=8, block_x=128, num_warps=8, block_z=64, prefetch=3, num_stages=2,
-                             nontemporal=True)
-    ahead = 5 if (dtype == torch.float64 and r == 4) else 4 if (dtype == torch.float32 and r == 3) else 3
-    return StencilConfig("smem", block_y=32, block_x=64 if dtype == torch.float32 else 32, num_warps=16, block_z=64,
-                         prefetch=ahead, num_stages=2, nontemporal=True)
+        cfg = StencilConfig("smem", block_y=8, block_x=128, num_warps=8, block_z=64, prefetch=3, num_stages=2,
+                            nontemporal=True)
+    else:
+        ahead = 5 if (dtype == torch.float64 and r == 4) else 4 if (dtype == torch.float32 and r == 3) else 3
+        cfg = StencilConfig("smem", block_y=32, block_x=64 if dtype == torch.float32 else 32, num_warps=16,
+                            block_z=64, prefetch=ahead, num_stages=2, nontemporal=True)
+    return cfg if shape is None else replace(cfg, block_z=ring_block_z(cfg, r, shape, torch.finfo(dtype).bits // 8))
+
+
+#: SMs the ring's grid is scheduled on in ``ring_block_z``'s model (H100 and H200 SXM: 132), and a program's
+#: start in plane times (its launch and the wait for its first planes, with nothing else on its SM).
+RING_SMS = 132
+RING_START_PLANES = 4
+
+
+@functools.lru_cache(maxsize=256)
+def _ring_makespan(n_xy: int, nzi: int, bz: int, extra: int, sms: int) -> int:
+    """Plane times until the last program ends when the grid's programs (x and y tiles fastest, then z chunks
+    of ``bz`` planes, each also reading ``extra`` planes' worth of halo and start) go in order to the first free
+    of ``sms`` SMs, one program each."""
+    free = [0] * sms
+    for c in range(triton_cdiv(nzi, bz)):
+        length = min(bz, nzi - c * bz) + extra
+        for _ in range(n_xy):
+            heapq.heapreplace(free, free[0] + length)
+    return max(free)
+
+
+def ring_block_z(cfg: StencilConfig, r: int, shape: tuple[int, int, int], itemsize: int) -> int:
+    """Planes per program of the ring march on ``shape``. Order 8 (R = 4): of 64, 128, 256 and 512, the one whose
+    grid ends first in a model of the schedule (``_ring_makespan``: ``RING_SMS`` SMs, one program each; a program
+    costs its planes, its 2R halo planes, the planes it copies ahead and ``RING_START_PLANES``), the longer on a
+    tie, among those that leave at least one program per SM. A longer march reads fewer z-halo planes and starts
+    fewer programs, each of which waits for its first planes with nothing else on its SM. Other orders: 64.
+
+    H200, two or three rounds each (2026-11-28, ``benchmarks/results/2026-11-28-h200-twelfth/``,
+    ``stencil-auto-ab-bz-d.json`` and ``stencil-auto-ab-bz-orders.json``; % of copy at 64 / 128 / 256 / 512
+    planes):
+
+    * 520^3 fp64 order 8: 77.4-78.2 / 79.8-80.2 / 81.4-81.9 / 81.5-83.7 (the model: 512);
+      fp32 order 8: 67.5-68.1 / 67.3-69.5 / 69.7-70.0 / 66.9-70.6 (512 leaves 128 programs for 132 SMs; the
+      model: 256).
+    * Orders 4 and 6 lose from longer marches, even where the grid has no short last wave: fp32 order 4 on
+      132 x 1028^2 69.0 at 64 planes against 66.2 at 128 (one chunk), fp64 order 4 516^3 69.8 / 69.4 / 69.0 /
+      68.4, fp32 order 6 520^3 65.3 / 64.3 / 56.8 / 45.9, fp32 order 4 516^3 69.8 / 69.8 / 63.3 / 51.3."""
+    if r != 4:
+        return 64
+    vec = 16 // itemsize
+    nz, ny, nx = shape
+    n_tx = triton_cdiv(triton_cdiv(nx - r, vec) * vec - r // vec * vec, cfg.block_x)
+    n_xy = n_tx * triton_cdiv(ny - 2 * r, cfg.block_y)
+    nzi = nz - 2 * r
+    extra = 2 * r + max(1, cfg.prefetch) + RING_START_PLANES
+    best, best_t = 64, _ring_makespan(n_xy, nzi, 64, extra, RING_SMS)
+    for bz in (128, 256, 512):
+        if bz // 2 >= nzi or n_xy * triton_cdiv(nzi, bz) < RING_SMS:
+            break
+        t = _ring_makespan(n_xy, nzi, bz, extra, RING_SMS)
+        if t <= best_t:
+            best, best_t = bz, t
+    return best
 
 
 def smem_device(u: torch.Tensor) -> bool:

@@ -19,7 +19,7 @@ import itertools
 import math
 import os
 import weakref
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 import triton
@@ -100,7 +100,14 @@ class WaveConfig:
 
 
 def default_config(dtype: torch.dtype, order: int, device: torch.device) -> WaveConfig:
-    """NVIDIA GPU, fp32 order 8: the register-window march (``kernel="zwin"``, 32 x 64 tiles of one
+    """sm90 NVIDIA GPU (H100, H200), fp32 order 8: the cp.async-ring march (``smem_config``: 32 x 64 tiles, 16
+    warps, 64 planes per program, 2 planes ahead; zwin's bits). H200, a 512**3 model, ``simulate`` without a
+    boundary, 100 steps, three rounds (2026-11-28, ``benchmarks/wave_ring_bz.py``,
+    ``benchmarks/results/2026-11-28-h200-twelfth/wave-ring-bz.json``): 0.645 ms a step (78.4% of copy) against
+    0.691 ms (73.1%) for zwin; 128 / 256 / 512 planes per program 0.655 / 0.691 / 0.693 ms. In the CPML step the
+    interior takes longer marches (``cpml_interior_config``). Boxes the ring cannot take run zwin, then the march.
+
+    Other NVIDIA GPUs, fp32 order 8: the register-window march (``kernel="zwin"``, ``zwin_config``: 32 x 64 tiles of one
     128-bit vector per thread, 16 warps, 64 planes, the loop unrolled by 8, L1 prefetch 2 planes
     ahead): H100, 512**3 + 20-point CPML, the interior launch 0.874 ms against 0.961 for the march
     below and the whole CPML step 2.035 / 2.030 ms against 2.185 / 2.169 (two rounds, same run;
@@ -112,7 +119,8 @@ def default_config(dtype: torch.dtype, order: int, device: torch.device) -> Wave
     against 51.7 / 48.1% without (two alternating rounds, same run; ``halo_ahead=2`` with the prefetch
     three planes ahead 51.2 / 51.6%; benchmarks/results/2026-11-27-h200/wave-halo-a4715a6.json).
 
-    Not the cp.async-ring interior (``smem_config``, the same bits): H200, the whole CPML step 47.7% of copy
+    The ring before (2026-11-27/28, 64 planes per program, kept as the record of why zwin was the default until
+    the longer marches of ``cpml_interior_config``): H200, the whole CPML step 47.7% of copy
     against 56.3-56.4% (two rounds, ``wave-smem.json``); its interior launch alone 0.692 ms against 0.640 ms
     (``wave-smem-parts.json``; benchmarks/results/2026-11-27-h200/, 2026-11-27). With p_prev and m in the
     ring's slots (2026-11-28, H100) its interior launch is faster (0.767 against 0.831 ms), the whole step is
@@ -121,9 +129,60 @@ def default_config(dtype: torch.dtype, order: int, device: torch.device) -> Wave
     if device.type != "cuda":
         return WaveConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     if dtype == torch.float32 and order == 8 and torch.version.hip is None:
-        return WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="zwin", loop_unroll=8,
-                          l1_prefetch=2, halo_ahead=1)
+        return smem_config() if _ring_device(device) else zwin_config()
     return march_config(dtype, order, device)
+
+
+def _ring_device(device: torch.device) -> bool:
+    """Whether the plain step's default interior is the cp.async ring on this device: an sm90 NVIDIA GPU (where
+    it was measured faster; ``default_config``)."""
+    return (device.type == "cuda" and torch.version.hip is None and torch.cuda.is_available()
+            and torch.cuda.get_device_capability(device)[0] == 9)
+
+
+def zwin_config() -> WaveConfig:
+    """The register-window interior (``kernel="zwin"``) as ``default_config`` took it before the ring: 32 x 64
+    tiles, 16 warps, 64 planes, the loop unrolled by 8, L1 prefetch 2 planes ahead, the x chunks a plane ahead.
+    The default on NVIDIA GPUs other than sm90, and where the ring cannot take a box (``_launch_step``)."""
+    return WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="zwin", loop_unroll=8, l1_prefetch=2,
+                      halo_ahead=1)
+
+
+#: Planes per program of the CPML step's ring interior (``cpml_interior_config``), the longest of these whose grid
+#: keeps at least one program per SM (``ops.stencil.RING_SMS``).
+CPML_RING_BLOCK_Z = (256, 128, 64)
+
+
+def cpml_interior_config(dtype: torch.dtype, order: int, device: torch.device, lo, hi, pml=()) -> WaveConfig:
+    """The interior's configuration in the CPML step on the box [lo, hi) with the layers of the ``pml`` axes
+    (``CpmlAxis``): ``default_config``, and where that is the ring, with 256 planes per program where its grid on
+    the interior (the box without the layers) keeps one program per SM (``CPML_RING_BLOCK_Z``), 128 or 64
+    otherwise.
+
+    H200, a 512**3 model with the default 12-point CPML, ``simulate`` 100 steps, three rounds (2026-11-28,
+    ``benchmarks/wave_ring_bz.py``, ``benchmarks/results/2026-11-28-h200-twelfth/wave-ring-bz.json``; the same
+    record bits): the ring interior at 64 / 128 / 256 / 512 planes per program 1.215 / 1.187 / **1.112** /
+    1.134 ms a step against 1.188 ms for zwin (6.4% faster at 256). With the 20-point CPML (the step alone,
+    ``wave_interior_ab.py --set bz``) 1.375 ms against 1.372, at par; the interior launch alone 0.598 ms (84.6% of
+    copy) against 0.662. Why the longer marches pay inside the CPML step and not in the plain step (below) was
+    not found: the side stream's layer launches run on the SMs the ring leaves."""
+    cfg = default_config(dtype, order, device)
+    if cfg.kernel != "smem":
+        return cfg
+    from tilecraft.ops.stencil import RING_SMS
+
+    if len(lo) != 3:
+        return cfg
+    lo3, hi3 = list(lo), list(hi)
+    for ax in pml:  # the interior: the box without the axis's layers at either end
+        a = ax.axis
+        lo3[a] = max([lo[a]] + [w1 for w0, w1, _o in ax.regions if w0 <= lo[a]])
+        hi3[a] = min([hi[a]] + [w0 for w0, w1, _o in ax.regions if w1 >= hi[a]])
+    n_xy = triton_cdiv(hi3[2] - lo3[2], cfg.block_x) * triton_cdiv(hi3[1] - lo3[1], cfg.block_y)
+    for bz in CPML_RING_BLOCK_Z:
+        if n_xy * triton_cdiv(hi3[0] - lo3[0], bz) >= RING_SMS:
+            return replace(cfg, block_z=bz)
+    return cfg
 
 
 def smem_config() -> WaveConfig:
@@ -433,7 +492,9 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
     if cfg.kernel == "smem":
         if smem_step_ok(p, order, lo, hi, sponge, cfg) is None and _same_strides(p, p_prev, m, out):
             return _launch_smem(p, p_prev, m, out, order, lo, hi, sp3, cfg)
-        cfg = march_config(p.dtype, order, p.device)  # a box it cannot take: the march kernel's own tiles
+        # a box it cannot take: on a GPU the register window (the default before the ring), else the march
+        # kernel's own tiles
+        cfg = zwin_config() if p.device.type == "cuda" else march_config(p.dtype, order, p.device)
     if cfg.kernel == "zwin":
         if zwin_step_ok(p, order, lo, hi, sponge, cfg) is None:
             return _launch_zwin(p, p_prev, m, out, order, lo, hi, w, cfg)
@@ -1376,7 +1437,7 @@ def cpml_step(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi,
             cpml_terms_torch(p, m, out, ax.psi[0], ax.psi[1], ax.zeta, ax.a, ax.b, ax.axis, order, ax.h, lo, hi,
                              ax.regions)
         return
-    cfg = config or default_config(p.dtype, order, p.device)
+    cfg = config or cpml_interior_config(p.dtype, order, p.device, lo, hi, pml)
     pcfg = pml_config or default_cpml_config(p.device)
     if p.device.type == "cuda":
         with torch.cuda.device(p.device):

@@ -63,8 +63,9 @@ def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_b
       ``ops.stencil._smem_auto``) in its measured shapes: ``ops.smem_march``, the same tile with the copies
       5 planes ahead (fp64 order 8's choice) or 3, 32-row tiles of 16 warps 3 ahead (fp32 order 4's ring is
       8 x 128), 8-row tiles of 128 points (fp32; fp32 order 4's choice) and 16-row tiles of 8 warps, 4 ahead
-      (fp64 order 8 on an H200: 73.5% of copy against 69.9% for 32 rows). The heuristic without ``smem``
-      stays a candidate.
+      (fp64 order 8 on an H200: 73.5% of copy against 69.9% for 32 rows), each with 64 planes per program
+      (the heuristic's tile with 64 planes too, where ``ops.ring_block_z`` gave it more). The heuristic
+      without ``smem`` stays a candidate.
 
     Each passes the launch checks for a grid with these facts (``ops.launch_error`` on
     :func:`model_tensors`); none is listed twice."""
@@ -74,7 +75,7 @@ def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_b
     if heuristic.kernel == "smem":
         ring = ops.smem_march(dtype, r)
         wide = 64 if dtype == torch.float32 else 32
-        alts += [ops.auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok),
+        alts += [ops.auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok), ring,
                  replace(ring, prefetch=3 if ring.prefetch == 5 else 5),
                  replace(ring, block_y=32, block_x=wide, num_warps=16, prefetch=3),
                  replace(ring, block_y=8, block_x=128, num_warps=8, prefetch=3),

@@ -27,6 +27,12 @@ import torch
 
 BOUNDARIES = ("pml", "sponge", "none")
 ALIGN_POINTS = 4  # x extent padded to a multiple of this (16 bytes of fp32)
+# ... and with a CPML, to 128 bytes of fp32 (``row_align``): H200, 512**3, fp32 order 8, three rounds
+# (2026-11-28, benchmarks/wave_row_align.py, benchmarks/results/2026-11-28-h200-twelfth/wave-row-align.json;
+# the same records): the CPML step at 10 points 1.197 -> 1.165 ms, at 20 points 1.357 -> 1.318 ms, at 12
+# points unchanged (its rows are 128-byte multiples already); without a boundary 0.690 -> 0.697 ms (slower,
+# so only with a CPML).
+CPML_ALIGN_POINTS = 32
 # Theoretical reflection coefficient the damping profile is designed for (Collino & Tsogka 2001).
 PML_REFLECTION = 1e-3
 PML_POWER = 2
@@ -36,6 +42,12 @@ PML_POWER = 2
 # 10 and 16 points ran slower, in their x-face launches); docs/wave.md, "The layer's width". The sponge
 # keeps 20: a damping layer reflects more the thinner it is (2.6% at 20).
 DEFAULT_WIDTH = {"pml": 12, "sponge": 20, "none": 0}
+
+
+def row_align(boundary: str, width: int) -> int:
+    """Points the padded rows are a multiple of (``Layout.align_points``): ``CPML_ALIGN_POINTS`` (128 bytes of
+    fp32) with a CPML of some width, else ``ALIGN_POINTS`` (16 bytes)."""
+    return CPML_ALIGN_POINTS if boundary == "pml" and width > 0 else ALIGN_POINTS
 
 
 def layer_width(boundary: str, pml_width: int | None) -> int:
@@ -53,6 +65,7 @@ class Layout:
     order: int
     width: int  # absorbing layer width W in points (0: none)
     free_surface: bool
+    align_points: int | None = None  # rows padded to a multiple of this many points (None: ALIGN_POINTS)
 
     @property
     def radius(self) -> int:
@@ -66,11 +79,12 @@ class Layout:
     @property
     def align(self) -> tuple[int, ...]:
         """Extra frozen points at the high end of each axis: x (the last axis) is padded to a multiple
-        of 4 points, so rows start on 16-byte boundaries and the step's loads stay 128-bit (an
-        unaligned fp32 order-8 step compiles to 152 registers instead of 56, sm90)."""
+        of ``align_points`` (default ``ALIGN_POINTS``, 4 points), so rows start on 16-byte boundaries and
+        the step's loads stay 128-bit (an unaligned fp32 order-8 step compiles to 152 registers instead
+        of 56, sm90); the solver pads to 128 bytes with a CPML (``row_align``)."""
         n = len(self.model_shape)
         last = self.model_shape[-1] + self.pad_lo[-1] + self.radius + self.width
-        return (0,) * (n - 1) + ((-last) % ALIGN_POINTS,)
+        return (0,) * (n - 1) + ((-last) % (self.align_points or ALIGN_POINTS),)
 
     @property
     def pad_hi(self) -> tuple[int, ...]:

@@ -77,13 +77,14 @@ def simulate_spawned(model: Model, sources, receivers, nt: int, *, ranks: int, d
     if device == "cuda" and ranks > torch.cuda.device_count():
         raise ValueError(f"{ranks} ranks need {ranks} GPUs; {torch.cuda.device_count()} are visible")
     # Fail here, with the solver's message, rather than in the children.
-    from tilecraft.wave.boundaries import Layout, layer_width
+    from tilecraft.wave.boundaries import Layout, layer_width, row_align
     from tilecraft.wave.solver import halo_width, partition
 
     kwargs.pop("progress", None)
     order = kwargs.get("order", 8)
     width = layer_width(kwargs.get("boundary", "pml"), kwargs.get("pml_width"))
-    layout = Layout(model.shape, order, width, kwargs.get("free_surface", False))
+    layout = Layout(model.shape, order, width, kwargs.get("free_surface", False),
+                    row_align(kwargs.get("boundary", "pml"), width))
     lo, hi = layout.updated
     partition(hi[0] - lo[0], ranks, order // 2, kwargs.get("free_surface", False),
               halo_width(order, kwargs.get("boundary", "pml"), ranks))

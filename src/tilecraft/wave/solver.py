@@ -43,6 +43,7 @@ from tilecraft.wave.boundaries import (
     apply_free_surface,
     cpml_profiles,
     layer_width,
+    row_align,
     sponge_profile,
 )
 from tilecraft.wave.model import Model
@@ -269,7 +270,7 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
                          f"and spacing {spacing} is dt <= {dt_max:.6g} s")
     backend = resolve_backend(backend, device)
     width = layer_width(boundary, pml_width)
-    layout = Layout(model.shape, order, width, free_surface)
+    layout = Layout(model.shape, order, width, free_surface, row_align(boundary, width))
     r, ndim, shape = layout.radius, model.ndim, layout.shape
     glo, ghi = layout.updated
     rank, world = _world()

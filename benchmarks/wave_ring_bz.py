@@ -1,0 +1,93 @@
+"""The plain step's interior as the cp.async ring (``ops.wave.smem_config``) with 64 to 512 planes per program,
+against the default register-window interior, inside ``simulate`` (one GPU, fp32 order 8, a 512**3 model,
+100 steps, three arrays): without a boundary and with the default CPML. Every configuration's shot record is
+compared bit for bit with the default's (the ring gives zwin's bits) before its time counts.
+
+Why: the stencil's ring gained 2-4 points of copy on an H200 from 256-512 planes per program at order 8, and
+in the CPML step's interior launch alone (``wave_interior_ab.py --set bz``, 20-point CPML) the ring with 256
+planes ran 0.598 ms (84.6% of copy) against 0.662 ms for zwin, while the whole step stayed at par (1.375
+against 1.372 ms): the side stream's layer launches overlap zwin's interior, not the ring's.
+
+    PYTHONPATH=src python benchmarks/wave_ring_bz.py [--bz 64,128,256,512] [--rounds 3] [--nt 100] [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from tilecraft import wave
+from tilecraft.bench.harness import git_commit
+from tilecraft.bench.wave import cpml_step_suite, step_traffic, write_rounds
+from tilecraft.hardware.ceilings import measure_copy_bandwidth
+from tilecraft.hardware.device import detect
+from tilecraft.ops import wave as ops
+
+
+def simulate_ms(n: int, boundary: str, nt: int, cfg):
+    gen = torch.Generator().manual_seed(7)
+    v = torch.rand((n, n, n), generator=gen, dtype=torch.float32).mul_(1000).add_(1500).cuda()
+    model = wave.Model(v, 10.0)
+    c = (n - 1) * 10.0 / 2
+    src = wave.Source([[c, c, c]], f0=15.0)
+    rec = wave.Receivers.line((c, c, 0.0), (c, c, 2 * c), 101)
+    kw = {"order": 8, "boundary": boundary, "backend": "triton", "step_config": cfg}
+    wave.simulate(model, src, rec, 2, **kw)
+    res = wave.simulate(model, src, rec, nt, **kw)
+    return res.info["loop_seconds"] / nt * 1e3, res.record.cpu()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=512)
+    ap.add_argument("--bz", default="64,128,256,512")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--nt", type=int, default=100)
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = ap.parse_args()
+    copy = measure_copy_bandwidth()
+    ring = ops.smem_config()
+    configs = {"default": None, **{f"ring z{b}": replace(ring, block_z=int(b)) for b in args.bz.split(",")}}
+    width = wave.boundaries.layer_width("pml", None)
+    recs = cpml_step_suite(args.n, 8, torch.float32, width, configs=[ops.default_cpml_config(torch.device("cuda"))],
+                           device="cuda", copy_tbps=copy, budget_s=0.4, unfused=False, parts=False, say=lambda _m: None)
+    step = next(r for r in recs if r.case.get("variant") == "cpml-fused")
+    if not step.extra.get("ok"):
+        print(f"the default CPML step failed its float64 check: {step.extra.get('error')}", flush=True)
+        return 1
+    bytes_ = {"pml": step.extra["bytes"]}
+    lo, hi = wave.Layout((args.n,) * 3, 8, 0, False).updated
+    pts = 1
+    for a, b in zip(lo, hi):
+        pts *= b - a
+    bytes_["none"] = step_traffic(pts, 8, 4).bytes
+    rows, ok, first = [], True, {}
+    for rnd in range(args.rounds):
+        for boundary in ("none", "pml"):
+            for name, cfg in configs.items():
+                ms, record = simulate_ms(args.n, boundary, args.nt, cfg)
+                ref = first.setdefault(boundary, record)
+                same = bool(torch.equal(ref, record))
+                ok = ok and same
+                row = {"round": rnd, "boundary": boundary, "pml_width": width if boundary == "pml" else 0,
+                       "config": name, "simulate_ms": ms, "bytes": bytes_[boundary],
+                       "simulate_pct_copy": 100 * bytes_[boundary] / (ms * 1e-3) / 1e12 / copy,
+                       "same_record_bits": same}
+                rows.append(row)
+                print(f"round {rnd} {boundary:4s} {name:10s} simulate {ms:.3f} ms ({row['simulate_pct_copy']:.1f}% of "
+                      f"copy), record bits equal to the default's: {same}", flush=True)
+    info = detect()
+    out = {"device": info.name, "torch": info.versions.get("torch"), "triton": info.versions.get("triton"),
+           "commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "copy_tbps": copy, "copy_tbps_end": measure_copy_bandwidth(), "rows": rows}
+    write_rounds(out, rows, lambda r: f"median_{r['boundary']}_{r['config'].replace(' ', '_')}",
+                 ("simulate_ms", "simulate_pct_copy"), args.out / "wave-ring-bz.json")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -34,6 +34,7 @@ import json
 import statistics
 import sys
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -142,6 +143,7 @@ def main() -> int:
                                                         if isinstance(v, float)), flush=True)
             rows.append(row)
     res = {"device": st.info.name, "copy_tbps": st.copy, "commit": git_commit(), "torch": torch.__version__,
+           "triton": st.info.versions.get("triton"), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "step_bytes": traffic.bytes, "interior_bytes": inner_bytes, "rows": rows, "median": {}}
     for name in variants:
         res["median"][name] = {k: statistics.median(r[k] for r in rows if r["variant"] == name)

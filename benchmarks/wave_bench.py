@@ -31,7 +31,7 @@ from tilecraft.bench.wave import (
 )
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
-from tilecraft.wave.boundaries import DEFAULT_WIDTH
+from tilecraft.wave.boundaries import DEFAULT_WIDTH, Layout
 
 W = DEFAULT_WIDTH["pml"]  # the layer width simulate uses by default
 from tilecraft.ops.wave import default_config
@@ -73,7 +73,9 @@ def main() -> int:
     copy = measure_copy_bandwidth()
     say(f"  {copy:.3f} TB/s")
     dev = torch.device("cuda")
-    step_cfgs = GPU_CONFIGS if args.all_step_configs else (default_config(torch.float32, args.order, dev),)
+    # the plain step's default on its box (the ring on sm90 where the box is large enough: default_config)
+    lo, hi = Layout((args.n,) * 3, args.order, W, False).updated
+    step_cfgs = GPU_CONFIGS if args.all_step_configs else (default_config(torch.float32, args.order, dev, lo, hi),)
     records = step_suite(args.n, args.order, torch.float32, W, configs=step_cfgs, device="cuda", copy_tbps=copy,
                          budget_s=args.budget, say=say)
     torch.cuda.empty_cache()

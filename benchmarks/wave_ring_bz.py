@@ -9,6 +9,11 @@ planes ran 0.598 ms (84.6% of copy) against 0.662 ms for zwin, while the whole s
 against 1.372 ms): the side stream's layer launches overlap zwin's interior, not the ring's.
 
     PYTHONPATH=src python benchmarks/wave_ring_bz.py [--bz 64,128,256,512] [--rounds 3] [--nt 100] [--out DIR]
+
+``--against-zwin --sizes 256,384,640`` (the same day, after the ring became the default on sm90): the defaults
+(the ring, 64 planes per program in the plain step, ``cpml_interior_config``'s in the CPML step) against the
+register window (``zwin_config``, the default before) at other model sizes, so the choice made at 512**3 is
+checked elsewhere.
 """
 from __future__ import annotations
 
@@ -48,44 +53,56 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--nt", type=int, default=100)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    ap.add_argument("--sizes", default=None, help="model sizes (default: --n)")
+    ap.add_argument("--against-zwin", action="store_true", help="the defaults against zwin_config only")
     args = ap.parse_args()
     copy = measure_copy_bandwidth()
     ring = ops.smem_config()
-    configs = {"default": None, **{f"ring z{b}": replace(ring, block_z=int(b)) for b in args.bz.split(",")}}
+    if args.against_zwin:
+        configs = {"default": None, "zwin": ops.zwin_config()}
+    else:
+        configs = {"default": None, **{f"ring z{b}": replace(ring, block_z=int(b)) for b in args.bz.split(",")}}
     width = wave.boundaries.layer_width("pml", None)
-    recs = cpml_step_suite(args.n, 8, torch.float32, width, configs=[ops.default_cpml_config(torch.device("cuda"))],
-                           device="cuda", copy_tbps=copy, budget_s=0.4, unfused=False, parts=False, say=lambda _m: None)
-    step = next(r for r in recs if r.case.get("variant") == "cpml-fused")
-    if not step.extra.get("ok"):
-        print(f"the default CPML step failed its float64 check: {step.extra.get('error')}", flush=True)
-        return 1
-    bytes_ = {"pml": step.extra["bytes"]}
-    lo, hi = wave.Layout((args.n,) * 3, 8, 0, False).updated
-    pts = 1
-    for a, b in zip(lo, hi):
-        pts *= b - a
-    bytes_["none"] = step_traffic(pts, 8, 4).bytes
+    sizes = [int(v) for v in args.sizes.split(",")] if args.sizes else [args.n]
+    bytes_ = {}
+    for n in sizes:
+        recs = cpml_step_suite(n, 8, torch.float32, width, configs=[ops.default_cpml_config(torch.device("cuda"))],
+                               device="cuda", copy_tbps=copy, budget_s=0.4, unfused=False, parts=False,
+                               say=lambda _m: None)
+        step = next(r for r in recs if r.case.get("variant") == "cpml-fused")
+        if not step.extra.get("ok"):
+            print(f"n={n}: the default CPML step failed its float64 check: {step.extra.get('error')}", flush=True)
+            return 1
+        bytes_[n, "pml"] = step.extra["bytes"]
+        lo, hi = wave.Layout((n,) * 3, 8, 0, False).updated
+        pts = 1
+        for a, b in zip(lo, hi):
+            pts *= b - a
+        bytes_[n, "none"] = step_traffic(pts, 8, 4).bytes
     rows, ok, first = [], True, {}
     for rnd in range(args.rounds):
-        for boundary in ("none", "pml"):
-            for name, cfg in configs.items():
-                ms, record = simulate_ms(args.n, boundary, args.nt, cfg)
-                ref = first.setdefault(boundary, record)
-                same = bool(torch.equal(ref, record))
-                ok = ok and same
-                row = {"round": rnd, "boundary": boundary, "pml_width": width if boundary == "pml" else 0,
-                       "config": name, "simulate_ms": ms, "bytes": bytes_[boundary],
-                       "simulate_pct_copy": 100 * bytes_[boundary] / (ms * 1e-3) / 1e12 / copy,
-                       "same_record_bits": same}
-                rows.append(row)
-                print(f"round {rnd} {boundary:4s} {name:10s} simulate {ms:.3f} ms ({row['simulate_pct_copy']:.1f}% of "
-                      f"copy), record bits equal to the default's: {same}", flush=True)
+        for n in sizes:
+            for boundary in ("none", "pml"):
+                for name, cfg in configs.items():
+                    ms, record = simulate_ms(n, boundary, args.nt, cfg)
+                    ref = first.setdefault((n, boundary), record)
+                    same = bool(torch.equal(ref, record))
+                    ok = ok and same
+                    row = {"round": rnd, "n": n, "boundary": boundary, "pml_width": width if boundary == "pml" else 0,
+                           "config": name, "simulate_ms": ms, "bytes": bytes_[n, boundary],
+                           "simulate_pct_copy": 100 * bytes_[n, boundary] / (ms * 1e-3) / 1e12 / copy,
+                           "same_record_bits": same}
+                    rows.append(row)
+                    print(f"round {rnd} n={n} {boundary:4s} {name:10s} simulate {ms:.3f} ms "
+                          f"({row['simulate_pct_copy']:.1f}% of copy), record bits equal to the default's: {same}",
+                          flush=True)
     info = detect()
     out = {"device": info.name, "torch": info.versions.get("torch"), "triton": info.versions.get("triton"),
            "commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "copy_tbps": copy, "copy_tbps_end": measure_copy_bandwidth(), "rows": rows}
-    write_rounds(out, rows, lambda r: f"median_{r['boundary']}_{r['config'].replace(' ', '_')}",
-                 ("simulate_ms", "simulate_pct_copy"), args.out / "wave-ring-bz.json")
+    name = "wave-ring-vs-zwin.json" if args.against_zwin else "wave-ring-bz.json"
+    write_rounds(out, rows, lambda r: f"median_n{r['n']}_{r['boundary']}_{r['config'].replace(' ', '_')}",
+                 ("simulate_ms", "simulate_pct_copy"), args.out / name)
     return 0 if ok else 1
 
 

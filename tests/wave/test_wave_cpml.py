@@ -461,40 +461,27 @@ def test_x_store_boxes_let_the_x_faces_run_beside_a_zwin_interior():
         assert (blo[2], bhi[2]) == ((32, 316) if cfg.x_store_boxes else (28, 320))
 
 
-def test_default_interior_is_the_ring_on_sm90(monkeypatch):
-    """``default_config``: the cp.async ring (``smem_config``, 64 planes per program) on sm90 NVIDIA GPUs for fp32
-    order 8, the register window (``zwin_config``) on other NVIDIA GPUs, the march elsewhere;
-    ``cpml_interior_config``: the ring with 256 planes per program where the CPML step's interior (the box
-    without the layers) keeps a program per SM, fewer planes on smaller interiors. (Measured on an H200:
-    ``benchmarks/wave_ring_bz.py``.)"""
+def test_default_interior_is_the_ring_on_large_boxes_on_sm90(monkeypatch):
+    """``default_config``: on sm90 NVIDIA GPUs, fp32 order 8, the cp.async ring (``smem_config``) for plain-step
+    boxes of at least ``RING_MIN_TILES`` tiles of 32 x 64 points (512**3 and up; measured faster there on an H200,
+    ``benchmarks/wave_ring_bz.py``), the register window (``zwin_config``) for smaller boxes, the CPML step's
+    interior (no box given) and other NVIDIA GPUs; the march elsewhere."""
     cuda = torch.device("cuda", 0)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.version, "hip", None)
+    big, small = ((4,) * 3, (516,) * 3), ((4,) * 3, (388,) * 3)  # 512**3: 16 x 8 tiles; 384**3: 12 x 6
+    assert ops.ring_box(*big) and not ops.ring_box(*small) and not ops.ring_box((4, 4), (516, 516))
     for cap, kind in (((9, 0), "smem"), ((8, 0), "zwin"), ((10, 0), "zwin")):
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, c=cap: c)
-        assert ops.default_config(torch.float32, 8, cuda).kernel == kind
-        assert ops.default_config(torch.float64, 8, cuda).kernel == "march"
-        assert ops.default_config(torch.float32, 4, cuda).kernel == "march"
+        assert ops.default_config(torch.float32, 8, cuda, *big).kernel == kind
+        assert ops.default_config(torch.float32, 8, cuda, *small).kernel == "zwin"
+        assert ops.default_config(torch.float32, 8, cuda).kernel == "zwin"  # no box: the CPML step's interior
+        assert ops.default_config(torch.float64, 8, cuda, *big).kernel == "march"
+        assert ops.default_config(torch.float32, 4, cuda, *big).kernel == "march"
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
-    assert ops.default_config(torch.float32, 8, cuda) == ops.smem_config()
-    assert ops.default_config(torch.float32, 8, torch.device("cpu")).kernel == "march"
-
-    class Ax:  # what cpml_interior_config reads of a CpmlAxis
-        def __init__(self, axis, lo, hi, w):
-            self.axis, self.regions = axis, ((lo, lo + w, 0), (hi - w, hi, 0))
-
-    def interior_bz(n, w):  # a model of n**3 with a w-point CPML and R = 4: the step's box [4, n + 2w + 4)
-        lo, hi = (4,) * 3, (n + 2 * w + 4,) * 3
-        return ops.cpml_interior_config(torch.float32, 8, cuda, lo, hi, [Ax(a, 4, hi[a], w) for a in range(3)]).block_z
-
-    assert interior_bz(512, 12) == 256  # 8 x 16 tiles of 32 x 64, two chunks: 256 programs
-    assert interior_bz(512, 20) == 256  # 472^3: 8 x 15 tiles, 240 programs
-    assert interior_bz(256, 12) == 64  # 4 x 8 tiles: 128 programs only at 64 planes
-    assert interior_bz(320, 12) == 128  # 5 x 10 tiles: 150 programs at 128 planes
-    assert ops.cpml_interior_config(torch.float32, 8, torch.device("cpu"), (4,) * 3, (300,) * 3, ()).kernel == "march"
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
-    assert interior_bz(512, 12) == 64 and ops.cpml_interior_config(
-        torch.float32, 8, cuda, (4,) * 3, (540,) * 3, ()).kernel == "zwin"
+    assert ops.default_config(torch.float32, 8, cuda, *big) == ops.smem_config()
+    assert ops.default_config(torch.float32, 8, cuda) == ops.zwin_config()
+    assert ops.default_config(torch.float32, 8, torch.device("cpu"), *big).kernel == "march"
 
 
 def test_smem_interior_is_an_option_that_runs_the_march_off_the_gpu():

@@ -317,7 +317,7 @@ def cpml_step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.flo
     (``graphed_cpml_step``: variant "cpml-graph"). ``rounds``: the configurations (and the graph) timed that many times in turn
     (each record's extra has its round). ``parts``: the GPU time of each launch (profiler) of the
     first default configuration (``CPML_CONFIGS[0]``) or of each configuration given (one stream).
-    ``step_config``: the plain step's configuration for the interior launches (default: ``cpml_interior_config``)."""
+    ``step_config``: the plain step's configuration for the interior launches (default: ``default_config``)."""
     dev, measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), points = _setup(
         n, order, pml_width, dtype, device, 20261122, cpml=True)
     axes0, layer_points = _cpml_state(layout, shape, dtype, dev, gen, 4500.0, 10.0, 1e-3, 15.0)
@@ -461,7 +461,7 @@ def cpml_parts(p, pp, m, out, order, spacing, lo, hi, axes0, march: CpmlConfig, 
     march = replace(march, streams=False)
     shape = p.shape
     dtype = p.dtype
-    icfg = step_config or ops.cpml_interior_config(dtype, order, p.device, lo, hi, part_axes)
+    icfg = step_config or ops.default_config(dtype, order, p.device)
     _, _, launches = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, shape[2], march, 4, p.stride()[:2])
     interiors, *_, fused_psi = ops._march_plan(p, order, tuple(lo), tuple(hi), kaxes, 3, march, icfg)
     inner = [(f"part-interior{i or ''}", math.prod(b - a for a, b in zip(blo, bhi)))

@@ -99,15 +99,22 @@ class WaveConfig:
         return asdict(self)
 
 
-def default_config(dtype: torch.dtype, order: int, device: torch.device) -> WaveConfig:
-    """sm90 NVIDIA GPU (H100, H200), fp32 order 8: the cp.async-ring march (``smem_config``: 32 x 64 tiles, 16
-    warps, 64 planes per program, 2 planes ahead; zwin's bits). H200, a 512**3 model, ``simulate`` without a
-    boundary, 100 steps, three rounds (2026-11-28, ``benchmarks/wave_ring_bz.py``,
-    ``benchmarks/results/2026-11-28-h200-twelfth/wave-ring-bz.json``): 0.645 ms a step (78.4% of copy) against
-    0.691 ms (73.1%) for zwin; 128 / 256 / 512 planes per program 0.655 / 0.691 / 0.693 ms. In the CPML step the
-    interior takes longer marches (``cpml_interior_config``). Boxes the ring cannot take run zwin, then the march.
+def default_config(dtype: torch.dtype, order: int, device: torch.device, lo=None, hi=None) -> WaveConfig:
+    """The plain step's configuration; ``lo``, ``hi``: the box it runs on, where known (the plain step's own
+    calls, ``step_into``), else None (the CPML step's interior).
 
-    Other NVIDIA GPUs, fp32 order 8: the register-window march (``kernel="zwin"``, ``zwin_config``: 32 x 64 tiles of one
+    sm90 NVIDIA GPU (H100, H200), fp32 order 8, a 3D box of at least ``RING_MIN_TILES`` tiles of 32 x 64 points
+    in y and x: the cp.async-ring march (``smem_config``: 32 x 64 tiles, 16 warps, 64 planes per program, 2 planes
+    ahead; zwin's bits). H200, ``simulate`` without a boundary, 100 steps (2026-11-28, ``benchmarks/wave_ring_bz.py``,
+    ``benchmarks/results/2026-11-28-h200-twelfth/wave-ring-bz.json`` and ``wave-ring-vs-zwin-sizes.json``; the
+    same records): 512**3 (128 tiles) 0.645 ms a step (78.4% of copy) against 0.691 ms for zwin, three rounds;
+    640**3 (200 tiles) 1.233 against 1.384-1.385 ms, two rounds. Smaller boxes keep zwin: 384**3 (72 tiles)
+    0.308 / 0.378 ms against 0.334 / 0.335, 256**3 (32 tiles) 0.202 / 0.404 against 0.243 / 0.225 (the ring's
+    rounds varied, zwin's did not). The CPML step's interior keeps zwin: the ring with 256 planes per program was
+    6% faster there at 512**3 (1.112 against 1.188 ms a step) but 1.6% slower at 640**3 and 17-50% slower at
+    384**3 and 256**3 (docs/wave.md). Boxes the ring cannot take run zwin, then the march.
+
+    Other NVIDIA GPUs, and sm90 where the ring is not taken, fp32 order 8: the register-window march (``kernel="zwin"``, ``zwin_config``: 32 x 64 tiles of one
     128-bit vector per thread, 16 warps, 64 planes, the loop unrolled by 8, L1 prefetch 2 planes
     ahead): H100, 512**3 + 20-point CPML, the interior launch 0.874 ms against 0.961 for the march
     below and the whole CPML step 2.035 / 2.030 ms against 2.185 / 2.169 (two rounds, same run;
@@ -119,8 +126,7 @@ def default_config(dtype: torch.dtype, order: int, device: torch.device) -> Wave
     against 51.7 / 48.1% without (two alternating rounds, same run; ``halo_ahead=2`` with the prefetch
     three planes ahead 51.2 / 51.6%; benchmarks/results/2026-11-27-h200/wave-halo-a4715a6.json).
 
-    The ring before (2026-11-27/28, 64 planes per program, kept as the record of why zwin was the default until
-    the longer marches of ``cpml_interior_config``): H200, the whole CPML step 47.7% of copy
+    The ring inside the CPML step (2026-11-27/28, 64 planes per program): H200, the whole CPML step 47.7% of copy
     against 56.3-56.4% (two rounds, ``wave-smem.json``); its interior launch alone 0.692 ms against 0.640 ms
     (``wave-smem-parts.json``; benchmarks/results/2026-11-27-h200/, 2026-11-27). With p_prev and m in the
     ring's slots (2026-11-28, H100) its interior launch is faster (0.767 against 0.831 ms), the whole step is
@@ -129,8 +135,20 @@ def default_config(dtype: torch.dtype, order: int, device: torch.device) -> Wave
     if device.type != "cuda":
         return WaveConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     if dtype == torch.float32 and order == 8 and torch.version.hip is None:
-        return smem_config() if _ring_device(device) else zwin_config()
+        return smem_config() if _ring_device(device) and ring_box(lo, hi) else zwin_config()
     return march_config(dtype, order, device)
+
+
+#: Tiles of 32 x 64 points (y, x) a box needs for the ring to be the plain step's default (``default_config``).
+RING_MIN_TILES = 128
+
+
+def ring_box(lo, hi) -> bool:
+    """Whether the box [lo, hi) is 3D with at least ``RING_MIN_TILES`` tiles of the ring's 32 x 64 points in y
+    and x (512**3 has 128, 384**3 72)."""
+    if lo is None or hi is None or len(lo) != 3:
+        return False
+    return triton_cdiv(hi[1] - lo[1], 32) * triton_cdiv(hi[2] - lo[2], 64) >= RING_MIN_TILES
 
 
 def _ring_device(device: torch.device) -> bool:
@@ -143,46 +161,10 @@ def _ring_device(device: torch.device) -> bool:
 def zwin_config() -> WaveConfig:
     """The register-window interior (``kernel="zwin"``) as ``default_config`` took it before the ring: 32 x 64
     tiles, 16 warps, 64 planes, the loop unrolled by 8, L1 prefetch 2 planes ahead, the x chunks a plane ahead.
-    The default on NVIDIA GPUs other than sm90, and where the ring cannot take a box (``_launch_step``)."""
+    The default on NVIDIA GPUs other than sm90, in the CPML step's interior, on boxes of fewer than
+    ``RING_MIN_TILES`` tiles, and where the ring cannot take a box (``_launch_step``)."""
     return WaveConfig(block_y=32, block_x=64, block_z=64, num_warps=16, kernel="zwin", loop_unroll=8, l1_prefetch=2,
                       halo_ahead=1)
-
-
-#: Planes per program of the CPML step's ring interior (``cpml_interior_config``), the longest of these whose grid
-#: keeps at least one program per SM (``ops.stencil.RING_SMS``).
-CPML_RING_BLOCK_Z = (256, 128, 64)
-
-
-def cpml_interior_config(dtype: torch.dtype, order: int, device: torch.device, lo, hi, pml=()) -> WaveConfig:
-    """The interior's configuration in the CPML step on the box [lo, hi) with the layers of the ``pml`` axes
-    (``CpmlAxis``): ``default_config``, and where that is the ring, with 256 planes per program where its grid on
-    the interior (the box without the layers) keeps one program per SM (``CPML_RING_BLOCK_Z``), 128 or 64
-    otherwise.
-
-    H200, a 512**3 model with the default 12-point CPML, ``simulate`` 100 steps, three rounds (2026-11-28,
-    ``benchmarks/wave_ring_bz.py``, ``benchmarks/results/2026-11-28-h200-twelfth/wave-ring-bz.json``; the same
-    record bits): the ring interior at 64 / 128 / 256 / 512 planes per program 1.215 / 1.187 / **1.112** /
-    1.134 ms a step against 1.188 ms for zwin (6.4% faster at 256). With the 20-point CPML (the step alone,
-    ``wave_interior_ab.py --set bz``) 1.375 ms against 1.372, at par; the interior launch alone 0.598 ms (84.6% of
-    copy) against 0.662. Why the longer marches pay inside the CPML step and not in the plain step (below) was
-    not found: the side stream's layer launches run on the SMs the ring leaves."""
-    cfg = default_config(dtype, order, device)
-    if cfg.kernel != "smem":
-        return cfg
-    from tilecraft.ops.stencil import RING_SMS
-
-    if len(lo) != 3:
-        return cfg
-    lo3, hi3 = list(lo), list(hi)
-    for ax in pml:  # the interior: the box without the axis's layers at either end
-        a = ax.axis
-        lo3[a] = max([lo[a]] + [w1 for w0, w1, _o in ax.regions if w0 <= lo[a]])
-        hi3[a] = min([hi[a]] + [w0 for w0, w1, _o in ax.regions if w1 >= hi[a]])
-    n_xy = triton_cdiv(hi3[2] - lo3[2], cfg.block_x) * triton_cdiv(hi3[1] - lo3[1], cfg.block_y)
-    for bz in CPML_RING_BLOCK_Z:
-        if n_xy * triton_cdiv(hi3[0] - lo3[0], bz) >= RING_SMS:
-            return replace(cfg, block_z=bz)
-    return cfg
 
 
 def smem_config() -> WaveConfig:
@@ -590,7 +572,7 @@ def step_into(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi,
     if backend == "torch":
         wave_step_torch(p, p_prev, m, out, order, spacing, tuple(lo), tuple(hi), sponge)
         return None
-    cfg = config or default_config(p.dtype, order, p.device)
+    cfg = config or default_config(p.dtype, order, p.device, lo, hi)
     if p.device.type == "cuda":
         with torch.cuda.device(p.device):
             return _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg)
@@ -1437,7 +1419,7 @@ def cpml_step(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi,
             cpml_terms_torch(p, m, out, ax.psi[0], ax.psi[1], ax.zeta, ax.a, ax.b, ax.axis, order, ax.h, lo, hi,
                              ax.regions)
         return
-    cfg = config or cpml_interior_config(p.dtype, order, p.device, lo, hi, pml)
+    cfg = config or default_config(p.dtype, order, p.device)
     pcfg = pml_config or default_cpml_config(p.device)
     if p.device.type == "cuda":
         with torch.cuda.device(p.device):

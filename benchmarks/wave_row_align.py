@@ -22,7 +22,7 @@ import torch
 
 from tilecraft import wave
 from tilecraft.bench.harness import git_commit
-from tilecraft.bench.wave import cpml_step_suite, step_traffic, write_rounds
+from tilecraft.bench.wave import cpml_step_suite, simulate_step_ms, step_traffic, write_rounds
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
 from tilecraft.ops import wave as ops
@@ -30,16 +30,7 @@ from tilecraft.wave import boundaries
 
 
 def simulate_ms(n: int, width: int | None, boundary: str, nt: int):
-    gen = torch.Generator().manual_seed(7)
-    v = torch.rand((n, n, n), generator=gen, dtype=torch.float32).mul_(1000).add_(1500).cuda()
-    model = wave.Model(v, 10.0)
-    c = (n - 1) * 10.0 / 2
-    src = wave.Source([[c, c, c]], f0=15.0)
-    rec = wave.Receivers.line((c, c, 0.0), (c, c, 2 * c), 101)
-    kw = {"order": 8, "boundary": boundary, "pml_width": width, "backend": "triton"}
-    wave.simulate(model, src, rec, 2, **kw)
-    res = wave.simulate(model, src, rec, nt, **kw)
-    return res.info["loop_seconds"] / nt * 1e3, res.record.cpu(), res.info
+    return simulate_step_ms(n, nt, order=8, boundary=boundary, pml_width=width, backend="triton")
 
 
 def main() -> int:

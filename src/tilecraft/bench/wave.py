@@ -143,6 +143,29 @@ def step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32,
     return records
 
 
+def cube_shot(n: int, dtype: torch.dtype = torch.float32, device: str | torch.device = "cuda"):
+    """The benchmarks' shot: an n**3 model (10 m spacing, random velocities 1500-2500 m/s, seed 7), a 15 Hz source
+    at its centre and a line of 101 receivers through it along z: (model, source, receivers)."""
+    from tilecraft import wave
+
+    gen = torch.Generator().manual_seed(7)
+    v = torch.rand((n, n, n), generator=gen, dtype=torch.float32).mul_(1000).add_(1500).to(device=device, dtype=dtype)
+    c = (n - 1) * 10.0 / 2
+    return (wave.Model(v, 10.0), wave.Source([[c, c, c]], f0=15.0),
+            wave.Receivers.line((c, c, 0.0), (c, c, 2 * c), 101))
+
+
+def simulate_step_ms(n: int, nt: int, **kw):
+    """``simulate`` of ``cube_shot(n)`` on the GPU for ``nt`` steps with ``kw`` (after a 2-step warm-up):
+    (ms a step of the time loop, the shot record on the CPU, ``info``)."""
+    from tilecraft import wave
+
+    model, src, rec = cube_shot(n)
+    wave.simulate(model, src, rec, 2, **kw)
+    res = wave.simulate(model, src, rec, nt, **kw)
+    return res.info["loop_seconds"] / nt * 1e3, res.record.cpu(), res.info
+
+
 def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32, pml_width: int = DEFAULT_WIDTH["pml"],
                    nt: int = 50, device: str = "cuda", copy_tbps: float | None = None, backends=("triton", "torch"),
                    boundary: str = "pml", say: Callable[[str], None] = print, graph_modes: Sequence[bool] = (False,),
@@ -159,14 +182,9 @@ def simulate_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.floa
     from tilecraft import wave
 
     dev = torch.device(device)
-    gen = torch.Generator().manual_seed(7)
-    v = torch.rand((n, n, n), generator=gen, dtype=torch.float32).mul_(1000).add_(1500).to(device=dev, dtype=dtype)
-    model = wave.Model(v, 10.0)
-    c = (n - 1) * 10.0 / 2
-    src = wave.Source([[c, c, c]], f0=15.0)
-    rec = wave.Receivers.line((c, c, 0.0), (c, c, 2 * c), 101)
+    model, src, rec = cube_shot(n, dtype, dev)
     pml_width = pml_width if boundary != "none" else 0
-    layout = Layout((n, n, n), order, pml_width, False)
+    layout = Layout((n, n, n), order, pml_width, False, row_align(boundary, pml_width))  # simulate's grid
     lo, hi = layout.updated
     traffic = step_traffic(math.prod(b - a for a, b in zip(lo, hi)), order, torch.finfo(dtype).bits // 8)
     runs, first = [], {}

@@ -19,7 +19,7 @@ import itertools
 import math
 import os
 import weakref
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 import torch
 import triton

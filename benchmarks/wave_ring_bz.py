@@ -1,5 +1,6 @@
 """The plain step's interior as the cp.async ring (``ops.wave.smem_config``) with 64 to 512 planes per program,
-against the default register-window interior, inside ``simulate`` (one GPU, fp32 order 8, a 512**3 model,
+against the default interior (the register window when this was written; since then the ring on large plain
+steps, ``ops.wave.default_config``), inside ``simulate`` (one GPU, fp32 order 8, a 512**3 model,
 100 steps, three arrays): without a boundary and with the default CPML. Every configuration's shot record is
 compared bit for bit with the default's (the ring gives zwin's bits) before its time counts.
 
@@ -10,10 +11,11 @@ against 1.372 ms): the side stream's layer launches overlap zwin's interior, not
 
     PYTHONPATH=src python benchmarks/wave_ring_bz.py [--bz 64,128,256,512] [--rounds 3] [--nt 100] [--out DIR]
 
-``--against-zwin --sizes 256,384,640`` (the same day, after the ring became the default on sm90): the defaults
-(the ring, 64 planes per program in the plain step, ``cpml_interior_config``'s in the CPML step) against the
-register window (``zwin_config``, the default before) at other model sizes, so the choice made at 512**3 is
-checked elsewhere.
+``--against-zwin --sizes 256,384,640`` (the same day): the defaults against the register window (``zwin_config``)
+at other model sizes. Run while the defaults were the ring everywhere (64 planes per program in the plain step,
+256 in the CPML step's interior, at 0769e1c's parent): the CPML step with the ring was slower at 256, 384 and
+640 cubed, so its interior went back to zwin; the plain step keeps the ring on boxes of 128+ tiles
+(``ops.wave.ring_box``). Run now, it compares the plain step's ring against zwin where ``ring_box`` takes it.
 """
 from __future__ import annotations
 

@@ -105,6 +105,9 @@ def test_rows_are_padded_to_128_bytes_with_a_cpml(monkeypatch):
     lay = boundaries.Layout((20, 21, 23), 8, 5, False, boundaries.row_align("pml", 5))
     assert lay.shape[-1] == 64 and lay.align == (0, 0, 23)  # 23 + 2 (R + W) = 41 points, padded to 64
     assert lay.updated[1][-1] == 41 - 4
+    for bad in (0, 6, -32, 2.0, True):
+        with pytest.raises(ValueError, match="align_points"):
+            boundaries.Layout((20, 21, 23), 8, 5, False, bad)
     model = wave.Model.constant((14, 15, 17), 1500.0, spacing=10.0, dtype=torch.float64)
     src, rec = wave.Source([[60.0, 70.0, 80.0]], f0=15.0), wave.Receivers([[30.0, 40.0, 50.0], [100.0, 100.0, 150.0]])
     runs = []

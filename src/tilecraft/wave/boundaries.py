@@ -67,6 +67,11 @@ class Layout:
     free_surface: bool
     align_points: int | None = None  # rows padded to a multiple of this many points (None: ALIGN_POINTS)
 
+    def __post_init__(self):
+        a = self.align_points
+        if a is not None and (isinstance(a, bool) or not isinstance(a, int) or a < 1 or a % ALIGN_POINTS):
+            raise ValueError(f"align_points must be a positive multiple of {ALIGN_POINTS} (16 bytes of fp32), got {a!r}")
+
     @property
     def radius(self) -> int:
         return self.order // 2

@@ -474,9 +474,10 @@ def _launch_step(p, p_prev, m, out, order, spacing, lo, hi, sponge, cfg: WaveCon
     if cfg.kernel == "smem":
         if smem_step_ok(p, order, lo, hi, sponge, cfg) is None and _same_strides(p, p_prev, m, out):
             return _launch_smem(p, p_prev, m, out, order, lo, hi, sp3, cfg)
-        # a box it cannot take: on a GPU the register window (the default before the ring), else the march
-        # kernel's own tiles
-        cfg = zwin_config() if p.device.type == "cuda" else march_config(p.dtype, order, p.device)
+        # a box it cannot take: on an NVIDIA GPU the register window (the default before the ring), else the
+        # march kernel's own tiles
+        nvidia = p.device.type == "cuda" and torch.version.hip is None
+        cfg = zwin_config() if nvidia else march_config(p.dtype, order, p.device)
     if cfg.kernel == "zwin":
         if zwin_step_ok(p, order, lo, hi, sponge, cfg) is None:
             return _launch_zwin(p, p_prev, m, out, order, lo, hi, w, cfg)

@@ -20,6 +20,7 @@ at other model sizes. Run while the defaults were the ring everywhere (64 planes
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -94,6 +95,18 @@ def main() -> int:
     out = {"device": info.name, "torch": info.versions.get("torch"), "triton": info.versions.get("triton"),
            "commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "copy_tbps": copy, "copy_tbps_end": measure_copy_bandwidth(), "rows": rows}
+    # ours against the peer in the same run: zwin (--against-zwin) or the default, medians per (size, boundary)
+    peer = "zwin" if args.against_zwin else "default"
+    out["ratios"] = {}
+    for n in sizes:
+        for boundary in ("none", "pml"):
+            med = {c: statistics.median(r["simulate_ms"] for r in rows
+                                        if r["n"] == n and r["boundary"] == boundary and r["config"] == c)
+                   for c in configs}
+            for c, ms in med.items():
+                out["ratios"][f"{n}/{boundary}/{c}"] = {"ours_ms": ms, "peer": peer, "peer_ms": med[peer],
+                                                        "ratio_peer_over_ours": med[peer] / ms,
+                                                        "ceiling": "copy bandwidth", "ceiling_tbps": copy}
     name = "wave-ring-vs-zwin.json" if args.against_zwin else "wave-ring-bz.json"
     write_rounds(out, rows, lambda r: f"median_n{r['n']}_{r['boundary']}_{r['config'].replace(' ', '_')}",
                  ("simulate_ms", "simulate_pct_copy"), args.out / name)

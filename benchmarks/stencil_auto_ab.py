@@ -45,12 +45,16 @@ CASES = {  # (dtype, order, shape)
     "fp32-o4-256": ("fp32", 4, (2052, 260, 260)),
     "fp32-o6-256": ("fp32", 6, (2056, 264, 264)),
     "fp32-o4-1024": ("fp32", 4, (132, 1028, 1028)),
+    "fp32-o8-tall": ("fp32", 8, (1032, 520, 520)),
+    "fp32-o8-short": ("fp32", 8, (264, 520, 520)),
+    "fp64-o8-short": ("fp64", 8, (264, 520, 520)),
 }
 #: ``--variants`` parts that set a tile knob of ``win``: byN block_y, bxN block_x, wN num_warps, bzN block_z,
 #: uN loop_unroll, rN maxnreg, zoN zorder, dN prefetch (the smem kernel's planes ahead), sN num_stages
-#: (its ring's slack slots with mbarriers; s0: a CTA barrier per plane).
+#: (its ring's slack slots with mbarriers; s0: a CTA barrier per plane), rptN rows_per_thread (the smem kernel's
+#: rows per thread; give its block_y and num_warps to match).
 KNOBS = {"by": "block_y", "bx": "block_x", "bz": "block_z", "w": "num_warps", "u": "loop_unroll", "r": "maxnreg",
-         "zo": "zorder", "d": "prefetch", "s": "num_stages"}
+         "zo": "zorder", "d": "prefetch", "s": "num_stages", "rpt": "rows_per_thread"}
 
 
 def label(cfg) -> str:

@@ -51,10 +51,10 @@ CASES = {  # (dtype, order, shape)
 }
 #: ``--variants`` parts that set a tile knob of ``win``: byN block_y, bxN block_x, wN num_warps, bzN block_z,
 #: uN loop_unroll, rN maxnreg, zoN zorder, dN prefetch (the smem kernel's planes ahead), sN num_stages
-#: (its ring's slack slots with mbarriers; s0: a CTA barrier per plane), rptN rows_per_thread (the smem kernel's
-#: rows per thread; give its block_y and num_warps to match).
+#: (its ring's slack slots with mbarriers; s0: a CTA barrier per plane). (``rptN``, the ring's rows per thread,
+#: lived in 1e17f44: measured no faster, removed with the knob.)
 KNOBS = {"by": "block_y", "bx": "block_x", "bz": "block_z", "w": "num_warps", "u": "loop_unroll", "r": "maxnreg",
-         "zo": "zorder", "d": "prefetch", "s": "num_stages", "rpt": "rows_per_thread"}
+         "zo": "zorder", "d": "prefetch", "s": "num_stages"}
 
 
 def label(cfg) -> str:

@@ -20,11 +20,10 @@ pytestmark = pytest.mark.skipif(not _sm80(), reason="the smem kernel is sm80+ Gl
 
 
 def _cfg(block_y: int, block_x: int, warps: int, bz: int, ahead: int, maxnreg: int | None = None,
-         slack: int = 1, rpt: int = 1) -> ops.StencilConfig:
-    """``slack``: the ring's slack slots with mbarriers (``num_stages``); 0: a CTA barrier per plane; ``rpt``: rows
-    per thread."""
+         slack: int = 1) -> ops.StencilConfig:
+    """``slack``: the ring's slack slots with mbarriers (``num_stages``); 0: a CTA barrier per plane."""
     return ops.StencilConfig("smem", block_y=block_y, block_x=block_x, num_warps=warps, block_z=bz, prefetch=ahead,
-                             maxnreg=maxnreg, num_stages=slack, rows_per_thread=rpt)
+                             maxnreg=maxnreg, num_stages=slack)
 
 
 @pytest.mark.parametrize("dtype,order,shape,cfg", [
@@ -50,14 +49,6 @@ def _cfg(block_y: int, block_x: int, warps: int, bz: int, ahead: int, maxnreg: i
     (torch.float32, 4, (21, 37, 268), ops.smem_march(torch.float32, 2)),
     (torch.float32, 6, (23, 41, 140), ops.smem_march(torch.float32, 3)),
     (torch.float64, 6, (21, 37, 74), ops.smem_march(torch.float64, 3)),
-    # several rows per thread: y extents that are no multiple of the rows, the last tile's rows cut
-    (torch.float32, 8, (23, 41, 140), _cfg(32, 64, 8, 4, 3, rpt=2)),
-    (torch.float32, 8, (21, 43, 76), _cfg(32, 64, 8, 64, 2, slack=0, rpt=2)),
-    (torch.float32, 8, (19, 39, 100), _cfg(32, 64, 4, 5, 3, slack=2, rpt=4)),
-    (torch.float64, 8, (21, 29, 74), _cfg(32, 32, 8, 6, 3, rpt=2)),
-    (torch.float32, 2, (23, 41, 140), _cfg(16, 64, 4, 4, 3, rpt=2)),
-    (torch.float32, 6, (25, 35, 84), _cfg(16, 32, 2, 6, 2, rpt=2)),
-    (torch.float64, 4, (17, 45, 66), _cfg(32, 32, 8, 5, 2, rpt=2)),
 ])
 def test_smem_kernel_matches_float64(dtype, order, shape, cfg):
     gen = torch.Generator().manual_seed(1)
@@ -80,13 +71,12 @@ def test_smem_kernel_padded_strides(order):
 
 
 def test_smem_kernel_bit_equal_across_chunks_and_depths():
-    """The z chunking, the ring depth and the rows per thread change where a plane comes from, never the
-    arithmetic."""
+    """The z chunking and the ring depth change where a plane comes from, never the arithmetic."""
     gen = torch.Generator().manual_seed(3)
     u = (torch.rand(40, 36, 72, generator=gen, dtype=torch.float64) * 2 - 1).to(torch.float32).cuda()
     outs = []
     for cfg in (_cfg(16, 64, 8, 64, 3), _cfg(16, 64, 8, 5, 1), _cfg(16, 64, 8, 9, 4), _cfg(16, 64, 8, 7, 2, slack=0),
-                _cfg(16, 64, 8, 11, 3, slack=2), _cfg(16, 64, 4, 64, 3, rpt=2), _cfg(16, 64, 2, 9, 3, slack=0, rpt=4)):
+                _cfg(16, 64, 8, 11, 3, slack=2)):
         out = torch.full_like(u, float("nan"))
         ops.launch(u, out, 8, (1.0, 1.0, 1.0), cfg)
         outs.append(out)

@@ -167,7 +167,7 @@ def test_wave_ring_has_no_global_load_and_fits():
             sig[n] = "*fp32:16"
         elif n.startswith("w"):
             sig[n] = "fp32"
-        elif n not in ("R", "BY", "BXV", "BZ", "VEC", "D", "NW", "RING", "S", "MBAR", "PF", "RPT"):
+        elif n not in ("R", "BY", "BXV", "BZ", "VEC", "D", "NW", "RING", "S", "MBAR", "PF"):
             sig[n] = "i32"
     consts = dict(R=4, BY=cfg.block_y, BXV=cfg.block_x // 4, BZ=cfg.block_z, VEC=4, D=cfg.ahead, NW=cfg.num_warps,
                   RING=ring, S=ops.smem_slots(probe), MBAR=cfg.slack > 0, PF=0)
@@ -178,40 +178,3 @@ def test_wave_ring_has_no_global_load_and_fits():
     c = res.census
     assert not any(k.startswith("sass_global_load") and v for k, v in c.items()), c
     assert c.get("sass:LDGSTS", 0) > 0 and c.get("sass_global_store_128b", 0) > 0
-
-
-@pytest.mark.parametrize("dtype,order,warps,rpt", [(torch.float32, 8, 8, 2), (torch.float64, 8, 8, 2),
-                                                   (torch.float32, 4, 4, 2), (torch.float32, 8, 4, 4)])
-def test_rows_per_thread_cross_compile_and_share_the_y_rows(dtype, order, warps, rpt):
-    """``rows_per_thread``: a thread owns that many adjacent rows of the tile, so the y rows between them are read
-    from the slot once: fewer 128-bit shared loads per point than one row per thread, the same copies, no spills
-    (fp32 order 8 with 4 rows a thread is the exception: 255 registers, it spills; measured, not auto's)."""
-    shape = (520, 520, 520)
-    one = ops.smem_march(dtype, order // 2)
-    vec = 128 // torch.finfo(dtype).bits
-    many = replace(one, num_warps=warps, block_y=rpt * warps * 32 // (one.block_x // vec), rows_per_thread=rpt)
-    assert ops.smem_ok(_meta(shape, dtype), _meta(shape, dtype), order, many) is None
-    loads = []
-    for cfg in (one, many):
-        k = ops.launch_plan(_meta(shape, dtype), _meta(shape, dtype), order, (1.0, 1.0, 1.0), cfg)[0]
-        assert k.constexprs["RPT"] == cfg.rows_per_thread
-        res = cross_compile("tilecraft.kernels.stencil_smem", k.kernel.__name__, ops.compile_signature(k),
-                            k.constexprs, "sm90", num_warps=cfg.num_warps)
-        assert res.error is None, res.error
-        if not (rpt == 4 and order == 8 and dtype == torch.float32):
-            assert res.spills == 0, res.spills
-        # points a thread computes per plane: its rows' vectors
-        loads.append(res.census.get("sass_shared_load_128b", 0) / (cfg.rows_per_thread * ops.smem_slots(cfg)))
-    r = order // 2
-    nch = -(-r // vec)
-    # per row and plane: 2R + 1 rows and 2 NCH chunks with one row a thread; (2R + RPT) / RPT + 2 NCH with RPT
-    assert loads[1] < loads[0] * ((2 * r + rpt) / rpt + 2 * nch + 1) / (2 * r + 1 + 2 * nch)
-
-
-def test_rows_per_thread_refusals():
-    u = _meta((520, 520, 520))
-    cfg = ops.smem_march(torch.float32, 4)
-    assert "rows_per_thread 1, 2 or 4" in ops.smem_ok(u, u, 8, replace(cfg, rows_per_thread=3))
-    assert "block_y" in ops.smem_ok(u, u, 8, replace(cfg, rows_per_thread=2))  # 16 warps of 2 rows: 64 rows
-    assert ops.smem_ok(u, u, 8, replace(cfg, rows_per_thread=2, block_y=64)) is None
-    assert "rpt2" in replace(cfg, rows_per_thread=2).short()

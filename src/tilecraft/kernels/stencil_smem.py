@@ -155,20 +155,17 @@ def _lds(addr, VEC: gl.constexpr, DT: gl.constexpr):
 
 
 @gluon.jit
-def _emit(optr, acc, ok, zok, wv, so_y, VEC: gl.constexpr, RPT: gl.constexpr, WAVE: gl.constexpr,
-          PARTIAL: gl.constexpr):
-    """Output plane q - R of the march at ``optr`` (the thread's first row; row r at + r ``so_y``) where
-    ``ok[r] * zok``: the Laplacian ``acc``; ``WAVE``: the wave step's p_next = fma(m, acc, 2 p - p_prev)
-    (``_zwin_emit``'s arithmetic) from ``wv`` = (p, p_prev, m) at the same points (p from the march's delay line,
-    p_prev and m from the ring). Component r * VEC + j of a value: row r, element j."""
+def _emit(optr, acc, ok, wv, VEC: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr):
+    """Output plane q - R of the march at ``optr`` where ``ok``: the Laplacian ``acc``; ``WAVE``: the wave step's
+    p_next = fma(m, acc, 2 p - p_prev) (``_zwin_emit``'s arithmetic) from ``wv`` = (p, p_prev, m) at the same
+    points (p from the march's delay line, p_prev and m from the ring)."""
     if WAVE:
         val = ()
-        for j in gl.static_range(VEC * RPT):
+        for j in gl.static_range(VEC):
             val = val + (gl.fma(wv[2][j], acc[j], 2.0 * wv[0][j] - wv[1][j]),)
+        _stg(optr, val, ok, VEC, PARTIAL)
     else:
-        val = acc
-    for r in gl.static_range(RPT):
-        _stg(optr + r * so_y, val[r * VEC:(r + 1) * VEC], ok[r] * zok, VEC, PARTIAL)
+        _stg(optr, acc, ok, VEC, PARTIAL)
 
 
 @gluon.jit
@@ -206,40 +203,28 @@ def _stg(ptr, c, ok, VEC: gl.constexpr, PARTIAL: gl.constexpr):
 
 
 @gluon.jit
-def _wave_copy(pp_ptr, m_ptr, wq, z_begin, z_end, su_z, su_y, tile_off, ok_tile, tile_wr, NT: gl.constexpr,
-               RPT: gl.constexpr, WAVE: gl.constexpr):
-    """``WAVE``: the thread's vectors (one per row r, at + r ``su_y``) of p_prev and m on output plane ``wq``
-    into the slot's tile part (``tile_wr``: the thread's first p_prev vector there; row r's NT r vectors later,
-    m's RPT NT vectors later), where the plane is one of the program's outputs and the vector inside the box
-    (``ok_tile[r]``; else zero-filled, nothing read)."""
+def _wave_copy(pp_ptr, m_ptr, wq, z_begin, z_end, su_z, tile_off, ok_tile, tile_wr, NT: gl.constexpr,
+               WAVE: gl.constexpr):
+    """``WAVE``: the thread's vector of p_prev and m on output plane ``wq`` into the slot's tile part
+    (``tile_wr``: the thread's p_prev vector there; m's NT vectors later), where the plane is one of the
+    program's outputs and the vector inside the box (else zero-filled, nothing read)."""
     if WAVE:
         live = ((wq >= z_begin) & (wq < z_end)).to(gl.int32)
         off = tile_off + (wq * live).to(gl.int64) * su_z
-        for r in gl.static_range(RPT):
-            nbytes = gl.where(ok_tile[r] * live != 0, 16, 0)
-            _cp_async(tile_wr + r * NT * 16, pp_ptr + off + r * su_y, nbytes, ok_tile[r] * 0 + 1)
-            _cp_async(tile_wr + (RPT + r) * NT * 16, m_ptr + off + r * su_y, nbytes, ok_tile[r] * 0 + 1)
+        nbytes = gl.where(ok_tile * live != 0, 16, 0)
+        _cp_async(tile_wr, pp_ptr + off, nbytes, ok_tile * 0 + 1)
+        _cp_async(tile_wr + NT * 16, m_ptr + off, nbytes, ok_tile * 0 + 1)
 
 
 @gluon.jit
-def _wave_reads(c, cens, tile_rd, NT: gl.constexpr, VEC: gl.constexpr, DT: gl.constexpr, RPT: gl.constexpr,
-                WAVE: gl.constexpr):
+def _wave_reads(c, cens, tile_rd, NT: gl.constexpr, VEC: gl.constexpr, DT: gl.constexpr, WAVE: gl.constexpr):
     """``WAVE``: (p, p_prev, m) of output plane q - R (p from the delay line ``cens`` of the last R centres,
     p_prev and m from the slot's tile part) and the delay line moved on by plane q's centre ``c``."""
     if WAVE:
-        wv = (cens[0], _ldr(tile_rd, RPT, NT * 16, VEC, DT), _ldr(tile_rd + RPT * NT * 16, RPT, NT * 16, VEC, DT))
+        wv = (cens[0], _lds(tile_rd, VEC, DT), _lds(tile_rd + NT * 16, VEC, DT))
         return wv, cens[1:] + (c,)
     else:
         return (), cens
-
-
-@gluon.jit
-def _ldr(addr, RPT: gl.constexpr, STEP: gl.constexpr, VEC: gl.constexpr, DT: gl.constexpr):
-    """The thread's RPT vectors at ``addr`` + r ``STEP`` bytes (r = 0..RPT-1), as RPT * VEC components."""
-    out = ()
-    for r in gl.static_range(RPT):
-        out = out + _lds(addr + r * STEP, VEC, DT)
-    return out
 
 
 @gluon.jit
@@ -251,76 +236,57 @@ def _vadd(a, b, VEC: gl.constexpr):
 
 
 @gluon.jit
-def _xy_loads(addr, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr,
-              RPT: gl.constexpr = 1):
-    """The y rows outside the thread's RPT rows (u[y - k] and u[y + RPT - 1 + k] for k = 1..R, y the thread's
-    first row) and the x chunks of each of its rows (m = -NCH..-1, 1..NCH vectors away), from the slot
-    (``addr``: the thread's first vector in it); the thread's own rows are its centre."""
+def _xy_loads(addr, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr):
+    """The y rows (u[y - k], u[y + k] for k = 1..R) and x chunks (m = -NCH..-1, 1..NCH vectors away) of the
+    thread's vector, from the slot (``addr``: the thread's vector in it)."""
     NCH: gl.constexpr = (R + VEC - 1) // VEC
     rows = ()
     for k in gl.static_range(1, R + 1):
-        rows = rows + ((_lds(addr - k * PITCH, VEC, DT), _lds(addr + (RPT - 1 + k) * PITCH, VEC, DT)),)
+        rows = rows + ((_lds(addr - k * PITCH, VEC, DT), _lds(addr + k * PITCH, VEC, DT)),)
     chunks = ()
-    for r in gl.static_range(RPT):
-        for m in gl.static_range(-NCH, NCH + 1):
-            if m != 0:
-                chunks = chunks + (_lds(addr + r * PITCH + m * 16, VEC, DT),)
+    for m in gl.static_range(-NCH, NCH + 1):
+        if m != 0:
+            chunks = chunks + (_lds(addr + m * 16, VEC, DT),)
     return rows, chunks
 
 
 @gluon.jit
-def _row_at(centre, rows, o: gl.constexpr, R: gl.constexpr, VEC: gl.constexpr, RPT: gl.constexpr):
-    """The vector of row o (relative to the thread's first row, -R <= o < RPT + R): the thread's own rows from
-    ``centre``, the others from ``_xy_loads``' rows."""
-    if o < 0:
-        return rows[-o - 1][0]
-    elif o >= RPT:
-        return rows[o - RPT][1]
-    else:
-        return centre[o * VEC:(o + 1) * VEC]
-
-
-@gluon.jit
-def _xy_math(centre, loads, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr, RPT: gl.constexpr = 1):
-    """centre * wc + the y and x pairs of each of the thread's RPT vectors from ``_xy_loads``' vectors, in the
-    order and with the explicit FMAs of the Triton marches' ``_plane_xy(..., FMA=True)`` (y pairs onto
-    centre * wc, x pairs onto zero, then their sum), so the wave step gives their bits."""
+def _xy_math(centre, loads, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr):
+    """centre * wc + the y and x pairs of the thread's vector from ``_xy_loads``' vectors, in the order and
+    with the explicit FMAs of the Triton marches' ``_plane_xy(..., FMA=True)`` (y pairs onto centre * wc, x
+    pairs onto zero, then their sum), so the wave step gives their bits."""
     NCH: gl.constexpr = (R + VEC - 1) // VEC
     rows = loads[0]
+    acc = ()
+    for j in gl.static_range(VEC):
+        a = centre[j] * wc
+        for k in gl.static_range(1, R + 1):
+            a = gl.fma(rows[k - 1][0][j] + rows[k - 1][1][j], wy[k - 1], a)
+        acc = acc + (a,)
+    # x: chunk m (m = -NCH..NCH, 0 the centre) holds u[x + m * VEC + j] in component j
+    chunks = ()
+    for m in gl.static_range(-NCH, NCH + 1):
+        if m == 0:
+            chunks = chunks + (centre,)
+        elif m < 0:
+            chunks = chunks + (loads[1][m + NCH],)
+        else:
+            chunks = chunks + (loads[1][m + NCH - 1],)
     out = ()
-    for r in gl.static_range(RPT):
-        cen = centre[r * VEC:(r + 1) * VEC]
-        acc = ()
-        for j in gl.static_range(VEC):
-            a = cen[j] * wc
-            for k in gl.static_range(1, R + 1):
-                a = gl.fma(_row_at(centre, rows, r - k, R, VEC, RPT)[j] + _row_at(centre, rows, r + k, R, VEC, RPT)[j],
-                           wy[k - 1], a)
-            acc = acc + (a,)
-        # x: chunk m (m = -NCH..NCH, 0 the centre) holds u[x + m * VEC + j] in component j
-        chunks = ()
-        for m in gl.static_range(-NCH, NCH + 1):
-            if m == 0:
-                chunks = chunks + (cen,)
-            elif m < 0:
-                chunks = chunks + (loads[1][r * 2 * NCH + m + NCH],)
-            else:
-                chunks = chunks + (loads[1][r * 2 * NCH + m + NCH - 1],)
-        for j in gl.static_range(VEC):
-            xa = gl.zeros_like(cen[j])
-            for k in gl.static_range(1, R + 1):
-                lo = chunks[(j - k + NCH * VEC) // VEC][(j - k + NCH * VEC) % VEC]
-                hi = chunks[(j + k + NCH * VEC) // VEC][(j + k + NCH * VEC) % VEC]
-                xa = gl.fma(lo + hi, wx[k - 1], xa)
-            out = out + (acc[j] + xa,)
+    for j in gl.static_range(VEC):
+        xa = gl.zeros_like(centre[j])
+        for k in gl.static_range(1, R + 1):
+            lo = chunks[(j - k + NCH * VEC) // VEC][(j - k + NCH * VEC) % VEC]
+            hi = chunks[(j + k + NCH * VEC) // VEC][(j + k + NCH * VEC) % VEC]
+            xa = gl.fma(lo + hi, wx[k - 1], xa)
+        out = out + (acc[j] + xa,)
     return out
 
 
 @gluon.jit
-def _xy(addr, centre, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr,
-        RPT: gl.constexpr = 1):
-    """centre * wc + the y and x pairs of the thread's vectors, from the slot (``addr``: the thread's first)."""
-    return _xy_math(centre, _xy_loads(addr, R, VEC, PITCH, DT, RPT), wc, wy, wx, R, VEC, RPT)
+def _xy(addr, centre, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr):
+    """centre * wc + the y and x pairs of the thread's vector, from the slot (``addr``: the thread's vector)."""
+    return _xy_math(centre, _xy_loads(addr, R, VEC, PITCH, DT), wc, wy, wx, R, VEC)
 
 
 @gluon.jit
@@ -352,35 +318,35 @@ def _zero_vec(like, VEC: gl.constexpr):
 def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_addr, fill_bytes, fill_live, ok_out,
            su_z, so_z, wc, wz, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr,
            D: gl.constexpr, NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr,
-           PARTIAL: gl.constexpr, su_y=0, so_y=0, RPT: gl.constexpr = 1):
+           PARTIAL: gl.constexpr):
     """One input plane q of the march: wait for its slot (``rd_addr``: the thread's vector in it), request
     plane q + D into the slot read a plane earlier (``wr_addr``: the thread's first copy in it; ``srcs``
     point at plane q + D), add the plane to the window, and store output plane q - R (``optr``). ``WAVE``:
     ``wave`` = (p_prev, m, the thread's offset in the tile, its in-box flag, its tile vector in the slot read
     and in the slot written, the delay line of centres); output plane q + D - R's p_prev and m go with plane
     q + D's copies."""
-    _wait(ok_out[0], D - 1)
+    _wait(ok_out, D - 1)
     if q + D < q_last:
         for i in gl.static_range(NFILL):
             _cp_async(wr_addr + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
         if WAVE:
-            _wave_copy(wave[0], wave[1], q + D - R, z_begin, z_end, su_z, su_y, wave[2], wave[3], wave[5], NT, RPT, WAVE)
+            _wave_copy(wave[0], wave[1], q + D - R, z_begin, z_end, su_z, wave[2], wave[3], wave[5], NT, WAVE)
         _prefetch_plane(srcs, q, q_last, fill_bytes, su_z, D, PF, NFILL)
     _commit(fill_live[0])
     nsrcs = ()
     for i in gl.static_range(NFILL):
         nsrcs = nsrcs + (srcs[i] + su_z,)
-    c = _ldr(rd_addr, RPT, PITCH, VEC, DT)
+    c = _lds(rd_addr, VEC, DT)
     if WAVE:
-        wv, cens = _wave_reads(c, wave[6], wave[4], NT, VEC, DT, RPT, WAVE)
+        wv, cens = _wave_reads(c, wave[6], wave[4], NT, VEC, DT, WAVE)
     else:
         wv, cens = (), ()
-    win = _scatter(win, c, wz, R, VEC * RPT)
+    win = _scatter(win, c, wz, R, VEC)
     if (q >= z_begin) & (q < z_end):
-        xy = _xy(rd_addr, c, wc, wy, wx, R, VEC, PITCH, DT, RPT)
-        win = win[:R] + (_vadd(win[R], xy, VEC * RPT),) + win[R + 1:]
-    _emit(optr, win[0], ok_out, (q - R >= z_begin).to(gl.int32), wv, so_y, VEC, RPT, WAVE, PARTIAL)
-    win = win[1:] + (_zero_vec(win[0][0], VEC * RPT),)
+        xy = _xy(rd_addr, c, wc, wy, wx, R, VEC, PITCH, DT)
+        win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
+    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL)
+    win = win[1:] + (_zero_vec(win[0][0], VEC),)
     return win, nsrcs, optr + so_z, cens
 
 
@@ -388,8 +354,7 @@ def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_
 def _plane_mb(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_addr, full_rd, full_wr, empty_rd,
               empty_wr, par_full, par_empty, need_empty, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx,
               R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr, D: gl.constexpr,
-              NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr,
-              su_y=0, so_y=0, RPT: gl.constexpr = 1):
+              NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr):
     """``_plane`` with mbarriers instead of a CTA barrier: a thread waits only for the data of its plane
     (``full_rd``: every thread's copies of it landed, phase ``par_full``) and, before copying plane q + D
     into a slot, for every thread to have read that slot's previous plane (``empty_wr``, phase
@@ -400,29 +365,29 @@ def _plane_mb(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, 
         for i in gl.static_range(NFILL):
             _cp_async(wr_addr + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
         if WAVE:
-            _wave_copy(wave[0], wave[1], q + D - R, z_begin, z_end, su_z, su_y, wave[2], wave[3], wave[5], NT, RPT, WAVE)
+            _wave_copy(wave[0], wave[1], q + D - R, z_begin, z_end, su_z, wave[2], wave[3], wave[5], NT, WAVE)
         _prefetch_plane(srcs, q, q_last, fill_bytes, su_z, D, PF, NFILL)
         _mbar_arrive_copies(full_wr)
     nsrcs = ()
     for i in gl.static_range(NFILL):
         nsrcs = nsrcs + (srcs[i] + su_z,)
     _mbar_wait(full_rd, par_full + 0 * full_rd, 1 + 0 * full_rd)
-    c = _ldr(rd_addr, RPT, PITCH, VEC, DT)
+    c = _lds(rd_addr, VEC, DT)
     if WAVE:  # read before the slot is released
-        wv, cens = _wave_reads(c, wave[6], wave[4], NT, VEC, DT, RPT, WAVE)
+        wv, cens = _wave_reads(c, wave[6], wave[4], NT, VEC, DT, WAVE)
     else:
         wv, cens = (), ()
     if (q >= z_begin) & (q < z_end):
-        up_dn = _xy_loads(rd_addr, R, VEC, PITCH, DT, RPT)
+        up_dn = _xy_loads(rd_addr, R, VEC, PITCH, DT)
         _mbar_arrive(empty_rd)
-        win = _scatter(win, c, wz, R, VEC * RPT)
-        xy = _xy_math(c, up_dn, wc, wy, wx, R, VEC, RPT)
-        win = win[:R] + (_vadd(win[R], xy, VEC * RPT),) + win[R + 1:]
+        win = _scatter(win, c, wz, R, VEC)
+        xy = _xy_math(c, up_dn, wc, wy, wx, R, VEC)
+        win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
     else:
         _mbar_arrive(empty_rd)
-        win = _scatter(win, c, wz, R, VEC * RPT)
-    _emit(optr, win[0], ok_out, (q - R >= z_begin).to(gl.int32), wv, so_y, VEC, RPT, WAVE, PARTIAL)
-    win = win[1:] + (_zero_vec(win[0][0], VEC * RPT),)
+        win = _scatter(win, c, wz, R, VEC)
+    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL)
+    win = win[1:] + (_zero_vec(win[0][0], VEC),)
     return win, nsrcs, optr + so_z, cens
 
 
@@ -432,7 +397,7 @@ def _smem_march(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, z_lo, z_hi, y_lo, y_hi, x_lo, x_hi,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr, RPT: gl.constexpr = 1,
+    PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr,
 ):
     """The cp.async-ring z-march (see the module docstring) over the output box [z_lo, z_hi) x [y_lo, y_hi) x
     [x_lo, x_hi) (at least R from every face; x bounds in elements) behind ``laplacian_smem_kernel`` (fp32),
@@ -440,9 +405,7 @@ def _smem_march(
     ``out``, which shares p's strides and may be p_prev). The tiles start at the vector holding x_lo and
     cover the vector holding x_hi - 1; ``PARTIAL`` (x_lo or x_hi inside a vector, R not a whole number of
     vectors): each thread's stores carry a mask of the components inside [x_lo, x_hi) (``_stg``); else
-    x_lo and x_hi are whole vectors and a vector is stored whole or not at all. ``RPT``: each thread owns RPT
-    adjacent rows of the tile (a vector in each), so the y rows between them are read from the slot once for
-    all of them."""
+    x_lo and x_hi are whole vectors and a vector is stored whole or not at all."""
     DT: gl.constexpr = u_ptr.dtype.element_ty
     NCH: gl.constexpr = (R + VEC - 1) // VEC  # halo vectors left and right
     PV: gl.constexpr = BXV + 2 * NCH  # slot pitch in vectors
@@ -450,9 +413,8 @@ def _smem_march(
     ROWS_S: gl.constexpr = BY + 2 * R
     NV_S: gl.constexpr = ROWS_S * PV
     NT: gl.constexpr = 32 * NW
-    # a slot: the plane's window, then (WAVE) the tile's p_prev and m of output plane q - R (NT RPT vectors each)
-    SLOT: gl.constexpr = (NV_S + 2 * NT * RPT * WAVE) * 16
-    gl.static_assert(BY == NT // BXV * RPT)
+    # a slot: the plane's window, then (WAVE) the tile's p_prev and m of output plane q - R (NT vectors each)
+    SLOT: gl.constexpr = (NV_S + 2 * NT * WAVE) * 16
     gl.static_assert(S >= D + 1)
     gl.static_assert(MBAR or S == D + 1)
     NFILL: gl.constexpr = (NV_S + NT - 1) // NT
@@ -512,37 +474,32 @@ def _smem_march(
             _mbar_init(barw + 8 * b, gl.full([NT], NT, gl.int32, layout=L1), (tid == 0).to(gl.int32))
         gl.thread_barrier()
 
-    # The thread's vectors in the tile and in a slot: rows y0 + RPT ty + r (r = 0..RPT-1), one vector each.
-    ty = gl.arange(0, BY // RPT, layout=gl.SliceLayout(1, L2))
+    # The thread's vector in the tile and in a slot.
+    ty = gl.arange(0, BY, layout=gl.SliceLayout(1, L2))
     tx = gl.arange(0, BXV, layout=gl.SliceLayout(0, L2))
-    rows = y0 + ty * RPT
+    rows = y0 + ty
     cols = x0 + tx * VEC
-    me = (ty[:, None] * RPT + R) * PV + (tx[None, :] + NCH)
+    me = (ty[:, None] + R) * PV + (tx[None, :] + NCH)
     rd0 = _smem_base(me) + me * 16
     if PARTIAL:  # bit j: component j inside [x_lo, x_hi)
         xbits = gl.zeros_like(cols)
         for j in gl.static_range(VEC):
             xbits += ((cols + j >= x_lo) & (cols + j < x_hi)).to(gl.int32) << j
-        xok = xbits[None, :]
+        ok_out = (rows < y_hi).to(gl.int32)[:, None] * xbits[None, :]
     else:
-        xok = (cols + VEC <= x_hi).to(gl.int32)[None, :]
-    ok_out = ()
-    for r in gl.static_range(RPT):
-        ok_out = ok_out + ((rows + r < y_hi).to(gl.int32)[:, None] * xok,)
-    barr = _smem_base(ok_out[0]) + S * SLOT
+        ok_out = ((rows < y_hi)[:, None] & (cols + VEC <= x_hi)[None, :]).to(gl.int32)
+    barr = _smem_base(ok_out) + S * SLOT
     tile = rows[:, None] * so_y + cols[None, :]
     optr = out_ptr + ((q0 - R).to(gl.int64) * so_z + tile)
-    zero = gl.zeros([BY // RPT, BXV], DT, layout=L2)
+    zero = gl.zeros([BY, BXV], DT, layout=L2)
     if WAVE:
-        # the thread's vectors of the slot's p_prev / m part; p_prev, m and out share p's strides
+        # the thread's vector of the slot's p_prev / m part; p_prev, m and out share p's strides
         mt = ty[:, None] * BXV + tx[None, :]
         tl0 = _smem_base(mt) + NV_S * 16 + mt * 16
-        ok_tile = ()
-        for r in gl.static_range(RPT):
-            ok_tile = ok_tile + (gl.minimum(ok_out[r], 1),)
+        ok_tile = gl.minimum(ok_out, 1)
         cens = ()
         for j in gl.static_range(R):
-            cens = cens + (_zero_vec(zero, VEC * RPT),)
+            cens = cens + (_zero_vec(zero, VEC),)
     else:
         tl0 = 0
         ok_tile = 0
@@ -554,8 +511,7 @@ def _smem_march(
             for i in gl.static_range(NFILL):
                 _cp_async(wr0 + d * SLOT + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
             if WAVE:
-                _wave_copy(pp_ptr, m_ptr, q0 + d - R, z_begin, z_end, su_z, su_y, tile, ok_tile, tl0 + d * SLOT, NT,
-                           RPT, WAVE)
+                _wave_copy(pp_ptr, m_ptr, q0 + d - R, z_begin, z_end, su_z, tile, ok_tile, tl0 + d * SLOT, NT, WAVE)
             if MBAR:
                 _mbar_arrive_copies(barw + 8 * d)
         if not MBAR:
@@ -567,7 +523,7 @@ def _smem_march(
 
     win = ()
     for j in gl.static_range(0, 2 * R + 1):
-        win = win + (_zero_vec(zero, VEC * RPT),)
+        win = win + (_zero_vec(zero, VEC),)
 
     # S planes a trip (the slots are then compile-time offsets), the rest one at a time.
     n_main = (q_last - q0) // S * S
@@ -584,15 +540,13 @@ def _smem_march(
                                             barr + 8 * (S + i), barw + 8 * (S + (i + D) % S), t & 1,
                                             (t + (i + D) // S - 1) & 1, (t * S + i + D - S >= 0).to(gl.int32),
                                             fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH,
-                                            DT, D, NFILL, NT, PF, WAVE, PARTIAL, su_y,
-                                        so_y, RPT)
+                                            DT, D, NFILL, NT, PF, WAVE, PARTIAL)
             else:
                 wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + i * SLOT, tl0 + ((i + D) % S) * SLOT, cens)
                 win, srcs, optr, cens = _plane(u_ptr, win, srcs, optr, wave, qb + i, q_last, z_begin, z_end,
                                          rd0 + i * SLOT,
                                          wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc,
-                                         wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, su_y,
-                                        so_y, RPT)
+                                         wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
     for q in range(q0 + n_main, q_last):
         k = q - q0
         if MBAR:
@@ -603,15 +557,13 @@ def _smem_march(
                                         wr0 + ((k + D) % S) * SLOT, barr + 8 * (k % S), barw + 8 * ((k + D) % S),
                                         barr + 8 * (S + k % S), barw + 8 * (S + (k + D) % S), (k // S) & 1,
                                         (gl.maximum(prev, 0) // S) & 1, (prev >= 0).to(gl.int32), fill_bytes, fill_live,
-                                        ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, su_y,
-                                        so_y, RPT)
+                                        ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
         else:
             wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + (k % S) * SLOT, tl0 + ((k + D) % S) * SLOT, cens)
             win, srcs, optr, cens = _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end,
                                      rd0 + (k % S) * SLOT,
                                      wr0 + ((k + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz,
-                                     wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, su_y,
-                                        so_y, RPT)
+                                     wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
 
 
 _WEIGHTS_DOC = """The weights arrive as kernel parameters (the constant bank), not loaded into registers: the
@@ -632,12 +584,12 @@ def laplacian_smem_kernel(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, RPT: gl.constexpr = 1,
+    PF: gl.constexpr,
 ):
     """The cp.async-ring z-march of an fp32 grid. """
     _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
                 (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
-                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, RPT)
+                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0)
 
 
 @gluon.jit
@@ -648,12 +600,12 @@ def laplacian_smem_kernel_f64(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, RPT: gl.constexpr = 1,
+    PF: gl.constexpr,
 ):
     """The cp.async-ring z-march of an fp64 grid."""
     _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
                 (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
-                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, RPT)
+                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0)
 
 
 @gluon.jit
@@ -664,7 +616,7 @@ def wave_smem_kernel(
     nz, ny, nx_v, s_z_v, s_y_v, z_lo, z_hi, y_lo, y_hi, x_lo_v, x_hi_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, RPT: gl.constexpr = 1,
+    PF: gl.constexpr,
 ):
     """The wave solver's plain step p_next = 2 p - p_prev + m lap(p) (fp32) on the box [z_lo, z_hi) x [y_lo,
     y_hi) x [x_lo, x_hi) by the cp.async-ring march: ``wave_zwin_kernel``'s arithmetic (its explicit FMAs in
@@ -673,7 +625,7 @@ def wave_smem_kernel(
     strides in vectors."""
     _smem_march(p_ptr, out_ptr, pp_ptr, m_ptr, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
                 (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, s_z_v, s_y_v, s_z_v, s_y_v, z_lo, z_hi, y_lo, y_hi,
-                x_lo_v * VEC, x_hi_v * VEC, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, True, False, RPT)
+                x_lo_v * VEC, x_hi_v * VEC, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, True, False)
 
 
 laplacian_smem_kernel.__doc__ = "The cp.async-ring z-march of an fp32 grid. " + _WEIGHTS_DOC

@@ -84,7 +84,6 @@ class StencilConfig:
     grid_order: int = 0  # 0: 3D grid, x fastest; 1: bands of group_y tile rows through all z
     group_y: int = 1
     subdomain_bytes: int = 0  # > 0: y-slabs whose 2R+1 planes take at most this many bytes
-    rows_per_thread: int = 1  # smem: adjacent tile rows per thread (a vector in each; the y rows between them read once)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -102,7 +101,7 @@ class StencilConfig:
                  (f"zo{self.zorder}", self.zorder), (f"u{self.loop_unroll}", self.loop_unroll > 1),
                  (f"l1pf{self.l1_prefetch}", self.l1_prefetch),
                  (f"ha{self.halo_ahead}", self.halo_ahead),
-                 (f"r{self.maxnreg}", self.maxnreg), (f"rpt{self.rows_per_thread}", self.rows_per_thread > 1),
+                 (f"r{self.maxnreg}", self.maxnreg),
                  ("asc", self.ascending), ("nt", self.nontemporal), ("static", self.static_strides),
                  (f"band{self.group_y}", self.grid_order), (f"sub{self.subdomain_bytes}", self.subdomain_bytes)]
         return " ".join([s] + [name for name, on in flags if on])
@@ -828,8 +827,7 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig, 
     16-byte vectors; R at most 4 (its weights are 13 kernel parameters: orders 2 to 8; the x halo is
     ceil(R / VEC) whole vectors a side, and where R is not a whole number of vectors the edge vectors are
     stored component by component); a tile of one vector per
-    thread in each of ``rows_per_thread`` adjacent rows (block_x / VEC a power of two up to 32 and
-    block_y = rows_per_thread * num_warps * 32 / (block_x / VEC), rows_per_thread 1, 2 or 4); a ring
+    thread (block_x / VEC a power of two up to 32 and block_y = num_warps * 32 / (block_x / VEC)); a ring
     that fits the shared memory (``wave``: the wave step's ring, whose slots also hold the tile's p_prev and
     m); offsets inside a plane in int32."""
     r = order // 2
@@ -846,13 +844,9 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig, 
     bxv = cfg.block_x // vec
     if cfg.block_x % vec or bxv & (bxv - 1) or not 1 <= bxv <= 32:
         return f"the smem kernel needs block_x / {vec} to be a power of two up to 32, got block_x {cfg.block_x}"
-    rpt = cfg.rows_per_thread
-    if isinstance(rpt, bool) or rpt not in (1, 2, 4):
-        return f"the smem kernel takes rows_per_thread 1, 2 or 4, got {rpt!r}"
-    if cfg.block_y != rpt * cfg.num_warps * 32 // bxv:
-        return (f"the smem kernel takes one vector per thread in each of its rows_per_thread = {rpt} rows: block_y "
-                f"must be {rpt} * num_warps * 32 / (block_x / {vec}) = {rpt * cfg.num_warps * 32 // bxv}, "
-                f"got {cfg.block_y}")
+    if cfg.block_y != cfg.num_warps * 32 // bxv:
+        return (f"the smem kernel takes one vector per thread: block_y must be num_warps * 32 / (block_x / {vec}) = "
+                f"{cfg.num_warps * 32 // bxv}, got {cfg.block_y}")
     if smem_ring_elements(cfg, r, u.element_size(), wave) * u.element_size() > 227 * 1024:
         return "the smem kernel's ring of prefetch + 1 planes does not fit 227 KB of shared memory"
     if cfg.block_z < 1:
@@ -902,8 +896,7 @@ def _smem_launch(u: torch.Tensor, out: torch.Tensor, r: int, spacing: tuple[floa
             so_y // vec)
     constexprs = dict(R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=max(1, cfg.prefetch),
                       NW=cfg.num_warps, RING=smem_ring_elements(cfg, r, u.element_size()), S=smem_slots(cfg),
-                      MBAR=cfg.num_stages > 0, PF=cfg.l1_prefetch if cfg.l1_prefetch > max(1, cfg.prefetch) else 0,
-                      RPT=cfg.rows_per_thread)
+                      MBAR=cfg.num_stages > 0, PF=cfg.l1_prefetch if cfg.l1_prefetch > max(1, cfg.prefetch) else 0)
     opts = {"num_warps": cfg.num_warps}
     if cfg.maxnreg:
         opts["maxnreg"] = cfg.maxnreg

@@ -77,7 +77,6 @@ class WaveConfig:
     halo_ahead: int = 0  # zwin: the x chunks (1) and the outer y rows (2) loaded a plane ahead, in registers
     ahead: int = 3  # smem: planes of p copied ahead into the shared-memory ring
     slack: int = 2  # smem: the ring's slack slots (mbarriers; 0: a CTA barrier per plane)
-    rows_per_thread: int = 1  # smem: adjacent tile rows per thread (``StencilConfig.rows_per_thread``)
 
     def __post_init__(self):
         if self.kernel not in ("march", "zwin", "smem"):
@@ -412,8 +411,7 @@ def smem_step_ok(p: torch.Tensor, order: int, lo, hi, sponge, cfg: WaveConfig) -
     if p.dtype != torch.float32 or order != 8:
         return "the smem step takes fp32 order 8"
     probe = StencilConfig("smem", block_y=cfg.block_y, block_x=cfg.block_x, num_warps=cfg.num_warps,
-                          block_z=cfg.block_z, prefetch=cfg.ahead, num_stages=cfg.slack,
-                          rows_per_thread=cfg.rows_per_thread)
+                          block_z=cfg.block_z, prefetch=cfg.ahead, num_stages=cfg.slack)
     return smem_ok(p, p, order, probe, wave=True)
 
 
@@ -429,8 +427,7 @@ def _launch_smem(p, p_prev, m, out, order, lo, hi, sp3, cfg: WaveConfig):
     s_z, s_y, _ = p.stride()
     vec = 16 // p.element_size()
     probe = StencilConfig("smem", block_y=cfg.block_y, block_x=cfg.block_x, num_warps=cfg.num_warps,
-                          block_z=cfg.block_z, prefetch=cfg.ahead, num_stages=cfg.slack,
-                          rows_per_thread=cfg.rows_per_thread)
+                          block_z=cfg.block_z, prefetch=cfg.ahead, num_stages=cfg.slack)
     n_prog = (triton_cdiv(hi[2] - lo[2], cfg.block_x) * triton_cdiv(hi[1] - lo[1], cfg.block_y)
               * triton_cdiv(hi[0] - lo[0], cfg.block_z))
     r = order // 2
@@ -441,7 +438,6 @@ def _launch_smem(p, p_prev, m, out, order, lo, hi, sp3, cfg: WaveConfig):
         hi[0], lo[1], hi[1], lo[2] // vec, hi[2] // vec], dict(
         R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=cfg.ahead, NW=cfg.num_warps,
         RING=smem_ring_elements(probe, r, p.element_size(), True), S=smem_slots(probe), MBAR=cfg.slack > 0, PF=0,
-        RPT=cfg.rows_per_thread,
         # zwin's explicit FMAs and nothing for the compiler to contract (``_launch_zwin``)
         num_warps=cfg.num_warps, enable_fp_fusion=False, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {})))
 

@@ -20,10 +20,11 @@ pytestmark = pytest.mark.skipif(not _sm80(), reason="the smem kernel is sm80+ Gl
 
 
 def _cfg(block_y: int, block_x: int, warps: int, bz: int, ahead: int, maxnreg: int | None = None,
-         slack: int = 1) -> ops.StencilConfig:
-    """``slack``: the ring's slack slots with mbarriers (``num_stages``); 0: a CTA barrier per plane."""
+         slack: int = 1, vec: int = 0) -> ops.StencilConfig:
+    """``slack``: the ring's slack slots with mbarriers (``num_stages``); 0: a CTA barrier per plane; ``vec``: the
+    elements a thread computes (0: a 16-byte vector)."""
     return ops.StencilConfig("smem", block_y=block_y, block_x=block_x, num_warps=warps, block_z=bz, prefetch=ahead,
-                             maxnreg=maxnreg, num_stages=slack)
+                             maxnreg=maxnreg, num_stages=slack, vec=vec)
 
 
 @pytest.mark.parametrize("dtype,order,shape,cfg", [
@@ -59,6 +60,25 @@ def test_smem_kernel_matches_float64(dtype, order, shape, cfg):
     assert ok, (err, msg)
 
 
+@pytest.mark.parametrize("dtype,order,shape,cfg", [
+    (torch.float32, 8, (23, 41, 140), _cfg(32, 64, 32, 4, 3, vec=2)),
+    (torch.float32, 8, (21, 43, 76), _cfg(16, 64, 16, 64, 2, slack=0, vec=2)),
+    (torch.float32, 8, (19, 39, 100), _cfg(16, 64, 16, 5, 3, 64, slack=2, vec=2)),
+    (torch.float32, 8, (22, 45, 132), ops.smem_march(torch.float32, 4)),
+    (torch.float32, 6, (25, 35, 84), _cfg(32, 64, 32, 6, 4, vec=2)),
+    (torch.float32, 4, (21, 29, 268), _cfg(16, 64, 16, 5, 3, vec=2)),
+    (torch.float32, 2, (23, 41, 140), _cfg(16, 64, 16, 4, 3, vec=2)),
+    (torch.float64, 8, (21, 29, 74), _cfg(32, 32, 32, 6, 5, slack=0, vec=1)),
+    (torch.float64, 8, (19, 37, 66), _cfg(32, 32, 32, 64, 3, slack=2, vec=1)),
+    (torch.float64, 4, (17, 45, 66), _cfg(32, 32, 32, 5, 2, vec=1)),
+    (torch.float64, 2, (17, 45, 66), _cfg(16, 32, 16, 5, 2, slack=0, vec=1)),
+])
+def test_smem_kernel_8_byte_vectors_match_float64(dtype, order, shape, cfg):
+    """A thread computes an 8-byte vector (two fp32 or one fp64; the copies stay 16 bytes): x edges inside a copy
+    vector, odd y and z extents, both rings."""
+    test_smem_kernel_matches_float64(dtype, order, shape, cfg)
+
+
 @pytest.mark.parametrize("order", [8, 2])
 def test_smem_kernel_padded_strides(order):
     gen = torch.Generator().manual_seed(2)
@@ -71,12 +91,13 @@ def test_smem_kernel_padded_strides(order):
 
 
 def test_smem_kernel_bit_equal_across_chunks_and_depths():
-    """The z chunking and the ring depth change where a plane comes from, never the arithmetic."""
+    """The z chunking, the ring depth and the elements a thread computes change where a plane comes from, never
+    the arithmetic."""
     gen = torch.Generator().manual_seed(3)
     u = (torch.rand(40, 36, 72, generator=gen, dtype=torch.float64) * 2 - 1).to(torch.float32).cuda()
     outs = []
     for cfg in (_cfg(16, 64, 8, 64, 3), _cfg(16, 64, 8, 5, 1), _cfg(16, 64, 8, 9, 4), _cfg(16, 64, 8, 7, 2, slack=0),
-                _cfg(16, 64, 8, 11, 3, slack=2)):
+                _cfg(16, 64, 8, 11, 3, slack=2), _cfg(16, 64, 16, 64, 3, vec=2), _cfg(32, 64, 32, 9, 3, slack=0, vec=2)):
         out = torch.full_like(u, float("nan"))
         ops.launch(u, out, 8, (1.0, 1.0, 1.0), cfg)
         outs.append(out)

@@ -46,8 +46,10 @@ def test_tuner_times_the_ring_and_the_register_window():
     cands = ts.candidates(torch.float32, 8, (520, 520, 520), L2, True, True, smem=True)
     assert cands[0] == ops.smem_march(torch.float32, 4, (520, 520, 520)) and cands[0].block_z == 256
     assert ops.smem_march(torch.float32, 4) in cands  # the same ring with 64 planes per program
+    assert cands[0].vec == 2 and ops.ring16(torch.float32, 4) in cands  # and the 16-byte ring
+    assert ops.ring16(torch.float32, 4).vec == 0 and ops.ring16(torch.float64, 4) == ops.smem_march(torch.float64, 4)
     kinds = [c.kernel for c in cands]
-    assert kinds.count("smem") == 5 and "zwin" in kinds
+    assert kinds.count("smem") == 6 and "zwin" in kinds
     o4 = ts.candidates(torch.float32, 4, (516, 516, 516), L2, True, True, smem=True)
     assert o4[0] == ops.smem_march(torch.float32, 2) and o4[0].block_x == 128
     assert ops.auto_config(torch.float32, 4, (516,) * 3, L2, True, True) in o4  # the heuristic without smem
@@ -112,8 +114,9 @@ def test_sm80_takes_the_barrier_ring_only(monkeypatch):
             return 0
 
     u = FakeCuda()
-    ring = ops.smem_march(torch.float32, 4)
+    ring = ops.ring16(torch.float32, 4)  # mbarriers
     assert "sm90" in ops.smem_ok(u, u, 8, ring) and "num_stages=0" in ops.smem_ok(u, u, 8, ring)
+    assert ops.smem_ok(u, u, 8, ops.smem_march(torch.float32, 4)) is None  # fp32 order 8's: a CTA barrier a plane
     assert ops.smem_ok(u, u, 8, replace(ring, num_stages=0)) is None
     cfg = replace(ring, num_stages=0)
     m = _meta((520, 520, 520))
@@ -134,12 +137,15 @@ def test_ring_cross_compiles_for_sm90(dtype, order):
     assert res.error is None, res.error
     # R not a whole number of vectors (orders 2 and 6, fp32 order 4): the edge vectors' stores by component
     partial = (order // 2) % (128 // torch.finfo(dtype).bits) != 0
-    assert (res.census.get("sass_global_store_32b", 0) + res.census.get("sass_global_store_64b", 0) > 0) == partial
-    assert res.spills == 0 and res.registers <= 128, (res.registers, res.spills)  # one CTA of 16 warps
+    # a thread's vector: 16 bytes, or 8 where it computes two fp32 elements (fp32 order 8: ``vec=2``)
+    whole = 64 if cfg.vec == 2 and dtype == torch.float32 else 128
+    narrow = ("sass_global_store_32b",) + (("sass_global_store_64b",) if whole == 128 else ())
+    assert (sum(res.census.get(n, 0) for n in narrow) > 0) == partial
+    assert res.spills == 0 and res.registers <= 128 * 16 // cfg.num_warps, (res.registers, res.spills)  # one CTA
     c = res.census
     assert c.get("sass:LDGSTS", 0) > 0, "the planes are copied with cp.async"
-    assert c.get("sass_shared_load_128b", 0) >= 11, "the neighbours are 128-bit shared loads"
-    assert c.get("sass_global_store_128b", 0) > 0
+    assert c.get(f"sass_shared_load_{whole}b", 0) >= 11, "the neighbours are whole-vector shared loads"
+    assert c.get(f"sass_global_store_{whole}b", 0) > 0
     # the ring is addressed by hand from global_smem: nothing else may use shared memory but the one store
     # that keeps Gluon's allocation
     assert c.get("stmatrix", 0) + c.get("shared_store", 0) <= 1
@@ -178,3 +184,40 @@ def test_wave_ring_has_no_global_load_and_fits():
     c = res.census
     assert not any(k.startswith("sass_global_load") and v for k, v in c.items()), c
     assert c.get("sass:LDGSTS", 0) > 0 and c.get("sass_global_store_128b", 0) > 0
+
+
+@pytest.mark.parametrize("order,cfg", [
+    (8, replace(ops.smem_march(torch.float32, 4), vec=2, num_warps=32)),
+    (8, replace(ops.smem_march(torch.float32, 4), vec=2, num_warps=16, block_y=16)),
+    (6, replace(ops.smem_march(torch.float32, 3), vec=2, num_warps=32)),
+    (2, replace(ops.smem_march(torch.float32, 1), vec=2, num_warps=16, block_y=16)),
+])
+def test_two_elements_a_thread_halve_the_registers(order, cfg):
+    """``vec=2`` (fp32): each thread computes an 8-byte vector (64-bit shared loads and stores), so a tile takes
+    twice the threads and each needs about half the registers: at most 64, so a CTA of 32 warps (or two of 16)
+    fits an SM. The copies stay 16-byte ``cp.async``."""
+    shape = (520, 520, 520)
+    m = _meta(shape)
+    assert ops.smem_ok(m, m, order, cfg) is None
+    k = ops.launch_plan(m, m, order, (1.0, 1.0, 1.0), cfg)[0]
+    assert k.constexprs["CV"] == 2
+    res = cross_compile("tilecraft.kernels.stencil_smem", k.kernel.__name__, ops.compile_signature(k), k.constexprs,
+                        "sm90", num_warps=cfg.num_warps)
+    assert res.error is None, res.error
+    assert res.spills == 0 and res.registers <= 64, (res.registers, res.spills)
+    c = res.census
+    assert c.get("sass_shared_load_64b", 0) > 0 and not c.get("sass_shared_load_128b", 0)
+    assert c.get("sass:LDGSTS", 0) > 0 and c.get("sass_global_store_64b", 0) > 0
+
+
+def test_two_elements_a_thread_refusals():
+    cfg = replace(ops.smem_march(torch.float32, 4), vec=2, num_warps=32)
+    m = _meta((520, 520, 520))
+    assert "block_y" in ops.smem_ok(m, m, 8, replace(cfg, num_warps=16))
+    assert "32 warps" in ops.smem_ok(m, m, 8, replace(cfg, num_warps=64, block_y=64))
+    m64 = _meta((520, 520, 520), torch.float64)
+    assert "8-byte" in ops.smem_ok(m64, m64, 8, replace(ops.smem_march(torch.float64, 4), vec=4))
+    assert "8-byte" in ops.smem_ok(m, m, 8, replace(cfg, vec=1))
+    # 64 threads a row: one element per thread needs at most 32 (a warp) a row
+    assert "32 threads a tile row" in ops.smem_ok(m, m, 4, replace(ops.smem_march(torch.float32, 2), vec=2, num_warps=16))
+    assert "v2" in cfg.short()

@@ -6,7 +6,8 @@ every plane's y rows and x chunks from L1 with global loads. Each of those costs
 need registers: 118-128 per thread, 16 warps per SM, the warps waiting on long-scoreboard stalls
 (62% of the samples), 52 instructions per point of which 27 are the stencil's arithmetic.
 
-Here a program owns a tile of BY x BX points (one 16-byte vector per thread) and marches its z range:
+Here a program owns a tile of BY x BX points (one 16-byte vector per thread, or with ``CV`` an 8-byte one:
+two fp32, which fp32 order 8 takes) and marches its z range:
 
 * every input plane of the tile, with its R halo rows above and below and NCH halo vectors left and
   right, is copied from global memory into one slot of a ring of S slots in shared memory with
@@ -33,8 +34,9 @@ check that the PTX holds no other shared-memory access.
 Needs: CUDA sm80+, rows and strides of whole 16-byte vectors, R of 1 to 4 (the x halo is ceil(R / VEC)
 whole vectors a side; where R is not a whole number of vectors, the edge vectors' stores carry a mask
 of components), plane offsets in int32. Only the interior (the box) is written.
-Measured (docs/stencil-notes.md, last section): 520^3 on an H100, fp32 order 8 73% of copy, fp64 82-83%
-(the register-window march 71% and 74-75% in the same runs); ``auto`` takes it on sm90.
+Measured (docs/stencil-notes.md, "The cp.async-ring march"): 520^3 on an H100, fp32 order 8 73% of copy, fp64
+82-83% (the register-window march 71% and 74-75% in the same runs); ``auto`` takes it on sm90. On an H200 with two
+fp32 elements a thread (2026-11-28): fp32 order 8 73.4% against 69.8% for 16-byte vectors.
 """
 # no ``from __future__ import annotations``: the kernels' weight parameters are typed by their annotations
 # ("fp32" / "fp64"), which Triton reads as values, not as strings of source
@@ -144,8 +146,15 @@ def _mbar_arrive_copies(bar):
 
 @gluon.jit
 def _lds(addr, VEC: gl.constexpr, DT: gl.constexpr):
-    """The 16-byte vector at shared address ``addr`` as VEC component tensors (component j: element j)."""
-    if VEC == 4:
+    """The vector of VEC elements at shared address ``addr`` (16 bytes, or 8: two fp32 or one fp64) as VEC component
+    tensors (component j: element j)."""
+    if VEC == 1:
+        return (gl.inline_asm_elementwise("ld.shared.f64 $0, [$1];", "=d,r", [addr], dtype=gl.float64,
+                                          is_pure=False, pack=1),)
+    elif DT.primitive_bitwidth == 32 and VEC == 2:
+        return gl.inline_asm_elementwise("ld.shared.v2.f32 {$0, $1}, [$2];", "=f,=f,r", [addr],
+                                         dtype=(gl.float32, gl.float32), is_pure=False, pack=1)
+    elif VEC == 4:
         return gl.inline_asm_elementwise("ld.shared.v4.f32 {$0, $1, $2, $3}, [$4];", "=f,=f,=f,=f,r", [addr],
                                          dtype=(gl.float32, gl.float32, gl.float32, gl.float32), is_pure=False,
                                          pack=1)
@@ -155,7 +164,7 @@ def _lds(addr, VEC: gl.constexpr, DT: gl.constexpr):
 
 
 @gluon.jit
-def _emit(optr, acc, ok, wv, VEC: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr):
+def _emit(optr, acc, ok, wv, VEC: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr, DT: gl.constexpr):
     """Output plane q - R of the march at ``optr`` where ``ok``: the Laplacian ``acc``; ``WAVE``: the wave step's
     p_next = fma(m, acc, 2 p - p_prev) (``_zwin_emit``'s arithmetic) from ``wv`` = (p, p_prev, m) at the same
     points (p from the march's delay line, p_prev and m from the ring)."""
@@ -163,18 +172,35 @@ def _emit(optr, acc, ok, wv, VEC: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.
         val = ()
         for j in gl.static_range(VEC):
             val = val + (gl.fma(wv[2][j], acc[j], 2.0 * wv[0][j] - wv[1][j]),)
-        _stg(optr, val, ok, VEC, PARTIAL)
+        _stg(optr, val, ok, VEC, PARTIAL, DT)
     else:
-        _stg(optr, acc, ok, VEC, PARTIAL)
+        _stg(optr, acc, ok, VEC, PARTIAL, DT)
 
 
 @gluon.jit
-def _stg(ptr, c, ok, VEC: gl.constexpr, PARTIAL: gl.constexpr):
-    """Store the VEC components ``c`` at ``ptr`` (16 bytes) where ``ok`` (int32, non-zero) holds; streaming
-    (``.cs``) store. ``PARTIAL``: ``ok`` is a bit mask of the components to store (bit j: component j); a full
+def _stg(ptr, c, ok, VEC: gl.constexpr, PARTIAL: gl.constexpr, DT: gl.constexpr):
+    """Store the VEC components ``c`` at ``ptr`` (16 bytes, or 8: two fp32) where ``ok`` (int32, non-zero) holds;
+    streaming (``.cs``) store. ``PARTIAL``: ``ok`` is a bit mask of the components to store (bit j: component j); a full
     mask stores the vector at once, a partial one component by component (the x edges when R is not a whole
     number of vectors)."""
-    if PARTIAL:
+    if VEC == 1:  # one fp64: PARTIAL's mask is 0 or 1 as the plain one
+        gl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.cs.f64 [$1], $3; mov.u32 $0, 0; }",
+            "=r,l,r,d", [ptr.to(gl.int64, bitcast=True), ok, c[0]], dtype=gl.int32, is_pure=False, pack=1)
+    elif DT.primitive_bitwidth == 32 and VEC == 2:
+        if PARTIAL:
+            gl.inline_asm_elementwise(
+                "{ .reg .pred f, q; .reg .b32 t; setp.eq.b32 f, $2, 3; @f st.global.cs.v2.f32 [$1], {$3, $4}; "
+                "and.b32 t, $2, 1; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f32 [$1], $3; "
+                "and.b32 t, $2, 2; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f32 [$1+4], $4; mov.u32 $0, 0; }",
+                "=r,l,r,f,f", [ptr.to(gl.int64, bitcast=True), ok, c[0], c[1]], dtype=gl.int32, is_pure=False,
+                pack=1)
+        else:
+            gl.inline_asm_elementwise(
+                "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.cs.v2.f32 [$1], {$3, $4}; mov.u32 $0, 0; }",
+                "=r,l,r,f,f", [ptr.to(gl.int64, bitcast=True), ok, c[0], c[1]], dtype=gl.int32, is_pure=False,
+                pack=1)
+    elif PARTIAL:
         if VEC == 4:
             gl.inline_asm_elementwise(
                 "{ .reg .pred f, q; .reg .b32 t; setp.eq.b32 f, $2, 15; "
@@ -238,15 +264,16 @@ def _vadd(a, b, VEC: gl.constexpr):
 @gluon.jit
 def _xy_loads(addr, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr):
     """The y rows (u[y - k], u[y + k] for k = 1..R) and x chunks (m = -NCH..-1, 1..NCH vectors away) of the
-    thread's vector, from the slot (``addr``: the thread's vector in it)."""
+    thread's vector of VEC elements, from the slot (``addr``: the thread's vector in it)."""
     NCH: gl.constexpr = (R + VEC - 1) // VEC
+    VB: gl.constexpr = VEC * DT.primitive_bitwidth // 8  # bytes of the thread's vector
     rows = ()
     for k in gl.static_range(1, R + 1):
         rows = rows + ((_lds(addr - k * PITCH, VEC, DT), _lds(addr + k * PITCH, VEC, DT)),)
     chunks = ()
     for m in gl.static_range(-NCH, NCH + 1):
         if m != 0:
-            chunks = chunks + (_lds(addr + m * 16, VEC, DT),)
+            chunks = chunks + (_lds(addr + m * VB, VEC, DT),)
     return rows, chunks
 
 
@@ -345,7 +372,7 @@ def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_
     if (q >= z_begin) & (q < z_end):
         xy = _xy(rd_addr, c, wc, wy, wx, R, VEC, PITCH, DT)
         win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
-    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL)
+    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL, DT)
     win = win[1:] + (_zero_vec(win[0][0], VEC),)
     return win, nsrcs, optr + so_z, cens
 
@@ -386,7 +413,7 @@ def _plane_mb(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, 
     else:
         _mbar_arrive(empty_rd)
         win = _scatter(win, c, wz, R, VEC)
-    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL)
+    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL, DT)
     win = win[1:] + (_zero_vec(win[0][0], VEC),)
     return win, nsrcs, optr + so_z, cens
 
@@ -397,7 +424,7 @@ def _smem_march(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, z_lo, z_hi, y_lo, y_hi, x_lo, x_hi,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr,
+    PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr, CV: gl.constexpr = 0,
 ):
     """The cp.async-ring z-march (see the module docstring) over the output box [z_lo, z_hi) x [y_lo, y_hi) x
     [x_lo, x_hi) (at least R from every face; x bounds in elements) behind ``laplacian_smem_kernel`` (fp32),
@@ -405,8 +432,13 @@ def _smem_march(
     ``out``, which shares p's strides and may be p_prev). The tiles start at the vector holding x_lo and
     cover the vector holding x_hi - 1; ``PARTIAL`` (x_lo or x_hi inside a vector, R not a whole number of
     vectors): each thread's stores carry a mask of the components inside [x_lo, x_hi) (``_stg``); else
-    x_lo and x_hi are whole vectors and a vector is stored whole or not at all."""
+    x_lo and x_hi are whole vectors and a vector is stored whole or not at all. ``CV``: the elements a thread
+    computes (0: VEC, a 16-byte vector; 2 in fp32 or 1 in fp64: an 8-byte vector, so a tile of BXV copy vectors a
+    row takes twice the threads, each with half the registers); the copies stay 16-byte vectors."""
     DT: gl.constexpr = u_ptr.dtype.element_ty
+    CVE: gl.constexpr = VEC if CV == 0 else CV
+    gl.static_assert(VEC % CVE == 0)
+    gl.static_assert(CVE == VEC or not WAVE)
     NCH: gl.constexpr = (R + VEC - 1) // VEC  # halo vectors left and right
     PV: gl.constexpr = BXV + 2 * NCH  # slot pitch in vectors
     PITCH: gl.constexpr = PV * 16  # bytes
@@ -418,7 +450,9 @@ def _smem_march(
     gl.static_assert(S >= D + 1)
     gl.static_assert(MBAR or S == D + 1)
     NFILL: gl.constexpr = (NV_S + NT - 1) // NT
-    TPX: gl.constexpr = BXV if BXV < 32 else 32
+    BXT: gl.constexpr = BXV * (VEC // CVE)  # threads a tile row
+    gl.static_assert(BY * BXT == NT)
+    TPX: gl.constexpr = BXT if BXT < 32 else 32
     L2: gl.constexpr = gl.BlockedLayout([1, 1], [32 // TPX, TPX], [NW, 1], [1, 0])
     L1: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
     gl.static_assert(RING * DT.primitive_bitwidth // 8 >= S * SLOT + 16 * S)  # slots, then 2S mbarriers
@@ -476,25 +510,25 @@ def _smem_march(
 
     # The thread's vector in the tile and in a slot.
     ty = gl.arange(0, BY, layout=gl.SliceLayout(1, L2))
-    tx = gl.arange(0, BXV, layout=gl.SliceLayout(0, L2))
+    tx = gl.arange(0, BXT, layout=gl.SliceLayout(0, L2))
     rows = y0 + ty
-    cols = x0 + tx * VEC
-    me = (ty[:, None] + R) * PV + (tx[None, :] + NCH)
-    rd0 = _smem_base(me) + me * 16
+    cols = x0 + tx * CVE
+    me = ((ty[:, None] + R) * PV + NCH) * 16 + tx[None, :] * (CVE * DT.primitive_bitwidth // 8)  # bytes
+    rd0 = _smem_base(me) + me
     if PARTIAL:  # bit j: component j inside [x_lo, x_hi)
         xbits = gl.zeros_like(cols)
-        for j in gl.static_range(VEC):
+        for j in gl.static_range(CVE):
             xbits += ((cols + j >= x_lo) & (cols + j < x_hi)).to(gl.int32) << j
         ok_out = (rows < y_hi).to(gl.int32)[:, None] * xbits[None, :]
     else:
-        ok_out = ((rows < y_hi)[:, None] & (cols + VEC <= x_hi)[None, :]).to(gl.int32)
+        ok_out = ((rows < y_hi)[:, None] & (cols + CVE <= x_hi)[None, :]).to(gl.int32)
     barr = _smem_base(ok_out) + S * SLOT
     tile = rows[:, None] * so_y + cols[None, :]
     optr = out_ptr + ((q0 - R).to(gl.int64) * so_z + tile)
-    zero = gl.zeros([BY, BXV], DT, layout=L2)
+    zero = gl.zeros([BY, BXT], DT, layout=L2)
     if WAVE:
         # the thread's vector of the slot's p_prev / m part; p_prev, m and out share p's strides
-        mt = ty[:, None] * BXV + tx[None, :]
+        mt = ty[:, None] * BXT + tx[None, :]
         tl0 = _smem_base(mt) + NV_S * 16 + mt * 16
         ok_tile = gl.minimum(ok_out, 1)
         cens = ()
@@ -523,7 +557,7 @@ def _smem_march(
 
     win = ()
     for j in gl.static_range(0, 2 * R + 1):
-        win = win + (_zero_vec(zero, VEC),)
+        win = win + (_zero_vec(zero, CVE),)
 
     # S planes a trip (the slots are then compile-time offsets), the rest one at a time.
     n_main = (q_last - q0) // S * S
@@ -539,14 +573,14 @@ def _smem_march(
                                             wr0 + ((i + D) % S) * SLOT, barr + 8 * i, barw + 8 * ((i + D) % S),
                                             barr + 8 * (S + i), barw + 8 * (S + (i + D) % S), t & 1,
                                             (t + (i + D) // S - 1) & 1, (t * S + i + D - S >= 0).to(gl.int32),
-                                            fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH,
+                                            fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx, R, CVE, PITCH,
                                             DT, D, NFILL, NT, PF, WAVE, PARTIAL)
             else:
                 wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + i * SLOT, tl0 + ((i + D) % S) * SLOT, cens)
                 win, srcs, optr, cens = _plane(u_ptr, win, srcs, optr, wave, qb + i, q_last, z_begin, z_end,
                                          rd0 + i * SLOT,
                                          wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc,
-                                         wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
+                                         wz, wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
     for q in range(q0 + n_main, q_last):
         k = q - q0
         if MBAR:
@@ -557,13 +591,13 @@ def _smem_march(
                                         wr0 + ((k + D) % S) * SLOT, barr + 8 * (k % S), barw + 8 * ((k + D) % S),
                                         barr + 8 * (S + k % S), barw + 8 * (S + (k + D) % S), (k // S) & 1,
                                         (gl.maximum(prev, 0) // S) & 1, (prev >= 0).to(gl.int32), fill_bytes, fill_live,
-                                        ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
+                                        ok_out, su_z, so_z, wc, wz, wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
         else:
             wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + (k % S) * SLOT, tl0 + ((k + D) % S) * SLOT, cens)
             win, srcs, optr, cens = _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end,
                                      rd0 + (k % S) * SLOT,
                                      wr0 + ((k + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz,
-                                     wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
+                                     wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
 
 
 _WEIGHTS_DOC = """The weights arrive as kernel parameters (the constant bank), not loaded into registers: the
@@ -584,12 +618,12 @@ def laplacian_smem_kernel(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr,
+    PF: gl.constexpr, CV: gl.constexpr = 0,
 ):
     """The cp.async-ring z-march of an fp32 grid. """
     _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
                 (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
-                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0)
+                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV)
 
 
 @gluon.jit
@@ -600,12 +634,12 @@ def laplacian_smem_kernel_f64(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr,
+    PF: gl.constexpr, CV: gl.constexpr = 0,
 ):
     """The cp.async-ring z-march of an fp64 grid."""
     _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
                 (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
-                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0)
+                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV)
 
 
 @gluon.jit
@@ -616,7 +650,7 @@ def wave_smem_kernel(
     nz, ny, nx_v, s_z_v, s_y_v, z_lo, z_hi, y_lo, y_hi, x_lo_v, x_hi_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr,
+    PF: gl.constexpr, CV: gl.constexpr = 0,
 ):
     """The wave solver's plain step p_next = 2 p - p_prev + m lap(p) (fp32) on the box [z_lo, z_hi) x [y_lo,
     y_hi) x [x_lo, x_hi) by the cp.async-ring march: ``wave_zwin_kernel``'s arithmetic (its explicit FMAs in

@@ -67,7 +67,9 @@ class StencilConfig:
     block_z: int = 0  # zmarch: planes per program
     num_stages: int = 1  # zmarch: software-pipelining depth of the plane loop (1: register prefetch); smem: the
     # ring's slack slots with mbarriers (0: a CTA barrier per plane instead)
-    vec: int = 0  # zmarch: elements per 128-bit access for the x-neighbour shuffle; 0 = 16 bytes
+    vec: int = 0  # zmarch: elements per 128-bit access for the x-neighbour shuffle; smem: elements a thread
+    # computes (2 in fp32, 1 in fp64: an 8-byte vector, twice the threads of a tile, each with half the registers);
+    # 0 = 16 bytes
     zorder: int = 0  # zmarch grid order: 0 z chunks fastest, 1 y tiles fastest, 2 x tiles fastest
     prefetch: int = 1  # zmarch: planes whose centre tiles are loaded ahead of use
     z_in_regs: bool = True  # zmarch: z terms in a register window (True) or through L1 (False)
@@ -243,6 +245,14 @@ def smem_march(dtype: torch.dtype, r: int, shape: tuple[int, int, int] | None = 
       copy (3 planes ahead; 5: 69.8, 6: 68.2; an L2 prefetch further ahead 67.7-68.4); fp64 o8 82.8% (5
       ahead; 3: 81.7, 6: 82.3-82.4).
     * fp32 order 6: the same tile, 4 ahead. fp32 order 4: 8 rows of 128 points, 8 warps, 3 ahead.
+    * fp32 order 8 since 2026-11-28 (thirteenth session): two elements a thread (``vec=2``: 8-byte vectors, 32
+      warps over the 32 x 64 tile, 48-58 registers), a CTA barrier per plane (no slack slots), 5 planes ahead.
+      H200, 520^3, 256 planes per program (``benchmarks/results/2026-11-28-h200-thirteenth/
+      stencil-auto-ab-v2s0-*.json``; % of copy, rounds): 73.4 / 73.4 against 69.7-69.8 for the 16-byte ring
+      (16 warps, 3 ahead, 2 slack slots); 4 ahead 71.7-72.2, 3 ahead 70.6-71.0, 6 ahead 73.4 (a wider spread),
+      with mbarriers and one slack slot 69.1-69.3, 16 x 64 tiles of 16 warps (two CTAs an SM) 63.6-64.0. Not at
+      order 6 (56-59 against 65.6) or fp32 order 4 / 2 (55.9-61.5 / 67.0-67.4 against 70.0 / 81.8). Not measured
+      on an H100.
 
     fp32 orders 4 and 6 and fp64 order 6 (2026-11-28, ``stencil-auto-ab-ring-o46-{h100,h200}.json`` in
     ``benchmarks/results/2026-11-28-{h100,h200}/``; two rounds, medians; % of copy, the ring against ``auto``
@@ -262,6 +272,9 @@ def smem_march(dtype: torch.dtype, r: int, shape: tuple[int, int, int] | None = 
     if dtype == torch.float32 and r == 2:
         cfg = StencilConfig("smem", block_y=8, block_x=128, num_warps=8, block_z=64, prefetch=3, num_stages=2,
                             nontemporal=True)
+    elif dtype == torch.float32 and r == 4:
+        cfg = StencilConfig("smem", block_y=32, block_x=64, num_warps=32, block_z=64, prefetch=5, num_stages=0,
+                            vec=2, nontemporal=True)
     else:
         ahead = 5 if (dtype == torch.float64 and r == 4) else 4 if (dtype == torch.float32 and r == 3) else 3
         cfg = StencilConfig("smem", block_y=32, block_x=64 if dtype == torch.float32 else 32, num_warps=16,
@@ -286,6 +299,13 @@ def _ring_makespan(n_xy: int, nzi: int, bz: int, extra: int, sms: int) -> int:
         for _ in range(n_xy):
             heapq.heapreplace(free, free[0] + length)
     return max(free)
+
+
+def ring16(dtype: torch.dtype, r: int) -> StencilConfig:
+    """The ring with a 16-byte vector a thread in ``smem_march``'s tile (fp32 order 8's ring before two elements a
+    thread: 16 warps, 3 planes ahead, 2 slack slots; the other cases' ring is already that): a tuner candidate."""
+    ring = smem_march(dtype, r)
+    return replace(ring, vec=0, num_warps=16, prefetch=3, num_stages=2) if ring.vec else ring
 
 
 def ring_block_z(cfg: StencilConfig, r: int, shape: tuple[int, int, int], itemsize: int) -> int:
@@ -827,7 +847,8 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig, 
     16-byte vectors; R at most 4 (its weights are 13 kernel parameters: orders 2 to 8; the x halo is
     ceil(R / VEC) whole vectors a side, and where R is not a whole number of vectors the edge vectors are
     stored component by component); a tile of one vector per
-    thread (block_x / VEC a power of two up to 32 and block_y = num_warps * 32 / (block_x / VEC)); a ring
+    thread (block_x / VEC a power of two up to 32 and block_y = num_warps * 32 / (block_x / VEC); in fp32
+    ``vec=2`` (fp64: 1): an 8-byte vector a thread, block_y = num_warps * 32 / (block_x / vec)); a ring
     that fits the shared memory (``wave``: the wave step's ring, whose slots also hold the tile's p_prev and
     m); offsets inside a plane in int32."""
     r = order // 2
@@ -844,9 +865,17 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig, 
     bxv = cfg.block_x // vec
     if cfg.block_x % vec or bxv & (bxv - 1) or not 1 <= bxv <= 32:
         return f"the smem kernel needs block_x / {vec} to be a power of two up to 32, got block_x {cfg.block_x}"
-    if cfg.block_y != cfg.num_warps * 32 // bxv:
-        return (f"the smem kernel takes one vector per thread: block_y must be num_warps * 32 / (block_x / {vec}) = "
-                f"{cfg.num_warps * 32 // bxv}, got {cfg.block_y}")
+    cv = cfg.vec or vec
+    if cv not in (vec, vec // 2):
+        return (f"the smem kernel computes 16-byte vectors ({vec} elements) or 8-byte ones ({vec // 2}) a thread; "
+                f"got vec {cfg.vec}")
+    if cfg.num_warps * 32 > 1024:
+        return f"the smem kernel's program is one CTA of at most 32 warps, got num_warps {cfg.num_warps}"
+    if cfg.block_x // cv > 32:
+        return f"the smem kernel takes at most 32 threads a tile row: block_x / {cv} = {cfg.block_x // cv}"
+    if cfg.block_y != cfg.num_warps * 32 // (cfg.block_x // cv):
+        return (f"the smem kernel takes one vector of {cv} elements per thread: block_y must be num_warps * 32 / "
+                f"(block_x / {cv}) = {cfg.num_warps * 32 // (cfg.block_x // cv)}, got {cfg.block_y}")
     if smem_ring_elements(cfg, r, u.element_size(), wave) * u.element_size() > 227 * 1024:
         return "the smem kernel's ring of prefetch + 1 planes does not fit 227 KB of shared memory"
     if cfg.block_z < 1:
@@ -896,7 +925,8 @@ def _smem_launch(u: torch.Tensor, out: torch.Tensor, r: int, spacing: tuple[floa
             so_y // vec)
     constexprs = dict(R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=max(1, cfg.prefetch),
                       NW=cfg.num_warps, RING=smem_ring_elements(cfg, r, u.element_size()), S=smem_slots(cfg),
-                      MBAR=cfg.num_stages > 0, PF=cfg.l1_prefetch if cfg.l1_prefetch > max(1, cfg.prefetch) else 0)
+                      MBAR=cfg.num_stages > 0, PF=cfg.l1_prefetch if cfg.l1_prefetch > max(1, cfg.prefetch) else 0,
+                      CV=cfg.vec if cfg.vec != vec else 0)
     opts = {"num_warps": cfg.num_warps}
     if cfg.maxnreg:
         opts["maxnreg"] = cfg.maxnreg

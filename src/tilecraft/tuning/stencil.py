@@ -64,8 +64,9 @@ def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_b
       5 planes ahead (fp64 order 8's choice) or 3, 32-row tiles of 16 warps 3 ahead (fp32 order 4's ring is
       8 x 128), 8-row tiles of 128 points (fp32; fp32 order 4's choice) and 16-row tiles of 8 warps, 4 ahead
       (fp64 order 8 on an H200: 73.5% of copy against 69.9% for 32 rows), each with 64 planes per program
-      (the heuristic's tile with 64 planes too, where ``ops.ring_block_z`` gave it more). The heuristic
-      without ``smem`` stays a candidate.
+      (the heuristic's tile with 64 planes too, where ``ops.ring_block_z`` gave it more); fp32 order 8, whose
+      ring computes two elements a thread, also the 16-byte ring (``ops.ring16``) and these shapes of it. The
+      heuristic without ``smem`` stays a candidate.
 
     Each passes the launch checks for a grid with these facts (``ops.launch_error`` on
     :func:`model_tensors`); none is listed twice."""
@@ -73,9 +74,9 @@ def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_b
     heuristic = ops.auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok, smem)
     alts = [ops.ladder_config("tiling", dtype, order), ops.ladder_config("baseline", dtype, order)]
     if heuristic.kernel == "smem":
-        ring = ops.smem_march(dtype, r)
+        ring = ops.ring16(dtype, r)  # fp32 order 8: the 16-byte ring beside auto's two elements a thread
         wide = 64 if dtype == torch.float32 else 32
-        alts += [ops.auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok), ring,
+        alts += [ops.auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok), ops.smem_march(dtype, r), ring,
                  replace(ring, prefetch=3 if ring.prefetch == 5 else 5),
                  replace(ring, block_y=32, block_x=wide, num_warps=16, prefetch=3),
                  replace(ring, block_y=8, block_x=128, num_warps=8, prefetch=3),

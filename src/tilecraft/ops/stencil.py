@@ -59,8 +59,8 @@ class StencilConfig:
     # z-march without load masks, for tall tiles and L1 prefetch), "rows" (z-march, row tiles) or "tma"
     # (sm90 Gluon z-march through a TMA ring in shared memory; block_y = rows per warp strip with its 2R halo
     # rows, num_warps = strips per program, prefetch = planes requested ahead) or "smem" (sm80+ Gluon
-    # z-march through a cp.async ring in shared memory, one 16-byte vector per thread, block_y x block_x
-    # tiles, prefetch = planes requested ahead, R a whole number of vectors)
+    # z-march through a cp.async ring in shared memory, one 16-byte vector per thread (``vec``: 8 bytes), block_y x
+    # block_x tiles, prefetch = planes requested ahead)
     block_y: int
     block_x: int
     num_warps: int
@@ -235,11 +235,12 @@ def _smem_auto(dtype: torch.dtype, r: int, shape: tuple[int, int, int]) -> bool:
 
 
 def smem_march(dtype: torch.dtype, r: int, shape: tuple[int, int, int] | None = None) -> StencilConfig:
-    """The cp.async-ring march as ``auto`` takes it on sm90 (``kernel="smem"``): one 16-byte vector per thread,
-    two slack slots in the ring (mbarriers), planes per program from ``ring_block_z`` for ``shape`` (order 8: up
-    to 512; 64 at the other orders and without a shape), and per case the tile and the planes the copies run ahead:
+    """The cp.async-ring march as ``auto`` takes it on sm90 (``kernel="smem"``): one 16-byte vector per thread
+    (fp32 order 8: an 8-byte one, below), two slack slots in the ring (mbarriers; fp32 order 8: a CTA barrier),
+    planes per program from ``ring_block_z`` for ``shape`` (order 8: up to 512; 64 at the other orders and
+    without a shape), and per case the tile and the planes the copies run ahead:
 
-    * fp32 order 8, fp64 orders 4 and 6: 32 rows of 64 (fp32) or 32 (fp64) points, 16 warps, 3 ahead;
+    * fp32 order 8 before 2026-11-28, fp64 orders 4 and 6: 32 rows of 64 (fp32) or 32 (fp64) points, 16 warps, 3 ahead;
       fp64 order 8 the same, 5 ahead. H100, 520^3 (2026-11-27,
       ``benchmarks/results/2026-11-27-h100/stencil-auto-ab-smem-pf-h100-d97f510.json``): fp32 o8 72.9 / 73.0% of
       copy (3 planes ahead; 5: 69.8, 6: 68.2; an L2 prefetch further ahead 67.7-68.4); fp64 o8 82.8% (5

@@ -221,3 +221,23 @@ def test_two_elements_a_thread_refusals():
     # 64 threads a row: one element per thread needs at most 32 (a warp) a row
     assert "32 threads a tile row" in ops.smem_ok(m, m, 4, replace(ops.smem_march(torch.float32, 2), vec=2, num_warps=16))
     assert "v2" in cfg.short()
+
+
+def test_store_ptx():
+    """The ring's stores (``kernels.stencil_smem._store_ptx``): a predicated vector store, and with a bit mask the
+    vector at once when every bit is set, else element by element (the PTX the kernels carried as literals before
+    2026-11-29, for which the GPU tests passed; the generated code was compared equal, debug info aside)."""
+    from tilecraft.kernels.stencil_smem import _store_ptx
+
+    assert _store_ptx("f32", 4, False) == (
+        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.cs.v4.f32 [$1], {$3, $4, $5, $6}; mov.u32 $0, 0; }",
+        "=r,l,r,f,f,f,f")
+    assert _store_ptx("f64", 2, True) == (
+        "{ .reg .pred f, q; .reg .b32 t; setp.eq.b32 f, $2, 3; @f st.global.cs.v2.f64 [$1], {$3, $4}; "
+        "and.b32 t, $2, 1; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f64 [$1], $3; "
+        "and.b32 t, $2, 2; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f64 [$1+8], $4; mov.u32 $0, 0; }",
+        "=r,l,r,d,d")
+    ptx, cons = _store_ptx("f32", 4, True)
+    assert "setp.eq.b32 f, $2, 15;" in ptx and "@q st.global.cs.f32 [$1+12], $6;" in ptx and cons.endswith("f,f,f,f")
+    assert _store_ptx("f64", 1, True)[0] == _store_ptx("f64", 1, False)[0] == (
+        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.cs.f64 [$1], $3; mov.u32 $0, 0; }")

@@ -177,55 +177,59 @@ def _emit(optr, acc, ok, wv, VEC: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.
         _stg(optr, acc, ok, VEC, PARTIAL, DT)
 
 
+def _store_ptx(ty: str, n: int, partial: bool) -> tuple[str, str]:
+    """PTX and constraints of a streaming (``.cs``) store of n elements of type ``ty`` ("f32", "f64") at $1 (the
+    elements $3...) where the int32 $2 allows it: non-zero, or (``partial``) a bit mask of the elements, bit j
+    element j: all bits store the vector at once, others element by element."""
+    vals = "$3" if n == 1 else "{" + ", ".join(f"${3 + j}" for j in range(n)) + "}"
+    whole = f"st.global.cs{'' if n == 1 else f'.v{n}'}.{ty} [$1], {vals};"
+    cons = "=r,l,r," + ",".join(["d" if ty == "f64" else "f"] * n)
+    if not partial or n == 1:
+        return "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p " + whole + " mov.u32 $0, 0; }", cons
+    size = int(ty[1:]) // 8
+    parts = "".join(f"and.b32 t, $2, {1 << j}; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.{ty} "
+                    f"[$1{f'+{j * size}' if j else ''}], ${3 + j}; " for j in range(n))
+    return ("{ .reg .pred f, q; .reg .b32 t; setp.eq.b32 f, $2, " + str((1 << n) - 1) + "; @f " + whole + " " + parts
+            + "mov.u32 $0, 0; }"), cons
+
+
+_ST_F32X4, _ST_F32X4_C = (gl.constexpr(v) for v in _store_ptx("f32", 4, False))
+_ST_F32X4P, _ST_F32X4P_C = (gl.constexpr(v) for v in _store_ptx("f32", 4, True))
+_ST_F32X2, _ST_F32X2_C = (gl.constexpr(v) for v in _store_ptx("f32", 2, False))
+_ST_F32X2P, _ST_F32X2P_C = (gl.constexpr(v) for v in _store_ptx("f32", 2, True))
+_ST_F64X2, _ST_F64X2_C = (gl.constexpr(v) for v in _store_ptx("f64", 2, False))
+_ST_F64X2P, _ST_F64X2P_C = (gl.constexpr(v) for v in _store_ptx("f64", 2, True))
+_ST_F64, _ST_F64_C = (gl.constexpr(v) for v in _store_ptx("f64", 1, False))
+
+
+@gluon.jit
+def _asm_store(asm: gl.constexpr, cons: gl.constexpr, ptr, ok, c):
+    gl.inline_asm_elementwise(asm, cons, (ptr.to(gl.int64, bitcast=True), ok) + c, dtype=gl.int32, is_pure=False,
+                              pack=1)
+
+
 @gluon.jit
 def _stg(ptr, c, ok, VEC: gl.constexpr, PARTIAL: gl.constexpr, DT: gl.constexpr):
-    """Store the VEC components ``c`` at ``ptr`` (16 bytes, or 8: two fp32) where ``ok`` (int32, non-zero) holds;
-    streaming (``.cs``) store. ``PARTIAL``: ``ok`` is a bit mask of the components to store (bit j: component j); a full
-    mask stores the vector at once, a partial one component by component (the x edges when R is not a whole
-    number of vectors)."""
+    """Store the VEC components ``c`` at ``ptr`` (16 bytes, or 8: two fp32 or one fp64) where ``ok`` (int32, non-zero)
+    holds; streaming (``.cs``) store. ``PARTIAL``: ``ok`` is a bit mask of the components to store (bit j: component
+    j); a full mask stores the vector at once, a partial one component by component (the x edges when R is not a
+    whole number of vectors). ``_store_ptx`` writes the PTX."""
     if VEC == 1:  # one fp64: PARTIAL's mask is 0 or 1 as the plain one
-        gl.inline_asm_elementwise(
-            "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.cs.f64 [$1], $3; mov.u32 $0, 0; }",
-            "=r,l,r,d", [ptr.to(gl.int64, bitcast=True), ok, c[0]], dtype=gl.int32, is_pure=False, pack=1)
-    elif DT.primitive_bitwidth == 32 and VEC == 2:
+        _asm_store(_ST_F64, _ST_F64_C, ptr, ok, c)
+    elif DT.primitive_bitwidth == 64:
         if PARTIAL:
-            gl.inline_asm_elementwise(
-                "{ .reg .pred f, q; .reg .b32 t; setp.eq.b32 f, $2, 3; @f st.global.cs.v2.f32 [$1], {$3, $4}; "
-                "and.b32 t, $2, 1; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f32 [$1], $3; "
-                "and.b32 t, $2, 2; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f32 [$1+4], $4; mov.u32 $0, 0; }",
-                "=r,l,r,f,f", [ptr.to(gl.int64, bitcast=True), ok, c[0], c[1]], dtype=gl.int32, is_pure=False,
-                pack=1)
+            _asm_store(_ST_F64X2P, _ST_F64X2P_C, ptr, ok, c)
         else:
-            gl.inline_asm_elementwise(
-                "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.cs.v2.f32 [$1], {$3, $4}; mov.u32 $0, 0; }",
-                "=r,l,r,f,f", [ptr.to(gl.int64, bitcast=True), ok, c[0], c[1]], dtype=gl.int32, is_pure=False,
-                pack=1)
+            _asm_store(_ST_F64X2, _ST_F64X2_C, ptr, ok, c)
+    elif VEC == 2:
+        if PARTIAL:
+            _asm_store(_ST_F32X2P, _ST_F32X2P_C, ptr, ok, c)
+        else:
+            _asm_store(_ST_F32X2, _ST_F32X2_C, ptr, ok, c)
     elif PARTIAL:
-        if VEC == 4:
-            gl.inline_asm_elementwise(
-                "{ .reg .pred f, q; .reg .b32 t; setp.eq.b32 f, $2, 15; "
-                "@f st.global.cs.v4.f32 [$1], {$3, $4, $5, $6}; "
-                "and.b32 t, $2, 1; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f32 [$1], $3; "
-                "and.b32 t, $2, 2; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f32 [$1+4], $4; "
-                "and.b32 t, $2, 4; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f32 [$1+8], $5; "
-                "and.b32 t, $2, 8; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f32 [$1+12], $6; mov.u32 $0, 0; }",
-                "=r,l,r,f,f,f,f", [ptr.to(gl.int64, bitcast=True), ok, c[0], c[1], c[2], c[3]], dtype=gl.int32,
-                is_pure=False, pack=1)
-        else:
-            gl.inline_asm_elementwise(
-                "{ .reg .pred f, q; .reg .b32 t; setp.eq.b32 f, $2, 3; @f st.global.cs.v2.f64 [$1], {$3, $4}; "
-                "and.b32 t, $2, 1; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f64 [$1], $3; "
-                "and.b32 t, $2, 2; setp.ne.and.b32 q, t, 0, !f; @q st.global.cs.f64 [$1+8], $4; mov.u32 $0, 0; }",
-                "=r,l,r,d,d", [ptr.to(gl.int64, bitcast=True), ok, c[0], c[1]], dtype=gl.int32, is_pure=False,
-                pack=1)
-    elif VEC == 4:
-        gl.inline_asm_elementwise(
-            "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.cs.v4.f32 [$1], {$3, $4, $5, $6}; mov.u32 $0, 0; }",
-            "=r,l,r,f,f,f,f", [ptr.to(gl.int64, bitcast=True), ok, c[0], c[1], c[2], c[3]], dtype=gl.int32, is_pure=False, pack=1)
+        _asm_store(_ST_F32X4P, _ST_F32X4P_C, ptr, ok, c)
     else:
-        gl.inline_asm_elementwise(
-            "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.cs.v2.f64 [$1], {$3, $4}; mov.u32 $0, 0; }",
-            "=r,l,r,d,d", [ptr.to(gl.int64, bitcast=True), ok, c[0], c[1]], dtype=gl.int32, is_pure=False, pack=1)
+        _asm_store(_ST_F32X4, _ST_F32X4_C, ptr, ok, c)
 
 
 @gluon.jit

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The H200-only changes of 2026-11-28 (twelfth and thirteenth sessions), timed on another card (meant for an H100)
+# in one device call of about 6 minutes: each default against what it replaced, in the same run, every case
+# checked against float64 (or the default's bits) before it is timed.
+#   * fp32 order 8's ring with two elements a thread (73.4% against 69.8% of copy on an H200), and the order-8
+#     rings' longer marches (ring_block_z: fp32 256, fp64 512 planes at 520^3);
+#   * the plain wave step's ring on large boxes (ops.wave.ring_box), launched and from CUDA graphs;
+#   * the CPML step at widths 12 / 20 / 10 with 128-byte rows.
+# Usage (device machine, repository root): OUT=<folder> bash benchmarks/h100_followups.sh
+set -u
+out=${OUT:-/tmp}
+export PYTHONPATH=${PYTHONPATH:-src}
+timeout 150 python benchmarks/stencil_auto_ab.py --out "$out" --rounds 3 --tag=-followups-o8 --cases fp32-o8,fp64-o8 \
+  --variants auto,ring-bz256-w16-v0-d3-s2,ring-w16-v0-d3-s2,ring > "$out/followups-o8.log" 2>&1
+echo "stencil rc $?"
+grep -E "==|%" "$out/followups-o8.log" | sed 's/ regs=\([0-9]*\).*spread=/ r\1 sp=/'
+timeout 200 python benchmarks/wave_ring_bz.py --ring-vs-zwin --graphs 0,1 --boundaries none --sizes 384,512,640 \
+  --rounds 2 --out "$out" > "$out/followups-ring.log" 2>&1
+echo "wave ring rc $?"
+grep -E "^median" "$out/followups-ring.log"
+timeout 150 python benchmarks/wave_pml_width.py --widths 12,20,10 --rounds 2 --out "$out" > "$out/followups-pml.log" 2>&1
+echo "pml width rc $?"
+tail -12 "$out/followups-pml.log"

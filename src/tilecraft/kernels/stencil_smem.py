@@ -204,6 +204,7 @@ _ST_F64, _ST_F64_C = (gl.constexpr(v) for v in _store_ptx("f64", 1, False))
 
 @gluon.jit
 def _asm_store(asm: gl.constexpr, cons: gl.constexpr, ptr, ok, c):
+    """Run a ``_store_ptx`` store: ``ptr`` as $1, ``ok`` as $2, the components ``c`` from $3 on."""
     gl.inline_asm_elementwise(asm, cons, (ptr.to(gl.int64, bitcast=True), ok) + c, dtype=gl.int32, is_pure=False,
                               pack=1)
 
@@ -654,7 +655,7 @@ def wave_smem_kernel(
     nz, ny, nx_v, s_z_v, s_y_v, z_lo, z_hi, y_lo, y_hi, x_lo_v, x_hi_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, CV: gl.constexpr = 0,
+    PF: gl.constexpr,
 ):
     """The wave solver's plain step p_next = 2 p - p_prev + m lap(p) (fp32) on the box [z_lo, z_hi) x [y_lo,
     y_hi) x [x_lo, x_hi) by the cp.async-ring march: ``wave_zwin_kernel``'s arithmetic (its explicit FMAs in

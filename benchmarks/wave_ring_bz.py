@@ -57,8 +57,6 @@ def main() -> int:
     ap.add_argument("--against-zwin", action="store_true", help="the defaults against zwin_config only")
     ap.add_argument("--ring-vs-zwin", action="store_true",
                     help="the ring (smem_config, 64 planes) against zwin_config, whatever the defaults take")
-    ap.add_argument("--steady-ab", action="store_true",
-                    help="the ring with and without its steady trips (WaveConfig.steady), e.g. --boundaries none")
     ap.add_argument("--graphs", default="0", help="simulate's cuda_graphs values timed, e.g. 0,1")
     ap.add_argument("--boundaries", default="none,pml")
     args = ap.parse_args()
@@ -68,8 +66,6 @@ def main() -> int:
         configs = {"default": None, "zwin": ops.zwin_config()}
     elif args.ring_vs_zwin:
         configs = {"zwin": ops.zwin_config(), "ring": ring}
-    elif args.steady_ab:
-        configs = {"ring": ring, "ring nosteady": replace(ring, steady=False)}
     else:
         configs = {"default": None, **{f"ring z{b}": replace(ring, block_z=int(b)) for b in args.bz.split(",")}}
     width = wave.boundaries.layer_width("pml", None)
@@ -117,8 +113,7 @@ def main() -> int:
            "commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "copy_tbps": copy, "copy_tbps_end": measure_copy_bandwidth(), "rows": rows}
     # ours against the peer in the same run: zwin (--against-zwin) or the default, medians per (size, boundary)
-    peer = (next(iter(configs)) if args.ring_vs_zwin or args.steady_ab else "zwin" if args.against_zwin
-            else "default")
+    peer = next(iter(configs)) if args.ring_vs_zwin else "zwin" if args.against_zwin else "default"
     out["ratios"] = {}
     for n in sizes:
         for boundary in boundaries:
@@ -130,7 +125,7 @@ def main() -> int:
                                                         "ratio_peer_over_ours": med[peer] / ms,
                                                         "ceiling": "copy bandwidth", "ceiling_tbps": copy}
     name = ("wave-ring-vs-zwin.json" if args.against_zwin else "wave-ring-or-zwin.json" if args.ring_vs_zwin
-            else "wave-ring-steady.json" if args.steady_ab else "wave-ring-bz.json")
+            else "wave-ring-bz.json")
     write_rounds(out, rows, lambda r: f"median_n{r['n']}_{r['boundary']}_{r['config'].replace(' ', '_')}",
                  ("simulate_ms", "simulate_pct_copy"), args.out / name)
     return 0 if ok else 1

@@ -173,10 +173,10 @@ def test_wave_ring_has_no_global_load_and_fits():
             sig[n] = "*fp32:16"
         elif n.startswith("w"):
             sig[n] = "fp32"
-        elif n not in ("R", "BY", "BXV", "BZ", "VEC", "D", "NW", "RING", "S", "MBAR", "PF", "STEADY"):
+        elif n not in ("R", "BY", "BXV", "BZ", "VEC", "D", "NW", "RING", "S", "MBAR", "PF"):
             sig[n] = "i32"
     consts = dict(R=4, BY=cfg.block_y, BXV=cfg.block_x // 4, BZ=cfg.block_z, VEC=4, D=cfg.ahead, NW=cfg.num_warps,
-                  RING=ring, S=ops.smem_slots(probe), MBAR=cfg.slack > 0, PF=0, STEADY=cfg.steady)
+                  RING=ring, S=ops.smem_slots(probe), MBAR=cfg.slack > 0, PF=0)
     res = cross_compile("tilecraft.kernels.stencil_smem", "wave_smem_kernel", sig, consts, "sm90",
                         num_warps=cfg.num_warps)
     assert res.error is None, res.error

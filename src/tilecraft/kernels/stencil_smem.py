@@ -350,16 +350,15 @@ def _zero_vec(like, VEC: gl.constexpr):
 def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_addr, fill_bytes, fill_live, ok_out,
            su_z, so_z, wc, wz, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr,
            D: gl.constexpr, NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr,
-           PARTIAL: gl.constexpr, STEADY: gl.constexpr = False):
+           PARTIAL: gl.constexpr):
     """One input plane q of the march: wait for its slot (``rd_addr``: the thread's vector in it), request
     plane q + D into the slot read a plane earlier (``wr_addr``: the thread's first copy in it; ``srcs``
     point at plane q + D), add the plane to the window, and store output plane q - R (``optr``). ``WAVE``:
     ``wave`` = (p_prev, m, the thread's offset in the tile, its in-box flag, its tile vector in the slot read
     and in the slot written, the delay line of centres); output plane q + D - R's p_prev and m go with plane
-    q + D's copies. ``STEADY``: the caller knows z_begin + R <= q < min(q_last - D, z_end), so plane q + D is
-    copied, plane q's x/y terms are added and output plane q - R is stored without a test of q (no branch)."""
+    q + D's copies."""
     _wait(ok_out, D - 1)
-    if STEADY or (q + D < q_last):
+    if q + D < q_last:
         for i in gl.static_range(NFILL):
             _cp_async(wr_addr + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
         if WAVE:
@@ -375,15 +374,10 @@ def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_
     else:
         wv, cens = (), ()
     win = _scatter(win, c, wz, R, VEC)
-    if STEADY:
+    if (q >= z_begin) & (q < z_end):
         xy = _xy(rd_addr, c, wc, wy, wx, R, VEC, PITCH, DT)
         win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
-        _emit(optr, win[0], ok_out, wv, VEC, WAVE, PARTIAL, DT)
-    else:
-        if (q >= z_begin) & (q < z_end):
-            xy = _xy(rd_addr, c, wc, wy, wx, R, VEC, PITCH, DT)
-            win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
-        _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL, DT)
+    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL, DT)
     win = win[1:] + (_zero_vec(win[0][0], VEC),)
     return win, nsrcs, optr + so_z, cens
 
@@ -392,14 +386,13 @@ def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_
 def _plane_mb(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_addr, full_rd, full_wr, empty_rd,
               empty_wr, par_full, par_empty, need_empty, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx,
               R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr, D: gl.constexpr,
-              NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr,
-              STEADY: gl.constexpr = False):
+              NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr):
     """``_plane`` with mbarriers instead of a CTA barrier: a thread waits only for the data of its plane
     (``full_rd``: every thread's copies of it landed, phase ``par_full``) and, before copying plane q + D
     into a slot, for every thread to have read that slot's previous plane (``empty_wr``, phase
     ``par_empty``, where ``need_empty``). Warps drift up to the ring's slack apart instead of meeting at
-    every plane. ``STEADY`` as in ``_plane``."""
-    if STEADY or (q + D < q_last):
+    every plane."""
+    if q + D < q_last:
         _mbar_wait(empty_wr, par_empty + 0 * empty_wr, need_empty + 0 * empty_wr)
         for i in gl.static_range(NFILL):
             _cp_async(wr_addr + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
@@ -416,56 +409,18 @@ def _plane_mb(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, 
         wv, cens = _wave_reads(c, wave[6], wave[4], NT, VEC, DT, WAVE)
     else:
         wv, cens = (), ()
-    if STEADY:
+    if (q >= z_begin) & (q < z_end):
         up_dn = _xy_loads(rd_addr, R, VEC, PITCH, DT)
         _mbar_arrive(empty_rd)
         win = _scatter(win, c, wz, R, VEC)
         xy = _xy_math(c, up_dn, wc, wy, wx, R, VEC)
         win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
-        _emit(optr, win[0], ok_out, wv, VEC, WAVE, PARTIAL, DT)
     else:
-        if (q >= z_begin) & (q < z_end):
-            up_dn = _xy_loads(rd_addr, R, VEC, PITCH, DT)
-            _mbar_arrive(empty_rd)
-            win = _scatter(win, c, wz, R, VEC)
-            xy = _xy_math(c, up_dn, wc, wy, wx, R, VEC)
-            win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
-        else:
-            _mbar_arrive(empty_rd)
-            win = _scatter(win, c, wz, R, VEC)
-        _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL, DT)
+        _mbar_arrive(empty_rd)
+        win = _scatter(win, c, wz, R, VEC)
+    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL, DT)
     win = win[1:] + (_zero_vec(win[0][0], VEC),)
     return win, nsrcs, optr + so_z, cens
-
-
-@gluon.jit
-def _trip(u_ptr, pp_ptr, m_ptr, win, srcs, optr, cens, qb, q0, q_last, z_begin, z_end, tile, ok_tile, tl0, rd0, wr0,
-          barr, barw, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx, R: gl.constexpr, VEC: gl.constexpr,
-          PITCH: gl.constexpr, DT: gl.constexpr, D: gl.constexpr, NFILL: gl.constexpr, NT: gl.constexpr,
-          PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr, S: gl.constexpr, SLOT: gl.constexpr,
-          MBAR: gl.constexpr, STEADY: gl.constexpr):
-    """S planes of the march from plane ``qb`` (a multiple of S after q0): plane qb + i reads slot i and copies
-    plane qb + i + D into slot (i + D) % S, all compile-time offsets. ``STEADY``: every plane
-    of the trip is steady (``_plane``, ``_plane_mb``)."""
-    t = (qb - q0) // S
-    for i in gl.static_range(S):
-        wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + i * SLOT, tl0 + ((i + D) % S) * SLOT, cens)
-        if MBAR:
-            # plane k = t S + i reads slot i (its (t)-th use); plane k + D goes to slot (i + D) % S, whose
-            # previous plane k + D - S was read in that slot's use number t + (i + D) // S - 1
-            win, srcs, optr, cens = _plane_mb(u_ptr, win, srcs, optr, wave, qb + i, q_last, z_begin, z_end,
-                                              rd0 + i * SLOT,
-                                              wr0 + ((i + D) % S) * SLOT, barr + 8 * i, barw + 8 * ((i + D) % S),
-                                              barr + 8 * (S + i), barw + 8 * (S + (i + D) % S), t & 1,
-                                              (t + (i + D) // S - 1) & 1, (t * S + i + D - S >= 0).to(gl.int32),
-                                              fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx, R, VEC,
-                                              PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, STEADY)
-        else:
-            win, srcs, optr, cens = _plane(u_ptr, win, srcs, optr, wave, qb + i, q_last, z_begin, z_end,
-                                           rd0 + i * SLOT,
-                                           wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc,
-                                           wz, wy, wx, R, VEC, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, STEADY)
-    return win, srcs, optr, cens
 
 
 @gluon.jit
@@ -474,7 +429,7 @@ def _smem_march(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, z_lo, z_hi, y_lo, y_hi, x_lo, x_hi,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr, CV: gl.constexpr = 0, STEADY: gl.constexpr = True,
+    PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr, CV: gl.constexpr = 0,
 ):
     """The cp.async-ring z-march (see the module docstring) over the output box [z_lo, z_hi) x [y_lo, y_hi) x
     [x_lo, x_hi) (at least R from every face; x bounds in elements) behind ``laplacian_smem_kernel`` (fp32),
@@ -609,29 +564,28 @@ def _smem_march(
     for j in gl.static_range(0, 2 * R + 1):
         win = win + (_zero_vec(zero, CVE),)
 
-    # S planes a trip (the slots are then compile-time offsets), the rest one at a time. The trips whose every
-    # plane is steady (``_plane``'s STEADY: z_begin + R <= q < min(q_last - D, z_end)) run a copy of the trip
-    # without the per-plane tests; those before and after them the general one.
-    n_trips = (q_last - q0) // S
-    n_main = n_trips * S
-    T_A: gl.constexpr = (2 * R + S - 1) // S  # the first trip that starts at z_begin + R or later
-    e1 = gl.minimum(n_trips, T_A)
-    e2 = gl.maximum(e1, gl.minimum(n_trips, (gl.minimum(q_last - D, z_end) - q0) // S))
-    for qb in range(q0, q0 + e1 * S, S):
-        win, srcs, optr, cens = _trip(u_ptr, pp_ptr, m_ptr, win, srcs, optr, cens, qb, q0, q_last, z_begin, z_end,
-                                      tile, ok_tile, tl0, rd0, wr0, barr, barw, fill_bytes, fill_live, ok_out, su_z,
-                                      so_z, wc, wz, wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, S,
-                                      SLOT, MBAR, False)
-    for qb in range(q0 + e1 * S, q0 + e2 * S, S):
-        win, srcs, optr, cens = _trip(u_ptr, pp_ptr, m_ptr, win, srcs, optr, cens, qb, q0, q_last, z_begin, z_end,
-                                      tile, ok_tile, tl0, rd0, wr0, barr, barw, fill_bytes, fill_live, ok_out, su_z,
-                                      so_z, wc, wz, wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, S,
-                                      SLOT, MBAR, STEADY)
-    for qb in range(q0 + e2 * S, q0 + n_main, S):
-        win, srcs, optr, cens = _trip(u_ptr, pp_ptr, m_ptr, win, srcs, optr, cens, qb, q0, q_last, z_begin, z_end,
-                                      tile, ok_tile, tl0, rd0, wr0, barr, barw, fill_bytes, fill_live, ok_out, su_z,
-                                      so_z, wc, wz, wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, S,
-                                      SLOT, MBAR, False)
+    # S planes a trip (the slots are then compile-time offsets), the rest one at a time.
+    n_main = (q_last - q0) // S * S
+    for qb in range(q0, q0 + n_main, S):
+        t = (qb - q0) // S
+        for i in gl.static_range(S):
+            if MBAR:
+                # plane k = t S + i reads slot i (its (t)-th use); plane k + D goes to slot (i + D) % S, whose
+                # previous plane k + D - S was read in that slot's use number t + (i + D) // S - 1
+                wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + i * SLOT, tl0 + ((i + D) % S) * SLOT, cens)
+                win, srcs, optr, cens = _plane_mb(u_ptr, win, srcs, optr, wave, qb + i, q_last, z_begin, z_end,
+                                            rd0 + i * SLOT,
+                                            wr0 + ((i + D) % S) * SLOT, barr + 8 * i, barw + 8 * ((i + D) % S),
+                                            barr + 8 * (S + i), barw + 8 * (S + (i + D) % S), t & 1,
+                                            (t + (i + D) // S - 1) & 1, (t * S + i + D - S >= 0).to(gl.int32),
+                                            fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx, R, CVE, PITCH,
+                                            DT, D, NFILL, NT, PF, WAVE, PARTIAL)
+            else:
+                wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + i * SLOT, tl0 + ((i + D) % S) * SLOT, cens)
+                win, srcs, optr, cens = _plane(u_ptr, win, srcs, optr, wave, qb + i, q_last, z_begin, z_end,
+                                         rd0 + i * SLOT,
+                                         wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc,
+                                         wz, wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
     for q in range(q0 + n_main, q_last):
         k = q - q0
         if MBAR:
@@ -669,12 +623,12 @@ def laplacian_smem_kernel(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, CV: gl.constexpr = 0, STEADY: gl.constexpr = True,
+    PF: gl.constexpr, CV: gl.constexpr = 0,
 ):
     """The cp.async-ring z-march of an fp32 grid. """
     _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
                 (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
-                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, STEADY)
+                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV)
 
 
 @gluon.jit
@@ -685,12 +639,12 @@ def laplacian_smem_kernel_f64(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, CV: gl.constexpr = 0, STEADY: gl.constexpr = True,
+    PF: gl.constexpr, CV: gl.constexpr = 0,
 ):
     """The cp.async-ring z-march of an fp64 grid."""
     _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
                 (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
-                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, STEADY)
+                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV)
 
 
 @gluon.jit
@@ -701,7 +655,7 @@ def wave_smem_kernel(
     nz, ny, nx_v, s_z_v, s_y_v, z_lo, z_hi, y_lo, y_hi, x_lo_v, x_hi_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, STEADY: gl.constexpr = True,
+    PF: gl.constexpr,
 ):
     """The wave solver's plain step p_next = 2 p - p_prev + m lap(p) (fp32) on the box [z_lo, z_hi) x [y_lo,
     y_hi) x [x_lo, x_hi) by the cp.async-ring march: ``wave_zwin_kernel``'s arithmetic (its explicit FMAs in
@@ -710,7 +664,7 @@ def wave_smem_kernel(
     strides in vectors."""
     _smem_march(p_ptr, out_ptr, pp_ptr, m_ptr, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
                 (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, s_z_v, s_y_v, s_z_v, s_y_v, z_lo, z_hi, y_lo, y_hi,
-                x_lo_v * VEC, x_hi_v * VEC, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, True, False, 0, STEADY)
+                x_lo_v * VEC, x_hi_v * VEC, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, True, False)
 
 
 laplacian_smem_kernel.__doc__ = "The cp.async-ring z-march of an fp32 grid. " + _WEIGHTS_DOC

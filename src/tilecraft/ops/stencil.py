@@ -86,8 +86,6 @@ class StencilConfig:
     grid_order: int = 0  # 0: 3D grid, x fastest; 1: bands of group_y tile rows through all z
     group_y: int = 1
     subdomain_bytes: int = 0  # > 0: y-slabs whose 2R+1 planes take at most this many bytes
-    steady: bool = True  # smem: the march's middle trips run a copy of the plane loop without per-plane tests
-    # (every plane copies, adds its x/y terms and stores; 16% fewer instructions a point, more registers)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -107,7 +105,6 @@ class StencilConfig:
                  (f"ha{self.halo_ahead}", self.halo_ahead),
                  (f"r{self.maxnreg}", self.maxnreg),
                  ("asc", self.ascending), ("nt", self.nontemporal), ("static", self.static_strides),
-                 ("nosteady", not self.steady and self.kernel == "smem"),
                  (f"band{self.group_y}", self.grid_order), (f"sub{self.subdomain_bytes}", self.subdomain_bytes)]
         return " ".join([s] + [name for name, on in flags if on])
 
@@ -930,7 +927,7 @@ def _smem_launch(u: torch.Tensor, out: torch.Tensor, r: int, spacing: tuple[floa
     constexprs = dict(R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=max(1, cfg.prefetch),
                       NW=cfg.num_warps, RING=smem_ring_elements(cfg, r, u.element_size()), S=smem_slots(cfg),
                       MBAR=cfg.num_stages > 0, PF=cfg.l1_prefetch if cfg.l1_prefetch > max(1, cfg.prefetch) else 0,
-                      CV=cfg.vec if cfg.vec != vec else 0, STEADY=cfg.steady)
+                      CV=cfg.vec if cfg.vec != vec else 0)
     opts = {"num_warps": cfg.num_warps}
     if cfg.maxnreg:
         opts["maxnreg"] = cfg.maxnreg

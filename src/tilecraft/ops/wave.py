@@ -77,7 +77,6 @@ class WaveConfig:
     halo_ahead: int = 0  # zwin: the x chunks (1) and the outer y rows (2) loaded a plane ahead, in registers
     ahead: int = 3  # smem: planes of p copied ahead into the shared-memory ring
     slack: int = 2  # smem: the ring's slack slots (mbarriers; 0: a CTA barrier per plane)
-    steady: bool = True  # smem: the march's middle trips without per-plane tests (``StencilConfig.steady``)
 
     def __post_init__(self):
         if self.kernel not in ("march", "zwin", "smem"):
@@ -439,7 +438,6 @@ def _launch_smem(p, p_prev, m, out, order, lo, hi, sp3, cfg: WaveConfig):
         hi[0], lo[1], hi[1], lo[2] // vec, hi[2] // vec], dict(
         R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=cfg.ahead, NW=cfg.num_warps,
         RING=smem_ring_elements(probe, r, p.element_size(), True), S=smem_slots(probe), MBAR=cfg.slack > 0, PF=0,
-        STEADY=cfg.steady,
         # zwin's explicit FMAs and nothing for the compiler to contract (``_launch_zwin``)
         num_warps=cfg.num_warps, enable_fp_fusion=False, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {})))
 

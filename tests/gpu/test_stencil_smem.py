@@ -5,6 +5,8 @@ whose boundary must stay untouched. The Triton interpreter cannot run Gluon or i
 tests/ops/test_stencil_smem_compile.py cross-compiles the kernel in CI."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -90,6 +92,18 @@ def test_smem_kernel_padded_strides(order):
     assert ok, (err, msg)
 
 
+@pytest.mark.parametrize("dtype,order,shape,cfg", [
+    (torch.float32, 8, (23, 41, 140), replace(_cfg(32, 64, 32, 5, 6, slack=0, vec=2), planes_per_barrier=2)),
+    (torch.float32, 8, (30, 37, 76), replace(_cfg(32, 64, 32, 64, 4, slack=0, vec=2), planes_per_barrier=4)),
+    (torch.float32, 8, (25, 29, 84), replace(_cfg(16, 64, 8, 7, 6, slack=0), planes_per_barrier=3)),
+    (torch.float32, 2, (19, 37, 76), replace(_cfg(8, 128, 8, 64, 2, slack=0), planes_per_barrier=2)),
+    (torch.float64, 8, (21, 29, 74), replace(_cfg(16, 32, 8, 6, 4, slack=0), planes_per_barrier=2)),
+])
+def test_smem_kernel_planes_per_barrier_match_float64(dtype, order, shape, cfg):
+    """A CTA barrier every 2-4 planes (D + PB slots): short z chunks whose trips and remainder loop both run."""
+    test_smem_kernel_matches_float64(dtype, order, shape, cfg)
+
+
 def test_smem_kernel_bit_equal_across_chunks_and_depths():
     """The z chunking, the ring depth and the elements a thread computes change where a plane comes from, never
     the arithmetic."""
@@ -97,7 +111,8 @@ def test_smem_kernel_bit_equal_across_chunks_and_depths():
     u = (torch.rand(40, 36, 72, generator=gen, dtype=torch.float64) * 2 - 1).to(torch.float32).cuda()
     outs = []
     for cfg in (_cfg(16, 64, 8, 64, 3), _cfg(16, 64, 8, 5, 1), _cfg(16, 64, 8, 9, 4), _cfg(16, 64, 8, 7, 2, slack=0),
-                _cfg(16, 64, 8, 11, 3, slack=2), _cfg(16, 64, 16, 64, 3, vec=2), _cfg(32, 64, 32, 9, 3, slack=0, vec=2)):
+                _cfg(16, 64, 8, 11, 3, slack=2), _cfg(16, 64, 16, 64, 3, vec=2), _cfg(32, 64, 32, 9, 3, slack=0, vec=2),
+                replace(_cfg(32, 64, 32, 9, 6, slack=0, vec=2), planes_per_barrier=2)):
         out = torch.full_like(u, float("nan"))
         ops.launch(u, out, 8, (1.0, 1.0, 1.0), cfg)
         outs.append(out)

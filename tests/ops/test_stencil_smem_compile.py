@@ -223,6 +223,30 @@ def test_two_elements_a_thread_refusals():
     assert "v2" in cfg.short()
 
 
+def test_planes_per_barrier():
+    """``planes_per_barrier`` (the CTA-barrier ring): prefetch + PB slots, one ``bar.sync`` per PB planes in the
+    march's trips, refused with mbarriers, for the wave step, beyond the planes ahead, or where the slots are not a
+    multiple of PB. Its values: tests/gpu/test_stencil_smem.py."""
+    base = ops.smem_march(torch.float32, 4, (520, 520, 520))
+    m = _meta((520, 520, 520))
+    bars = {}
+    for pb, ahead in ((1, 5), (2, 6), (4, 4)):
+        cfg = replace(base, prefetch=ahead, planes_per_barrier=pb)
+        assert ops.smem_ok(m, m, 8, cfg) is None
+        assert ops.smem_slots(cfg) == ahead + pb
+        k = ops.launch_plan(m, m, 8, (1.0, 1.0, 1.0), cfg)[0]
+        assert k.constexprs["PB"] == pb and k.constexprs["S"] == ahead + pb
+        res = cross_compile("tilecraft.kernels.stencil_smem", k.kernel.__name__, ops.compile_signature(k),
+                            k.constexprs, "sm90", num_warps=cfg.num_warps)
+        assert res.error is None and res.spills == 0, (res.error, res.spills)
+        bars[pb] = res.census["sass:BAR"]  # the unrolled trip's, the remainder loop's one, the prologue's
+    assert bars[1] - 6 == bars[2] - 4 == bars[4] - 2, bars  # a trip of 6 / 8 / 8 planes: 6 / 4 / 2 barriers
+    assert "pb2" in replace(base, prefetch=6, planes_per_barrier=2).short()
+    for bad in (replace(base, prefetch=5, planes_per_barrier=2), replace(base, prefetch=2, planes_per_barrier=4),
+                replace(base, prefetch=4, planes_per_barrier=2, num_stages=2)):
+        assert "planes_per_barrier" in ops.smem_ok(m, m, 8, bad)
+
+
 def test_store_ptx():
     """The ring's stores (``kernels.stencil_smem._store_ptx``): a predicated vector store, and with a bit mask the
     vector at once when every bit is set, else element by element (the PTX the kernels carried as literals before

@@ -490,7 +490,7 @@ def census_sass(text: str) -> dict[str, int]:
     ``sass:DMMA.8x8x4``), ``LDG``/``STG`` by width (``sass_global_load_128b``), evict-first /
     no-allocate (``.EF`` / ``.NA``) ones as ``sass_global_*_nt``, ``LDS``/``STS`` by width,
     ``LDSM``, ``LDGSTS`` (cp.async), ``UTMALDG``/``UTMASTG``/``UTMAREDG`` (TMA loads, stores, reductions) and ``CCTL`` (cache control:
-    ``prefetch.global.L1`` becomes ``CCTL.E.PF1``)."""
+    ``prefetch.global.L1`` becomes ``CCTL.E.PF1``) and ``BAR`` (CTA barriers)."""
     census: dict[str, int] = {}
     for line in text.splitlines():
         m = _SASS_LINE.search(line)
@@ -509,7 +509,7 @@ def census_sass(text: str) -> dict[str, int]:
         elif base in ("LDS", "STS"):
             kind = "sass_shared_" + ("load" if base == "LDS" else "store")
             _bump(census, f"{kind}_{_sass_width(parts)}b")
-        elif base in ("LDSM", "STSM", "LDGSTS", "UTMALDG", "UTMASTG", "UTMAREDG", "CCTL"):
+        elif base in ("LDSM", "STSM", "LDGSTS", "UTMALDG", "UTMASTG", "UTMAREDG", "CCTL", "BAR"):
             _bump(census, "sass:" + base)
     return census
 

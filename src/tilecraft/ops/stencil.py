@@ -86,6 +86,8 @@ class StencilConfig:
     grid_order: int = 0  # 0: 3D grid, x fastest; 1: bands of group_y tile rows through all z
     group_y: int = 1
     subdomain_bytes: int = 0  # > 0: y-slabs whose 2R+1 planes take at most this many bytes
+    planes_per_barrier: int = 1  # smem with a CTA barrier (num_stages 0): planes between two barriers (the ring
+    # then has prefetch + planes_per_barrier slots, a multiple of it)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -105,6 +107,7 @@ class StencilConfig:
                  (f"ha{self.halo_ahead}", self.halo_ahead),
                  (f"r{self.maxnreg}", self.maxnreg),
                  ("asc", self.ascending), ("nt", self.nontemporal), ("static", self.static_strides),
+                 (f"pb{self.planes_per_barrier}", self.planes_per_barrier != 1),
                  (f"band{self.group_y}", self.grid_order), (f"sub{self.subdomain_bytes}", self.subdomain_bytes)]
         return " ".join([s] + [name for name, on in flags if on])
 
@@ -877,6 +880,11 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig, 
     if cfg.block_y != cfg.num_warps * 32 // (cfg.block_x // cv):
         return (f"the smem kernel takes one vector of {cv} elements per thread: block_y must be num_warps * 32 / "
                 f"(block_x / {cv}) = {cfg.num_warps * 32 // (cfg.block_x // cv)}, got {cfg.block_y}")
+    pb = cfg.planes_per_barrier
+    if pb != 1 and (wave or cfg.num_stages > 0 or not 1 <= pb <= max(1, cfg.prefetch)
+                    or smem_slots(cfg) % pb):
+        return (f"planes_per_barrier {pb}: the CTA-barrier ring of the stencil (num_stages 0) only, at most prefetch "
+                f"({cfg.prefetch}) planes, and prefetch + planes_per_barrier slots a multiple of it")
     if smem_ring_elements(cfg, r, u.element_size(), wave) * u.element_size() > 227 * 1024:
         return "the smem kernel's ring of prefetch + 1 planes does not fit 227 KB of shared memory"
     if cfg.block_z < 1:
@@ -889,8 +897,9 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig, 
 def smem_slots(cfg: StencilConfig) -> int:
     """Slots of the smem kernel's ring: prefetch + 1, plus ``num_stages`` with mbarriers (``num_stages`` > 0:
     warps then wait for their plane's copies and for a slot to be free, not for each other at every plane,
-    and may drift that many planes apart); ``num_stages`` 0: one CTA barrier per plane."""
-    return max(1, cfg.prefetch) + 1 + max(0, cfg.num_stages)
+    and may drift that many planes apart); ``num_stages`` 0: one CTA barrier per plane, or per
+    ``planes_per_barrier`` planes (prefetch + planes_per_barrier slots)."""
+    return max(1, cfg.prefetch) + max(1, cfg.planes_per_barrier) + max(0, cfg.num_stages)
 
 
 def smem_ring_elements(cfg: StencilConfig, r: int, itemsize: int, wave: bool = False) -> int:
@@ -927,7 +936,7 @@ def _smem_launch(u: torch.Tensor, out: torch.Tensor, r: int, spacing: tuple[floa
     constexprs = dict(R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=max(1, cfg.prefetch),
                       NW=cfg.num_warps, RING=smem_ring_elements(cfg, r, u.element_size()), S=smem_slots(cfg),
                       MBAR=cfg.num_stages > 0, PF=cfg.l1_prefetch if cfg.l1_prefetch > max(1, cfg.prefetch) else 0,
-                      CV=cfg.vec if cfg.vec != vec else 0)
+                      CV=cfg.vec if cfg.vec != vec else 0, PB=cfg.planes_per_barrier)
     opts = {"num_warps": cfg.num_warps}
     if cfg.maxnreg:
         opts["maxnreg"] = cfg.maxnreg

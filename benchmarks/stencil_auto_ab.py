@@ -48,6 +48,9 @@ CASES = {  # (dtype, order, shape)
     "fp32-o8-tall": ("fp32", 8, (1032, 520, 520)),
     "fp32-o8-short": ("fp32", 8, (264, 520, 520)),
     "fp64-o8-short": ("fp64", 8, (264, 520, 520)),
+    "fp64-o8-tall": ("fp64", 8, (1032, 520, 520)),
+    "fp64-o8-776": ("fp64", 8, (776, 776, 776)),
+    "fp64-o8-wide": ("fp64", 8, (520, 1032, 1032)),
 }
 #: ``--variants`` parts that set a tile knob of ``win``: byN block_y, bxN block_x, wN num_warps, bzN block_z,
 #: uN loop_unroll, rN maxnreg, zoN zorder, dN prefetch (the smem kernel's planes ahead), sN num_stages

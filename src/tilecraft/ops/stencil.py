@@ -257,6 +257,13 @@ def smem_march(dtype: torch.dtype, r: int, shape: tuple[int, int, int] | None = 
       with mbarriers and one slack slot 69.1-69.3, 16 x 64 tiles of 16 warps (two CTAs an SM) 63.6-64.0. Not at
       order 6 (56-59 against 65.6) or fp32 order 4 / 2 (55.9-61.5 / 67.0-67.4 against 70.0 / 81.8). Not measured
       on an H100.
+    * fp64 order 8 where ``ring_block_z`` gives 512 planes (2026-11-29): a CTA barrier every second plane
+      (``planes_per_barrier=2``), 6 planes ahead, 8 slots, no mbarriers. H200, 520^3 (``benchmarks/results/
+      2026-11-29-h200/stencil-auto-ab-pb-f64o8*.json``, two runs of two rounds): 83.2-83.5% of copy against
+      80.9-81.9 for the mbarrier ring (5 ahead, 2 slack slots); a barrier every plane 79.4-80.4 (5-7 ahead),
+      every third 83.2-83.3, 8 ahead 83.3-83.5, 4 ahead 76.5, 256 planes 81.3. Not where the march is
+      shorter: on 264 x 520^2 (256 planes) 81.2-81.9 against 84.5. fp32 order 8 loses with it (62.7-70.1
+      against 73.6-73.8), and fp64 orders 4 / 6 and fp32 order 6 gain nothing (70.0 / 62.5-62.6 / 64.5-65.0).
 
     fp32 orders 4 and 6 and fp64 order 6 (2026-11-28, ``stencil-auto-ab-ring-o46-{h100,h200}.json`` in
     ``benchmarks/results/2026-11-28-{h100,h200}/``; two rounds, medians; % of copy, the ring against ``auto``
@@ -283,7 +290,13 @@ def smem_march(dtype: torch.dtype, r: int, shape: tuple[int, int, int] | None = 
         ahead = 5 if (dtype == torch.float64 and r == 4) else 4 if (dtype == torch.float32 and r == 3) else 3
         cfg = StencilConfig("smem", block_y=32, block_x=64 if dtype == torch.float32 else 32, num_warps=16,
                             block_z=64, prefetch=ahead, num_stages=2, nontemporal=True)
-    return cfg if shape is None else replace(cfg, block_z=ring_block_z(cfg, r, shape, torch.finfo(dtype).bits // 8))
+    if shape is None:
+        return cfg
+    cfg = replace(cfg, block_z=ring_block_z(cfg, r, shape, torch.finfo(dtype).bits // 8))
+    if dtype == torch.float64 and r == 4 and cfg.block_z >= 512:
+        # marches of 512 planes: a CTA barrier every second plane, 6 planes ahead (8 slots); see the docstring
+        cfg = replace(cfg, num_stages=0, prefetch=6, planes_per_barrier=2)
+    return cfg
 
 
 #: SMs the ring's grid is scheduled on in ``ring_block_z``'s model (H100 and H200 SXM: 132), and a program's

@@ -350,7 +350,7 @@ def _zero_vec(like, VEC: gl.constexpr):
 def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_addr, fill_bytes, fill_live, ok_out,
            su_z, so_z, wc, wz, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr,
            D: gl.constexpr, NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr,
-           PARTIAL: gl.constexpr, PB: gl.constexpr = 1, SYNC: gl.constexpr = True, STEADY: gl.constexpr = 0):
+           PARTIAL: gl.constexpr, PB: gl.constexpr = 1, SYNC: gl.constexpr = True):
     """One input plane q of the march: wait for its slot (``rd_addr``: the thread's vector in it), request
     plane q + D into the slot read a plane earlier (``wr_addr``: the thread's first copy in it; ``srcs``
     point at plane q + D), add the plane to the window, and store output plane q - R (``optr``). ``WAVE``:
@@ -361,7 +361,7 @@ def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_
     so the slot a plane refills was last read PB planes earlier, before the last barrier."""
     if SYNC:
         _wait(ok_out, D - PB)
-    if STEADY or (q + D < q_last):
+    if q + D < q_last:
         for i in gl.static_range(NFILL):
             _cp_async(wr_addr + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
         if WAVE:
@@ -377,25 +377,10 @@ def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_
     else:
         wv, cens = (), ()
     win = _scatter(win, c, wz, R, VEC)
-    if STEADY == 1:  # output plane q - R is complete: stored before plane q's x/y loads
-        _emit(optr, win[0], ok_out, wv, VEC, WAVE, PARTIAL, DT)
+    if (q >= z_begin) & (q < z_end):
         xy = _xy(rd_addr, c, wc, wy, wx, R, VEC, PITCH, DT)
         win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
-    elif STEADY == 3:  # as 1, with a branch the compiler cannot drop (q >= z_begin holds) between the store and
-        # the loads, so the store is issued first
-        _emit(optr, win[0], ok_out, wv, VEC, WAVE, PARTIAL, DT)
-        if q >= z_begin:
-            xy = _xy(rd_addr, c, wc, wy, wx, R, VEC, PITCH, DT)
-            win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
-    elif STEADY == 2:
-        xy = _xy(rd_addr, c, wc, wy, wx, R, VEC, PITCH, DT)
-        win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
-        _emit(optr, win[0], ok_out, wv, VEC, WAVE, PARTIAL, DT)
-    else:
-        if (q >= z_begin) & (q < z_end):
-            xy = _xy(rd_addr, c, wc, wy, wx, R, VEC, PITCH, DT)
-            win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
-        _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL, DT)
+    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL, DT)
     win = win[1:] + (_zero_vec(win[0][0], VEC),)
     return win, nsrcs, optr + so_z, cens
 
@@ -448,7 +433,6 @@ def _smem_march(
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
     PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1,
-    STEADY: gl.constexpr = 0,
 ):
     """The cp.async-ring z-march (see the module docstring) over the output box [z_lo, z_hi) x [y_lo, y_hi) x
     [x_lo, x_hi) (at least R from every face; x bounds in elements) behind ``laplacian_smem_kernel`` (fp32),
@@ -586,16 +570,7 @@ def _smem_march(
 
     # S planes a trip (the slots are then compile-time offsets), the rest one at a time.
     n_main = (q_last - q0) // S * S
-    # STEADY (CTA barrier): the trips whose every plane copies, adds its x/y terms and stores (z_begin + R <= q <
-    # min(q_last - D, z_end)) run a copy of the trip without the per-plane tests.
-    T_A: gl.constexpr = (2 * R + S - 1) // S
-    n_trips = n_main // S
-    e1 = n_trips
-    e2 = n_trips
-    if STEADY != 0 and not MBAR:
-        e1 = gl.minimum(n_trips, T_A)
-        e2 = gl.maximum(e1, gl.minimum(n_trips, (gl.minimum(q_last - D, z_end) - q0) // S))
-    for qb in range(q0, q0 + e1 * S, S):
+    for qb in range(q0, q0 + n_main, S):
         t = (qb - q0) // S
         for i in gl.static_range(S):
             if MBAR:
@@ -615,49 +590,7 @@ def _smem_march(
                                          rd0 + i * SLOT,
                                          wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc,
                                          wz, wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, PB,
-                                         i % PB == 0, 0)
-    for qb in range(q0 + e1 * S, q0 + e2 * S, S):
-        t = (qb - q0) // S
-        for i in gl.static_range(S):
-            if MBAR:
-                # plane k = t S + i reads slot i (its (t)-th use); plane k + D goes to slot (i + D) % S, whose
-                # previous plane k + D - S was read in that slot's use number t + (i + D) // S - 1
-                wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + i * SLOT, tl0 + ((i + D) % S) * SLOT, cens)
-                win, srcs, optr, cens = _plane_mb(u_ptr, win, srcs, optr, wave, qb + i, q_last, z_begin, z_end,
-                                            rd0 + i * SLOT,
-                                            wr0 + ((i + D) % S) * SLOT, barr + 8 * i, barw + 8 * ((i + D) % S),
-                                            barr + 8 * (S + i), barw + 8 * (S + (i + D) % S), t & 1,
-                                            (t + (i + D) // S - 1) & 1, (t * S + i + D - S >= 0).to(gl.int32),
-                                            fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx, R, CVE, PITCH,
-                                            DT, D, NFILL, NT, PF, WAVE, PARTIAL)
-            else:
-                wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + i * SLOT, tl0 + ((i + D) % S) * SLOT, cens)
-                win, srcs, optr, cens = _plane(u_ptr, win, srcs, optr, wave, qb + i, q_last, z_begin, z_end,
-                                         rd0 + i * SLOT,
-                                         wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc,
-                                         wz, wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, PB,
-                                         i % PB == 0, STEADY)
-    for qb in range(q0 + e2 * S, q0 + n_main, S):
-        t = (qb - q0) // S
-        for i in gl.static_range(S):
-            if MBAR:
-                # plane k = t S + i reads slot i (its (t)-th use); plane k + D goes to slot (i + D) % S, whose
-                # previous plane k + D - S was read in that slot's use number t + (i + D) // S - 1
-                wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + i * SLOT, tl0 + ((i + D) % S) * SLOT, cens)
-                win, srcs, optr, cens = _plane_mb(u_ptr, win, srcs, optr, wave, qb + i, q_last, z_begin, z_end,
-                                            rd0 + i * SLOT,
-                                            wr0 + ((i + D) % S) * SLOT, barr + 8 * i, barw + 8 * ((i + D) % S),
-                                            barr + 8 * (S + i), barw + 8 * (S + (i + D) % S), t & 1,
-                                            (t + (i + D) // S - 1) & 1, (t * S + i + D - S >= 0).to(gl.int32),
-                                            fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx, R, CVE, PITCH,
-                                            DT, D, NFILL, NT, PF, WAVE, PARTIAL)
-            else:
-                wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + i * SLOT, tl0 + ((i + D) % S) * SLOT, cens)
-                win, srcs, optr, cens = _plane(u_ptr, win, srcs, optr, wave, qb + i, q_last, z_begin, z_end,
-                                         rd0 + i * SLOT,
-                                         wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc,
-                                         wz, wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, PB,
-                                         i % PB == 0, 0)
+                                         i % PB == 0)
     for q in range(q0 + n_main, q_last):
         k = q - q0
         if MBAR:
@@ -695,12 +628,12 @@ def laplacian_smem_kernel(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1, STEADY: gl.constexpr = 0,
+    PF: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1,
 ):
     """The cp.async-ring z-march of an fp32 grid. """
     _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
                 (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
-                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, PB, STEADY)
+                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, PB)
 
 
 @gluon.jit
@@ -711,12 +644,12 @@ def laplacian_smem_kernel_f64(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1, STEADY: gl.constexpr = 0,
+    PF: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1,
 ):
     """The cp.async-ring z-march of an fp64 grid."""
     _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
                 (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
-                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, PB, STEADY)
+                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, PB)
 
 
 @gluon.jit

@@ -86,8 +86,6 @@ class StencilConfig:
     grid_order: int = 0  # 0: 3D grid, x fastest; 1: bands of group_y tile rows through all z
     group_y: int = 1
     subdomain_bytes: int = 0  # > 0: y-slabs whose 2R+1 planes take at most this many bytes
-    steady: int = 0  # smem with a CTA barrier, experiment: the middle trips without per-plane tests (1: each output
-    # plane stored before the plane's x/y loads; 2: after them)
     planes_per_barrier: int = 1  # smem with a CTA barrier (num_stages 0): planes between two barriers (the ring
     # then has prefetch + planes_per_barrier slots, a multiple of it)
 
@@ -109,7 +107,7 @@ class StencilConfig:
                  (f"ha{self.halo_ahead}", self.halo_ahead),
                  (f"r{self.maxnreg}", self.maxnreg),
                  ("asc", self.ascending), ("nt", self.nontemporal), ("static", self.static_strides),
-                 (f"pb{self.planes_per_barrier}", self.planes_per_barrier != 1), (f"st{self.steady}", self.steady),
+                 (f"pb{self.planes_per_barrier}", self.planes_per_barrier != 1),
                  (f"band{self.group_y}", self.grid_order), (f"sub{self.subdomain_bytes}", self.subdomain_bytes)]
         return " ".join([s] + [name for name, on in flags if on])
 
@@ -951,7 +949,7 @@ def _smem_launch(u: torch.Tensor, out: torch.Tensor, r: int, spacing: tuple[floa
     constexprs = dict(R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=max(1, cfg.prefetch),
                       NW=cfg.num_warps, RING=smem_ring_elements(cfg, r, u.element_size()), S=smem_slots(cfg),
                       MBAR=cfg.num_stages > 0, PF=cfg.l1_prefetch if cfg.l1_prefetch > max(1, cfg.prefetch) else 0,
-                      CV=cfg.vec if cfg.vec != vec else 0, PB=cfg.planes_per_barrier, STEADY=cfg.steady)
+                      CV=cfg.vec if cfg.vec != vec else 0, PB=cfg.planes_per_barrier)
     opts = {"num_warps": cfg.num_warps}
     if cfg.maxnreg:
         opts["maxnreg"] = cfg.maxnreg

@@ -59,7 +59,7 @@ CASES = {  # (dtype, order, shape)
 #: barrier every N planes; dM with M + N a multiple of N). (``rptN``, the ring's rows per thread, lived in
 #: 1e17f44: measured no faster, removed with the knob.)
 KNOBS = {"by": "block_y", "bx": "block_x", "bz": "block_z", "w": "num_warps", "u": "loop_unroll", "r": "maxnreg",
-         "zo": "zorder", "d": "prefetch", "s": "num_stages", "v": "vec", "pb": "planes_per_barrier", "rpt": "rows_per_thread"}
+         "zo": "zorder", "d": "prefetch", "s": "num_stages", "v": "vec", "pb": "planes_per_barrier"}
 
 
 def label(cfg) -> str:

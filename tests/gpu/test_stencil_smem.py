@@ -104,19 +104,6 @@ def test_smem_kernel_planes_per_barrier_match_float64(dtype, order, shape, cfg):
     test_smem_kernel_matches_float64(dtype, order, shape, cfg)
 
 
-@pytest.mark.parametrize("dtype,order,shape,cfg", [
-    (torch.float32, 8, (23, 41, 140), replace(_cfg(32, 64, 16, 5, 5, slack=0, vec=2), rows_per_thread=2)),
-    (torch.float32, 8, (21, 43, 76), replace(_cfg(32, 64, 16, 64, 3, slack=2, vec=2), rows_per_thread=2)),
-    (torch.float32, 8, (19, 39, 100), replace(_cfg(32, 64, 8, 6, 3, slack=0, vec=2), rows_per_thread=4)),
-    (torch.float32, 2, (23, 41, 140), replace(_cfg(16, 64, 4, 4, 3), rows_per_thread=2)),
-    (torch.float64, 8, (21, 29, 74), replace(_cfg(32, 32, 8, 6, 4, slack=0), rows_per_thread=2)),
-    (torch.float64, 4, (17, 45, 66), replace(_cfg(32, 32, 16, 5, 2, vec=1), rows_per_thread=2)),
-])
-def test_smem_kernel_rows_per_thread_match_float64(dtype, order, shape, cfg):
-    """A thread computes 2 or 4 adjacent rows (y extents that end inside a thread's rows, x edges, both rings)."""
-    test_smem_kernel_matches_float64(dtype, order, shape, cfg)
-
-
 def test_smem_kernel_bit_equal_across_chunks_and_depths():
     """The z chunking, the ring depth and the elements a thread computes change where a plane comes from, never
     the arithmetic."""
@@ -125,8 +112,7 @@ def test_smem_kernel_bit_equal_across_chunks_and_depths():
     outs = []
     for cfg in (_cfg(16, 64, 8, 64, 3), _cfg(16, 64, 8, 5, 1), _cfg(16, 64, 8, 9, 4), _cfg(16, 64, 8, 7, 2, slack=0),
                 _cfg(16, 64, 8, 11, 3, slack=2), _cfg(16, 64, 16, 64, 3, vec=2), _cfg(32, 64, 32, 9, 3, slack=0, vec=2),
-                replace(_cfg(32, 64, 32, 9, 6, slack=0, vec=2), planes_per_barrier=2),
-                replace(_cfg(32, 64, 16, 9, 5, slack=0, vec=2), rows_per_thread=2)):
+                replace(_cfg(32, 64, 32, 9, 6, slack=0, vec=2), planes_per_barrier=2)):
         out = torch.full_like(u, float("nan"))
         ops.launch(u, out, 8, (1.0, 1.0, 1.0), cfg)
         outs.append(out)

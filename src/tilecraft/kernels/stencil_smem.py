@@ -164,20 +164,17 @@ def _lds(addr, VEC: gl.constexpr, DT: gl.constexpr):
 
 
 @gluon.jit
-def _emit(optr, acc, oks, zok, wv, so_y, VEC: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr,
-          DT: gl.constexpr, RPT: gl.constexpr = 1):
-    """Output plane q - R of the march at ``optr`` (the thread's first row; row r at + r ``so_y``) where
-    ``oks[r] * zok``: the Laplacian ``acc`` (component r * VEC + j: row r, element j); ``WAVE`` (one row): the wave
-    step's p_next = fma(m, acc, 2 p - p_prev) (``_zwin_emit``'s arithmetic) from ``wv`` = (p, p_prev, m) at the
-    same points (p from the march's delay line, p_prev and m from the ring)."""
+def _emit(optr, acc, ok, wv, VEC: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr, DT: gl.constexpr):
+    """Output plane q - R of the march at ``optr`` where ``ok``: the Laplacian ``acc``; ``WAVE``: the wave step's
+    p_next = fma(m, acc, 2 p - p_prev) (``_zwin_emit``'s arithmetic) from ``wv`` = (p, p_prev, m) at the same
+    points (p from the march's delay line, p_prev and m from the ring)."""
     if WAVE:
         val = ()
         for j in gl.static_range(VEC):
             val = val + (gl.fma(wv[2][j], acc[j], 2.0 * wv[0][j] - wv[1][j]),)
-        _stg(optr, val, oks[0] * zok, VEC, PARTIAL, DT)
+        _stg(optr, val, ok, VEC, PARTIAL, DT)
     else:
-        for r in gl.static_range(RPT):
-            _stg(optr + r * so_y, acc[r * VEC:(r + 1) * VEC], oks[r] * zok, VEC, PARTIAL, DT)
+        _stg(optr, acc, ok, VEC, PARTIAL, DT)
 
 
 def _store_ptx(ty: str, n: int, partial: bool) -> tuple[str, str]:
@@ -270,86 +267,58 @@ def _vadd(a, b, VEC: gl.constexpr):
 
 
 @gluon.jit
-def _ldr(addr, RPT: gl.constexpr, PITCH: gl.constexpr, VEC: gl.constexpr, DT: gl.constexpr):
-    """The thread's RPT vectors at ``addr`` + r ``PITCH`` bytes (rows r = 0..RPT-1), as RPT * VEC components."""
-    out = ()
-    for r in gl.static_range(RPT):
-        out = out + _lds(addr + r * PITCH, VEC, DT)
-    return out
-
-
-@gluon.jit
-def _xy_loads(addr, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr,
-              RPT: gl.constexpr = 1):
-    """The y rows outside the thread's RPT rows (u[y - k] and u[y + RPT - 1 + k] for k = 1..R, y the thread's first
-    row) and the x chunks (m = -NCH..-1, 1..NCH vectors away) of each of its rows, vectors of VEC elements, from the
-    slot (``addr``: the thread's first vector in it); the thread's own rows are its centre."""
+def _xy_loads(addr, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr):
+    """The y rows (u[y - k], u[y + k] for k = 1..R) and x chunks (m = -NCH..-1, 1..NCH vectors away) of the
+    thread's vector of VEC elements, from the slot (``addr``: the thread's vector in it)."""
     NCH: gl.constexpr = (R + VEC - 1) // VEC
     VB: gl.constexpr = VEC * DT.primitive_bitwidth // 8  # bytes of the thread's vector
     rows = ()
     for k in gl.static_range(1, R + 1):
-        rows = rows + ((_lds(addr - k * PITCH, VEC, DT), _lds(addr + (RPT - 1 + k) * PITCH, VEC, DT)),)
+        rows = rows + ((_lds(addr - k * PITCH, VEC, DT), _lds(addr + k * PITCH, VEC, DT)),)
     chunks = ()
-    for r in gl.static_range(RPT):
-        for m in gl.static_range(-NCH, NCH + 1):
-            if m != 0:
-                chunks = chunks + (_lds(addr + r * PITCH + m * VB, VEC, DT),)
+    for m in gl.static_range(-NCH, NCH + 1):
+        if m != 0:
+            chunks = chunks + (_lds(addr + m * VB, VEC, DT),)
     return rows, chunks
 
 
 @gluon.jit
-def _row_at(centre, rows, o: gl.constexpr, VEC: gl.constexpr, RPT: gl.constexpr):
-    """The vector of row o (relative to the thread's first row, -R <= o < RPT + R): the thread's own rows from
-    ``centre``, the others from ``_xy_loads``' rows."""
-    if o < 0:
-        return rows[-o - 1][0]
-    elif o >= RPT:
-        return rows[o - RPT][1]
-    else:
-        return centre[o * VEC:(o + 1) * VEC]
-
-
-@gluon.jit
-def _xy_math(centre, loads, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr, RPT: gl.constexpr = 1):
-    """centre * wc + the y and x pairs of each of the thread's RPT vectors from ``_xy_loads``' vectors, in the
-    order and with the explicit FMAs of the Triton marches' ``_plane_xy(..., FMA=True)`` (y pairs onto
-    centre * wc, x pairs onto zero, then their sum), so the wave step gives their bits."""
+def _xy_math(centre, loads, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr):
+    """centre * wc + the y and x pairs of the thread's vector from ``_xy_loads``' vectors, in the order and
+    with the explicit FMAs of the Triton marches' ``_plane_xy(..., FMA=True)`` (y pairs onto centre * wc, x
+    pairs onto zero, then their sum), so the wave step gives their bits."""
     NCH: gl.constexpr = (R + VEC - 1) // VEC
     rows = loads[0]
+    acc = ()
+    for j in gl.static_range(VEC):
+        a = centre[j] * wc
+        for k in gl.static_range(1, R + 1):
+            a = gl.fma(rows[k - 1][0][j] + rows[k - 1][1][j], wy[k - 1], a)
+        acc = acc + (a,)
+    # x: chunk m (m = -NCH..NCH, 0 the centre) holds u[x + m * VEC + j] in component j
+    chunks = ()
+    for m in gl.static_range(-NCH, NCH + 1):
+        if m == 0:
+            chunks = chunks + (centre,)
+        elif m < 0:
+            chunks = chunks + (loads[1][m + NCH],)
+        else:
+            chunks = chunks + (loads[1][m + NCH - 1],)
     out = ()
-    for r in gl.static_range(RPT):
-        cen = centre[r * VEC:(r + 1) * VEC]
-        acc = ()
-        for j in gl.static_range(VEC):
-            a = cen[j] * wc
-            for k in gl.static_range(1, R + 1):
-                a = gl.fma(_row_at(centre, rows, r - k, VEC, RPT)[j] + _row_at(centre, rows, r + k, VEC, RPT)[j],
-                           wy[k - 1], a)
-            acc = acc + (a,)
-        # x: chunk m (m = -NCH..NCH, 0 the centre) holds u[x + m * VEC + j] in component j
-        chunks = ()
-        for m in gl.static_range(-NCH, NCH + 1):
-            if m == 0:
-                chunks = chunks + (cen,)
-            elif m < 0:
-                chunks = chunks + (loads[1][r * 2 * NCH + m + NCH],)
-            else:
-                chunks = chunks + (loads[1][r * 2 * NCH + m + NCH - 1],)
-        for j in gl.static_range(VEC):
-            xa = gl.zeros_like(cen[j])
-            for k in gl.static_range(1, R + 1):
-                lo = chunks[(j - k + NCH * VEC) // VEC][(j - k + NCH * VEC) % VEC]
-                hi = chunks[(j + k + NCH * VEC) // VEC][(j + k + NCH * VEC) % VEC]
-                xa = gl.fma(lo + hi, wx[k - 1], xa)
-            out = out + (acc[j] + xa,)
+    for j in gl.static_range(VEC):
+        xa = gl.zeros_like(centre[j])
+        for k in gl.static_range(1, R + 1):
+            lo = chunks[(j - k + NCH * VEC) // VEC][(j - k + NCH * VEC) % VEC]
+            hi = chunks[(j + k + NCH * VEC) // VEC][(j + k + NCH * VEC) % VEC]
+            xa = gl.fma(lo + hi, wx[k - 1], xa)
+        out = out + (acc[j] + xa,)
     return out
 
 
 @gluon.jit
-def _xy(addr, centre, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr,
-        RPT: gl.constexpr = 1):
-    """centre * wc + the y and x pairs of the thread's vectors, from the slot (``addr``: the thread's first)."""
-    return _xy_math(centre, _xy_loads(addr, R, VEC, PITCH, DT, RPT), wc, wy, wx, R, VEC, RPT)
+def _xy(addr, centre, wc, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr):
+    """centre * wc + the y and x pairs of the thread's vector, from the slot (``addr``: the thread's vector)."""
+    return _xy_math(centre, _xy_loads(addr, R, VEC, PITCH, DT), wc, wy, wx, R, VEC)
 
 
 @gluon.jit
@@ -381,7 +350,7 @@ def _zero_vec(like, VEC: gl.constexpr):
 def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_addr, fill_bytes, fill_live, ok_out,
            su_z, so_z, wc, wz, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr,
            D: gl.constexpr, NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr,
-           PARTIAL: gl.constexpr, PB: gl.constexpr = 1, SYNC: gl.constexpr = True, so_y=0, RPT: gl.constexpr = 1):
+           PARTIAL: gl.constexpr, PB: gl.constexpr = 1, SYNC: gl.constexpr = True):
     """One input plane q of the march: wait for its slot (``rd_addr``: the thread's vector in it), request
     plane q + D into the slot read a plane earlier (``wr_addr``: the thread's first copy in it; ``srcs``
     point at plane q + D), add the plane to the window, and store output plane q - R (``optr``). ``WAVE``:
@@ -391,7 +360,7 @@ def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_
     at most D - PB groups of copies left in flight) and meets the CTA barrier; the ring then has D + PB slots,
     so the slot a plane refills was last read PB planes earlier, before the last barrier."""
     if SYNC:
-        _wait(ok_out[0], D - PB)
+        _wait(ok_out, D - PB)
     if q + D < q_last:
         for i in gl.static_range(NFILL):
             _cp_async(wr_addr + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
@@ -402,17 +371,17 @@ def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_
     nsrcs = ()
     for i in gl.static_range(NFILL):
         nsrcs = nsrcs + (srcs[i] + su_z,)
-    c = _ldr(rd_addr, RPT, PITCH, VEC, DT)
+    c = _lds(rd_addr, VEC, DT)
     if WAVE:
         wv, cens = _wave_reads(c, wave[6], wave[4], NT, VEC, DT, WAVE)
     else:
         wv, cens = (), ()
-    win = _scatter(win, c, wz, R, VEC * RPT)
+    win = _scatter(win, c, wz, R, VEC)
     if (q >= z_begin) & (q < z_end):
-        xy = _xy(rd_addr, c, wc, wy, wx, R, VEC, PITCH, DT, RPT)
-        win = win[:R] + (_vadd(win[R], xy, VEC * RPT),) + win[R + 1:]
-    _emit(optr, win[0], ok_out, (q - R >= z_begin).to(gl.int32), wv, so_y, VEC, WAVE, PARTIAL, DT, RPT)
-    win = win[1:] + (_zero_vec(win[0][0], VEC * RPT),)
+        xy = _xy(rd_addr, c, wc, wy, wx, R, VEC, PITCH, DT)
+        win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
+    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL, DT)
+    win = win[1:] + (_zero_vec(win[0][0], VEC),)
     return win, nsrcs, optr + so_z, cens
 
 
@@ -420,8 +389,7 @@ def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_
 def _plane_mb(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_addr, full_rd, full_wr, empty_rd,
               empty_wr, par_full, par_empty, need_empty, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx,
               R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr, D: gl.constexpr,
-              NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr,
-              so_y=0, RPT: gl.constexpr = 1):
+              NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr):
     """``_plane`` with mbarriers instead of a CTA barrier: a thread waits only for the data of its plane
     (``full_rd``: every thread's copies of it landed, phase ``par_full``) and, before copying plane q + D
     into a slot, for every thread to have read that slot's previous plane (``empty_wr``, phase
@@ -439,22 +407,22 @@ def _plane_mb(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, 
     for i in gl.static_range(NFILL):
         nsrcs = nsrcs + (srcs[i] + su_z,)
     _mbar_wait(full_rd, par_full + 0 * full_rd, 1 + 0 * full_rd)
-    c = _ldr(rd_addr, RPT, PITCH, VEC, DT)
+    c = _lds(rd_addr, VEC, DT)
     if WAVE:  # read before the slot is released
         wv, cens = _wave_reads(c, wave[6], wave[4], NT, VEC, DT, WAVE)
     else:
         wv, cens = (), ()
     if (q >= z_begin) & (q < z_end):
-        up_dn = _xy_loads(rd_addr, R, VEC, PITCH, DT, RPT)
+        up_dn = _xy_loads(rd_addr, R, VEC, PITCH, DT)
         _mbar_arrive(empty_rd)
-        win = _scatter(win, c, wz, R, VEC * RPT)
-        xy = _xy_math(c, up_dn, wc, wy, wx, R, VEC, RPT)
-        win = win[:R] + (_vadd(win[R], xy, VEC * RPT),) + win[R + 1:]
+        win = _scatter(win, c, wz, R, VEC)
+        xy = _xy_math(c, up_dn, wc, wy, wx, R, VEC)
+        win = win[:R] + (_vadd(win[R], xy, VEC),) + win[R + 1:]
     else:
         _mbar_arrive(empty_rd)
-        win = _scatter(win, c, wz, R, VEC * RPT)
-    _emit(optr, win[0], ok_out, (q - R >= z_begin).to(gl.int32), wv, so_y, VEC, WAVE, PARTIAL, DT, RPT)
-    win = win[1:] + (_zero_vec(win[0][0], VEC * RPT),)
+        win = _scatter(win, c, wz, R, VEC)
+    _emit(optr, win[0], ok_out * (q - R >= z_begin).to(gl.int32), wv, VEC, WAVE, PARTIAL, DT)
+    win = win[1:] + (_zero_vec(win[0][0], VEC),)
     return win, nsrcs, optr + so_z, cens
 
 
@@ -465,7 +433,6 @@ def _smem_march(
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
     PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1,
-    RPT: gl.constexpr = 1,
 ):
     """The cp.async-ring z-march (see the module docstring) over the output box [z_lo, z_hi) x [y_lo, y_hi) x
     [x_lo, x_hi) (at least R from every face; x bounds in elements) behind ``laplacian_smem_kernel`` (fp32),
@@ -475,8 +442,7 @@ def _smem_march(
     vectors): each thread's stores carry a mask of the components inside [x_lo, x_hi) (``_stg``); else
     x_lo and x_hi are whole vectors and a vector is stored whole or not at all. ``CV``: the elements a thread
     computes (0: VEC, a 16-byte vector; 2 in fp32 or 1 in fp64: an 8-byte vector, so a tile of BXV copy vectors a
-    row takes twice the threads, each with half the registers); the copies stay 16-byte vectors. ``RPT``: rows a
-    thread computes (adjacent; their y neighbours read once for all of them; not with ``WAVE``)."""
+    row takes twice the threads, each with half the registers); the copies stay 16-byte vectors."""
     DT: gl.constexpr = u_ptr.dtype.element_ty
     CVE: gl.constexpr = VEC if CV == 0 else CV
     gl.static_assert(VEC % CVE == 0)
@@ -494,8 +460,7 @@ def _smem_march(
     gl.static_assert(PB == 1 or (not MBAR and S % PB == 0 and D >= PB))
     NFILL: gl.constexpr = (NV_S + NT - 1) // NT
     BXT: gl.constexpr = BXV * (VEC // CVE)  # threads a tile row
-    gl.static_assert(BY % RPT == 0 and (RPT == 1 or not WAVE))
-    gl.static_assert(BY // RPT * BXT == NT)
+    gl.static_assert(BY * BXT == NT)
     TPX: gl.constexpr = BXT if BXT < 32 else 32
     L2: gl.constexpr = gl.BlockedLayout([1, 1], [32 // TPX, TPX], [NW, 1], [1, 0])
     L1: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
@@ -553,31 +518,28 @@ def _smem_march(
         gl.thread_barrier()
 
     # The thread's vector in the tile and in a slot.
-    # The thread's vector (RPT: its first row's) in the tile and in a slot.
-    ty = gl.arange(0, BY // RPT, layout=gl.SliceLayout(1, L2))
+    ty = gl.arange(0, BY, layout=gl.SliceLayout(1, L2))
     tx = gl.arange(0, BXT, layout=gl.SliceLayout(0, L2))
-    rows = y0 + ty * RPT
+    rows = y0 + ty
     cols = x0 + tx * CVE
-    me = ((ty[:, None] * RPT + R) * PV + NCH) * 16 + tx[None, :] * (CVE * DT.primitive_bitwidth // 8)  # bytes
+    me = ((ty[:, None] + R) * PV + NCH) * 16 + tx[None, :] * (CVE * DT.primitive_bitwidth // 8)  # bytes
     rd0 = _smem_base(me) + me
-    ok_out = ()  # per row of the thread
-    for r in gl.static_range(RPT):
-        if PARTIAL:  # bit j: component j inside [x_lo, x_hi)
-            xbits = gl.zeros_like(cols)
-            for j in gl.static_range(CVE):
-                xbits += ((cols + j >= x_lo) & (cols + j < x_hi)).to(gl.int32) << j
-            ok_out = ok_out + ((rows + r < y_hi).to(gl.int32)[:, None] * xbits[None, :],)
-        else:
-            ok_out = ok_out + (((rows + r < y_hi)[:, None] & (cols + CVE <= x_hi)[None, :]).to(gl.int32),)
-    barr = _smem_base(ok_out[0]) + S * SLOT
+    if PARTIAL:  # bit j: component j inside [x_lo, x_hi)
+        xbits = gl.zeros_like(cols)
+        for j in gl.static_range(CVE):
+            xbits += ((cols + j >= x_lo) & (cols + j < x_hi)).to(gl.int32) << j
+        ok_out = (rows < y_hi).to(gl.int32)[:, None] * xbits[None, :]
+    else:
+        ok_out = ((rows < y_hi)[:, None] & (cols + CVE <= x_hi)[None, :]).to(gl.int32)
+    barr = _smem_base(ok_out) + S * SLOT
     tile = rows[:, None] * so_y + cols[None, :]
     optr = out_ptr + ((q0 - R).to(gl.int64) * so_z + tile)
-    zero = gl.zeros([BY // RPT, BXT], DT, layout=L2)
+    zero = gl.zeros([BY, BXT], DT, layout=L2)
     if WAVE:
         # the thread's vector of the slot's p_prev / m part; p_prev, m and out share p's strides
         mt = ty[:, None] * BXT + tx[None, :]
         tl0 = _smem_base(mt) + NV_S * 16 + mt * 16
-        ok_tile = gl.minimum(ok_out[0], 1)
+        ok_tile = gl.minimum(ok_out, 1)
         cens = ()
         for j in gl.static_range(R):
             cens = cens + (_zero_vec(zero, VEC),)
@@ -604,7 +566,7 @@ def _smem_march(
 
     win = ()
     for j in gl.static_range(0, 2 * R + 1):
-        win = win + (_zero_vec(zero, CVE * RPT),)
+        win = win + (_zero_vec(zero, CVE),)
 
     # S planes a trip (the slots are then compile-time offsets), the rest one at a time.
     n_main = (q_last - q0) // S * S
@@ -621,14 +583,14 @@ def _smem_march(
                                             barr + 8 * (S + i), barw + 8 * (S + (i + D) % S), t & 1,
                                             (t + (i + D) // S - 1) & 1, (t * S + i + D - S >= 0).to(gl.int32),
                                             fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx, R, CVE, PITCH,
-                                            DT, D, NFILL, NT, PF, WAVE, PARTIAL, so_y, RPT)
+                                            DT, D, NFILL, NT, PF, WAVE, PARTIAL)
             else:
                 wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + i * SLOT, tl0 + ((i + D) % S) * SLOT, cens)
                 win, srcs, optr, cens = _plane(u_ptr, win, srcs, optr, wave, qb + i, q_last, z_begin, z_end,
                                          rd0 + i * SLOT,
                                          wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc,
                                          wz, wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, PB,
-                                         i % PB == 0, so_y, RPT)
+                                         i % PB == 0)
     for q in range(q0 + n_main, q_last):
         k = q - q0
         if MBAR:
@@ -639,13 +601,13 @@ def _smem_march(
                                         wr0 + ((k + D) % S) * SLOT, barr + 8 * (k % S), barw + 8 * ((k + D) % S),
                                         barr + 8 * (S + k % S), barw + 8 * (S + (k + D) % S), (k // S) & 1,
                                         (gl.maximum(prev, 0) // S) & 1, (prev >= 0).to(gl.int32), fill_bytes, fill_live,
-                                        ok_out, su_z, so_z, wc, wz, wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, so_y, RPT)
+                                        ok_out, su_z, so_z, wc, wz, wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
         else:
             wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + (k % S) * SLOT, tl0 + ((k + D) % S) * SLOT, cens)
             win, srcs, optr, cens = _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end,
                                      rd0 + (k % S) * SLOT,
                                      wr0 + ((k + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz,
-                                     wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, PB, True, so_y, RPT)
+                                     wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, PB, True)
 
 
 _WEIGHTS_DOC = """The weights arrive as kernel parameters (the constant bank), not loaded into registers: the
@@ -666,12 +628,12 @@ def laplacian_smem_kernel(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1, RPT: gl.constexpr = 1,
+    PF: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1,
 ):
     """The cp.async-ring z-march of an fp32 grid. """
     _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
                 (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
-                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, PB, RPT)
+                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, PB)
 
 
 @gluon.jit
@@ -682,12 +644,12 @@ def laplacian_smem_kernel_f64(
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1, RPT: gl.constexpr = 1,
+    PF: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1,
 ):
     """The cp.async-ring z-march of an fp64 grid."""
     _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
                 (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
-                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, PB, RPT)
+                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, PB)
 
 
 @gluon.jit

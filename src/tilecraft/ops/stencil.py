@@ -86,8 +86,6 @@ class StencilConfig:
     grid_order: int = 0  # 0: 3D grid, x fastest; 1: bands of group_y tile rows through all z
     group_y: int = 1
     subdomain_bytes: int = 0  # > 0: y-slabs whose 2R+1 planes take at most this many bytes
-    rows_per_thread: int = 1  # smem (the stencil, not the wave step): adjacent rows a thread computes, their y
-    # neighbours read from shared memory once for all of them
     planes_per_barrier: int = 1  # smem with a CTA barrier (num_stages 0): planes between two barriers (the ring
     # then has prefetch + planes_per_barrier slots, a multiple of it)
 
@@ -110,7 +108,6 @@ class StencilConfig:
                  (f"r{self.maxnreg}", self.maxnreg),
                  ("asc", self.ascending), ("nt", self.nontemporal), ("static", self.static_strides),
                  (f"pb{self.planes_per_barrier}", self.planes_per_barrier != 1),
-                 (f"rpt{self.rows_per_thread}", self.rows_per_thread != 1),
                  (f"band{self.group_y}", self.grid_order), (f"sub{self.subdomain_bytes}", self.subdomain_bytes)]
         return " ".join([s] + [name for name, on in flags if on])
 
@@ -893,13 +890,9 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig, 
         return f"the smem kernel's program is one CTA of at most 32 warps, got num_warps {cfg.num_warps}"
     if cfg.block_x // cv > 32:
         return f"the smem kernel takes at most 32 threads a tile row: block_x / {cv} = {cfg.block_x // cv}"
-    rpt = cfg.rows_per_thread
-    if rpt not in (1, 2, 4) or (wave and rpt != 1):
-        return f"the smem kernel computes 1, 2 or 4 rows a thread (the wave step 1), got rows_per_thread {rpt}"
-    if cfg.block_y != rpt * cfg.num_warps * 32 // (cfg.block_x // cv):
-        return (f"the smem kernel takes one vector of {cv} elements per thread and row ({rpt} rows): block_y must be "
-                f"rows_per_thread * num_warps * 32 / (block_x / {cv}) = "
-                f"{rpt * cfg.num_warps * 32 // (cfg.block_x // cv)}, got {cfg.block_y}")
+    if cfg.block_y != cfg.num_warps * 32 // (cfg.block_x // cv):
+        return (f"the smem kernel takes one vector of {cv} elements per thread: block_y must be num_warps * 32 / "
+                f"(block_x / {cv}) = {cfg.num_warps * 32 // (cfg.block_x // cv)}, got {cfg.block_y}")
     pb = cfg.planes_per_barrier
     if pb != 1 and (wave or cfg.num_stages > 0 or not 1 <= pb <= max(1, cfg.prefetch)
                     or smem_slots(cfg) % pb):
@@ -956,7 +949,7 @@ def _smem_launch(u: torch.Tensor, out: torch.Tensor, r: int, spacing: tuple[floa
     constexprs = dict(R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=max(1, cfg.prefetch),
                       NW=cfg.num_warps, RING=smem_ring_elements(cfg, r, u.element_size()), S=smem_slots(cfg),
                       MBAR=cfg.num_stages > 0, PF=cfg.l1_prefetch if cfg.l1_prefetch > max(1, cfg.prefetch) else 0,
-                      CV=cfg.vec if cfg.vec != vec else 0, PB=cfg.planes_per_barrier, RPT=cfg.rows_per_thread)
+                      CV=cfg.vec if cfg.vec != vec else 0, PB=cfg.planes_per_barrier)
     opts = {"num_warps": cfg.num_warps}
     if cfg.maxnreg:
         opts["maxnreg"] = cfg.maxnreg

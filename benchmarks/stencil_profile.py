@@ -27,7 +27,10 @@ def main() -> None:
     shape = tuple(args.shape)
     u = torch.rand(shape, dtype=dtype, device="cuda")
     out = torch.zeros_like(u)
-    cfg = ops.StencilConfig(**json.loads(args.config)) if args.config else ops.config_for(args.variant, dtype, args.order, shape)
+    # the tensors' facts (alignment, the flat kernel, an sm90 GPU for the ring), as ``laplacian`` reads them: before
+    # 2026-11-29 this took ``config_for`` without them, so ``auto`` here was the register-window march on an sm90 GPU
+    cfg = (ops.StencilConfig(**json.loads(args.config)) if args.config
+           else ops.config_for_tensors(args.variant, u, out, args.order))
     for _ in range(args.runs):
         ops.launch(u, out, args.order, (1.0, 1.0, 1.0), cfg)
     torch.cuda.synchronize()

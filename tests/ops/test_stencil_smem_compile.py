@@ -265,3 +265,22 @@ def test_store_ptx():
     assert "setp.eq.b32 f, $2, 15;" in ptx and "@q st.global.cs.f32 [$1+12], $6;" in ptx and cons.endswith("f,f,f,f")
     assert _store_ptx("f64", 1, True)[0] == _store_ptx("f64", 1, False)[0] == (
         "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p st.global.cs.f64 [$1], $3; mov.u32 $0, 0; }")
+
+
+def test_fp64_order8_long_marches_meet_a_barrier_every_second_plane():
+    """``smem_march`` (fp64 order 8) where ``ring_block_z`` gives 512 planes: a CTA barrier every second plane, 6
+    ahead, no mbarriers (8 slots, 128 KB); shorter marches keep the mbarrier ring, which the tuner also times
+    beside the long marches' form."""
+    from tilecraft.tuning import stencil as ts
+
+    long = ops.smem_march(torch.float64, 4, (520, 520, 520))
+    assert (long.block_z, long.planes_per_barrier, long.prefetch, long.num_stages) == (512, 2, 6, 0)
+    assert ops.smem_slots(long) == 8
+    m = _meta((520, 520, 520), torch.float64)
+    assert ops.smem_ok(m, m, 8, long) is None
+    short = ops.smem_march(torch.float64, 4, (264, 520, 520))
+    assert short.block_z == 256 and short.planes_per_barrier == 1 and short.num_stages == 2
+    assert ops.smem_march(torch.float32, 4, (520, 520, 520)).planes_per_barrier == 1
+    cands = ts.candidates(torch.float64, 8, (520, 520, 520), 60 * 2**20, True, True, smem=True)
+    assert cands[0] == long
+    assert replace(long, num_stages=2, prefetch=5, planes_per_barrier=1) in cands

@@ -5,7 +5,9 @@
 #   * fp32 order 8's ring with two elements a thread (73.4% against 69.8% of copy on an H200), and the order-8
 #     rings' longer marches (ring_block_z: fp32 256, fp64 512 planes at 520^3);
 #   * the plain wave step's ring on large boxes (ops.wave.ring_box), launched and from CUDA graphs;
-#   * the CPML step at widths 12 / 20 / 10 with 128-byte rows.
+#   * the CPML step at widths 12 / 20 / 10 with 128-byte rows;
+#   * (2026-11-29) fp64 order 8's 512-plane marches with a CTA barrier every second plane (83.3-83.9% against
+#     81.3-81.9% with mbarriers on an H200): `auto` against `ring-bz512`, the mbarrier ring it replaced.
 # Usage (device machine, repository root): OUT=<folder> bash benchmarks/h100_followups.sh
 set -u
 out=${OUT:-/tmp}
@@ -14,6 +16,10 @@ timeout 150 python benchmarks/stencil_auto_ab.py --out "$out" --rounds 3 --tag=-
   --variants auto,ring-bz256-w16-v0-d3-s2,ring-w16-v0-d3-s2,ring > "$out/followups-o8.log" 2>&1
 echo "stencil rc $?"
 grep -E "==|%" "$out/followups-o8.log" | sed 's/ regs=\([0-9]*\).*spread=/ r\1 sp=/'
+timeout 100 python benchmarks/stencil_auto_ab.py --out "$out" --rounds 3 --tag=-followups-f64o8 \
+  --cases fp64-o8,fp64-o8-tall --variants auto,ring-bz512 > "$out/followups-f64o8.log" 2>&1
+echo "fp64 o8 rc $?"
+grep -E "==|%" "$out/followups-f64o8.log" | sed 's/ regs=\([0-9]*\).*spread=/ r\1 sp=/'
 timeout 200 python benchmarks/wave_ring_bz.py --ring-vs-zwin --graphs 0,1 --boundaries none --sizes 384,512,640 \
   --rounds 2 --out "$out" > "$out/followups-ring.log" 2>&1
 echo "wave ring rc $?"

@@ -264,6 +264,9 @@ def smem_march(dtype: torch.dtype, r: int, shape: tuple[int, int, int] | None = 
       every third 83.2-83.3, 8 ahead 83.3-83.5, 4 ahead 76.5, 256 planes 81.3. Not where the march is
       shorter: on 264 x 520^2 (256 planes) 81.2-81.9 against 84.5. fp32 order 8 loses with it (62.7-70.1
       against 73.6-73.8), and fp64 orders 4 / 6 and fp32 order 6 gain nothing (70.0 / 62.5-62.6 / 64.5-65.0).
+      Against ``auto`` before, two checkouts in one call (``stencil-auto-ab-f64o8-{old,new}-*.json``): 520^3
+      83.2-83.5 / 81.3-81.5, 1032 x 520^2 79.6 / 79.1-79.3, 776^3 79.3 / 78.7-79.1, 520 x 1032^2 76.5-76.6 /
+      76.8-77.2 (the tuner also times the mbarrier ring there).
 
     fp32 orders 4 and 6 and fp64 order 6 (2026-11-28, ``stencil-auto-ab-ring-o46-{h100,h200}.json`` in
     ``benchmarks/results/2026-11-28-{h100,h200}/``; two rounds, medians; % of copy, the ring against ``auto``

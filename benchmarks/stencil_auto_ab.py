@@ -51,6 +51,9 @@ CASES = {  # (dtype, order, shape)
     "fp64-o8-tall": ("fp64", 8, (1032, 520, 520)),
     "fp64-o8-776": ("fp64", 8, (776, 776, 776)),
     "fp64-o8-wide": ("fp64", 8, (520, 1032, 1032)),
+    "fp32-o8-wide": ("fp32", 8, (520, 1032, 1032)),
+    "fp32-o8-776": ("fp32", 8, (776, 776, 776)),
+    "fp32-o8-264": ("fp32", 8, (520, 264, 264)),
 }
 #: ``--variants`` parts that set a tile knob of ``win``: byN block_y, bxN block_x, wN num_warps, bzN block_z,
 #: uN loop_unroll, rN maxnreg, zoN zorder, dN prefetch (the smem kernel's planes ahead), sN num_stages

@@ -306,6 +306,9 @@ def smem_march(dtype: torch.dtype, r: int, shape: tuple[int, int, int] | None = 
 #: start in plane times (its launch and the wait for its first planes, with nothing else on its SM).
 RING_SMS = 132
 RING_START_PLANES = 4
+#: The 8-byte ring (fp32 order 8) takes one program per tile through all planes where the tiles fill at least this share
+#: of the SMs (520^2 planes: 128 tiles of 32 x 64 for 132 SMs), as ``ring_block_z`` says.
+RING_ONE_WAVE = 0.9
 
 
 @functools.lru_cache(maxsize=256)
@@ -344,7 +347,16 @@ def ring_block_z(cfg: StencilConfig, r: int, shape: tuple[int, int, int], itemsi
       model: 256).
     * Orders 4 and 6 lose from longer marches, even where the grid has no short last wave: fp32 order 4 on
       132 x 1028^2 69.0 at 64 planes against 66.2 at 128 (one chunk), fp64 order 4 516^3 69.8 / 69.4 / 69.0 /
-      68.4, fp32 order 6 520^3 65.3 / 64.3 / 56.8 / 45.9, fp32 order 4 516^3 69.8 / 69.8 / 63.3 / 51.3."""
+      68.4, fp32 order 6 520^3 65.3 / 64.3 / 56.8 / 45.9, fp32 order 4 516^3 69.8 / 69.8 / 63.3 / 51.3.
+
+    The 8-byte ring of fp32 order 8 (two elements a thread, since the thirteenth session) also takes marches of
+    1024 and 2048 planes and grids of fewer programs than SMs, down to ``RING_ONE_WAVE`` of them: one program per
+    tile through every plane where 520^2 planes give 128 tiles. H200, 2026-11-29 (``benchmarks/results/
+    2026-11-29-h200/stencil-auto-ab-bz-f32o8*.json``, two rounds; % of copy at 128 / 256 / 512 / 1024 planes,
+    the one-wave choice in bold): 520^3 69.6-70.2 / 74.1 / **74.7** (the model before: 256); 1032 x 520^2 65.2-65.4 /
+    63.7-64.6 / 66.5-66.8 / **74.7-74.9** (before: 512); 264 x 520^2 70.9-71.1 / **72.6-72.9** / 72.5-72.6 (before:
+    128). Where the tiles outnumber the SMs the model is unchanged: 776^3 (288 tiles) 64.7-64.9 / 64.2 (the model:
+    512) / 52.4 at 1024; 520 x 1032^2 (512 tiles) 62.7-62.9 at every length."""
     if r != 4:
         return 64
     vec = 16 // itemsize
@@ -354,8 +366,10 @@ def ring_block_z(cfg: StencilConfig, r: int, shape: tuple[int, int, int], itemsi
     nzi = nz - 2 * r
     extra = 2 * r + max(1, cfg.prefetch) + RING_START_PLANES
     best, best_t = 64, _ring_makespan(n_xy, nzi, 64, extra, RING_SMS)
-    for bz in (128, 256, 512):
-        if bz // 2 >= nzi or n_xy * triton_cdiv(nzi, bz) < RING_SMS:
+    v8 = bool(cfg.vec)  # the 8-byte ring (fp32 order 8): longer marches, and one wave a little short of the SMs
+    least = math.ceil(RING_ONE_WAVE * RING_SMS) if v8 else RING_SMS
+    for bz in (128, 256, 512) + ((1024, 2048) if v8 else ()):
+        if bz // 2 >= nzi or n_xy * triton_cdiv(nzi, bz) < least:
             break
         t = _ring_makespan(n_xy, nzi, bz, extra, RING_SMS)
         if t <= best_t:

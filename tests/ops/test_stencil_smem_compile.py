@@ -27,7 +27,7 @@ def test_auto_takes_the_ring_on_sm90_only(dtype, order):
     shape = (520, 520, 520)
     cfg = ops.auto_config(dtype, order, shape, L2, True, True, smem=True)
     assert cfg.kernel == "smem" and cfg == ops.smem_march(dtype, order // 2, shape)
-    assert cfg.block_z == {8: 256 if dtype == torch.float32 else 512}.get(order, 64)  # ring_block_z
+    assert cfg.block_z == {8: 512}.get(order, 64)  # ring_block_z (fp32: one program per tile; fp64: 256 programs)
     assert ops.smem_ok(_meta(shape, dtype), _meta(shape, dtype), order, cfg) is None
     assert ops.auto_config(dtype, order, shape, L2, True, True).kernel != "smem"  # not sm90 (or the CPU)
     assert ops.auto_config(dtype, order, shape, L2, False, False, smem=True).kernel != "smem"  # unaligned rows
@@ -44,7 +44,7 @@ def test_auto_keeps_the_other_orders():
 
 def test_tuner_times_the_ring_and_the_register_window():
     cands = ts.candidates(torch.float32, 8, (520, 520, 520), L2, True, True, smem=True)
-    assert cands[0] == ops.smem_march(torch.float32, 4, (520, 520, 520)) and cands[0].block_z == 256
+    assert cands[0] == ops.smem_march(torch.float32, 4, (520, 520, 520)) and cands[0].block_z == 512
     assert ops.smem_march(torch.float32, 4) in cands  # the same ring with 64 planes per program
     assert cands[0].vec == 2 and ops.ring16(torch.float32, 4) in cands  # and the 16-byte ring
     assert ops.ring16(torch.float32, 4).vec == 0 and ops.ring16(torch.float64, 4) == ops.smem_march(torch.float64, 4)
@@ -58,13 +58,22 @@ def test_tuner_times_the_ring_and_the_register_window():
 
 def test_ring_planes_per_program():
     """``ring_block_z``: order 8 lengthens the marches where the modelled schedule ends sooner and every SM gets a
-    program; other orders, tiny grids and grids with fewer programs than SMs keep 64 planes."""
+    program (fp32's 8-byte ring: 90% of the SMs, up to 2048 planes); other orders, tiny grids and grids with fewer
+    programs than that keep 64 planes."""
     f32, f64 = torch.float32, torch.float64
     assert ops.smem_march(f64, 4, (520, 520, 520)).block_z == 512  # 256 programs
-    assert ops.smem_march(f32, 4, (520, 520, 520)).block_z == 256  # 512 planes would leave 128 programs for 132 SMs
+    assert ops.smem_march(f64, 4, (1032, 520, 520)).block_z == 512  # fp64: at most 512, every SM a program
+    assert ops.smem_march(f64, 4, (520, 264, 264)).block_z == 128  # 64 tiles of 32 x 32, 4 chunks: 256 programs
+    # fp32 order 8 (32 x 64 tiles): 520^2 planes give 128 tiles, each one program through every plane
+    assert ops.smem_march(f32, 4, (520, 520, 520)).block_z == 512
+    assert ops.smem_march(f32, 4, (1032, 520, 520)).block_z == 1024
+    assert ops.smem_march(f32, 4, (2056, 520, 520)).block_z == 2048
+    assert ops.smem_march(f32, 4, (264, 520, 520)).block_z == 256
+    assert ops.smem_march(f32, 4, (520, 264, 264)).block_z == 128  # 32 tiles: 4 chunks make 128 programs
+    assert ops.smem_march(f32, 4, (776, 776, 776)).block_z == 512  # 288 tiles: the model, not one chunk
     assert ops.smem_march(f32, 4, (136, 1032, 1032)).block_z == 128  # one chunk of the 128 interior planes
     assert ops.smem_march(f32, 4, (64, 64, 64)).block_z == 64
-    assert ops.smem_march(f32, 4, (520, 264, 264)).block_z == 64  # 32 tiles: longer marches leave SMs idle
+    assert ops.smem_march(f32, 4, (520, 136, 136)).block_z == 64  # 8 tiles: longer marches leave SMs idle
     for dtype, r in ((f32, 3), (f64, 3), (f32, 2), (f64, 2), (f32, 1)):
         assert ops.smem_march(dtype, r, (520, 520, 520)).block_z == 64
     # the model: two chunks of 512 and 2 planes take two waves of long programs where 64-plane chunks fill them

@@ -7,7 +7,9 @@
 #   * the plain wave step's ring on large boxes (ops.wave.ring_box), launched and from CUDA graphs;
 #   * the CPML step at widths 12 / 20 / 10 with 128-byte rows;
 #   * (2026-11-29) fp64 order 8's 512-plane marches with a CTA barrier every second plane (83.3-83.9% against
-#     81.3-81.9% with mbarriers on an H200): `auto` against `ring-bz512`, the mbarrier ring it replaced.
+#     81.3-81.9% with mbarriers on an H200): `auto` against `ring-bz512`, the mbarrier ring it replaced; fp32 order 8's
+#     one program per tile on 520^2 planes (74.3-74.7% against 73.5-74.1 on an H200, 75.3 against 66.5-67.5 on
+#     1032 x 520^2): `auto` against `ring-bz256` / `ring-bz512`, what it took before.
 # Usage (device machine, repository root): OUT=<folder> bash benchmarks/h100_followups.sh
 set -u
 out=${OUT:-/tmp}
@@ -20,6 +22,10 @@ timeout 100 python benchmarks/stencil_auto_ab.py --out "$out" --rounds 3 --tag=-
   --cases fp64-o8,fp64-o8-tall --variants auto,ring-bz512 > "$out/followups-f64o8.log" 2>&1
 echo "fp64 o8 rc $?"
 grep -E "==|%" "$out/followups-f64o8.log" | sed 's/ regs=\([0-9]*\).*spread=/ r\1 sp=/'
+timeout 100 python benchmarks/stencil_auto_ab.py --out "$out" --rounds 3 --tag=-followups-f32o8-bz \
+  --cases fp32-o8,fp32-o8-tall --variants auto,ring-bz256,ring-bz512 > "$out/followups-f32o8-bz.log" 2>&1
+echo "fp32 o8 planes rc $?"
+grep -E "==|%" "$out/followups-f32o8-bz.log" | sed 's/ regs=\([0-9]*\).*spread=/ r\1 sp=/'
 timeout 200 python benchmarks/wave_ring_bz.py --ring-vs-zwin --graphs 0,1 --boundaries none --sizes 384,512,640 \
   --rounds 2 --out "$out" > "$out/followups-ring.log" 2>&1
 echo "wave ring rc $?"

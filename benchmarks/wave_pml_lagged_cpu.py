@@ -32,7 +32,7 @@ import torch
 from tilecraft import wave
 from tilecraft.bench.harness import git_commit
 from tilecraft.ops import wave as ow
-from tilecraft.reference.wave import _box, _profile, first_difference, second_difference
+from tilecraft.reference.wave import _box, _profile, along_axis, cpml_regions, first_difference, second_difference
 
 REFERENCE_TERMS = ow.cpml_terms_torch
 
@@ -41,18 +41,7 @@ def cpml_terms_lagged(p, m, out, psi_old, psi_new, zeta, a, b, axis, order, h, l
     """``cpml_terms_torch``'s arguments and stores, with D = d(psi_old)/dx (psi_old at the neighbours as stored)
     and psi_new = b psi_old + a dp/dx at the box's points only."""
     r, n = order // 2, p.shape[axis]
-
-    def along(t_lo, t_hi, lo_, hi_):
-        return (tuple(t_lo if d == axis else v for d, v in enumerate(lo_)),
-                tuple(t_hi if d == axis else v for d, v in enumerate(hi_)))
-
-    for k, (w0, w1, origin) in enumerate(regions):
-        k = k if psi_old.shape[0] > 1 else 0
-        s0, s1 = max(lo[axis], w0), min(hi[axis], w1)
-        if s0 >= s1:
-            continue
-        slo, shi = along(s0, s1, lo, hi)
-        nlo, nhi = along(s0 - r, s1 + r, lo, hi)
+    for k, origin, s0, s1, slo, shi, nlo, nhi in cpml_regions(axis, r, lo, hi, regions, psi_old.shape[0]):
         old = psi_old[k][_box(nlo, nhi, axis, -origin)]
         tlo = tuple(r if d == axis else 0 for d in range(p.dim()))
         thi = tuple(r + s1 - s0 if d == axis else b_ - a_ for d, (a_, b_) in enumerate(zip(slo, shi)))
@@ -65,7 +54,7 @@ def cpml_terms_lagged(p, m, out, psi_old, psi_new, zeta, a, b, axis, order, h, l
         new = psi_old[k][pbox].clone()
         i0, i1 = max(s0, r), min(s1, n - r)  # where p's neighbours exist (a = 0 elsewhere)
         if i0 < i1:
-            ilo, ihi = along(i0, i1, lo, hi)
+            ilo, ihi = along_axis(axis, i0, i1, lo, hi)
             sl = tuple(slice(i0 - s0, i1 - s0) if d == axis else slice(None) for d in range(p.dim()))
             new[sl] = (_profile(b, axis, p.dim(), ilo, ihi) * psi_old[k][_box(ilo, ihi, axis, -origin)]
                        + _profile(a, axis, p.dim(), ilo, ihi) * first_difference(p, axis, order, h, ilo, ihi))

@@ -113,6 +113,23 @@ def cpml_correct_torch(p: torch.Tensor, psi: torch.Tensor, zeta: torch.Tensor, a
     out[box] = out[box] + m[box] * (dpsi + zeta[pbox])
 
 
+def along_axis(axis: int, t_lo: int, t_hi: int, lo, hi) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The box [lo, hi) with its ``axis`` bounds replaced by [t_lo, t_hi)."""
+    return (tuple(t_lo if d == axis else v for d, v in enumerate(lo)),
+            tuple(t_hi if d == axis else v for d, v in enumerate(hi)))
+
+
+def cpml_regions(axis: int, r: int, lo, hi, regions, n_stores: int):
+    """For each layer region (w0, w1, origin) that meets the box [lo, hi) along ``axis``: its store index k (0 when
+    one store serves every region), origin, the overlap [s0, s1), that box (slo, shi) and it widened by R along the
+    axis (nlo, nhi)."""
+    for k, (w0, w1, origin) in enumerate(regions):
+        s0, s1 = max(lo[axis], w0), min(hi[axis], w1)
+        if s0 < s1:
+            yield ((k if n_stores > 1 else 0), origin, s0, s1, *along_axis(axis, s0, s1, lo, hi),
+                   *along_axis(axis, s0 - r, s1 + r, lo, hi))
+
+
 def cpml_terms_torch(p: torch.Tensor, m: torch.Tensor, out: torch.Tensor, psi_old: torch.Tensor,
                      psi_new: torch.Tensor, zeta: torch.Tensor, a: torch.Tensor, b: torch.Tensor, axis: int,
                      order: int, h: float, lo, hi, regions) -> None:
@@ -127,22 +144,11 @@ def cpml_terms_torch(p: torch.Tensor, m: torch.Tensor, out: torch.Tensor, psi_ol
     points. The same values as ``cpml_psi_torch`` then ``cpml_correct_torch`` on one psi array.
     """
     r, n = order // 2, p.shape[axis]
-
-    def along(t_lo, t_hi, lo_, hi_):
-        return (tuple(t_lo if d == axis else v for d, v in enumerate(lo_)),
-                tuple(t_hi if d == axis else v for d, v in enumerate(hi_)))
-
-    for k, (w0, w1, origin) in enumerate(regions):
-        k = k if psi_old.shape[0] > 1 else 0
-        s0, s1 = max(lo[axis], w0), min(hi[axis], w1)
-        if s0 >= s1:
-            continue
-        slo, shi = along(s0, s1, lo, hi)
-        nlo, nhi = along(s0 - r, s1 + r, lo, hi)
+    for k, origin, s0, s1, slo, shi, nlo, nhi in cpml_regions(axis, r, lo, hi, regions, psi_old.shape[0]):
         tmp = psi_old[k][_box(nlo, nhi, axis, -origin)].clone()
         i0, i1 = max(s0 - r, r), min(s1 + r, n - r)
         if i0 < i1:
-            ilo, ihi = along(i0, i1, lo, hi)
+            ilo, ihi = along_axis(axis, i0, i1, lo, hi)
             sl = tuple(slice(i0 - s0 + r, i1 - s0 + r) if d == axis else slice(None) for d in range(p.dim()))
             tmp[sl] = (_profile(b, axis, p.dim(), ilo, ihi) * psi_old[k][_box(ilo, ihi, axis, -origin)]
                        + _profile(a, axis, p.dim(), ilo, ihi) * first_difference(p, axis, order, h, ilo, ihi))

@@ -254,6 +254,9 @@ def test_planes_per_barrier():
     for bad in (replace(base, prefetch=5, planes_per_barrier=2), replace(base, prefetch=2, planes_per_barrier=4),
                 replace(base, prefetch=4, planes_per_barrier=2, num_stages=2)):
         assert "planes_per_barrier" in ops.smem_ok(m, m, 8, bad)
+    for bad in (2.0, True, "2"):
+        assert "must be an int" in ops.smem_ok(m, m, 8, replace(base, prefetch=6, planes_per_barrier=bad))
+    assert "ring of 16 planes" in ops.smem_ok(m, m, 8, replace(base, prefetch=12, planes_per_barrier=4))
 
 
 def test_store_ptx():

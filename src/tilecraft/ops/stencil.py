@@ -911,12 +911,15 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig, 
         return (f"the smem kernel takes one vector of {cv} elements per thread: block_y must be num_warps * 32 / "
                 f"(block_x / {cv}) = {cfg.num_warps * 32 // (cfg.block_x // cv)}, got {cfg.block_y}")
     pb = cfg.planes_per_barrier
+    if isinstance(pb, bool) or not isinstance(pb, int):
+        return f"planes_per_barrier must be an int, got {type(pb).__name__}"
     if pb != 1 and (wave or cfg.num_stages > 0 or not 1 <= pb <= max(1, cfg.prefetch)
                     or smem_slots(cfg) % pb):
         return (f"planes_per_barrier {pb}: the CTA-barrier ring of the stencil (num_stages 0) only, at most prefetch "
                 f"({cfg.prefetch}) planes, and prefetch + planes_per_barrier slots a multiple of it")
     if smem_ring_elements(cfg, r, u.element_size(), wave) * u.element_size() > 227 * 1024:
-        return "the smem kernel's ring of prefetch + 1 planes does not fit 227 KB of shared memory"
+        return (f"the smem kernel's ring of {smem_slots(cfg)} planes (prefetch + planes_per_barrier + slack slots) "
+                "does not fit 227 KB of shared memory")
     if cfg.block_z < 1:
         return "the smem kernel needs block_z >= 1"
     if _plane_offsets_need_64bit(u, out, cfg.block_x):

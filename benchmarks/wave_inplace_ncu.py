@@ -24,8 +24,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=("in_place", "third"), required=True)
     ap.add_argument("--warm", type=int, default=4)
+    ap.add_argument("--width", type=int, default=20, help="CPML width in points (the library's default is 12)")
     args = ap.parse_args()
-    st = parts_state()
+    st = parts_state(width=args.width)
     axes = _copy_axes(st.axes0)
     bufs = [st.p.clone(), st.pp.clone(), torch.zeros_like(st.pp)]
 

@@ -313,7 +313,7 @@ def test_streams_schedule_orders_only_the_launches_that_clash_with_the_interior(
     for cfg, want in ((CpmlConfig(4, 128, 8, 4, march=True, march_tiles=tiles), [False, False, True] + [False] * 4),
                       (CpmlConfig(4, 128, 8, 4, march=True, march_tiles=x8, x_align=4, split_interior=True),
                        [False] * 7)):
-        interiors, _launches, _strides, (late, wait_all), _fuse = ops._march_plan(p, 8, tuple(lo), tuple(hi), kaxes, 3, cfg,
+        interiors, _launches, _strides, (late, wait_all, _lanes), _fuse = ops._march_plan(p, 8, tuple(lo), tuple(hi), kaxes, 3, cfg,
                                                                            128)
         assert late == want and not wait_all
         assert len(interiors) == (2 if cfg.split_interior else 1)
@@ -332,6 +332,41 @@ def test_streams_schedule_orders_only_the_launches_that_clash_with_the_interior(
                 stores[z0:z1, y0:y1, x_org:min(x_org + -(-(x1 - x_org) // tile[1]) * tile[1], p.shape[2])] = True
                 mine[z0:z1, y0:y1, x0:x1] = True
             assert lt == bool((stores & owned).any() or (inner & mine).any())
+
+
+def test_side_lanes_keep_clashing_launches_on_one_stream():
+    """``_side_lanes`` (``CpmlConfig.side_streams``): launches whose boxes clash share a side stream (in
+    plan order), independent groups go to the least-loaded stream, late launches get -1; one stream
+    gives 0 everywhere. On the plan of a 3D grid too: every clashing pair of side launches shares its
+    stream, and the config refuses a count that is not a positive int."""
+    box = lambda z, y, x0, x1, c0, c1: (z, z + 4, y, y + 4, x0, x1, c0, c1)  # noqa: E731
+    a = [box(0, 0, 0, 8, 0, 16)]
+    b = [box(0, 0, 8, 16, 8, 16)]  # same rows, a's tiles store into b's columns
+    c = [box(8, 0, 0, 8, 0, 8)]
+    d = [box(8, 2, 4, 12, 0, 16)]  # meets c's rows and columns
+    e = [box(16, 0, 0, 8, 0, 8)]
+    f = [box(0, 0, 0, 8, 0, 8)]  # clashes with a, but late
+    covers, late = [a, b, c, d, e, f], [False] * 5 + [True]
+    assert ops._side_lanes(covers, late, 2) == [0, 0, 1, 1, 0, -1]
+    assert ops._side_lanes(covers, late, 4) == [0, 0, 1, 1, 2, -1]
+    assert ops._side_lanes(covers, late, 1) == [0] * 5 + [-1]
+    layout, (p, _pp, _m), axes = _state((24, 20, 300), 8, 20, False, torch.float32)
+    lo, hi = layout.updated
+    kaxes = {ax.axis: ax for ax in axes}
+    tiles = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (8, 32, 2, 2), (4, 32, 2, 1))
+    cfg = CpmlConfig(4, 128, 8, 4, march=True, march_tiles=tiles, side_streams=3)
+    _i, _l, _s, (late, _wait_all, lanes), _fuse = ops._march_plan(p, 8, tuple(lo), tuple(hi), kaxes, 3, cfg, 128)
+    _, _, plan = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, p.shape[2], cfg, 4, p.stride()[:2])
+    covers = [[ops._cover(((r[0], r[1]), (r[2], r[3]), (r[4], r[5])), tile[1], p.shape[2], r[6]) for r in table]
+              for _axes, tile, table, _n in plan]
+    assert [lane == -1 for lane in lanes] == late and len(set(lanes) - {-1}) == 3
+    for i in range(len(plan)):
+        for j in range(i):
+            if not late[i] and not late[j] and any(ops._clash(x, y) for x in covers[i] for y in covers[j]):
+                assert lanes[i] == lanes[j]
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match="side_streams"):
+            CpmlConfig(4, 128, 8, 4, side_streams=bad)
 
 
 @pytest.mark.parametrize("shape,order,width", [((6, 9, 26), 4, 2), ((14, 30), 8, 6)])

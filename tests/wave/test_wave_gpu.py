@@ -217,7 +217,8 @@ def test_graphed_step_and_simulate_have_the_uncaptured_bits():
 def test_two_streams_give_the_one_stream_bits():
     """``CpmlConfig.streams`` (psi and layer launches on a side stream beside the interior; normal
     and high priority; the default tiles, whose x faces wait for the interior, and 8-column x tiles
-    with the split interior, where nothing waits) against one stream: p_next, psi and zeta bit for
+    with the split interior, where nothing waits; the layer launches spread over 3 and 7 side
+    streams, ``side_streams``) against one stream: p_next, psi and zeta bit for
     bit over several steps, in place (out is p_prev) and into a NaN-poisoned output, and replayed
     from CUDA graphs. A grid large enough that the launches overlap."""
     from dataclasses import replace
@@ -233,7 +234,9 @@ def test_two_streams_give_the_one_stream_bits():
                  psi_tiles=base.psi_tiles[:2] + ((32, 8, 8, 2),))
     variants = [base, replace(base, streams=True), replace(base, streams=True, side_priority=-1),
                 replace(base, streams=True, side_priority=-1, interior_first=False), x8,
-                replace(x8, streams=True, side_priority=-1)]
+                replace(x8, streams=True, side_priority=-1),
+                replace(base, streams=True, side_priority=-1, side_streams=3),
+                replace(x8, streams=True, side_priority=-1, side_streams=7)]
     results = []
     for cfg in variants:
         results.append(_steps(p, pp, m, sp, lo, hi, axes, cfg, 4))
@@ -246,6 +249,7 @@ def test_two_streams_give_the_one_stream_bits():
         _same_axes(g0, g)
     assert not torch.isnan(o0[tuple(slice(a, b) for a, b in zip(lo, hi))]).any()
     _launched_and_graphed(p, pp, m, sp, lo, hi, axes, variants[-1])
+    _launched_and_graphed(p, pp, m, sp, lo, hi, axes, variants[-2])
 
 
 def test_psi_x_inside_the_layer_launches_on_the_gpu():

@@ -454,15 +454,15 @@ class PartsState:
     axes0: list
 
 
-def parts_state(seed: int = 20261122) -> PartsState:
-    """``PartsState`` on the GPU; prints the device and its copy bandwidth."""
+def parts_state(seed: int = 20261122, width: int = 20) -> PartsState:
+    """``PartsState`` on the GPU (a CPML ``width`` points wide); prints the device and its copy bandwidth."""
     from tilecraft.hardware.ceilings import measure_copy_bandwidth
     from tilecraft.hardware.device import detect
 
     info = detect()
     copy = measure_copy_bandwidth()
     print(f"device {info.name} copy {copy:.3f} TB/s", flush=True)
-    dev, _measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), _points = _setup(512, 8, 20, torch.float32,
+    dev, _measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), _points = _setup(512, 8, width, torch.float32,
                                                                                       "cuda", seed, cpml=True)
     axes0, _lp = _cpml_state(layout, shape, torch.float32, dev, gen, 4500.0, 10.0, 1e-3, 15.0)
     return PartsState(info, copy, layout, shape, lo, hi, spacing, p, pp, m, axes0)

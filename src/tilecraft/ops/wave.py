@@ -604,7 +604,10 @@ class CpmlConfig:
     vectors: [4, 32) and [528, 556) for 24-column layers) instead of the layers', so the x faces'
     32-column tiles own every column they store but the frozen halo's and need not wait for a
     register-window (zwin) interior, which stores only its own box (``_march_schedule``); the extra
-    columns add exact zeros (a = 0, psi and zeta 0 there), else ``fused`` (``wave_cpml_kernel`` on
+    columns add exact zeros (a = 0, psi and zeta 0 there); ``side_streams`` (with ``streams``): the
+    layer launches that run beside the interior spread over that many side streams after the psi
+    launches (launches whose boxes clash share a stream, in order: ``_side_lanes``), so that they
+    also run beside each other, else ``fused`` (``wave_cpml_kernel`` on
     the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``, ``maxnreg``), else the unfused launches."""
 
     block_y: int
@@ -628,8 +631,12 @@ class CpmlConfig:
     split_interior: bool = False
     psi_x_fused: bool = False
     x_store_boxes: bool = False
+    side_streams: int = 1
 
     def __post_init__(self):
+        if isinstance(self.side_streams, bool) or not isinstance(self.side_streams, int) or self.side_streams < 1:
+            raise ValueError(f"side_streams must be a positive int (the streams the layer launches share with "
+                             f"``streams``), got {self.side_streams!r}")
         if isinstance(self.x_align, bool) or not isinstance(self.x_align, int) or self.x_align < 1:
             raise ValueError(f"x_align must be a positive int (the x tiles start at its multiples), got {self.x_align!r}")
         if isinstance(self.side_priority, bool) or not isinstance(self.side_priority, int):
@@ -1136,14 +1143,48 @@ def _launch_layer(head: list, table, strides: list, n_prog: int, kw: dict) -> No
 _STREAMS: dict[tuple, tuple] = {}
 
 
-def _side_stream(device: torch.device, priority: int) -> tuple:
-    """(side stream, fork, psi done, join events) of a device, made once."""
-    key = (device.index if device.index is not None else torch.cuda.current_device(), priority)
+def _side_stream(device: torch.device, priority: int, lane: int = 0) -> tuple:
+    """(side stream, fork, psi done, join events) of a device, made once; ``lane`` > 0: the extra side
+    streams of ``side_streams`` (their psi-done event unused)."""
+    key = (device.index if device.index is not None else torch.cuda.current_device(), priority, lane)
     hit = _STREAMS.get(key)
     if hit is None:
         hit = _STREAMS[key] = (torch.cuda.Stream(device=device, priority=priority),
                                *(torch.cuda.Event() for _ in range(3)))
     return hit
+
+
+def _side_lanes(covers: list, late: list[bool], lanes: int) -> list[int]:
+    """The side stream (0 .. lanes - 1) of each layer launch: launches whose boxes clash (``_clash``,
+    ``covers[i]``: launch i's ``_cover`` tuples) form one group, run on one stream in plan order; the
+    groups go to the stream with the fewest launches so far, in plan order. Late launches (run on
+    the interior's stream) get -1."""
+    n = len(covers)
+    group = list(range(n))
+
+    def root(i: int) -> int:
+        while group[i] != i:
+            group[i] = group[group[i]]
+            i = group[i]
+        return i
+
+    for i in range(n):
+        for j in range(i):
+            if not late[i] and not late[j] and any(_clash(a, b) for a in covers[i] for b in covers[j]):
+                group[root(i)] = root(j)
+    lane_of: dict[int, int] = {}
+    count = [0] * lanes
+    out = []
+    for i in range(n):
+        if late[i]:
+            out.append(-1)
+            continue
+        r = root(i)
+        if r not in lane_of:
+            lane_of[r] = min(range(lanes), key=lambda k: count[k])
+        count[lane_of[r]] += 1
+        out.append(lane_of[r])
+    return out
 
 
 def _march_streams(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml, kaxes, cfg: WaveConfig, pcfg: CpmlConfig,
@@ -1154,7 +1195,7 @@ def _march_streams(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml, kaxes, cfg
     (``_march_schedule``) run on the caller's stream after the interior and the psi launches (or
     after the whole side stream). Same kernels, same arguments: the bits of one stream."""
     ndim = len(lo)
-    late, wait_all = schedule
+    late, wait_all, lanes = schedule
     main = torch.cuda.current_stream(p3.device)
     side, fork, psi_done, join = _side_stream(p3.device, pcfg.side_priority)
     p, p_prev, m, out = (t if ndim == 3 else t[0] for t in (p3, pp3, m3, o3))
@@ -1173,9 +1214,19 @@ def _march_streams(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml, kaxes, cfg
             else:
                 _psi_phase(p, order, lo, hi, pml, skip)
             psi_done.record(side)
-            for (_name, table, n_prog, kw), later in zip(launches, late):
-                if not later:
+            for k in range(1, pcfg.side_streams):
+                extra, _fork, _unused, done = _side_stream(p3.device, pcfg.side_priority, k)
+                with torch.cuda.stream(extra):
+                    extra.wait_event(psi_done)
+                    for (_name, table, n_prog, kw), lane in zip(launches, lanes):
+                        if lane == k:
+                            _launch_layer(head, table, strides, n_prog, kw)
+                    done.record(extra)
+            for (_name, table, n_prog, kw), lane in zip(launches, lanes):
+                if lane == 0:
                     _launch_layer(head, table, strides, n_prog, kw)
+            for k in range(1, pcfg.side_streams):
+                side.wait_event(_side_stream(p3.device, pcfg.side_priority, k)[3])
             join.record(side)
 
     if pcfg.interior_first:
@@ -1208,13 +1259,15 @@ def _clash(a: tuple, b: tuple) -> bool:
             and ((a[6] < b[5] and b[4] < a[7]) or (b[6] < a[5] and a[4] < b[7])))
 
 
-def _march_schedule(interiors, interior_bx: int, plan, nx: int, exact=()) -> tuple[list[bool], bool]:
+def _march_schedule(interiors, interior_bx: int, plan, nx: int, exact=(), lanes: int = 1) -> tuple[list[bool], bool,
+                                                                                                  list[int]]:
     """Which layer launches may run on the side stream while the interior runs (``streams``):
     ``interiors``: (box, x_org) of the interior launches; ``exact[i]``: interior i stores only its
     box (``wave_zwin_kernel``), else its tiles' columns. ``late[i]`` when launch i's boxes clash
     with an interior box (``_clash``): it then runs on the
     interior's stream after it (and after the psi launches); ``wait_all`` when a late launch also
-    clashes with a layer launch of the side stream (then it waits for the whole side stream)."""
+    clashes with a layer launch of the side stream (then it waits for the whole side stream); the
+    side stream of each launch among ``lanes`` (``_side_lanes``; -1 for the late ones)."""
     inner = [_cover(box, interior_bx, nx, x_org) for box, x_org in interiors]
     inner = [c[:6] + c[4:6] if i < len(exact) and exact[i] else c for i, c in enumerate(inner)]
     covers = [[_cover(((r[0], r[1]), (r[2], r[3]), (r[4], r[5])), tile[1], nx, r[6]) for r in table]
@@ -1222,7 +1275,7 @@ def _march_schedule(interiors, interior_bx: int, plan, nx: int, exact=()) -> tup
     late = [any(_clash(a, b) for a in cov for b in inner) for cov in covers]
     wait_all = any(_clash(a, b) for i, ci in enumerate(covers) if late[i] for j, cj in enumerate(covers)
                    if not late[j] for a in ci for b in cj)
-    return late, wait_all
+    return late, wait_all, _side_lanes(covers, late, lanes)
 
 
 def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
@@ -1260,7 +1313,7 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
              and ((interior_cfg.kernel == "zwin" and zwin_step_ok(p3, order, blo, bhi, None, interior_cfg) is None)
                   or (interior_cfg.kernel == "smem" and smem_step_ok(p3, order, blo, bhi, None, interior_cfg) is None))
              for blo, bhi, _x in _interior_boxes(inner, ndim)]
-    schedule = _march_schedule(inner, interior_bx, plan, nx, exact)
+    schedule = _march_schedule(inner, interior_bx, plan, nx, exact, pcfg.side_streams)
     launches = []
     for axes, (by, bx, bz, warps), table, n_prog in plan:
         flat = [v // scale if i % 16 in (6, 8, 9, 10, 11) else v for row in table for i, v in enumerate(row)]

@@ -1,0 +1,76 @@
+"""The whole CPML step (512**3 model + a CPML of ``--width`` points, 12 the library's default, fp32 order 8)
+with its layer launches spread over several side streams (``CpmlConfig.side_streams``), against the default
+(one side stream: the psi launches, then the layer launches in turn, beside the interior). ``cpml_step_suite``
+(each configuration checked against the float64 torch step first, from a NaN-poisoned output), ``--rounds``
+rounds in turn, then one step's kernel timeline (profiler: name, start, end in us) per configuration.
+
+    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR [--rounds 3] [--width 12] [--lanes 1,2,3,4,7]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from tilecraft.bench.harness import write_results
+from tilecraft.bench.wave import _copy_axes, _cpml_state, _record, _setup, cpml_step_suite, cpml_traffic, launch_timeline
+from tilecraft.hardware.ceilings import measure_copy_bandwidth
+from tilecraft.hardware.device import detect
+from tilecraft.ops import wave as ops
+
+
+def timeline(cfg, width: int, key: str, copy: float) -> list:
+    dev, measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), points = _setup(512, 8, width, torch.float32,
+                                                                                  "cuda", 20261122, cpml=True)
+    axes, layer_points = _cpml_state(layout, shape, torch.float32, dev, gen, 4500.0, 10.0, 1e-3, 15.0)
+    axes = _copy_axes(axes)
+    out = torch.empty_like(pp)
+    tl = launch_timeline(lambda: ops.cpml_step(p, pp, m, out, 8, spacing, lo, hi, axes, "triton", None, cfg))
+    if tl is None:
+        return []
+    print(f"timeline {key}: " + ", ".join(f"{name.split('_kernel')[0][-18:]} {s:.0f}-{e:.0f}" for name, s, e in tl),
+          flush=True)
+    span = max(e for _, _, e in tl) - min(s for _, s, _ in tl)
+    return [_record({"variant": "timeline", "label": key, "pml_width": width}, cpml_traffic(points, layer_points, 8, 4),
+                    span / 1e3, 0.0, copy, None, measured, {"timeline_us": tl, "config": cfg.as_dict()})]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--width", type=int, default=12)
+    ap.add_argument("--lanes", default="1,2,3,4,7")
+    args = ap.parse_args()
+    info = detect()
+    copy = measure_copy_bandwidth()
+    print(f"device {info.name} copy {copy:.3f} TB/s", flush=True)
+    dev = torch.device("cuda")
+    base = ops.default_cpml_config(dev)
+    cases = {f"side-streams-{k}": replace(base, side_streams=int(k)) for k in args.lanes.split(",")}
+    records = []
+    for rnd in range(args.rounds):
+        for name, pcfg in cases.items():
+            recs = cpml_step_suite(512, 8, torch.float32, args.width, configs=[pcfg], device="cuda", copy_tbps=copy,
+                                   budget_s=0.5, unfused=False, parts=False, say=lambda m: None)
+            for r in recs:
+                r.case.update(case=name, round=rnd + 1)
+                if r.case.get("variant") == "cpml-fused":
+                    print(f"  round {rnd + 1} {name:18s} {r.ours / copy:6.1%} of copy, "
+                          f"{r.extra['time_ms']:.3f} ms", flush=True)
+            records += recs
+    for name, pcfg in cases.items():
+        records += timeline(pcfg, args.width, name, copy)
+    copy2 = measure_copy_bandwidth()
+    print(f"copy at the end {copy2:.3f} TB/s", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}.json", info,
+                  meta={"copy_TBps_start": copy, "copy_TBps_end": copy2})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,6 +5,7 @@ with its layer launches spread over several side streams (``CpmlConfig.side_stre
 rounds in turn, then one step's kernel timeline (profiler: name, start, end in us) per configuration.
 
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR [--rounds 3] [--width 12] [--lanes 1,2,3,4,7]
+    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --x-box-tiles 1,2,3   # CpmlConfig.x_box_tiles
 """
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--width", type=int, default=12)
     ap.add_argument("--lanes", default="1,2,3,4,7")
+    ap.add_argument("--x-box-tiles", default="", help="side-stream counts to time with x_box_tiles (e.g. 1,2,3), "
+                                                         "beside the default, instead of --lanes")
     args = ap.parse_args()
     info = detect()
     copy = measure_copy_bandwidth()
@@ -51,6 +54,9 @@ def main() -> int:
     dev = torch.device("cuda")
     base = ops.default_cpml_config(dev)
     cases = {f"side-streams-{k}": replace(base, side_streams=int(k)) for k in args.lanes.split(",")}
+    if args.x_box_tiles:  # the x boxes widened to whole x tiles (no x tile stores an interior column), then lanes
+        cases = {"default": base, **{f"x-box-tiles-{k}": replace(base, x_box_tiles=True, side_streams=int(k))
+                                     for k in args.x_box_tiles.split(",")}}
     records = []
     for rnd in range(args.rounds):
         for name, pcfg in cases.items():
@@ -67,7 +73,7 @@ def main() -> int:
     copy2 = measure_copy_bandwidth()
     print(f"copy at the end {copy2:.3f} TB/s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}.json", info,
+    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}.json", info,
                   meta={"copy_TBps_start": copy, "copy_TBps_end": copy2})
     return 0
 

@@ -416,7 +416,8 @@ ZWIN_SMALL = WaveConfig(block_y=4, block_x=16, block_z=8, num_warps=1, kernel="z
     ((6, 9, 26), 4, 2, SMALL), ((7, 10, 37), 8, 5, SMALL), ((7, 10, 37), 8, 5, ZWIN_SMALL), ((14, 30), 8, 6, SMALL)])
 def test_x_store_boxes_give_the_march_values(shape, order, width, interior):
     """``x_store_boxes`` (the layer boxes with x terms cut at the x stores' bounds; the extra columns
-    add exact zeros) against the plain march plan, with psi_x inside the x launches too: the same
+    add exact zeros) against the plain march plan, with psi_x inside the x launches too (and the
+    boxes widened to whole x tiles, ``x_box_tiles``): the same
     p_next, psi_new and zeta values (bitwise but for the sign of a zero), every point of the box
     written (NaN-poisoned), in place (out is p_prev) too; odd widths, 2D and 3D, the march and the
     zwin interior; and both against the float64 torch step."""
@@ -427,7 +428,8 @@ def test_x_store_boxes_give_the_march_values(shape, order, width, interior):
     box = tuple(slice(a, b) for a, b in zip(lo, hi))
     base = VARIANTS["march-psi"]
     variants = (base, replace(base, x_store_boxes=True),
-                replace(base, x_store_boxes=True, psi_x_fused=True, narrow=(4, 32, 1)))
+                replace(base, x_store_boxes=True, psi_x_fused=True, narrow=(4, 32, 1)),
+                replace(base, x_store_boxes=True, x_box_tiles=True, psi_x_fused=True, narrow=(4, 32, 1)))
     _l64, (p64, pp64, m64), _a = _state(shape, order, width, False, torch.float64, seed=5)
     ref_axes = _copy(axes, torch.float64)
     ref = pp64.clone()
@@ -446,32 +448,42 @@ def test_x_store_boxes_give_the_march_values(shape, order, width, interior):
                 for u, v in ((x.psi[1], y.psi[1]), (x.zeta, y.zeta)):
                     assert float((u.double() - v).abs().max()) <= 1e-5 * max(float(v.abs().max()), 1e-30)
             res.append((out, got))
-        (a, a_ax), (b, b_ax), (c, c_ax) = res
+        (a, a_ax), (b, b_ax), (c, c_ax), (d, _d_ax) = res
         assert torch.equal(a, b)  # values: +0 and -0 compare equal
         assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(a_ax, b_ax))
         tol = 2e-6 * float(a[box].abs().max())
         assert float((a - c).abs().max()) <= tol
+        assert float((a - d).abs().max()) <= tol
 
 
-def test_x_store_boxes_let_the_x_faces_run_beside_a_zwin_interior():
+@pytest.mark.parametrize("width", [20, 12])
+def test_x_store_boxes_let_the_x_faces_run_beside_a_zwin_interior(width):
     """With ``x_store_boxes`` and the register-window interior (which stores only its box) no layer
-    launch clashes with the interior, so none waits for it; the march interior (whose last tiles
-    rewrite columns past its box) still orders the x faces after it; without ``x_store_boxes`` the x
-    faces wait either way. The x layer boxes end at the x stores' whole vectors and the plan still
-    covers the box once. Checked against the columns each launch stores."""
-    layout, (p, _pp, _m), axes = _state((24, 20, 300), 8, 20, False, torch.float32)
+    launch clashes with the interior where the x store is as wide as the x tiles' reach (24-column
+    layers), so none waits for it; the march interior (whose last tiles rewrite columns past its box)
+    still orders the x faces after it; without ``x_store_boxes`` the x faces wait either way. With
+    12-point layers (a 16-column store, 32-column tiles from x = 4) the x faces wait unless
+    ``x_box_tiles`` widens their boxes to whole tiles. The x layer boxes end at the x stores' whole
+    vectors (or whole tiles) and the plan still covers the box once. Checked against the columns each
+    launch stores."""
+    layout, (p, _pp, _m), axes = _state((24, 20, 300), 8, width, False, torch.float32)
     lo, hi = layout.updated
     kaxes = {ax.axis: ax for ax in axes}
     tiles = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (8, 32, 2, 2), (4, 32, 2, 1))
     base = CpmlConfig(4, 128, 8, 4, march=True, march_tiles=tiles, psi_x_fused=True)
     zwin = WaveConfig(32, 64, 64, 16, kernel="zwin", loop_unroll=8, l1_prefetch=2)
     march = WaveConfig(8, 128, 16, 8)
-    for cfg, icfg, want in ((replace(base, x_store_boxes=True), zwin, [False] * 7),
-                            (replace(base, x_store_boxes=True), march, [False, False, True] + [False] * 4),
-                            (base, zwin, [False, False, True] + [False] * 4)):
-        interiors, _launches, _strides, (late, wait_all), fuse = ops._march_plan(
+    stored = replace(base, x_store_boxes=True)
+    tiled = replace(stored, x_box_tiles=True)
+    x_late = [False, False, True] + [False] * 4
+    cases = {20: ((stored, zwin, [False] * 7, (32, 316)), (stored, march, x_late, (32, 316)),
+                  (base, zwin, x_late, (28, 320)), (tiled, zwin, [False] * 7, (32, 316))),
+             12: ((stored, zwin, x_late, (24, 308)), (tiled, zwin, [False] * 7, (32, 304)),
+                  (base, zwin, x_late, (20, 312)))}[width]
+    for cfg, icfg, want, inner_x in cases:
+        interiors, _launches, _strides, (late, wait_all, _lanes), fuse = ops._march_plan(
             p, 8, tuple(lo), tuple(hi), kaxes, 3, cfg, icfg)
-        assert late == want and not wait_all and (2 in fuse) == cfg.x_store_boxes  # 24-column layers, x_align 8
+        assert late == want and not wait_all and (2 in fuse) == cfg.x_store_boxes  # x_align 8
         _, _, plan = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, p.shape[2], cfg, 4, p.stride()[:2])
         count = torch.zeros(p.shape, dtype=torch.int32)
         owned = torch.zeros(p.shape, dtype=torch.bool)
@@ -490,10 +502,12 @@ def test_x_store_boxes_let_the_x_faces_run_beside_a_zwin_interior():
                 count[z0:z1, y0:y1, x0:x1] += 1
                 if cfg.x_store_boxes and 2 in axes_:  # x boxes on the x stores' bounds
                     assert {x0, x1} & {lo[2], hi[2]} or x0 % 4 == 0 and x1 % 4 == 0
+                if cfg.x_box_tiles and 2 in axes_:  # whole tiles: the stores stay in the box (and the frozen halo)
+                    assert xo % cfg.x_align == 0 and (x1 - xo) % tile[1] == 0 or x1 == hi[2]
             assert lt == bool((stores & owned).any() or (inner & mine).any())
         box = tuple(slice(a, b) for a, b in zip(lo, hi))
         assert int(count[box].min()) == 1 and int(count.max()) == 1 and int(count.sum()) == count[box].numel()
-        assert (blo[2], bhi[2]) == ((32, 316) if cfg.x_store_boxes else (28, 320))
+        assert (blo[2], bhi[2]) == inner_x
 
 
 def test_default_interior_is_the_ring_on_large_boxes_on_sm90(monkeypatch):

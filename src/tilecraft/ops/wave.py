@@ -604,7 +604,11 @@ class CpmlConfig:
     vectors: [4, 32) and [528, 556) for 24-column layers) instead of the layers', so the x faces'
     32-column tiles own every column they store but the frozen halo's and need not wait for a
     register-window (zwin) interior, which stores only its own box (``_march_schedule``); the extra
-    columns add exact zeros (a = 0, psi and zeta 0 there); ``side_streams`` (with ``streams``): the
+    columns add exact zeros (a = 0, psi and zeta 0 there); ``x_box_tiles`` (with ``x_store_boxes``):
+    those boxes widened to whole x tiles from the store's start (down to a multiple of ``x_align``),
+    so that no x tile stores a column of the interior's box and none waits for it where the store is
+    narrower than a tile (16 columns at 12 points: the tiles of 32 columns from x = 4 stored [20, 36)
+    again, after the interior); ``side_streams`` (with ``streams``): the
     layer launches that run beside the interior spread over that many side streams after the psi
     launches (launches whose boxes clash share a stream, in order: ``_side_lanes``), so that they
     also run beside each other, else ``fused`` (``wave_cpml_kernel`` on
@@ -631,6 +635,7 @@ class CpmlConfig:
     split_interior: bool = False
     psi_x_fused: bool = False
     x_store_boxes: bool = False
+    x_box_tiles: bool = False
     side_streams: int = 1
 
     def __post_init__(self):
@@ -983,6 +988,13 @@ def _plan_regions(ax: CpmlAxis, cfg: CpmlConfig) -> tuple[tuple[int, int, int], 
     wide = tuple((min(w0, o), max(w1, o + ax.extent), o) for w0, w1, o in ax.regions)
     if any(a[1] > b[0] for a, b in itertools.pairwise(wide)):
         return ax.regions
+    if cfg.x_box_tiles:  # whole x tiles from the store's start (down to x_align): no tile stores past its box
+        bx = max(_march_tile_of(cfg, axes)[1] for axes in ((2,), (0, 2), (1, 2), (0, 1, 2)))
+        starts = [w0 - w0 % cfg.x_align if triton_cdiv(w1 - w0 + w0 % cfg.x_align, bx) == triton_cdiv(w1 - w0, bx)
+                  else w0 for w0, w1, _o in wide]  # aligned further down where that costs no tile
+        tiled = tuple((t0, t0 + triton_cdiv(w1 - t0, bx) * bx, o) for t0, (_w0, w1, o) in zip(starts, wide))
+        if not any(a[1] > b[0] for a, b in itertools.pairwise(tiled)):
+            return tiled
     return wide
 
 
@@ -996,7 +1008,8 @@ def layer_plan(lo3, hi3, kaxes: dict[int, CpmlAxis], ndim: int, nx: int, cfg: Cp
     tile rewrites the columns it does not own) go to separate launches. Returns (interiors, scale,
     launches); a launch is (axes, (block_y, block_x, block_z, warps), table rows (16 ints per box, unscaled),
     programs). ``scale``: the vector width when every offset is a multiple of it (else 1)."""
-    pieces = [_axis_pieces(lo3[d], hi3[d], _plan_regions(kaxes[d], cfg) if d in kaxes else ()) for d in range(3)]
+    regions = [_plan_regions(kaxes[d], cfg) if d in kaxes else () for d in range(3)]
+    pieces = [_axis_pieces(lo3[d], hi3[d], regions[d]) for d in range(3)]
     interiors, groups = [], {}
     for pz in pieces[0]:
         for py in pieces[1]:
@@ -1023,6 +1036,8 @@ def layer_plan(lo3, hi3, kaxes: dict[int, CpmlAxis], ndim: int, nx: int, cfg: Cp
             x_org = x0 - x0 % cfg.x_align
             if cfg.x_store_boxes and 2 in axes:  # tiles from the x store's origin (whole vectors): they hold it
                 x_org = min(x0, kaxes[2].regions[box[2][2]][2])
+                if cfg.x_box_tiles:  # or from the start of the region's whole tiles
+                    x_org = min(x_org, regions[2][box[2][2]][0])
             cover = (x_org, min(x_org + triton_cdiv(x1 - x_org, bx) * bx, nx))
             row = [z0, z1, y0, y1, x0, x1, x_org, 0, 0, 0, 0, 0, 0, 0, 0, 0]
             for d in axes:

@@ -6,6 +6,9 @@ rounds in turn, then one step's kernel timeline (profiler: name, start, end in u
 
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR [--rounds 3] [--width 12] [--lanes 1,2,3,4,7]
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --x-box-tiles 1,2,3   # CpmlConfig.x_box_tiles
+    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --interiors [--width 20]
+
+"previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``).
 """
 from __future__ import annotations
 
@@ -23,13 +26,13 @@ from tilecraft.hardware.device import detect
 from tilecraft.ops import wave as ops
 
 
-def timeline(cfg, width: int, key: str, copy: float) -> list:
+def timeline(cfg, icfg, width: int, key: str, copy: float) -> list:
     dev, measured, layout, shape, lo, hi, spacing, gen, (p, pp, m), points = _setup(512, 8, width, torch.float32,
                                                                                   "cuda", 20261122, cpml=True)
     axes, layer_points = _cpml_state(layout, shape, torch.float32, dev, gen, 4500.0, 10.0, 1e-3, 15.0)
     axes = _copy_axes(axes)
     out = torch.empty_like(pp)
-    tl = launch_timeline(lambda: ops.cpml_step(p, pp, m, out, 8, spacing, lo, hi, axes, "triton", None, cfg))
+    tl = launch_timeline(lambda: ops.cpml_step(p, pp, m, out, 8, spacing, lo, hi, axes, "triton", icfg, cfg))
     if tl is None:
         return []
     print(f"timeline {key}: " + ", ".join(f"{name.split('_kernel')[0][-18:]} {s:.0f}-{e:.0f}" for name, s, e in tl),
@@ -45,6 +48,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--width", type=int, default=12)
     ap.add_argument("--lanes", default="1,2,3,4,7")
+    ap.add_argument("--interiors", action="store_true", help="the default against the previous default, and both "
+                                                             "with the cp.async-ring interior")
     ap.add_argument("--x-box-tiles", default="", help="side-stream counts to time with x_box_tiles (e.g. 1,2,3), "
                                                          "beside the default, instead of --lanes")
     args = ap.parse_args()
@@ -53,27 +58,34 @@ def main() -> int:
     print(f"device {info.name} copy {copy:.3f} TB/s", flush=True)
     dev = torch.device("cuda")
     base = ops.default_cpml_config(dev)
-    cases = {f"side-streams-{k}": replace(base, side_streams=int(k)) for k in args.lanes.split(",")}
+    previous = replace(base, x_box_tiles=False, side_streams=1)  # the default before 2026-11-29 (fifteenth)
+    cases = {f"side-streams-{k}": (replace(previous, side_streams=int(k)), None) for k in args.lanes.split(",")}
     if args.x_box_tiles:  # the x boxes widened to whole x tiles (no x tile stores an interior column), then lanes
-        cases = {"default": base, **{f"x-box-tiles-{k}": replace(base, x_box_tiles=True, side_streams=int(k))
-                                     for k in args.x_box_tiles.split(",")}}
+        cases = {"previous": (previous, None), **{f"x-box-tiles-{k}": (replace(previous, x_box_tiles=True,
+                                                                               side_streams=int(k)), None)
+                                                  for k in args.x_box_tiles.split(",")}}
+    if args.interiors:  # the default against the previous one, and with the cp.async-ring interior
+        ring = ops.smem_config()
+        cases = {"previous": (previous, None), "default": (base, None), "default-ring-z64": (base, ring),
+                 "default-ring-z256": (base, replace(ring, block_z=256)),
+                 "previous-ring-z256": (previous, replace(ring, block_z=256))}
     records = []
     for rnd in range(args.rounds):
-        for name, pcfg in cases.items():
+        for name, (pcfg, icfg) in cases.items():
             recs = cpml_step_suite(512, 8, torch.float32, args.width, configs=[pcfg], device="cuda", copy_tbps=copy,
-                                   budget_s=0.5, unfused=False, parts=False, say=lambda m: None)
+                                   budget_s=0.5, unfused=False, parts=False, say=lambda m: None, step_config=icfg)
             for r in recs:
                 r.case.update(case=name, round=rnd + 1)
                 if r.case.get("variant") == "cpml-fused":
                     print(f"  round {rnd + 1} {name:18s} {r.ours / copy:6.1%} of copy, "
                           f"{r.extra['time_ms']:.3f} ms", flush=True)
             records += recs
-    for name, pcfg in cases.items():
-        records += timeline(pcfg, args.width, name, copy)
+    for name, (pcfg, icfg) in cases.items():
+        records += timeline(pcfg, icfg, args.width, name, copy)
     copy2 = measure_copy_bandwidth()
     print(f"copy at the end {copy2:.3f} TB/s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}.json", info,
+    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}.json", info,
                   meta={"copy_TBps_start": copy, "copy_TBps_end": copy2})
     return 0
 

@@ -662,6 +662,9 @@ MARCH_TILES_PREVIOUS = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (16, 32, 
 # The budgets with psi_x inside the x launches (``psi_x_fused``): the x faces need 80 registers
 # without spills (72: 88 bytes spilled; cross-compiled for sm90).
 MARCH_REGS_PSI_X = (96, 96, 80, 128, 168)
+# The side streams the layer launches share (``CpmlConfig.side_streams``): H200, 12-point CPML, 1.114 ms a
+# step with 3 against 1.122 (1), 1.125 (2), 1.118 (7) (benchmarks/wave_side_streams.py, 2026-11-29).
+SIDE_STREAMS = 3
 # (block_y, block_x, block_z, num_warps) of the marching psi launch per axis (z, y, x)
 PSI_TILES = ((4, 128, 10, 4), (4, 128, 8, 4), (16, 32, 8, 4))
 
@@ -681,12 +684,19 @@ def default_cpml_config(device: torch.device) -> CpmlConfig:
     step 1.886 / 1.961 / 1.878 ms against 2.028 / 2.041 / 1.970 and 1.888 / 1.817 / 1.828 against
     1.935 / 1.915 / 1.916 (three rounds in turn in each of two runs; medians 58.5% and 59.6% of copy
     against 54.4% and 56.9%; benchmarks/results/2026-11-25-h100/wave-layers-{20e084c,a629900}.json).
+    Since 2026-11-29 (fifteenth session) also ``x_box_tiles`` and three side streams: at the default 12 points
+    the x store is 24 columns wide, so the x faces' 32-column tiles stored interior columns and waited for the
+    whole interior (0.19 ms alone at the end of every step); with the boxes widened to whole tiles nothing
+    waits. H200, 512**3 + 12-point CPML, three rounds in turn: 1.165 ms a step (56.5% of copy) before, 1.122 ms
+    (58.6%) with ``x_box_tiles``, 1.113-1.114 ms (59.1%) with three side streams too (two: 1.125, seven:
+    1.118; ``benchmarks/wave_side_streams.py``, ``benchmarks/results/2026-11-29-h200-fifteenth/``).
     Interpreter: the folded kernel, few large programs."""
     if device.type != "cuda":
         return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     return CpmlConfig(block_y=4, block_x=128, block_z=8, num_warps=4, march=True, narrow=(8, 32, 2),
                       march_regs=MARCH_REGS_PSI_X, march_tiles=MARCH_TILES, psi_tiles=PSI_TILES, interior_first=True,
-                      streams=True, side_priority=-1, psi_x_fused=True, x_store_boxes=True)
+                      streams=True, side_priority=-1, psi_x_fused=True, x_store_boxes=True, x_box_tiles=True,
+                      side_streams=SIDE_STREAMS)
 
 
 _NO_SPLIT = 2**30

@@ -7,6 +7,7 @@ rounds in turn, then one step's kernel timeline (profiler: name, start, end in u
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR [--rounds 3] [--width 12] [--lanes 1,2,3,4,7]
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --x-box-tiles 1,2,3   # CpmlConfig.x_box_tiles
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --interiors [--width 20]
+    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --sizes 384,512,640   # zwin or ring interior
 
 "previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``).
 """
@@ -48,6 +49,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--width", type=int, default=12)
     ap.add_argument("--lanes", default="1,2,3,4,7")
+    ap.add_argument("--sizes", default="", help="model sizes: zwin against the ring interior at each (e.g. 384,512,640)")
     ap.add_argument("--interiors", action="store_true", help="the default against the previous default, and both "
                                                              "with the cp.async-ring interior")
     ap.add_argument("--x-box-tiles", default="", help="side-stream counts to time with x_box_tiles (e.g. 1,2,3), "
@@ -64,28 +66,35 @@ def main() -> int:
         cases = {"previous": (previous, None), **{f"x-box-tiles-{k}": (replace(previous, x_box_tiles=True,
                                                                                side_streams=int(k)), None)
                                                   for k in args.x_box_tiles.split(",")}}
+    sizes = [int(v) for v in args.sizes.split(",")] if args.sizes else [512]
+    if args.sizes:  # the default's zwin interior against the ring's (128, 256 planes) at several model sizes
+        ring = ops.smem_config()
+        cases = {"default": (base, ops.zwin_config()), "default-ring-z128": (base, replace(ring, block_z=128)),
+                 "default-ring-z256": (base, replace(ring, block_z=256))}
     if args.interiors:  # the default against the previous one, and with the cp.async-ring interior
         ring = ops.smem_config()
         cases = {"previous": (previous, None), "default": (base, None), "default-ring-z64": (base, ring),
                  "default-ring-z256": (base, replace(ring, block_z=256)),
                  "previous-ring-z256": (previous, replace(ring, block_z=256))}
     records = []
-    for rnd in range(args.rounds):
-        for name, (pcfg, icfg) in cases.items():
-            recs = cpml_step_suite(512, 8, torch.float32, args.width, configs=[pcfg], device="cuda", copy_tbps=copy,
-                                   budget_s=0.5, unfused=False, parts=False, say=lambda m: None, step_config=icfg)
-            for r in recs:
-                r.case.update(case=name, round=rnd + 1)
-                if r.case.get("variant") == "cpml-fused":
-                    print(f"  round {rnd + 1} {name:18s} {r.ours / copy:6.1%} of copy, "
-                          f"{r.extra['time_ms']:.3f} ms", flush=True)
-            records += recs
+    for n in sizes:
+        for rnd in range(args.rounds):
+            for name, (pcfg, icfg) in cases.items():
+                recs = cpml_step_suite(n, 8, torch.float32, args.width, configs=[pcfg], device="cuda", copy_tbps=copy,
+                                       budget_s=0.5, unfused=False, parts=False, say=lambda m: None, step_config=icfg)
+                for r in recs:
+                    r.case.update(case=name, round=rnd + 1)
+                    if r.case.get("variant") == "cpml-fused":
+                        print(f"  {n}^3 round {rnd + 1} {name:18s} {r.ours / copy:6.1%} of copy, "
+                              f"{r.extra['time_ms']:.3f} ms", flush=True)
+                records += recs
     for name, (pcfg, icfg) in cases.items():
-        records += timeline(pcfg, icfg, args.width, name, copy)
+        if not args.sizes:
+            records += timeline(pcfg, icfg, args.width, name, copy)
     copy2 = measure_copy_bandwidth()
     print(f"copy at the end {copy2:.3f} TB/s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}.json", info,
+    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}.json", info,
                   meta={"copy_TBps_start": copy, "copy_TBps_end": copy2})
     return 0
 

@@ -242,12 +242,17 @@ def test_two_streams_give_the_one_stream_bits():
         results.append(_steps(p, pp, m, sp, lo, hi, axes, cfg, 4))
         if cfg.streams:
             assert ops._side_stream(p.device, cfg.side_priority)[0].priority <= (0 if cfg.side_priority == 0 else -1)
-    f0, o0, g0 = results[0]
-    for f, o, g in results[1:]:
+    for i, (f, o, g) in enumerate(results):
+        # against the one-stream run of the same plan (x8 cuts the x boxes elsewhere with ``x_box_tiles``, so
+        # a few columns are the interior kernel's in one plan and the layer kernel's in the other: rounding)
+        f0, o0, g0 = results[4 if variants[i].x_align == 4 else 0]
         assert all(torch.equal(x, y) for x, y in zip(f0, f))
         torch.testing.assert_close(o0, o, rtol=0, atol=0, equal_nan=True)
         _same_axes(g0, g)
-    assert not torch.isnan(o0[tuple(slice(a, b) for a, b in zip(lo, hi))]).any()
+    (_f, o0, _g), (_f8, o8, _g8) = results[0], results[4]
+    box = tuple(slice(a, b) for a, b in zip(lo, hi))
+    assert not torch.isnan(o0[box]).any()
+    assert float((o0[box] - o8[box]).abs().max()) <= 2e-6 * float(o0[box].abs().max())
     _launched_and_graphed(p, pp, m, sp, lo, hi, axes, variants[-1])
     _launched_and_graphed(p, pp, m, sp, lo, hi, axes, variants[-2])
 

@@ -533,6 +533,31 @@ def test_default_interior_is_the_ring_on_large_boxes_on_sm90(monkeypatch):
     assert ops.default_config(torch.float32, 8, torch.device("cpu"), *big).kernel == "march"
 
 
+def test_cpml_interior_is_the_ring_with_256_planes_on_large_boxes_on_sm90(monkeypatch):
+    """``cpml_interior_config`` (the CPML step's interior when none is given): on sm90 NVIDIA GPUs, fp32 order 8,
+    the ring with 256 planes per program on boxes of at least ``RING_CPML_MIN_TILES`` tiles of 32 x 64 points and
+    256 planes (384**3 + 12-point CPML and up; measured faster there on an H200 with the new layer launches),
+    zwin on smaller or 2D boxes, thin slabs and other NVIDIA GPUs; the march for other dtypes, orders, devices."""
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.version, "hip", None)
+    big, edge, small = ((4,) * 3, (540,) * 3), ((4,) * 3, (412,) * 3), ((4,) * 3, (284,) * 3)  # 153, 91, 45 tiles
+    slab = ((4, 4, 4), (200, 540, 540))  # 196 planes (a rank's slab)
+    for cap, kind in (((9, 0), "smem"), ((8, 0), "zwin"), ((10, 0), "zwin")):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, c=cap: c)
+        assert ops.cpml_interior_config(torch.float32, 8, cuda, *big).kernel == kind
+        assert ops.cpml_interior_config(torch.float32, 8, cuda, *edge).kernel == kind
+        for box in (small, slab, ((4, 4), (540, 540)), (None, None)):
+            assert ops.cpml_interior_config(torch.float32, 8, cuda, *box) == ops.zwin_config()
+        assert ops.cpml_interior_config(torch.float64, 8, cuda, *big).kernel == "march"
+        assert ops.cpml_interior_config(torch.float32, 6, cuda, *big).kernel == "march"
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    ring = ops.cpml_interior_config(torch.float32, 8, cuda, *big)
+    assert ring == replace(ops.smem_config(), block_z=ops.RING_CPML_PLANES) and ring.block_z == 256
+    assert ops.cpml_interior_config(torch.float32, 8, torch.device("cpu"), *big) == ops.default_config(
+        torch.float32, 8, torch.device("cpu"))
+
+
 def test_smem_interior_is_an_option_that_runs_the_march_off_the_gpu():
     """``WaveConfig(kernel="smem")`` (the cp.async-ring interior, sm80+ compiled kernels only): its knobs are
     checked when made; where it cannot run (here: the interpreter, CPU tensors) ``smem_step_ok`` says why

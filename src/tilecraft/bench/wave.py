@@ -479,7 +479,7 @@ def cpml_parts(p, pp, m, out, order, spacing, lo, hi, axes0, march: CpmlConfig, 
     march = replace(march, streams=False)
     shape = p.shape
     dtype = p.dtype
-    icfg = step_config or ops.default_config(dtype, order, p.device)
+    icfg = step_config or ops.cpml_interior_config(dtype, order, p.device, tuple(lo), tuple(hi))
     _, _, launches = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, shape[2], march, 4, p.stride()[:2])
     interiors, *_, fused_psi = ops._march_plan(p, order, tuple(lo), tuple(hi), kaxes, 3, march, icfg)
     inner = [(f"part-interior{i or ''}", math.prod(b - a for a, b in zip(blo, bhi)))

@@ -19,7 +19,7 @@ import itertools
 import math
 import os
 import weakref
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 import triton
@@ -110,9 +110,10 @@ def default_config(dtype: torch.dtype, order: int, device: torch.device, lo=None
     same records): 512**3 (128 tiles) 0.645 ms a step (78.4% of copy) against 0.691 ms for zwin, three rounds;
     640**3 (200 tiles) 1.233 against 1.384-1.385 ms, two rounds. Smaller boxes keep zwin: 384**3 (72 tiles)
     0.308 / 0.378 ms against 0.334 / 0.335, 256**3 (32 tiles) 0.202 / 0.404 against 0.243 / 0.225 (the ring's
-    rounds varied, zwin's did not). The CPML step's interior keeps zwin: the ring with 256 planes per program was
+    rounds varied, zwin's did not). The CPML step's interior kept zwin: the ring with 256 planes per program was
     6% faster there at 512**3 (1.112 against 1.188 ms a step) but 1.6% slower at 640**3 and 17-50% slower at
-    384**3 and 256**3 (docs/wave.md). Boxes the ring cannot take run zwin, then the march.
+    384**3 and 256**3 (docs/wave.md); since 2026-11-29, with the new layer launches, it takes the ring on large
+    boxes (``cpml_interior_config``). Boxes the ring cannot take run zwin, then the march.
 
     Other NVIDIA GPUs, and sm90 where the ring is not taken, fp32 order 8: the register-window march (``kernel="zwin"``, ``zwin_config``: 32 x 64 tiles of one
     128-bit vector per thread, 16 warps, 64 planes, the loop unrolled by 8, L1 prefetch 2 planes
@@ -137,6 +138,34 @@ def default_config(dtype: torch.dtype, order: int, device: torch.device, lo=None
     if dtype == torch.float32 and order == 8 and torch.version.hip is None:
         return smem_config() if _ring_device(device) and ring_box(lo, hi) else zwin_config()
     return march_config(dtype, order, device)
+
+
+#: Tiles of 32 x 64 points (y, x) and planes the box of a CPML step needs for its interior to be the ring with
+#: 256 planes per program (``cpml_interior_config``): 408**2 boxes (a 384**3 model + 12-point CPML) have 91.
+RING_CPML_MIN_TILES = 91
+RING_CPML_PLANES = 256
+
+
+def cpml_interior_config(dtype: torch.dtype, order: int, device: torch.device, lo=None, hi=None) -> WaveConfig:
+    """The interior's configuration in the CPML step (``cpml_step``): on an sm90 NVIDIA GPU, fp32 order 8, a 3D
+    box of at least ``RING_CPML_MIN_TILES`` tiles of 32 x 64 points in y and x and ``RING_CPML_PLANES`` planes,
+    the cp.async ring with 256 planes per program (zwin's bits); elsewhere ``default_config`` without a box
+    (zwin on NVIDIA GPUs for fp32 order 8).
+
+    H200, fp32 order 8, 12-point CPML, with the layer launches of ``default_cpml_config`` (no x face waits for
+    the interior, three side streams), the whole step checked against float64 then timed, two rounds in turn
+    (``benchmarks/wave_side_streams.py --sizes 384,512,640``, 2026-11-29): 384**3 0.537 / 0.544 ms against 0.567 /
+    0.566 for zwin (128 planes: 0.548 / 0.553), 512**3 1.034 / 1.034 against 1.107 / 1.105 (63.2% of copy against
+    59.0%), 640**3 1.939 / 1.938 against 1.979 / 1.980 (128 planes 1.933). Before those layer launches the ring
+    lost there (docs/wave.md): the x faces waited for the interior, and the ring's interior, which leaves no
+    room beside it, then ran alone before them. Not measured below 384**3 (the ring lost at 256**3 without a
+    boundary: 32 tiles), nor on an H100."""
+    if (device.type == "cuda" and dtype == torch.float32 and order == 8 and torch.version.hip is None
+            and _ring_device(device) and lo is not None and hi is not None and len(lo) == 3
+            and hi[0] - lo[0] >= RING_CPML_PLANES
+            and triton_cdiv(hi[1] - lo[1], 32) * triton_cdiv(hi[2] - lo[2], 64) >= RING_CPML_MIN_TILES):
+        return replace(smem_config(), block_z=RING_CPML_PLANES)
+    return default_config(dtype, order, device)
 
 
 #: Tiles of 32 x 64 points (y, x) a box needs for the ring to be the plain step's default (``default_config``).
@@ -1114,7 +1143,7 @@ def _march_layers(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml: list[CpmlAx
     hi3 = tuple(hi) if has_z else (1,) + tuple(hi)
     # Everything but the tensors is planned once per (box, configuration, grid, stores): the CPU
     # time of a call before its first launch is GPU time lost in a step timed alone.
-    icfg = cfg if cfg is not None else default_config(p3.dtype, order, p3.device)
+    icfg = cfg if cfg is not None else cpml_interior_config(p3.dtype, order, p3.device, lo3 if has_z else None, hi3)
     key = ("march", lo3, hi3, pcfg, icfg, p3.data_ptr() % 16, order, tuple(p3.shape), tuple(p3.stride()), p3.dtype,
            str(p3.device), tuple((d, ax.regions, tuple(ax.zeta.shape), ax.h) for d, ax in sorted(kaxes.items())))
     plan = _PLANS.get(key)
@@ -1498,7 +1527,7 @@ def cpml_step(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi,
             cpml_terms_torch(p, m, out, ax.psi[0], ax.psi[1], ax.zeta, ax.a, ax.b, ax.axis, order, ax.h, lo, hi,
                              ax.regions)
         return
-    cfg = config or default_config(p.dtype, order, p.device)
+    cfg = config or cpml_interior_config(p.dtype, order, p.device, lo, hi)
     pcfg = pml_config or default_cpml_config(p.device)
     if p.device.type == "cuda":
         with torch.cuda.device(p.device):

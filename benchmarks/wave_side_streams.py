@@ -8,6 +8,7 @@ rounds in turn, then one step's kernel timeline (profiler: name, start, end in u
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --x-box-tiles 1,2,3   # CpmlConfig.x_box_tiles
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --interiors [--width 20]
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --sizes 384,512,640   # zwin or ring interior
+    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --ring --rounds 2   # around the new default
 
 "previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``).
 """
@@ -50,6 +51,8 @@ def main() -> int:
     ap.add_argument("--width", type=int, default=12)
     ap.add_argument("--lanes", default="1,2,3,4,7")
     ap.add_argument("--sizes", default="", help="model sizes: zwin against the ring interior at each (e.g. 384,512,640)")
+    ap.add_argument("--ring", action="store_true", help="the default (ring interior) under other side-stream "
+                                                         "counts, launch orders, priorities and ring lengths")
     ap.add_argument("--interiors", action="store_true", help="the default against the previous default, and both "
                                                              "with the cp.async-ring interior")
     ap.add_argument("--x-box-tiles", default="", help="side-stream counts to time with x_box_tiles (e.g. 1,2,3), "
@@ -71,6 +74,12 @@ def main() -> int:
         ring = ops.smem_config()
         cases = {"default": (base, ops.zwin_config()), "default-ring-z128": (base, replace(ring, block_z=128)),
                  "default-ring-z256": (base, replace(ring, block_z=256))}
+    if args.ring:  # the default (the ring interior with 256 planes on this grid) under other launch settings
+        ring = ops.smem_config()
+        cases = {"default": (base, None), **{f"side-streams-{k}": (replace(base, side_streams=k), None) for k in (1, 5)},
+                 "layers-first": (replace(base, interior_first=False), None),
+                 "side-prio0": (replace(base, side_priority=0), None),
+                 "ring-z512": (base, replace(ring, block_z=512)), "ring-z128": (base, replace(ring, block_z=128))}
     if args.interiors:  # the default against the previous one, and with the cp.async-ring interior
         ring = ops.smem_config()
         cases = {"previous": (previous, None), "default": (base, None), "default-ring-z64": (base, ring),
@@ -94,7 +103,7 @@ def main() -> int:
     copy2 = measure_copy_bandwidth()
     print(f"copy at the end {copy2:.3f} TB/s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}.json", info,
+    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}{'-ring' if args.ring else ''}.json", info,
                   meta={"copy_TBps_start": copy, "copy_TBps_end": copy2})
     return 0
 

@@ -153,7 +153,7 @@ def cpml_interior_config(dtype: torch.dtype, order: int, device: torch.device, l
     (zwin on NVIDIA GPUs for fp32 order 8).
 
     H200, fp32 order 8, 12-point CPML, with the layer launches of ``default_cpml_config`` (no x face waits for
-    the interior, three side streams), the whole step checked against float64 then timed, two rounds in turn
+    the interior; three side streams when this was measured, five since), the whole step checked against float64 then timed, two rounds in turn
     (``benchmarks/wave_side_streams.py --sizes 384,512,640``, 2026-11-29): 384**3 0.537 / 0.544 ms against 0.567 /
     0.566 for zwin (128 planes: 0.548 / 0.553), 512**3 1.034 / 1.034 against 1.107 / 1.105 (63.2% of copy against
     59.0%), 640**3 1.939 / 1.938 against 1.979 / 1.980 (128 planes 1.933). Before those layer launches the ring
@@ -691,9 +691,11 @@ MARCH_TILES_PREVIOUS = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (16, 32, 
 # The budgets with psi_x inside the x launches (``psi_x_fused``): the x faces need 80 registers
 # without spills (72: 88 bytes spilled; cross-compiled for sm90).
 MARCH_REGS_PSI_X = (96, 96, 80, 128, 168)
-# The side streams the layer launches share (``CpmlConfig.side_streams``): H200, 12-point CPML, 1.114 ms a
-# step with 3 against 1.122 (1), 1.125 (2), 1.118 (7) (benchmarks/wave_side_streams.py, 2026-11-29).
-SIDE_STREAMS = 3
+# The side streams the layer launches share (``CpmlConfig.side_streams``): H200, 512**3 + 12-point CPML
+# (benchmarks/wave_side_streams.py, 2026-11-29, two or three rounds each): with the ring interior (the default
+# there, ``cpml_interior_config``) 1.019 ms a step with 5 against 1.031-1.032 (3), 1.083-1.084 (1); with zwin's
+# 1.113-1.114 with 3 against 1.122 (1), 1.125 (2), 1.118 (7).
+SIDE_STREAMS = 5
 # (block_y, block_x, block_z, num_warps) of the marching psi launch per axis (z, y, x)
 PSI_TILES = ((4, 128, 10, 4), (4, 128, 8, 4), (16, 32, 8, 4))
 
@@ -718,7 +720,9 @@ def default_cpml_config(device: torch.device) -> CpmlConfig:
     whole interior (0.19 ms alone at the end of every step); with the boxes widened to whole tiles nothing
     waits. H200, 512**3 + 12-point CPML, three rounds in turn: 1.165 ms a step (56.5% of copy) before, 1.122 ms
     (58.6%) with ``x_box_tiles``, 1.113-1.114 ms (59.1%) with three side streams too (two: 1.125, seven:
-    1.118; ``benchmarks/wave_side_streams.py``, ``benchmarks/results/2026-11-29-h200-fifteenth/``).
+    1.118; ``benchmarks/wave_side_streams.py``, ``benchmarks/results/2026-11-29-h200-fifteenth/``). With the
+    ring interior that these launches let the CPML step take (``cpml_interior_config``): 1.031-1.032 ms with
+    three side streams, **1.019 ms (64.5% of copy) with five** (``SIDE_STREAMS``), 1.083-1.084 with one.
     Interpreter: the folded kernel, few large programs."""
     if device.type != "cuda":
         return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)

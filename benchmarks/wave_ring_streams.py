@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from tilecraft.bench.harness import write_results
-from tilecraft.bench.wave import cpml_step_suite
+from tilecraft.bench.wave import cpml_rounds
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
 from tilecraft.ops.wave import default_config, default_cpml_config, smem_config
@@ -59,17 +59,8 @@ def main() -> int:
                  "ring-16x64w8-r128": (replace(smem_config(), block_y=16, num_warps=8, ahead=3, maxnreg=128), base),
                  "ring-16x64w8-r112": (replace(smem_config(), block_y=16, num_warps=8, ahead=3, maxnreg=112), base)}
         # (cross-compiled for sm90: 112 registers no spill; 104 spills 8 bytes, 96 72 bytes)
-    records = []
-    for rnd in range(args.rounds):
-        for name, (icfg, pcfg) in cases.items():
-            recs = cpml_step_suite(512, 8, torch.float32, 20, configs=[pcfg], device="cuda", copy_tbps=copy,
-                                   budget_s=0.5, unfused=False, parts=False, step_config=icfg, say=lambda m: None)
-            for r in recs:
-                r.case.update(case=name, round=rnd + 1)
-                if r.case.get("variant") == "cpml-fused":
-                    print(f"  round {rnd + 1} {name:18s} {r.ours / copy:6.1%} of copy, "
-                          f"{r.extra['time_ms']:.3f} ms", flush=True)
-            records += recs
+    records = cpml_rounds({name: (pcfg, icfg) for name, (icfg, pcfg) in cases.items()}, args.rounds, copy, 512, 20,
+                          say=lambda m: print(m, flush=True))
     args.out.mkdir(parents=True, exist_ok=True)
     write_results(records, "wave.ring_streams", args.out / f"wave-ring-streams-{args.set}.json", info)
     return 0

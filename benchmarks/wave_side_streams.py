@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from tilecraft.bench.harness import write_results
-from tilecraft.bench.wave import _copy_axes, _cpml_state, _record, _setup, cpml_step_suite, cpml_traffic, launch_timeline
+from tilecraft.bench.wave import _copy_axes, _cpml_state, _record, _setup, cpml_rounds, cpml_traffic, launch_timeline
 from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
 from tilecraft.ops import wave as ops
@@ -87,16 +87,7 @@ def main() -> int:
                  "previous-ring-z256": (previous, replace(ring, block_z=256))}
     records = []
     for n in sizes:
-        for rnd in range(args.rounds):
-            for name, (pcfg, icfg) in cases.items():
-                recs = cpml_step_suite(n, 8, torch.float32, args.width, configs=[pcfg], device="cuda", copy_tbps=copy,
-                                       budget_s=0.5, unfused=False, parts=False, say=lambda m: None, step_config=icfg)
-                for r in recs:
-                    r.case.update(case=name, round=rnd + 1)
-                    if r.case.get("variant") == "cpml-fused":
-                        print(f"  {n}^3 round {rnd + 1} {name:18s} {r.ours / copy:6.1%} of copy, "
-                              f"{r.extra['time_ms']:.3f} ms", flush=True)
-                records += recs
+        records += cpml_rounds(cases, args.rounds, copy, n, args.width, say=lambda m: print(m, flush=True))
     for name, (pcfg, icfg) in cases.items():
         if not args.sizes:
             records += timeline(pcfg, icfg, args.width, name, copy)

@@ -468,6 +468,25 @@ def parts_state(seed: int = 20261122, width: int = 20) -> PartsState:
     return PartsState(info, copy, layout, shape, lo, hi, spacing, p, pp, m, axes0)
 
 
+def cpml_rounds(cases: dict, rounds: int, copy_tbps: float, n: int = 512, pml_width: int = 20,
+                say: Callable[[str], None] = print, device: str = "cuda") -> list[Record]:
+    """The whole CPML step of each case, ``name: (CpmlConfig, interior WaveConfig or None)``, ``rounds`` times
+    in turn (``cpml_step_suite``: checked against the float64 torch step first, no parts, no unfused peer); each
+    record's case gets its name and round, and each round's figure is said as it comes."""
+    records = []
+    for rnd in range(rounds):
+        for name, (pcfg, icfg) in cases.items():
+            recs = cpml_step_suite(n, 8, torch.float32, pml_width, configs=[pcfg], device=device, copy_tbps=copy_tbps,
+                                   budget_s=0.5, unfused=False, parts=False, say=lambda m: None, step_config=icfg)
+            for r in recs:
+                r.case.update(case=name, round=rnd + 1)
+                if r.case.get("variant") == "cpml-fused":
+                    say(f"  {n}^3 round {rnd + 1} {name:18s} {r.ours / copy_tbps:6.1%} of copy, "
+                        f"{r.extra['time_ms']:.3f} ms")
+            records += recs
+    return records
+
+
 def cpml_parts(p, pp, m, out, order, spacing, lo, hi, axes0, march: CpmlConfig, step_config: WaveConfig | None,
                case: dict, copy_tbps: float | None, say: Callable[[str], None] = print) -> list[Record]:
     """The GPU time of each launch of one ``ops.cpml_step`` with ``march`` on one stream (profiler

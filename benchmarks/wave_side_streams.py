@@ -9,6 +9,7 @@ rounds in turn, then one step's kernel timeline (profiler: name, start, end in u
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --interiors [--width 20]
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --sizes 384,512,640   # zwin or ring interior
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --ring --rounds 2   # around the new default
+    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --corun --rounds 2  # ring under register budgets
 
 "previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``).
 """
@@ -51,6 +52,8 @@ def main() -> int:
     ap.add_argument("--width", type=int, default=12)
     ap.add_argument("--lanes", default="1,2,3,4,7")
     ap.add_argument("--sizes", default="", help="model sizes: zwin against the ring interior at each (e.g. 384,512,640)")
+    ap.add_argument("--corun", action="store_true", help="the ring interior under register budgets that leave room "
+                                                          "for layer CTAs beside it")
     ap.add_argument("--ring", action="store_true", help="the default (ring interior) under other side-stream "
                                                          "counts, launch orders, priorities and ring lengths")
     ap.add_argument("--interiors", action="store_true", help="the default against the previous default, and both "
@@ -80,6 +83,11 @@ def main() -> int:
                  "layers-first": (replace(base, interior_first=False), None),
                  "side-prio0": (replace(base, side_priority=0), None),
                  "ring-z512": (base, replace(ring, block_z=512)), "ring-z128": (base, replace(ring, block_z=128))}
+    if args.corun:  # ring interiors under register budgets, so that layer CTAs fit beside them (not yet timed)
+        ring = replace(ops.smem_config(), block_z=256)
+        cases = {"default": (base, None), "ring-z256-r112": (base, replace(ring, maxnreg=112)),
+                 "ring-16x64w8-z256-r112": (base, replace(ring, block_y=16, num_warps=8, ahead=3, maxnreg=112)),
+                 "ring-16x64w8-z256-r128": (base, replace(ring, block_y=16, num_warps=8, ahead=3, maxnreg=128))}
     if args.interiors:  # the default against the previous one, and with the cp.async-ring interior
         ring = ops.smem_config()
         cases = {"previous": (previous, None), "default": (base, None), "default-ring-z64": (base, ring),
@@ -94,7 +102,7 @@ def main() -> int:
     copy2 = measure_copy_bandwidth()
     print(f"copy at the end {copy2:.3f} TB/s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}{'-ring' if args.ring else ''}.json", info,
+    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}{'-ring' if args.ring else ''}{'-corun' if args.corun else ''}.json", info,
                   meta={"copy_TBps_start": copy, "copy_TBps_end": copy2})
     return 0
 

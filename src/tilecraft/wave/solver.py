@@ -227,7 +227,7 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     Triton backend runs the CPML (``tilecraft.ops.wave.CpmlConfig``; default
     ``default_cpml_config``: the layers' z-march on GPUs). ``step_config``: the plain step's launch
     configuration (``tilecraft.ops.wave.WaveConfig``: the interior's kernel and tiles; default
-    ``default_config``). ``cuda_graphs=True``: with the CPML on
+    ``default_config``, with a CPML ``cpml_interior_config``). ``cuda_graphs=True``: with the CPML on
     CUDA GPUs (Triton backend), steps from the third on replay CUDA graphs of the step
     (``ops.wave.capture_steps``: one per state of the arrays of p and psi's buffers, 2 in place and 6
     out of place; on several ranks one set for the interior and one for the edge planes, the halo exchange between them staying

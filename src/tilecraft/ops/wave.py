@@ -636,8 +636,8 @@ class CpmlConfig:
     columns add exact zeros (a = 0, psi and zeta 0 there); ``x_box_tiles`` (with ``x_store_boxes``):
     those boxes widened to whole x tiles from the store's start (down to a multiple of ``x_align``),
     so that no x tile stores a column of the interior's box and none waits for it where the store is
-    narrower than a tile (16 columns at 12 points: the tiles of 32 columns from x = 4 stored [20, 36)
-    again, after the interior); ``side_streams`` (with ``streams``): the
+    narrower than a tile (24 columns at 12 points: the 32-column tiles from its start stored 8 interior
+    columns again, after the interior); ``side_streams`` (with ``streams``): the
     layer launches that run beside the interior spread over that many side streams after the psi
     launches (launches whose boxes clash share a stream, in order: ``_side_lanes``), so that they
     also run beside each other, else ``fused`` (``wave_cpml_kernel`` on

@@ -85,7 +85,11 @@ def main() -> int:
                  "ring-z512": (base, replace(ring, block_z=512)), "ring-z128": (base, replace(ring, block_z=128))}
     if args.corun:  # ring interiors under register budgets, so that layer CTAs fit beside them (not yet timed)
         ring = replace(ops.smem_config(), block_z=256)
+        # z and y faces at 2 warps (6144 registers a CTA at 96): they fit beside a 112-register ring CTA (8192 left)
+        small = replace(base, march_tiles=((4, 64, 8, 2), (4, 64, 8, 2)) + tuple(base.march_tiles[2:]))
         cases = {"default": (base, None), "ring-z256-r112": (base, replace(ring, maxnreg=112)),
+                 "ring-z256-r112-faces-w2": (small, replace(ring, maxnreg=112)),
+                 "faces-w2": (small, None),
                  "ring-16x64w8-z256-r112": (base, replace(ring, block_y=16, num_warps=8, ahead=3, maxnreg=112)),
                  "ring-16x64w8-z256-r128": (base, replace(ring, block_y=16, num_warps=8, ahead=3, maxnreg=128))}
     if args.interiors:  # the default against the previous one, and with the cp.async-ring interior

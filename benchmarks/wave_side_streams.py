@@ -10,6 +10,7 @@ rounds in turn, then one step's kernel timeline (profiler: name, start, end in u
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --sizes 384,512,640   # zwin or ring interior
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --ring --rounds 2   # around the new default
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --corun --rounds 2  # ring under register budgets
+    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --layer-regs --rounds 2  # layers' budgets
 
 "previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``).
 """
@@ -52,6 +53,7 @@ def main() -> int:
     ap.add_argument("--width", type=int, default=12)
     ap.add_argument("--lanes", default="1,2,3,4,7")
     ap.add_argument("--sizes", default="", help="model sizes: zwin against the ring interior at each (e.g. 384,512,640)")
+    ap.add_argument("--layer-regs", action="store_true", help="the layer launches under other register budgets")
     ap.add_argument("--corun", action="store_true", help="the ring interior under register budgets that leave room "
                                                           "for layer CTAs beside it")
     ap.add_argument("--ring", action="store_true", help="the default (ring interior) under other side-stream "
@@ -92,6 +94,11 @@ def main() -> int:
                  "faces-w2": (small, None),
                  "ring-16x64w8-z256-r112": (base, replace(ring, block_y=16, num_warps=8, ahead=3, maxnreg=112)),
                  "ring-16x64w8-z256-r128": (base, replace(ring, block_y=16, num_warps=8, ahead=3, maxnreg=128))}
+    if args.layer_regs:  # the layer launches' register budgets (tuned with each launch alone) now that they share
+        # the GPU with each other after the interior: lower budgets, more warps per SM (spills where they spill)
+        cases = {"default": (base, None), **{f"regs-{'-'.join(map(str, r))}": (replace(base, march_regs=r), None)
+                                             for r in ((80, 80, 72, 112, 128), (72, 72, 64, 96, 128),
+                                                       (64, 64, 64, 80, 96), (128, 128, 96, 168, 168))}}
     if args.interiors:  # the default against the previous one, and with the cp.async-ring interior
         ring = ops.smem_config()
         cases = {"previous": (previous, None), "default": (base, None), "default-ring-z64": (base, ring),
@@ -106,7 +113,7 @@ def main() -> int:
     copy2 = measure_copy_bandwidth()
     print(f"copy at the end {copy2:.3f} TB/s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}{'-ring' if args.ring else ''}{'-corun' if args.corun else ''}.json", info,
+    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}{'-ring' if args.ring else ''}{'-corun' if args.corun else ''}{'-regs' if args.layer_regs else ''}.json", info,
                   meta={"copy_TBps_start": copy, "copy_TBps_end": copy2})
     return 0
 

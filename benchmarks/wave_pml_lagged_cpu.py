@@ -32,7 +32,7 @@ import torch
 from tilecraft import wave
 from tilecraft.bench.harness import git_commit
 from tilecraft.ops import wave as ow
-from tilecraft.reference.wave import _box, _profile, along_axis, cpml_regions, first_difference, second_difference
+from tilecraft.reference.wave import _box, apply_terms, cpml_regions, psi_points
 
 REFERENCE_TERMS = ow.cpml_terms_torch
 
@@ -43,21 +43,12 @@ def cpml_terms_lagged(p, m, out, psi_old, psi_new, zeta, a, b, axis, order, h, l
     r, n = order // 2, p.shape[axis]
     for k, origin, s0, s1, slo, shi, nlo, nhi in cpml_regions(axis, r, lo, hi, regions, psi_old.shape[0]):
         old = psi_old[k][_box(nlo, nhi, axis, -origin)]
-        tlo = tuple(r if d == axis else 0 for d in range(p.dim()))
-        thi = tuple(r + s1 - s0 if d == axis else b_ - a_ for d, (a_, b_) in enumerate(zip(slo, shi)))
-        dpsi = first_difference(old, axis, order, h, tlo, thi)
-        box, pbox = _box(slo, shi), _box(slo, shi, axis, -origin)
-        aa, bb = _profile(a, axis, p.dim(), slo, shi), _profile(b, axis, p.dim(), slo, shi)
-        z = bb * zeta[k][pbox] + aa * (second_difference(p, axis, order, h, slo, shi) + dpsi)
-        zeta[k][pbox] = z
-        out[box] = out[box] + m[box] * (dpsi + z)
+        _tlo, _thi, pbox = apply_terms(p, m, out, zeta[k], old, a, b, axis, order, h, s0, s1, slo, shi, origin)
         new = psi_old[k][pbox].clone()
         i0, i1 = max(s0, r), min(s1, n - r)  # where p's neighbours exist (a = 0 elsewhere)
         if i0 < i1:
-            ilo, ihi = along_axis(axis, i0, i1, lo, hi)
             sl = tuple(slice(i0 - s0, i1 - s0) if d == axis else slice(None) for d in range(p.dim()))
-            new[sl] = (_profile(b, axis, p.dim(), ilo, ihi) * psi_old[k][_box(ilo, ihi, axis, -origin)]
-                       + _profile(a, axis, p.dim(), ilo, ihi) * first_difference(p, axis, order, h, ilo, ihi))
+            new[sl] = psi_points(p, psi_old[k], a, b, axis, order, h, i0, i1, lo, hi, origin)
         psi_new[k][pbox] = new
 
 

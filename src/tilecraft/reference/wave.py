@@ -148,19 +148,37 @@ def cpml_terms_torch(p: torch.Tensor, m: torch.Tensor, out: torch.Tensor, psi_ol
         tmp = psi_old[k][_box(nlo, nhi, axis, -origin)].clone()
         i0, i1 = max(s0 - r, r), min(s1 + r, n - r)
         if i0 < i1:
-            ilo, ihi = along_axis(axis, i0, i1, lo, hi)
             sl = tuple(slice(i0 - s0 + r, i1 - s0 + r) if d == axis else slice(None) for d in range(p.dim()))
-            tmp[sl] = (_profile(b, axis, p.dim(), ilo, ihi) * psi_old[k][_box(ilo, ihi, axis, -origin)]
-                       + _profile(a, axis, p.dim(), ilo, ihi) * first_difference(p, axis, order, h, ilo, ihi))
-        tlo = tuple(r if d == axis else 0 for d in range(p.dim()))
-        thi = tuple(r + s1 - s0 if d == axis else b_ - a_ for d, (a_, b_) in enumerate(zip(slo, shi)))
-        dpsi = first_difference(tmp, axis, order, h, tlo, thi)
-        box, pbox = _box(slo, shi), _box(slo, shi, axis, -origin)
-        aa, bb = _profile(a, axis, p.dim(), slo, shi), _profile(b, axis, p.dim(), slo, shi)
-        z = bb * zeta[k][pbox] + aa * (second_difference(p, axis, order, h, slo, shi) + dpsi)
-        zeta[k][pbox] = z
-        out[box] = out[box] + m[box] * (dpsi + z)
+            tmp[sl] = psi_points(p, psi_old[k], a, b, axis, order, h, i0, i1, lo, hi, origin)
+        tlo, thi, pbox = apply_terms(p, m, out, zeta[k], tmp, a, b, axis, order, h, s0, s1, slo, shi, origin)
         psi_new[k][pbox] = tmp[_box(tlo, thi)]
+
+
+def psi_points(p: torch.Tensor, psi_k: torch.Tensor, a: torch.Tensor, b: torch.Tensor, axis: int, order: int, h: float,
+               i0: int, i1: int, lo, hi, origin: int) -> torch.Tensor:
+    """b psi + a dp/dx on the box's points whose index along ``axis`` is in [i0, i1) (``psi_k``: one store,
+    its index along the axis ``origin`` less than the grid's)."""
+    ilo, ihi = along_axis(axis, i0, i1, lo, hi)
+    return (_profile(b, axis, p.dim(), ilo, ihi) * psi_k[_box(ilo, ihi, axis, -origin)]
+            + _profile(a, axis, p.dim(), ilo, ihi) * first_difference(p, axis, order, h, ilo, ihi))
+
+
+def apply_terms(p: torch.Tensor, m: torch.Tensor, out: torch.Tensor, zeta_k: torch.Tensor, psi: torch.Tensor,
+                a: torch.Tensor, b: torch.Tensor, axis: int, order: int, h: float, s0: int, s1: int, slo, shi,
+                origin: int) -> tuple:
+    """One region's terms on the box [slo, shi) (its points [s0, s1) along ``axis``): D = dpsi/dx from ``psi``
+    (the region's points with R more on each side along the axis), zeta = b zeta + a (d2p/dx2 + D) stored into
+    ``zeta_k``, out += m (D + zeta). Returns (tlo, thi, pbox): the region's points inside ``psi`` and in the store."""
+    r = order // 2
+    tlo = tuple(r if d == axis else 0 for d in range(p.dim()))
+    thi = tuple(r + s1 - s0 if d == axis else b_ - a_ for d, (a_, b_) in enumerate(zip(slo, shi)))
+    dpsi = first_difference(psi, axis, order, h, tlo, thi)
+    box, pbox = _box(slo, shi), _box(slo, shi, axis, -origin)
+    aa, bb = _profile(a, axis, p.dim(), slo, shi), _profile(b, axis, p.dim(), slo, shi)
+    z = bb * zeta_k[pbox] + aa * (second_difference(p, axis, order, h, slo, shi) + dpsi)
+    zeta_k[pbox] = z
+    out[box] = out[box] + m[box] * (dpsi + z)
+    return tlo, thi, pbox
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1272,6 +1272,7 @@ def _march_streams(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml, kaxes, cfg
             else:
                 _psi_phase(p, order, lo, hi, pml, skip)
             psi_done.record(side)
+            dones = []
             for k in range(1, pcfg.side_streams):
                 extra, _fork, _unused, done = _side_stream(p3.device, pcfg.side_priority, k)
                 with torch.cuda.stream(extra):
@@ -1280,11 +1281,12 @@ def _march_streams(p3, pp3, m3, o3, order: int, spacing, lo, hi, pml, kaxes, cfg
                         if lane == k:
                             _launch_layer(head, table, strides, n_prog, kw)
                     done.record(extra)
+                dones.append(done)
             for (_name, table, n_prog, kw), lane in zip(launches, lanes):
                 if lane == 0:
                     _launch_layer(head, table, strides, n_prog, kw)
-            for k in range(1, pcfg.side_streams):
-                side.wait_event(_side_stream(p3.device, pcfg.side_priority, k)[3])
+            for done in dones:
+                side.wait_event(done)
             join.record(side)
 
     if pcfg.interior_first:

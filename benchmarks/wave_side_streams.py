@@ -11,6 +11,7 @@ rounds in turn, then one step's kernel timeline (profiler: name, start, end in u
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --ring --rounds 2   # around the new default
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --corun --rounds 2  # ring under register budgets
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --layer-regs --rounds 2  # layers' budgets
+    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --default --rounds 2 --tag new  # one checkout
 
 "previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``).
 """
@@ -54,12 +55,15 @@ def main() -> int:
     ap.add_argument("--lanes", default="1,2,3,4,7")
     ap.add_argument("--sizes", default="", help="model sizes: zwin against the ring interior at each (e.g. 384,512,640)")
     ap.add_argument("--layer-regs", action="store_true", help="the layer launches under other register budgets")
+    ap.add_argument("--default", action="store_true", help="the default alone (and its z faces under 104 registers): "
+                                                           "run from two checkouts in turn to compare kernel versions")
     ap.add_argument("--corun", action="store_true", help="the ring interior under register budgets that leave room "
                                                           "for layer CTAs beside it")
     ap.add_argument("--ring", action="store_true", help="the default (ring interior) under other side-stream "
                                                          "counts, launch orders, priorities and ring lengths")
     ap.add_argument("--interiors", action="store_true", help="the default against the previous default, and both "
                                                              "with the cp.async-ring interior")
+    ap.add_argument("--tag", default="", help="added to the results file's name (e.g. the checkout)")
     ap.add_argument("--x-box-tiles", default="", help="side-stream counts to time with x_box_tiles (e.g. 1,2,3), "
                                                          "beside the default, instead of --lanes")
     args = ap.parse_args()
@@ -99,6 +103,10 @@ def main() -> int:
         cases = {"default": (base, None), **{f"regs-{'-'.join(map(str, r))}": (replace(base, march_regs=r), None)
                                              for r in ((80, 80, 72, 112, 128), (72, 72, 64, 96, 128),
                                                        (64, 64, 64, 80, 96), (128, 128, 96, 168, 168))}}
+    if args.default:  # the default, and its z faces under 104 registers (96 spill 16 bytes since the layer launches
+        # read and write zeta only in the layers, cross-compiled for sm90)
+        regs = tuple(base.march_regs) or (0,) * 5
+        cases = {"default": (base, None), "z-faces-r104": (replace(base, march_regs=(104,) + regs[1:]), None)}
     if args.interiors:  # the default against the previous one, and with the cp.async-ring interior
         ring = ops.smem_config()
         cases = {"previous": (previous, None), "default": (base, None), "default-ring-z64": (base, ring),
@@ -113,7 +121,7 @@ def main() -> int:
     copy2 = measure_copy_bandwidth()
     print(f"copy at the end {copy2:.3f} TB/s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}{'-ring' if args.ring else ''}{'-corun' if args.corun else ''}{'-regs' if args.layer_regs else ''}.json", info,
+    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}{'-ring' if args.ring else ''}{'-corun' if args.corun else ''}{'-regs' if args.layer_regs else ''}{'-default' if args.default else ''}{'-' + args.tag if args.tag else ''}.json", info,
                   meta={"copy_TBps_start": copy, "copy_TBps_end": copy2})
     return 0
 

@@ -456,67 +456,6 @@ def test_x_store_boxes_give_the_march_values(shape, order, width, interior):
         assert float((a - d).abs().max()) <= tol
 
 
-def _outside_layers(ax, ndim: int, zeta: bool, vec: int = 4) -> torch.Tensor:
-    """Mask of ``ax``'s stores where the march's launches neither read nor write ``zeta`` (else psi_old):
-    along x outside the layer's columns widened to whole vectors (``_live_columns``); along z and y zeta
-    where a = 0, psi_old outside the span of a != 0 (the psi launch's box, ``_psi_boxes``: where the two
-    layers share one store it spans the gap between them)."""
-    out = torch.ones(ax.zeta.shape, dtype=torch.bool)
-    shape = [-1 if i == ax.axis else 1 for i in range(ndim)]
-    for k, (_w0, _w1, origin) in enumerate(ax.regions):
-        k_ = k if ax.zeta.shape[0] > 1 else 0
-        pos = torch.arange(ax.extent) + origin
-        if ax.axis == ndim - 1:
-            c0, c1 = ops._live_columns(ax, k, vec)
-        elif zeta:
-            c0, c1 = 0, 0
-        else:
-            c0, c1 = ops._layer_interval(ax, k)
-        live = (pos >= c0) & (pos < c1)
-        if ax.axis != ndim - 1 and zeta:
-            live = ax.a[pos.clamp(max=ax.a.shape[0] - 1)] != 0
-        out[k_] &= ~live.reshape(shape)
-    return out
-
-
-@pytest.mark.parametrize("shape,order,width", [((7, 10, 37), 8, 5), ((6, 9, 26), 4, 2), ((14, 30), 8, 6)])
-def test_layer_launches_leave_psi_and_zeta_outside_the_layers_alone(shape, order, width):
-    """The march's layer launches (default-like plan: psi_x inside the x launches, the x boxes widened to
-    whole tiles) read and write psi_old and zeta only in the layers (a != 0; x columns on whole vectors):
-    a sentinel elsewhere in psi_old and zeta survives the step, and p_next, psi_new and zeta in the layers
-    are the bits of the step from the same state with zeros there (NaN-poisoned output, odd 2D and 3D
-    shapes). Outside the layers both hold 0 in a run, so the launches need not move them."""
-    layout, (p, pp, m), axes = _state(shape, order, width, False, torch.float32, seed=7)
-    lo, hi = layout.updated
-    ndim = p.dim()
-    spacing = tuple(10.0 + d for d in range(ndim))
-    box = tuple(slice(a, b) for a, b in zip(lo, hi))
-    base = VARIANTS["march-psi"]
-    cfg = replace(base, x_store_boxes=True, x_box_tiles=True, psi_x_fused=True, narrow=(4, 32, 1))
-    outs, states, masks = [], [], []
-    for sentinel in (None, 7.0):
-        got = _copy(axes)
-        if sentinel is not None:
-            masks = [(_outside_layers(ax, ndim, True), _outside_layers(ax, ndim, False)) for ax in got]
-            assert all(mk.any() and not mk.all() for mz, mp in masks for mk in (mz, mp))
-            for ax, (mz, mp) in zip(got, masks):
-                assert float(ax.zeta[mz].abs().max()) == 0.0 and float(ax.psi[0][mp].abs().max()) == 0.0
-                ax.zeta[mz] = sentinel  # a run keeps 0 there
-                ax.psi[0][mp] = sentinel
-        out = pp.clone()
-        out[box] = math.nan
-        ops.cpml_step(p, pp, m, out, order, spacing, lo, hi, got, "triton", SMALL, cfg)
-        assert not torch.isnan(out).any()
-        outs.append(out)
-        states.append(got)
-    assert torch.equal(outs[0], outs[1])
-    for x, y, (mz, mp) in zip(states[0], states[1], masks):
-        assert torch.equal(x.psi[1], y.psi[1])
-        assert torch.equal(x.zeta[~mz], y.zeta[~mz])
-        assert bool((y.zeta[mz] == 7.0).all()) and bool((y.psi[0][mp] == 7.0).all())
-    assert any(float(ax.zeta.abs().max()) > 0 for ax in states[0])
-
-
 @pytest.mark.parametrize("width", [20, 12])
 def test_x_store_boxes_let_the_x_faces_run_beside_a_zwin_interior(width):
     """With ``x_store_boxes`` and the register-window interior (which stores only its box) no layer

@@ -535,9 +535,8 @@ def _strided_difference(ptrs, stride, mask, d, R: tl.constexpr):
 
 @triton.jit
 def _layer_update(val, m, d2, dpsi, zeta_ptrs, a, b, mask, x_in, full_x):
-    """zeta = b zeta + a (d2 + dpsi) (read and stored under ``mask``: the tile's points of the box in the
-    layer), val + m (dpsi + zeta). Outside the layer (a = 0) zeta is 0 in memory and stays 0, so ``mask``
-    may leave it out (it reads as 0)."""
+    """zeta = b zeta + a (d2 + dpsi) (stored: the tile's points of the box), val + m (dpsi + zeta).
+    Outside the layer (a = 0, zeta 0) zeta stays 0."""
     zeta = b * tl.load(zeta_ptrs, mask=mask, other=0.0) + a * (d2 + dpsi)
     _store_tile(zeta_ptrs, zeta, mask, x_in, full_x, False)
     return val + m * (dpsi + zeta)
@@ -637,9 +636,7 @@ def wave_layer_kernel(
     ``box_ptr`` (int64): NB rows of 16: z_lo, z_hi, y_lo, y_hi, x_lo, x_hi, x_org / SCALE, first
     program, then per axis (z, y, x) the offset of the box's store in that axis's memory variables
     (store index x its stride, minus origin x the axis's stride; / SCALE), then the x store's
-    origin / SCALE, then the columns [lo, hi) / SCALE where the x layer's a may be nonzero (whole vectors).
-    psi and zeta are read and written only where their axis's a may be nonzero (the z plane's or y row's
-    a != 0, the x columns [lo, hi)): elsewhere they hold 0 and stay 0. An axis's memory variables at (z, y, x) are at shift + z t0 + y t1 + x (t0, t1
+    origin / SCALE. An axis's memory variables at (z, y, x) are at shift + z t0 + y t1 + x (t0, t1
     the store's strides / SCALE; t1 is p's row stride but for the x store; its columns [0, xe)). ``*w_ptr`` of an axis:
     [d_1..d_R] / h, [c_0..c_R] / h**2.
 
@@ -677,10 +674,6 @@ def wave_layer_kernel(
         xq = xs - tl.load(box + 11).to(tl.int32) * SCALE
         xe = xe_s * SCALE
         x_mask = row_ok[:, None] & ((xq >= 0) & (xq < xe))[None, :]
-        # the store's columns where psi_old and zeta may not be 0 (the layer, a != 0, on whole vectors): the
-        # others hold 0 and keep it (b 0 + 0), so they are neither read nor written
-        x_live = x_mask & ((xs >= tl.load(box + 12).to(tl.int32) * SCALE)
-                           & (xs < tl.load(box + 13).to(tl.int32) * SCALE))[None, :]
         x_offs = ys[:, None] * (xt1_s * SCALE) + xs[None, :]
         dx = _weights(xw_ptr, -1, R)
         cx0 = tl.load(xw_ptr + R)
@@ -695,8 +688,8 @@ def wave_layer_kernel(
         if AX_X and PSI_X:  # first, so that little is live across the barrier
             xpb = x_shift + pz * xt0 + x_offs
             acc = _x_difference(base + offs, xs, nx, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)
-            psi_old = tl.load(xpo_ptr + xpb, mask=x_live, other=0.0)
-            tl.store(xpsi_ptr + xpb, bx * psi_old + ax * acc, mask=x_live)
+            psi_old = tl.load(xpo_ptr + xpb, mask=x_mask, other=0.0)
+            tl.store(xpsi_ptr + xpb, bx * psi_old + ax * acc, mask=x_mask)
             tl.debug_barrier()  # the program's psi_new stores before its shifted loads below
         centre = tl.load(base + offs, mask=row_mask, other=0.0)
         rows, chunks = _plane_loads(base, offs, row_ok, row_mask, xs, nx, s_y, R, VEC)
@@ -713,20 +706,19 @@ def wave_layer_kernel(
         if AX_Z:
             zbase = z_shift + pz * zt0
             dpsi = _strided_difference(zpsi_ptr + zbase + offs, zt0, row_mask, dz, R)
-            az = tl.load(za_ptr + pz)
-            val = _layer_update(val, m, centre * cz0 + zpairs, dpsi, zzeta_ptr + zbase + offs, az,
-                                tl.load(zb_ptr + pz), tl.where(az != 0.0, row_mask, False), x_in, full_x)
+            val = _layer_update(val, m, centre * cz0 + zpairs, dpsi, zzeta_ptr + zbase + offs, tl.load(za_ptr + pz),
+                                tl.load(zb_ptr + pz), row_mask, x_in, full_x)
         if AX_Y:
             ypairs = tl.zeros_like(centre)
             for k in tl.static_range(1, R + 1):
                 ypairs += (rows[R - k] + rows[R + k - 1]) * wy[k - 1]
             ybase = y_shift + pz * yt0
             dpsi = _strided_difference(ypsi_ptr + ybase + offs, s_y, row_mask, dy, R)
-            val = _layer_update(val, m, centre * cy0 + ypairs, dpsi, yzeta_ptr + ybase + offs, ay, by,
-                                row_mask & (ay != 0.0), x_in, full_x)
+            val = _layer_update(val, m, centre * cy0 + ypairs, dpsi, yzeta_ptr + ybase + offs, ay, by, row_mask,
+                                x_in, full_x)
         if AX_X:
             d2x = _plane_xy(centre, rows, chunks, cx0, no_y, wx, R, VEC, BLOCK_Y, BLOCK_X, True)
             xbase = x_shift + pz * xt0
             dpsi = _x_difference(xpsi_ptr + xbase + x_offs, xq, xe, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)
-            val = _layer_update(val, m, d2x, dpsi, xzeta_ptr + xbase + x_offs, ax, bx, x_live, x_in, full_x)
+            val = _layer_update(val, m, d2x, dpsi, xzeta_ptr + xbase + x_offs, ax, bx, x_mask, x_in, full_x)
         _store_tile(out_ptr + plane + offs, val, row_mask, x_in, full_x, False)

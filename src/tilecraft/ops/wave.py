@@ -1091,8 +1091,7 @@ def layer_plan(lo3, hi3, kaxes: dict[int, CpmlAxis], ndim: int, nx: int, cfg: Cp
                 row[8 + d] = (k if ax.zeta.shape[0] > 1 else 0) * st[0] - origin * (st[1], st[2], 1)[d]
                 if d == 2:
                     row[11] = origin
-                    row[12:14] = _live_columns(ax, k, vec)
-            ints += row[6:7] + row[8:14]
+            ints += row[6:7] + row[8:12]
             for slot in slots:  # the first launch of the group where no box shares a vector of a row
                 if all(z1 <= o[0] or o[1] <= z0 or y1 <= o[2] or o[3] <= y0 or cover[1] <= o[6] or o[7] <= cover[0]
                        for o in slot):
@@ -1377,7 +1376,7 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
     schedule = _march_schedule(inner, interior_bx, plan, nx, exact, pcfg.side_streams)
     launches = []
     for axes, (by, bx, bz, warps), table, n_prog in plan:
-        flat = [v // scale if i % 16 in (6, 8, 9, 10, 11, 12, 13) else v for row in table for i, v in enumerate(row)]
+        flat = [v // scale if i % 16 in (6, 8, 9, 10, 11) else v for row in table for i, v in enumerate(row)]
         kw = dict(R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=ndim == 3,
                   NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, PSI_X=fuse_x and 2 in axes,
                   num_warps=warps)
@@ -1421,16 +1420,6 @@ def _layer_interval(ax: CpmlAxis, k: int) -> tuple[int, int] | None:
         idx = (ax.a[w0:w1] != 0).nonzero().flatten().tolist()
         ax._tables[key] = (w0 + idx[0], w0 + idx[-1] + 1) if idx else None
     return ax._tables[key]
-
-
-def _live_columns(ax: CpmlAxis, k: int, vec: int) -> list[int]:
-    """[lo, hi) of region k's x layer (a != 0) widened to whole vectors of ``vec`` points: the columns where the
-    layer launches read and write psi_x and zeta_x (``wave_layer_kernel``'s box rows 12 and 13); [0, 0) where
-    the region has no layer."""
-    layer = _layer_interval(ax, k)
-    if layer is None:
-        return [0, 0]
-    return [layer[0] - layer[0] % vec, layer[1] + (-layer[1]) % vec]
 
 
 def _psi_boxes(lo, hi, ax: CpmlAxis, n: int, r: int):

@@ -12,6 +12,7 @@ rounds in turn, then one step's kernel timeline (profiler: name, start, end in u
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --corun --rounds 2  # ring under register budgets
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --layer-regs --rounds 2  # layers' budgets
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --default --rounds 2 --tag new  # one checkout
+    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --layer-zwin --rounds 2  # CpmlConfig.layer_zwin
 
 "previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``).
 """
@@ -63,6 +64,8 @@ def main() -> int:
                                                          "counts, launch orders, priorities and ring lengths")
     ap.add_argument("--interiors", action="store_true", help="the default against the previous default, and both "
                                                              "with the cp.async-ring interior")
+    ap.add_argument("--layer-zwin", action="store_true", help="layer launches with the tile's z window of p in "
+                                                                "registers (CpmlConfig.layer_zwin), budgets, tiles")
     ap.add_argument("--tag", default="", help="added to the results file's name (e.g. the checkout)")
     ap.add_argument("--x-box-tiles", default="", help="side-stream counts to time with x_box_tiles (e.g. 1,2,3), "
                                                          "beside the default, instead of --lanes")
@@ -107,6 +110,22 @@ def main() -> int:
         # read and write zeta only in the layers, cross-compiled for sm90)
         regs = tuple(base.march_regs) or (0,) * 5
         cases = {"default": (base, None), "z-faces-r104": (replace(base, march_regs=(104,) + regs[1:]), None)}
+    if args.layer_zwin:  # the layer launches' z window of p in registers (one load a plane): more registers
+        # (cross-compiled for sm90: the x faces spill 312 bytes at 80, 8 at 112, none at 128; z and y faces none at 112)
+        regs = tuple(base.march_regs)
+        tiles = tuple(base.march_tiles)
+
+        def zw(kinds, r, t=None):
+            return replace(base, layer_zwin=kinds, march_regs=r, march_tiles=t or tiles), None
+
+        cases = {"default": (base, None), "x-r112": (replace(base, march_regs=regs[:2] + (112,) + regs[3:]), None),
+                 "x-zwin-r112": zw((2,), regs[:2] + (112,) + regs[3:]),
+                 "x-zwin-r128": zw((2,), regs[:2] + (128,) + regs[3:]),
+                 "x-zwin-bz8-r112": zw((2,), regs[:2] + (112,) + regs[3:], tiles[:2] + ((8, 32, 8, 2),) + tiles[3:]),
+                 "x-zwin-bz16-r112": zw((2,), regs[:2] + (112,) + regs[3:], tiles[:2] + ((8, 32, 16, 2),) + tiles[3:]),
+                 "zy-zwin-r112": zw((0, 1), (112, 112) + regs[2:]),
+                 "faces-zwin-r112": zw((0, 1, 2), (112, 112, 112) + regs[3:]),
+                 "all-zwin": zw((0, 1, 2, 3, 4), (112, 112, 112, 144, 168))}
     if args.interiors:  # the default against the previous one, and with the cp.async-ring interior
         ring = ops.smem_config()
         cases = {"previous": (previous, None), "default": (base, None), "default-ring-z64": (base, ring),
@@ -121,7 +140,7 @@ def main() -> int:
     copy2 = measure_copy_bandwidth()
     print(f"copy at the end {copy2:.3f} TB/s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}{'-ring' if args.ring else ''}{'-corun' if args.corun else ''}{'-regs' if args.layer_regs else ''}{'-default' if args.default else ''}{'-' + args.tag if args.tag else ''}.json", info,
+    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}{'-ring' if args.ring else ''}{'-corun' if args.corun else ''}{'-regs' if args.layer_regs else ''}{'-default' if args.default else ''}{'-layer-zwin' if args.layer_zwin else ''}{'-' + args.tag if args.tag else ''}.json", info,
                   meta={"copy_TBps_start": copy, "copy_TBps_end": copy2})
     return 0
 

@@ -456,6 +456,36 @@ def test_x_store_boxes_give_the_march_values(shape, order, width, interior):
         assert float((a - d).abs().max()) <= tol
 
 
+@pytest.mark.parametrize("shape,order,width", [((7, 10, 37), 8, 5), ((5, 7, 26), 4, 2), ((14, 30), 8, 6)])
+def test_layer_zwin_gives_the_march_bits(shape, order, width):
+    """``layer_zwin``: the layer launches keep the tile's planes of p in registers along their march (one load a
+    plane) instead of loading the 2R + 1 planes at each output plane: the same p_next, psi_new and zeta bits
+    (interpreter; default-like plan with psi_x inside the x launches and whole x tiles; every kind of box, and
+    the x faces alone; odd plane counts per program; in place too; 2D, where there is no z window, unchanged);
+    bad kinds refused."""
+    layout, (p, pp, m), axes = _state(shape, order, width, False, torch.float32, seed=8)
+    lo, hi = layout.updated
+    ndim = p.dim()
+    spacing = tuple(10.0 + d for d in range(ndim))
+    base = replace(VARIANTS["march-psi"], x_store_boxes=True, x_box_tiles=True, psi_x_fused=True, narrow=(4, 32, 1),
+                   march_tiles=((2, 16, 3, 1), (4, 16, 2, 1), (4, 32, 3, 1), (4, 16, 2, 1), (2, 16, 1, 1)))
+    kinds = [(0, 1, 2, 3, 4)] + ([(2,)] if ndim == 3 else [])
+    for in_place in (False, True):
+        res = []
+        for cfg in [base] + [replace(base, layer_zwin=k) for k in kinds[:1 if in_place else None]]:
+            got = _copy(axes)
+            out = pp.clone()
+            ops.cpml_step(p, out if in_place else pp, m, out, order, spacing, lo, hi, got, "triton", SMALL, cfg)
+            res.append((out, got))
+        (a, a_ax) = res[0]
+        for b, b_ax in res[1:]:
+            assert torch.equal(a, b)
+            assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(a_ax, b_ax))
+    for bad in ((5,), (-1,), (True,), [0], (0.0,)):
+        with pytest.raises(ValueError, match="layer_zwin"):
+            CpmlConfig(4, 128, 8, 4, layer_zwin=bad)
+
+
 @pytest.mark.parametrize("width", [20, 12])
 def test_x_store_boxes_let_the_x_faces_run_beside_a_zwin_interior(width):
     """With ``x_store_boxes`` and the register-window interior (which stores only its box) no layer

@@ -623,7 +623,7 @@ def wave_layer_kernel(
     nx_s, s_z_s, s_y_s, zt0_s, yt0_s, xt0_s, xt1_s, xe_s, xpo_ptr,
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, SCALE: tl.constexpr, HAS_Z: tl.constexpr, NB: tl.constexpr,
-    AX_Z: tl.constexpr, AX_Y: tl.constexpr, AX_X: tl.constexpr, PSI_X: tl.constexpr,
+    AX_Z: tl.constexpr, AX_Y: tl.constexpr, AX_X: tl.constexpr, PSI_X: tl.constexpr, ZWIN: tl.constexpr = False,
 ):
     """The step with the CPML on boxes of the absorbing layers where exactly the axes AX_* have
     terms, built like ``wave_step_kernel``: a program owns a (BLOCK_Y, BLOCK_X) tile and marches
@@ -645,6 +645,9 @@ def wave_layer_kernel(
     it into ``xpsi_ptr`` and, after a barrier of the program, reads it back shifted for dpsi/dx. Only
     where each box's x tile holds its whole x store (origin and extent inside the tile): the tile
     then writes every column of the store in its rows, and dpsi/dx reads no other program's psi.
+
+    ZWIN (with HAS_Z): the tile's planes pz - R .. pz + R of p stay in registers from one output plane to
+    the next (2R loaded before the march, then one a plane), instead of 2R + 1 loads a plane.
     """
     nx = nx_s * SCALE
     s_z = s_z_s * SCALE
@@ -682,23 +685,36 @@ def wave_layer_kernel(
             no_y = no_y + (wy[k] * 0.0,)
         ax = tl.load(xa_ptr + xs, mask=xs < nx, other=0.0)[None, :]
         bx = tl.load(xb_ptr + xs, mask=xs < nx, other=1.0)[None, :]
+    if HAS_Z and ZWIN:  # planes z_begin - R .. z_begin + R - 1 of the tile
+        win = ()
+        for k in tl.static_range(0, 2 * R):
+            win = win + (tl.load(p_ptr + (z_begin - R + k) * s_z64 + offs, mask=row_mask, other=0.0),)
     for pz in range(z_begin, z_end):
         plane = pz * s_z64
         base = p_ptr + plane
+        if HAS_Z and ZWIN:
+            win = win + (tl.load(base + R * s_z64 + offs, mask=row_mask, other=0.0),)
         if AX_X and PSI_X:  # first, so that little is live across the barrier
             xpb = x_shift + pz * xt0 + x_offs
             acc = _x_difference(base + offs, xs, nx, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)
             psi_old = tl.load(xpo_ptr + xpb, mask=x_mask, other=0.0)
             tl.store(xpsi_ptr + xpb, bx * psi_old + ax * acc, mask=x_mask)
             tl.debug_barrier()  # the program's psi_new stores before its shifted loads below
-        centre = tl.load(base + offs, mask=row_mask, other=0.0)
+        if HAS_Z and ZWIN:
+            centre = win[R]
+        else:
+            centre = tl.load(base + offs, mask=row_mask, other=0.0)
         rows, chunks = _plane_loads(base, offs, row_ok, row_mask, xs, nx, s_y, R, VEC)
         lap = _plane_xy(centre, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X, True)
         if HAS_Z:
             zpairs = tl.zeros_like(centre)
             for k in tl.static_range(1, R + 1):
-                lo = tl.load(base - k * s_z64 + offs, mask=row_mask, other=0.0)
-                hi = tl.load(base + k * s_z64 + offs, mask=row_mask, other=0.0)
+                if ZWIN:
+                    lo = win[R - k]
+                    hi = win[R + k]
+                else:
+                    lo = tl.load(base - k * s_z64 + offs, mask=row_mask, other=0.0)
+                    hi = tl.load(base + k * s_z64 + offs, mask=row_mask, other=0.0)
                 zpairs += (lo + hi) * wz[k - 1]
             lap += zpairs
         m = tl.load(m_ptr + plane + offs, mask=row_mask, other=0.0)
@@ -722,3 +738,5 @@ def wave_layer_kernel(
             dpsi = _x_difference(xpsi_ptr + xbase + x_offs, xq, xe, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)
             val = _layer_update(val, m, d2x, dpsi, xzeta_ptr + xbase + x_offs, ax, bx, x_mask, x_in, full_x)
         _store_tile(out_ptr + plane + offs, val, row_mask, x_in, full_x, False)
+        if HAS_Z and ZWIN:
+            win = win[1:]

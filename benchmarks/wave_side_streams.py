@@ -13,6 +13,7 @@ rounds in turn, then one step's kernel timeline (profiler: name, start, end in u
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --layer-regs --rounds 2  # layers' budgets
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --default --rounds 2 --tag new  # one checkout
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --layer-zwin --rounds 2  # CpmlConfig.layer_zwin
+    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --zwin-faces --rounds 2  # around its best
 
 "previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``).
 """
@@ -66,6 +67,8 @@ def main() -> int:
                                                              "with the cp.async-ring interior")
     ap.add_argument("--layer-zwin", action="store_true", help="layer launches with the tile's z window of p in "
                                                                 "registers (CpmlConfig.layer_zwin), budgets, tiles")
+    ap.add_argument("--zwin-faces", action="store_true", help="the z and y faces' z window (--layer-zwin's best), "
+                                                                "by kind, budget, planes per program, with the edges")
     ap.add_argument("--tag", default="", help="added to the results file's name (e.g. the checkout)")
     ap.add_argument("--x-box-tiles", default="", help="side-stream counts to time with x_box_tiles (e.g. 1,2,3), "
                                                          "beside the default, instead of --lanes")
@@ -126,6 +129,19 @@ def main() -> int:
                  "zy-zwin-r112": zw((0, 1), (112, 112) + regs[2:]),
                  "faces-zwin-r112": zw((0, 1, 2), (112, 112, 112) + regs[3:]),
                  "all-zwin": zw((0, 1, 2, 3, 4), (112, 112, 112, 144, 168))}
+    if args.zwin_faces:  # around "zy-zwin-r112" of --layer-zwin (1.010-1.011 ms against 1.018 for the default, H200):
+        # z or y alone, 128 registers (the same 4 CTAs of 4 warps an SM as 112), 16 planes a program, the edges too
+        regs = tuple(base.march_regs)
+        tiles = tuple(base.march_tiles)
+        cases = {"default": (base, None),
+                 "zy-zwin-r112": (replace(base, layer_zwin=(0, 1), march_regs=(112, 112) + regs[2:]), None),
+                 "zy-zwin-r128": (replace(base, layer_zwin=(0, 1), march_regs=(128, 128) + regs[2:]), None),
+                 "z-zwin-r112": (replace(base, layer_zwin=(0,), march_regs=(112,) + regs[1:]), None),
+                 "y-zwin-r112": (replace(base, layer_zwin=(1,), march_regs=regs[:1] + (112,) + regs[2:]), None),
+                 "zy-zwin-r112-bz16": (replace(base, layer_zwin=(0, 1), march_regs=(112, 112) + regs[2:],
+                                               march_tiles=((4, 128, 16, 4), (4, 128, 16, 4)) + tiles[2:]), None),
+                 "zy-edges-zwin": (replace(base, layer_zwin=(0, 1, 3), march_regs=(112, 112, regs[2], 144, regs[4])),
+                                   None)}
     if args.interiors:  # the default against the previous one, and with the cp.async-ring interior
         ring = ops.smem_config()
         cases = {"previous": (previous, None), "default": (base, None), "default-ring-z64": (base, ring),
@@ -140,7 +156,7 @@ def main() -> int:
     copy2 = measure_copy_bandwidth()
     print(f"copy at the end {copy2:.3f} TB/s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}{'-ring' if args.ring else ''}{'-corun' if args.corun else ''}{'-regs' if args.layer_regs else ''}{'-default' if args.default else ''}{'-layer-zwin' if args.layer_zwin else ''}{'-' + args.tag if args.tag else ''}.json", info,
+    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}{'-ring' if args.ring else ''}{'-corun' if args.corun else ''}{'-regs' if args.layer_regs else ''}{'-default' if args.default else ''}{'-layer-zwin' if args.layer_zwin else ''}{'-zwin-faces' if args.zwin_faces else ''}{'-' + args.tag if args.tag else ''}.json", info,
                   meta={"copy_TBps_start": copy, "copy_TBps_end": copy2})
     return 0
 

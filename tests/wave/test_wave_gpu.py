@@ -333,8 +333,9 @@ def test_x_store_boxes_on_the_gpu():
 def test_x_box_tiles_on_the_gpu():
     """``x_box_tiles`` (the default) at 12 points (a 24-column x store, 32-column x tiles): the x layer boxes
     widened to whole tiles, so no launch waits for the zwin interior (without it the x faces do); one stream, two and
-    four side streams give the same bits; all agree with ``x_store_boxes`` alone to rounding over several
-    steps, every point written."""
+    four side streams give the same bits, and so do the layer launches with the z window of p in registers on
+    none or every kind of box (``layer_zwin``; the default has it on the z and y faces); all agree with
+    ``x_store_boxes`` alone to rounding over several steps, every point written."""
     from dataclasses import replace
 
     layout, (p, pp, m), axes = _state((60, 52, 152), 8, 12, False, seed=23)
@@ -351,8 +352,10 @@ def test_x_box_tiles_on_the_gpu():
             _i, _l, _s, (late, _w, _lanes), fuse = ops._march_plan(p, 8, tuple(lo), tuple(hi), kaxes, 3, cfg, icfg)
             assert fuse and late[2] == waits and not any(late[:2] + late[3:])
     results = []
+    assert tiled.layer_zwin == ops.LAYER_ZWIN
     for cfg in (base, replace(tiled, streams=False), tiled, replace(tiled, side_streams=2),
-                replace(tiled, side_streams=4)):
+                replace(tiled, side_streams=4), replace(tiled, layer_zwin=(), march_regs=ops.MARCH_REGS_PSI_X),
+                replace(tiled, layer_zwin=(0, 1, 2, 3, 4), march_regs=(128, 128, 128, 160, 168))):
         _f, out, got = _steps(p, pp, m, sp, lo, hi, axes, cfg, 3)
         assert not torch.isnan(out[tuple(slice(a, b) for a, b in zip(lo, hi))]).any()
         results.append((out, got))

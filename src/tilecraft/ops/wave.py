@@ -698,6 +698,13 @@ MARCH_TILES_PREVIOUS = ((4, 128, 8, 4), (4, 128, 8, 4), (8, 32, 4, 2), (16, 32, 
 # The budgets with psi_x inside the x launches (``psi_x_fused``): the x faces need 80 registers
 # without spills (72: 88 bytes spilled; cross-compiled for sm90).
 MARCH_REGS_PSI_X = (96, 96, 80, 128, 168)
+# The kinds of layer box whose launches keep the tile's z window of p in registers (``CpmlConfig.layer_zwin``: the
+# z and y faces) and the budgets with it (the z and y faces at 128: the same four CTAs of 4 warps an SM as at 112, no
+# spills; the x faces spill 312 bytes with it at 80 and lost at 112 and 128). H200, 512**3 + 12-point CPML
+# (benchmarks/wave_side_streams.py --zwin-faces, 2026-11-29, three rounds in turn): 1.009 / 1.009 / 1.010 ms a
+# step against 1.018 ×3 without (y faces alone 1.011-1.012, z faces alone 1.018, with the edges 1.017).
+LAYER_ZWIN = (0, 1)
+MARCH_REGS_ZWIN = (128, 128, 80, 128, 168)
 # The side streams the layer launches share (``CpmlConfig.side_streams``): H200, 512**3 + 12-point CPML
 # (benchmarks/wave_side_streams.py, 2026-11-29, two or three rounds each): with the ring interior (the default
 # there, ``cpml_interior_config``) 1.019 ms a step with 5 against 1.031-1.032 (3), 1.083-1.084 (1); with zwin's
@@ -730,13 +737,15 @@ def default_cpml_config(device: torch.device) -> CpmlConfig:
     1.118; ``benchmarks/wave_side_streams.py``, ``benchmarks/results/2026-11-29-h200-fifteenth/``). With the
     ring interior that these launches let the CPML step take (``cpml_interior_config``): 1.031-1.032 ms with
     three side streams, **1.019 ms (64.5% of copy) with five** (``SIDE_STREAMS``), 1.083-1.084 with one.
+    Since 2026-11-29 (sixteenth session) also ``layer_zwin`` on the z and y faces (``LAYER_ZWIN``, budgets
+    ``MARCH_REGS_ZWIN``): 1.009-1.010 ms a step against 1.018 in the same run (H200, 512**3 + 12 points).
     Interpreter: the folded kernel, few large programs."""
     if device.type != "cuda":
         return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     return CpmlConfig(block_y=4, block_x=128, block_z=8, num_warps=4, march=True, narrow=(8, 32, 2),
-                      march_regs=MARCH_REGS_PSI_X, march_tiles=MARCH_TILES, psi_tiles=PSI_TILES, interior_first=True,
+                      march_regs=MARCH_REGS_ZWIN, march_tiles=MARCH_TILES, psi_tiles=PSI_TILES, interior_first=True,
                       streams=True, side_priority=-1, psi_x_fused=True, x_store_boxes=True, x_box_tiles=True,
-                      side_streams=SIDE_STREAMS)
+                      side_streams=SIDE_STREAMS, layer_zwin=LAYER_ZWIN)
 
 
 _NO_SPLIT = 2**30

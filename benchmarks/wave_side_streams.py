@@ -14,6 +14,7 @@ rounds in turn, then one step's kernel timeline (profiler: name, start, end in u
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --default --rounds 2 --tag new  # one checkout
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --layer-zwin --rounds 2  # CpmlConfig.layer_zwin
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --zwin-faces --rounds 2  # around its best
+    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --zwin-x --rounds 2  # the x faces' window, 4 warps
 
 "previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``).
 """
@@ -69,6 +70,8 @@ def main() -> int:
                                                                 "registers (CpmlConfig.layer_zwin), budgets, tiles")
     ap.add_argument("--zwin-faces", action="store_true", help="the z and y faces' z window (--layer-zwin's best), "
                                                                 "by kind, budget, planes per program, with the edges")
+    ap.add_argument("--zwin-x", action="store_true", help="the x faces' z window on 4-warp tiles (2 points a thread, "
+                                                            "no spills at 80 registers)")
     ap.add_argument("--tag", default="", help="added to the results file's name (e.g. the checkout)")
     ap.add_argument("--x-box-tiles", default="", help="side-stream counts to time with x_box_tiles (e.g. 1,2,3), "
                                                          "beside the default, instead of --lanes")
@@ -142,6 +145,18 @@ def main() -> int:
                                                march_tiles=((4, 128, 16, 4), (4, 128, 16, 4)) + tiles[2:]), None),
                  "zy-edges-zwin": (replace(base, layer_zwin=(0, 1, 3), march_regs=(112, 112, regs[2], 144, regs[4])),
                                    None)}
+    if args.zwin_x:  # the x faces with the z window lost on their 2-warp tiles (spills at 80 registers, fewer CTAs at
+        # 112-128); on 4-warp tiles of 8 x 32 (2 points a thread, 64-bit accesses) it fits 80 registers without spills
+        # (cross-compiled for sm90), the same 24 warps an SM as the default's 2-warp tiles
+        tiles = tuple(base.march_tiles)
+        kinds = tuple(base.layer_zwin)
+
+        def xt(t, zw):
+            return replace(base, march_tiles=tiles[:2] + (t,) + tiles[3:],
+                           layer_zwin=tuple(sorted(set(kinds) | ({2} if zw else set())))), None
+
+        cases = {"default": (base, None), "x-w4": xt((8, 32, 4, 4), False), "x-w4-zwin": xt((8, 32, 4, 4), True),
+                 "x-w4-zwin-bz8": xt((8, 32, 8, 4), True)}
     if args.interiors:  # the default against the previous one, and with the cp.async-ring interior
         ring = ops.smem_config()
         cases = {"previous": (previous, None), "default": (base, None), "default-ring-z64": (base, ring),
@@ -156,7 +171,7 @@ def main() -> int:
     copy2 = measure_copy_bandwidth()
     print(f"copy at the end {copy2:.3f} TB/s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}{'-ring' if args.ring else ''}{'-corun' if args.corun else ''}{'-regs' if args.layer_regs else ''}{'-default' if args.default else ''}{'-layer-zwin' if args.layer_zwin else ''}{'-zwin-faces' if args.zwin_faces else ''}{'-' + args.tag if args.tag else ''}.json", info,
+    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}{'-ring' if args.ring else ''}{'-corun' if args.corun else ''}{'-regs' if args.layer_regs else ''}{'-default' if args.default else ''}{'-layer-zwin' if args.layer_zwin else ''}{'-zwin-faces' if args.zwin_faces else ''}{'-zwin-x' if args.zwin_x else ''}{'-' + args.tag if args.tag else ''}.json", info,
                   meta={"copy_TBps_start": copy, "copy_TBps_end": copy2})
     return 0
 

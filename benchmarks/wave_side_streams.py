@@ -50,6 +50,19 @@ def timeline(cfg, icfg, width: int, key: str, copy: float) -> list:
                     span / 1e3, 0.0, copy, None, measured, {"timeline_us": tl, "config": cfg.as_dict()})]
 
 
+SETS = {
+    "layer-regs": "the layer launches under other register budgets",
+    "default": "the default alone (and its z faces under 104 registers): run from two checkouts in turn to compare "
+               "kernel versions",
+    "corun": "the ring interior under register budgets that leave room for layer CTAs beside it",
+    "ring": "the default (ring interior) under other side-stream counts, launch orders, priorities and ring lengths",
+    "interiors": "the default against the previous default, and both with the cp.async-ring interior",
+    "layer-zwin": "layer launches with the tile's z window of p in registers (CpmlConfig.layer_zwin), budgets, tiles",
+    "zwin-faces": "the z and y faces' z window (--layer-zwin's best), by kind, budget, planes per program, the edges",
+    "zwin-x": "the x faces' z window on 4-warp tiles (2 points a thread, no spills at 80 registers)",
+}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
@@ -57,21 +70,8 @@ def main() -> int:
     ap.add_argument("--width", type=int, default=12)
     ap.add_argument("--lanes", default="1,2,3,4,7")
     ap.add_argument("--sizes", default="", help="model sizes: zwin against the ring interior at each (e.g. 384,512,640)")
-    ap.add_argument("--layer-regs", action="store_true", help="the layer launches under other register budgets")
-    ap.add_argument("--default", action="store_true", help="the default alone (and its z faces under 104 registers): "
-                                                           "run from two checkouts in turn to compare kernel versions")
-    ap.add_argument("--corun", action="store_true", help="the ring interior under register budgets that leave room "
-                                                          "for layer CTAs beside it")
-    ap.add_argument("--ring", action="store_true", help="the default (ring interior) under other side-stream "
-                                                         "counts, launch orders, priorities and ring lengths")
-    ap.add_argument("--interiors", action="store_true", help="the default against the previous default, and both "
-                                                             "with the cp.async-ring interior")
-    ap.add_argument("--layer-zwin", action="store_true", help="layer launches with the tile's z window of p in "
-                                                                "registers (CpmlConfig.layer_zwin), budgets, tiles")
-    ap.add_argument("--zwin-faces", action="store_true", help="the z and y faces' z window (--layer-zwin's best), "
-                                                                "by kind, budget, planes per program, with the edges")
-    ap.add_argument("--zwin-x", action="store_true", help="the x faces' z window on 4-warp tiles (2 points a thread, "
-                                                            "no spills at 80 registers)")
+    for name, text in SETS.items():  # the sets of cases (one at a time)
+        ap.add_argument(f"--{name}", action="store_true", help=text)
     ap.add_argument("--tag", default="", help="added to the results file's name (e.g. the checkout)")
     ap.add_argument("--x-box-tiles", default="", help="side-stream counts to time with x_box_tiles (e.g. 1,2,3), "
                                                          "beside the default, instead of --lanes")
@@ -171,7 +171,8 @@ def main() -> int:
     copy2 = measure_copy_bandwidth()
     print(f"copy at the end {copy2:.3f} TB/s", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-interiors' if args.interiors else ''}{'-sizes' if args.sizes else ''}{'-ring' if args.ring else ''}{'-corun' if args.corun else ''}{'-regs' if args.layer_regs else ''}{'-default' if args.default else ''}{'-layer-zwin' if args.layer_zwin else ''}{'-zwin-faces' if args.zwin_faces else ''}{'-zwin-x' if args.zwin_x else ''}{'-' + args.tag if args.tag else ''}.json", info,
+    sets = "".join(f"-{n}" for n in SETS if getattr(args, n.replace("-", "_")))
+    write_results(records, "wave.side_streams", args.out / f"wave-side-streams-w{args.width}{'-xtiles' if args.x_box_tiles else ''}{'-sizes' if args.sizes else ''}{sets}{'-' + args.tag if args.tag else ''}.json", info,
                   meta={"copy_TBps_start": copy, "copy_TBps_end": copy2})
     return 0
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The wave CPML defaults of 2026-11-29 (fifteenth session, measured on an H200 only), on another card (meant for an
-# H100) or again, in one device call of about 5 minutes: the previous default against the new one (x_box_tiles, five
-# side streams, the ring interior with 256 planes where cpml_interior_config takes it), at 512^3 and at other sizes,
-# then the ring under register budgets that leave room for layer CTAs beside it, and the layer launches under other
-# register budgets (neither yet timed anywhere). Every
+# The wave CPML defaults of 2026-11-29 (fifteenth and sixteenth sessions, measured on an H200 only), on another card
+# (meant for an H100) or again, in one device call of about 5 minutes: the previous default against the new one
+# (x_box_tiles, five side streams, the ring interior with 256 planes where cpml_interior_config takes it), at 512^3 and
+# at other sizes, then the z window of the z and y layer launches (layer_zwin, the sixteenth session's default) and
+# around it. The --corun and --layer-regs sets, timed on an H200 on 2026-11-29 (no gain), are left out. Every
 # case is checked against the float64 torch step before it is timed.
 # Usage (device machine, repository root): OUT=<folder> bash benchmarks/wave_followups.sh
 set -u
@@ -13,7 +13,5 @@ timeout 120 python benchmarks/wave_side_streams.py --out "$out" --rounds 2 --int
 echo "interiors rc $?"; grep -E "round|copy" "$out/wave-followups-interiors.log"
 timeout 150 python benchmarks/wave_side_streams.py --out "$out" --rounds 2 --sizes 384,512,640 > "$out/wave-followups-sizes.log" 2>&1
 echo "sizes rc $?"; grep -E "round|copy" "$out/wave-followups-sizes.log"
-timeout 100 python benchmarks/wave_side_streams.py --out "$out" --rounds 2 --corun > "$out/wave-followups-corun.log" 2>&1
-echo "corun rc $?"; grep -E "round|copy|timeline" "$out/wave-followups-corun.log"
-timeout 100 python benchmarks/wave_side_streams.py --out "$out" --rounds 2 --layer-regs > "$out/wave-followups-regs.log" 2>&1
-echo "layer regs rc $?"; grep -E "round|copy" "$out/wave-followups-regs.log"
+timeout 150 python benchmarks/wave_side_streams.py --out "$out" --rounds 2 --zwin-faces > "$out/wave-followups-zwin.log" 2>&1
+echo "zwin faces rc $?"; grep -E "round|copy" "$out/wave-followups-zwin.log"

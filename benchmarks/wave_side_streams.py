@@ -16,7 +16,7 @@ rounds in turn, then one step's kernel timeline (profiler: name, start, end in u
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --zwin-faces --rounds 2  # around its best
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --zwin-x --rounds 2  # the x faces' window, 4 warps
 
-"previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``).
+"previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``, no ``layer_zwin``).
 """
 from __future__ import annotations
 
@@ -81,7 +81,8 @@ def main() -> int:
     print(f"device {info.name} copy {copy:.3f} TB/s", flush=True)
     dev = torch.device("cuda")
     base = ops.default_cpml_config(dev)
-    previous = replace(base, x_box_tiles=False, side_streams=1)  # the default before 2026-11-29 (fifteenth)
+    # the default before 2026-11-29 (fifteenth session; the sixteenth added layer_zwin and its budgets)
+    previous = replace(base, x_box_tiles=False, side_streams=1, layer_zwin=(), march_regs=ops.MARCH_REGS_PSI_X)
     cases = {f"side-streams-{k}": (replace(previous, side_streams=int(k)), None) for k in args.lanes.split(",")}
     if args.x_box_tiles:  # the x boxes widened to whole x tiles (no x tile stores an interior column), then lanes
         cases = {"previous": (previous, None), **{f"x-box-tiles-{k}": (replace(previous, x_box_tiles=True,

@@ -15,6 +15,7 @@ rounds in turn, then one step's kernel timeline (profiler: name, start, end in u
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --layer-zwin --rounds 2  # CpmlConfig.layer_zwin
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --zwin-faces --rounds 2  # around its best
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --zwin-x --rounds 2  # the x faces' window, 4 warps
+    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --zwin-psi --rounds 3  # psi_z's window too
 
 "previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``, no ``layer_zwin``).
 """
@@ -60,6 +61,7 @@ SETS = {
     "layer-zwin": "layer launches with the tile's z window of p in registers (CpmlConfig.layer_zwin), budgets, tiles",
     "zwin-faces": "the z and y faces' z window (--layer-zwin's best), by kind, budget, planes per program, the edges",
     "zwin-x": "the x faces' z window on 4-warp tiles (2 points a thread, no spills at 80 registers)",
+    "zwin-psi": "the z faces with psi_z's planes in registers too (CpmlConfig.psi_zwin; not yet timed)",
 }
 
 
@@ -158,6 +160,11 @@ def main() -> int:
 
         cases = {"default": (base, None), "x-w4": xt((8, 32, 4, 4), False), "x-w4-zwin": xt((8, 32, 4, 4), True),
                  "x-w4-zwin-bz8": xt((8, 32, 8, 4), True)}
+    if args.zwin_psi:  # the z faces gained nothing from p's window alone (2026-11-29); they also read psi_z at the
+        # 2R planes around each output plane: with those in registers too they take 128 registers, no spills (sm90)
+        tiles = tuple(base.march_tiles)
+        cases = {"default": (base, None), "z-psi-zwin": (replace(base, psi_zwin=True), None),
+                 "z-psi-zwin-bz16": (replace(base, psi_zwin=True, march_tiles=((4, 128, 16, 4),) + tiles[1:]), None)}
     if args.interiors:  # the default against the previous one, and with the cp.async-ring interior
         ring = ops.smem_config()
         cases = {"previous": (previous, None), "default": (base, None), "default-ring-z64": (base, ring),

@@ -460,8 +460,9 @@ def test_x_store_boxes_give_the_march_values(shape, order, width, interior):
 def test_layer_zwin_gives_the_march_bits(shape, order, width):
     """``layer_zwin``: the layer launches keep the tile's planes of p in registers along their march (one load a
     plane) instead of loading the 2R + 1 planes at each output plane: the same p_next, psi_new and zeta bits
-    (interpreter; default-like plan with psi_x inside the x launches and whole x tiles; every kind of box, and
-    the x faces alone; odd plane counts per program; in place too; 2D, where there is no z window, unchanged);
+    (interpreter; default-like plan with psi_x inside the x launches and whole x tiles; every kind of box, with
+    psi_z's planes in registers too (``psi_zwin``), and the x faces alone; odd plane counts per program; in place
+    too; 2D, where there is no z window, unchanged);
     bad kinds refused."""
     layout, (p, pp, m), axes = _state(shape, order, width, False, torch.float32, seed=8)
     lo, hi = layout.updated
@@ -469,10 +470,11 @@ def test_layer_zwin_gives_the_march_bits(shape, order, width):
     spacing = tuple(10.0 + d for d in range(ndim))
     base = replace(VARIANTS["march-psi"], x_store_boxes=True, x_box_tiles=True, psi_x_fused=True, narrow=(4, 32, 1),
                    march_tiles=((2, 16, 3, 1), (4, 16, 2, 1), (4, 32, 3, 1), (4, 16, 2, 1), (2, 16, 1, 1)))
-    kinds = [(0, 1, 2, 3, 4)] + ([(2,)] if ndim == 3 else [])
+    every = replace(base, layer_zwin=(0, 1, 2, 3, 4))
+    variants = [every, replace(every, psi_zwin=True)] + ([replace(base, layer_zwin=(2,))] if ndim == 3 else [])
     for in_place in (False, True):
         res = []
-        for cfg in [base] + [replace(base, layer_zwin=k) for k in kinds[:1 if in_place else None]]:
+        for cfg in [base] + variants[:2 if in_place else None]:
             got = _copy(axes)
             out = pp.clone()
             ops.cpml_step(p, out if in_place else pp, m, out, order, spacing, lo, hi, got, "triton", SMALL, cfg)

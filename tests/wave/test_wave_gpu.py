@@ -334,7 +334,8 @@ def test_x_box_tiles_on_the_gpu():
     """``x_box_tiles`` (the default) at 12 points (a 24-column x store, 32-column x tiles): the x layer boxes
     widened to whole tiles, so no launch waits for the zwin interior (without it the x faces do); one stream, two and
     four side streams give the same bits, and so do the layer launches with the z window of p in registers on
-    none or every kind of box (``layer_zwin``; the default has it on the z and y faces); all agree with
+    none or every kind of box (``layer_zwin``; the default has it on the z and y faces) and with psi_z's planes in
+    registers too (``psi_zwin``); all agree with
     ``x_store_boxes`` alone to rounding over several steps, every point written."""
     from dataclasses import replace
 
@@ -355,7 +356,8 @@ def test_x_box_tiles_on_the_gpu():
     assert tiled.layer_zwin == ops.LAYER_ZWIN
     for cfg in (base, replace(tiled, streams=False), tiled, replace(tiled, side_streams=2),
                 replace(tiled, side_streams=4), replace(tiled, layer_zwin=(), march_regs=ops.MARCH_REGS_PSI_X),
-                replace(tiled, layer_zwin=(0, 1, 2, 3, 4), march_regs=(128, 128, 128, 160, 168))):
+                replace(tiled, layer_zwin=(0, 1, 2, 3, 4), march_regs=(128, 128, 128, 160, 168)),
+                replace(tiled, psi_zwin=True)):
         _f, out, got = _steps(p, pp, m, sp, lo, hi, axes, cfg, 3)
         assert not torch.isnan(out[tuple(slice(a, b) for a, b in zip(lo, hi))]).any()
         results.append((out, got))

@@ -623,7 +623,7 @@ def wave_layer_kernel(
     nx_s, s_z_s, s_y_s, zt0_s, yt0_s, xt0_s, xt1_s, xe_s, xpo_ptr,
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, SCALE: tl.constexpr, HAS_Z: tl.constexpr, NB: tl.constexpr,
-    AX_Z: tl.constexpr, AX_Y: tl.constexpr, AX_X: tl.constexpr, PSI_X: tl.constexpr, ZWIN: tl.constexpr = False,
+    AX_Z: tl.constexpr, AX_Y: tl.constexpr, AX_X: tl.constexpr, PSI_X: tl.constexpr, ZWIN: tl.constexpr = 0,
 ):
     """The step with the CPML on boxes of the absorbing layers where exactly the axes AX_* have
     terms, built like ``wave_step_kernel``: a program owns a (BLOCK_Y, BLOCK_X) tile and marches
@@ -647,7 +647,8 @@ def wave_layer_kernel(
     then writes every column of the store in its rows, and dpsi/dx reads no other program's psi.
 
     ZWIN (with HAS_Z): the tile's planes pz - R .. pz + R of p stay in registers from one output plane to
-    the next (2R loaded before the march, then one a plane), instead of 2R + 1 loads a plane.
+    the next (2R loaded before the march, then one a plane), instead of 2R + 1 loads a plane; ZWIN = 2 (with
+    AX_Z) also psi_z's planes for dpsi_z/dz.
     """
     nx = nx_s * SCALE
     s_z = s_z_s * SCALE
@@ -689,6 +690,10 @@ def wave_layer_kernel(
         win = ()
         for k in tl.static_range(0, 2 * R):
             win = win + (tl.load(p_ptr + (z_begin - R + k) * s_z64 + offs, mask=row_mask, other=0.0),)
+    if HAS_Z and AX_Z and ZWIN == 2:  # psi_z's planes z_begin - R .. z_begin + R - 1 of the tile
+        zwin = ()
+        for k in tl.static_range(0, 2 * R):
+            zwin = zwin + (tl.load(zpsi_ptr + z_shift + (z_begin - R + k) * zt0 + offs, mask=row_mask, other=0.0),)
     for pz in range(z_begin, z_end):
         plane = pz * s_z64
         base = p_ptr + plane
@@ -721,7 +726,14 @@ def wave_layer_kernel(
         val = 2.0 * centre - tl.load(pp_ptr + plane + offs, mask=row_mask, other=0.0) + m * lap
         if AX_Z:
             zbase = z_shift + pz * zt0
-            dpsi = _strided_difference(zpsi_ptr + zbase + offs, zt0, row_mask, dz, R)
+            if ZWIN == 2:
+                zwin = zwin + (tl.load(zpsi_ptr + zbase + R * zt0 + offs, mask=row_mask, other=0.0),)
+                dpsi = tl.zeros_like(centre)
+                for k in tl.static_range(1, R + 1):
+                    dpsi += (zwin[R + k] - zwin[R - k]) * dz[k - 1]
+                zwin = zwin[1:]
+            else:
+                dpsi = _strided_difference(zpsi_ptr + zbase + offs, zt0, row_mask, dz, R)
             val = _layer_update(val, m, centre * cz0 + zpairs, dpsi, zzeta_ptr + zbase + offs, tl.load(za_ptr + pz),
                                 tl.load(zb_ptr + pz), row_mask, x_in, full_x)
         if AX_Y:

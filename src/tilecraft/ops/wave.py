@@ -639,7 +639,8 @@ class CpmlConfig:
     narrower than a tile (24 columns at 12 points: the 32-column tiles from its start stored 8 interior
     columns again, after the interior); ``layer_zwin``: the kinds of layer box (0, 1, 2: z, y, x faces, 3 edges,
     4 corners) whose launches keep the tile's 2R + 1 planes of p in registers along the march (one load a
-    plane instead of 2R + 1; ``wave_layer_kernel``'s ZWIN); ``side_streams`` (with ``streams``): the
+    plane instead of 2R + 1; ``wave_layer_kernel``'s ZWIN), with ``psi_zwin`` those with z terms psi_z's planes
+    too (ZWIN = 2); ``side_streams`` (with ``streams``): the
     layer launches that run beside the interior spread over that many side streams after the psi
     launches (launches whose boxes clash share a stream, in order: ``_side_lanes``), so that they
     also run beside each other, else ``fused`` (``wave_cpml_kernel`` on
@@ -669,6 +670,7 @@ class CpmlConfig:
     x_box_tiles: bool = False
     side_streams: int = 1
     layer_zwin: tuple[int, ...] = ()
+    psi_zwin: bool = False
 
     def __post_init__(self):
         if not isinstance(self.layer_zwin, tuple) or any(isinstance(k, bool) or not isinstance(k, int) or k not in range(5)
@@ -1395,7 +1397,8 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
         flat = [v // scale if i % 16 in (6, 8, 9, 10, 11) else v for row in table for i, v in enumerate(row)]
         kw = dict(R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=ndim == 3,
                   NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, PSI_X=fuse_x and 2 in axes,
-                  ZWIN=ndim == 3 and _box_kind(axes) in pcfg.layer_zwin, num_warps=warps)
+                  ZWIN=(2 if pcfg.psi_zwin and 0 in axes else 1) if ndim == 3 and _box_kind(axes) in pcfg.layer_zwin
+                  else 0, num_warps=warps)
         regs = _march_budget(pcfg, axes)
         if regs and _nvidia(p3):
             kw["maxnreg"] = regs

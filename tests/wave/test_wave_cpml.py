@@ -486,6 +486,9 @@ def test_layer_zwin_gives_the_march_bits(shape, order, width):
     for bad in ((5,), (-1,), (True,), [0], (0.0,)):
         with pytest.raises(ValueError, match="layer_zwin"):
             CpmlConfig(4, 128, 8, 4, layer_zwin=bad)
+    for bad in (1, None, "yes"):
+        with pytest.raises(TypeError, match="psi_zwin"):
+            CpmlConfig(4, 128, 8, 4, psi_zwin=bad)
 
 
 @pytest.mark.parametrize("width", [20, 12])

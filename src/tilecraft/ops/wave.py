@@ -673,10 +673,12 @@ class CpmlConfig:
     psi_zwin: bool = False
 
     def __post_init__(self):
-        if not isinstance(self.layer_zwin, tuple) or any(isinstance(k, bool) or not isinstance(k, int) or k not in range(5)
-                                                         for k in self.layer_zwin):
+        kinds = self.layer_zwin
+        if not isinstance(kinds, tuple) or any(type(k) is not int or k not in range(5) for k in kinds):
             raise ValueError(f"layer_zwin must be a tuple of kinds of layer box (0, 1, 2: the z, y, x faces; 3: edges; "
                              f"4: corners), got {self.layer_zwin!r}")
+        if not isinstance(self.psi_zwin, bool):
+            raise TypeError(f"psi_zwin must be a bool (psi_z's planes in registers too), got {self.psi_zwin!r}")
         if isinstance(self.side_streams, bool) or not isinstance(self.side_streams, int) or self.side_streams < 1:
             raise ValueError(f"side_streams must be a positive int (the streams the layer launches share with "
                              f"``streams``), got {self.side_streams!r}")

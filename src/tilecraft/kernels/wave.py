@@ -534,6 +534,15 @@ def _strided_difference(ptrs, stride, mask, d, R: tl.constexpr):
 
 
 @triton.jit
+def _z_window(ptrs, stride, z0, mask, R: tl.constexpr):
+    """The tile's planes z0 - R .. z0 + R - 1 (``ptrs`` at plane 0, ``stride`` a plane): a z window's start."""
+    win = ()
+    for k in tl.static_range(0, 2 * R):
+        win = win + (tl.load(ptrs + (z0 - R + k) * stride, mask=mask, other=0.0),)
+    return win
+
+
+@triton.jit
 def _layer_update(val, m, d2, dpsi, zeta_ptrs, a, b, mask, x_in, full_x):
     """zeta = b zeta + a (d2 + dpsi) (stored: the tile's points of the box), val + m (dpsi + zeta).
     Outside the layer (a = 0, zeta 0) zeta stays 0."""
@@ -686,14 +695,10 @@ def wave_layer_kernel(
             no_y = no_y + (wy[k] * 0.0,)
         ax = tl.load(xa_ptr + xs, mask=xs < nx, other=0.0)[None, :]
         bx = tl.load(xb_ptr + xs, mask=xs < nx, other=1.0)[None, :]
-    if HAS_Z and ZWIN:  # planes z_begin - R .. z_begin + R - 1 of the tile
-        win = ()
-        for k in tl.static_range(0, 2 * R):
-            win = win + (tl.load(p_ptr + (z_begin - R + k) * s_z64 + offs, mask=row_mask, other=0.0),)
-    if HAS_Z and AX_Z and ZWIN == 2:  # psi_z's planes z_begin - R .. z_begin + R - 1 of the tile
-        zwin = ()
-        for k in tl.static_range(0, 2 * R):
-            zwin = zwin + (tl.load(zpsi_ptr + z_shift + (z_begin - R + k) * zt0 + offs, mask=row_mask, other=0.0),)
+    if HAS_Z and ZWIN:
+        win = _z_window(p_ptr + offs, s_z64, z_begin, row_mask, R)
+    if HAS_Z and AX_Z and ZWIN == 2:
+        zwin = _z_window(zpsi_ptr + z_shift + offs, zt0, z_begin, row_mask, R)
     for pz in range(z_begin, z_end):
         plane = pz * s_z64
         base = p_ptr + plane

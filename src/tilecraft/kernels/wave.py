@@ -534,11 +534,12 @@ def _strided_difference(ptrs, stride, mask, d, R: tl.constexpr):
 
 
 @triton.jit
-def _z_window(ptrs, stride, z0, mask, R: tl.constexpr):
-    """The tile's planes z0 - R .. z0 + R - 1 (``ptrs`` at plane 0, ``stride`` a plane): a z window's start."""
+def _z_window(ptr, offs, stride, z0, mask, R: tl.constexpr):
+    """The tile's planes z0 - R .. z0 + R - 1 (``ptr`` at plane 0, ``offs`` the tile's, ``stride`` a plane): a z
+    window's start."""
     win = ()
     for k in tl.static_range(0, 2 * R):
-        win = win + (tl.load(ptrs + (z0 - R + k) * stride, mask=mask, other=0.0),)
+        win = win + (tl.load(ptr + (z0 - R + k) * stride + offs, mask=mask, other=0.0),)
     return win
 
 
@@ -696,9 +697,9 @@ def wave_layer_kernel(
         ax = tl.load(xa_ptr + xs, mask=xs < nx, other=0.0)[None, :]
         bx = tl.load(xb_ptr + xs, mask=xs < nx, other=1.0)[None, :]
     if HAS_Z and ZWIN:
-        win = _z_window(p_ptr + offs, s_z64, z_begin, row_mask, R)
+        win = _z_window(p_ptr, offs, s_z64, z_begin, row_mask, R)
     if HAS_Z and AX_Z and ZWIN == 2:
-        zwin = _z_window(zpsi_ptr + z_shift + offs, zt0, z_begin, row_mask, R)
+        zwin = _z_window(zpsi_ptr + z_shift, offs, zt0, z_begin, row_mask, R)
     for pz in range(z_begin, z_end):
         plane = pz * s_z64
         base = p_ptr + plane

@@ -640,7 +640,9 @@ class CpmlConfig:
     columns again, after the interior); ``layer_zwin``: the kinds of layer box (0, 1, 2: z, y, x faces, 3 edges,
     4 corners) whose launches keep the tile's 2R + 1 planes of p in registers along the march (one load a
     plane instead of 2R + 1; ``wave_layer_kernel``'s ZWIN), with ``psi_zwin`` those with z terms psi_z's planes
-    too (ZWIN = 2); ``side_streams`` (with ``streams``): the
+    too (ZWIN = 2); ``psi_x_recompute`` (with ``psi_x_fused``): the x launches compute psi_x on their tile shifted by
+    whole vectors too instead of storing it and reading it back shifted after a barrier of the program
+    (``wave_layer_kernel``'s PSI_X = 2); ``side_streams`` (with ``streams``): the
     layer launches that run beside the interior spread over that many side streams after the psi
     launches (launches whose boxes clash share a stream, in order: ``_side_lanes``), so that they
     also run beside each other, else ``fused`` (``wave_cpml_kernel`` on
@@ -671,6 +673,7 @@ class CpmlConfig:
     side_streams: int = 1
     layer_zwin: tuple[int, ...] = ()
     psi_zwin: bool = False
+    psi_x_recompute: bool = False
 
     def __post_init__(self):
         kinds = self.layer_zwin
@@ -679,6 +682,9 @@ class CpmlConfig:
                              f"4: corners), got {self.layer_zwin!r}")
         if not isinstance(self.psi_zwin, bool):
             raise TypeError(f"psi_zwin must be a bool (psi_z's planes in registers too), got {self.psi_zwin!r}")
+        if not isinstance(self.psi_x_recompute, bool):
+            raise TypeError(f"psi_x_recompute must be a bool (psi_x's shifted copies computed, not read back), "
+                            f"got {self.psi_x_recompute!r}")
         if isinstance(self.side_streams, bool) or not isinstance(self.side_streams, int) or self.side_streams < 1:
             raise ValueError(f"side_streams must be a positive int (the streams the layer launches share with "
                              f"``streams``), got {self.side_streams!r}")
@@ -709,6 +715,10 @@ MARCH_REGS_PSI_X = (96, 96, 80, 128, 168)
 # step against 1.018 ×3 without (y faces alone 1.011-1.012, z faces alone 1.018, with the edges 1.017).
 LAYER_ZWIN = (0, 1)
 MARCH_REGS_ZWIN = (128, 128, 80, 128, 168)
+# The z faces also keep psi_z's 2R + 1 planes in registers (``CpmlConfig.psi_zwin``, ZWIN = 2; 128 registers, no
+# spills on sm90). H200, 512**3 + 12-point CPML (benchmarks/wave_side_streams.py --zwin-psi, 2026-11-29, seventeenth
+# session, three rounds in turn): 1.000-1.002 ms a step against 1.009 ×3 without (16 planes a program: 1.000-1.001).
+PSI_ZWIN = True
 # The side streams the layer launches share (``CpmlConfig.side_streams``): H200, 512**3 + 12-point CPML
 # (benchmarks/wave_side_streams.py, 2026-11-29, two or three rounds each): with the ring interior (the default
 # there, ``cpml_interior_config``) 1.019 ms a step with 5 against 1.031-1.032 (3), 1.083-1.084 (1); with zwin's
@@ -743,13 +753,15 @@ def default_cpml_config(device: torch.device) -> CpmlConfig:
     three side streams, **1.019 ms (64.5% of copy) with five** (``SIDE_STREAMS``), 1.083-1.084 with one.
     Since 2026-11-29 (sixteenth session) also ``layer_zwin`` on the z and y faces (``LAYER_ZWIN``, budgets
     ``MARCH_REGS_ZWIN``): 1.009-1.010 ms a step against 1.018 in the same run (H200, 512**3 + 12 points).
+    Since 2026-11-29 (seventeenth session) also ``psi_zwin`` (``PSI_ZWIN``): the z faces keep psi_z's planes in
+    registers too, 1.000-1.002 ms against 1.009 in the same run.
     Interpreter: the folded kernel, few large programs."""
     if device.type != "cuda":
         return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     return CpmlConfig(block_y=4, block_x=128, block_z=8, num_warps=4, march=True, narrow=(8, 32, 2),
                       march_regs=MARCH_REGS_ZWIN, march_tiles=MARCH_TILES, psi_tiles=PSI_TILES, interior_first=True,
                       streams=True, side_priority=-1, psi_x_fused=True, x_store_boxes=True, x_box_tiles=True,
-                      side_streams=SIDE_STREAMS, layer_zwin=LAYER_ZWIN)
+                      side_streams=SIDE_STREAMS, layer_zwin=LAYER_ZWIN, psi_zwin=PSI_ZWIN)
 
 
 _NO_SPLIT = 2**30
@@ -1398,7 +1410,7 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
     for axes, (by, bx, bz, warps), table, n_prog in plan:
         flat = [v // scale if i % 16 in (6, 8, 9, 10, 11) else v for row in table for i, v in enumerate(row)]
         kw = dict(R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=ndim == 3,
-                  NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, PSI_X=fuse_x and 2 in axes,
+                  NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, PSI_X=(1 + pcfg.psi_x_recompute) if fuse_x and 2 in axes else 0,
                   ZWIN=(2 if pcfg.psi_zwin and 0 in axes else 1) if ndim == 3 and _box_kind(axes) in pcfg.layer_zwin
                   else 0, num_warps=warps)
         regs = _march_budget(pcfg, axes)

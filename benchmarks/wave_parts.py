@@ -4,13 +4,12 @@ each as % of the copy bandwidth measured first, counting 16 B per point of its b
 in turn to compare kernel versions launch by launch (2026-11-29, sixteenth session: psi and zeta moved only in
 the layers).
 
-    PYTHONPATH=src python benchmarks/wave_parts.py --out DIR [--width 12] [--tag new] [--psi-x-recompute 112]
+    PYTHONPATH=src python benchmarks/wave_parts.py --out DIR [--width 12] [--tag new]
 """
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -25,15 +24,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     ap.add_argument("--width", type=int, default=12)
     ap.add_argument("--tag", default="")
-    ap.add_argument("--psi-x-recompute", type=int, default=0, metavar="REGS",
-                    help="the default with CpmlConfig.psi_x_recompute and the x faces under REGS registers")
     args = ap.parse_args()
     st = parts_state(width=args.width)
     out = torch.empty_like(st.p)
     cfg = ops.default_cpml_config(st.p.device)
-    if args.psi_x_recompute:
-        regs = tuple(cfg.march_regs)
-        cfg = replace(cfg, psi_x_recompute=True, march_regs=regs[:2] + (args.psi_x_recompute,) + regs[3:])
     records = cpml_parts(st.p, st.pp, st.m, out, 8, st.spacing, st.lo, st.hi, st.axes0, cfg, None,
                          {"pml_width": args.width, "tag": args.tag}, st.copy, say=lambda s: print("  " + s, flush=True))
     for r in records:

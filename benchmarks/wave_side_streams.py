@@ -16,7 +16,6 @@ rounds in turn, then one step's kernel timeline (profiler: name, start, end in u
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --zwin-faces --rounds 2  # around its best
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --zwin-x --rounds 2  # the x faces' window, 4 warps
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --zwin-psi --rounds 3  # psi_z's window too
-    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --psi-x --rounds 2  # psi_x recomputed, budgets
 
 "previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``, no ``layer_zwin``).
 """
@@ -63,8 +62,6 @@ SETS = {
     "zwin-faces": "the z and y faces' z window (--layer-zwin's best), by kind, budget, planes per program, the edges",
     "zwin-x": "the x faces' z window on 4-warp tiles (2 points a thread, no spills at 80 registers)",
     "zwin-psi": "the z faces with psi_z's planes in registers too (CpmlConfig.psi_zwin; the default since 2026-11-29) against without",
-    "psi-x": "the x faces computing psi_x's shifted copies instead of storing and reading it back after a barrier "
-             "(CpmlConfig.psi_x_recompute), register budgets",
 }
 
 
@@ -169,15 +166,6 @@ def main() -> int:
         tiles = tuple(base.march_tiles)
         cases = {"no-psi-zwin": (replace(base, psi_zwin=False), None), "default": (base, None),
                  "z-psi-zwin-bz16": (replace(base, psi_zwin=True, march_tiles=((4, 128, 16, 4),) + tiles[1:]), None)}
-    if args.psi_x:  # the x faces (latency-bound: L1TEX scoreboards) without their per-plane store, barrier and
-        # reload of psi_x; cross-compiled for sm90 the recompute spills 152 bytes at 80 registers, 16 at 96, none at 112
-        regs = tuple(base.march_regs)
-
-        def px(r):
-            return replace(base, psi_x_recompute=True, march_regs=regs[:2] + (r,) + regs[3:]), None
-
-        cases = {"default": (base, None), **{f"psi-x-recompute-r{r}": px(r) for r in (96, 112, 128)},
-                 "default-x-r112": (replace(base, march_regs=regs[:2] + (112,) + regs[3:]), None)}
     if args.interiors:  # the default against the previous one, and with the cp.async-ring interior
         ring = ops.smem_config()
         cases = {"previous": (previous, None), "default": (base, None), "default-ring-z64": (base, ring),

@@ -269,8 +269,8 @@ def test_two_streams_give_the_one_stream_bits():
 
 def test_psi_x_inside_the_layer_launches_on_the_gpu():
     """``psi_x_fused`` (no psi launch for x: the x layer launches compute psi_x, store it and read
-    it back shifted after a barrier of the program, or ``psi_x_recompute``: its shifted copies computed
-    too), one and two streams, against the marching psi launch: p_next, psi and zeta agree to rounding over several steps (the two kernels may
+    it back shifted after a barrier of the program), one and two streams, against the marching
+    psi launch: p_next, psi and zeta agree to rounding over several steps (the two kernels may
     contract b psi + a dp/dx differently: last bits), every point written; the plan fused."""
     from dataclasses import replace
 
@@ -284,8 +284,7 @@ def test_psi_x_inside_the_layer_launches_on_the_gpu():
     kaxes = {ax.axis: ax for ax in axes}
     assert ops._march_plan(p, 8, tuple(lo), tuple(hi), kaxes, 3, fused, 128)[-1]
     results = []
-    for cfg in (base, fused, replace(fused, streams=True, side_priority=-1),
-                replace(fused, psi_x_recompute=True, march_regs=regs[:2] + (112,) + regs[3:])):
+    for cfg in (base, fused, replace(fused, streams=True, side_priority=-1)):
         _f, out, got = _steps(p, pp, m, sp, lo, hi, axes, cfg, 3)
         assert not torch.isnan(out[tuple(slice(a, b) for a, b in zip(lo, hi))]).any()
         results.append((out, got))
@@ -297,7 +296,7 @@ def test_psi_x_inside_the_layer_launches_on_the_gpu():
         for x, y in zip(g0, g):
             for u, v in ((x.psi[0], y.psi[0]), (x.psi[1], y.psi[1]), (x.zeta, y.zeta)):
                 assert float((u - v).abs().max()) <= 2e-6 * max(float(u.abs().max()), 1e-30)
-    (o1, g1), (o2, g2), _recomputed = results[1:]
+    (o1, g1), (o2, g2) = results[1:]
     torch.testing.assert_close(o1, o2, rtol=0, atol=0, equal_nan=True)  # streams: the same bits
     assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(g1, g2))
 
@@ -336,8 +335,7 @@ def test_x_box_tiles_on_the_gpu():
     widened to whole tiles, so no launch waits for the zwin interior (without it the x faces do); one stream, two and
     four side streams give the same bits, and so do the layer launches with the z window of p in registers on
     none or every kind of box (``layer_zwin``; the default has it on the z and y faces) and with or without psi_z's
-    planes in registers too (``psi_zwin``, the default), and with psi_x read back or recomputed shifted
-    (``psi_x_recompute``); all agree with
+    planes in registers too (``psi_zwin``, the default); all agree with
     ``x_store_boxes`` alone to rounding over several steps, every point written."""
     from dataclasses import replace
 
@@ -359,9 +357,7 @@ def test_x_box_tiles_on_the_gpu():
     for cfg in (base, replace(tiled, streams=False), tiled, replace(tiled, side_streams=2),
                 replace(tiled, side_streams=4), replace(tiled, layer_zwin=(), march_regs=ops.MARCH_REGS_PSI_X),
                 replace(tiled, layer_zwin=(0, 1, 2, 3, 4), march_regs=(128, 128, 128, 160, 168)),
-                replace(tiled, psi_zwin=not tiled.psi_zwin),
-                replace(tiled, psi_x_recompute=not tiled.psi_x_recompute,
-                        march_regs=tiled.march_regs[:2] + (112,) + tiled.march_regs[3:])):
+                replace(tiled, psi_zwin=not tiled.psi_zwin)):
         _f, out, got = _steps(p, pp, m, sp, lo, hi, axes, cfg, 3)
         assert not torch.isnan(out[tuple(slice(a, b) for a, b in zip(lo, hi))]).any()
         results.append((out, got))

@@ -508,31 +508,17 @@ def _x_difference(ptrs, xq, e, row_ok, d, R: tl.constexpr, VEC: tl.constexpr, BY
     ``xq`` (extent ``e``; columns outside it read as 0): the centre tile and tiles shifted by whole
     vectors (128-bit when aligned), split into column components as in ``_plane_xy``."""
     NCH: tl.constexpr = (R + VEC - 1) // VEC
-    comps = _x_chunks(ptrs, xq, e, row_ok, NCH, VEC, BY, BX)
-    return _x_sum(comps, NCH, d, R, VEC, BY, BX)
-
-
-@triton.jit
-def _x_chunks(ptrs, xq, e, row_ok, N: tl.constexpr, VEC: tl.constexpr, BY: tl.constexpr, BX: tl.constexpr):
-    """The tile shifted by m whole vectors, m = -N..N (columns ``xq`` + m VEC outside [0, e) read as 0), each split
-    into its column components (``_components``)."""
     comps = ()
-    for m in tl.static_range(-N, N + 1):
+    for m in tl.static_range(-NCH, NCH + 1):
         xm = xq + m * VEC
         mask = row_ok[:, None] & ((xm >= 0) & (xm < e))[None, :]
         comps = comps + (_components(tl.load(ptrs + m * VEC, mask=mask, other=0.0), VEC, BY, BX),)
-    return comps
-
-
-@triton.jit
-def _x_sum(comps, c: tl.constexpr, d, R: tl.constexpr, VEC: tl.constexpr, BY: tl.constexpr, BX: tl.constexpr):
-    """sum_k d_k (u[x+k] - u[x-k]) for the tile whose components are ``comps[c]`` (``comps[c + m]``: the tile
-    shifted by m vectors)."""
     outs = ()
     for j in tl.static_range(0, VEC):
-        acc = tl.zeros(comps[c][0].shape, dtype=comps[c][0].dtype)
+        acc = tl.zeros((BY, BX // VEC), dtype=ptrs.dtype.element_ty)
         for k in tl.static_range(1, R + 1):
-            acc += (comps[(j + k) // VEC + c][(j + k) % VEC] - comps[(j - k) // VEC + c][(j - k) % VEC]) * d[k - 1]
+            acc += (comps[(j + k) // VEC + NCH][(j + k) % VEC] - comps[(j - k) // VEC + NCH][(j - k) % VEC]) \
+                * d[k - 1]
         outs = outs + (acc,)
     return _interleave(outs, VEC, BY, BX)
 
@@ -669,9 +655,6 @@ def wave_layer_kernel(
     it into ``xpsi_ptr`` and, after a barrier of the program, reads it back shifted for dpsi/dx. Only
     where each box's x tile holds its whole x store (origin and extent inside the tile): the tile
     then writes every column of the store in its rows, and dpsi/dx reads no other program's psi.
-    PSI_X = 2: no store-barrier-reload; the program also computes psi_new on its tile shifted by
-    -NCH..NCH vectors (p's chunks -2 NCH..2 NCH, psi_old, a and b at the shifted columns; 0 outside the
-    store, as the reload read), the same expression, so the same bits where the compiler contracts alike.
 
     ZWIN (with HAS_Z): the tile's planes pz - R .. pz + R of p stay in registers from one output plane to
     the next (2R loaded before the march, then one a plane), instead of 2R + 1 loads a plane; ZWIN = 2 (with
@@ -713,7 +696,6 @@ def wave_layer_kernel(
             no_y = no_y + (wy[k] * 0.0,)
         ax = tl.load(xa_ptr + xs, mask=xs < nx, other=0.0)[None, :]
         bx = tl.load(xb_ptr + xs, mask=xs < nx, other=1.0)[None, :]
-        NCH: tl.constexpr = (R + VEC - 1) // VEC
     if HAS_Z and ZWIN:
         win = _z_window(p_ptr, offs, s_z64, z_begin, row_mask, R)
     if HAS_Z and AX_Z and ZWIN == 2:
@@ -723,32 +705,12 @@ def wave_layer_kernel(
         base = p_ptr + plane
         if HAS_Z and ZWIN:
             win = win + (tl.load(base + R * s_z64 + offs, mask=row_mask, other=0.0),)
-        if AX_X and PSI_X == 1:  # first, so that little is live across the barrier
+        if AX_X and PSI_X:  # first, so that little is live across the barrier
             xpb = x_shift + pz * xt0 + x_offs
             acc = _x_difference(base + offs, xs, nx, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)
             psi_old = tl.load(xpo_ptr + xpb, mask=x_mask, other=0.0)
             tl.store(xpsi_ptr + xpb, bx * psi_old + ax * acc, mask=x_mask)
             tl.debug_barrier()  # the program's psi_new stores before its shifted loads below
-        if AX_X and PSI_X == 2:  # psi_new on the tile and on its copies shifted by -NCH..NCH vectors, from p
-            xpb = x_shift + pz * xt0 + x_offs
-            pch = _x_chunks(base + offs, xs, nx, row_ok, 2 * NCH, VEC, BLOCK_Y, BLOCK_X)
-            psis = ()
-            for sh in tl.static_range(-NCH, NCH + 1):
-                acc = _x_sum(pch, sh + 2 * NCH, dx, R, VEC, BLOCK_Y, BLOCK_X)
-                if sh == 0:
-                    psi = bx * tl.load(xpo_ptr + xpb, mask=x_mask, other=0.0) + ax * acc
-                    tl.store(xpsi_ptr + xpb, psi, mask=x_mask)
-                    psi = tl.where(x_mask, psi, 0.0)
-                else:
-                    xsh = xs + sh * VEC
-                    in_x = (xsh >= 0) & (xsh < nx)
-                    sh_mask = row_ok[:, None] & ((xq + sh * VEC >= 0) & (xq + sh * VEC < xe))[None, :]
-                    a_sh = tl.load(xa_ptr + xsh, mask=in_x, other=0.0)[None, :]
-                    b_sh = tl.load(xb_ptr + xsh, mask=in_x, other=1.0)[None, :]
-                    psi = b_sh * tl.load(xpo_ptr + xpb + sh * VEC, mask=sh_mask, other=0.0) + a_sh * acc
-                    psi = tl.where(sh_mask, psi, 0.0)
-                psis = psis + (_components(psi, VEC, BLOCK_Y, BLOCK_X),)
-            dpsi_x = _x_sum(psis, NCH, dx, R, VEC, BLOCK_Y, BLOCK_X)
         if HAS_Z and ZWIN:
             centre = win[R]
         else:
@@ -791,10 +753,7 @@ def wave_layer_kernel(
         if AX_X:
             d2x = _plane_xy(centre, rows, chunks, cx0, no_y, wx, R, VEC, BLOCK_Y, BLOCK_X, True)
             xbase = x_shift + pz * xt0
-            if PSI_X == 2:
-                dpsi = dpsi_x
-            else:
-                dpsi = _x_difference(xpsi_ptr + xbase + x_offs, xq, xe, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)
+            dpsi = _x_difference(xpsi_ptr + xbase + x_offs, xq, xe, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)
             val = _layer_update(val, m, d2x, dpsi, xzeta_ptr + xbase + x_offs, ax, bx, x_mask, x_in, full_x)
         _store_tile(out_ptr + plane + offs, val, row_mask, x_in, full_x, False)
         if HAS_Z and ZWIN:

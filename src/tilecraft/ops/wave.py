@@ -640,9 +640,7 @@ class CpmlConfig:
     columns again, after the interior); ``layer_zwin``: the kinds of layer box (0, 1, 2: z, y, x faces, 3 edges,
     4 corners) whose launches keep the tile's 2R + 1 planes of p in registers along the march (one load a
     plane instead of 2R + 1; ``wave_layer_kernel``'s ZWIN), with ``psi_zwin`` those with z terms psi_z's planes
-    too (ZWIN = 2); ``psi_x_recompute`` (with ``psi_x_fused``): the x launches compute psi_x on their tile shifted by
-    whole vectors too instead of storing it and reading it back shifted after a barrier of the program
-    (``wave_layer_kernel``'s PSI_X = 2); ``side_streams`` (with ``streams``): the
+    too (ZWIN = 2); ``side_streams`` (with ``streams``): the
     layer launches that run beside the interior spread over that many side streams after the psi
     launches (launches whose boxes clash share a stream, in order: ``_side_lanes``), so that they
     also run beside each other, else ``fused`` (``wave_cpml_kernel`` on
@@ -673,7 +671,6 @@ class CpmlConfig:
     side_streams: int = 1
     layer_zwin: tuple[int, ...] = ()
     psi_zwin: bool = False
-    psi_x_recompute: bool = False
 
     def __post_init__(self):
         kinds = self.layer_zwin
@@ -682,9 +679,6 @@ class CpmlConfig:
                              f"4: corners), got {self.layer_zwin!r}")
         if not isinstance(self.psi_zwin, bool):
             raise TypeError(f"psi_zwin must be a bool (psi_z's planes in registers too), got {self.psi_zwin!r}")
-        if not isinstance(self.psi_x_recompute, bool):
-            raise TypeError(f"psi_x_recompute must be a bool (psi_x's shifted copies computed, not read back), "
-                            f"got {self.psi_x_recompute!r}")
         if isinstance(self.side_streams, bool) or not isinstance(self.side_streams, int) or self.side_streams < 1:
             raise ValueError(f"side_streams must be a positive int (the streams the layer launches share with "
                              f"``streams``), got {self.side_streams!r}")
@@ -1410,7 +1404,7 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
     for axes, (by, bx, bz, warps), table, n_prog in plan:
         flat = [v // scale if i % 16 in (6, 8, 9, 10, 11) else v for row in table for i, v in enumerate(row)]
         kw = dict(R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=ndim == 3,
-                  NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, PSI_X=(1 + pcfg.psi_x_recompute) if fuse_x and 2 in axes else 0,
+                  NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, PSI_X=fuse_x and 2 in axes,
                   ZWIN=(2 if pcfg.psi_zwin and 0 in axes else 1) if ndim == 3 and _box_kind(axes) in pcfg.layer_zwin
                   else 0, num_warps=warps)
         regs = _march_budget(pcfg, axes)

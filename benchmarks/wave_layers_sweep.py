@@ -9,6 +9,7 @@ float64 torch step; then the whole step with the best candidate of every kind, t
 configuration and the unfused launches, in the same run.
 
     PYTHONPATH=src python benchmarks/wave_layers_sweep.py [--width 12] [--kinds 0,1,2,3,4] [--out DIR]
+    PYTHONPATH=src python benchmarks/wave_layers_sweep.py --kinds 0,1 --zwin --out DIR   # the windowed faces
 
 Writes wave-layers-sweep.json (harness Records; ``extra`` has the kind, tile, registers, time_ms,
 gpts) and prints a table.
@@ -55,6 +56,16 @@ CANDIDATES = {
         (8, 32, 2, 2, 128), (16, 16, 2, 2, 128), (8, 16, 2, 1, 128)],
     4: [(8, 32, 8, 2, 168), (4, 32, 8, 1, 168)],
 }
+# The z and y faces with the z window in registers (``CpmlConfig.layer_zwin``, the default since 2026-11-29; the z faces
+# with psi_z's planes too, ``psi_zwin``): every candidate 128 registers without spills (cross-compiled for sm90), 4
+# points a thread; taller tiles cut the y halo's rows (y faces: 16 rows, the whole face), more planes a program the
+# window's first 2R planes (``--zwin``).
+CANDIDATES_ZWIN = {
+    0: [(4, 128, 8, 4, 128), (4, 128, 16, 4, 128), (8, 128, 8, 8, 128), (8, 128, 16, 8, 128), (8, 64, 8, 4, 128),
+        (8, 64, 16, 4, 128), (2, 128, 16, 2, 128)],
+    1: [(4, 128, 8, 4, 128), (4, 128, 16, 4, 128), (4, 128, 32, 4, 128), (8, 128, 8, 8, 128), (8, 128, 16, 8, 128),
+        (16, 64, 8, 8, 128), (16, 64, 16, 8, 128), (16, 32, 16, 4, 128), (8, 64, 16, 4, 128)],
+}
 
 
 def main() -> int:
@@ -64,8 +75,10 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=0.15)
     ap.add_argument("--width", type=int, default=DEFAULT_WIDTH["pml"], help="CPML width in points")
     ap.add_argument("--kinds", default="0,1,2,3,4", help="kinds of box swept (0 z, 1 y, 2 x faces, 3 edges, 4 corners)")
+    ap.add_argument("--zwin", action="store_true", help="the z and y faces' candidates with the z window (128 registers)")
     args = ap.parse_args()
     kinds = {int(k) for k in args.kinds.split(",")}
+    candidates = {**CANDIDATES, **CANDIDATES_ZWIN} if args.zwin else CANDIDATES
     if not torch.cuda.is_available():
         print("needs a GPU", file=sys.stderr)
         return 2
@@ -105,7 +118,7 @@ def main() -> int:
     kaxes = {ax.axis: ax for ax in axes0}
     records, best = [], {}
     case = {"model": [args.n] * 3, "grid": list(shape), "order": order, "dtype": "float32", "pml_width": args.width}
-    for kind, cands in ((k, c) for k, c in CANDIDATES.items() if k in kinds):
+    for kind, cands in ((k, c) for k, c in candidates.items() if k in kinds):
         for cand in cands:
             cfg = config(kind, cand)
             _, _, launches = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, shape[2], cfg, 4, p.stride()[:2])

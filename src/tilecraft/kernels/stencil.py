@@ -237,18 +237,30 @@ def _plane_loads(base, offs, row_ok, row_mask, xs, nx, su_y, R: tl.constexpr, VE
     (scalar) loads. Separate from the arithmetic (``_plane_xy``) so a loop can issue the next
     plane's loads before it computes on the current one.
     """
-    NCH: tl.constexpr = (R + VEC - 1) // VEC
+    return _row_loads(base, offs, row_mask, su_y, R), _chunk_loads(base, offs, row_ok, xs, nx, R, VEC)
+
+
+@triton.jit
+def _row_loads(base, offs, row_mask, su_y, R: tl.constexpr):
+    """``_plane_loads``' y rows: u[y-R..y-1] and u[y+1..y+R]."""
     rows = ()
     for k in tl.static_range(-R, R + 1):
         if k != 0:
             rows = rows + (tl.load(base + k * su_y + offs, mask=row_mask, other=0.0),)
+    return rows
+
+
+@triton.jit
+def _chunk_loads(base, offs, row_ok, xs, nx, R: tl.constexpr, VEC: tl.constexpr):
+    """``_plane_loads``' x chunks: the tile shifted by m * VEC, m = -NCH..-1, 1..NCH (columns outside [0, nx) 0)."""
+    NCH: tl.constexpr = (R + VEC - 1) // VEC
     chunks = ()
     for m in tl.static_range(-NCH, NCH + 1):
         if m != 0:
             xm = xs + m * VEC
             mask = row_ok[:, None] & ((xm >= 0) & (xm < nx))[None, :]
             chunks = chunks + (tl.load(base + m * VEC + offs, mask=mask, other=0.0),)
-    return rows, chunks
+    return chunks
 
 
 @triton.jit

@@ -33,12 +33,14 @@ import triton.language as tl
 
 from tilecraft.kernels.stencil import (
     _aligned,
+    _chunk_loads,
     _components,
     _interleave,
     _march_offsets,
     _march_tile,
     _plane_loads,
     _plane_xy,
+    _row_loads,
     _store_tile,
     _tile_coords,
     _weights,
@@ -513,9 +515,31 @@ def _x_difference(ptrs, xq, e, row_ok, d, R: tl.constexpr, VEC: tl.constexpr, BY
         xm = xq + m * VEC
         mask = row_ok[:, None] & ((xm >= 0) & (xm < e))[None, :]
         comps = comps + (_components(tl.load(ptrs + m * VEC, mask=mask, other=0.0), VEC, BY, BX),)
+    return _x_pairs(comps, d, R, VEC, BY, BX)
+
+
+@triton.jit
+def _x_tiles_difference(centre, chunks, d, R: tl.constexpr, VEC: tl.constexpr, BY: tl.constexpr, BX: tl.constexpr):
+    """``_x_difference`` of tiles already loaded: the centre and ``_chunk_loads``' chunks (m = -NCH..-1, 1..NCH)."""
+    NCH: tl.constexpr = (R + VEC - 1) // VEC
+    comps = ()
+    for m in tl.static_range(-NCH, NCH + 1):
+        if m == 0:
+            comps = comps + (_components(centre, VEC, BY, BX),)
+        elif m < 0:
+            comps = comps + (_components(chunks[m + NCH], VEC, BY, BX),)
+        else:
+            comps = comps + (_components(chunks[m + NCH - 1], VEC, BY, BX),)
+    return _x_pairs(comps, d, R, VEC, BY, BX)
+
+
+@triton.jit
+def _x_pairs(comps, d, R: tl.constexpr, VEC: tl.constexpr, BY: tl.constexpr, BX: tl.constexpr):
+    """sum_k d_k (u[x+k] - u[x-k]) from the column components of the tile shifted by m = -NCH..NCH vectors."""
+    NCH: tl.constexpr = (R + VEC - 1) // VEC
     outs = ()
     for j in tl.static_range(0, VEC):
-        acc = tl.zeros((BY, BX // VEC), dtype=ptrs.dtype.element_ty)
+        acc = tl.zeros((BY, BX // VEC), dtype=comps[NCH][0].dtype)
         for k in tl.static_range(1, R + 1):
             acc += (comps[(j + k) // VEC + NCH][(j + k) % VEC] - comps[(j - k) // VEC + NCH][(j - k) % VEC]) \
                 * d[k - 1]
@@ -705,17 +729,24 @@ def wave_layer_kernel(
         base = p_ptr + plane
         if HAS_Z and ZWIN:
             win = win + (tl.load(base + R * s_z64 + offs, mask=row_mask, other=0.0),)
-        if AX_X and PSI_X:  # first, so that little is live across the barrier
+        if AX_X and PSI_X:  # first, its centre and x chunks kept for the Laplacian below
             xpb = x_shift + pz * xt0 + x_offs
-            acc = _x_difference(base + offs, xs, nx, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)
+            if HAS_Z and ZWIN:
+                centre = win[R]
+            else:
+                centre = tl.load(base + offs, mask=row_mask, other=0.0)
+            chunks = _chunk_loads(base, offs, row_ok, xs, nx, R, VEC)
+            acc = _x_tiles_difference(centre, chunks, dx, R, VEC, BLOCK_Y, BLOCK_X)
             psi_old = tl.load(xpo_ptr + xpb, mask=x_mask, other=0.0)
             tl.store(xpsi_ptr + xpb, bx * psi_old + ax * acc, mask=x_mask)
             tl.debug_barrier()  # the program's psi_new stores before its shifted loads below
-        if HAS_Z and ZWIN:
-            centre = win[R]
+            rows = _row_loads(base, offs, row_mask, s_y, R)
         else:
-            centre = tl.load(base + offs, mask=row_mask, other=0.0)
-        rows, chunks = _plane_loads(base, offs, row_ok, row_mask, xs, nx, s_y, R, VEC)
+            if HAS_Z and ZWIN:
+                centre = win[R]
+            else:
+                centre = tl.load(base + offs, mask=row_mask, other=0.0)
+            rows, chunks = _plane_loads(base, offs, row_ok, row_mask, xs, nx, s_y, R, VEC)
         lap = _plane_xy(centre, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X, True)
         if HAS_Z:
             zpairs = tl.zeros_like(centre)

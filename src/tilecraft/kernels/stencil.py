@@ -273,6 +273,22 @@ def _add_scaled(acc, x, w, FMA: tl.constexpr):
 
 
 @triton.jit
+def _shifted_components(centre, chunks, R: tl.constexpr, VEC: tl.constexpr, BY: tl.constexpr, BX: tl.constexpr):
+    """The column components (``_components``) of the tile shifted by m = -NCH..NCH vectors: the centre and
+    ``_chunk_loads``' chunks (m = -NCH..-1, 1..NCH)."""
+    NCH: tl.constexpr = (R + VEC - 1) // VEC
+    comps = ()
+    for m in tl.static_range(-NCH, NCH + 1):
+        if m == 0:
+            comps = comps + (_components(centre, VEC, BY, BX),)
+        elif m < 0:
+            comps = comps + (_components(chunks[m + NCH], VEC, BY, BX),)
+        else:
+            comps = comps + (_components(chunks[m + NCH - 1], VEC, BY, BX),)
+    return comps
+
+
+@triton.jit
 def _plane_xy(centre, rows, chunks, w_centre, wy, wx, R: tl.constexpr, VEC: tl.constexpr,
               BY: tl.constexpr, BX: tl.constexpr, FMA: tl.constexpr = False):
     """centre * w_c + y pairs + x pairs of one plane tile from ``_plane_loads``' tiles.
@@ -289,14 +305,7 @@ def _plane_xy(centre, rows, chunks, w_centre, wy, wx, R: tl.constexpr, VEC: tl.c
     acc = centre * w_centre
     for k in tl.static_range(1, R + 1):
         acc = _add_scaled(acc, rows[R - k] + rows[R + k - 1], wy[k - 1], FMA)
-    comps = ()
-    for m in tl.static_range(-NCH, NCH + 1):
-        if m == 0:
-            comps = comps + (_components(centre, VEC, BY, BX),)
-        elif m < 0:
-            comps = comps + (_components(chunks[m + NCH], VEC, BY, BX),)
-        else:
-            comps = comps + (_components(chunks[m + NCH - 1], VEC, BY, BX),)
+    comps = _shifted_components(centre, chunks, R, VEC, BY, BX)
     outs = ()
     for j in tl.static_range(0, VEC):
         xacc = tl.zeros((BY, BX // VEC), dtype=centre.dtype)

@@ -41,6 +41,7 @@ from tilecraft.kernels.stencil import (
     _plane_loads,
     _plane_xy,
     _row_loads,
+    _shifted_components,
     _store_tile,
     _tile_coords,
     _weights,
@@ -521,16 +522,7 @@ def _x_difference(ptrs, xq, e, row_ok, d, R: tl.constexpr, VEC: tl.constexpr, BY
 @triton.jit
 def _x_tiles_difference(centre, chunks, d, R: tl.constexpr, VEC: tl.constexpr, BY: tl.constexpr, BX: tl.constexpr):
     """``_x_difference`` of tiles already loaded: the centre and ``_chunk_loads``' chunks (m = -NCH..-1, 1..NCH)."""
-    NCH: tl.constexpr = (R + VEC - 1) // VEC
-    comps = ()
-    for m in tl.static_range(-NCH, NCH + 1):
-        if m == 0:
-            comps = comps + (_components(centre, VEC, BY, BX),)
-        elif m < 0:
-            comps = comps + (_components(chunks[m + NCH], VEC, BY, BX),)
-        else:
-            comps = comps + (_components(chunks[m + NCH - 1], VEC, BY, BX),)
-    return _x_pairs(comps, d, R, VEC, BY, BX)
+    return _x_pairs(_shifted_components(centre, chunks, R, VEC, BY, BX), d, R, VEC, BY, BX)
 
 
 @triton.jit

@@ -17,6 +17,7 @@ rounds in turn, then one step's kernel timeline (profiler: name, start, end in u
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --zwin-x --rounds 2  # the x faces' window, 4 warps
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --zwin-psi --rounds 3  # psi_z's window too
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --psi-x-launch --rounds 2  # psi_x's own launch
+    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --layer-order --rounds 2  # launch orders
 
 "previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``, no ``layer_zwin``).
 """
@@ -63,6 +64,8 @@ SETS = {
     "zwin-faces": "the z and y faces' z window (--layer-zwin's best), by kind, budget, planes per program, the edges",
     "zwin-x": "the x faces' z window on 4-warp tiles (2 points a thread, no spills at 80 registers)",
     "zwin-psi": "the z faces with psi_z's planes in registers too (CpmlConfig.psi_zwin; the default since 2026-11-29) against without",
+    "layer-order": "the layer launches issued in other orders (CpmlConfig.layer_order): edges and corners first, "
+                   "the x faces first, reversed",
     "psi-x-launch": "psi_x by its own launch beside the ring (as psi_z and psi_y) instead of inside the x faces "
                     "(psi_x_fused=False), the x faces' budgets",
 }
@@ -169,6 +172,10 @@ def main() -> int:
         tiles = tuple(base.march_tiles)
         cases = {"no-psi-zwin": (replace(base, psi_zwin=False), None), "default": (base, None),
                  "z-psi-zwin-bz16": (replace(base, psi_zwin=True, march_tiles=((4, 128, 16, 4),) + tiles[1:]), None)}
+    if args.layer_order:  # the step ends with the edges and corners (927-997 us of a 1.0 ms step, after the x faces):
+        # latency-bound launches of few planes; issued first, their latency would overlap the faces' work
+        cases = {"default": (base, None), **{f"order-{''.join(map(str, o))}": (replace(base, layer_order=o), None)
+                                             for o in ((3, 4), (4, 3, 2, 1, 0), (2, 3, 4), (3, 4, 2))}}
     if args.psi_x_launch:  # the x faces store psi_x, wait at a barrier of the program and read it back shifted at
         # every plane (a latency chain; computing the shifted copies instead measured slower, 2026-11-29); with psi_x
         # from its own launch, which runs with psi_z and psi_y on the SMs the ring's second wave leaves free, the x

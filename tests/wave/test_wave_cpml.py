@@ -360,6 +360,14 @@ def test_side_lanes_keep_clashing_launches_on_one_stream():
     covers = [[ops._cover(((r[0], r[1]), (r[2], r[3]), (r[4], r[5])), tile[1], p.shape[2], r[6]) for r in table]
               for _axes, tile, table, _n in plan]
     assert [lane == -1 for lane in lanes] == late and len(set(lanes) - {-1}) == 3
+    kinds = [ops._box_kind(a) for a, *_ in plan]
+    assert kinds == sorted(kinds) and set(kinds) == {0, 1, 2, 3, 4}
+    for order in ((3, 4), (4, 3, 2, 1, 0), (2,)):  # layer_order: those kinds first, in that order, then the plan's
+        _, _, ordered = ops.layer_plan(tuple(lo), tuple(hi), kaxes, 3, p.shape[2], replace(cfg, layer_order=order), 4,
+                                       p.stride()[:2])
+        got = [ops._box_kind(a) for a, *_ in ordered]
+        want = [k for k in order for _ in range(kinds.count(k))] + [k for k in kinds if k not in order]
+        assert got == want and sorted(map(str, ordered)) == sorted(map(str, plan))
     for i in range(len(plan)):
         for j in range(i):
             if not late[i] and not late[j] and any(ops._clash(x, y) for x in covers[i] for y in covers[j]):
@@ -489,6 +497,9 @@ def test_layer_zwin_gives_the_march_bits(shape, order, width):
     for bad in (1, None, "yes"):
         with pytest.raises(TypeError, match="psi_zwin"):
             CpmlConfig(4, 128, 8, 4, psi_zwin=bad)
+    for bad in ((5,), (1, 1), [0], (True,)):
+        with pytest.raises(ValueError, match="layer_order"):
+            CpmlConfig(4, 128, 8, 4, layer_order=bad)
 
 
 @pytest.mark.parametrize("width", [20, 12])

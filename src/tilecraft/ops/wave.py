@@ -640,7 +640,8 @@ class CpmlConfig:
     columns again, after the interior); ``layer_zwin``: the kinds of layer box (0, 1, 2: z, y, x faces, 3 edges,
     4 corners) whose launches keep the tile's 2R + 1 planes of p in registers along the march (one load a
     plane instead of 2R + 1; ``wave_layer_kernel``'s ZWIN), with ``psi_zwin`` those with z terms psi_z's planes
-    too (ZWIN = 2); ``side_streams`` (with ``streams``): the
+    too (ZWIN = 2); ``layer_order``: kinds of layer box whose launches are issued first, in that order (the rest
+    after them in the plan's order: faces z, y, x, then edges, corners); ``side_streams`` (with ``streams``): the
     layer launches that run beside the interior spread over that many side streams after the psi
     launches (launches whose boxes clash share a stream, in order: ``_side_lanes``), so that they
     also run beside each other, else ``fused`` (``wave_cpml_kernel`` on
@@ -671,8 +672,14 @@ class CpmlConfig:
     side_streams: int = 1
     layer_zwin: tuple[int, ...] = ()
     psi_zwin: bool = False
+    layer_order: tuple[int, ...] = ()
 
     def __post_init__(self):
+        order = self.layer_order
+        if (not isinstance(order, tuple) or any(type(k) is not int or k not in range(5) for k in order)
+                or len(set(order)) != len(order)):
+            raise ValueError(f"layer_order must be a tuple of distinct kinds of layer box (0, 1, 2: the z, y, x faces; "
+                             f"3: edges; 4: corners), got {self.layer_order!r}")
         kinds = self.layer_zwin
         if not isinstance(kinds, tuple) or any(type(k) is not int or k not in range(5) for k in kinds):
             raise ValueError(f"layer_zwin must be a tuple of kinds of layer box (0, 1, 2: the z, y, x faces; 3: edges; "
@@ -1097,7 +1104,8 @@ def layer_plan(lo3, hi3, kaxes: dict[int, CpmlAxis], ndim: int, nx: int, cfg: Cp
         ints += list(st[:3])
     xe = kaxes[2].extent if 2 in kaxes else 0
     launches = []
-    for axes, boxes in sorted(groups.items(), key=lambda g: (len(g[0]), g[0])):
+    first = {k: i for i, k in enumerate(cfg.layer_order)}  # kinds issued first, in that order; the rest after
+    for axes, boxes in sorted(groups.items(), key=lambda g: (first.get(_box_kind(g[0]), 5), len(g[0]), g[0])):
         by, bx, bz, warps = _march_tile_of(cfg, axes)
         slots: list[list] = []
         for box in boxes:

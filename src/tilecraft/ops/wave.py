@@ -643,8 +643,9 @@ class CpmlConfig:
     too (ZWIN = 2); ``psi_x_shuffle`` (with ``psi_x_fused``): the x faces' launch takes psi_x's x neighbours from
     its tiles' own psi (``tl.gather``: shuffles) instead of storing it and reading it back after a barrier of the
     program (``wave_layer_kernel``'s PSI_X = 2; the same bits; the edges and corners keep the reload, where the
-    shuffles spill under their budgets); ``layer_order``: kinds of layer box whose launches are issued first, in that order (the rest
-    after them in the plan's order: faces z, y, x, then edges, corners); ``side_streams`` (with ``streams``): the
+    shuffles spill under their budgets); ``layer_order``: kinds of layer box whose launches are issued first, in
+    that order (the rest after them in the plan's order: faces z, y, x, then edges, corners); ``side_streams``
+    (with ``streams``): the
     layer launches that run beside the interior spread over that many side streams after the psi
     launches (launches whose boxes clash share a stream, in order: ``_side_lanes``), so that they
     also run beside each other, else ``fused`` (``wave_cpml_kernel`` on

@@ -18,7 +18,6 @@ rounds in turn, then one step's kernel timeline (profiler: name, start, end in u
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --zwin-psi --rounds 3  # psi_z's window too
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --psi-x-launch --rounds 2  # psi_x's own launch
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --layer-order --rounds 2  # launch orders
-    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --psi-x-shuffle --rounds 3  # psi_x by shuffles
 
 "previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``, no ``layer_zwin``).
 """
@@ -67,8 +66,6 @@ SETS = {
     "zwin-psi": "the z faces with psi_z's planes in registers too (CpmlConfig.psi_zwin; the default since 2026-11-29) against without",
     "layer-order": "the layer launches issued in other orders (CpmlConfig.layer_order): edges and corners first, "
                    "the x faces first, reversed",
-    "psi-x-shuffle": "the x faces taking psi_x's neighbours from their tile by shuffles (CpmlConfig.psi_x_shuffle: "
-                     "no store-barrier-reload chain), register budgets",
     "psi-x-launch": "psi_x by its own launch beside the ring (as psi_z and psi_y) instead of inside the x faces "
                     "(psi_x_fused=False), the x faces' budgets",
 }
@@ -179,12 +176,6 @@ def main() -> int:
         # latency-bound launches of few planes; issued first, their latency would overlap the faces' work
         cases = {"default": (base, None), **{f"order-{''.join(map(str, o))}": (replace(base, layer_order=o), None)
                                              for o in ((3, 4), (4, 3, 2, 1, 0), (2, 3, 4), (3, 4, 2))}}
-    if args.psi_x_shuffle:  # prepared 2026-11-29 (seventeenth session), not yet timed: cross-compiled for sm90 the x
-        # faces keep 80 registers without spills, 25 128-bit loads instead of 28, no barrier, no shared memory
-        regs = tuple(base.march_regs)
-        cases = {"default": (base, None), "psi-x-shuffle": (replace(base, psi_x_shuffle=True), None),
-                 **{f"psi-x-shuffle-r{r}": (replace(base, psi_x_shuffle=True, march_regs=regs[:2] + (r,) + regs[3:]),
-                                            None) for r in (72, 96)}}
     if args.psi_x_launch:  # the x faces store psi_x, wait at a barrier of the program and read it back shifted at
         # every plane (a latency chain; computing the shifted copies instead measured slower, 2026-11-29); with psi_x
         # from its own launch, which runs with psi_z and psi_y on the SMs the ring's second wave leaves free, the x

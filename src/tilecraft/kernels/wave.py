@@ -526,24 +526,6 @@ def _x_tiles_difference(centre, chunks, d, R: tl.constexpr, VEC: tl.constexpr, B
 
 
 @triton.jit
-def _vector_neighbours(t, N: tl.constexpr, VEC: tl.constexpr, BY: tl.constexpr, BX: tl.constexpr):
-    """The tile ``t`` shifted by m whole vectors, m = -N..-1, 1..N (``_chunk_loads``' order), taken from the tile
-    itself (``tl.gather`` along its vectors: register shuffles where a row's vectors lie in one warp); columns
-    shifted in from outside the tile are 0."""
-    NV: tl.constexpr = BX // VEC
-    t3 = tl.reshape(t, (BY, NV, VEC))
-    v = tl.arange(0, NV)[None, :, None] + tl.zeros((BY, NV, VEC), dtype=tl.int32)
-    out = ()
-    for m in tl.static_range(-N, N + 1):
-        if m != 0:
-            src = v + m
-            inside = (src >= 0) & (src < NV)
-            g = tl.gather(t3, tl.minimum(tl.maximum(src, 0), NV - 1), 1)
-            out = out + (tl.reshape(tl.where(inside, g, 0.0), (BY, BX)),)
-    return out
-
-
-@triton.jit
 def _x_pairs(comps, d, R: tl.constexpr, VEC: tl.constexpr, BY: tl.constexpr, BX: tl.constexpr):
     """sum_k d_k (u[x+k] - u[x-k]) from the column components of the tile shifted by m = -NCH..NCH vectors."""
     NCH: tl.constexpr = (R + VEC - 1) // VEC
@@ -689,8 +671,6 @@ def wave_layer_kernel(
     it into ``xpsi_ptr`` and, after a barrier of the program, reads it back shifted for dpsi/dx. Only
     where each box's x tile holds its whole x store (origin and extent inside the tile): the tile
     then writes every column of the store in its rows, and dpsi/dx reads no other program's psi.
-    PSI_X = 2: no barrier and no reload; psi's x neighbours come from the tile's own psi by ``tl.gather`` along
-    its vectors (``_vector_neighbours``): the same values, so the same bits.
 
     ZWIN (with HAS_Z): the tile's planes pz - R .. pz + R of p stay in registers from one output plane to
     the next (2R loaded before the march, then one a plane), instead of 2R + 1 loads a plane; ZWIN = 2 (with
@@ -732,7 +712,6 @@ def wave_layer_kernel(
             no_y = no_y + (wy[k] * 0.0,)
         ax = tl.load(xa_ptr + xs, mask=xs < nx, other=0.0)[None, :]
         bx = tl.load(xb_ptr + xs, mask=xs < nx, other=1.0)[None, :]
-        NCH: tl.constexpr = (R + VEC - 1) // VEC
     if HAS_Z and ZWIN:
         win = _z_window(p_ptr, offs, s_z64, z_begin, row_mask, R)
     if HAS_Z and AX_Z and ZWIN == 2:
@@ -751,13 +730,8 @@ def wave_layer_kernel(
             chunks = _chunk_loads(base, offs, row_ok, xs, nx, R, VEC)
             acc = _x_tiles_difference(centre, chunks, dx, R, VEC, BLOCK_Y, BLOCK_X)
             psi_old = tl.load(xpo_ptr + xpb, mask=x_mask, other=0.0)
-            psi = bx * psi_old + ax * acc
-            tl.store(xpsi_ptr + xpb, psi, mask=x_mask)
-            if PSI_X == 2:  # psi's x neighbours from the tile itself: 0 outside the x store, as the loads read
-                psi = tl.where(x_mask, psi, 0.0)
-                psi_chunks = _vector_neighbours(psi, NCH, VEC, BLOCK_Y, BLOCK_X)
-            else:
-                tl.debug_barrier()  # the program's psi_new stores before its shifted loads below
+            tl.store(xpsi_ptr + xpb, bx * psi_old + ax * acc, mask=x_mask)
+            tl.debug_barrier()  # the program's psi_new stores before its shifted loads below
             rows = _row_loads(base, offs, row_mask, s_y, R)
         else:
             if HAS_Z and ZWIN:
@@ -802,10 +776,7 @@ def wave_layer_kernel(
         if AX_X:
             d2x = _plane_xy(centre, rows, chunks, cx0, no_y, wx, R, VEC, BLOCK_Y, BLOCK_X, True)
             xbase = x_shift + pz * xt0
-            if PSI_X == 2:
-                dpsi = _x_tiles_difference(psi, psi_chunks, dx, R, VEC, BLOCK_Y, BLOCK_X)
-            else:
-                dpsi = _x_difference(xpsi_ptr + xbase + x_offs, xq, xe, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)
+            dpsi = _x_difference(xpsi_ptr + xbase + x_offs, xq, xe, row_ok, dx, R, VEC, BLOCK_Y, BLOCK_X)
             val = _layer_update(val, m, d2x, dpsi, xzeta_ptr + xbase + x_offs, ax, bx, x_mask, x_in, full_x)
         _store_tile(out_ptr + plane + offs, val, row_mask, x_in, full_x, False)
         if HAS_Z and ZWIN:

@@ -139,6 +139,56 @@ def main() -> int:
                                                   "width": args.width}, metric="time", unit="ms", ours=t.median_ms,
                               ceiling="copy bandwidth (measured, same run)", ceiling_value=st.copy, measured=True,
                               extra={"points": n_in, "bytes_per_point": 16, "tbps": tbps}))
+    # The interior's stream and the x faces' stream at the same time on two CUDA streams, against one after the
+    # other: whether the thin boxes' low rate is the DRAM's (it then adds up) or their own parallelism's (hidden
+    # beside a long-row stream)
+    side = torch.cuda.Stream()
+
+    def launch_stream(a, b, by, bx, bz, w):
+        n = triton.cdiv(b[2] - a[2], bx) * triton.cdiv(b[1] - a[1], by) * triton.cdiv(b[0] - a[0], bz)
+        _box_stream_kernel[(n,)](p, pp, m, p, p, out, out, out, a[0], b[0], a[1], b[1], a[2], b[2], p.stride(0),
+                                 p.stride(1), NIN=3, NOUT=1, BY=by, BX=bx, BZ=bz, num_warps=w)
+
+    def interior_stream():
+        launch_stream(ilo0, ihi0, 8, 128, 16, 4)
+
+    def faces_stream():
+        for a, b in boxes:
+            launch_stream(a, b, 8, 32, 4, 2)
+
+    def both_serial():
+        interior_stream()
+        faces_stream()
+
+    def both_concurrent():
+        main = torch.cuda.current_stream()
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            faces_stream()
+        interior_stream()
+        main.wait_stream(side)
+
+    # the stream over whole rows: the interior's box widened over the x faces (x [4, 540)), one launch
+    wide0 = ((ilo0[0], ilo0[1], min(a[2] for a, _b in boxes)), (ihi0[0], ihi0[1], max(b[2] for _a, b in boxes)))
+
+    def wide_stream():
+        launch_stream(wide0[0], wide0[1], 8, 128, 16, 4)
+
+    def wide_stream32():
+        launch_stream(wide0[0], wide0[1], 8, 32, 4, 2)
+
+    for name, fn in (("streams: interior then x faces", both_serial),
+                     ("streams: the widened box, 8x128 tiles", wide_stream),
+                     ("streams: the widened box, 8x32 tiles", wide_stream32),
+                     ("streams: interior beside x faces (2 CUDA streams)", both_concurrent)):
+        t = time_rotating(lambda _i, f=fn: f(), 1, budget_s=1.0, max_runs=100)
+        tot = (n_in + points) * 16
+        print(f"  {name:48s} {t.median_ms:.4f} ms, {tot / (t.median_ms * 1e-3) / 1e12 / st.copy:6.1%} of copy",
+              flush=True)
+        records.append(Record(suite="wave", case={"variant": name, "kernel": "stream", "width": args.width},
+                              metric="time", unit="ms", ours=t.median_ms, ceiling="copy bandwidth (measured, same run)",
+                              ceiling_value=st.copy, measured=True,
+                              extra={"points": n_in + points, "bytes_per_point": 16}))
     timed("x faces (layers:2, default)", lambda: ops._march_layers(
         p, pp, m, out, order, sp, lo, hi, axes, kaxes, None, cfg, parts=("layers:2",)), 32, {"kernel": "layer"})
 

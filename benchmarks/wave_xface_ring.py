@@ -63,6 +63,38 @@ def _box_stream_kernel(a_ptr, b_ptr, c_ptr, d_ptr, e_ptr, o_ptr, f_ptr, g_ptr, z
             tl.store(g_ptr + o, acc, mask=mask)
 
 
+@triton.jit
+def _pair_stream_kernel(a_ptr, b_ptr, c_ptr, o_ptr, z0, z1, y0, y1, xa0, xa1, xb0, xb1, s_z, s_y,
+                        BY: tl.constexpr, BX: tl.constexpr, BZ: tl.constexpr, ORDER: tl.constexpr):
+    """``_box_stream_kernel`` (3 read, 1 written) over two boxes with the same z and y range and one x tile each,
+    ORDER 0: box a's programs then box b's (as the layer launches' tables run them); 1: the two boxes' tiles of the
+    same rows and planes next to each other in the launch (program 2 i in box a, 2 i + 1 in box b), so that the right
+    face's row y and the left face's row y + 1, neighbours in memory, are read at about the same time."""
+    pid = tl.program_id(0)
+    n_y = tl.cdiv(y1 - y0, BY)
+    n_z = tl.cdiv(z1 - z0, BZ)
+    if ORDER == 0:
+        box = pid // (n_y * n_z)
+        t = pid % (n_y * n_z)
+    else:
+        box = pid % 2
+        t = pid // 2
+    x0 = tl.where(box == 0, xa0, xb0)
+    x1 = tl.where(box == 0, xa1, xb1)
+    ty = t % n_y
+    tz = t // n_y
+    ys = y0 + ty * BY + tl.arange(0, BY)
+    xs = x0 + tl.arange(0, BX)
+    xs = tl.max_contiguous(tl.multiple_of(xs, 4), 4)
+    mask = (ys < y1)[:, None] & (xs < x1)[None, :]
+    offs = ys[:, None] * s_y + xs[None, :]
+    for z in range(z0 + tz * BZ, tl.minimum(z0 + tz * BZ + BZ, z1)):
+        o = z * s_z.to(tl.int64) + offs
+        acc = tl.load(a_ptr + o, mask=mask, other=0.0) + tl.load(b_ptr + o, mask=mask, other=0.0) \
+            + tl.load(c_ptr + o, mask=mask, other=0.0)
+        tl.store(o_ptr + o, acc, mask=mask)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
@@ -189,6 +221,20 @@ def main() -> int:
                               metric="time", unit="ms", ours=t.median_ms, ceiling="copy bandwidth (measured, same run)",
                               ceiling_value=st.copy, measured=True,
                               extra={"points": n_in + points, "bytes_per_point": 16}))
+    # the two faces' programs one box after the other, or interleaved (the right face's rows next to the left's
+    # in memory): one launch each way
+    if len(boxes) == 2 and all(b[2] - a[2] <= 32 for a, b in boxes) and boxes[0][0][:2] == boxes[1][0][:2] \
+            and boxes[0][1][:2] == boxes[1][1][:2]:
+        (a0, b0), (a1, b1) = boxes
+        for order_ in (0, 1):
+            for by, bz, w in ((8, 4, 2), (8, 16, 2), (16, 4, 4)):
+                def pair(order_=order_, by=by, bz=bz, w=w):
+                    n = 2 * triton.cdiv(b0[1] - a0[1], by) * triton.cdiv(b0[0] - a0[0], bz)
+                    _pair_stream_kernel[(n,)](p, pp, m, out, a0[0], b0[0], a0[1], b0[1], a0[2], b0[2], a1[2], b1[2],
+                                              p.stride(0), p.stride(1), BY=by, BX=32, BZ=bz, ORDER=order_,
+                                              num_warps=w)
+                timed(f"pair stream {'interleaved' if order_ else 'box by box'} {by}x32 z{bz} w{w}", pair, 16,
+                      {"kernel": "stream"})
     timed("x faces (layers:2, default)", lambda: ops._march_layers(
         p, pp, m, out, order, sp, lo, hi, axes, kaxes, None, cfg, parts=("layers:2",)), 32, {"kernel": "layer"})
 

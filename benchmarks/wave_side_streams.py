@@ -18,6 +18,7 @@ rounds in turn, then one step's kernel timeline (profiler: name, start, end in u
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --zwin-psi --rounds 3  # psi_z's window too
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --psi-x-launch --rounds 2  # psi_x's own launch
     PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --layer-order --rounds 2  # launch orders
+    PYTHONPATH=src python benchmarks/wave_side_streams.py --out DIR --x-face-pairs --rounds 3  # the x faces interleaved
 
 "previous" is the default before 2026-11-29 (fifteenth session: one side stream, no ``x_box_tiles``, no ``layer_zwin``).
 """
@@ -66,6 +67,8 @@ SETS = {
     "zwin-psi": "the z faces with psi_z's planes in registers too (CpmlConfig.psi_zwin; the default since 2026-11-29) against without",
     "layer-order": "the layer launches issued in other orders (CpmlConfig.layer_order): edges and corners first, "
                    "the x faces first, reversed",
+    "x-face-pairs": "the two x faces' programs interleaved in their launch (CpmlConfig.x_face_pairs: rows neighbouring "
+                    "in memory read together) against one box after the other",
     "psi-x-launch": "psi_x by its own launch beside the ring (as psi_z and psi_y) instead of inside the x faces "
                     "(psi_x_fused=False), the x faces' budgets",
 }
@@ -176,6 +179,11 @@ def main() -> int:
         # latency-bound launches of few planes; issued first, their latency would overlap the faces' work
         cases = {"default": (base, None), **{f"order-{''.join(map(str, o))}": (replace(base, layer_order=o), None)
                                              for o in ((3, 4), (4, 3, 2, 1, 0), (2, 3, 4), (3, 4, 2))}}
+    if args.x_face_pairs:  # a stream over the x faces' boxes took 0.0975 ms with their programs interleaved against
+        # 0.1012 box by box (benchmarks/wave_xface_ring.py, 2026-11-29): the right face's row y and the left face's
+        # row y + 1 are neighbours in memory
+        cases = {"default": (base, None), "x-face-pairs": (replace(base, x_face_pairs=True), None),
+                 "default-again": (base, None), "x-face-pairs-again": (replace(base, x_face_pairs=True), None)}
     if args.psi_x_launch:  # the x faces store psi_x, wait at a barrier of the program and read it back shifted at
         # every plane (a latency chain; computing the shifted copies instead measured slower, 2026-11-29); with psi_x
         # from its own launch, which runs with psi_z and psi_y on the SMs the ring's second wave leaves free, the x

@@ -407,6 +407,41 @@ def test_psi_x_inside_the_layer_launches_gives_the_march_bits(shape, order, widt
         assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(a_ax, b_ax))
 
 
+@pytest.mark.parametrize("shape,order,width", [((5, 7, 70), 4, 2), ((14, 30), 8, 6)])
+def test_x_face_pairs_give_the_same_bits(shape, order, width):
+    """``x_face_pairs``: the x faces' launch (two boxes of as many programs) interleaves their programs; each
+    program computes the same tile, so p_next, psi_new and zeta keep their bits (interpreter), in place too; the
+    plan sets PAIR on that launch only, and a non-bool is refused."""
+    layout, (p, pp, m), axes = _state(shape, order, width, False, torch.float32, seed=5)
+    lo, hi = layout.updated
+    ndim = p.dim()
+    spacing = tuple(10.0 + d for d in range(ndim))
+    base = replace(VARIANTS["march-psi"], psi_x_fused=True, narrow=(4, 32, 1), x_store_boxes=True, x_box_tiles=True)
+    paired = replace(base, x_face_pairs=True)
+    p3 = p if ndim == 3 else p.unsqueeze(0)
+    lo3 = tuple(lo) if ndim == 3 else (0,) + tuple(lo)
+    hi3 = tuple(hi) if ndim == 3 else (1,) + tuple(hi)
+    kaxes = {ax.axis + 3 - ndim: ax for ax in axes}
+    for cfg, want in ((base, 0), (paired, 1)):
+        launches = ops._march_plan(p3, order, lo3, hi3, kaxes, ndim, cfg, SMALL.block_x)[1]
+        pairs = [kw["PAIR"] for name, table, _n, kw in launches if name == "layers:2" and len(table) == 32]
+        assert pairs == [want]  # one x-face launch of two boxes (16 ints a row)
+        assert not any(kw["PAIR"] for name, _t, _n, kw in launches if name != "layers:2")
+    for in_place in (False, True):
+        res = []
+        for cfg in (base, paired):
+            got = _copy(axes)
+            out = pp.clone()
+            ops.cpml_step(p, out if in_place else pp, m, out, order, spacing, lo, hi, got, "triton", SMALL, cfg)
+            res.append((out, got))
+        (a, a_ax), (b, b_ax) = res
+        assert torch.equal(a, b)
+        assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(a_ax, b_ax))
+    for bad in (1, None, "yes"):
+        with pytest.raises(TypeError, match="x_face_pairs"):
+            CpmlConfig(4, 128, 8, 4, x_face_pairs=bad)
+
+
 @pytest.mark.parametrize("kw,err", [({"x_align": 0}, ValueError), ({"x_align": -4}, ValueError),
                                     ({"x_align": 4.0}, ValueError), ({"x_align": True}, ValueError),
                                     ({"side_priority": 0.5}, TypeError), ({"side_priority": None}, TypeError)])

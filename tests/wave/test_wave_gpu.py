@@ -335,9 +335,8 @@ def test_x_box_tiles_on_the_gpu():
     widened to whole tiles, so no launch waits for the zwin interior (without it the x faces do); one stream, two and
     four side streams give the same bits, and so do the layer launches with the z window of p in registers on
     none or every kind of box (``layer_zwin``; the default has it on the z and y faces) and with or without psi_z's
-    planes in registers too (``psi_zwin``, the default), and with the launches issued in reverse (``layer_order``);
-    all agree with
-    ``x_store_boxes`` alone to rounding over several steps, every point written."""
+    planes in registers too (``psi_zwin``, the default), with the launches issued in reverse (``layer_order``), and
+    with the x faces' programs interleaved or not (``x_face_pairs``); all agree with ``x_store_boxes`` alone to rounding over several steps, every point written."""
     from dataclasses import replace
 
     layout, (p, pp, m), axes = _state((60, 52, 152), 8, 12, False, seed=23)
@@ -358,7 +357,8 @@ def test_x_box_tiles_on_the_gpu():
     for cfg in (base, replace(tiled, streams=False), tiled, replace(tiled, side_streams=2),
                 replace(tiled, side_streams=4), replace(tiled, layer_zwin=(), march_regs=ops.MARCH_REGS_PSI_X),
                 replace(tiled, layer_zwin=(0, 1, 2, 3, 4), march_regs=(128, 128, 128, 160, 168)),
-                replace(tiled, psi_zwin=not tiled.psi_zwin), replace(tiled, layer_order=(4, 3, 2, 1, 0))):
+                replace(tiled, psi_zwin=not tiled.psi_zwin), replace(tiled, layer_order=(4, 3, 2, 1, 0)),
+                replace(tiled, x_face_pairs=not tiled.x_face_pairs)):
         _f, out, got = _steps(p, pp, m, sp, lo, hi, axes, cfg, 3)
         assert not torch.isnan(out[tuple(slice(a, b) for a, b in zip(lo, hi))]).any()
         results.append((out, got))

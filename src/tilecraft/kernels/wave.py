@@ -570,15 +570,21 @@ def _layer_update(val, m, d2, dpsi, zeta_ptrs, a, b, mask, x_in, full_x):
 
 @triton.jit
 def _table_program(box_ptr, nx, s_y, NB: tl.constexpr, SCALE: tl.constexpr, BLOCK_Y: tl.constexpr,
-                   BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr):
+                   BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr, PAIR: tl.constexpr = 0):
     """This program's box of a launch over NB boxes (``box_ptr``, int64, rows of 16: z_lo, z_hi,
     y_lo, y_hi, x_lo, x_hi, x_org / SCALE, first program, then the launch's own values) and its
-    ``_box_program`` tile; returns the box's row pointer first."""
+    ``_box_program`` tile; returns the box's row pointer first. PAIR (NB = 2, boxes of as many programs):
+    the boxes' programs interleaved, program 2 i the first box's i-th and 2 i + 1 the second's."""
     pid = tl.program_id(0)
-    bi = 0
-    for i in tl.static_range(1, NB):
-        bi += (pid >= tl.load(box_ptr + i * 16 + 7)).to(tl.int32)
-    box = box_ptr + bi * 16
+    if PAIR:
+        box = box_ptr + (pid % 2) * 16
+        lp = pid // 2
+    else:
+        bi = 0
+        for i in tl.static_range(1, NB):
+            bi += (pid >= tl.load(box_ptr + i * 16 + 7)).to(tl.int32)
+        box = box_ptr + bi * 16
+        lp = pid - tl.load(box + 7).to(tl.int32)
     z_lo = tl.load(box).to(tl.int32)
     z_hi = tl.load(box + 1).to(tl.int32)
     y_lo = tl.load(box + 2).to(tl.int32)
@@ -586,8 +592,7 @@ def _table_program(box_ptr, nx, s_y, NB: tl.constexpr, SCALE: tl.constexpr, BLOC
     x_lo = tl.load(box + 4).to(tl.int32)
     x_hi = tl.load(box + 5).to(tl.int32)
     x_org = tl.load(box + 6).to(tl.int32) * SCALE
-    return (box,) + _box_program(pid - tl.load(box + 7).to(tl.int32), z_lo, z_hi, y_lo, y_hi, x_lo, x_hi, x_org, nx,
-                                 s_y, BLOCK_Y, BLOCK_X, BLOCK_Z)
+    return (box,) + _box_program(lp, z_lo, z_hi, y_lo, y_hi, x_lo, x_hi, x_org, nx, s_y, BLOCK_Y, BLOCK_X, BLOCK_Z)
 
 
 @triton.jit
@@ -650,6 +655,7 @@ def wave_layer_kernel(
     R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
     VEC: tl.constexpr, SCALE: tl.constexpr, HAS_Z: tl.constexpr, NB: tl.constexpr,
     AX_Z: tl.constexpr, AX_Y: tl.constexpr, AX_X: tl.constexpr, PSI_X: tl.constexpr, ZWIN: tl.constexpr = 0,
+    PAIR: tl.constexpr = 0,
 ):
     """The step with the CPML on boxes of the absorbing layers where exactly the axes AX_* have
     terms, built like ``wave_step_kernel``: a program owns a (BLOCK_Y, BLOCK_X) tile and marches
@@ -675,13 +681,16 @@ def wave_layer_kernel(
     ZWIN (with HAS_Z): the tile's planes pz - R .. pz + R of p stay in registers from one output plane to
     the next (2R loaded before the march, then one a plane), instead of 2R + 1 loads a plane; ZWIN = 2 (with
     AX_Z) also psi_z's planes for dpsi_z/dz.
+
+    PAIR (two boxes of as many programs: the x faces): their programs interleaved (``_table_program``), so the
+    right face's row y and the left face's row y + 1, neighbours in memory, are read at about the same time.
     """
     nx = nx_s * SCALE
     s_z = s_z_s * SCALE
     s_y = s_y_s * SCALE
     s_z64 = s_z.to(tl.int64)
     box, ys, xs, row_ok, row_mask, x_in, full_x, z_begin, z_end, offs = _table_program(
-        box_ptr, nx, s_y, NB, SCALE, BLOCK_Y, BLOCK_X, BLOCK_Z)
+        box_ptr, nx, s_y, NB, SCALE, BLOCK_Y, BLOCK_X, BLOCK_Z, PAIR)
     w_centre = tl.load(w_ptr)
     wz = _weights(w_ptr, 0, R)
     wy = _weights(w_ptr, R, R)

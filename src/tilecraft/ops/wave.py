@@ -641,8 +641,10 @@ class CpmlConfig:
     4 corners) whose launches keep the tile's 2R + 1 planes of p in registers along the march (one load a
     plane instead of 2R + 1; ``wave_layer_kernel``'s ZWIN), with ``psi_zwin`` those with z terms psi_z's planes
     too (ZWIN = 2); ``layer_order``: kinds of layer box whose launches are issued first, in that order (the rest
-    after them in the plan's order: faces z, y, x, then edges, corners); ``side_streams`` (with ``streams``): the
-    layer launches that run beside the interior spread over that many side streams after the psi
+    after them in the plan's order: faces z, y, x, then edges, corners); ``x_face_pairs``: the x faces' launch
+    (two boxes of as many programs) interleaves their programs, so that rows neighbouring in memory (the right
+    face's row y, the left face's row y + 1) are read together (``wave_layer_kernel``'s PAIR); ``side_streams``
+    (with ``streams``): the layer launches that run beside the interior spread over that many side streams after the psi
     launches (launches whose boxes clash share a stream, in order: ``_side_lanes``), so that they
     also run beside each other, else ``fused`` (``wave_cpml_kernel`` on
     the layers' boxes: ``two_phase``, ``by_axes``, ``unroll``, ``maxnreg``), else the unfused launches."""
@@ -673,8 +675,12 @@ class CpmlConfig:
     layer_zwin: tuple[int, ...] = ()
     psi_zwin: bool = False
     layer_order: tuple[int, ...] = ()
+    x_face_pairs: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.x_face_pairs, bool):
+            raise TypeError(f"x_face_pairs must be a bool (the two x faces' programs interleaved), "
+                            f"got {self.x_face_pairs!r}")
         order = self.layer_order
         if (not isinstance(order, tuple) or any(type(k) is not int or k not in range(5) for k in order)
                 or len(set(order)) != len(order)):
@@ -1414,7 +1420,8 @@ def _march_plan(p3, order: int, lo3, hi3, kaxes, ndim: int, pcfg: CpmlConfig,
         kw = dict(R=order // 2, BLOCK_Y=by, BLOCK_X=bx, BLOCK_Z=bz, VEC=vec, SCALE=scale, HAS_Z=ndim == 3,
                   NB=len(table), AX_Z=0 in axes, AX_Y=1 in axes, AX_X=2 in axes, PSI_X=fuse_x and 2 in axes,
                   ZWIN=(2 if pcfg.psi_zwin and 0 in axes else 1) if ndim == 3 and _box_kind(axes) in pcfg.layer_zwin
-                  else 0, num_warps=warps)
+                  else 0, PAIR=int(pcfg.x_face_pairs and tuple(axes) == (2,) and len(table) == 2
+                                   and 2 * table[1][7] == n_prog), num_warps=warps)
         regs = _march_budget(pcfg, axes)
         if regs and _nvidia(p3):
             kw["maxnreg"] = regs

@@ -354,6 +354,7 @@ def test_x_box_tiles_on_the_gpu():
             assert fuse and late[2] == waits and not any(late[:2] + late[3:])
     results = []
     assert tiled.layer_zwin == ops.LAYER_ZWIN and tiled.psi_zwin == ops.PSI_ZWIN
+    assert tiled.x_face_pairs == ops.X_FACE_PAIRS
     for cfg in (base, replace(tiled, streams=False), tiled, replace(tiled, side_streams=2),
                 replace(tiled, side_streams=4), replace(tiled, layer_zwin=(), march_regs=ops.MARCH_REGS_PSI_X),
                 replace(tiled, layer_zwin=(0, 1, 2, 3, 4), march_regs=(128, 128, 128, 160, 168)),

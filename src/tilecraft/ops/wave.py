@@ -735,6 +735,11 @@ SIDE_STREAMS = 5
 PSI_TILES = ((4, 128, 10, 4), (4, 128, 8, 4), (16, 32, 8, 4))
 
 
+#: The x faces' two boxes' programs interleaved in their launch (``CpmlConfig.x_face_pairs``), the GPU default since
+#: 2026-11-29 (eighteenth session; ``benchmarks/wave_side_streams.py --x-face-pairs``).
+X_FACE_PAIRS = True
+
+
 def default_cpml_config(device: torch.device) -> CpmlConfig:
     """GPU: the layers' z-march (``march=True``: the plain step on the interior, the marching psi
     launches for z and y, psi_x inside the x layer launches where their tiles hold the x stores,
@@ -762,13 +767,15 @@ def default_cpml_config(device: torch.device) -> CpmlConfig:
     ``MARCH_REGS_ZWIN``): 1.009-1.010 ms a step against 1.018 in the same run (H200, 512**3 + 12 points).
     Since 2026-11-29 (seventeenth session) also ``psi_zwin`` (``PSI_ZWIN``): the z faces keep psi_z's planes in
     registers too, 1.000-1.002 ms against 1.009 in the same run.
+    Since 2026-11-29 (eighteenth session) also ``x_face_pairs`` (``X_FACE_PAIRS``): the x faces' two boxes' programs
+    interleaved, 1.000-1.002 ms against 1.003 four times in the same run (two rounds of each twice; the same bits).
     Interpreter: the folded kernel, few large programs."""
     if device.type != "cuda":
         return CpmlConfig(block_y=8, block_x=32, block_z=16, num_warps=1)
     return CpmlConfig(block_y=4, block_x=128, block_z=8, num_warps=4, march=True, narrow=(8, 32, 2),
                       march_regs=MARCH_REGS_ZWIN, march_tiles=MARCH_TILES, psi_tiles=PSI_TILES, interior_first=True,
                       streams=True, side_priority=-1, psi_x_fused=True, x_store_boxes=True, x_box_tiles=True,
-                      side_streams=SIDE_STREAMS, layer_zwin=LAYER_ZWIN, psi_zwin=PSI_ZWIN)
+                      side_streams=SIDE_STREAMS, layer_zwin=LAYER_ZWIN, psi_zwin=PSI_ZWIN, x_face_pairs=X_FACE_PAIRS)
 
 
 _NO_SPLIT = 2**30

@@ -377,6 +377,21 @@ def test_side_lanes_keep_clashing_launches_on_one_stream():
             CpmlConfig(4, 128, 8, 4, side_streams=bad)
 
 
+def _same_step_bits(p, pp, m, order, spacing, lo, hi, axes, a_cfg, b_cfg):
+    """One ``cpml_step`` (interpreter, ``SMALL`` interior) with each of two CPML configurations, out of place and in
+    place: the same p_next, psi_new and zeta bits."""
+    for in_place in (False, True):
+        res = []
+        for cfg in (a_cfg, b_cfg):
+            got = _copy(axes)
+            out = pp.clone()
+            ops.cpml_step(p, out if in_place else pp, m, out, order, spacing, lo, hi, got, "triton", SMALL, cfg)
+            res.append((out, got))
+        (a, a_ax), (b, b_ax) = res
+        assert torch.equal(a, b)
+        assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(a_ax, b_ax))
+
+
 @pytest.mark.parametrize("shape,order,width", [((6, 9, 26), 4, 2), ((14, 30), 8, 6), ((6, 20), 4, 19)])
 def test_psi_x_inside_the_layer_launches_gives_the_march_bits(shape, order, width):
     """``psi_x_fused``: no psi launch for x, the x layer launches compute psi_x themselves (their
@@ -395,16 +410,7 @@ def test_psi_x_inside_the_layer_launches_gives_the_march_bits(shape, order, widt
     kaxes = {ax.axis + 3 - ndim: ax for ax in axes}
     assert ops._march_plan(p3, order, lo3, hi3, kaxes, ndim, fused, SMALL.block_x)[-1]
     assert not ops._march_plan(p3, order, lo3, hi3, kaxes, ndim, base, SMALL.block_x)[-1]
-    for in_place in (False, True):
-        res = []
-        for cfg in (base, fused):
-            got = _copy(axes)
-            out = pp.clone()
-            ops.cpml_step(p, out if in_place else pp, m, out, order, spacing, lo, hi, got, "triton", SMALL, cfg)
-            res.append((out, got))
-        (a, a_ax), (b, b_ax) = res
-        assert torch.equal(a, b)
-        assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(a_ax, b_ax))
+    _same_step_bits(p, pp, m, order, spacing, lo, hi, axes, base, fused)
 
 
 @pytest.mark.parametrize("shape,order,width", [((5, 7, 70), 4, 2), ((14, 30), 8, 6)])
@@ -427,16 +433,7 @@ def test_x_face_pairs_give_the_same_bits(shape, order, width):
         pairs = [kw["PAIR"] for name, table, _n, kw in launches if name == "layers:2" and len(table) == 32]
         assert pairs == [want]  # one x-face launch of two boxes (16 ints a row)
         assert not any(kw["PAIR"] for name, _t, _n, kw in launches if name != "layers:2")
-    for in_place in (False, True):
-        res = []
-        for cfg in (base, paired):
-            got = _copy(axes)
-            out = pp.clone()
-            ops.cpml_step(p, out if in_place else pp, m, out, order, spacing, lo, hi, got, "triton", SMALL, cfg)
-            res.append((out, got))
-        (a, a_ax), (b, b_ax) = res
-        assert torch.equal(a, b)
-        assert all(torch.equal(x.psi[1], y.psi[1]) and torch.equal(x.zeta, y.zeta) for x, y in zip(a_ax, b_ax))
+    _same_step_bits(p, pp, m, order, spacing, lo, hi, axes, base, paired)
     for bad in (1, None, "yes"):
         with pytest.raises(TypeError, match="x_face_pairs"):
             CpmlConfig(4, 128, 8, 4, x_face_pairs=bad)

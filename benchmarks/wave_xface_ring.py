@@ -114,15 +114,18 @@ def main() -> int:
     out = torch.empty_like(p)
     records = []
 
-    def timed(name: str, fn, bytes_pt: int, extra: dict) -> None:
-        t = time_rotating(lambda _i: fn(), 1, budget_s=1.0, max_runs=200)
+    def timed(name: str, fn, bytes_pt: int, extra: dict, n_points: int | None = None, budget_s: float = 1.0) -> None:
+        """Median time of ``fn()`` over ``n_points`` points (the x faces' by default) moving ``bytes_pt`` bytes each."""
+        n_points = points if n_points is None else n_points
+        t = time_rotating(lambda _i: fn(), 1, budget_s=budget_s, max_runs=200)
         ms = t.median_ms
-        tbps = points * bytes_pt / (ms * 1e-3) / 1e12
-        print(f"  {name:34s} {ms:.4f} ms  {tbps / st.copy:6.1%} of copy at {bytes_pt} B/pt", flush=True)
+        tbps = n_points * bytes_pt / (ms * 1e-3) / 1e12
+        print(f"  {name:34s} {ms:.4f} ms  {tbps / st.copy:6.1%} of copy at {bytes_pt} B/pt"
+              f"{'' if n_points == points else f', {n_points / 1e6:.1f} M points'}", flush=True)
         records.append(Record(suite="wave", case={"variant": name, "width": args.width, **extra},
                               metric="time", unit="ms", ours=ms, ceiling="copy bandwidth (measured, same run)",
                               ceiling_value=st.copy, measured=True,
-                              extra={"points": points, "bytes_per_point": bytes_pt, "tbps": tbps}))
+                              extra={"points": n_points, "bytes_per_point": bytes_pt, "tbps": tbps}))
 
     # the boxes' own ceiling: torch's strided copy of p's boxes (read 4 B, write 4 B a point), and of p and p_prev
     # into two outputs (16 B a point, as the plain step moves)
@@ -152,7 +155,6 @@ def main() -> int:
                                              a[0], b[0], a[1], b[1], a[2], b[2], p.stride(0), p.stride(1),
                                              NIN=nin, NOUT=nout, BY=by, BX=bx, BZ=bz, num_warps=w)
             timed(f"stream {nin} in {nout} out {by}x{bx} z{bz} w{w}", stream, 4 * (nin + nout), {"kernel": "stream"})
-    del extra_in
     # the same stream on the ring interior's box (rows of 488 columns): the kernel's rate where rows are long
     (ilo0, ihi0, _x0), = ops._march_plan(p, order, lo, hi, kaxes, 3, cfg,
                                          ops.cpml_interior_config(p.dtype, order, p.device, lo, hi))[0][:1]
@@ -163,14 +165,7 @@ def main() -> int:
             _box_stream_kernel[(n,)](p, pp, m, p, p, out, out, out, ilo0[0], ihi0[0], ilo0[1], ihi0[1], ilo0[2],
                                      ihi0[2], p.stride(0), p.stride(1), NIN=3, NOUT=1, BY=by, BX=bx, BZ=bz,
                                      num_warps=w)
-        t = time_rotating(lambda _i, f=stream_in: f(), 1, budget_s=1.0, max_runs=100)
-        tbps = n_in * 16 / (t.median_ms * 1e-3) / 1e12
-        print(f"  stream 3 in 1 out on the interior box {by}x{bx} z{bz} w{w}: {t.median_ms:.4f} ms, "
-              f"{tbps / st.copy:6.1%} of copy", flush=True)
-        records.append(Record(suite="wave", case={"variant": f"stream interior {by}x{bx} z{bz} w{w}", "kernel": "stream",
-                                                  "width": args.width}, metric="time", unit="ms", ours=t.median_ms,
-                              ceiling="copy bandwidth (measured, same run)", ceiling_value=st.copy, measured=True,
-                              extra={"points": n_in, "bytes_per_point": 16, "tbps": tbps}))
+        timed(f"stream interior {by}x{bx} z{bz} w{w}", stream_in, 16, {"kernel": "stream"}, n_in)
     # The interior's stream and the x faces' stream at the same time on two CUDA streams, against one after the
     # other: whether the thin boxes' low rate is the DRAM's (it then adds up) or their own parallelism's (hidden
     # beside a long-row stream)
@@ -213,14 +208,7 @@ def main() -> int:
                      ("streams: the widened box, 8x128 tiles", wide_stream),
                      ("streams: the widened box, 8x32 tiles", wide_stream32),
                      ("streams: interior beside x faces (2 CUDA streams)", both_concurrent)):
-        t = time_rotating(lambda _i, f=fn: f(), 1, budget_s=1.0, max_runs=100)
-        tot = (n_in + points) * 16
-        print(f"  {name:48s} {t.median_ms:.4f} ms, {tot / (t.median_ms * 1e-3) / 1e12 / st.copy:6.1%} of copy",
-              flush=True)
-        records.append(Record(suite="wave", case={"variant": name, "kernel": "stream", "width": args.width},
-                              metric="time", unit="ms", ours=t.median_ms, ceiling="copy bandwidth (measured, same run)",
-                              ceiling_value=st.copy, measured=True,
-                              extra={"points": n_in + points, "bytes_per_point": 16}))
+        timed(name, fn, 16, {"kernel": "stream"}, n_in + points)
     # the two faces' programs one box after the other, or interleaved (the right face's rows next to the left's
     # in memory): one launch each way
     if len(boxes) == 2 and all(b[2] - a[2] <= 32 for a, b in boxes) and boxes[0][0][:2] == boxes[1][0][:2] \
@@ -309,16 +297,8 @@ def main() -> int:
             print(f"  {name}: WRONG (max error {err:.3g})", flush=True)
             continue
         del got, want
-        t = time_rotating(lambda _i, a=a, b=b: ops._launch_step(p, pp, m, out, order, sp, a, b, None, icfg), 1,
-                          budget_s=2.0, max_runs=100)
-        tbps = n_pts * 16 / (t.median_ms * 1e-3) / 1e12
-        print(f"  {name} {a} {b}: {t.median_ms:.4f} ms, {n_pts / 1e6:.1f} M points, {tbps / st.copy:6.1%} of copy",
-              flush=True)
-        records.append(Record(suite="wave", case={"variant": name, "width": args.width, "kernel": "ring",
-                                                  "lo": list(a), "hi": list(b)},
-                              metric="time", unit="ms", ours=t.median_ms, ceiling="copy bandwidth (measured, same run)",
-                              ceiling_value=st.copy, measured=True,
-                              extra={"points": n_pts, "bytes_per_point": 16, "tbps": tbps}))
+        timed(f"{name} {a} {b}", lambda a=a, b=b, c=icfg: ops._launch_step(p, pp, m, out, order, sp, a, b, None, c),
+              16, {"kernel": "ring", "lo": list(a), "hi": list(b)}, n_pts, budget_s=2.0)
     args.out.mkdir(parents=True, exist_ok=True)
     write_results(records, "wave.xface_ring", args.out / f"wave-xface-ring-w{args.width}.json", st.info)
     return 0

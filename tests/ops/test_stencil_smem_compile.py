@@ -296,3 +296,62 @@ def test_fp64_order8_long_marches_meet_a_barrier_every_second_plane():
     cands = ts.candidates(torch.float64, 8, (520, 520, 520), 60 * 2**20, True, True, smem=True)
     assert cands[0] == long
     assert replace(long, num_stages=2, prefetch=5, planes_per_barrier=1) in cands
+
+
+@pytest.mark.parametrize("n_tiles,nzi,programs", [(128, 512, 132), (153, 536, 132), (288, 768, 132), (4, 56, 132),
+                                                   (1, 7, 132), (10, 15, 264), (512, 512, 132), (3, 1000, 2)])
+def test_ring_segments_cover_every_plane_once(n_tiles, nzi, programs):
+    """``balanced``: the programs' runs (``ring_segments``, the kernel's arithmetic) cover every (tile, plane)
+    exactly once, each program at most ``per_prog`` planes in at most ceil(per_prog / nzi) + 1 runs, and no
+    program is left without one (``ring_grid``)."""
+    cfg = replace(ops.smem_march(torch.float32, 4), balanced=programs // ops.RING_SMS or 1)
+    sms = programs // cfg.balanced
+    total = n_tiles * nzi
+    per_prog = max(-(-total // (cfg.balanced * sms)), min(ops.RING_MIN_RUN, total))
+    n_prog = -(-total // per_prog)
+    if sms == ops.RING_SMS:
+        assert ops.ring_grid(n_tiles, nzi, cfg, torch.device("meta")) == (n_prog, per_prog)
+    seen = torch.zeros(n_tiles, nzi, dtype=torch.int32)
+    for p in range(n_prog):
+        runs = ops.ring_segments(p, per_prog, n_tiles, nzi)
+        assert runs and sum(b - a for _t, a, b in runs) <= per_prog
+        assert len(runs) <= -(-per_prog // nzi) + 1
+        for t, a, b in runs:
+            assert 0 <= a < b <= nzi
+            seen[t, a:b] += 1
+    assert bool((seen == 1).all())
+    assert ops.ring_segments(n_prog, per_prog, n_tiles, nzi) == []
+
+
+def test_balanced_ring_refusals_and_grid():
+    m = _meta((520, 520, 520))
+    cfg = ops.smem_march(torch.float32, 4, (520, 520, 520))
+    assert ops.ring_grid(128, 512, cfg, torch.device("meta")) == (128, 0)  # one program per (tile, chunk)
+    assert "CTA-barrier ring only" in ops.smem_ok(m, m, 8, replace(cfg, balanced=1, num_stages=2))
+    assert "int >= 0" in ops.smem_ok(m, m, 8, replace(cfg, balanced=-1))
+    assert "int >= 0" in ops.smem_ok(m, m, 8, replace(cfg, balanced=True))
+    assert "bal1" in replace(cfg, balanced=1).short()
+    from tilecraft.ops import wave as ow
+
+    with pytest.raises(ValueError, match="balanced"):
+        ow.WaveConfig(32, 64, 64, 16, kernel="smem", balanced=-1)
+
+
+@pytest.mark.parametrize("dtype,order", [(torch.float32, 8), (torch.float64, 8)])
+def test_balanced_ring_cross_compiles_for_sm90(dtype, order):
+    """The balanced grid (a loop over the program's runs, a CTA barrier between them) keeps the ring's copies
+    and shared loads and fits one CTA an SM without spills: 132 programs of 497 (fp32) or 993 (fp64) planes on
+    520^3, where the grid has 128 (fp32) and 256 (fp64) programs."""
+    shape = (520, 520, 520)
+    cfg = replace(ops.smem_march(dtype, order // 2, shape), balanced=1)
+    m = _meta(shape, dtype)
+    assert ops.smem_ok(m, m, order, cfg) is None
+    k = ops.launch_plan(m, m, order, (1.0, 1.0, 1.0), cfg)[0]
+    assert k.constexprs["BAL"] == 1 and k.grid == (ops.RING_SMS,)
+    assert k.args[-1] == -(-ops.ring_tiles(shape, order // 2, cfg, m.element_size())[0] * 512 // ops.RING_SMS)
+    res = cross_compile("tilecraft.kernels.stencil_smem", k.kernel.__name__, ops.compile_signature(k), k.constexprs,
+                        "sm90", num_warps=cfg.num_warps)
+    assert res.error is None, res.error
+    assert res.spills == 0 and res.registers * cfg.num_warps * 32 <= 65536, (res.registers, res.spills)
+    c = res.census
+    assert c.get("sass:LDGSTS", 0) > 0 and c.get(f"sass_shared_load_{64 if cfg.vec == 2 else 128}b", 0) >= 11

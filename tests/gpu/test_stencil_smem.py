@@ -118,32 +118,3 @@ def test_smem_kernel_bit_equal_across_chunks_and_depths():
         outs.append(out)
     for o in outs[1:]:
         assert torch.equal(o.nan_to_num(7.0), outs[0].nan_to_num(7.0))
-
-
-@pytest.mark.parametrize("dtype,order,shape,cfg", [
-    # runs of 32 planes over tiles of 15 to 23 planes: most programs end one tile and start the next (or two)
-    (torch.float32, 8, (23, 70, 260), replace(ops.smem_march(torch.float32, 4), block_z=64)),
-    (torch.float32, 8, (31, 41, 140), replace(_cfg(16, 64, 8, 7, 3, slack=0), planes_per_barrier=1)),
-    (torch.float64, 8, (27, 45, 74), replace(_cfg(16, 32, 8, 6, 4, slack=0), planes_per_barrier=2)),
-    (torch.float32, 2, (19, 37, 268), _cfg(8, 128, 8, 64, 2, slack=0)),
-])
-def test_balanced_ring_matches_float64_and_the_grid_bits(dtype, order, shape, cfg):
-    """``balanced=1``: one program an SM, each an equal run of the tiles' planes (``ops.ring_segments``), so that
-    a program ends one tile's z range and starts the next one's (its window starting afresh, as a z chunk's does):
-    the float64 reference, the grid's bits, and a NaN-poisoned boundary left untouched."""
-    bal = replace(cfg, balanced=1)
-    test_smem_kernel_matches_float64(dtype, order, shape, bal)
-    gen = torch.Generator().manual_seed(4)
-    u = (torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1).to(dtype).cuda()
-    outs = []
-    for c in (cfg, bal):
-        out = torch.full_like(u, float("nan"))
-        ops.launch(u, out, order, (0.7, 1.1, 0.9), c)
-        outs.append(out)
-    k = ops.launch_plan(u, outs[1], order, (0.7, 1.1, 0.9), bal)[0]
-    per_prog = k.args[-1]
-    assert k.constexprs["BAL"] == 1 and per_prog >= 1
-    tiles = ops.ring_tiles(u.shape, order // 2, bal, u.element_size())
-    assert any(len(ops.ring_segments(p, per_prog, *tiles)) > 1 for p in range(k.grid[0]))
-    assert torch.equal(outs[0].nan_to_num(7.0), outs[1].nan_to_num(7.0))
-

@@ -429,11 +429,10 @@ def _plane_mb(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, 
 @gluon.jit
 def _smem_march(
     u_ptr, out_ptr, pp_ptr, m_ptr, wc, wz, wy, wx,
-    nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, z_lo, z_hi, y_lo, y_hi, x_lo, x_hi, per_prog,
+    nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, z_lo, z_hi, y_lo, y_hi, x_lo, x_hi,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
     PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1,
-    BAL: gl.constexpr = 0,
 ):
     """The cp.async-ring z-march (see the module docstring) over the output box [z_lo, z_hi) x [y_lo, y_hi) x
     [x_lo, x_hi) (at least R from every face; x bounds in elements) behind ``laplacian_smem_kernel`` (fp32),
@@ -443,73 +442,7 @@ def _smem_march(
     vectors): each thread's stores carry a mask of the components inside [x_lo, x_hi) (``_stg``); else
     x_lo and x_hi are whole vectors and a vector is stored whole or not at all. ``CV``: the elements a thread
     computes (0: VEC, a 16-byte vector; 2 in fp32 or 1 in fp64: an 8-byte vector, so a tile of BXV copy vectors a
-    row takes twice the threads, each with half the registers); the copies stay 16-byte vectors.
-
-    ``BAL`` 0: the grid is the tiles (x fastest, then y) times z chunks of BZ planes, one (tile, chunk) a program.
-    ``BAL`` 1 (the CTA-barrier ring only): the tiles' planes in one line (tile after tile, x tiles fastest, each
-    tile's [z_lo, z_hi) in order) and program p marches [p per_prog, (p + 1) per_prog) of it: a run of planes
-    of one tile, or the end of one and the start of the next (``ops.stencil.ring_segments`` is the same
-    arithmetic in Python). Every segment starts its window afresh, as a z chunk does, so the bits are the
-    grid's."""
-    # the slots' size and the threads (``_smem_tile`` derives the rest and checks the configuration)
-    DT: gl.constexpr = u_ptr.dtype.element_ty
-    PV: gl.constexpr = BXV + 2 * ((R + VEC - 1) // VEC)  # slot pitch in vectors
-    NT: gl.constexpr = 32 * NW
-    SLOT: gl.constexpr = ((BY + 2 * R) * PV + 2 * NT * WAVE) * 16  # bytes (``_smem_tile``)
-    L1: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
-    gl.static_assert(RING * DT.primitive_bitwidth // 8 >= S * SLOT + 16 * S)  # slots, then 2S mbarriers
-    gl.static_assert(BAL == 0 or not MBAR)
-    ring = gl.allocate_shared_memory(DT, [RING], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-    BX: gl.constexpr = BXV * VEC
-    xa_lo = x_lo // VEC * VEC  # the tiles' x range: whole vectors
-    n_tx = gl.cdiv(gl.cdiv(x_hi, VEC) * VEC - xa_lo, BX)
-    n_ty = gl.cdiv(y_hi - y_lo, BY)
-    pid = gl.program_id(0)
-    tid = gl.arange(0, NT, layout=L1)
-    # Gluon keeps an allocation only if a Gluon op uses it: one store of zeros, then a barrier; from here on
-    # the ring is addressed by hand
-    ring.slice(0, NT).store(gl.zeros([NT], DT, layout=L1))
-    gl.thread_barrier()
-    # mbarriers after the slots: full[s] at + 8 s, empty[s] at + 8 (S + s); as the copies' layout (barw)
-    # and, below, the tile's (barr)
-    barw = _smem_base(tid) + S * SLOT
-    if MBAR:
-        for b in gl.static_range(2 * S):
-            _mbar_init(barw + 8 * b, gl.full([NT], NT, gl.int32, layout=L1), (tid == 0).to(gl.int32))
-        gl.thread_barrier()
-
-    if BAL == 0:
-        tile_x = pid % n_tx
-        rem = pid // n_tx
-        z_begin = z_lo + rem // n_ty * BZ
-        _smem_tile(u_ptr, out_ptr, pp_ptr, m_ptr, wc, wz, wy, wx, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, y_lo,
-                   y_hi, x_lo, x_hi, tile_x, rem % n_ty, z_begin, gl.minimum(z_begin + BZ, z_hi), tid, barw, R, BY,
-                   BXV, VEC, D, NW, S, MBAR, PF, WAVE, PARTIAL, CV, PB)
-    else:
-        nzi = z_hi - z_lo
-        w0 = pid * per_prog
-        w1 = gl.minimum(w0 + per_prog, n_tx * n_ty * nzi)
-        for t in range(w0 // nzi, (w1 + nzi - 1) // nzi):
-            zb = gl.maximum(w0 - t * nzi, 0)
-            ze = gl.minimum(w1 - t * nzi, nzi)
-            _smem_tile(u_ptr, out_ptr, pp_ptr, m_ptr, wc, wz, wy, wx, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
-                       y_lo, y_hi, x_lo, x_hi, t % n_tx, t // n_tx, z_lo + zb, z_lo + ze, tid, barw, R, BY, BXV,
-                       VEC, D, NW, S, MBAR, PF, WAVE, PARTIAL, CV, PB)
-            # every copy landed and every thread done with the slots before the next segment refills them
-            _wait(tid, 0)
-
-
-@gluon.jit
-def _smem_tile(
-    u_ptr, out_ptr, pp_ptr, m_ptr, wc, wz, wy, wx, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, y_lo, y_hi, x_lo, x_hi,
-    tile_x, tile_y, z_begin, z_end, tid, barw,
-    R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, VEC: gl.constexpr, D: gl.constexpr, NW: gl.constexpr,
-    S: gl.constexpr, MBAR: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr,
-    CV: gl.constexpr, PB: gl.constexpr,
-):
-    """``_smem_march``'s march of one tile (x tile ``tile_x``, y tile ``tile_y``) over output planes [z_begin,
-    z_end): the copies' sources, the prologue, the planes. ``tid``: the thread's index; ``barw``: the mbarriers'
-    shared address in the copies' layout."""
+    row takes twice the threads, each with half the registers); the copies stay 16-byte vectors."""
     DT: gl.constexpr = u_ptr.dtype.element_ty
     CVE: gl.constexpr = VEC if CV == 0 else CV
     gl.static_assert(VEC % CVE == 0)
@@ -531,6 +464,9 @@ def _smem_tile(
     TPX: gl.constexpr = BXT if BXT < 32 else 32
     L2: gl.constexpr = gl.BlockedLayout([1, 1], [32 // TPX, TPX], [NW, 1], [1, 0])
     L1: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
+    gl.static_assert(RING * DT.primitive_bitwidth // 8 >= S * SLOT + 16 * S)  # slots, then 2S mbarriers
+    ring = gl.allocate_shared_memory(DT, [RING], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+
     nx = nx_v * VEC
     su_z = su_z_v * VEC
     su_y = su_y_v * VEC
@@ -538,13 +474,23 @@ def _smem_tile(
     so_y = so_y_v * VEC
     BX: gl.constexpr = BXV * VEC
     xa_lo = x_lo // VEC * VEC  # the tiles' x range: whole vectors
+    n_tx = gl.cdiv(gl.cdiv(x_hi, VEC) * VEC - xa_lo, BX)
+    n_ty = gl.cdiv(y_hi - y_lo, BY)
+    pid = gl.program_id(0)
+    tile_x = pid % n_tx
+    rem = pid // n_tx
+    tile_y = rem % n_ty
+    zc = rem // n_ty
     x0 = xa_lo + tile_x * BX  # a whole number of vectors
     y0 = y_lo + tile_y * BY
+    z_begin = z_lo + zc * BZ
+    z_end = gl.minimum(z_begin + BZ, z_hi)
     q0 = z_begin - R
     q_last = z_end + R  # input planes [q0, q_last)
 
     # The copies: thread t copies vectors t, t + NT, ... of a slot; vector v is row v // PV, column v % PV
     # of the (BY + 2R) x (BX + 2 NCH VEC) window. Outside the grid: zero-filled, nothing read.
+    tid = gl.arange(0, NT, layout=L1)
     srcs = ()
     fill_bytes = ()
     fill_live = ()
@@ -558,7 +504,19 @@ def _smem_tile(
         srcs = srcs + (u_ptr + q0.to(gl.int64) * su_z + gl.where(ok, gy * su_y + gx, 0),)
         fill_bytes = fill_bytes + (gl.where(ok, 16, 0),)
         fill_live = fill_live + ((v < NV_S).to(gl.int32),)
+    # Gluon keeps an allocation only if a Gluon op uses it: one store of zeros, then a barrier; from here on
+    # the ring is addressed by hand
+    ring.slice(0, NT).store(gl.zeros([NT], DT, layout=L1))
+    gl.thread_barrier()
     wr0 = _smem_base(tid) + tid * 16  # the thread's first copy in slot 0
+    # mbarriers after the slots: full[s] at + 8 s, empty[s] at + 8 (S + s); as the copies' layout (barw)
+    # and, below, the tile's (barr)
+    barw = _smem_base(tid) + S * SLOT
+    if MBAR:
+        for b in gl.static_range(2 * S):
+            _mbar_init(barw + 8 * b, gl.full([NT], NT, gl.int32, layout=L1), (tid == 0).to(gl.int32))
+        gl.thread_barrier()
+
     # The thread's vector in the tile and in a slot.
     ty = gl.arange(0, BY, layout=gl.SliceLayout(1, L2))
     tx = gl.arange(0, BXT, layout=gl.SliceLayout(0, L2))
@@ -652,8 +610,6 @@ def _smem_tile(
                                      wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, PB, True)
 
 
-
-
 _WEIGHTS_DOC = """The weights arrive as kernel parameters (the constant bank), not loaded into registers: the
     stencil's FMAs take them as operands (fp64 order 8, 16 x 32 tiles, 8 warps: 94-100 registers on the GPU
     against 122 with the weights loaded at b1d37c6; fp32 unchanged at 87). Two entries because the
@@ -661,8 +617,7 @@ _WEIGHTS_DOC = """The weights arrive as kernel parameters (the constant bank), n
     wc the centre, wzK / wyK / wxK the axes' K-th (K = 1..4; only the first R are read). nx and the strides
     arrive in vectors (of VEC elements); RING is the ring's size in elements, (D + 1) slots rounded up to a
     power of two (Gluon allocates only those). Grid: 1D, x tiles fastest, then y tiles, then z chunks of BZ
-    planes. ``per_prog`` and ``BAL``: ``_smem_march``'s balanced grid (``BAL`` 1: ``per_prog`` planes of the tiles'
-    line a program; 0: the grid above, ``per_prog`` unused)."""
+    planes."""
 
 
 @gluon.jit
@@ -670,16 +625,15 @@ def laplacian_smem_kernel(
     u_ptr, out_ptr,
     wc: "fp32", wz1: "fp32", wz2: "fp32", wz3: "fp32", wz4: "fp32", wy1: "fp32", wy2: "fp32", wy3: "fp32",
     wy4: "fp32", wx1: "fp32", wx2: "fp32", wx3: "fp32", wx4: "fp32",
-    nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, per_prog,
+    nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1, BAL: gl.constexpr = 0,
+    PF: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1,
 ):
     """The cp.async-ring z-march of an fp32 grid. """
     _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
                 (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
-                nx_v * VEC - R, per_prog, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, PB,
-                BAL)
+                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, PB)
 
 
 @gluon.jit
@@ -687,16 +641,15 @@ def laplacian_smem_kernel_f64(
     u_ptr, out_ptr,
     wc: "fp64", wz1: "fp64", wz2: "fp64", wz3: "fp64", wz4: "fp64", wy1: "fp64", wy2: "fp64", wy3: "fp64",
     wy4: "fp64", wx1: "fp64", wx2: "fp64", wx3: "fp64", wx4: "fp64",
-    nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, per_prog,
+    nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1, BAL: gl.constexpr = 0,
+    PF: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1,
 ):
     """The cp.async-ring z-march of an fp64 grid."""
     _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
                 (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
-                nx_v * VEC - R, per_prog, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, PB,
-                BAL)
+                nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, PB)
 
 
 @gluon.jit
@@ -704,10 +657,10 @@ def wave_smem_kernel(
     p_ptr, pp_ptr, m_ptr, out_ptr,
     wc: "fp32", wz1: "fp32", wz2: "fp32", wz3: "fp32", wz4: "fp32", wy1: "fp32", wy2: "fp32", wy3: "fp32",
     wy4: "fp32", wx1: "fp32", wx2: "fp32", wx3: "fp32", wx4: "fp32",
-    nz, ny, nx_v, s_z_v, s_y_v, z_lo, z_hi, y_lo, y_hi, x_lo_v, x_hi_v, per_prog,
+    nz, ny, nx_v, s_z_v, s_y_v, z_lo, z_hi, y_lo, y_hi, x_lo_v, x_hi_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
-    PF: gl.constexpr, BAL: gl.constexpr = 0,
+    PF: gl.constexpr,
 ):
     """The wave solver's plain step p_next = 2 p - p_prev + m lap(p) (fp32) on the box [z_lo, z_hi) x [y_lo,
     y_hi) x [x_lo, x_hi) by the cp.async-ring march: ``wave_zwin_kernel``'s arithmetic (its explicit FMAs in
@@ -716,8 +669,7 @@ def wave_smem_kernel(
     strides in vectors."""
     _smem_march(p_ptr, out_ptr, pp_ptr, m_ptr, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
                 (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, s_z_v, s_y_v, s_z_v, s_y_v, z_lo, z_hi, y_lo, y_hi,
-                x_lo_v * VEC, x_hi_v * VEC, per_prog, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, True, False,
-                0, 1, BAL)
+                x_lo_v * VEC, x_hi_v * VEC, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, True, False)
 
 
 laplacian_smem_kernel.__doc__ = "The cp.async-ring z-march of an fp32 grid. " + _WEIGHTS_DOC

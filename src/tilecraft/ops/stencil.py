@@ -88,9 +88,6 @@ class StencilConfig:
     subdomain_bytes: int = 0  # > 0: y-slabs whose 2R+1 planes take at most this many bytes
     planes_per_barrier: int = 1  # smem with a CTA barrier (num_stages 0): planes between two barriers (the ring
     # then has prefetch + planes_per_barrier slots, a multiple of it)
-    balanced: int = 0  # smem with a CTA barrier: > 0, that many programs an SM, each an equal run of the tiles'
-    # planes in one line (``ring_segments``: the end of one tile's z range and the start of the next); 0: a program
-    # per (tile, z chunk of block_z planes)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -111,7 +108,6 @@ class StencilConfig:
                  (f"r{self.maxnreg}", self.maxnreg),
                  ("asc", self.ascending), ("nt", self.nontemporal), ("static", self.static_strides),
                  (f"pb{self.planes_per_barrier}", self.planes_per_barrier != 1),
-                 (f"bal{self.balanced}", self.balanced),
                  (f"band{self.group_y}", self.grid_order), (f"sub{self.subdomain_bytes}", self.subdomain_bytes)]
         return " ".join([s] + [name for name, on in flags if on])
 
@@ -363,7 +359,11 @@ def ring_block_z(cfg: StencilConfig, r: int, shape: tuple[int, int, int], itemsi
     512) / 52.4 at 1024; 520 x 1032^2 (512 tiles) 62.7-62.9 at every length."""
     if r != 4:
         return 64
-    n_xy, nzi = ring_tiles(shape, r, cfg, itemsize)
+    vec = 16 // itemsize
+    nz, ny, nx = shape
+    n_tx = triton_cdiv(triton_cdiv(nx - r, vec) * vec - r // vec * vec, cfg.block_x)
+    n_xy = n_tx * triton_cdiv(ny - 2 * r, cfg.block_y)
+    nzi = nz - 2 * r
     extra = 2 * r + max(1, cfg.prefetch) + RING_START_PLANES
     best, best_t = 64, _ring_makespan(n_xy, nzi, 64, extra, RING_SMS)
     v8 = bool(cfg.vec)  # the 8-byte ring (fp32 order 8): longer marches, and one wave a little short of the SMs
@@ -917,12 +917,6 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig, 
                     or smem_slots(cfg) % pb):
         return (f"planes_per_barrier {pb}: the CTA-barrier ring of the stencil (num_stages 0) only, at most prefetch "
                 f"({cfg.prefetch}) planes, and prefetch + planes_per_barrier slots a multiple of it")
-    bal = cfg.balanced
-    if isinstance(bal, bool) or not isinstance(bal, int) or bal < 0:
-        return f"balanced must be an int >= 0 (programs an SM), got {bal!r}"
-    if bal and cfg.num_stages > 0:
-        return ("balanced: the CTA-barrier ring only (num_stages 0); the mbarrier ring's phases do not carry from "
-                "one tile's run of planes to the next")
     if smem_ring_elements(cfg, r, u.element_size(), wave) * u.element_size() > 227 * 1024:
         return (f"the smem kernel's ring of {smem_slots(cfg)} planes (prefetch + planes_per_barrier + slack slots) "
                 "does not fit 227 KB of shared memory")
@@ -953,43 +947,6 @@ def smem_ring_elements(cfg: StencilConfig, r: int, itemsize: int, wave: bool = F
     return 1 << (need - 1).bit_length()
 
 
-def ring_tiles(shape: tuple[int, int, int], r: int, cfg: StencilConfig, itemsize: int) -> tuple[int, int]:
-    """(tiles, planes a tile) of the ring march of the Laplacian on a grid of ``shape``: x tiles from the vector
-    holding x = R to the one holding nx - R - 1 (the kernel's x range), y tiles over [R, ny - R), z [R, nz - R)."""
-    nz, ny, nx = shape
-    vec = 16 // itemsize
-    n_tx = triton_cdiv(triton_cdiv(nx - r, vec) * vec - r // vec * vec, cfg.block_x)
-    return n_tx * triton_cdiv(ny - 2 * r, cfg.block_y), nz - 2 * r
-
-
-def ring_grid(n_tiles: int, nzi: int, cfg: StencilConfig, device: torch.device) -> tuple[int, int]:
-    """Programs and planes a program of the ring march over ``n_tiles`` tiles of ``nzi`` planes each:
-    ``cfg.balanced`` 0, one program per (tile, z chunk of ``block_z`` planes) (``per_prog`` 0, unused); else
-    ``balanced`` programs an SM (``RING_SMS`` where the device is not a GPU), each ``per_prog`` planes of the
-    tiles' line (the last fewer), at least ``RING_MIN_RUN`` unless the line is shorter (``ring_segments``)."""
-    if not cfg.balanced:
-        return n_tiles * triton_cdiv(nzi, cfg.block_z), 0
-    sms = (torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda"
-           else RING_SMS)
-    total = n_tiles * nzi
-    per_prog = max(triton_cdiv(total, cfg.balanced * sms), min(RING_MIN_RUN, total))
-    return triton_cdiv(total, per_prog), per_prog
-
-
-#: Fewest planes a program of the balanced ring marches (``ring_grid``): each run starts with 2R + prefetch
-#: planes of copies before its first output plane.
-RING_MIN_RUN = 32
-
-
-def ring_segments(pid: int, per_prog: int, n_tiles: int, nzi: int) -> list[tuple[int, int, int]]:
-    """The runs of planes program ``pid`` of the balanced ring marches, as (tile, first, end) with planes counted
-    from the box's first: ``_smem_march``'s arithmetic with ``BAL`` 1 (the tiles' planes in one line, program p
-    takes [p per_prog, (p + 1) per_prog) of it)."""
-    w0 = pid * per_prog
-    w1 = min(w0 + per_prog, n_tiles * nzi)
-    return [(t, max(w0 - t * nzi, 0), min(w1 - t * nzi, nzi)) for t in range(w0 // nzi, -(-w1 // nzi))]
-
-
 def _smem_launch(u: torch.Tensor, out: torch.Tensor, r: int, spacing: tuple[float, float, float],
                  cfg: StencilConfig) -> KernelLaunch:
     from tilecraft.kernels import stencil_smem as _s
@@ -999,18 +956,20 @@ def _smem_launch(u: torch.Tensor, out: torch.Tensor, r: int, spacing: tuple[floa
         raise ValueError(why)
     nz, ny, nx = u.shape
     vec = 16 // u.element_size()
-    n_prog, per_prog = ring_grid(*ring_tiles(u.shape, r, cfg, u.element_size()), cfg, u.device)
+    # x tiles from the vector holding x = R to the one holding nx - R - 1 (the kernel's x range)
+    n_tx = triton_cdiv(triton_cdiv(nx - r, vec) * vec - r // vec * vec, cfg.block_x)
+    n_prog = n_tx * triton_cdiv(ny - 2 * r, cfg.block_y) * triton_cdiv(nz - 2 * r, cfg.block_z)
     su_z, su_y, _ = u.stride()
     so_z, so_y, _ = out.stride()
     # the weights as kernel parameters (fp32 ones rounded by the launch as ``_weights`` rounds its tensor)
     wts = stencil_weights(2 * r, spacing)
     axes = [wts[1 + a * r:1 + (a + 1) * r] + [0.0] * (4 - r) for a in range(3)]
     args = (u, out, wts[0], *axes[0], *axes[1], *axes[2], nz, ny, nx // vec, su_z // vec, su_y // vec, so_z // vec,
-            so_y // vec, per_prog)
+            so_y // vec)
     constexprs = dict(R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=max(1, cfg.prefetch),
                       NW=cfg.num_warps, RING=smem_ring_elements(cfg, r, u.element_size()), S=smem_slots(cfg),
                       MBAR=cfg.num_stages > 0, PF=cfg.l1_prefetch if cfg.l1_prefetch > max(1, cfg.prefetch) else 0,
-                      CV=cfg.vec if cfg.vec != vec else 0, PB=cfg.planes_per_barrier, BAL=int(cfg.balanced > 0))
+                      CV=cfg.vec if cfg.vec != vec else 0, PB=cfg.planes_per_barrier)
     opts = {"num_warps": cfg.num_warps}
     if cfg.maxnreg:
         opts["maxnreg"] = cfg.maxnreg

@@ -33,7 +33,6 @@ from tilecraft.ops.stencil import (
     _plane_offsets_need_64bit,
     halo_ahead_error,
     nvidia_arch_error,
-    ring_grid,
     smem_ok,
     smem_ring_elements,
     smem_slots,
@@ -78,13 +77,11 @@ class WaveConfig:
     halo_ahead: int = 0  # zwin: the x chunks (1) and the outer y rows (2) loaded a plane ahead, in registers
     ahead: int = 3  # smem: planes of p copied ahead into the shared-memory ring
     slack: int = 2  # smem: the ring's slack slots (mbarriers; 0: a CTA barrier per plane)
-    balanced: int = 0  # smem with a CTA barrier (slack 0): > 0, that many programs an SM, each an equal run of the
-    # tiles' planes (``ops.stencil.ring_segments``); 0: a program per (tile, z chunk of block_z planes)
 
     def __post_init__(self):
         if self.kernel not in ("march", "zwin", "smem"):
             raise ValueError(f"kernel must be 'march', 'zwin' or 'smem', got {self.kernel!r}")
-        for name, least in (("ahead", 1), ("slack", 0), ("balanced", 0)):
+        for name, least in (("ahead", 1), ("slack", 0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
                 raise ValueError(f"{name} must be an int >= {least}, got {v!r}")
@@ -442,13 +439,9 @@ def smem_step_ok(p: torch.Tensor, order: int, lo, hi, sponge, cfg: WaveConfig) -
         return why
     if p.dtype != torch.float32 or order != 8:
         return "the smem step takes fp32 order 8"
-    return smem_ok(p, p, order, _smem_probe(cfg), wave=True)
-
-
-def _smem_probe(cfg: WaveConfig) -> StencilConfig:
-    """The stencil's ring configuration of a wave ``smem`` configuration (its checks, its ring's size)."""
-    return StencilConfig("smem", block_y=cfg.block_y, block_x=cfg.block_x, num_warps=cfg.num_warps,
-                         block_z=cfg.block_z, prefetch=cfg.ahead, num_stages=cfg.slack, balanced=cfg.balanced)
+    probe = StencilConfig("smem", block_y=cfg.block_y, block_x=cfg.block_x, num_warps=cfg.num_warps,
+                          block_z=cfg.block_z, prefetch=cfg.ahead, num_stages=cfg.slack)
+    return smem_ok(p, p, order, probe, wave=True)
 
 
 def _same_strides(*ts: torch.Tensor) -> bool:
@@ -462,18 +455,18 @@ def _launch_smem(p, p_prev, m, out, order, lo, hi, sp3, cfg: WaveConfig):
     nz, ny, nx = p.shape
     s_z, s_y, _ = p.stride()
     vec = 16 // p.element_size()
-    probe = _smem_probe(cfg)
-    n_prog, per_prog = ring_grid(triton_cdiv(hi[2] - lo[2], cfg.block_x) * triton_cdiv(hi[1] - lo[1], cfg.block_y),
-                                 hi[0] - lo[0], probe, p.device)
+    probe = StencilConfig("smem", block_y=cfg.block_y, block_x=cfg.block_x, num_warps=cfg.num_warps,
+                          block_z=cfg.block_z, prefetch=cfg.ahead, num_stages=cfg.slack)
+    n_prog = (triton_cdiv(hi[2] - lo[2], cfg.block_x) * triton_cdiv(hi[1] - lo[1], cfg.block_y)
+              * triton_cdiv(hi[0] - lo[0], cfg.block_z))
     r = order // 2
     wts = stencil_weights(order, sp3)
     axes = [wts[1 + a * r:1 + (a + 1) * r] + [0.0] * (4 - r) for a in range(3)]
     return _launch(_s.wave_smem_kernel, (n_prog,), [
         p, p_prev, m, out, wts[0], *axes[0], *axes[1], *axes[2], nz, ny, nx // vec, s_z // vec, s_y // vec, lo[0],
-        hi[0], lo[1], hi[1], lo[2] // vec, hi[2] // vec, per_prog], dict(
+        hi[0], lo[1], hi[1], lo[2] // vec, hi[2] // vec], dict(
         R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=cfg.ahead, NW=cfg.num_warps,
         RING=smem_ring_elements(probe, r, p.element_size(), True), S=smem_slots(probe), MBAR=cfg.slack > 0, PF=0,
-        BAL=int(cfg.balanced > 0),
         # zwin's explicit FMAs and nothing for the compiler to contract (``_launch_zwin``)
         num_warps=cfg.num_warps, enable_fp_fusion=False, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {})))
 

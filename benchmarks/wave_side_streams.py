@@ -71,6 +71,8 @@ SETS = {
                     "in memory read together) against one box after the other",
     "psi-x-launch": "psi_x by its own launch beside the ring (as psi_z and psi_y) instead of inside the x faces "
                     "(psi_x_fused=False), the x faces' budgets",
+    "interior-z": "the default (the ring interior, 256 planes a program) against its marches of 64, 128, 168 and 192 "
+                  "planes (the plain step without a boundary runs fastest at 64: 2026-11-29, wave_fused_floor.py)",
 }
 
 
@@ -199,6 +201,9 @@ def main() -> int:
         cases = {"previous": (previous, None), "default": (base, None), "default-ring-z64": (base, ring),
                  "default-ring-z256": (base, replace(ring, block_z=256)),
                  "previous-ring-z256": (previous, replace(ring, block_z=256))}
+    if args.interior_z:
+        ring = ops.smem_config()
+        cases = {"default": (base, None), **{f"ring-z{bz}": (base, replace(ring, block_z=bz)) for bz in (64, 128, 168, 192)}}
     records = []
     for n in sizes:
         records += cpml_rounds(cases, args.rounds, copy, n, args.width, say=lambda m: print(m, flush=True))

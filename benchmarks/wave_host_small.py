@@ -1,7 +1,7 @@
 """Where ``simulate``'s time goes on small models (issue 7): ``tilecraft report`` timed ``simulate`` with the default
 12-point CPML at 256**3 (20 steps, launched) at 1.6 ms a step, while the whole CPML step of a 512**3 model takes
 1.0 ms of GPU time. This times ``simulate`` (``cube_shot``: a source, 101 receivers) at 128**3 and 256**3, 20 and
-100 steps, launched and from CUDA graphs, with and without the CPML, and profiles one launched run's host path
+100 steps, launched, from CUDA graphs and as ``simulate`` chooses by default (None), with and without the CPML, and profiles one launched run's host path
 (cProfile, the top functions by own time), in one run on one GPU.
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/wave_host_small.py --out DIR
@@ -27,12 +27,13 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     ap.add_argument("--sizes", default="128,256")
+    ap.add_argument("--no-profile", action="store_true")
     args = ap.parse_args()
     rows = []
     for n in map(int, args.sizes.split(",")):
         model, src, rec = cube_shot(n)
         for boundary in ("pml", "none"):
-            for graphs in (False, True):
+            for graphs in (False, True, None):
                 for nt in (20, 100):
                     kw = dict(order=8, boundary=boundary, backend="triton", cuda_graphs=graphs)
                     wave.simulate(model, src, rec, 2, **kw)
@@ -42,7 +43,7 @@ def main() -> int:
                                  "graph_state": res.info.get("cuda_graphs")})
                     print(f"{n}^3 {boundary:4s} graphs={graphs!s:5s} nt={nt:3d}: {ms:.3f} ms a step "
                           f"({res.info.get('cuda_graphs')})", flush=True)
-        if n == 256:
+        if n == 256 and not args.no_profile:
             kw = dict(order=8, boundary="pml", backend="triton", cuda_graphs=False)
             wave.simulate(model, src, rec, 2, **kw)
             prof = cProfile.Profile()

@@ -222,6 +222,12 @@ def test_graphed_step_and_simulate_have_the_uncaptured_bits():
     assert (on.info["in_place"], on2.info["in_place"]) == (False, True)
     assert torch.equal(on.record, off.record) and torch.equal(on2.record, off.record)
     assert float(on.record.abs().max()) > 0
+    # by default (None) a small grid over GRAPH_AUTO_STEPS steps replays graphs on one rank too: the same bits
+    from tilecraft.wave.solver import GRAPH_AUTO_STEPS
+
+    auto = wave.simulate(model, src, rec, GRAPH_AUTO_STEPS, order=8, pml_width=6, backend="triton")
+    off = wave.simulate(model, src, rec, GRAPH_AUTO_STEPS, order=8, pml_width=6, backend="triton", cuda_graphs=False)
+    assert auto.info["cuda_graphs"] == "on" and torch.equal(auto.record, off.record)
 
 
 def test_two_streams_give_the_one_stream_bits():

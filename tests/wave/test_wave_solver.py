@@ -256,10 +256,12 @@ def test_layout_rows_are_16_byte_aligned(nx):
 
 def test_cuda_graphs_switch_says_why_not():
     """``simulate``'s CUDA graphs run only with the CPML on CUDA GPUs (Triton, 3+ steps), by default
-    (None) only with several ranks; elsewhere ``info["cuda_graphs"]`` says why not (and the switch
+    (None) with several ranks, and on one rank on grids of at most ``GRAPH_AUTO_POINTS`` points over at least
+    ``GRAPH_AUTO_STEPS`` steps; elsewhere ``info["cuda_graphs"]`` says why not (and the switch
     turns them off); a switch that is not a bool or None is a TypeError before anything runs;
     capture on a CPU device is refused with its reason, nothing run."""
     from tilecraft.ops.wave import capture_steps
+    from tilecraft.wave import solver
     from tilecraft.wave.solver import _graph_plan
 
     model, src, rec = _setup()
@@ -273,7 +275,16 @@ def test_cuda_graphs_switch_says_why_not():
     cuda = torch.device("cuda", 0)
     assert _graph_plan(True, [object()], "triton", cuda, 3, 1) == "on"
     assert _graph_plan(None, [object()], "triton", cuda, 3, 2) == "on"
-    assert _graph_plan(None, [object()], "triton", cuda, 3, 1).startswith("off: one rank")
+    assert _graph_plan(None, [object()], "triton", cuda, 3, 1).startswith("off: one rank, 3 steps")
+    # one rank, by default: graphs on small grids over long runs, where the launches set the pace
+    small, big = solver.GRAPH_AUTO_POINTS, solver.GRAPH_AUTO_POINTS + 1
+    assert _graph_plan(None, [object()], "triton", cuda, solver.GRAPH_AUTO_STEPS, 1, small) == "on"
+    assert _graph_plan(None, [object()], "triton", cuda, 1000, 1, big).startswith("off: one rank, 100 M points")
+    assert _graph_plan(None, [object()], "triton", cuda, solver.GRAPH_AUTO_STEPS - 1, 1, small).startswith(
+        "off: one rank, 31 steps")
+    assert _graph_plan(None, [], "triton", cuda, 100, 1, small) == "not used: no CPML"
+    assert _graph_plan(True, [object()], "triton", cuda, 3, 1, big) == "on"
+    assert _graph_plan(None, [object()], "triton", cuda, 3, 2, big) == "on"
     assert _graph_plan(False, [object()], "triton", cuda, 3, 2) == "off: cuda_graphs=False"
     assert _graph_plan(True, [], "triton", cuda, 3, 1) == "not used: no CPML"
     assert _graph_plan(None, [object()], "torch", cuda, 3, 2) == "not used: backend torch"

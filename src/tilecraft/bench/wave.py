@@ -87,7 +87,8 @@ def step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32,
                configs: Sequence[WaveConfig] | None = None, device: str = "cuda", copy_tbps: float | None = None,
                budget_s: float = 1.0, say: Callable[[str], None] = print) -> list[Record]:
     """The fused kernel on the padded grid of an n**3 model (+ pml_width + R per side), every point
-    R or more from the faces updated: each configuration, the sponge variant, and the torch peer."""
+    R or more from the faces updated: each configuration (None: the default for that box, as ``step_into`` takes
+    it), the sponge variant, and the torch peer."""
     dev, measured, _layout, shape, lo, hi, spacing, gen, (p, pp, m), points = _setup(
         n, order, pml_width, dtype, device, 20261121)
     traffic = step_traffic(points, order, p.element_size())
@@ -133,6 +134,8 @@ def step_suite(n: int = 512, order: int = 8, dtype: torch.dtype = torch.float32,
         return _record(rcase, traffic, t.median_ms, t.spread, copy_tbps, peer_tbps, measured, extra)
 
     for cfg in configs or (GPU_CONFIGS if measured else (ops.default_config(dtype, order, dev),)):
+        # None: what the step takes on this box by default (``default_config`` with the box: the ring on large ones)
+        cfg = cfg or ops.default_config(dtype, order, dev, lo, hi)
         records.append(check_and_time("fused", cfg, None, ref))
     # the sponge variant of the best configuration (its profiles add no per-point traffic)
     ok_recs = [r for r in records if r.case.get("variant") == "fused" and r.extra.get("ok")]

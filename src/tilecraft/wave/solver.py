@@ -234,7 +234,10 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     outside the graphs) instead of launching its ~12 kernels per call from Python: the same bits
     without the CPU's launch latency. Default (None): on with several ranks, where it was measured
     to matter (2 H200s, weak scaling 74.8% launched, 101.8% replayed: a rank's Python could not
-    keep up with the step's launches), off on one rank, where it gained nothing (docs/wave.md).
+    keep up with the step's launches); on one rank for grids of at most ``GRAPH_AUTO_POINTS`` points
+    (about a 384**3 model with the CPML) and runs of at least ``GRAPH_AUTO_STEPS`` steps, where the
+    launches' host path sets the pace (H200: 2-5x faster steps from 128**3 to 384**3), off above, where
+    the GPU does and graphs gained nothing (docs/wave.md).
     ``info["cuda_graphs"]`` says whether they ran, or why not (a failed capture also warns and
     runs uncaptured). ``in_place``: each step writes p_next over p_prev (True: two arrays of p) or
     into a third array, the three then rotated (False: one grid more memory). The CPML step runs
@@ -351,7 +354,7 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
 
     # a step's two parts: the interior (runs while the halos travel), then the edge planes
     parts = ([interior] if interior is not None else [], edges)
-    graphs, graph_state = None, _graph_plan(cuda_graphs, pml, backend, device, nt, world)
+    graphs, graph_state = None, _graph_plan(cuda_graphs, pml, backend, device, nt, world, p.numel())
     if in_place is None:
         in_place = not _room_for(p, device)
     spare = None if in_place else torch.zeros_like(p)  # its frozen halo (never written) must read 0
@@ -436,13 +439,30 @@ def step_arrays(k: int, p, p_prev, spare=None) -> tuple:
     return ((p, p_prev, spare), (spare, p, p_prev), (p_prev, spare, p))[k % 3]
 
 
+#: ``cuda_graphs=None`` on one rank: graphs where the rank's grid holds at most this many points and the run has at
+#: least ``GRAPH_AUTO_STEPS`` steps. H200, fp32 order 8, 12-point CPML, ``simulate`` of ``bench.wave.cube_shot``, 100
+#: steps, ms a step launched / from graphs (2026-11-29, ``benchmarks/wave_host_small.py``): 128**3 1.046 / 0.211,
+#: 256**3 1.136 / 0.380, 320**3 1.024 / 0.524, 384**3 (a 416 x 416 x 416 grid, 72 M points) 1.491 / 0.669: the
+#: launches' host path sets the pace; 512**3 (161 M points) 1.133 / 1.144, the GPU does. 20 steps: the captures
+#: (7-9 ms) make graphs slower at 512**3 (1.602 against 1.497) and still faster at 384**3 (1.236 against 1.514).
+GRAPH_AUTO_POINTS = 100_000_000
+GRAPH_AUTO_STEPS = 32
+
+
 def _graph_plan(cuda_graphs: bool | None, pml: list, backend: str, device: torch.device, nt: int,
-                world: int) -> str:
-    """"on" where ``simulate`` captures its steps in CUDA graphs (from step 2), else why not."""
+                world: int, points: int = 0) -> str:
+    """"on" where ``simulate`` captures its steps in CUDA graphs (from step 2), else why not. ``points``: the
+    rank's grid (``cuda_graphs=None`` on one rank: on up to ``GRAPH_AUTO_POINTS`` points and from
+    ``GRAPH_AUTO_STEPS`` steps, where the launches' host path, not the GPU, sets the pace)."""
     if cuda_graphs is False:
         return "off: cuda_graphs=False"
     if cuda_graphs is None and world == 1:
-        return "off: one rank (cuda_graphs=None turns them on for several)"
+        if points > GRAPH_AUTO_POINTS:
+            return (f"off: one rank, {points / 1e6:.0f} M points (the GPU sets the pace above "
+                    f"{GRAPH_AUTO_POINTS / 1e6:.0f} M; cuda_graphs=True turns them on)")
+        if nt < GRAPH_AUTO_STEPS:
+            return (f"off: one rank, {nt} steps (the captures cost more than they save under {GRAPH_AUTO_STEPS}; "
+                    "cuda_graphs=True turns them on)")
     for why, cond in (("no CPML", not pml), (f"backend {backend}", backend != "triton"),
                       (f"device {device.type}", device.type != "cuda"), ("fewer than 3 steps", nt < 3)):
         if cond:

@@ -236,7 +236,7 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     to matter (2 H200s, weak scaling 74.8% launched, 101.8% replayed: a rank's Python could not
     keep up with the step's launches); on one rank for grids of at most ``GRAPH_AUTO_POINTS`` points
     (about a 384**3 model with the CPML) and runs of at least ``GRAPH_AUTO_STEPS`` steps, where the
-    launches' host path sets the pace (H200: 2-5x faster steps from 128**3 to 384**3), off above, where
+    launches' host path sets the pace (H200: 1.3-5x faster steps from 128**3 to 384**3), off above, where
     the GPU does and graphs gained nothing (docs/wave.md).
     ``info["cuda_graphs"]`` says whether they ran, or why not (a failed capture also warns and
     runs uncaptured). ``in_place``: each step writes p_next over p_prev (True: two arrays of p) or
@@ -441,10 +441,10 @@ def step_arrays(k: int, p, p_prev, spare=None) -> tuple:
 
 #: ``cuda_graphs=None`` on one rank: graphs where the rank's grid holds at most this many points and the run has at
 #: least ``GRAPH_AUTO_STEPS`` steps. H200, fp32 order 8, 12-point CPML, ``simulate`` of ``bench.wave.cube_shot``, 100
-#: steps, ms a step launched / from graphs (2026-11-29, ``benchmarks/wave_host_small.py``): 128**3 1.046 / 0.211,
-#: 256**3 1.136 / 0.380, 320**3 1.024 / 0.524, 384**3 (a 416 x 416 x 416 grid, 72 M points) 1.491 / 0.669: the
-#: launches' host path sets the pace; 512**3 (161 M points) 1.133 / 1.144, the GPU does. 20 steps: the captures
-#: (7-9 ms) make graphs slower at 512**3 (1.602 against 1.497) and still faster at 384**3 (1.236 against 1.514).
+#: steps, ms a step launched / from graphs, two runs (2026-11-29, ``benchmarks/wave_host_small.py``): 128**3 1.046-1.275
+#: / 0.211-0.242, 256**3 1.136-1.250 / 0.380-0.397, 320**3 1.024 / 0.524, 384**3 (a 72 M-point grid) 0.817-1.491 /
+#: 0.616-0.669: the launches' host path sets the pace; 512**3 (161 M points) 1.034-1.133 / 1.111-1.144, the GPU does.
+#: 20 steps: the captures (7-9 ms) make graphs slower at 512**3 (1.412-1.602 against 1.059-1.497).
 GRAPH_AUTO_POINTS = 100_000_000
 GRAPH_AUTO_STEPS = 32
 

@@ -230,6 +230,30 @@ def test_graphed_step_and_simulate_have_the_uncaptured_bits():
     assert auto.info["cuda_graphs"] == "on" and torch.equal(auto.record, off.record)
 
 
+@pytest.mark.parametrize("boundary,free_surface,in_place", [("pml", True, False), ("pml", False, True),
+                                                          ("none", False, False), ("sponge", False, True)])
+def test_whole_step_graphs_have_the_launched_bits(boundary, free_surface, in_place):
+    """One rank: each graph holds the whole step (the receivers' samples, the step's launches, two sources'
+    injection and the free surface, step n's rows picked by a counter on the GPU), with the CPML or without a
+    boundary or with the sponge, in place or with three arrays: the launched run's record and snapshots, bit for bit,
+    over more steps than the captures (2 or 6) so that each is replayed more than once."""
+    from tilecraft import wave
+
+    v = torch.full((30, 27, 33), 2000.0, device=DEV)
+    v[15:] = 3000.0
+    model = wave.Model(v, 10.0)
+    src = wave.Source([[150.0, 130.0, 160.0], [60.0, 100.0, 90.0]], f0=20.0)
+    rec = wave.Receivers.line((100.0, 130.0, 0.0), (100.0, 130.0, 320.0), 9)
+    kw = dict(order=8, boundary=boundary, pml_width=6 if boundary == "pml" else None, backend="triton",
+              free_surface=free_surface, in_place=in_place, snapshots=4)
+    on = wave.simulate(model, src, rec, 17, cuda_graphs=True, **kw)
+    off = wave.simulate(model, src, rec, 17, cuda_graphs=False, **kw)
+    assert on.info["cuda_graphs"] == "on" and on.info["in_place"] == in_place
+    assert torch.equal(on.record, off.record) and float(on.record.abs().max()) > 0
+    assert [n for n, _ in on.snapshots] == [n for n, _ in off.snapshots] == [0, 4, 8, 12, 16]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(on.snapshots, off.snapshots))
+
+
 def test_two_streams_give_the_one_stream_bits():
     """``CpmlConfig.streams`` (psi and layer launches on a side stream beside the interior; normal
     and high priority; the default tiles, whose x faces wait for the interior, and 8-column x tiles

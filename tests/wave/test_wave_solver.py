@@ -282,11 +282,14 @@ def test_cuda_graphs_switch_says_why_not():
     assert _graph_plan(None, [object()], "triton", cuda, 1000, 1, big).startswith("off: one rank, 100 M points")
     assert _graph_plan(None, [object()], "triton", cuda, solver.GRAPH_AUTO_STEPS - 1, 1, small).startswith(
         "off: one rank, 31 steps")
-    assert _graph_plan(None, [], "triton", cuda, 100, 1, small) == "not used: no CPML"
+    # one rank: the graphs hold the whole step, with or without the CPML; several ranks: with it only
+    assert _graph_plan(None, [], "triton", cuda, 100, 1, small) == "on"
+    assert _graph_plan(None, [], "triton", cuda, 100, 2, small) == "not used: no CPML"
     assert _graph_plan(True, [object()], "triton", cuda, 3, 1, big) == "on"
     assert _graph_plan(None, [object()], "triton", cuda, 3, 2, big) == "on"
     assert _graph_plan(False, [object()], "triton", cuda, 3, 2) == "off: cuda_graphs=False"
-    assert _graph_plan(True, [], "triton", cuda, 3, 1) == "not used: no CPML"
+    assert _graph_plan(True, [], "triton", cuda, 3, 1) == "on"
+    assert _graph_plan(True, [], "triton", cuda, 3, 2) == "not used: no CPML"
     assert _graph_plan(None, [object()], "torch", cuda, 3, 2) == "not used: backend torch"
     assert _graph_plan(True, [object()], "triton", torch.device("cpu"), 3, 1) == "not used: device cpu"
     assert _graph_plan(True, [object()], "triton", cuda, 2, 1) == "not used: fewer than 3 steps"

@@ -227,12 +227,14 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     Triton backend runs the CPML (``tilecraft.ops.wave.CpmlConfig``; default
     ``default_cpml_config``: the layers' z-march on GPUs). ``step_config``: the plain step's launch
     configuration (``tilecraft.ops.wave.WaveConfig``: the interior's kernel and tiles; default
-    ``default_config``, with a CPML ``cpml_interior_config``). ``cuda_graphs=True``: with the CPML on
-    CUDA GPUs (Triton backend), steps from the third on replay CUDA graphs of the step
+    ``default_config``, with a CPML ``cpml_interior_config``). ``cuda_graphs=True``: on CUDA GPUs (Triton backend;
+    several ranks: with the CPML), steps from the third on replay CUDA graphs of the step
     (``ops.wave.capture_steps``: one per state of the arrays of p and psi's buffers, 2 in place and 6
-    out of place; on several ranks one set for the interior and one for the edge planes, the halo exchange between them staying
-    outside the graphs) instead of launching its ~12 kernels per call from Python: the same bits
-    without the CPU's launch latency. Default (None): on with several ranks, where it was measured
+    out of place; on one rank each graph holds the whole step, the receivers' samples and the sources' injection
+    included, step n's rows picked by a counter on the GPU; on several ranks one set for the interior and one for the
+    edge planes, the halo exchange between them staying outside the graphs) instead of launching its kernels (~12
+    with the CPML) and the receivers' and sources' torch calls from Python: the same bits without the CPU's launch
+    latency. Default (None): on with several ranks, where it was measured
     to matter (2 H200s, weak scaling 74.8% launched, 101.8% replayed: a rank's Python could not
     keep up with the step's launches); on one rank for grids of at most ``GRAPH_AUTO_POINTS`` points
     (about a 384**3 model with the CPML) and runs of at least ``GRAPH_AUTO_STEPS`` steps, where the
@@ -358,6 +360,29 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     if in_place is None:
         in_place = not _room_for(p, device)
     spare = None if in_place else torch.zeros_like(p)  # its frozen halo (never written) must read 0
+    zero = torch.zeros((), dtype=dtype, device=device)
+    # one rank: the graphs hold the whole step (receivers, both parts, source, free surface), step n's row of the
+    # record and of the source samples picked by a counter on the GPU that each replay moves on
+    step_t = torch.full((1,), 2, dtype=torch.long, device=device) if world == 1 else None
+
+    def whole_step(k: int, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> None:
+        """Step ``step_t`` in the state of k steps after the one with p = a, p_prev = b and p_next into c, as
+        the loop below runs it (its receivers, its calls, its source, the free surface), then ``step_t`` + 1."""
+        for ax in pml * k:
+            ax.swap()
+        try:
+            x, y, z = step_arrays(k, a, b, c)
+            samples.index_copy_(0, step_t, torch.where(rec_own, x.reshape(-1)[rec_idx], zero).unsqueeze(0))
+            for e0, e1 in parts[0] + parts[1]:
+                step(e0, e1, x, y, z)
+            if src_idx.numel():
+                z.view(-1).index_add_(0, src_idx, inj.index_select(0, step_t).squeeze(0))
+            if free_surface and rank == 0:
+                apply_free_surface(z, r, surface=r - off)
+            step_t.add_(1)
+        finally:
+            for ax in pml * k:
+                ax.swap()
 
     def run_part(i: int, n: int, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
         """Part i of step n (p = a, p_prev = b, p_next into c): replayed where captured (the captures hold
@@ -376,20 +401,37 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
         _sync(device)
     loop_start = time.perf_counter()
     for n in range(nt):
-        samples[n] = torch.where(rec_own, p.reshape(-1)[rec_idx], torch.zeros((), dtype=dtype, device=device))
         if n in snap_steps:
             snaps.append((n, _gather_model(p, layout, z0, z1, off, rank, world)))
         out = pp if spare is None else spare  # in place: each point reads its own p_prev before writing p_next
         if n == 2 and graph_state == "on":  # both parities ran uncaptured: compiled, plans cached
             # psi alternates (period 2); three arrays of p rotate (period 3): 6 captures, else 2
             period = 2 if spare is None else 6
-            graphs = [capture_steps(lambda k, a=p, b=pp, c=spare, bx=calls: parity_step(k, a, b, c, bx), period,
-                                    device, keep=(p, pp, spare, m, pml)) if calls else None for calls in parts]
+            keep = (p, pp, spare, m, pml, sponge, samples, inj, src_idx, rec_idx, rec_own, zero, step_t)
+            if world == 1:
+                # the record's and the sources' indexed copies have not run yet: once on scratch copies, so that
+                # the capture finds their kernels loaded
+                first = torch.zeros(1, dtype=torch.long, device=device)
+                samples[:1].clone().index_copy_(0, first, samples[:1])
+                inj.index_select(0, first)
+                graphs = [capture_steps(lambda k, a=p, b=pp, c=spare: whole_step(k, a, b, c), period, device, keep)]
+            else:
+                graphs = [capture_steps(lambda k, a=p, b=pp, c=spare, bx=calls: parity_step(k, a, b, c, bx), period,
+                                        device, keep=keep) if calls else None for calls in parts]
             why = next((g for g in graphs if isinstance(g, str)), None)
             if why is not None:
                 warnings.warn(f"simulate: CUDA graphs off, {why}; steps launched one by one", RuntimeWarning,
                               stacklevel=2)
                 graphs, graph_state = None, f"off: {why}"
+        if graphs is not None and world == 1:  # the whole step from its graph
+            graphs[0].replay(n - 2)
+            for ax in pml:
+                ax.swap()
+            p, pp, spare = next_arrays(p, pp, spare)
+            if progress is not None:
+                progress(n + 1, nt)
+            continue
+        samples[n] = torch.where(rec_own, p.reshape(-1)[rec_idx], zero)
         run_part(0, n, p, pp, out)
         if exchanger is not None:
             exchanger.wait()
@@ -463,7 +505,7 @@ def _graph_plan(cuda_graphs: bool | None, pml: list, backend: str, device: torch
         if nt < GRAPH_AUTO_STEPS:
             return (f"off: one rank, {nt} steps (the captures cost more than they save under {GRAPH_AUTO_STEPS}; "
                     "cuda_graphs=True turns them on)")
-    for why, cond in (("no CPML", not pml), (f"backend {backend}", backend != "triton"),
+    for why, cond in (("no CPML", not pml and world > 1), (f"backend {backend}", backend != "triton"),
                       (f"device {device.type}", device.type != "cuda"), ("fewer than 3 steps", nt < 3)):
         if cond:
             return f"not used: {why}"

@@ -236,8 +236,8 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     with the CPML) and the receivers' and sources' torch calls from Python: the same bits without the CPU's launch
     latency. Default (None): on with several ranks, where it was measured
     to matter (2 H200s, weak scaling 74.8% launched, 101.8% replayed: a rank's Python could not
-    keep up with the step's launches); on one rank for grids of at most ``GRAPH_AUTO_POINTS`` points
-    (about a 384**3 model with the CPML) and runs of at least ``GRAPH_AUTO_STEPS`` steps, where the
+    keep up with the step's launches); on one rank with the CPML for grids of at most ``GRAPH_AUTO_POINTS`` points
+    (about a 384**3 model) and runs of at least ``GRAPH_AUTO_STEPS`` steps, where the
     launches' host path sets the pace (H200: 1.3-5x faster steps from 128**3 to 384**3), off above, where
     the GPU does and graphs gained nothing (docs/wave.md).
     ``info["cuda_graphs"]`` says whether they ran, or why not (a failed capture also warns and
@@ -494,11 +494,17 @@ GRAPH_AUTO_STEPS = 32
 def _graph_plan(cuda_graphs: bool | None, pml: list, backend: str, device: torch.device, nt: int,
                 world: int, points: int = 0) -> str:
     """"on" where ``simulate`` captures its steps in CUDA graphs (from step 2), else why not. ``points``: the
-    rank's grid (``cuda_graphs=None`` on one rank: on up to ``GRAPH_AUTO_POINTS`` points and from
-    ``GRAPH_AUTO_STEPS`` steps, where the launches' host path, not the GPU, sets the pace)."""
+    rank's grid (``cuda_graphs=None`` on one rank: on with the CPML up to ``GRAPH_AUTO_POINTS`` points and from
+    ``GRAPH_AUTO_STEPS`` steps, where the launches' host path, not the GPU, sets the pace; without the CPML a step
+    is one launch and the receivers' and sources' calls, and replaying them measured no faster over 100 steps with
+    the captures counted: H200, ms a step launched / graphs, 128**3 0.120 / 0.113-0.114, 256**3 0.121 / 0.151-0.152,
+    ``benchmarks/results/2026-11-29-h200-nineteenth/wave-host-small-09ac042.json``)."""
     if cuda_graphs is False:
         return "off: cuda_graphs=False"
     if cuda_graphs is None and world == 1:
+        if not pml:
+            return ("off: one rank without the CPML (no gain measured at 100 steps with the captures; "
+                    "cuda_graphs=True turns them on)")
         if points > GRAPH_AUTO_POINTS:
             return (f"off: one rank, {points / 1e6:.0f} M points (the GPU sets the pace above "
                     f"{GRAPH_AUTO_POINTS / 1e6:.0f} M; cuda_graphs=True turns them on)")

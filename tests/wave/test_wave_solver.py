@@ -267,7 +267,7 @@ def test_cuda_graphs_switch_says_why_not():
     model, src, rec = _setup()
     res = wave.simulate(model, src, rec, 4, backend="torch", cuda_graphs=True)
     assert res.info["cuda_graphs"] == "not used: backend torch"
-    assert wave.simulate(model, src, rec, 4, backend="torch").info["cuda_graphs"].startswith("off: one rank")
+    assert wave.simulate(model, src, rec, 4, backend="torch").info["cuda_graphs"] == "not used: backend torch"
     assert wave.simulate(model, src, rec, 4, backend="torch", cuda_graphs=False).info["cuda_graphs"] == \
         "off: cuda_graphs=False"
     with pytest.raises(TypeError, match="cuda_graphs must be True, False or None"):

@@ -501,6 +501,11 @@ def _graph_plan(cuda_graphs: bool | None, pml: list, backend: str, device: torch
     ``benchmarks/results/2026-11-29-h200-nineteenth/wave-host-small-09ac042.json``)."""
     if cuda_graphs is False:
         return "off: cuda_graphs=False"
+    # where graphs cannot run, that is the reason, whatever the switch
+    for why, cond in (("no CPML", not pml and world > 1), (f"backend {backend}", backend != "triton"),
+                      (f"device {device.type}", device.type != "cuda"), ("fewer than 3 steps", nt < 3)):
+        if cond:
+            return f"not used: {why}"
     if cuda_graphs is None and world == 1:
         if not pml:
             return ("off: one rank without the CPML (no gain measured at 100 steps with the captures; "
@@ -511,10 +516,6 @@ def _graph_plan(cuda_graphs: bool | None, pml: list, backend: str, device: torch
         if nt < GRAPH_AUTO_STEPS:
             return (f"off: one rank, {nt} steps (the captures cost more than they save under {GRAPH_AUTO_STEPS}; "
                     "cuda_graphs=True turns them on)")
-    for why, cond in (("no CPML", not pml and world > 1), (f"backend {backend}", backend != "triton"),
-                      (f"device {device.type}", device.type != "cuda"), ("fewer than 3 steps", nt < 3)):
-        if cond:
-            return f"not used: {why}"
     return "on"
 
 

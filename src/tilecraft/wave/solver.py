@@ -361,25 +361,32 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
         in_place = not _room_for(p, device)
     spare = None if in_place else torch.zeros_like(p)  # its frozen halo (never written) must read 0
     zero = torch.zeros((), dtype=dtype, device=device)
-    # one rank: the graphs hold the whole step (receivers, both parts, source, free surface), step n's row of the
-    # record and of the source samples picked by a counter on the GPU that each replay moves on
+    # one rank: a step is ``whole_step`` (receivers, both parts, source, free surface), launched or replayed from its
+    # graph; in the graphs step n's row of the record and of the source samples is picked by a counter on the
+    # device that each replay moves on
     step_t = torch.full((1,), 2, dtype=torch.long, device=device) if world == 1 else None
 
-    def whole_step(k: int, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> None:
-        """Step ``step_t`` in the state of k steps after the one with p = a, p_prev = b and p_next into c, as
-        the loop below runs it (its receivers, its calls, its source, the free surface), then ``step_t`` + 1."""
+    def whole_step(k: int, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, n: int | None = None) -> None:
+        """Step n on one rank (None: step ``step_t``, then ``step_t`` + 1: the graphs' form), in the state of k steps
+        after the one with p = a, p_prev = b and p_next into c (0: the loop's current arrays): the receivers' samples
+        of p, the step's calls, the sources' injection, the free surface."""
         for ax in pml * k:
             ax.swap()
         try:
             x, y, z = step_arrays(k, a, b, c)
-            samples.index_copy_(0, step_t, torch.where(rec_own, x.reshape(-1)[rec_idx], zero).unsqueeze(0))
+            got = torch.where(rec_own, x.reshape(-1)[rec_idx], zero)
+            if n is None:
+                samples.index_copy_(0, step_t, got.unsqueeze(0))
+            else:
+                samples[n] = got
             for e0, e1 in parts[0] + parts[1]:
                 step(e0, e1, x, y, z)
             if src_idx.numel():
-                z.view(-1).index_add_(0, src_idx, inj.index_select(0, step_t).squeeze(0))
+                z.view(-1).index_add_(0, src_idx, inj[n] if n is not None else inj.index_select(0, step_t).squeeze(0))
             if free_surface and rank == 0:
                 apply_free_surface(z, r, surface=r - off)
-            step_t.add_(1)
+            if n is None:
+                step_t.add_(1)
         finally:
             for ax in pml * k:
                 ax.swap()
@@ -409,8 +416,8 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
             period = 2 if spare is None else 6
             keep = (p, pp, spare, m, pml, sponge, samples, inj, src_idx, rec_idx, rec_own, zero, step_t)
             if world == 1:
-                # the record's and the sources' indexed copies have not run yet: once on scratch copies, so that
-                # the capture finds their kernels loaded
+                # the counter's indexed copies have not run yet: once on scratch copies, so that the capture finds
+                # their kernels loaded
                 first = torch.zeros(1, dtype=torch.long, device=device)
                 samples[:1].clone().index_copy_(0, first, samples[:1])
                 inj.index_select(0, first)
@@ -423,26 +430,24 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
                 warnings.warn(f"simulate: CUDA graphs off, {why}; steps launched one by one", RuntimeWarning,
                               stacklevel=2)
                 graphs, graph_state = None, f"off: {why}"
-        if graphs is not None and world == 1:  # the whole step from its graph
-            graphs[0].replay(n - 2)
+        if world == 1:  # the whole step, from its graph once captured
+            if graphs is not None:
+                graphs[0].replay(n - 2)
+            else:
+                whole_step(0, p, pp, spare, n)
+            for ax in pml:
+                ax.swap()  # psi written this step becomes the one read next step
+        else:  # the interior, the halo exchange, the edge planes
+            samples[n] = torch.where(rec_own, p.reshape(-1)[rec_idx], zero)
+            run_part(0, n, p, pp, out)
+            exchanger.wait()
+            run_part(1, n, p, pp, out)
             for ax in pml:
                 ax.swap()
-            p, pp, spare = next_arrays(p, pp, spare)
-            if progress is not None:
-                progress(n + 1, nt)
-            continue
-        samples[n] = torch.where(rec_own, p.reshape(-1)[rec_idx], zero)
-        run_part(0, n, p, pp, out)
-        if exchanger is not None:
-            exchanger.wait()
-        run_part(1, n, p, pp, out)
-        for ax in pml:
-            ax.swap()  # psi written this step becomes the one read next step
-        if src_idx.numel():
-            out.view(-1).index_add_(0, src_idx, inj[n])
-        if free_surface and rank == 0:
-            apply_free_surface(out, r, surface=r - off)
-        if exchanger is not None:
+            if src_idx.numel():
+                out.view(-1).index_add_(0, src_idx, inj[n])
+            if free_surface and rank == 0:
+                apply_free_surface(out, r, surface=r - off)
             exchanger.start([out] + [ax.psi[0][0] for ax in psi_z])
         p, pp, spare = next_arrays(p, pp, spare)
         if progress is not None:

@@ -366,6 +366,21 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     # device that each replay moves on
     step_t = torch.full((1,), 2, dtype=torch.long, device=device) if world == 1 else None
 
+    def record(x: torch.Tensor, n: int | None) -> None:
+        """The receivers' samples of p = x into step n's row of the record (None: row ``step_t``)."""
+        got = torch.where(rec_own, x.reshape(-1)[rec_idx], zero)
+        if n is None:
+            samples.index_copy_(0, step_t, got.unsqueeze(0))
+        else:
+            samples[n] = got
+
+    def inject(z: torch.Tensor, n: int | None) -> None:
+        """Step n's source samples (None: row ``step_t``) added into p_next = z, then the free surface on it."""
+        if src_idx.numel():
+            z.view(-1).index_add_(0, src_idx, inj[n] if n is not None else inj.index_select(0, step_t).squeeze(0))
+        if free_surface and rank == 0:
+            apply_free_surface(z, r, surface=r - off)
+
     def whole_step(k: int, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, n: int | None = None) -> None:
         """Step n on one rank (None: step ``step_t``, then ``step_t`` + 1: the graphs' form), in the state of k steps
         after the one with p = a, p_prev = b and p_next into c (0: the loop's current arrays): the receivers' samples
@@ -374,17 +389,10 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
             ax.swap()
         try:
             x, y, z = step_arrays(k, a, b, c)
-            got = torch.where(rec_own, x.reshape(-1)[rec_idx], zero)
-            if n is None:
-                samples.index_copy_(0, step_t, got.unsqueeze(0))
-            else:
-                samples[n] = got
+            record(x, n)
             for e0, e1 in parts[0] + parts[1]:
                 step(e0, e1, x, y, z)
-            if src_idx.numel():
-                z.view(-1).index_add_(0, src_idx, inj[n] if n is not None else inj.index_select(0, step_t).squeeze(0))
-            if free_surface and rank == 0:
-                apply_free_surface(z, r, surface=r - off)
+            inject(z, n)
             if n is None:
                 step_t.add_(1)
         finally:
@@ -438,16 +446,13 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
             for ax in pml:
                 ax.swap()  # psi written this step becomes the one read next step
         else:  # the interior, the halo exchange, the edge planes
-            samples[n] = torch.where(rec_own, p.reshape(-1)[rec_idx], zero)
+            record(p, n)
             run_part(0, n, p, pp, out)
             exchanger.wait()
             run_part(1, n, p, pp, out)
             for ax in pml:
                 ax.swap()
-            if src_idx.numel():
-                out.view(-1).index_add_(0, src_idx, inj[n])
-            if free_surface and rank == 0:
-                apply_free_surface(out, r, surface=r - off)
+            inject(out, n)
             exchanger.start([out] + [ax.psi[0][0] for ax in psi_z])
         p, pp, spare = next_arrays(p, pp, spare)
         if progress is not None:

@@ -1,59 +1,77 @@
-"""Where the host's time goes in one of tilecraft's public ops (cProfile over many eager calls after a
-warm-up, sorted by own time and by cumulative time), on a small problem so the device keeps up.
+"""Where an eager call's host time goes: cProfile over a loop of calls of each public op on small
+problems (the device keeps up, so the profile is the host's work), top functions by own time and by
+cumulative time. GPU only.
 
-    PYTHONPATH=src python benchmarks/host_profile.py --op matmul [--calls 300]"""
+    PYTHONPATH=src python benchmarks/host_profile.py --calls 300 [--out DIR]
+"""
 from __future__ import annotations
 
 import argparse
 import cProfile
+import io
 import pstats
-import sys
+import time
+from pathlib import Path
 
 import torch
 
 import tilecraft
-from tilecraft.wave import wave_step
 
 
-def call(op: str):
+def cases():
     g = torch.Generator(device="cuda").manual_seed(0)
-    if op == "laplacian":
-        u = torch.rand(128, 128, 128, dtype=torch.float64, device="cuda", generator=g)
-        out = torch.zeros_like(u)
-        return lambda: tilecraft.laplacian(u, out=out)
-    if op == "matmul":
-        a, b = (torch.randn(1000, 1000, dtype=torch.bfloat16, device="cuda", generator=g) for _ in range(2))
-        return lambda: tilecraft.matmul(a, b)
-    if op == "attention":
-        q, k, v = (torch.randn(1, 8, 256, 64, dtype=torch.bfloat16, device="cuda", generator=g) for _ in range(3))
-        return lambda: tilecraft.attention(q, k, v)
-    if op == "wave_step":
-        p, pp = (torch.rand(64, 64, 64, device="cuda", generator=g) for _ in range(2))
-        m, out = torch.full_like(p, 0.1), torch.empty_like(p)
-        return lambda: wave_step(p, pp, m, out, order=8)
-    raise SystemExit(f"unknown op {op!r}")
+    u = torch.rand(128, 128, 128, dtype=torch.float64, device="cuda", generator=g)
+    out = torch.zeros_like(u)
+    yield "laplacian", lambda: tilecraft.laplacian(u, out=out)
+    a = torch.randn(1000, 1000, dtype=torch.bfloat16, device="cuda", generator=g)
+    b = torch.randn(1000, 1000, dtype=torch.bfloat16, device="cuda", generator=g)
+    yield "matmul", lambda: tilecraft.matmul(a, b)
+    a1 = torch.randn(16, 4096, dtype=torch.bfloat16, device="cuda", generator=g)
+    b1 = torch.randn(4096, 4096, dtype=torch.bfloat16, device="cuda", generator=g)
+    yield "matmul_smallm", lambda: tilecraft.matmul(a1, b1)
+    q, k, v = (torch.randn(1, 8, 256, 64, dtype=torch.bfloat16, device="cuda", generator=g) for _ in range(3))
+    yield "attention", lambda: tilecraft.attention(q, k, v)
+    qd = torch.randn(1, 32, 1, 128, dtype=torch.bfloat16, device="cuda", generator=g)
+    kd, vd = (torch.randn(1, 8, 4096, 128, dtype=torch.bfloat16, device="cuda", generator=g) for _ in range(2))
+    yield "attention_decode", lambda: tilecraft.attention(qd, kd, vd)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--op", default="matmul")
     ap.add_argument("--calls", type=int, default=300)
-    ap.add_argument("--lines", type=int, default=25)
+    ap.add_argument("--out", default="")
+    ap.add_argument("--only", default="")
     args = ap.parse_args()
-    fn = call(args.op)
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(args.calls):
-        fn()
-    prof.disable()
-    torch.cuda.synchronize()
-    for key in ("tottime", "cumulative"):
-        pstats.Stats(prof).sort_stats(key).print_stats(args.lines)
+    text = []
+    for name, fn in cases():
+        if args.only and name not in args.only.split(","):
+            continue
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(args.calls):
+            fn()
+        host = (time.perf_counter() - t0) / args.calls * 1e6
+        torch.cuda.synchronize()
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(args.calls):
+            fn()
+        pr.disable()
+        torch.cuda.synchronize()
+        s = io.StringIO()
+        st = pstats.Stats(pr, stream=s)
+        st.sort_stats("tottime").print_stats(25)
+        st.sort_stats("cumulative").print_stats(40)
+        block = f"===== {name}: host {host:.1f} us per call (unprofiled)\n" + s.getvalue()
+        print(block, flush=True)
+        text.append(block)
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "host-profile.txt").write_text("\n".join(text))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

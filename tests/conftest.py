@@ -97,3 +97,15 @@ def _poisoned_like_fixture():
 @pytest.fixture(scope="session")
 def src_dir() -> Path:
     return SRC
+
+
+@pytest.fixture(autouse=True)
+def _fresh_replays():
+    """Every test plans its ops' launches afresh (``ops.launch.clear_replays``): tests change module
+    defaults and constants that no replay key holds, and one test's recorded launches must not
+    stand in for another's planning."""
+    from tilecraft.ops.launch import clear_replays
+
+    clear_replays()
+    yield
+    clear_replays()

@@ -31,6 +31,7 @@ unaligned products, other GPUs and the interpreter. The choice is recorded by th
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -42,7 +43,8 @@ import torch
 
 from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import gemm as _k
-from tilecraft.ops.launch import KernelLaunch, eager_direct, gluon_descriptor, runtime_arg_names, with_pdl
+from tilecraft.ops.launch import (KernelLaunch, ReplayCache, eager_direct, empty, gluon_descriptor, pdl_env,
+                                  replay_enabled, runtime_arg_names, signature, with_pdl)
 from tilecraft.reference.gemm import matmul_reference, relative_error
 from tilecraft.tuning.measure import graph_time_ms as _graph_time_ms  # noqa: F401 - the tuner's timer (tests patch it here)
 from tilecraft.tuning.measure import say as _say
@@ -673,7 +675,7 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         if not gluon_ok(a, b, spec):
             raise ValueError("the Gluon kernel cannot take this product; use a tma or pointer config")
         return _gluon_launch(a, b, out, spec, cfg, sms, k_per_split // cfg.block_k, 2, c, bias)
-    ws = torch.empty((split, spec.batch, m_ws, spec.n), dtype=acc_torch, device=a.device) if split > 1 else None
+    ws = empty((split, spec.batch, m_ws, spec.n), dtype=acc_torch, device=a.device) if split > 1 else None
     reduce = [] if ws is None else [_reduce_launch(ws, out3, spec, split, (c3, bias_t, sa_t, sb_t), epi_args, epi_cx,
                                                    sms or _facts(a.device)[1], spec.batch * m_ws * spec.n)]
     if cfg.kernel == "gluon":
@@ -1095,14 +1097,9 @@ def triton_next_pow2(x: int) -> int:
 # config choice: cache, tuning, heuristics
 # ----------------------------------------------------------------------------------------------
 _CHOSEN: dict[tuple, GemmConfig] = {}
-#: ``problem_of`` per call layout (:func:`_layout_signature` of both operands and the spec): it reads only
+#: ``problem_of`` per call layout (``ops.launch.signature`` of both operands and the spec): it reads only
 #: shapes, strides, 16-byte alignment, dtypes and the device, and cost a tenth of an eager call's host time.
 _PROBLEMS: dict[tuple, Problem] = {}
-
-
-def _layout_signature(t: torch.Tensor) -> tuple:
-    """Everything :func:`problem_of` reads from an operand."""
-    return tuple(t.shape), t.stride(), t.data_ptr() % 16, t.dtype, t.device
 
 
 def choose_config(a: torch.Tensor, b: torch.Tensor, spec: Spec, *, tune_now: bool | None = None,
@@ -1112,7 +1109,7 @@ def choose_config(a: torch.Tensor, b: torch.Tensor, spec: Spec, *, tune_now: boo
     """The configuration ``matmul`` runs for these inputs: a cached tuning result if there is one;
     else, on a CUDA GPU with tuning on (``TILECRAFT_TUNE`` not 0), the fastest of the config space
     timed now on these inputs (and cached); else the heuristic."""
-    sig = (_layout_signature(a), _layout_signature(b), spec)
+    sig = (signature(a), signature(b), spec)
     p = _PROBLEMS.get(sig)
     if p is None:
         if len(_PROBLEMS) >= 4096:
@@ -1262,13 +1259,27 @@ def compute(a, b, spec: Spec, c=None, bias=None, scale_a=None, scale_b=None,
         return matmul_reference(a, b, out_dtype=spec.out_dtype, alpha=spec.alpha, beta=spec.beta,
                                 c=c if spec.has_c else None, bias=bias, activation=spec.activation,
                                 scale_a=scale_a, scale_b=scale_b)
+    replay = cfg is None and replay_enabled()
+    if replay:
+        key = (signature(a), signature(b), spec, signature(c), signature(bias), signature(scale_a),
+               signature(scale_b), pdl_env())
+        slots = (a, b, out, c, bias, scale_a, scale_b)
+        if _REPLAYS.run(key, slots):
+            return out
     cfg = cfg or choose_config(a, b, spec, c=c, bias=bias, scale_a=scale_a, scale_b=scale_b)
-    if a.device.type == "cuda":
-        with torch.cuda.device(a.device):
+    with _REPLAYS.record(key, slots) if replay else contextlib.nullcontext():
+        if a.device.type == "cuda":
+            with torch.cuda.device(a.device):
+                launch(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
+        else:
             launch(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
-    else:
-        launch(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
     return out
+
+
+#: The launches of earlier eager calls, per call key (``ops.launch.ReplayCache``): a call whose operands
+#: have the layouts, dtypes and alignment of an earlier one's (and the same scalars and settings) runs
+#: that call's kernels again without planning them (``TILECRAFT_REPLAY=0``: off).
+_REPLAYS = ReplayCache()
 
 
 def warmup(a: torch.Tensor, b: torch.Tensor, **kwargs) -> GemmConfig:

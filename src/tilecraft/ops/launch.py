@@ -6,16 +6,20 @@ built on ``meta`` tensors, tells ``tilecraft inspect`` what to compile for a GPU
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import os
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-__all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "eager_direct", "gluon_descriptor", "pdl_active", "pdl_mode",
-           "runtime_arg_names", "with_pdl"]
+__all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "REPLAY_ENV", "Replay", "ReplayCache", "clear_replays", "eager_direct", "empty",
+           "gluon_descriptor", "pdl_active", "pdl_env", "pdl_mode", "replay_enabled", "run_kernel", "runtime_arg_names",
+           "signature", "with_pdl"]
 
 #: ``TILECRAFT_PDL``: "0" (or "off") launches every kernel without programmatic dependent launch;
 #: "early" lets the next kernel launch as soon as every program of a kernel has started, "late" once
@@ -86,7 +90,7 @@ class KernelLaunch:
 
     def run(self):
         """Launch it; Triton's compiled kernel (``n_regs``, ``n_spills``, ``metadata``) on a GPU."""
-        return self.kernel[self.grid](*self.args, **self.constexprs, **self.options)
+        return run_kernel(self.kernel, self.grid, *self.args, **self.constexprs, **self.options)
 
 
 def runtime_arg_names(k: KernelLaunch) -> list[str]:
@@ -155,3 +159,240 @@ def with_pdl(plan: list[KernelLaunch], device, choice: str | None = None) -> lis
     return [dataclasses.replace(k, constexprs={**k.constexprs, "PDL": mode},
                                 options={**k.options, "launch_pdl": True})
             if "PDL" in getattr(k.kernel, "arg_names", ()) else k for k in plan]
+
+
+# ----------------------------------------------------------------------------------------------
+# Replaying an eager call's launches (host time per call)
+# ----------------------------------------------------------------------------------------------
+#: ``TILECRAFT_REPLAY=0`` turns the replay of recorded launches off (every call plans its launches
+#: afresh, as before 2026-11-29); anything else, or unset, leaves it on.
+REPLAY_ENV = "TILECRAFT_REPLAY"
+_TLS = threading.local()
+
+
+def replay_enabled() -> bool:
+    return os.environ.get(REPLAY_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def pdl_env() -> tuple:
+    """The environment a GEMM or attention launch plan reads (programmatic dependent launch): part of
+    every replay key, so a changed setting plans afresh."""
+    get = os.environ.get
+    return get(PDL_ENV), get("TILECRAFT_PDL_AT"), get("TILECRAFT_PDL_PREFETCH")
+
+
+def signature(t: torch.Tensor | None) -> tuple | None:
+    """What a launch plan may read of a tensor besides its data: shape, strides, dtype, device and the
+    16-byte alignment of its first element (``None`` for ``None``)."""
+    if t is None:
+        return None
+    return tuple(t.shape), t.stride(), t.dtype, t.device, t.data_ptr() % 16
+
+
+def run_kernel(kernel, grid, *args, **kwargs):
+    """``kernel[grid](*args, **kwargs)``: every launch of the ops goes through here, so that a
+    :meth:`ReplayCache.record` in progress sees it."""
+    compiled = kernel[grid](*args, **kwargs)
+    rec = getattr(_TLS, "rec", None)
+    if rec is not None:
+        rec[0].append((kernel, grid, args, kwargs, compiled))
+    return compiled
+
+
+def empty(shape, *, dtype: torch.dtype, device) -> torch.Tensor:
+    """``torch.empty``, for a launch plan's scratch that its kernels write before they read: a
+    recorded call's replay allocates such a tensor afresh (any other tensor the plan makes, e.g. a
+    zeroed buffer, keeps the call from being replayed)."""
+    t = torch.empty(shape, dtype=dtype, device=device)
+    rec = getattr(_TLS, "rec", None)
+    if rec is not None:
+        rec[1].append(t)
+    return t
+
+
+class _NotReplayable(Exception):
+    """The recorded launches cannot be replayed; ``again``: only because of this call's tensors (two
+    slots were one tensor), so a later call with the same key records afresh."""
+
+    def __init__(self, why: str, again: bool = False):
+        super().__init__(why)
+        self.again = again
+
+
+_CONST_TYPES = (int, float, bool, str, type(None), torch.dtype)
+
+
+def _is_descriptor(x) -> bool:
+    return type(x).__name__ == "TensorDescriptor" and hasattr(x, "base")
+
+
+class Replay:
+    """The launches one call made, with the call's tensors as slots: run again on other tensors of
+    the same :func:`signature` (and the same key, which must hold everything else the plan read),
+    it launches the same kernels with the same grids and non-tensor arguments, without planning.
+
+    Each argument is a constant, a slot (one of the call's tensors), a view of a slot (same
+    storage: the same sizes, strides and offset from the slot's), a fresh :func:`empty` tensor (or a
+    view of one), or a TMA descriptor of one of those. A launch plan that passes anything else (a
+    zeroed or cached buffer, a copy of an operand, an unknown object) is not replayable. On a GPU the
+    replay calls the compiled kernels Triton returned (``CompiledKernel[grid](*args)``, Triton's own
+    launcher: no argument binding or specialisation, as the key fixes them); under the interpreter it
+    goes through ``kernel[grid]`` with the new arguments."""
+
+    __slots__ = ("device", "fresh", "steps")
+
+    def __init__(self, launches: list, slots: tuple, fresh: list):
+        owners: dict[tuple, list[int]] = {}
+        for i, t in enumerate(list(slots) + list(fresh)):
+            if isinstance(t, torch.Tensor) and t.numel():
+                owners.setdefault((t.device, t.untyped_storage().data_ptr()), []).append(i)
+        self.fresh = [(tuple(t.shape), t.stride(), t.dtype) for t in fresh]
+        roots = list(slots) + list(fresh)
+        dev = next((t.device for t in slots if isinstance(t, torch.Tensor)), None)
+        self.device = dev
+
+        def spec(x):
+            if isinstance(x, torch.Tensor):
+                hits = [i for i, r in enumerate(roots) if x is r]
+                if len(hits) == 1:
+                    return ("root", hits[0])
+                if hits:
+                    raise _NotReplayable("one tensor in two slots", again=True)
+                if x.numel() == 0:
+                    raise _NotReplayable("an empty tensor that is no slot")
+                own = owners.get((x.device, x.untyped_storage().data_ptr()), [])
+                if len(own) > 1:
+                    raise _NotReplayable("a view of storage that several slots share", again=True)
+                if not own or roots[own[0]].dtype != x.dtype:
+                    raise _NotReplayable("a tensor that is no slot, no view of one, and not fresh")
+                r = roots[own[0]]
+                return ("view", own[0], tuple(x.shape), x.stride(), x.storage_offset() - r.storage_offset())
+            if _is_descriptor(x):
+                return ("desc", spec(x.base), x)
+            if isinstance(x, _CONST_TYPES):
+                return ("const", x)
+            if isinstance(x, tuple) and all(isinstance(e, _CONST_TYPES) for e in x):
+                return ("const", x)
+            raise _NotReplayable(f"an argument of type {type(x).__name__}")
+
+        steps = []
+        for kernel, grid, args, kwargs, compiled in launches:
+            if callable(grid):
+                raise _NotReplayable("a grid function")
+            grid = tuple(grid) + (1,) * (3 - len(grid))
+            if compiled is not None:
+                # every parameter in the kernel's order (constexprs too: Triton's launcher takes them all)
+                names = kernel.arg_names
+                given = dict(zip(names, args))
+                given.update({k: v for k, v in kwargs.items() if k in names})
+                vals = []
+                for name, param in zip(names, kernel.params):
+                    if name in given:
+                        vals.append(spec(given[name]))
+                    elif param.default is not inspect_empty():
+                        vals.append(("const", param.default))
+                    else:
+                        raise _NotReplayable(f"parameter {name} has no value")
+                steps.append((compiled, grid, tuple(vals), None))
+            else:
+                steps.append((kernel, grid, tuple(spec(a) for a in args),
+                              {k: spec(v) if isinstance(v, torch.Tensor) or _is_descriptor(v) else ("const", v)
+                               for k, v in kwargs.items()}))
+        self.steps = steps
+
+    def run(self, slots: tuple) -> None:
+        dev = self.device
+        if dev is not None and dev.type == "cuda":
+            index = dev.index if dev.index is not None else torch.cuda.current_device()
+            if torch.cuda.current_device() != index:
+                with torch.cuda.device(index):
+                    return self._run(slots)
+        return self._run(slots)
+
+    def _run(self, slots: tuple) -> None:
+        roots = list(slots)
+        for shape, stride, dtype in self.fresh:
+            roots.append(torch.empty_strided(shape, stride, dtype=dtype, device=self.device))
+
+        def value(s):
+            kind = s[0]
+            if kind == "const":
+                return s[1]
+            if kind == "root":
+                return roots[s[1]]
+            if kind == "view":
+                r = roots[s[1]]
+                return r.as_strided(s[2], s[3], r.storage_offset() + s[4])
+            d = copy.copy(s[2])  # "desc": the recorded descriptor on the new base (checked when recorded)
+            d.base = value(s[1])
+            return d
+
+        for fn, grid, vals, kw in self.steps:
+            if kw is None:
+                fn[grid](*[value(s) for s in vals])
+            else:
+                fn[grid](*[value(s) for s in vals], **{k: value(s) for k, s in kw.items()})
+
+
+@functools.cache
+def inspect_empty():
+    import inspect
+
+    return inspect.Parameter.empty
+
+
+class ReplayCache:
+    """Recorded launches (:class:`Replay`) per call key, for one op. ``run(key, slots)`` replays the
+    key's launches and says whether it did; ``record(key, slots)`` wraps a call's planning and
+    launching and keeps what it launched (or that it cannot be replayed). The key must determine
+    every decision the plan makes apart from the slots' data pointers: each op builds it from the
+    slots' :func:`signature`, its validated problem and :func:`pdl_env`."""
+
+    def __init__(self, maxsize: int = 1024):
+        self.maxsize = maxsize
+        self._entries: dict = {}
+        _CACHES.append(self)
+
+    def run(self, key, slots: tuple) -> bool:
+        entry = self._entries.get(key)
+        if entry is None or entry is False:
+            return False
+        entry.run(slots)
+        return True
+
+    def known(self, key) -> bool:
+        return key in self._entries
+
+    @contextmanager
+    def record(self, key, slots: tuple):
+        outer = getattr(_TLS, "rec", None)
+        rec = _TLS.rec = ([], [])
+        try:
+            yield
+        finally:
+            _TLS.rec = outer
+        if outer is not None:  # a recording inside another: the outer one sees these launches too
+            outer[0].extend(rec[0])
+            outer[1].extend(rec[1])
+        try:
+            entry = Replay(rec[0], slots, rec[1]) if rec[0] else False
+        except _NotReplayable as e:
+            if e.again:
+                return
+            entry = False
+        if len(self._entries) >= self.maxsize:
+            self._entries.clear()
+        self._entries[key] = entry
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+_CACHES: list[ReplayCache] = []
+
+
+def clear_replays() -> None:
+    """Forget every op's recorded launches. Needed only after changing what the planning reads
+    that no key holds: a module's default configs or constants changed at run time (tests do)."""
+    for cache in _CACHES:
+        cache.clear()

@@ -1,0 +1,127 @@
+"""Replayed launches on the GPU (``ops.launch.ReplayCache``): an eager ``matmul`` or ``attention`` call
+whose tensors have the layouts of an earlier call's runs the compiled kernels Triton returned for that
+call, with the new tensors. Each case must give the bits of the same calls planned afresh
+(``TILECRAFT_REPLAY=0``) and agree with float64; also on a side stream and captured in a CUDA graph.
+
+    TILECRAFT_GPU_TESTS=1 PYTHONPATH=src python -m pytest -q tests/gpu/test_replay_gpu.py
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilecraft
+from tilecraft.ops import attention as attn_ops
+from tilecraft.ops import gemm as gemm_ops
+from tilecraft.ops.launch import REPLAY_ENV, Replay
+from tilecraft.reference.attention import attention_reference
+
+GEMM_CASES = {  # name: (dtype, M, N, K, b transposed, kwargs)
+    "bf16-1000": (torch.bfloat16, 1000, 1000, 1000, False, {}),
+    "bf16-nt-epilogue": (torch.bfloat16, 512, 768, 256, True, {"bias": True, "activation": "gelu"}),
+    "bf16-small-m": (torch.bfloat16, 16, 4096, 4096, False, {}),
+    "bf16-batched": (torch.bfloat16, 3, 200, 136, False, {"batch": 4}),
+    "fp32-512": (torch.float32, 512, 512, 512, False, {}),
+    "fp16-odd": (torch.float16, 97, 131, 77, False, {}),
+}
+
+
+def _gemm_inputs(case, gen):
+    dtype, m, n, k, bt, kw = GEMM_CASES[case]
+    lead = (kw["batch"],) if "batch" in kw else ()
+    a = torch.randn(*lead, m, k, device="cuda", generator=gen).to(dtype)
+    b = (torch.randn(n, k, device="cuda", generator=gen).t() if bt
+         else torch.randn(k, n, device="cuda", generator=gen)).to(dtype)
+    extra = {}
+    if kw.get("bias"):
+        extra = {"bias": torch.randn(n, device="cuda", generator=gen), "activation": kw["activation"]}
+    return a, b, extra
+
+
+def _calls(fn, inputs):
+    return [fn(*x) for x in inputs]
+
+
+@pytest.mark.parametrize("case", list(GEMM_CASES))
+def test_matmul_replay_gives_the_planned_bits(monkeypatch, case):
+    monkeypatch.setenv("TILECRAFT_TUNE", "0")
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    inputs = [_gemm_inputs(case, gen) for _ in range(4)]
+    fn = lambda a, b, extra: tilecraft.matmul(a, b, **extra)  # noqa: E731
+    monkeypatch.setenv(REPLAY_ENV, "0")
+    planned = _calls(fn, inputs)
+    assert not gemm_ops._REPLAYS._entries
+    monkeypatch.delenv(REPLAY_ENV)
+    replayed = _calls(fn, inputs)
+    entries = list(gemm_ops._REPLAYS._entries.values())
+    assert len(entries) == 1
+    for got, want, (a, b, extra) in zip(replayed, planned, inputs):
+        assert torch.equal(got, want)
+        ref = torch.matmul(a.double(), b.double())
+        if extra:
+            ref = torch.nn.functional.gelu(ref + extra["bias"].double())
+        err = float((got.double() - ref).norm() / ref.norm())
+        assert err < 1e-2, err
+    if not isinstance(entries[0], Replay):
+        pytest.skip(f"{case}: this plan is not replayable (planned afresh each call, as checked above)")
+    # on a side stream, and captured in a CUDA graph whose inputs then change
+    a, b, extra = inputs[0]
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        side = fn(a, b, extra)
+    torch.cuda.current_stream().wait_stream(s)
+    assert torch.equal(side, planned[0])
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        captured = fn(a, b, extra)
+    a2, b2, _ = inputs[1]
+    a.copy_(a2)
+    b.copy_(b2)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, planned[1] if not extra else fn(a2, b2, extra))
+
+
+ATTN_CASES = {  # name: (B, H, H_kv, S_q, S_k, D, causal)
+    "d128": (1, 8, 8, 512, 512, 128, False),
+    "d128-causal": (1, 8, 8, 384, 384, 128, True),
+    "d64-gqa": (2, 8, 2, 300, 300, 64, False),
+    "d256": (1, 4, 4, 256, 256, 256, False),
+    "decode-d128": (2, 32, 8, 1, 4096, 128, False),
+    "decode-s16": (2, 32, 8, 16, 2048, 128, True),
+    "d96": (1, 4, 4, 200, 200, 96, False),
+}
+
+
+@pytest.mark.parametrize("case", list(ATTN_CASES))
+def test_attention_replay_gives_the_planned_bits(monkeypatch, case):
+    bsz, h, h_kv, s_q, s_k, d, causal = ATTN_CASES[case]
+    gen = torch.Generator(device="cuda").manual_seed(2)
+
+    def qkv():
+        q = torch.randn(bsz, h, s_q, d, device="cuda", generator=gen).to(torch.bfloat16)
+        k, v = (torch.randn(bsz, h_kv, s_k, d, device="cuda", generator=gen).to(torch.bfloat16) for _ in range(2))
+        return q, k, v
+
+    inputs = [qkv() for _ in range(4)]
+    fn = lambda q, k, v: tilecraft.attention(q, k, v, causal=causal, return_lse=True)  # noqa: E731
+    monkeypatch.setenv(REPLAY_ENV, "0")
+    planned = _calls(fn, inputs)
+    monkeypatch.delenv(REPLAY_ENV)
+    replayed = _calls(fn, inputs)
+    assert len(attn_ops._REPLAYS._entries) == 1
+    for (o, lse), (o_ref_bits, lse_ref_bits), (q, k, v) in zip(replayed, planned, inputs):
+        assert torch.equal(o, o_ref_bits) and torch.equal(lse, lse_ref_bits)
+        ref, ref_lse = attention_reference(q, k, v, causal=causal)
+        assert (o.double() - ref).abs().max() < 2e-2
+        fin = torch.isfinite(ref_lse)
+        assert (lse.double()[fin] - ref_lse[fin]).abs().max() < 1e-3
+    if isinstance(next(iter(attn_ops._REPLAYS._entries.values())), Replay):
+        q, k, v = inputs[0]
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            o, lse = fn(q, k, v)
+        torch.cuda.current_stream().wait_stream(s)
+        assert torch.equal(o, planned[0][0])

@@ -1,0 +1,203 @@
+"""``ops.launch.ReplayCache``: an eager call whose tensors have the layouts of an earlier call's runs
+that call's recorded launches again, without planning, and gets what planning would have given.
+Outputs are poisoned (NaN) before every call, so an element a replay leaves unwritten fails."""
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import tilecraft
+from tilecraft.ops import attention as attn_ops
+from tilecraft.ops import gemm as gemm_ops
+from tilecraft.ops import launch
+from tilecraft.ops.launch import REPLAY_ENV, ReplayCache, empty, run_kernel
+
+pytestmark = pytest.mark.skipif(not gemm_ops.triton_on_cpu(), reason="needs TRITON_INTERPRET=1 (the kernels on CPU)")
+
+
+@triton.jit
+def _axpy(x_ptr, y_ptr, out_ptr, n, sx, alpha, BLOCK: tl.constexpr, TWICE: tl.constexpr = False):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    r = alpha * tl.load(x_ptr + i * sx, mask=m) + tl.load(y_ptr + i, mask=m)
+    if TWICE:
+        r = r * 2
+    tl.store(out_ptr + i, r, mask=m)
+
+
+def _plan(x, y, out, scratch_maker=None):
+    """Two launches: scratch = 3 x[1::2] + y (a view of a slot, a fresh scratch), out = 2 (scratch + y)
+    (a defaulted constexpr given by keyword)."""
+    n = y.numel()
+    xv = x[1::2]
+    scratch = (scratch_maker or empty)((n,), dtype=y.dtype, device=y.device)
+    run_kernel(_axpy, (triton.cdiv(n, 32),), xv, y, scratch, n, xv.stride(0), 3.0, BLOCK=32)
+    run_kernel(_axpy, (triton.cdiv(n, 32),), scratch, y, out, n, 1, 1.0, BLOCK=32, TWICE=True)
+
+
+def _expected(x, y):
+    return 2 * (3 * x[1::2] + y + y)
+
+
+def _call(cache, x, y, key="k", scratch_maker=None):
+    out = torch.full_like(y, float("nan"))
+    slots = (x, y, out)
+    if not cache.run(key, slots):
+        with cache.record(key, slots):
+            _plan(x, y, out, scratch_maker)
+    return out
+
+
+def test_replay_gives_the_planned_result_on_new_tensors():
+    cache = ReplayCache()
+    x, y = torch.randn(2 * 37), torch.randn(37)
+    torch.testing.assert_close(_call(cache, x, y), _expected(x, y))
+    assert isinstance(cache._entries["k"], launch.Replay)
+    for _ in range(3):  # new data, same layouts: the recorded launches, nothing planned
+        x, y = torch.randn(2 * 37), torch.randn(37)
+        out = torch.full_like(y, float("nan"))
+        assert cache.run("k", (x, y, out))
+        torch.testing.assert_close(out, _expected(x, y))
+
+
+def test_a_view_is_rebuilt_on_the_new_slot():
+    cache = ReplayCache()
+    big = torch.randn(3, 2 * 29)
+    x, y = big[1], torch.randn(29)  # a slot that is itself a view with an offset
+    torch.testing.assert_close(_call(cache, x, y), _expected(x, y))
+    big2 = torch.randn(3, 2 * 29)
+    x2, y2 = big2[2], torch.randn(29)
+    out = torch.full_like(y2, float("nan"))
+    assert cache.run("k", (x2, y2, out))
+    torch.testing.assert_close(out, _expected(x2, y2))
+
+
+def test_a_zeroed_buffer_is_not_replayed():
+    cache = ReplayCache()
+    x, y = torch.randn(40), torch.randn(20)
+    torch.testing.assert_close(_call(cache, x, y, scratch_maker=torch.zeros), _expected(x, y))
+    assert cache.known("k") and cache._entries["k"] is False
+    assert not cache.run("k", (x, y, torch.empty_like(y)))
+
+
+def test_one_tensor_in_two_slots_is_not_recorded():
+    cache = ReplayCache()
+    x = torch.randn(40)
+    y = x[:20]  # y's storage is x's: a view of it could come from either slot
+    torch.testing.assert_close(_call(cache, x, y), _expected(x, y))
+    assert not cache.known("k")  # recorded afresh by a later call
+    x, y = torch.randn(40), torch.randn(20)
+    _call(cache, x, y)
+    assert isinstance(cache._entries["k"], launch.Replay)
+
+
+def test_an_inner_recording_shows_its_launches_to_the_outer_one():
+    outer, inner = ReplayCache(), ReplayCache()
+    x, y = torch.randn(40), torch.randn(20)
+    out = torch.full_like(y, float("nan"))
+    with outer.record("o", (x, y, out)):
+        with inner.record("i", (x, y, out)):
+            _plan(x, y, out)
+        run_kernel(_axpy, (1,), out, y, out, 20, 1, 1.0, BLOCK=32)
+    assert len(inner._entries["i"].steps) == 2 and len(outer._entries["o"].steps) == 3
+    x2, y2 = torch.randn(40), torch.randn(20)
+    out2 = torch.full_like(y2, float("nan"))
+    assert outer.run("o", (x2, y2, out2))
+    torch.testing.assert_close(out2, _expected(x2, y2) + y2)
+
+
+def _counting(monkeypatch, module, name):
+    calls = []
+    real = getattr(module, name)
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+@pytest.fixture
+def poisoned_gemm(monkeypatch):
+    real = gemm_ops._new_output
+    monkeypatch.setattr(gemm_ops, "_new_output", lambda spec, device: real(spec, device).fill_(float("nan")))
+    gemm_ops._REPLAYS.clear()
+    yield
+    gemm_ops._REPLAYS.clear()
+
+
+@pytest.mark.parametrize("case", ["NN", "NT", "batched", "epilogue", "odd"])
+def test_matmul_replays_its_launches(monkeypatch, poisoned_gemm, case):
+    plans = _counting(monkeypatch, gemm_ops, "launch_plan")
+    m, n, k = (1, 7, 33) if case == "odd" else (20, 24, 40)
+
+    def operands():
+        a = torch.randn(3, m, k) if case == "batched" else torch.randn(m, k)
+        b = torch.randn(n, k).t() if case == "NT" else torch.randn(k, n)
+        return a, b
+
+    kw = {}
+    results = []
+    for _ in range(3):
+        a, b = operands()
+        if case == "epilogue":
+            kw = {"c": torch.randn(m, n), "beta": 0.5, "alpha": 2.0, "bias": torch.randn(n), "activation": "relu"}
+        y = tilecraft.matmul(a, b, **kw)
+        ref = torch.matmul(a.double(), b.double())
+        if case == "epilogue":
+            ref = torch.relu(2.0 * ref + 0.5 * kw["c"].double() + kw["bias"].double())
+        results.append(float((y.double() - ref).abs().max()))
+    assert max(results) < 1e-3, results
+    assert len(plans) == 1  # planned once, replayed twice
+
+
+def test_matmul_replay_can_be_switched_off_and_keys_on_the_settings(monkeypatch, poisoned_gemm):
+    plans = _counting(monkeypatch, gemm_ops, "launch_plan")
+    a, b = torch.randn(9, 16), torch.randn(16, 8)
+    monkeypatch.setenv(REPLAY_ENV, "0")
+    tilecraft.matmul(a, b)
+    tilecraft.matmul(a, b)
+    assert len(plans) == 2 and not gemm_ops._REPLAYS._entries
+    monkeypatch.delenv(REPLAY_ENV)
+    tilecraft.matmul(a, b)
+    tilecraft.matmul(a, b)
+    assert len(plans) == 3
+    monkeypatch.setenv("TILECRAFT_PDL", "off")  # another setting the plan reads: planned afresh
+    y = tilecraft.matmul(a, b)
+    assert len(plans) == 4
+    torch.testing.assert_close(y, a @ b)
+    unaligned = torch.randn(9 * 16 + 1)[1:].view(9, 16)  # 4 bytes off 16: another key
+    y = tilecraft.matmul(unaligned, b)
+    assert len(plans) == 5
+    torch.testing.assert_close(y, unaligned @ b)
+
+
+@pytest.fixture
+def poisoned_attention(monkeypatch):
+    real = attn_ops._fwd_outputs
+
+    def poisoned(q, p):
+        out, lse = real(q, p)
+        return out.fill_(float("nan")), lse.fill_(float("nan"))
+    monkeypatch.setattr(attn_ops, "_fwd_outputs", poisoned)
+    attn_ops._REPLAYS.clear()
+    yield
+    attn_ops._REPLAYS.clear()
+
+
+@pytest.mark.parametrize("case", ["prefill", "causal_gqa", "decode"])
+def test_attention_replays_its_launches(monkeypatch, poisoned_attention, case):
+    launches = _counting(monkeypatch, attn_ops, "launch_decode" if case == "decode" else "launch_fwd")
+    monkeypatch.setattr(attn_ops, "DECODE_MIN_KEYS", 256)
+    h, h_kv, s_q, s_k = {"prefill": (2, 2, 17, 17), "causal_gqa": (4, 2, 20, 33), "decode": (4, 2, 1, 300)}[case]
+    for _ in range(3):
+        q = torch.randn(1, h, s_q, 16, dtype=torch.float16)
+        k, v = (torch.randn(1, h_kv, s_k, 16, dtype=torch.float16) for _ in range(2))
+        out, lse = tilecraft.attention(q, k, v, causal=case == "causal_gqa", return_lse=True)
+        ref, ref_lse = tilecraft.reference.attention.attention_reference(
+            q.double(), k.double(), v.double(), causal=case == "causal_gqa")
+        assert (out.double() - ref).abs().max() < 2e-3
+        assert (lse.double() - ref_lse).abs().max() < 1e-3
+    assert len(launches) == 1

@@ -2,13 +2,17 @@
 device's time per call beside it (a call whose host time exceeds its device time is host-bound in a
 loop of eager calls). Host time: a loop of ``--calls`` enqueues on small problems, divided by the
 count (the device keeps up, so nothing waits); device time: ``time_rotating`` (device kept busy while
-the host enqueues). Every op is checked against torch first.
+the host enqueues). Every op is checked against torch first. ``--rounds N``: the host time of each op
+taken N times alternately with recorded launches replayed (the default) and with ``TILECRAFT_REPLAY=0``
+(every call planned), medians of both in the record.
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/host_overhead.py --out $OUT --tag=-<hash>
 """
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -46,6 +50,16 @@ def cases():
     yield ("matmul bf16 1000^3", lambda: tilecraft.matmul(a, b), lambda: torch.matmul(a, b),
            lambda: (tilecraft.matmul(a, b).float(), a.double().matmul(b.double()).float()))
     q, k, v = (torch.randn(1, 8, 256, 64, dtype=torch.bfloat16, device="cuda", generator=g) for _ in range(3))
+    a1 = torch.randn(16, 4096, dtype=torch.bfloat16, device="cuda", generator=g)
+    b1 = torch.randn(4096, 4096, dtype=torch.bfloat16, device="cuda", generator=g)
+    yield ("matmul bf16 16x4096x4096", lambda: tilecraft.matmul(a1, b1), lambda: torch.matmul(a1, b1),
+           lambda: (tilecraft.matmul(a1, b1).float(), a1.double().matmul(b1.double()).float()))
+    qd = torch.randn(1, 32, 1, 128, dtype=torch.bfloat16, device="cuda", generator=g)
+    kd, vd = (torch.randn(1, 8, 4096, 128, dtype=torch.bfloat16, device="cuda", generator=g) for _ in range(2))
+    yield ("attention decode bf16 H32/8 S1x4096 D128", lambda: tilecraft.attention(qd, kd, vd),
+           lambda: F.scaled_dot_product_attention(qd, kd, vd, enable_gqa=True),
+           lambda: (tilecraft.attention(qd, kd, vd).float(),
+                    F.scaled_dot_product_attention(qd.float(), kd.float(), vd.float(), enable_gqa=True)))
     yield ("attention bf16 B1 H8 S256 D64", lambda: tilecraft.attention(q, k, v),
            lambda: F.scaled_dot_product_attention(q, k, v),
            lambda: (tilecraft.attention(q, k, v).float(), F.scaled_dot_product_attention(q.float(), k.float(),
@@ -62,6 +76,7 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--tag", default="")
     ap.add_argument("--calls", type=int, default=500)
+    ap.add_argument("--rounds", type=int, default=1, help="host times per op, replay on and off alternately")
     args = ap.parse_args()
     info = detect()
     records = []
@@ -70,15 +85,25 @@ def main() -> int:
             got, ref = check()
             err = float((got.double() - ref.double()).norm() / ref.double().norm())
             assert err < 2e-2, (name, err)
-        h_ours = host_us(ours, args.calls)
+        on, off = [], []
+        for _ in range(args.rounds):
+            on.append(host_us(ours, args.calls))
+            if args.rounds > 1:
+                os.environ["TILECRAFT_REPLAY"] = "0"
+                off.append(host_us(ours, args.calls))
+                del os.environ["TILECRAFT_REPLAY"]
+        h_ours = statistics.median(on)
+        h_off = statistics.median(off) if off else float("nan")
         d_ours = time_rotating(lambda _i: ours(), 1, budget_s=0.3).median_ms * 1e3
         h_peer = host_us(peer, args.calls) if peer else float("nan")
         d_peer = time_rotating(lambda _i: peer(), 1, budget_s=0.3).median_ms * 1e3 if peer else float("nan")
-        print(f"{name:34s} host {h_ours:6.1f} us (torch {h_peer:6.1f})  device {d_ours:7.1f} us (torch {d_peer:7.1f})",
-              flush=True)
+        print(f"{name:42s} host {h_ours:6.1f} us (planned every call {h_off:6.1f}; torch {h_peer:6.1f})  "
+              f"device {d_ours:7.1f} us (torch {d_peer:7.1f})", flush=True)
         records.append(Record("host_overhead", {"case": name}, "host_time", "us", h_ours, peer="torch",
                               peer_value=h_peer, extra={"device_us": d_ours, "peer_device_us": d_peer,
-                                                        "calls": args.calls}))
+                                                        "calls": args.calls, "rounds": args.rounds,
+                                                        "host_us_rounds": on, "planned_host_us": h_off,
+                                                        "planned_host_us_rounds": off}))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_results(records, "host_overhead", out / f"host-overhead{args.tag}.json", info)

@@ -6,7 +6,6 @@ built on ``meta`` tensors, tells ``tilecraft inspect`` what to compile for a GPU
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import os
@@ -202,7 +201,8 @@ def run_kernel(kernel, grid, *args, **kwargs):
 def empty(shape, *, dtype: torch.dtype, device) -> torch.Tensor:
     """``torch.empty``, for a launch plan's scratch that its kernels write before they read: a
     recorded call's replay allocates such a tensor afresh (any other tensor the plan makes, e.g. a
-    zeroed buffer, keeps the call from being replayed)."""
+    zeroed buffer, keeps the call from being replayed). Only for buffers that the plan's launches
+    (through :func:`run_kernel`) write: whatever else writes them at planning time is not replayed."""
     t = torch.empty(shape, dtype=dtype, device=device)
     rec = getattr(_TLS, "rec", None)
     if rec is not None:
@@ -219,7 +219,12 @@ class _NotReplayable(Exception):
         self.again = again
 
 
-_CONST_TYPES = (int, float, bool, str, type(None), torch.dtype)
+def _constant(x) -> bool:
+    """An argument a replay passes as it was: numbers, strings, dtypes, Triton's constexprs and dtypes,
+    tuples of those; not tensors, descriptors, containers or anything with a data pointer."""
+    if isinstance(x, tuple):
+        return all(_constant(e) for e in x)
+    return not (isinstance(x, (torch.Tensor, list, dict, set)) or _is_descriptor(x) or hasattr(x, "data_ptr"))
 
 
 def _is_descriptor(x) -> bool:
@@ -242,20 +247,19 @@ class Replay:
     __slots__ = ("device", "fresh", "steps")
 
     def __init__(self, launches: list, slots: tuple, fresh: list):
+        roots = list(slots) + list(fresh)
         owners: dict[tuple, list[int]] = {}
-        for i, t in enumerate(list(slots) + list(fresh)):
+        for i, t in enumerate(roots):
             if isinstance(t, torch.Tensor) and t.numel():
                 owners.setdefault((t.device, t.untyped_storage().data_ptr()), []).append(i)
         self.fresh = [(tuple(t.shape), t.stride(), t.dtype) for t in fresh]
-        roots = list(slots) + list(fresh)
-        dev = next((t.device for t in slots if isinstance(t, torch.Tensor)), None)
-        self.device = dev
+        self.device = next((t.device for t in slots if isinstance(t, torch.Tensor)), None)
 
-        def spec(x):
+        def spec(x):  # None for a constant, else how to rebuild x from the roots
             if isinstance(x, torch.Tensor):
                 hits = [i for i, r in enumerate(roots) if x is r]
                 if len(hits) == 1:
-                    return ("root", hits[0])
+                    return (_ROOT, hits[0])
                 if hits:
                     raise _NotReplayable("one tensor in two slots", again=True)
                 if x.numel() == 0:
@@ -264,40 +268,43 @@ class Replay:
                 if len(own) > 1:
                     raise _NotReplayable("a view of storage that several slots share", again=True)
                 if not own or roots[own[0]].dtype != x.dtype:
-                    raise _NotReplayable("a tensor that is no slot, no view of one, and not fresh")
+                    raise _NotReplayable(f"a tensor {tuple(x.shape)} {x.dtype} that is no slot, no view of one, "
+                                         "and not fresh")
                 r = roots[own[0]]
-                return ("view", own[0], tuple(x.shape), x.stride(), x.storage_offset() - r.storage_offset())
+                return (_VIEW, own[0], tuple(x.shape), x.stride(), x.storage_offset() - r.storage_offset())
             if _is_descriptor(x):
-                return ("desc", spec(x.base), x)
-            if isinstance(x, _CONST_TYPES):
-                return ("const", x)
-            if isinstance(x, tuple) and all(isinstance(e, _CONST_TYPES) for e in x):
-                return ("const", x)
+                base = spec(x.base)
+                return (_DESC, base, x)
+            if _constant(x):
+                return None
             raise _NotReplayable(f"an argument of type {type(x).__name__}")
+
+        def split(values):  # (the values with the constants in place, ((position, spec), ...) to fill)
+            specs = [spec(v) for v in values]
+            return list(values), tuple((i, sp) for i, sp in enumerate(specs) if sp is not None)
 
         steps = []
         for kernel, grid, args, kwargs, compiled in launches:
             if callable(grid):
                 raise _NotReplayable("a grid function")
-            grid = tuple(grid) + (1,) * (3 - len(grid))
+            grid = tuple(grid)
             if compiled is not None:
                 # every parameter in the kernel's order (constexprs too: Triton's launcher takes them all)
                 names = kernel.arg_names
                 given = dict(zip(names, args))
                 given.update({k: v for k, v in kwargs.items() if k in names})
-                vals = []
+                values = []
                 for name, param in zip(names, kernel.params):
                     if name in given:
-                        vals.append(spec(given[name]))
+                        values.append(given[name])
                     elif param.default is not inspect_empty():
-                        vals.append(("const", param.default))
+                        values.append(param.default)
                     else:
                         raise _NotReplayable(f"parameter {name} has no value")
-                steps.append((compiled, grid, tuple(vals), None))
+                steps.append((compiled, grid, *split(values), None))
             else:
-                steps.append((kernel, grid, tuple(spec(a) for a in args),
-                              {k: spec(v) if isinstance(v, torch.Tensor) or _is_descriptor(v) else ("const", v)
-                               for k, v in kwargs.items()}))
+                names = list(kwargs)
+                steps.append((kernel, grid, *split(list(args) + [kwargs[k] for k in names]), (len(args), names)))
         self.steps = steps
 
     def run(self, slots: tuple) -> None:
@@ -313,25 +320,31 @@ class Replay:
         roots = list(slots)
         for shape, stride, dtype in self.fresh:
             roots.append(torch.empty_strided(shape, stride, dtype=dtype, device=self.device))
-
-        def value(s):
-            kind = s[0]
-            if kind == "const":
-                return s[1]
-            if kind == "root":
-                return roots[s[1]]
-            if kind == "view":
-                r = roots[s[1]]
-                return r.as_strided(s[2], s[3], r.storage_offset() + s[4])
-            d = copy.copy(s[2])  # "desc": the recorded descriptor on the new base (checked when recorded)
-            d.base = value(s[1])
-            return d
-
-        for fn, grid, vals, kw in self.steps:
+        for fn, grid, values, fills, kw in self.steps:
+            values = values.copy()
+            for i, sp in fills:
+                values[i] = _rebuild(sp, roots)
             if kw is None:
-                fn[grid](*[value(s) for s in vals])
+                fn[grid](*values)
             else:
-                fn[grid](*[value(s) for s in vals], **{k: value(s) for k, s in kw.items()})
+                n, names = kw
+                fn[grid](*values[:n], **dict(zip(names, values[n:])))
+
+
+_ROOT, _VIEW, _DESC = 0, 1, 2
+
+
+def _rebuild(sp: tuple, roots: list):
+    kind = sp[0]
+    if kind == _ROOT:
+        return roots[sp[1]]
+    if kind == _VIEW:
+        r = roots[sp[1]]
+        return r.as_strided(sp[2], sp[3], r.storage_offset() + sp[4])
+    d = object.__new__(type(sp[2]))  # the recorded descriptor (checked when it was made) on the new base
+    d.__dict__.update(sp[2].__dict__)
+    d.base = _rebuild(sp[1], roots)
+    return d
 
 
 @functools.cache
@@ -344,27 +357,33 @@ def inspect_empty():
 class ReplayCache:
     """Recorded launches (:class:`Replay`) per call key, for one op. ``run(key, slots)`` replays the
     key's launches and says whether it did; ``record(key, slots)`` wraps a call's planning and
-    launching and keeps what it launched (or that it cannot be replayed). The key must determine
-    every decision the plan makes apart from the slots' data pointers: each op builds it from the
-    slots' :func:`signature`, its validated problem and :func:`pdl_env`."""
+    launching and keeps what it launched, or why that cannot be replayed (:meth:`why`: the key is
+    then planned every time, without recording again). The key must determine every decision the
+    plan makes apart from the slots' data pointers: each op builds it from the slots'
+    :func:`signature`, its validated problem and :func:`pdl_env`."""
 
     def __init__(self, maxsize: int = 1024):
         self.maxsize = maxsize
-        self._entries: dict = {}
+        self._entries: dict = {}  # key -> Replay, or the reason it cannot be replayed
         _CACHES.append(self)
 
     def run(self, key, slots: tuple) -> bool:
         entry = self._entries.get(key)
-        if entry is None or entry is False:
+        if type(entry) is not Replay:
             return False
         entry.run(slots)
         return True
 
-    def known(self, key) -> bool:
-        return key in self._entries
+    def why(self, key) -> str | None:
+        """Why ``key``'s launches are planned afresh on every call (None: replayed, or not seen)."""
+        entry = self._entries.get(key)
+        return entry if isinstance(entry, str) else None
 
     @contextmanager
     def record(self, key, slots: tuple):
+        if key in self._entries:  # known not to replay: plan as usual, record nothing
+            yield
+            return
         outer = getattr(_TLS, "rec", None)
         rec = _TLS.rec = ([], [])
         try:
@@ -375,11 +394,11 @@ class ReplayCache:
             outer[0].extend(rec[0])
             outer[1].extend(rec[1])
         try:
-            entry = Replay(rec[0], slots, rec[1]) if rec[0] else False
+            entry = Replay(rec[0], slots, rec[1]) if rec[0] else "no launch"
         except _NotReplayable as e:
             if e.again:
                 return
-            entry = False
+            entry = str(e)
         if len(self._entries) >= self.maxsize:
             self._entries.clear()
         self._entries[key] = entry

@@ -202,3 +202,41 @@ def test_attention_replays_its_launches(monkeypatch, poisoned_attention, case):
         assert (out.double() - ref).abs().max() < 2e-3
         assert (lse.double() - ref_lse).abs().max() < 1e-3
     assert len(launches) == 1
+
+
+class _FakeCompiled:
+    """Stands for Triton's CompiledKernel: ``compiled[grid](*args)`` with three grid extents and every
+    parameter in the kernel's order, as ``triton.compiler.CompiledKernel.__getitem__``'s runner takes them."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getitem__(self, grid):
+        assert len(grid) == 3, grid
+        return lambda *args: self.calls.append((grid, args))
+
+
+def test_the_gpu_replay_passes_every_parameter_in_order_and_three_grid_extents():
+    from triton.runtime.jit import JITFunction
+
+    def kern(x_ptr, y_ptr, out_ptr, n, sx, alpha, BLOCK: tl.constexpr, TWICE: tl.constexpr = False):
+        pass
+    jit = JITFunction(kern)  # the compiled form's parameter list (the interpreter's function has none)
+    x, y = torch.randn(40), torch.randn(20)
+    out = torch.empty_like(y)
+    fake = _FakeCompiled()
+    scratch = torch.empty(20)
+    launches = [(jit, (2,), (x[1::2], y, scratch, 20, 2), {"alpha": 3.0, "BLOCK": 32, "num_warps": 4}, fake),
+                (jit, (2, 1), (scratch, y, out, 20, 1, 1.0), {"BLOCK": 32, "TWICE": True}, fake)]
+    replay = launch.Replay(launches, (x, y, out), [scratch])
+    x2, y2 = torch.randn(40), torch.randn(20)
+    out2 = torch.empty_like(y2)
+    replay.run((x2, y2, out2))
+    (g1, a1), (g2, a2) = fake.calls
+    assert g1 == (2, 1, 1) and g2 == (2, 1, 1)
+    assert len(a1) == len(a2) == 8  # num_warps is an option, not a parameter
+    assert torch.equal(a1[0], x2[1::2]) and a1[0].data_ptr() == x2[1::2].data_ptr() and a1[1] is y2
+    assert a1[3:] == (20, 2, 3.0, 32, False)  # TWICE's default filled in
+    fresh = a1[2]
+    assert fresh is not scratch and fresh.shape == (20,) and a2[0] is fresh  # one fresh scratch for both
+    assert a2[2] is out2 and a2[3:] == (20, 1, 1.0, 32, True)

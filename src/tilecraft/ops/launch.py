@@ -289,6 +289,7 @@ class Replay:
                 raise _NotReplayable("a grid function")
             grid = tuple(grid)
             if compiled is not None:
+                grid = grid + (1,) * (3 - len(grid))  # Triton's compiled launcher takes three extents
                 # every parameter in the kernel's order (constexprs too: Triton's launcher takes them all)
                 names = kernel.arg_names
                 given = dict(zip(names, args))

@@ -240,3 +240,39 @@ def test_the_gpu_replay_passes_every_parameter_in_order_and_three_grid_extents()
     fresh = a1[2]
     assert fresh is not scratch and fresh.shape == (20,) and a2[0] is fresh  # one fresh scratch for both
     assert a2[2] is out2 and a2[3:] == (20, 1, 1.0, 32, True)
+
+
+def test_a_replay_keeps_no_tensor_of_the_recorded_call_alive():
+    import gc
+    import weakref
+
+    cache = ReplayCache()
+    x, y = torch.randn(40), torch.randn(20)
+    out = _call(cache, x, y)
+    refs = [weakref.ref(t) for t in (x, y, out)]
+    del x, y, out
+    gc.collect()
+    assert all(r() is None for r in refs)
+    assert isinstance(cache._entries["k"], launch.Replay)
+
+
+def test_a_descriptor_is_rebuilt_on_the_new_base():
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    class _Rec:
+        def __getitem__(self, grid):
+            return lambda *args: seen.append(args)
+    seen = []
+    from triton.runtime.jit import JITFunction
+
+    def kern(desc, n, BLOCK: tl.constexpr):
+        pass
+    x = torch.randn(64, 32)
+    d = TensorDescriptor.from_tensor(x, [16, 32])
+    replay = launch.Replay([(JITFunction(kern), (1,), (d, 64), {"BLOCK": 16}, _Rec())], (x,), [])
+    del d
+    x2 = torch.randn(64, 32)
+    replay.run((x2,))
+    d2 = seen[0][0]
+    assert type(d2) is TensorDescriptor and d2.base is x2 and list(d2.shape) == [64, 32]
+    assert list(d2.block_shape) == [16, 32] and seen[0][1:] == (64, 16)

@@ -477,6 +477,8 @@ def _has_storage(t: torch.Tensor) -> bool:
     """False while torch.compile traces and for fake/meta tensors: there are no values to read."""
     if torch.compiler.is_compiling():
         return False
+    if type(t) is torch.Tensor or type(t) is torch.nn.Parameter:  # no subclass: not fake (the eager calls' case)
+        return t.device.type != "meta"
     return t.device.type != "meta" and not torch._subclasses.fake_tensor.is_fake(t)
 
 
@@ -490,10 +492,11 @@ def _check_tensor(t: object, name: str, dims: int, layout: str) -> torch.Tensor:
         raise TypeError(f"{name} has dtype {t.dtype}; attention supports float16 and bfloat16")
     if t.device.type not in ("cuda", "cpu", "meta"):
         raise ValueError(f"{name} is on device {t.device}; tilecraft runs on CUDA/ROCm GPUs (and CPU)")
-    if t.shape[-1] > 1 and t.stride(-1) != 1:
-        raise ValueError(f"{name} must be contiguous in the head dimension (stride(-1) == 1), got strides {t.stride()}")
-    if any(s < 0 for s in t.stride()):
-        raise ValueError(f"{name} has negative strides {t.stride()}")
+    strides = t.stride()
+    if t.shape[-1] > 1 and strides[-1] != 1:
+        raise ValueError(f"{name} must be contiguous in the head dimension (stride(-1) == 1), got strides {strides}")
+    if min(strides) < 0:
+        raise ValueError(f"{name} has negative strides {strides}")
     if _has_storage(t) and t.data_ptr() % t.element_size():
         raise ValueError(f"{name}'s data pointer is not aligned to its element size")
     return t

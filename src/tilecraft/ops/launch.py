@@ -272,16 +272,16 @@ class Replay:
                                          "and not fresh")
                 r = roots[own[0]]
                 return (_VIEW, own[0], tuple(x.shape), x.stride(), x.storage_offset() - r.storage_offset())
-            if _is_descriptor(x):
-                base = spec(x.base)
-                return (_DESC, base, x)
+            if _is_descriptor(x):  # kept without its base: a replay holds no tensor of the recorded call
+                return (_DESC, spec(x.base), type(x), {k: v for k, v in vars(x).items() if k != "base"})
             if _constant(x):
                 return None
             raise _NotReplayable(f"an argument of type {type(x).__name__}")
 
         def split(values):  # (the values with the constants in place, ((position, spec), ...) to fill)
             specs = [spec(v) for v in values]
-            return list(values), tuple((i, sp) for i, sp in enumerate(specs) if sp is not None)
+            return ([v if sp is None else None for v, sp in zip(values, specs)],
+                    tuple((i, sp) for i, sp in enumerate(specs) if sp is not None))
 
         steps = []
         for kernel, grid, args, kwargs, compiled in launches:
@@ -342,8 +342,8 @@ def _rebuild(sp: tuple, roots: list):
     if kind == _VIEW:
         r = roots[sp[1]]
         return r.as_strided(sp[2], sp[3], r.storage_offset() + sp[4])
-    d = object.__new__(type(sp[2]))  # the recorded descriptor (checked when it was made) on the new base
-    d.__dict__.update(sp[2].__dict__)
+    d = object.__new__(sp[2])  # the recorded descriptor (checked when it was made) on the new base
+    d.__dict__.update(sp[3])
     d.base = _rebuild(sp[1], roots)
     return d
 

@@ -1,8 +1,8 @@
 """Where an eager call's host time goes: cProfile over a loop of calls of each public op on small
-problems (the device keeps up, so the profile is the host's work), top functions by own time and by
-cumulative time. GPU only.
+problems (the device keeps up, so the profile is the host's work), after the host time per call
+unprofiled; top functions by own time and by cumulative time. GPU only.
 
-    PYTHONPATH=src python benchmarks/host_profile.py --calls 300 [--out DIR]
+    PYTHONPATH=src python benchmarks/host_profile.py [--op matmul,attention] [--calls 300] [--out DIR]
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 import tilecraft
+from tilecraft.wave import wave_step
 
 
 def cases():
@@ -34,17 +35,21 @@ def cases():
     qd = torch.randn(1, 32, 1, 128, dtype=torch.bfloat16, device="cuda", generator=g)
     kd, vd = (torch.randn(1, 8, 4096, 128, dtype=torch.bfloat16, device="cuda", generator=g) for _ in range(2))
     yield "attention_decode", lambda: tilecraft.attention(qd, kd, vd)
+    p, pp = (torch.rand(64, 64, 64, device="cuda", generator=g) for _ in range(2))
+    m, w_out = torch.full_like(p, 0.1), torch.empty_like(p)
+    yield "wave_step", lambda: wave_step(p, pp, m, w_out, order=8)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--out", default="")
-    ap.add_argument("--only", default="")
+    ap.add_argument("--op", default="", help="comma-separated cases (default: all)")
+    ap.add_argument("--lines", type=int, default=25)
     args = ap.parse_args()
     text = []
     for name, fn in cases():
-        if args.only and name not in args.only.split(","):
+        if args.op and name not in args.op.split(","):
             continue
         for _ in range(10):
             fn()
@@ -62,8 +67,8 @@ def main() -> int:
         torch.cuda.synchronize()
         s = io.StringIO()
         st = pstats.Stats(pr, stream=s)
-        st.sort_stats("tottime").print_stats(25)
-        st.sort_stats("cumulative").print_stats(40)
+        st.sort_stats("tottime").print_stats(args.lines)
+        st.sort_stats("cumulative").print_stats(args.lines + 15)
         block = f"===== {name}: host {host:.1f} us per call (unprofiled)\n" + s.getvalue()
         print(block, flush=True)
         text.append(block)

@@ -125,3 +125,27 @@ def test_attention_replay_gives_the_planned_bits(monkeypatch, case):
             o, lse = fn(q, k, v)
         torch.cuda.current_stream().wait_stream(s)
         assert torch.equal(o, planned[0][0])
+
+
+@pytest.mark.parametrize("order,dtype,shape", [(2, torch.float64, (64, 96, 128)), (8, torch.float32, (40, 72, 136)),
+                                               (4, torch.float32, (17, 33, 61))])
+def test_laplacian_replay_gives_the_planned_bits(monkeypatch, order, dtype, shape):
+    from tilecraft.ops import stencil as stencil_ops
+    from tilecraft.reference.stencil import laplacian_torch
+
+    monkeypatch.setenv("TILECRAFT_TUNE", "0")
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    inputs = [torch.rand(shape, dtype=dtype, device="cuda", generator=gen) for _ in range(4)]
+    fn = lambda u: tilecraft.laplacian(u, order=order, spacing=(0.5, 1.0, 2.0))  # noqa: E731
+    monkeypatch.setenv(REPLAY_ENV, "0")
+    planned = [fn(u) for u in inputs]
+    monkeypatch.delenv(REPLAY_ENV)
+    replayed = [fn(u) for u in inputs]
+    entries = list(stencil_ops._REPLAYS._entries.values())
+    assert len(entries) == 1 and isinstance(entries[0], Replay), entries
+    r = order // 2
+    inner = (slice(r, -r),) * 3
+    for got, want, u in zip(replayed, planned, inputs):
+        assert torch.equal(got, want)
+        ref = laplacian_torch(u.double(), order, (0.5, 1.0, 2.0))
+        assert (got[inner].double() - ref[inner]).abs().max() / ref[inner].abs().max() < 1e-5

@@ -168,7 +168,7 @@ def test_pdl_policy(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert L.pdl_mode(torch.device("cuda")) == 0
     monkeypatch.delenv("TRITON_INTERPRET")
-    monkeypatch.setattr(L, "_capability", lambda index: (9, 0))
+    monkeypatch.setattr(L, "device_capability", lambda index: (9, 0))
     monkeypatch.setattr(torch.version, "hip", None)
     for value, modes in (("0", (0, 0, 0, 0)), ("off", (0, 0, 0, 0)), ("early", (1, 1, 1, 1)), ("late", (2, 2, 2, 2)),
                          (" Late ", (2, 2, 2, 2)), ("mid", (3, 3, 3, 3)), ("auto", (0, 1, 2, 3)), ("1", (0, 1, 2, 3))):
@@ -178,7 +178,7 @@ def test_pdl_policy(monkeypatch):
     assert L.pdl_mode(torch.device("cuda", 0), "early") == 1 and L.pdl_mode(torch.device("cuda", 0)) == 0
     with pytest.raises(ValueError, match="choice"):
         L.pdl_mode(torch.device("cuda", 0), "soon")
-    monkeypatch.setattr(L, "_capability", lambda index: (8, 0))
+    monkeypatch.setattr(L, "device_capability", lambda index: (8, 0))
     assert L.pdl_mode(torch.device("cuda", 0), "late") == 0
     monkeypatch.setenv(L.PDL_ENV, "sometimes")
     with pytest.raises(ValueError, match="TILECRAFT_PDL"):

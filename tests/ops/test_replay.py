@@ -276,3 +276,24 @@ def test_a_descriptor_is_rebuilt_on_the_new_base():
     d2 = seen[0][0]
     assert type(d2) is TensorDescriptor and d2.base is x2 and list(d2.shape) == [64, 32]
     assert list(d2.block_shape) == [16, 32] and seen[0][1:] == (64, 16)
+
+
+@pytest.mark.parametrize("order,dtype,given_out", [(2, torch.float64, False), (8, torch.float32, True)])
+def test_laplacian_replays_its_launches(monkeypatch, order, dtype, given_out):
+    from tilecraft.ops import stencil as stencil_ops
+    from tilecraft.reference.stencil import laplacian_torch
+
+    launches = _counting(monkeypatch, stencil_ops, "launch")
+    for _ in range(3):
+        u = torch.randn(13, 11, 20, dtype=dtype)
+        out = torch.full_like(u, float("nan")) if given_out else None
+        got = tilecraft.laplacian(u, order=order, spacing=(0.5, 1.0, 2.0), out=out)
+        ref = laplacian_torch(u.double(), order, (0.5, 1.0, 2.0))
+        r = order // 2
+        inner = (slice(r, -r),) * 3
+        torch.testing.assert_close(got[inner].double(), ref[inner], rtol=1e-5, atol=1e-5)
+        if given_out:
+            assert torch.isnan(got[:r]).all()  # the boundary is left untouched
+    assert len(launches) == 1
+    tilecraft.laplacian(u, order=order, spacing=(0.5, 1.0, 1.0), out=out)  # another spacing: planned again
+    assert len(launches) == 2

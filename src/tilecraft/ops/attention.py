@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from tilecraft.kernels import attention as _k
-from tilecraft.ops.launch import (ReplayCache, eager_direct, empty, gluon_descriptor, pdl_env, replay_enabled,
-                                  run_kernel, signature)
+from tilecraft.ops.launch import (ReplayCache, device_capability, eager_direct, empty, gluon_descriptor, pdl_env,
+                                  replay_enabled, run_kernel, signature)
 from tilecraft.reference.attention import (
     attention_backward_reference,
     attention_reference,
@@ -1070,7 +1070,8 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
         sm = p.scale
         paired = cfg.paired and p.causal
         order_kv, order_q = bwd_orders(p, cfg, _l2_bytes(q.device))
-        handles.append(run_kernel(_k.attention_bwd_dkdv_kernel, (_programs(p.seqlen_k, cfg.block_n1, paired), p.batch * p.kv_heads),
+        handles.append(run_kernel(_k.attention_bwd_dkdv_kernel,
+                                  (_programs(p.seqlen_k, cfg.block_n1, paired), p.batch * p.kv_heads),
             q, k, v, do, lse, delta, dk, dv, dq_acc, dq_desc, cu_q, cu_k,
             *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout), *_bhsd_strides(v, p.layout),
             *_bhsd_strides(do, p.layout), *_bhsd_strides(dk, p.layout), *_bhsd_strides(dv, p.layout),
@@ -1080,7 +1081,8 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
             VARLEN=p.varlen, ATOMIC_DQ=atomic, PAIRED=paired, ORDER=order_kv, num_warps=cfg.num_warps,
             num_stages=(atomic and cfg.atomic_num_stages) or cfg.num_stages))
         if deterministic:
-            handles.append(run_kernel(_k.attention_bwd_dq_kernel, (_programs(p.seqlen_q, cfg.block_m2, paired), p.batch * p.heads),
+            handles.append(run_kernel(_k.attention_bwd_dq_kernel,
+                                      (_programs(p.seqlen_q, cfg.block_m2, paired), p.batch * p.heads),
                 q, k, v, do, lse, delta, dq, cu_q, cu_k,
                 *_bhsd_strides(q, p.layout), *_bhsd_strides(k, p.layout), *_bhsd_strides(v, p.layout),
                 *_bhsd_strides(do, p.layout), *_bhsd_strides(dq, p.layout), *_lse_strides(lse, p.varlen),
@@ -1100,7 +1102,7 @@ def dq_tma_ok(p: Problem, q: torch.Tensor) -> bool:
     interpreter, not ROCm) and fp32 rows of a 16-byte multiple (D % 4 == 0)."""
     if q.device.type != "cuda" or torch.version.hip is not None or p.head_dim % 4:
         return False
-    return torch.cuda.get_device_capability(q.device)[0] >= 9
+    return device_capability(q.device.index if q.device.index is not None else torch.cuda.current_device())[0] >= 9
 
 
 def _dq_descriptor(acc: torch.Tensor, block_m: int):
@@ -1318,10 +1320,12 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         layout = "thd"  # packed sequences imply the packed layout
     p = validate(q, k, v, causal=causal, scale=scale, layout=layout, cu_seqlens_q=cu_seqlens_q,
                  cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
-    deterministic = resolve_deterministic(deterministic, p, q)
+    if deterministic is not None:
+        resolve_deterministic(deterministic, p, q)  # its type is checked on every call
     if eager_direct(q, k, v, cu_seqlens_q, cu_seqlens_k):  # the registered op's body, without its dispatch
-        out, lse = _fwd_compute(q, k, v, cu_seqlens_q, cu_seqlens_k, p)
+        out, lse = _fwd_compute(q, k, v, cu_seqlens_q, cu_seqlens_k, p)  # no backward: no dQ path to pick
     else:
+        deterministic = resolve_deterministic(deterministic, p, q)
         out, lse = torch.ops.tilecraft.attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, p.seqlen_q, p.seqlen_k,
                                                      p.causal, p.scale, p.layout, deterministic)
     return (out, lse) if return_lse else out

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-__all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "REPLAY_ENV", "Replay", "ReplayCache", "clear_replays", "eager_direct", "empty",
-           "gluon_descriptor", "pdl_active", "pdl_env", "pdl_mode", "replay_enabled", "run_kernel", "runtime_arg_names",
-           "signature", "with_pdl"]
+__all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "REPLAY_ENV", "Replay", "ReplayCache", "clear_replays",
+           "constant", "device_capability", "eager_direct", "empty", "gluon_descriptor", "pdl_active", "pdl_env",
+           "pdl_mode", "replay_enabled", "run_kernel", "runtime_arg_names", "signature", "with_pdl"]
 
 #: ``TILECRAFT_PDL``: "0" (or "off") launches every kernel without programmatic dependent launch;
 #: "early" lets the next kernel launch as soon as every program of a kernel has started, "late" once
@@ -106,7 +106,8 @@ def runtime_arg_names(k: KernelLaunch) -> list[str]:
 
 
 @functools.cache
-def _capability(index: int) -> tuple[int, int]:
+def device_capability(index: int) -> tuple[int, int]:
+    """``torch.cuda.get_device_capability`` of CUDA device ``index``, asked once."""
     import torch
 
     return torch.cuda.get_device_capability(index)
@@ -135,7 +136,7 @@ def pdl_mode(device, choice: str | None = None) -> int:
         return 0
     if device.type != "cuda" or torch.version.hip:
         return 0
-    if _capability(device.index if device.index is not None else torch.cuda.current_device()) < (9, 0):
+    if device_capability(device.index if device.index is not None else torch.cuda.current_device()) < (9, 0):
         return 0
     if PDL_MODES[value] < 0:
         return PDL_MODES[choice] if choice else 0
@@ -210,6 +211,14 @@ def empty(shape, *, dtype: torch.dtype, device) -> torch.Tensor:
     return t
 
 
+def constant(t: torch.Tensor) -> torch.Tensor:
+    """Marks ``t`` as a constant of the launch plans that pass it: a tensor the op makes once and never
+    writes again (a cached table of weights), which a replay passes as it is. Its contents must follow
+    from the replay key. Returns ``t``."""
+    t._tilecraft_replay_constant = True
+    return t
+
+
 class _NotReplayable(Exception):
     """The recorded launches cannot be replayed; ``again``: only because of this call's tensors (two
     slots were one tensor), so a later call with the same key records afresh."""
@@ -224,7 +233,9 @@ def _constant(x) -> bool:
     tuples of those; not tensors, descriptors, containers or anything with a data pointer."""
     if isinstance(x, tuple):
         return all(_constant(e) for e in x)
-    return not (isinstance(x, (torch.Tensor, list, dict, set)) or _is_descriptor(x) or hasattr(x, "data_ptr"))
+    if isinstance(x, torch.Tensor):
+        return getattr(x, "_tilecraft_replay_constant", False)
+    return not (isinstance(x, (list, dict, set)) or _is_descriptor(x) or hasattr(x, "data_ptr"))
 
 
 def _is_descriptor(x) -> bool:
@@ -257,6 +268,8 @@ class Replay:
 
         def spec(x):  # None for a constant, else how to rebuild x from the roots
             if isinstance(x, torch.Tensor):
+                if getattr(x, "_tilecraft_replay_constant", False):
+                    return None
                 hits = [i for i, r in enumerate(roots) if x is r]
                 if len(hits) == 1:
                     return (_ROOT, hits[0])

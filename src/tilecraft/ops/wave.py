@@ -13,8 +13,6 @@ reports which one ran.
 """
 from __future__ import annotations
 
-import functools
-import inspect
 import itertools
 import math
 import os
@@ -25,7 +23,7 @@ import torch
 import triton
 
 from tilecraft.kernels import wave as _k
-from tilecraft.ops.launch import eager_direct
+from tilecraft.ops.launch import eager_direct, launch_values
 from tilecraft.ops.stencil import (
     StencilConfig,
     _check_order,
@@ -346,30 +344,6 @@ def _arg_class(v: object) -> object:
     if isinstance(v, bool) or not isinstance(v, int):
         return (type(v), v)
     return (v == 1, v % 16 == 0, -2**31 <= v < 2**31)
-
-
-def launch_values(kernel, args: list, const: dict, n: int) -> list:
-    """The compiled launcher's arguments: the ``n`` positional ones, then every later parameter of the kernel's
-    signature from ``const``, or its default where the call left it out (a constexpr with a default)."""
-    fn = getattr(kernel, "fn", kernel)
-    values = list(args)
-    for name, default in _parameters(fn)[n:]:
-        if name in const:
-            values.append(const[name])
-        elif default is not inspect.Parameter.empty:
-            values.append(default)
-        else:
-            raise TypeError(f"{fn.__name__}: no value for {name!r}")
-    return values
-
-
-@functools.lru_cache(maxsize=None)
-def _parameters(fn) -> tuple[tuple[str, object], ...]:
-    """(name, default) of a kernel's parameters, made once per kernel: ``inspect.signature`` costs about
-    50 us of CPU (measured on this machine for ``wave_layer_kernel``), and ``_launch`` needs it at every
-    launch, some 12 a step (2026-11-28: uncached, ``simulate`` ran 2.0-2.1 ms a step on an H200 against
-    1.37 ms for the step's GPU work)."""
-    return tuple((prm.name, prm.default) for prm in inspect.signature(fn).parameters.values())
 
 
 def _launch(kernel, grid: tuple[int, ...], args: list, kw: dict):

@@ -5,6 +5,9 @@
 (cProfile, the top functions by own time), in one run on one GPU.
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/wave_host_small.py --out DIR
+        [--sizes 128,256] [--boundaries pml,none] [--steps 20,100] [--graphs off,on,auto] [--rounds 1]
+
+``loop_seconds`` includes the captures of a graphed run (what a user of ``simulate`` waits for).
 """
 from __future__ import annotations
 
@@ -28,21 +31,26 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     ap.add_argument("--sizes", default="128,256")
     ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--boundaries", default="pml,none")
+    ap.add_argument("--steps", default="20,100")
+    ap.add_argument("--graphs", default="off,on,auto", help="off: launched, on: CUDA graphs, auto: simulate's choice")
+    ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
     rows = []
     for n in map(int, args.sizes.split(",")):
         model, src, rec = cube_shot(n)
-        for boundary in ("pml", "none"):
-            for graphs in (False, True, None):
-                for nt in (20, 100):
-                    kw = dict(order=8, boundary=boundary, backend="triton", cuda_graphs=graphs)
-                    wave.simulate(model, src, rec, 2, **kw)
-                    res = wave.simulate(model, src, rec, nt, **kw)
-                    ms = res.info["loop_seconds"] / nt * 1e3
-                    rows.append({"n": n, "boundary": boundary, "cuda_graphs": graphs, "nt": nt, "ms_per_step": ms,
-                                 "graph_state": res.info.get("cuda_graphs")})
-                    print(f"{n}^3 {boundary:4s} graphs={graphs!s:5s} nt={nt:3d}: {ms:.3f} ms a step "
-                          f"({res.info.get('cuda_graphs')})", flush=True)
+        modes = {"off": False, "on": True, "auto": None}
+        combos = [(b, modes[g], nt) for b in args.boundaries.split(",") for g in args.graphs.split(",")
+                  for nt in map(int, args.steps.split(","))]
+        for boundary, graphs, nt in [c for _ in range(args.rounds) for c in combos]:
+            kw = dict(order=8, boundary=boundary, backend="triton", cuda_graphs=graphs)
+            wave.simulate(model, src, rec, 2, **kw)
+            res = wave.simulate(model, src, rec, nt, **kw)
+            ms = res.info["loop_seconds"] / nt * 1e3
+            rows.append({"n": n, "boundary": boundary, "cuda_graphs": graphs, "nt": nt, "ms_per_step": ms,
+                         "graph_state": res.info.get("cuda_graphs")})
+            print(f"{n}^3 {boundary:4s} graphs={graphs!s:5s} nt={nt:4d}: {ms:.3f} ms a step "
+                  f"({res.info.get('cuda_graphs')})", flush=True)
         if n == 256 and not args.no_profile:
             kw = dict(order=8, boundary="pml", backend="triton", cuda_graphs=False)
             wave.simulate(model, src, rec, 2, **kw)
@@ -59,7 +67,8 @@ def main() -> int:
             (args.out / "wave-host-small-profile.txt").parent.mkdir(parents=True, exist_ok=True)
             (args.out / "wave-host-small-profile.txt").write_text(text)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "wave-host-small.json").write_text(json.dumps(
+    tag = f"-{git_commit()[:7]}"
+    (args.out / f"wave-host-small{tag}.json").write_text(json.dumps(
         {"commit": git_commit(), "device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows},
         indent=1))
     return 0

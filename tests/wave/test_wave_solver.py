@@ -257,7 +257,7 @@ def test_layout_rows_are_16_byte_aligned(nx):
 def test_cuda_graphs_switch_says_why_not():
     """``simulate``'s CUDA graphs run only with the CPML on CUDA GPUs (Triton, 3+ steps), by default
     (None) with several ranks, and on one rank on grids of at most ``GRAPH_AUTO_POINTS`` points over at least
-    ``GRAPH_AUTO_STEPS`` steps; elsewhere ``info["cuda_graphs"]`` says why not (and the switch
+    ``GRAPH_AUTO_STEPS`` steps (without the CPML ``GRAPH_AUTO_POINTS_PLAIN`` and ``GRAPH_AUTO_STEPS_PLAIN``); elsewhere ``info["cuda_graphs"]`` says why not (and the switch
     turns them off); a switch that is not a bool or None is a TypeError before anything runs;
     capture on a CPU device is refused with its reason, nothing run."""
     from tilecraft.ops.wave import capture_steps
@@ -284,7 +284,11 @@ def test_cuda_graphs_switch_says_why_not():
         "off: one rank, 31 steps")
     # one rank: the graphs hold the whole step, with or without the CPML (by default with it only); several
     # ranks: with it only
-    assert _graph_plan(None, [], "triton", cuda, 100, 1, small).startswith("off: one rank without the CPML")
+    plain = solver.GRAPH_AUTO_POINTS_PLAIN
+    assert _graph_plan(None, [], "triton", cuda, solver.GRAPH_AUTO_STEPS_PLAIN, 1, plain) == "on"
+    assert _graph_plan(None, [], "triton", cuda, 100, 1, plain).startswith("off: one rank without the CPML, 100 steps")
+    assert _graph_plan(None, [], "triton", cuda, 1000, 1, plain + 1).startswith(
+        "off: one rank without the CPML, 8 M points")
     assert _graph_plan(None, [], "triton", cuda, 100, 2, small) == "not used: no CPML"
     assert _graph_plan(True, [object()], "triton", cuda, 3, 1, big) == "on"
     assert _graph_plan(None, [object()], "triton", cuda, 3, 2, big) == "on"

@@ -239,7 +239,9 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     keep up with the step's launches); on one rank with the CPML for grids of at most ``GRAPH_AUTO_POINTS`` points
     (about a 384**3 model) and runs of at least ``GRAPH_AUTO_STEPS`` steps, where the
     launches' host path sets the pace (H200: 1.3-5x faster steps from 128**3 to 384**3), off above, where
-    the GPU does and graphs gained nothing (docs/wave.md).
+    the GPU does and graphs gained nothing; without the CPML on grids of at most ``GRAPH_AUTO_POINTS_PLAIN`` points
+    (about a 180**3 model) over at least ``GRAPH_AUTO_STEPS_PLAIN`` steps (H200, 128**3: 1.4-2.4x faster steps at
+    300 and 1000 steps) (docs/wave.md).
     ``info["cuda_graphs"]`` says whether they ran, or why not (a failed capture also warns and
     runs uncaptured). ``in_place``: each step writes p_next over p_prev (True: two arrays of p) or
     into a third array, the three then rotated (False: one grid more memory). The CPML step runs
@@ -499,16 +501,26 @@ def step_arrays(k: int, p, p_prev, spare=None) -> tuple:
 #: 20 steps: the captures (7-9 ms) make graphs slower at 512**3 (1.412-1.602 against 1.059-1.497).
 GRAPH_AUTO_POINTS = 100_000_000
 GRAPH_AUTO_STEPS = 32
+#: Without the CPML (no boundary, or the sponge) a step is one launch and the receivers' and sources' calls, and graphs
+#: pay only on small grids over long runs: ``cuda_graphs=None`` on one rank turns them on for grids of at most
+#: ``GRAPH_AUTO_POINTS_PLAIN`` points and runs of at least ``GRAPH_AUTO_STEPS_PLAIN`` steps. H200, fp32 order 8,
+#: ``simulate`` of ``bench.wave.cube_shot``, ms a step launched / from graphs (the captures counted), two rounds
+#: (2026-11-29, ``benchmarks/results/2026-11-29-h200-twentieth/wave-host-small-356f88d.json``): 128**3 without a
+#: boundary (2.5 M points) 1000 steps 0.126-0.178 / 0.073-0.075, 300 steps 0.127-0.227 / 0.083-0.090, 100 steps
+#: 0.131-0.137 / 0.116-0.136; with the sponge (5.4 M points) 1000 steps 0.125-0.169 / 0.107, 300 steps 0.174-0.189 /
+#: 0.119-0.124; 256**3 (18 M points and more) 1000 steps 0.123-0.142 / 0.114 without a boundary but 0.314 / 0.323-0.325
+#: with the sponge, and slower with graphs at 100 steps (0.127-0.149 / 0.158-0.180); 384**3 slower at every length.
+GRAPH_AUTO_POINTS_PLAIN = 8_000_000
+GRAPH_AUTO_STEPS_PLAIN = 300
 
 
 def _graph_plan(cuda_graphs: bool | None, pml: list, backend: str, device: torch.device, nt: int,
                 world: int, points: int = 0) -> str:
     """"on" where ``simulate`` captures its steps in CUDA graphs (from step 2), else why not. ``points``: the
     rank's grid (``cuda_graphs=None`` on one rank: on with the CPML up to ``GRAPH_AUTO_POINTS`` points and from
-    ``GRAPH_AUTO_STEPS`` steps, where the launches' host path, not the GPU, sets the pace; without the CPML a step
-    is one launch and the receivers' and sources' calls, and replaying them measured no faster over 100 steps with
-    the captures counted: H200, ms a step launched / graphs, 128**3 0.120 / 0.113-0.114, 256**3 0.121 / 0.151-0.152,
-    ``benchmarks/results/2026-11-29-h200-nineteenth/wave-host-small-09ac042.json``)."""
+    ``GRAPH_AUTO_STEPS`` steps, where the launches' host path, not the GPU, sets the pace; without the CPML, where a
+    step is one launch and the receivers' and sources' calls, up to ``GRAPH_AUTO_POINTS_PLAIN`` points from
+    ``GRAPH_AUTO_STEPS_PLAIN`` steps: shorter runs and larger grids measured no faster with the captures counted)."""
     if cuda_graphs is False:
         return "off: cuda_graphs=False"
     # where graphs cannot run, that is the reason, whatever the switch
@@ -518,8 +530,13 @@ def _graph_plan(cuda_graphs: bool | None, pml: list, backend: str, device: torch
             return f"not used: {why}"
     if cuda_graphs is None and world == 1:
         if not pml:
-            return ("off: one rank without the CPML (no gain measured at 100 steps with the captures; "
-                    "cuda_graphs=True turns them on)")
+            if points > GRAPH_AUTO_POINTS_PLAIN:
+                return (f"off: one rank without the CPML, {points / 1e6:.0f} M points (no gain measured above "
+                        f"{GRAPH_AUTO_POINTS_PLAIN / 1e6:.0f} M; cuda_graphs=True turns them on)")
+            if nt < GRAPH_AUTO_STEPS_PLAIN:
+                return (f"off: one rank without the CPML, {nt} steps (the captures cost more than they save under "
+                        f"{GRAPH_AUTO_STEPS_PLAIN}; cuda_graphs=True turns them on)")
+            return "on"
         if points > GRAPH_AUTO_POINTS:
             return (f"off: one rank, {points / 1e6:.0f} M points (the GPU sets the pace above "
                     f"{GRAPH_AUTO_POINTS / 1e6:.0f} M; cuda_graphs=True turns them on)")

@@ -305,3 +305,24 @@ def test_laplacian_replays_its_launches(monkeypatch, order, dtype, given_out):
     assert len(launches) == 2
     tilecraft.laplacian(u, order=order, spacing=(0.5, 1.0, 1.0), out=out)  # another spacing: planned again
     assert len(launches) == 3
+
+
+def test_a_constant_tensor_and_its_descriptor_pass_as_they_are():
+    from triton.runtime.jit import JITFunction
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    seen = []
+
+    class _Rec:
+        def __getitem__(self, grid):
+            return lambda *args: seen.append(args)
+
+    def kern(x_ptr, w_ptr, w_desc, n):
+        pass
+    x = torch.randn(8)
+    w = launch.constant(torch.randn(16, 16))
+    d = TensorDescriptor.from_tensor(w, [16, 16])
+    replay = launch.Replay([(JITFunction(kern), (1,), (x, w, d, 8), {}, _Rec())], (x,), [])
+    x2 = torch.randn(8)
+    replay.run((x2,))
+    assert seen[0][0] is x2 and seen[0][1] is w and seen[0][2] is d and seen[0][3] == 8

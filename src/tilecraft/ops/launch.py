@@ -260,7 +260,9 @@ def _constant(x) -> bool:
         return all(_constant(e) for e in x)
     if isinstance(x, torch.Tensor):
         return getattr(x, "_tilecraft_replay_constant", False)
-    return not (isinstance(x, (list, dict, set)) or _is_descriptor(x) or hasattr(x, "data_ptr"))
+    if _is_descriptor(x):
+        return _constant(x.base)
+    return not (isinstance(x, (list, dict, set)) or hasattr(x, "data_ptr"))
 
 
 def _is_descriptor(x) -> bool:
@@ -311,7 +313,10 @@ class Replay:
                 r = roots[own[0]]
                 return (_VIEW, own[0], tuple(x.shape), x.stride(), x.storage_offset() - r.storage_offset())
             if _is_descriptor(x):  # kept without its base: a replay holds no tensor of the recorded call
-                return (_DESC, spec(x.base), type(x), {k: v for k, v in vars(x).items() if k != "base"})
+                base = spec(x.base)
+                if base is None:  # a descriptor of a constant is a constant
+                    return None
+                return (_DESC, base, type(x), {k: v for k, v in vars(x).items() if k != "base"})
             if _constant(x):
                 return None
             raise _NotReplayable(f"an argument of type {type(x).__name__}")

@@ -240,8 +240,8 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     (about a 384**3 model) and runs of at least ``GRAPH_AUTO_STEPS`` steps, where the
     launches' host path sets the pace (H200: 1.3-5x faster steps from 128**3 to 384**3), off above, where
     the GPU does and graphs gained nothing; without the CPML on grids of at most ``GRAPH_AUTO_POINTS_PLAIN`` points
-    (about a 180**3 model) over at least ``GRAPH_AUTO_STEPS_PLAIN`` steps (H200, 128**3: 1.4-2.4x faster steps at
-    300 and 1000 steps) (docs/wave.md).
+    (a 128**3 model fits with the sponge, 2.5 / 5.4 M points; a 256**3 one does not) over at least
+    ``GRAPH_AUTO_STEPS_PLAIN`` steps (H200, 128**3: 1.2-2.7x faster steps at 300 and 1000 steps) (docs/wave.md).
     ``info["cuda_graphs"]`` says whether they ran, or why not (a failed capture also warns and
     runs uncaptured). ``in_place``: each step writes p_next over p_prev (True: two arrays of p) or
     into a third array, the three then rotated (False: one grid more memory). The CPML step runs

@@ -64,6 +64,21 @@ def cases():
            lambda: F.scaled_dot_product_attention(q, k, v),
            lambda: (tilecraft.attention(q, k, v).float(), F.scaled_dot_product_attention(q.float(), k.float(),
                                                                                         v.float())))
+    # a training step's attention: forward and backward, autograd recording (eager: tilecraft's autograd
+    # function; "op": the registered torch.library op, as torch.compile and the modes see it)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    do = torch.randn_like(q)
+
+    def train(fwd):
+        return lambda: torch.autograd.grad(fwd(*leaves), leaves, do)
+    eager = train(lambda q, k, v: tilecraft.attention(q, k, v))
+    via_op = train(lambda q, k, v: torch.ops.tilecraft.attention_fwd(q, k, v, None, None, 256, 256, False, 0.125,
+                                                                      "bhsd", True)[0])  # D64: deterministic, as the default
+    sdpa = train(F.scaled_dot_product_attention)
+    ref = lambda: torch.autograd.grad(F.scaled_dot_product_attention(*[t.float() for t in leaves]), leaves,  # noqa: E731
+                                      do.float())[0].float()
+    yield ("attention fwd+bwd bf16 B1 H8 S256 D64", eager, sdpa, lambda: (eager()[0].float(), ref()))
+    yield ("attention fwd+bwd (registered op)", via_op, sdpa, lambda: (via_op()[0].float(), ref()))
     p, pp = (torch.rand(64, 64, 64, device="cuda", generator=g) for _ in range(2))
     m = torch.full_like(p, 0.1)
     w_out = torch.empty_like(p)

@@ -73,3 +73,44 @@ def test_a_dispatch_mode_sees_the_registered_op():
     plain = _Seen()
     stencil_ops.laplacian(u)  # outside the mode: no op recorded, and no error
     assert plain.ops == []
+
+
+def test_autograd_may_be_recorded_by_the_caller():
+    t = torch.rand(3, requires_grad=True)
+    assert eager_direct(t, autograd=True)
+    with _Seen():
+        assert not eager_direct(t, autograd=True)
+
+
+@pytest.mark.parametrize("causal,with_lse", [(False, False), (True, True)])
+def test_attention_autograd_same_bits_eager_and_through_the_op(causal, with_lse):
+    """An eager call that autograd records runs the op's bodies in a plain autograd function; the
+    registered op (what torch.compile and the modes see) gives the same output and gradients, bit for
+    bit, with the lse's gradient or without one (None, not zeros)."""
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, 2, 13, 32, generator=g).to(torch.float16) for _ in range(3))
+    do = torch.randn(1, 2, 13, 32, generator=g).to(torch.float16)
+    dlse = torch.randn(1, 2, 13, generator=g)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out, lse = tilecraft.attention(*leaves, causal=causal, return_lse=True, deterministic=True)
+    assert type(out.grad_fn).__name__.startswith("_EagerAttention"), out.grad_fn
+    grads = torch.autograd.grad((out, lse) if with_lse else (out,), leaves, (do, dlse) if with_lse else (do,))
+    op_leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    op_out, op_lse = torch.ops.tilecraft.attention_fwd(*op_leaves, None, None, 13, 13, causal, 32 ** -0.5,
+                                                       "bhsd", True)
+    assert "_EagerAttention" not in type(op_out.grad_fn).__name__
+    op_grads = torch.autograd.grad((op_out, op_lse) if with_lse else (op_out,), op_leaves,
+                                   (do, dlse) if with_lse else (do,))
+    assert torch.equal(out, op_out) and torch.equal(lse, op_lse)
+    for a, b in zip(grads, op_grads):
+        assert torch.equal(a, b)
+
+
+def test_attention_eager_autograd_only_through_the_lse_and_not_twice():
+    g = torch.Generator().manual_seed(6)
+    q, k, v = (torch.randn(1, 1, 9, 16, generator=g).to(torch.float16).requires_grad_() for _ in range(3))
+    out, lse = tilecraft.attention(q, k, v, return_lse=True)
+    dq, = torch.autograd.grad(lse.sum(), [q], create_graph=True)  # no gradient reaches the output
+    assert torch.isfinite(dq).all()
+    with pytest.raises(RuntimeError):
+        torch.autograd.grad(dq.sum(), [q])

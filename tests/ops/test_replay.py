@@ -326,3 +326,55 @@ def test_a_constant_tensor_and_its_descriptor_pass_as_they_are():
     x2 = torch.randn(8)
     replay.run((x2,))
     assert seen[0][0] is x2 and seen[0][1] is w and seen[0][2] is d and seen[0][3] == 8
+
+
+@pytest.fixture
+def poisoned_backward(monkeypatch):
+    """dq, dk, dv and the delta scratch of the backward poisoned with NaN."""
+    real_empty_like, real_empty = torch.empty_like, launch.empty
+
+    def empty_like(t, *a, **kw):
+        r = real_empty_like(t, *a, **kw)
+        return r.fill_(float("nan")) if r.is_floating_point() else r
+
+    def empty(*a, **kw):
+        return real_empty(*a, **kw).fill_(float("nan"))
+    monkeypatch.setattr(attn_ops.torch, "empty_like", empty_like)
+    monkeypatch.setattr(attn_ops, "empty", empty)
+    attn_ops._BWD_REPLAYS.clear()
+    yield
+    attn_ops._BWD_REPLAYS.clear()
+
+
+@pytest.mark.parametrize("case", ["det", "atomic", "lse", "gqa_causal"])
+def test_attention_backward_replays_its_launches(monkeypatch, poisoned_backward, case):
+    """Planned twice, then replayed: the gradients of every call agree with float64 and, on the same
+    inputs, with the planned call's bits (the delta's dlse term, the atomic path's zeroed fp32 dQ
+    accumulator and its copy into dq are replayed steps)."""
+    launches = _counting(monkeypatch, attn_ops, "launch_bwd")
+    h, h_kv, s, causal = (4, 2, 21, True) if case == "gqa_causal" else (2, 2, 17, False)
+    deterministic = case != "atomic"
+    g = torch.Generator().manual_seed(11)
+    first = None
+    for i in range(4):
+        q = torch.randn(1, h, s, 16, generator=g).to(torch.float16)
+        k, v = (torch.randn(1, h_kv, s, 16, generator=g).to(torch.float16) for _ in range(2))
+        do = torch.randn(1, h, s, 16, generator=g).to(torch.float16)
+        dlse = torch.randn(1, h, s, generator=g) if case == "lse" else None
+        if i == 3:  # the first call's inputs again: the replay gives the planned bits
+            q, k, v, do, dlse = first[0]
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out, lse = tilecraft.attention(*leaves, causal=causal, return_lse=True, deterministic=deterministic)
+        grads = torch.autograd.grad((out, lse) if dlse is not None else (out,), leaves,
+                                    (do, dlse) if dlse is not None else (do,))
+        ref_leaves = [t.double().requires_grad_() for t in (q, k, v)]
+        ref_out, ref_lse = tilecraft.reference.attention.attention_reference(*ref_leaves, causal=causal)
+        ref = torch.autograd.grad((ref_out, ref_lse) if dlse is not None else (ref_out,), ref_leaves,
+                                  (do.double(), dlse.double()) if dlse is not None else (do.double(),))
+        for a, r in zip(grads, ref):
+            assert not torch.isnan(a).any()
+            assert (a.double() - r).abs().max() < 2e-2 * max(1.0, r.abs().max().item())
+        if i == 0:
+            first = ((q, k, v, do, dlse), grads)
+    assert len(launches) == 2
+    assert all(torch.equal(a, b) for a, b in zip(grads, first[1]))

@@ -25,7 +25,7 @@ import torch
 
 from tilecraft.kernels import attention as _k
 from tilecraft.ops.launch import (ReplayCache, device_capability, eager_direct, empty, gluon_descriptor, pdl_env,
-                                  replay_enabled, run_kernel, signature)
+                                  replay_enabled, run_kernel, run_op, signature, zeros)
 from tilecraft.reference.attention import (
     attention_backward_reference,
     attention_reference,
@@ -1041,7 +1041,7 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
     if p.batch * p.heads == 0 or p.seqlen_q == 0 or p.seqlen_k == 0:
         dq.zero_(), dk.zero_(), dv.zero_()  # no query head (H = 0 with H_kv > 0 too) or no key: all 0
         return []
-    delta = torch.empty_like(lse)
+    delta = empty(lse.shape, dtype=lse.dtype, device=lse.device, stride=lse.stride())  # laid out as lse
     cu_q = cu_q if cu_q is not None else lse
     cu_k = cu_k if cu_k is not None else lse
     bd = block_d(p.head_dim)
@@ -1054,17 +1054,17 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
             HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=64, VARLEN=p.varlen, num_warps=4))
         if dlse is not None:
             # d lse_i / d s_ij = P_ij: a gradient on the lse joins dS = P (dP - delta) as -dlse.
-            delta -= dlse.to(delta.dtype)
+            run_op(torch.Tensor.sub_, delta, dlse)
         atomic = {"kernel": 0, "atomic": 1, "atomic-tma": 2}[path]
         # fp32 accumulator for the atomic dQ: dq's own layout (element-wise) or (B*H, S_q, D) / (H, T_q, D)
         # planes for the bulk reductions; the deterministic path writes dq directly.
         if atomic == 2:
             planes, rows = (p.heads, q.shape[0]) if p.varlen else (p.batch * p.heads, p.seqlen_q)
-            dq_acc = torch.zeros((planes, rows, p.head_dim), dtype=torch.float32, device=dq.device)
+            dq_acc = zeros((planes, rows, p.head_dim), dtype=torch.float32, device=dq.device)
             dq_desc = _dq_descriptor(dq_acc, cfg.block_m1)
             dq_strides = (0, 0, 0)
         else:
-            dq_acc = torch.zeros(dq.shape, dtype=torch.float32, device=dq.device) if atomic else dq
+            dq_acc = zeros(dq.shape, dtype=torch.float32, device=dq.device) if atomic else dq
             dq_desc = dq_acc
             dq_strides = _bhsd_strides(dq_acc, p.layout)
         sm = p.scale
@@ -1090,10 +1090,8 @@ def launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p: Problem, 
                 HEAD_DIM=p.head_dim, BLOCK_D=bd, BLOCK_M=cfg.block_m2, BLOCK_N=cfg.block_n2, CAUSAL=p.causal,
                 VARLEN=p.varlen, PAIRED=paired, ORDER=order_q, num_warps=cfg.dq_num_warps or cfg.num_warps,
                 num_stages=cfg.dq_num_stages or cfg.num_stages))
-        elif atomic == 2:
-            dq.copy_(_dq_planes_as(dq_acc, p))
         else:
-            dq.copy_(dq_acc)
+            run_op(torch.Tensor.copy_, dq, _dq_planes_as(dq_acc, p) if atomic == 2 else dq_acc)
     return handles
 
 
@@ -1205,9 +1203,22 @@ def _bwd_compute(do, q, k, v, out, lse, dlse, cu_q, cu_k, p: Problem, determinis
             dst.copy_(g)
         return dq, dk, dv
     do = do if do.stride(-1) == 1 else do.contiguous()
-    launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p,
-               cfg or default_bwd_config(p.head_dim, q.device), deterministic)
+    replay = cfg is None and not p.varlen and replay_enabled()
+    if replay:
+        key = (signature(do), signature(q), signature(k), signature(v), signature(out), signature(lse),
+               signature(dlse), p, deterministic, torch.are_deterministic_algorithms_enabled(), pdl_env())
+        slots = (do, q, k, v, out, lse, dlse, dq, dk, dv)
+        if _BWD_REPLAYS.run(key, slots):
+            return dq, dk, dv
+    with _BWD_REPLAYS.record(key, slots) if replay else _NullContext():
+        launch_bwd(do, q, k, v, out, lse, dlse, dq, dk, dv, cu_q, cu_k, p,
+                   cfg or default_bwd_config(p.head_dim, q.device), deterministic)
     return dq, dk, dv
+
+
+#: The backward's launches per call key, as :data:`_REPLAYS` for the forward (the fp32 dQ accumulator
+#: is zeroed afresh, the delta's ``dlse`` term and dQ's copy out of its accumulator are replayed steps).
+_BWD_REPLAYS = ReplayCache()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1243,10 +1254,16 @@ def _attention_bwd_op(grad_out: torch.Tensor, grad_lse: torch.Tensor | None, q: 
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     p = validate(q, k, v, causal=causal, scale=scale, layout=layout, cu_seqlens_q=cu_seqlens_q,
                  cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+    return _grads(grad_out, grad_lse, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, p, deterministic)
+
+
+def _grads(grad_out, grad_lse, q, k, v, out, lse, cu_q, cu_k, p: Problem, deterministic: bool):
+    """dQ, dK, dV for the output's and the lse's gradients (``None``: no gradient reached them)."""
+    if grad_out is None:
+        grad_out = torch.zeros_like(out)
     if grad_out.shape != out.shape:
         raise ValueError(f"grad_out has shape {tuple(grad_out.shape)}, out {tuple(out.shape)}")
-    return _bwd_compute(grad_out.to(q.dtype), q, k, v, out, lse, grad_lse, cu_seqlens_q, cu_seqlens_k, p,
-                        deterministic)
+    return _bwd_compute(grad_out.to(q.dtype), q, k, v, out, lse, grad_lse, cu_q, cu_k, p, deterministic)
 
 
 @_attention_bwd_op.register_fake
@@ -1273,6 +1290,28 @@ def _backward(ctx, grad_out, grad_lse):
 
 
 torch.library.register_autograd("tilecraft::attention_fwd", _backward, setup_context=_setup_context)
+
+
+class _EagerAttention(torch.autograd.Function):
+    """The registered op's forward and backward bodies as a plain autograd function, for eager calls
+    that autograd records (``eager_direct(..., autograd=True)``): the same kernels and bits, without
+    the custom op's dispatch in either direction. Under torch.compile, modes, transforms or the
+    profiler the registered op runs instead. Not twice differentiable (as the op's backward)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_q, cu_k, p: Problem, deterministic: bool):
+        out, lse = _fwd_compute(q, k, v, cu_q, cu_k, p)
+        ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
+        ctx.p, ctx.deterministic = p, deterministic
+        ctx.set_materialize_grads(False)
+        return out, lse
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out, grad_lse):
+        q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
+        dq, dk, dv = _grads(grad_out, grad_lse, q, k, v, out, lse, cu_q, cu_k, ctx.p, ctx.deterministic)
+        return dq, dk, dv, None, None, None, None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1324,6 +1363,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         resolve_deterministic(deterministic, p, q)  # its type is checked on every call
     if eager_direct(q, k, v, cu_seqlens_q, cu_seqlens_k):  # the registered op's body, without its dispatch
         out, lse = _fwd_compute(q, k, v, cu_seqlens_q, cu_seqlens_k, p)  # no backward: no dQ path to pick
+    elif eager_direct(q, k, v, cu_seqlens_q, cu_seqlens_k, autograd=True):  # the same, recorded by autograd
+        out, lse = _EagerAttention.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, p,
+                                         resolve_deterministic(deterministic, p, q))
     else:
         deterministic = resolve_deterministic(deterministic, p, q)
         out, lse = torch.ops.tilecraft.attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, p.seqlen_q, p.seqlen_k,

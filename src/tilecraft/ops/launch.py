@@ -19,7 +19,8 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 __all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "REPLAY_ENV", "Replay", "ReplayCache", "clear_replays",
            "constant", "device_capability", "eager_direct", "empty", "gluon_descriptor", "kernel_parameters",
-           "launch_values", "pdl_active", "pdl_env", "pdl_mode", "replay_enabled", "run_kernel", "runtime_arg_names", "signature", "with_pdl"]
+           "launch_values", "pdl_active", "pdl_env", "pdl_mode", "replay_enabled", "run_kernel", "run_op",
+           "runtime_arg_names", "signature", "with_pdl", "zeros"]
 
 #: ``TILECRAFT_PDL``: "0" (or "off") launches every kernel without programmatic dependent launch;
 #: "early" lets the next kernel launch as soon as every program of a kernel has started, "late" once
@@ -49,7 +50,7 @@ def gluon_descriptor(t: torch.Tensor, shape: list[int], strides: list[int], bloc
     return TensorDescriptor(t, shape, strides, block, _nvmma_layout(tuple(block), t.dtype))
 
 
-def eager_direct(*tensors: object) -> bool:
+def eager_direct(*tensors: object, autograd: bool = False) -> bool:
     """Whether a public op may run its body directly instead of through its ``torch.library``
     registration (``torch.ops.tilecraft.*``): a plain eager call, where the registered op's dispatch
     only adds host time (``tilecraft.laplacian`` on a 128^3 grid: 201 us per call through the op
@@ -60,13 +61,15 @@ def eager_direct(*tensors: object) -> bool:
     torch-function or dispatch mode or a functorch transform is active (fake tensors, flop counters,
     vmap), while the autograd profiler records (the op shows by name in its traces), when a tensor is
     a subclass (``nn.Parameter`` counts as plain), or when autograd must record the call (grad mode
-    on and a tensor requires grad). ``None`` entries are skipped."""
+    on and a tensor requires grad) unless ``autograd``: the caller records it itself (an eager
+    ``torch.autograd.Function`` around the op's body, whose dispatch costs less than the registered
+    op's). ``None`` entries are skipped."""
     if torch.compiler.is_compiling() or torch.autograd.profiler._is_profiler_enabled:
         return False
     if (torch._C._is_torch_function_mode_enabled() or torch._C._are_functorch_transforms_active()
             or _get_current_dispatch_mode() is not None):
         return False
-    grad = torch.is_grad_enabled()
+    grad = torch.is_grad_enabled() and not autograd
     for t in tensors:
         if t is None:
             continue
@@ -193,6 +196,7 @@ def kernel_parameters(fn) -> tuple[tuple[str, object], ...]:
 #: afresh, as before 2026-11-29); anything else, or unset, leaves it on.
 REPLAY_ENV = "TILECRAFT_REPLAY"
 _TLS = threading.local()
+_OP = object()  # the "grid" of a recorded host-side step (run_op)
 
 
 def replay_enabled() -> bool:
@@ -224,16 +228,42 @@ def run_kernel(kernel, grid, *args, **kwargs):
     return compiled
 
 
-def empty(shape, *, dtype: torch.dtype, device) -> torch.Tensor:
-    """``torch.empty``, for a launch plan's scratch that its kernels write before they read: a
-    recorded call's replay allocates such a tensor afresh (any other tensor the plan makes, e.g. a
-    zeroed buffer, keeps the call from being replayed). Only for buffers that the plan's launches
-    (through :func:`run_kernel`) write: whatever else writes them at planning time is not replayed."""
-    t = torch.empty(shape, dtype=dtype, device=device)
+def run_op(fn, *args):
+    """``fn(*args)`` for a host-side torch step between a plan's launches (an in-place ``sub_`` or
+    ``copy_`` of its tensors): a :meth:`ReplayCache.record` in progress keeps it in order with the
+    launches, and a replay calls ``fn`` again on the rebuilt arguments. ``fn`` must depend on
+    nothing but its arguments (a torch function or method)."""
+    result = fn(*args)
+    rec = getattr(_TLS, "rec", None)
+    if rec is not None:
+        rec[0].append((fn, _OP, args, {}, None))
+    return result
+
+
+def _fresh(t: torch.Tensor) -> torch.Tensor:
     rec = getattr(_TLS, "rec", None)
     if rec is not None:
         rec[1].append(t)
     return t
+
+
+def empty(shape, *, dtype: torch.dtype, device, stride=None) -> torch.Tensor:
+    """``torch.empty``, for a launch plan's scratch that its kernels write before they read: a
+    recorded call's replay allocates such a tensor afresh (any other tensor the plan makes, e.g. a
+    cached buffer, keeps the call from being replayed). Only for buffers that the plan's launches
+    (through :func:`run_kernel`, :func:`run_op`) write: whatever else writes them at planning time is
+    not replayed. ``stride``: ``torch.empty_strided``'s."""
+    if stride is not None:
+        return _fresh(torch.empty_strided(shape, stride, dtype=dtype, device=device))
+    return _fresh(torch.empty(shape, dtype=dtype, device=device))
+
+
+def zeros(shape, *, dtype: torch.dtype, device) -> torch.Tensor:
+    """``torch.zeros``, for a launch plan's scratch that its kernels accumulate into: a replay
+    allocates it zeroed afresh (before the replay's first launch). The same rule as :func:`empty`."""
+    t = torch.zeros(shape, dtype=dtype, device=device)
+    t._tilecraft_replay_zeroed = True
+    return _fresh(t)
 
 
 def constant(t: torch.Tensor) -> torch.Tensor:
@@ -275,9 +305,10 @@ class Replay:
     it launches the same kernels with the same grids and non-tensor arguments, without planning.
 
     Each argument is a constant, a slot (one of the call's tensors), a view of a slot (same
-    storage: the same sizes, strides and offset from the slot's), a fresh :func:`empty` tensor (or a
-    view of one), or a TMA descriptor of one of those. A launch plan that passes anything else (a
-    zeroed or cached buffer, a copy of an operand, an unknown object) is not replayable. On a GPU the
+    storage: the same sizes, strides and offset from the slot's), a fresh :func:`empty` or
+    :func:`zeros` tensor (or a view of one), or a TMA descriptor of one of those. A launch plan that
+    passes anything else (a cached buffer, a copy of an operand, an unknown object) is not
+    replayable. Host-side steps made through :func:`run_op` are replayed in their place. On a GPU the
     replay calls the compiled kernels Triton returned (``CompiledKernel[grid](*args)``, Triton's own
     launcher: no argument binding or specialisation, as the key fixes them); under the interpreter it
     goes through ``kernel[grid]`` with the new arguments."""
@@ -290,7 +321,8 @@ class Replay:
         for i, t in enumerate(roots):
             if isinstance(t, torch.Tensor) and t.numel():
                 owners.setdefault((t.device, t.untyped_storage().data_ptr()), []).append(i)
-        self.fresh = [(tuple(t.shape), t.stride(), t.dtype) for t in fresh]
+        self.fresh = [(tuple(t.shape), t.stride(), t.dtype, getattr(t, "_tilecraft_replay_zeroed", False))
+                      for t in fresh]
         self.device = next((t.device for t in slots if isinstance(t, torch.Tensor)), None)
 
         def spec(x):  # None for a constant, else how to rebuild x from the roots
@@ -328,6 +360,9 @@ class Replay:
 
         steps = []
         for kernel, grid, args, kwargs, compiled in launches:
+            if grid is _OP:  # a host-side step (run_op)
+                steps.append((kernel, None, *split(list(args)), _OP))
+                continue
             if callable(grid):
                 raise _NotReplayable("a grid function")
             grid = tuple(grid)
@@ -355,14 +390,17 @@ class Replay:
 
     def _run(self, slots: tuple) -> None:
         roots = list(slots)
-        for shape, stride, dtype in self.fresh:
-            roots.append(torch.empty_strided(shape, stride, dtype=dtype, device=self.device))
+        for shape, stride, dtype, zeroed in self.fresh:
+            t = torch.empty_strided(shape, stride, dtype=dtype, device=self.device)
+            roots.append(t.zero_() if zeroed else t)
         for fn, grid, values, fills, kw in self.steps:
             values = values.copy()
             for i, sp in fills:
                 values[i] = _rebuild(sp, roots)
             if kw is None:
                 fn[grid](*values)
+            elif kw is _OP:
+                fn(*values)
             else:
                 n, names = kw
                 fn[grid](*values[:n], **dict(zip(names, values[n:])))

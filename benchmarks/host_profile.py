@@ -32,6 +32,10 @@ def cases():
     yield "matmul_smallm", lambda: tilecraft.matmul(a1, b1)
     q, k, v = (torch.randn(1, 8, 256, 64, dtype=torch.bfloat16, device="cuda", generator=g) for _ in range(3))
     yield "attention", lambda: tilecraft.attention(q, k, v)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    do = torch.randn_like(q)
+    # forward and backward (the backward on this thread, so that cProfile sees it)
+    yield "attention_train", lambda: torch.autograd.grad(tilecraft.attention(*leaves), leaves, do)
     qd = torch.randn(1, 32, 1, 128, dtype=torch.bfloat16, device="cuda", generator=g)
     kd, vd = (torch.randn(1, 8, 4096, 128, dtype=torch.bfloat16, device="cuda", generator=g) for _ in range(2))
     yield "attention_decode", lambda: tilecraft.attention(qd, kd, vd)
@@ -48,6 +52,7 @@ def main() -> int:
     ap.add_argument("--lines", type=int, default=25)
     args = ap.parse_args()
     text = []
+    torch.autograd.set_multithreading_enabled(False)
     for name, fn in cases():
         if args.op and name not in args.op.split(","):
             continue

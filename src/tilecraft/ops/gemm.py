@@ -1237,8 +1237,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out_dtype: torch.dtype | None = 
     """
     spec = validate(a, b, out_dtype=out_dtype, alpha=alpha, beta=beta, c=c, bias=bias, activation=activation,
                     precision=precision, scale_a=scale_a, scale_b=scale_b)
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, b, c, bias, scale_a, scale_b)):
+        _check_differentiable(a, scale_a, scale_b)
     if eager_direct(a, b, c, bias, scale_a, scale_b):  # the registered op's body, without its dispatch
         return compute(a, b, spec, c, bias, scale_a, scale_b)
+    if eager_direct(a, b, c, bias, scale_a, scale_b, autograd=True):  # the same, recorded by autograd
+        return _EagerMatmul.apply(a, b, c, bias, spec, precision)
     return torch.ops.tilecraft.matmul(a, b, spec.out_dtype, float(alpha), float(beta), c, bias, activation,
                                       precision, scale_a, scale_b)
 
@@ -1312,8 +1316,109 @@ def _matmul_fake(a, b, out_dtype, alpha, beta, c, bias, activation, precision, s
     return a.new_empty(spec.out_shape, dtype=spec.out_dtype)
 
 
+# ----------------------------------------------------------------------------------------------
+# gradients
+# ----------------------------------------------------------------------------------------------
+#: operand dtypes whose products are differentiable (fp8 and int8 products, and scales, are not)
+DIFFERENTIABLE = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _check_differentiable(a: torch.Tensor, scale_a, scale_b) -> None:
+    if a.dtype not in DIFFERENTIABLE or scale_a is not None or scale_b is not None:
+        what = f"{a.dtype} operands" + (" with scales" if scale_a is not None or scale_b is not None else "")
+        raise TypeError(f"matmul is differentiable for fp16, bf16, fp32 and fp64 products without scales, not "
+                        f"{what}: call it under torch.no_grad() or on tensors that do not require grad")
+
+
+def _reduce_to(t: torch.Tensor, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
+    """A gradient summed over the batch entries its tensor was broadcast to (a 2D operand or c beside
+    3D ones, a batch of 1), in ``dtype``."""
+    if t.dim() > len(shape):
+        return t.sum(0, dtype=torch.promote_types(t.dtype, torch.float32)).to(dtype)
+    if t.dim() == 3 and shape[0] == 1 and t.shape[0] != 1:
+        return t.sum(0, keepdim=True, dtype=torch.promote_types(t.dtype, torch.float32)).to(dtype)
+    return t.to(dtype)
+
+
+def matmul_grads(dy, a, b, c, bias, y, alpha: float, beta: float, activation: str | None,
+                 precision: str | None, needs=(True, True, True, True)):
+    """Gradients (a, b, c, bias) of ``y = act(alpha * a @ b + beta * c + bias)`` for ``dy`` (``needs``: which
+    to compute, the others None), by tilecraft's own products: dZ = dY * act'(Z) (relu from y; the other
+    activations from Z recomputed by one more product, in fp32, fp64 for fp64), dA = alpha dZ Bᵀ and dB =
+    alpha Aᵀ dZ in the operands' dtype and ``precision`` (dZ rounded to it, as autocast does), dC = beta dZ,
+    dbias = the column sums of dZ (fp32 sums); each summed over the batch entries its tensor was broadcast
+    to. Written with differentiable calls, so it is itself differentiable."""
+    if activation is None:
+        dz = dy
+    elif activation == "relu":
+        dz = torch.ops.aten.threshold_backward(dy, y, 0)
+    else:
+        zt = torch.float64 if a.dtype == torch.float64 else torch.float32
+        z = matmul(a, b, out_dtype=zt, alpha=alpha, beta=beta, c=c.to(zt) if c is not None and beta else None,
+                   bias=bias.to(zt) if bias is not None else None, precision=precision)
+        g = dy.to(zt)
+        if activation == "silu":
+            dz = torch.ops.aten.silu_backward(g, z)
+        else:
+            dz = torch.ops.aten.gelu_backward(g, z, approximate="tanh" if activation == "gelu_tanh" else "none")
+    da = db = dc = dbias = None
+    g = dz.to(a.dtype)
+    if needs[0]:
+        da = _reduce_to(matmul(g, b.transpose(-1, -2), alpha=alpha, precision=precision, out_dtype=a.dtype),
+                        a.shape, a.dtype)
+    if needs[1]:
+        db = _reduce_to(matmul(a.transpose(-1, -2), g, alpha=alpha, precision=precision, out_dtype=b.dtype),
+                        b.shape, b.dtype)
+    if needs[2] and c is not None and beta:
+        dc = _reduce_to(dz * beta, c.shape, c.dtype)
+    if needs[3] and bias is not None:
+        dbias = dz.reshape(-1, dz.shape[-1]).sum(0, dtype=torch.promote_types(dz.dtype, torch.float32)).to(bias.dtype)
+    return da, db, dc, dbias
+
+
+def _setup_context(ctx, inputs, output):
+    a, b, out_dtype, alpha, beta, c, bias, activation, precision, scale_a, scale_b = inputs
+    ctx.save_for_backward(a, b, c, bias, output)
+    ctx.args = (float(alpha), float(beta), activation, precision)
+    ctx.scaled = (scale_a, scale_b) != (None, None)
+
+
+def _backward(ctx, dy):
+    a, b, c, bias, y = ctx.saved_tensors
+    alpha, beta, activation, precision = ctx.args
+    if ctx.scaled or a.dtype not in DIFFERENTIABLE:  # ``matmul`` says so before the forward
+        _check_differentiable(a, 1 if ctx.scaled else None, None)
+    needs = tuple(ctx.needs_input_grad[i] for i in (0, 1, 5, 6))
+    da, db, dc, dbias = matmul_grads(dy, a, b, c, bias, y, alpha, beta, activation, precision, needs)
+    return da, db, None, None, None, dc, dbias, None, None, None, None
+
+
+torch.library.register_autograd("tilecraft::matmul", _backward, setup_context=_setup_context)
+
+
+class _EagerMatmul(torch.autograd.Function):
+    """The registered op's body and backward in a plain autograd function for eager calls that autograd
+    records (``eager_direct(..., autograd=True)``): the same kernels, without the custom op's dispatch.
+    Under torch.compile, modes, transforms or the profiler the registered op runs instead."""
+
+    @staticmethod
+    def forward(ctx, a, b, c, bias, spec: Spec, precision):
+        y = compute(a, b, spec, c, bias)
+        ctx.save_for_backward(a, b, c, bias, y)
+        ctx.args = (spec.alpha, spec.beta, spec.activation, precision)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        a, b, c, bias, y = ctx.saved_tensors
+        alpha, beta, activation, precision = ctx.args
+        needs = tuple(ctx.needs_input_grad[:4])
+        return (*matmul_grads(dy, a, b, c, bias, y, alpha, beta, activation, precision, needs), None, None)
+
+
 __all__ = [
     "ACTIVATIONS",
+    "DIFFERENTIABLE",
     "ARCHS",
     "DTYPE_NAMES",
     "OUT_DTYPES",
@@ -1327,6 +1432,7 @@ __all__ = [
     "launch",
     "launch_plan",
     "matmul",
+    "matmul_grads",
     "problem_of",
     "target_plan",
     "tma_layout",

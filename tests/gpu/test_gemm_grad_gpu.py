@@ -1,6 +1,7 @@
 """``tilecraft.matmul``'s gradients on the GPU, where the TMA and Gluon kernels run: bf16/fp16/fp32 products of
 a linear layer (transposed weight, bias, activations, batched) against float64 autograd; the eager autograd
-function and the registered op give the same bits.
+function and the registered op give the same bits (the op called directly with gelu or silu fuses them and
+recomputes the pre-activation in its backward: against float64 too).
 
     TILECRAFT_GPU_TESTS=1 PYTHONPATH=src python -m pytest -q tests/gpu/test_gemm_grad_gpu.py
 """
@@ -35,13 +36,16 @@ def test_matmul_gradients_on_the_gpu(monkeypatch, case):
     bias = torch.randn(n, device="cuda", generator=g).requires_grad_()
     dy = torch.randn(*lead, m, n, device="cuda", generator=g).to(dtype)
     y = tilecraft.matmul(x, w.t(), bias=bias, activation=act, precision=precision)
-    assert type(y.grad_fn).__name__ == "_EagerMatmulBackward"
+    fused = act in (None, "relu")  # gelu and silu: a torch op after the product under autograd
+    assert (type(y.grad_fn).__name__ == "_EagerMatmulBackward") == fused
     grads = torch.autograd.grad(y, [x, w, bias], dy)
     y_op = torch.ops.tilecraft.matmul(x, w.t(), y.dtype, 1.0, 0.0, None, bias, act, precision, None, None)
     via_op = torch.autograd.grad(y_op, [x, w, bias], dy)
     ref_leaves = [t.detach().double().requires_grad_() for t in (x, w, bias)]
     ref = torch.autograd.grad(ACTS[act](F.linear(*ref_leaves)), ref_leaves, dy.double())
     for name, got, op, r in zip(("x", "w", "bias"), grads, via_op, ref):
-        assert torch.equal(got, op), name
-        err = float((got.double() - r).norm() / r.norm())
-        assert err < tol, (case, name, err)
+        if fused:
+            assert torch.equal(got, op), name
+        for x in (got, op):  # the op called directly fuses every activation, its backward recomputes Z
+            err = float((x.double() - r).norm() / r.norm())
+            assert err < tol, (case, name, err)

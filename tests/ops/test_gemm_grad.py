@@ -58,7 +58,8 @@ def test_fp64_gradients_match_torch(act, shapes):
     c, bias = _leaf(g, (m, n), torch.float64), _leaf(g, (n,), torch.float64)
     y, ours, ref = _both(a, b, c, bias, 0.5, 2.0, act, torch.randn(*torch.broadcast_shapes(
         shapes[0][:-2], shapes[1][:-2]), m, n, generator=g, dtype=torch.float64))
-    assert type(y.grad_fn).__name__ == "_EagerMatmulBackward"
+    assert type(y.grad_fn).__name__ == ("_EagerMatmulBackward" if act in (None, "relu") else
+                                        {"silu": "SiluBackward0"}.get(act, "GeluBackward0"))
     for name, o, r in zip("abc+", ours, ref):
         assert o.shape == r.shape and o.dtype == torch.float64
         torch.testing.assert_close(o, r, rtol=1e-10, atol=1e-10, msg=f"d{name}")
@@ -101,12 +102,22 @@ def test_registered_op_gives_the_eager_bits_and_compiles():
     a, b = _leaf(g, (2, 9, 12), torch.float32), _leaf(g, (12, 10), torch.float32, True)
     bias = _leaf(g, (10,), torch.float32)
     dy = torch.randn(2, 9, 10, generator=g)
-    eager = torch.autograd.grad(tilecraft.matmul(a, b, bias=bias, activation="silu", alpha=0.5), [a, b, bias], dy)
-    y_op = torch.ops.tilecraft.matmul(a, b, torch.float32, 0.5, 0.0, None, bias, "silu", None, None, None)
+    eager = torch.autograd.grad(tilecraft.matmul(a, b, bias=bias, activation="relu", alpha=0.5), [a, b, bias], dy)
+    y_op = torch.ops.tilecraft.matmul(a, b, torch.float32, 0.5, 0.0, None, bias, "relu", None, None, None)
     assert "_EagerMatmul" not in type(y_op.grad_fn).__name__
     via_op = torch.autograd.grad(y_op, [a, b, bias], dy)
     for x, y in zip(eager, via_op):
         assert torch.equal(x, y)
+    # silu: the public call applies it as a torch op (autograd keeps Z); the op itself, called directly,
+    # fuses it and recomputes Z in its backward: both against float64
+    eager = torch.autograd.grad(tilecraft.matmul(a, b, bias=bias, activation="silu", alpha=0.5), [a, b, bias], dy)
+    y_op = torch.ops.tilecraft.matmul(a, b, torch.float32, 0.5, 0.0, None, bias, "silu", None, None, None)
+    via_op = torch.autograd.grad(y_op, [a, b, bias], dy)
+    ref_leaves = [t.detach().double().requires_grad_() for t in (a, b, bias)]
+    ref = torch.autograd.grad(F.silu(0.5 * ref_leaves[0] @ ref_leaves[1] + ref_leaves[2]), ref_leaves, dy.double())
+    for x, y, r in zip(eager, via_op, ref):
+        torch.testing.assert_close(x.double(), r, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(y.double(), r, rtol=1e-4, atol=1e-4)
     torch._dynamo.reset()
     compiled = torch.compile(lambda x, w, c: tilecraft.matmul(x, w, bias=c, activation="silu", alpha=0.5) * 2,
                              backend="aot_eager", fullgraph=True)
@@ -122,6 +133,22 @@ def test_opcheck_autograd_registration():
     torch.library.opcheck(torch.ops.tilecraft.matmul.default,
                           (a, b, torch.float32, 0.5, 1.0, c, bias, "gelu", None, None, None),
                           test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+
+
+def test_the_recomputing_backward_of_the_fused_activations():
+    """The registered op called directly with a fused gelu/silu: its backward recomputes Z."""
+    g = torch.Generator().manual_seed(8)
+    for act in ("gelu", "gelu_tanh", "silu"):
+        a, b = _leaf(g, (2, 6, 5), torch.float64), _leaf(g, (5, 4), torch.float64, True)
+        c, bias = _leaf(g, (6, 4), torch.float64), _leaf(g, (4,), torch.float64)
+        y = torch.ops.tilecraft.matmul(a, b, torch.float64, 0.5, 2.0, c, bias, act, None, None, None)
+        dy = torch.randn(2, 6, 4, generator=g, dtype=torch.float64)
+        ours = torch.autograd.grad(y, [a, b, c, bias], dy)
+        ref_leaves = [t.detach().requires_grad_() for t in (a, b, c, bias)]
+        ra, rb, rc, rbias = ref_leaves
+        ref = torch.autograd.grad(ACTS[act](0.5 * ra @ rb + 2.0 * rc + rbias), ref_leaves, dy)
+        for o, r in zip(ours, ref):
+            torch.testing.assert_close(o, r, rtol=1e-10, atol=1e-10)
 
 
 def test_gradcheck_and_gradgradcheck():

@@ -35,6 +35,7 @@ def main() -> int:
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sets", type=int, default=2)
+    ap.add_argument("--parts", action="store_true", help="also time the step's three products apart (no autograd)")
     args = ap.parse_args()
     info = detect()
     records = []
@@ -72,6 +73,16 @@ def main() -> int:
             t_ours.append(time_rotating(ours, args.sets, budget_s=1.5).median_ms)
             t_peer.append(time_rotating(peer, args.sets, budget_s=1.5).median_ms)
         mo, mp = statistics.median(t_ours), statistics.median(t_peer)
+        if args.parts:  # forward x Wᵀ (NT), dX = dZ W (NN), dW-shaped xᵀ dZ (TN), each against torch's product
+            with torch.no_grad():
+                for part, (fa, fb) in {"fwd NT": (lambda s: s[0], lambda s: s[1].t()),
+                                       "dX NN": (lambda s: s[3], lambda s: s[1]),
+                                       "dW TN": (lambda s: s[0].t(), lambda s: s[3])}.items():
+                    po = statistics.median(time_rotating(lambda i: tilecraft.matmul(fa(sets[i]), fb(sets[i])),
+                                                         args.sets, budget_s=1.0).median_ms for _ in range(2))
+                    pp = statistics.median(time_rotating(lambda i: fa(sets[i]) @ fb(sets[i]),
+                                                         args.sets, budget_s=1.0).median_ms for _ in range(2))
+                    print(f"    {part}: ours {po:.3f} ms, torch {pp:.3f} ms, ratio {pp / po:.3f}", flush=True)
         tflops = lambda ms: 6 * m * n * k / (ms * 1e-3) / 1e12  # noqa: E731
         print(f"{name:22s} ours {mo:7.3f} ms ({tflops(mo):5.0f} TFLOP/s)  torch {mp:7.3f} ms ({tflops(mp):5.0f})  "
               f"ratio {mp / mo:.3f}  grad errors ours {max(errs['ours']):.1e} torch {max(errs['torch']):.1e}",

@@ -31,3 +31,12 @@ def test_wave_example_matches_the_analytic_solution_and_absorbs():
     assert err < 5.0, out
     assert refl < 1.0, out  # the PML target
     assert re.search(r"layered shot: record \(600, 242\)", out), out
+
+
+def test_train_example_matches_torch_and_learns():
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), TRITON_INTERPRET="1")
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "train.py")], capture_output=True, text=True,
+                         env=env, timeout=600, check=True).stdout
+    assert "gradients match torch: True" in out, out
+    first, last = (float(v) for v in re.search(r"loss ([0-9.]+) -> ([0-9.]+)", out).groups())
+    assert last < 0.8 * first, out

@@ -1041,6 +1041,10 @@ def laplacian(u: torch.Tensor, *, order: int = 2, spacing: float | tuple[float, 
     from every face) are computed. The R-wide boundary of the result holds zeros when tilecraft
     allocates it, and is left untouched when you pass ``out``. Every extent must be >= 2R+1.
 
+    Differentiable in ``u`` (without ``out``): the gradient is the adjoint, the Laplacian of the incoming
+    gradient's interior zero-extended by R (one more launch of the same kernels on a grid 2R larger per
+    axis); twice differentiable too.
+
     ``variant`` selects a step of the seeds' optimisation ladder (``tilecraft.ops.stencil.VARIANTS``);
     ``"auto"`` is the fastest, ``"reference"`` the torch slicing implementation. On a GPU, ``"auto"``
     times a few candidate launches on the first call for a kind of grid and caches the fastest
@@ -1063,6 +1067,9 @@ def laplacian(u: torch.Tensor, *, order: int = 2, spacing: float | tuple[float, 
             f"variant {variant!r} runs a Triton kernel, which needs a GPU tensor or the Triton "
             "interpreter (set TRITON_INTERPRET=1 before importing tilecraft); on CPU use "
             "variant='auto' or 'reference' (the torch implementation)")
+    if out is not None and u.requires_grad and torch.is_grad_enabled():
+        raise RuntimeError("laplacian(out=...) does not support automatic differentiation (u requires grad): "
+                           "call it without out, or under torch.no_grad()")
     if eager_direct(u, out):  # the registered ops' bodies, without their dispatch (host time)
         return _compute(u, order, spacing, out, variant)
     if out is None:
@@ -1326,6 +1333,24 @@ def _laplacian_op(u: torch.Tensor, order: int, spacing: list[float], variant: st
 @_laplacian_op.register_fake
 def _laplacian_fake(u: torch.Tensor, order: int, spacing: list[float], variant: str) -> torch.Tensor:
     return torch.empty_like(u, memory_format=torch.contiguous_format)
+
+
+def _laplacian_setup_context(ctx, inputs, output):
+    _u, order, spacing, variant = inputs
+    ctx.args = (order, tuple(spacing))
+
+
+def _laplacian_backward(ctx, grad):
+    """The gradient of the interior-only Laplacian: its adjoint, which (the coefficients being symmetric)
+    is the Laplacian of the gradient's interior zero-extended by R on every side, taken over the whole
+    grid (the padded grid's interior). Computed by ``laplacian`` itself, so it is differentiable again."""
+    order, spacing = ctx.args
+    r = order // 2
+    padded = torch.nn.functional.pad(grad[r:-r, r:-r, r:-r], (2 * r,) * 6)
+    return laplacian(padded, order=order, spacing=spacing)[r:-r, r:-r, r:-r], None, None, None
+
+
+torch.library.register_autograd("tilecraft::laplacian", _laplacian_backward, setup_context=_laplacian_setup_context)
 
 
 @torch.library.custom_op("tilecraft::laplacian_out", mutates_args=("out",))

@@ -389,16 +389,23 @@ def smem_device(u: torch.Tensor) -> bool:
 def short_march(dtype: torch.dtype, r: int, block_x: int | None = None) -> StencilConfig:
     """The short z-march unrolled at compile time (orders 2 and 4, planes whose z chunk fits in L2):
     4 rows of ``block_x`` points (default: 64 for fp64 order 2, else 128), 2 warps for 64-point rows,
-    else 4 (fp64) or 2 (fp32)."""
+    else 4 (fp64) or 2 (fp32); fp64 order 2 on 64-point rows: 8 rows and 4 warps."""
     if block_x is None:
         # fp64 order 2: tiles 64 points wide, 2 warps: 81.0% against 79.7% (128 wide) at 512^3, and
         # 78.1/80.5% against 76.3/79.0% on 256^2/768^2 planes (explore round 2).
         block_x = 64 if r == 1 and dtype == torch.float64 else 128
     nw = 2 if block_x <= 64 or dtype == torch.float32 else 4
+    rows = 4
+    if r == 1 and dtype == torch.float64 and block_x == 64:
+        # 8 rows of 64 points over 4 warps (y halo 10/8 rows instead of 6/4; the same 4 points a thread):
+        # H200 (2026-11-29, ``benchmarks/results/2026-11-29-h200-twentyfirst/stencil-auto-ab-zm-tiles*``, two
+        # rounds each, % of copy) 85.9 against 84.6-84.7 at 512^3, 82.2 against 81.5 on 2048 x 256^2; 16 rows of
+        # 8 warps 71-79, 8 rows of 2 warps 78.3, 8 rows of 128 points 67-76.
+        rows, nw = 8, 4
     # Planes per program (measured best for R = 1); a chunk also reads its 2R halo planes, so
     # R = 2 takes 8 to keep that overhead at half the chunk.
     bz = 8 if r == 2 else (4 if dtype == torch.float64 else 2)
-    return StencilConfig("zmarch", block_y=4, block_x=block_x, num_warps=nw, block_z=bz, nontemporal=True,
+    return StencilConfig("zmarch", block_y=rows, block_x=block_x, num_warps=nw, block_z=bz, nontemporal=True,
                          zorder=2, unroll_z=True)
 
 

@@ -212,10 +212,12 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
     if r <= 2:
         short = short_march(dtype, r)
         if (short.block_z + 2 * r) * plane_bytes <= l2 // 2:
-            if r == 1 and dtype == torch.float32:
-                # The row kernel, 2 rows of 512 points, 4 warps: 76.5-76.7% of copy against 73.7-73.8%
-                # for the tile march (two runs, explore rounds 1 and 2).
-                return row_march()
+            # fp32 order 2: the tile march on 4 x 128 tiles of 4 warps, no longer the row kernel (2 rows of 512
+            # points, 4 warps; it led the tile march of 2 warps 76.5-76.7% to 73.7-73.8% of copy in explore
+            # rounds 1 and 2, timings that held the host's launch path). H200, 2026-11-29 (two rounds each,
+            # ``benchmarks/results/2026-11-29-h200-twentyfirst/stencil-auto-ab-f32o2-tiles.json``), % of copy,
+            # 4 warps against the row kernel: 512^3 82.5 / 81.8, 2048 x 256^2 77.8 / 65.7, 1024 x 384^2
+            # 82.1 / 77.7, 301 x 257 x 520 59.1 / 56.1 (8 x 128 tiles of 8 warps 0.4-1.2 under 4 warps).
             return short
         return long_march(dtype)
     window = _zwin_auto(dtype, r, shape[2])
@@ -389,12 +391,12 @@ def smem_device(u: torch.Tensor) -> bool:
 def short_march(dtype: torch.dtype, r: int, block_x: int | None = None) -> StencilConfig:
     """The short z-march unrolled at compile time (orders 2 and 4, planes whose z chunk fits in L2):
     4 rows of ``block_x`` points (default: 64 for fp64 order 2, else 128), 2 warps for 64-point rows,
-    else 4 (fp64) or 2 (fp32); fp64 order 2 on 64-point rows: 8 rows and 4 warps."""
+    else 4 (fp64, fp32 order 2) or 2 (fp32 order 4); fp64 order 2 on 64-point rows: 8 rows and 4 warps."""
     if block_x is None:
         # fp64 order 2: tiles 64 points wide, 2 warps: 81.0% against 79.7% (128 wide) at 512^3, and
         # 78.1/80.5% against 76.3/79.0% on 256^2/768^2 planes (explore round 2).
         block_x = 64 if r == 1 and dtype == torch.float64 else 128
-    nw = 2 if block_x <= 64 or dtype == torch.float32 else 4
+    nw = 2 if block_x <= 64 or (dtype == torch.float32 and r != 1) else 4
     rows = 4
     if r == 1 and dtype == torch.float64 and block_x == 64:
         # 8 rows of 64 points over 4 warps (y halo 10/8 rows instead of 6/4; the same 4 points a thread):

@@ -9,6 +9,10 @@ Sections (comma list):
   smallm  M in {1, 16, 64}, N = K in {4096, 8192}, bf16: pointer/split-K configs; copy bandwidth
   fp8, int8, tf32, fp32acc, ieee, fp64: 8192^3 configs of each against its torch peer
   accuracy  fp32-accurate (tf32x3, bf16x6) and cuBLAS fp32 against float64 at K = 16384
+  shortk  bf16 products whose inner dimension is short against M and N (a training step's weight
+          gradient, dW = xᵀ dY over K = tokens: TN 4096x4096 at K 512 / 1024 / 2048, 4096x11008 and
+          11008x4096 at K 512; NN and NT 4096x4096x512): every tuner candidate, plus the flattened
+          and warp-specialized TMA loops (the next tile's loads issued during the epilogue)
 Every kernel is compiled first by a pool of processes (Triton's cache is shared), so the timed
 process only loads them. Writes gemm-tune-<sections>.json and a log under --out.
 """
@@ -65,6 +69,31 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
                 add("smallm", bench.Case("bf16", m, nk, nk, "NN"), cfgs)
                 if m == 16 and nk == 8192:
                     add("smallm", bench.Case("bf16", m, nk, nk, "NT"), cfgs)
+    if "shortk" in sections:
+        from tilecraft.tuning.gemm import config_space
+        extra = [T("tma", bm, bn, 64, 8, 8, st, flatten=fl, warp_spec=ws)
+                 for bm, bn in ((128, 256), (256, 128), (128, 128)) for st in (3, 4)
+                 for fl, ws in ((True, False), (False, True))]
+        for m, n, k, lay in ((4096, 4096, 512, "TN"), (4096, 4096, 1024, "TN"), (4096, 4096, 2048, "TN"),
+                             (4096, 11008, 512, "TN"), (11008, 4096, 512, "TN"), (4096, 4096, 512, "NN"),
+                             (4096, 4096, 512, "NT")):
+            case = bench.Case("bf16", m, n, k, lay)
+            a, b, kw = _make(case)
+            spec = ops.validate(a, b, **kw)
+            add("shortk", case, list(dict.fromkeys(config_space(ops.problem_of(a, b, spec)) + extra)))
+            del a, b
+    if "shortk2" in sections:  # where the Gluon kernel's lead at short K ends; fp16
+        cfgs = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5), T("tma", 256, 128, 64, 8, 8, 4),
+                T("tma", 128, 256, 64, 8, 8, 3), T("tma", 128, 256, 64, 8, 8, 3, flatten=True),
+                T("tma", 256, 128, 64, 8, 8, 4, flatten=True)]
+        for dt, m, n, k, lay in (("bf16", 4096, 4096, 4096, "TN"), ("bf16", 4096, 11008, 4096, "TN"),
+                                 ("bf16", 11008, 4096, 4096, "TN"), ("bf16", 4096, 4096, 8192, "TN"),
+                                 ("bf16", 8192, 8192, 2048, "TN"), ("bf16", 4096, 14336, 1024, "TN"),
+                                 ("bf16", 4096, 11008, 512, "NN"), ("bf16", 4096, 11008, 512, "NT"),
+                                 ("bf16", 4096, 11008, 2048, "NN"), ("bf16", 4096, 11008, 1024, "NT"),
+                                 ("fp16", 4096, 4096, 512, "TN"), ("fp16", 4096, 4096, 512, "NN"),
+                                 ("fp16", 4096, 4096, 2048, "NT")):
+            add("shortk2", bench.Case(dt, m, n, k, lay), cfgs)
     if "fp8" in sections:
         base = T("tma", 128, 256, 128, 8, 8, 3)
         add("fp8", bench.Case("fp8", big, big, big, "NT"),

@@ -261,6 +261,33 @@ def test_tma_kernel_dtypes_layouts(name, cfg):
     assert not bad, "\n".join(bad)
 
 
+FLAT = GemmConfig("tma", 128, 256, 64, 8, 8, 3, flatten=True)  # short K off the Gluon kernel (the heuristic)
+
+
+@sm90_only
+@pytest.mark.parametrize("name", ["bf16", "fp16"])
+def test_tma_flattened_loop(name):
+    """The TMA kernel with its tile and K loops flattened (the heuristic's choice for 16-bit products
+    with K <= 1024 that the Gluon kernel does not take): every layout, a tile smaller than the
+    block, K not a multiple of the K step, more tiles than SMs (each program runs several tiles, the
+    next one's loads issued during the epilogue), and with C, bias and an activation."""
+    bad = []
+    for layout in LAYOUTS:
+        for m, n, k in [(8, 4, 16), (129, 260, 136), (4096, 2304, 200), (1000, 1004, 1000)]:
+            gen = _gen("flat", name, layout, m, n, k)
+            a, b = _operands(name, layout, m, n, k, gen)
+            _collect(bad, f"{name} {layout} {m}x{n}x{k}",
+                     lambda: _check(a, b, FLAT, name, main="matmul_tma_kernel", **NAMES[name][1]))
+    m, n, k = 2304, 4096, 520
+    gen = _gen("flat-epilogue", name)
+    a, b = _operands(name, "TN", m, n, k, gen)
+    kw = {**NAMES[name][1], "alpha": -0.5, "beta": 1.5, "activation": "gelu", "c": _c("row", m, n, torch.float32, gen),
+          "bias": _rand((n,), NAMES[name][0], gen)}
+    _collect(bad, f"{name} TN {m}x{n}x{k} with C, bias, gelu",
+             lambda: _check(a, b, FLAT, name, main="matmul_tma_kernel", **kw))
+    assert not bad, "\n".join(bad)
+
+
 ODD_CASES = [("pointer", "bf16"), ("pointer", "fp32"), ("pointer", "int8"), ("pointer", "fp64"),
              ("tma", "bf16"), ("tma", "tf32"), ("tma", "int8")]
 
@@ -508,6 +535,8 @@ DISPATCH = [
     ("bf16", "NN", (1000, 1004, 1000), None, {"bias": torch.bfloat16, "activation": "gelu"}),
     ("bf16", "NT", (64, 4096, 4096), None, {}),
     ("bf16", "TN", (129, 260, 136), 3, {}),
+    ("bf16", "TN", (4096, 4096, 512), None, {}),  # a weight gradient's short K: the Gluon kernel
+    ("fp16", "NN", (4096, 2304, 520), None, {"bias": torch.float16}),  # short K, fp16 bias: TMA, flattened
     ("int8", "NT", (300, 264, 4104), None, {}),
     ("tf32", "TT", (1000, 1000, 1000), None, {}),
     ("fp32-accurate", "NT", (300, 260, 4104), None, {}),

@@ -211,7 +211,12 @@ def test_gluon_16bit_cross_compiles_for_sm90(cfg, layout, instr):
     ((8192, 8192, 8192), "TN", torch.bfloat16, "tma "),  # both MN-major: measured slower on Gluon
     ((8192, 8192, 8192), "NN", torch.float16, "tma "),  # fp16 NN measured slower on Gluon
     ((8192, 8192, 8192), "TN", torch.float16, "gluon 128x256x64 w8 s4"),
-    ((4096, 4096, 4096), "NT", torch.float16, "tma "),  # fp16 measured at 8192^3 only
+    ((4096, 4096, 4096), "NT", torch.float16, "tma "),  # fp16 below 48 Mi outputs: long K not measured
+    ((4096, 4096, 512), "TN", torch.bfloat16, "gluon 128x256x64 w8 s4"),  # short K: every layout, both dtypes
+    ((4096, 4096, 2048), "TN", torch.float16, "gluon 128x256x64 w8 s4"),
+    ((4096, 11008, 512), "NN", torch.bfloat16, "gluon 128x256x64 w8 s4"),
+    ((4096, 11008, 4096), "TN", torch.bfloat16, "gluon 128x256x64 w8 s4"),  # TN below 48 Mi outputs
+    ((8192, 8192, 2048), "TN", torch.bfloat16, "gluon 128x256x64 w8 s4"),
     ((8192, 8192, 8192), "NN", torch.float32, "gluon 128x256x32 w8 s3 g8 regs"),  # tf32: B into registers
     ((8192, 8192, 8192), "TT", torch.float32, "gluon 128x256x32 w8 s3 g8 regs"),  # A into registers
     ((8192, 8192, 8192), "NT", torch.float32, "tma 128x256x32"),
@@ -440,6 +445,9 @@ def test_gluon_epilogue_cross_compiles_without_spills(dtype, cfg, layout, which,
     ((128, 11008, 4096), "NN", torch.bfloat16, "bias+gelu", "gluon 128x128x64 w8 s5 g8 epf"),
     ((1000, 1000, 1000), "NN", torch.bfloat16, "bias+gelu", "gluon 64x128x64 w4 s4 g8"),
     ((8192, 8192, 8192), "TN", torch.float16, "bias", "tma "),  # fp16 with an epilogue: not measured
+    ((4096, 4096, 512), "TN", torch.bfloat16, "c", "tma 128x256x64 w8 s3 g8 flat"),  # short K off Gluon
+    ((4096, 4096, 1024), "NN", torch.float16, "bias", "tma 128x256x64 w8 s3 g8 flat"),
+    ((4096, 4096, 2048), "NN", torch.float16, "bias", "tma 256x128x64 w8 s4"),
     ((8192, 8192, 8192), "NT", torch.int8, "c+bias+relu", "gluon 128x256x128 w8 s4"),
     ((8192, 8192, 8192), "NN", torch.float32, "c", "gluon 128x256x32 w8 s3 g8 regs"),  # tf32
     ((8192, 8192, 8192), "NN", torch.float32, "bias+gelu", "gluon 128x256x32 w8 s3 g8 regs"),

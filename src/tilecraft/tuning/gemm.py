@@ -299,16 +299,32 @@ GLUON_HEURISTIC: dict[str, GemmConfig] = {
 
 def _gluon16_measured(p: Problem) -> bool:
     """Where the Gluon kernel measured faster than the TMA kernel on 16-bit products of two waves
-    of 128x256 tiles or more (see :func:`heuristic`). Not taken where it measured slower: bf16 TN
-    (both operands MN-major: 0.982 against 1.011x), bf16 outputs of 32-48 Mi elements (4096x11008:
-    1.013 against 1.020x for TMA 256x128 s4), fp16 NN (0.987 against 1.074x); fp16 only measured
-    at 8192^3 (64 Mi outputs), so only from 48 Mi outputs on."""
+    of 128x256 tiles or more (see :func:`heuristic`).
+
+    Short inner dimensions (K <= 2048, e.g. a training step's weight gradient over the tokens):
+    every layout and both dtypes (H200, 2026-11-30, gemm-tune-shortk / shortk2, torch in the same
+    run): bf16 TN 4096^2 x 512 / 1024 / 2048 1.054 / 1.026 / 1.007x torch against 0.851 / 0.889 /
+    0.929x for the TMA 256x128 s4 tile, 4096 x 11008 x 512 TN / NN / NT 0.984 / 0.954 / 0.961x
+    against 0.763 / 0.767 / 0.750x, 8192^2 x 2048 TN 0.971x against 0.916x; fp16 4096^2 x 512 TN /
+    NN 1.014 / 1.024x against 0.817 / 0.841x, NT x 2048 1.031x against 0.916x. (The Gluon kernel's
+    TMA stores let the next tile's loads start during the epilogue; the TMA kernel's 8 K steps a
+    tile do not hide it.)
+
+    Longer K: bf16 where one operand is K-major except outputs of 32-48 Mi elements (4096x11008x4096:
+    1.013 against 1.020x for TMA 256x128 s4); bf16 TN (both operands MN-major) below 48 Mi outputs
+    (4096^2 x 4096 / x 8192 1.009 / 0.986x against 0.930 / 0.906x, 4096 x 11008 x 4096 1.020x against
+    0.955x, 11008 x 4096 x 4096 1.024x against 0.946x) but not at 8192^3 (0.982 against 1.011x);
+    fp16 from 48 Mi outputs on, not NN (0.987 against 1.074x at 8192^3)."""
     elems = p.m * p.n * p.batch
+    if p.dtype not in ("bf16", "fp16"):
+        return False
+    if p.k <= 2048:
+        return True
     if p.dtype == "bf16":
-        return (p.a_kmajor or p.b_kmajor) and not 32 * 2**20 <= elems < 48 * 2**20
-    if p.dtype == "fp16":
-        return not (p.a_kmajor and not p.b_kmajor) and elems >= 48 * 2**20
-    return False
+        if not (p.a_kmajor or p.b_kmajor):
+            return elems < 48 * 2**20
+        return not 32 * 2**20 <= elems < 48 * 2**20
+    return not (p.a_kmajor and not p.b_kmajor) and elems >= 48 * 2**20
 
 
 def _pad_pays(p: Problem) -> bool:
@@ -487,6 +503,13 @@ def _heuristic(p: Problem) -> GemmConfig:
     if tma and p.precision == "tf32x3":
         # three wgmmas per step: 128x128x64, 2 stages, 80.5 TFLOP/s; 128x256x32 spills (57.7)
         return GemmConfig("tma", 128, 128, 64, group_m=8, num_warps=8, num_stages=2)
+    if big and tma and p.itemsize == 2 and p.k <= 1024:
+        # a short inner dimension (8-16 K steps a tile) where the Gluon kernel does not take the call
+        # (bf16 reading C, fp16 with an epilogue): the flattened loop issues the next tile's loads
+        # during the epilogue (H200, 2026-11-30, gemm-tune-shortk: bf16 4096^2 x 512 TN / NN / NT
+        # 0.979 / 0.971 / 0.967x torch against 0.875 / 0.881 / 0.889x unflattened and 0.851 / 0.844 /
+        # 0.842x for 256x128 s4; x 1024 TN 0.983x against 0.910x; fp16 TN / NN x 512 0.953 / 0.968x)
+        return GemmConfig("tma", 128, 256, bk, group_m=8, num_warps=8, num_stages=3, flatten=True)
     if big and tma:
         if p.itemsize == 2 and p.m * p.n * p.batch < 48 * 2**20:
             # a few waves only (4096^2 .. 4096x11008): 256x128, 4 stages, chosen by the tuner on
@@ -565,6 +588,9 @@ def config_space(p: Problem) -> list[GemmConfig]:
             for bm, bn, w in ((128, 256, 8), (256, 128, 8), (128, 128, 8), (64, 128, 4), (128, 64, 4), (64, 64, 4)):
                 for st in (3, 4):
                     cands.append(GemmConfig("tma", bm, bn, bk, group_m=8, num_warps=w, num_stages=st))
+            if p.itemsize == 2 and p.k <= 2048:  # short K: the flattened loop (see _heuristic)
+                cands += [GemmConfig("tma", bm, bn, bk, group_m=8, num_warps=8, num_stages=3, flatten=True)
+                          for bm, bn in ((128, 256), (256, 128))]
             if p.m * p.n * p.batch < 2 * p.sms * 128 * 256:
                 # few tiles: split-K inside the persistent grid, and deeper pipelines on small tiles
                 for bm, bn, w, st in ((128, 128, 8, 4), (128, 64, 4, 6), (64, 128, 4, 6)):

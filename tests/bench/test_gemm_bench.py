@@ -30,6 +30,12 @@ def test_cases_skip_what_the_peer_cannot_take():
         bench.cases_for("huge", ["bf16"])
 
 
+def test_train_suite_is_short_k_weight_gradients():
+    cases = bench.cases_for("train", ["bf16"], ["TN"])
+    assert cases and all(c.layout == "TN" and c.k <= 2048 < min(c.m, c.n) for c in cases)
+    assert not set(bench.SUITES["train"]) & set(bench.SUITES["all"])  # "all" keeps its meaning
+
+
 def test_interpreter_check_is_labelled_and_unmeasured():
     recs = bench.interpreter_check(["fp16", "fp32-accurate"], say=lambda _m: None, layouts=("NT",))
     assert len(recs) == 2 and all(not r.measured and r.extra["ok"] for r in recs)

@@ -45,8 +45,6 @@ def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_b
     * the ladder's ``tiling`` and ``baseline`` steps (one plane tile per program: on an H100 at fp64
       order 2, 512^3, ``tiling`` measured 86.9% of copy and ``baseline`` 83.9% against 81.1% for the
       heuristic's short march);
-    * fp64 order 2 where the heuristic takes the short march of 4 planes a program: the same march of 6
-      (faster at 512^3 on an H200, slower on 256^2 planes);
     * orders 2 and 4, 16-byte aligned rows: the best plane kernel of an order-2 sweep on an H100
       (:func:`plane_sweep_best`), the short unrolled z-march at both tile widths (64 and 128 points)
       and the long pipelined march (the heuristic takes one of them by the plane size); order 4 also
@@ -88,10 +86,6 @@ def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_b
                  replace(ring, block_y=8, block_x=128, num_warps=8, prefetch=3),
                  replace(ring, block_y=16, block_x=wide, num_warps=8, prefetch=4)]
     if r <= 2 and vector_aligned:
-        if r == 1 and dtype == torch.float64 and heuristic.kernel == "zmarch" and heuristic.block_z == 4:
-            # 6 planes a program: H200 512^3 86.3-86.4% of copy against 85.9%, 2048 x 256^2 79.6 against 82.2
-            # (2026-11-29, stencil-auto-ab-zm-tiles2): the grid decides, so the tuner does
-            alts.append(replace(heuristic, block_z=6))
         alts += [plane_sweep_best(dtype), ops.short_march(dtype, r, 64), ops.short_march(dtype, r, 128),
                  ops.long_march(dtype)]
         alts += [ops.window_march(dtype, r)] if r == 2 else []

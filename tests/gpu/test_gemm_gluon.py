@@ -176,6 +176,81 @@ def test_16bit_split_k_fixup(layout):
             assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 1e-2, shape
 
 
+#: (M, N, K, sms the grid is planned for): fewer tiles than programs (every tile shared, up to 4
+#: ways), one to two waves (all tiles shared), whole waves plus a part (the last full wave and the
+#: part shared), exact waves (no stream-K region), K of one step and not a multiple of the step
+SK_SHAPES = [(300, 264, 1013, 132), (1000, 1000, 1000, 40), (1000, 1004, 4104, 7), (1000, 1000, 520, 16),
+             (77, 136, 64, 5), (512, 1024, 130, 32), (2048, 11008, 4096, 132)]
+
+
+@pytest.mark.parametrize("cfg", [GemmConfig("gluon", 128, 128, 64, 8, 8, 5, stream_k=True),
+                                 GemmConfig("gluon", 128, 256, 64, 8, 8, 4, stream_k=True),
+                                 GemmConfig("gluon", 64, 128, 64, 8, 4, 4, stream_k=True)], ids=lambda c: c.short())
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+def test_16bit_stream_k(cfg, layout):
+    """The stream-K form against float64, every layout, into a poisoned output, for each tile/wave
+    regime of ``SK_SHAPES`` (the grid planned for fewer SMs than the GPU has, so that small shapes
+    split); each shape three times: the same bits every call (partials summed in program order) and
+    the tile counters left at zero (a counter left over would join the next call's tiles early)."""
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, cfg.block_n, cfg.block_m)) % 2**31)
+    bad = []
+    for m, n, k, sms in SK_SHAPES:
+        if layout != "NT" and m * n > 4 * 2**20:
+            continue
+        a, b = _rnd16(torch.bfloat16, layout, m, n, k, gen)
+        spec = ops.validate(a, b)
+        outs = []
+        for _ in range(3):
+            out = torch.full(spec.out_shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+            plan = ops.launch_plan(a, b, out, spec, cfg, sms=sms)
+            assert [x.kernel.__name__ for x in plan] == ["matmul_ws_kernel"] and plan[0].constexprs["STREAM_K"]
+            plan[0].run()
+            outs.append(out)
+        err = relative_error(outs[0], matmul_reference(a, b, out_dtype=torch.float64))
+        if err > 1e-2:
+            bad.append(f"{m}x{n}x{k} on {sms}: relative error {err:.2e}")
+        if not all(torch.equal(outs[0], o) for o in outs[1:]):
+            bad.append(f"{m}x{n}x{k} on {sms}: calls differ")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.int8, torch.float32])
+def test_stream_k_epilogue_and_types(dtype):
+    """Stream-K with the epilogue run by the share that finishes a tile (alpha, beta * C, bias,
+    gelu; int8: int32 out with relu), fp16, int8 (int32 partials, exact) and tf32."""
+    gen = torch.Generator(device="cuda").manual_seed(29)
+    m, n, k = 1000, 1000, 1000
+    cfg = GemmConfig("gluon", 128, 128, 128 if dtype == torch.int8 else (32 if dtype == torch.float32 else 64),
+                     8, 8, 4, stream_k=True)
+    if dtype == torch.int8:
+        a = torch.randint(-128, 128, (m, k), device="cuda", generator=gen, dtype=torch.int8)
+        b = torch.randint(-128, 128, (n, k), device="cuda", generator=gen, dtype=torch.int8).t()
+        kw = {"alpha": 3, "beta": -2, "c": torch.randint(-9, 9, (m, n), device="cuda", generator=gen,
+                                                         dtype=torch.int32),
+              "bias": torch.randint(-99, 99, (n,), device="cuda", generator=gen, dtype=torch.int32),
+              "activation": "relu"}
+    else:
+        a = (torch.rand(m, k, device="cuda", generator=gen) * 2 - 1).to(dtype)
+        b = (torch.rand(n, k, device="cuda", generator=gen) * 2 - 1).to(dtype).t()
+        kw = {"alpha": -1.5, "beta": 0.5, "c": torch.rand(m, n, device="cuda", generator=gen),
+              "bias": torch.rand(n, device="cuda", generator=gen).to(dtype), "activation": "gelu"}
+        if dtype == torch.float32:
+            kw["precision"] = "tf32"
+    spec = ops.validate(a, b, **kw)
+    out = torch.full(spec.out_shape, -7 if dtype == torch.int8 else float("nan"), dtype=spec.out_dtype, device="cuda")
+    plan = ops.launch_plan(a, b, out, spec, cfg, kw["c"], kw["bias"], sms=40)
+    assert plan[-1].constexprs["STREAM_K"]
+    for x in plan:
+        x.run()
+    ref = matmul_reference(a, b, out_dtype=torch.int64 if dtype == torch.int8 else torch.float64,
+                           **{key: v for key, v in kw.items() if key != "precision"})
+    if dtype == torch.int8:
+        assert torch.equal(out.to(torch.int64), ref)
+    else:
+        tol = {torch.bfloat16: 1e-2, torch.float16: 2e-3, torch.float32: 1e-3}[dtype]
+        assert relative_error(out, ref) <= tol
+
+
 def test_16bit_fp32_out_and_split_rule():
     gen = torch.Generator(device="cuda").manual_seed(19)
     a, b = _rnd16(torch.bfloat16, "NN", 200, 264, 520, gen)

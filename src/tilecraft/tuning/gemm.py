@@ -64,6 +64,7 @@ class GemmConfig:
     row_perm: bool = False  # Gluon, mn_regs: the register operand's rows read in a bank-conflict-free order
     fixup: bool = False  # Gluon, split_k 2: the halves joined in the kernel (no workspace pass), units <= SMs
     epi_prefetch: bool = False  # Gluon: the producer prefetches each tile's C and bias into L2 for the epilogue
+    stream_k: bool = False  # Gluon: the tiles past the last whole wave shared evenly by (tile, K step) (stream-K)
     warps_m: int = 0  # FMA kernel: warps along M (0: half the warps, at least one)
     maxnreg: int = 0  # NVIDIA: register budget per thread (0: the compiler's choice)
     mn_copy: str = ""  # FMA kernel: K-contiguous operands ("a", "b", "ab") copied MN-contiguous before the product
@@ -97,6 +98,8 @@ class GemmConfig:
             s += " fixup"
         if self.epi_prefetch:
             s += " epf"
+        if self.stream_k:
+            s += " sk"
         if self.warps_m:
             s += f" wm{self.warps_m}"
         if self.maxnreg:

@@ -11,7 +11,6 @@ Sections (comma list):
   accuracy  fp32-accurate (tf32x3, bf16x6) and cuBLAS fp32 against float64 at K = 16384
   midm    bf16 M = 256 .. 2048 against N/K of 4096 / 11008 (a forward's x Wᵀ, NT, and some NN): every
           tuner candidate and a few more
-  streamk the Gluon kernel with and without its stream-K form (bf16, M = 128 .. 4096, LLM N/K, odd shapes)
   shortk  bf16 products whose inner dimension is short against M and N (a training step's weight
           gradient, dW = xᵀ dY over K = tokens: TN 4096x4096 at K 512 / 1024 / 2048, 4096x11008 and
           11008x4096 at K 512; NN and NT 4096x4096x512): every tuner candidate, plus the flattened
@@ -99,15 +98,14 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
                     spec = ops.validate(a, b, **kw)
                     add("midm", case, list(dict.fromkeys(config_space(ops.problem_of(a, b, spec)) + extra)))
                     del a, b
-    if "streamk" in sections:  # the Gluon kernel's stream-K form where the tiles leave a partial last wave
-        g = [T("gluon", 128, 128, 64, 8, 8, 5), T("gluon", 128, 128, 64, 8, 8, 6), T("gluon", 128, 256, 64, 8, 8, 4)]
-        cfgs = g + [replace(c, stream_k=True) for c in g]
-        for m, n, k, lay in ((256, 11008, 4096, "NT"), (512, 11008, 4096, "NT"), (1024, 11008, 4096, "NT"),
-                             (2048, 11008, 4096, "NT"), (512, 14336, 4096, "NT"), (2048, 14336, 4096, "NT"),
-                             (256, 4096, 4096, "NT"), (512, 4096, 11008, "NT"), (4096, 11008, 4096, "NT"),
-                             (4096, 14336, 4096, "NN"), (1000, 1000, 1000, "NN"), (3000, 7000, 5000, "NN"),
-                             (128, 11008, 4096, "NN"), (1024, 11008, 4096, "NN"), (4096, 4096, 512, "TN")):
-            add("streamk", bench.Case("bf16", m, n, k, lay), cfgs)
+    if "tiles2" in sections:  # the 16-bit Gluon tile by the last waves' fill (tuning.gemm._gluon16_tile), unmeasured shapes
+        cfgs = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5), T("tma", 64, 128, 64, 8, 4, 6),
+                T("gluon", 64, 128, 64, 8, 4, 4), T("tma", 256, 128, 64, 8, 8, 4)]
+        for m, n, k, lay in ((3000, 3000, 3000, "NN"), (1536, 4096, 4096, "NT"), (768, 11008, 4096, "NT"),
+                             (3072, 4096, 4096, "NT"), (1536, 11008, 4096, "NN"), (384, 4096, 4096, "NT"),
+                             (256, 4096, 2048, "NT"), (512, 8192, 8192, "NT"), (1024, 14336, 4096, "NT"),
+                             (2048, 11008, 2048, "TN")):
+            add("tiles2", bench.Case("bf16", m, n, k, lay), cfgs)
     if "shortk2" in sections:  # where the Gluon kernel's lead at short K ends; fp16
         cfgs = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5), T("tma", 256, 128, 64, 8, 8, 4),
                 T("tma", 128, 256, 64, 8, 8, 3), T("tma", 128, 256, 64, 8, 8, 3, flatten=True),

@@ -42,8 +42,7 @@ ptx = k.asm["ptx"]
 print(json.dumps({"wgmma": re.findall(r"wgmma\.mma_async\.[\w.]+", ptx),
                   "tma_load": len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", ptx)),
                   "tma_store": len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared", ptx)),
-                  "setmaxnreg": re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx),
-                  "atomics": sorted(set(re.findall(r"atom\.[\w.]+", ptx)))}))
+                  "setmaxnreg": re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx)}))
 """
 
 
@@ -229,7 +228,10 @@ def test_gluon_16bit_cross_compiles_for_sm90(cfg, layout, instr):
     ((128, 4096, 11008), "NN", torch.bfloat16, "tma 64x128x64 w4 s6 g8 splitk2"),
     ((1000, 1000, 1000), "NN", torch.bfloat16, "gluon 64x128x64 w4 s4"),
     ((3000, 7000, 5000), "NN", torch.bfloat16, "tma 256x128x64 w8 s4 g8 pad"),  # rows padded to 128 bytes
-    ((3000, 3000, 3000), "NN", torch.bfloat16, "gluon 128x256x64 w8 s4 g8"),  # the copies would not pay
+    ((3000, 3000, 3000), "NN", torch.bfloat16, "gluon 128x128x64 w8 s5 g8"),  # no copies; 128x128 fills 3 waves
+    ((512, 11008, 4096), "NT", torch.bfloat16, "gluon 128x128x64 w8 s5"),  # 128x256 tiles: 1.3 waves
+    ((2048, 4096, 4096), "NT", torch.bfloat16, "gluon 128x256x64 w8 s4"),  # below the big products, by waves
+    ((256, 4096, 4096), "NT", torch.bfloat16, "tma 64x128x64 w4 s6"),  # 64x128 on Gluon only at short K
     ((997, 1009, 1013), "NN", torch.bfloat16, "tma "),  # unaligned: copies, not measured on Gluon
 ])
 def test_gluon_16bit_dispatch(shape, layout, dtype, want):
@@ -352,7 +354,7 @@ def test_gluon_split_k_fixup_cross_compiles_and_rules():
     _, _, plan = ops.target_plan(a, a, "sm90", sms=132, cfg=cfg)
     (launch,) = plan
     assert launch.grid == (128,) and launch.constexprs["FIXUP"] and launch.constexprs["SPLIT_K"] == 2
-    assert launch.args[-3].numel() == 64 * 128 * 128 and launch.args[-2].dtype == torch.int32  # ws, flags (dp_tiles last)
+    assert launch.args[-2].numel() == 64 * 128 * 128 and launch.args[-1].dtype == torch.int32
     res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch),
                         launch.constexprs, "sm90", num_warps=8, maxnreg=launch.options["maxnreg"], sass=True)
     assert res.error is None, res.error
@@ -471,85 +473,3 @@ def test_gluon_epilogue_dispatch(shape, layout, dtype, epi, want):
     p = ops.problem_of(a, b, spec, arch="sm90", sms=132)
     assert p.epilogue == ("c" if "c" in kw else "bias" if "bias" in kw else "light" if kw.get("activation") else "")
     assert shape_key(p).endswith(f"/epi-{p.epilogue}") if p.epilogue else "/epi-" not in shape_key(p)
-
-
-# ---------------------------------------------------------------------------------------------
-# stream-K (the tiles past the last whole wave shared evenly by (tile, K step))
-# ---------------------------------------------------------------------------------------------
-def _kernel_schedule(tiles, k_tiles, sms):
-    """The kernel's stream-K schedule (``_sk_range``, ``_sk_join``'s owners and slots) in Python:
-    {tile of the stream-K region: [(program, k_lo, k_hi, slot or None for a whole tile)]}."""
-    dp, programs = ops.stream_k_plan(tiles, k_tiles, sms)
-    units = (tiles - dp) * k_tiles
-    shares: dict[int, list] = {}
-    for p in range(programs):
-        u0, u1 = p * units // programs, (p + 1) * units // programs
-        t_lo = u0 // k_tiles
-        t_hi = (u1 + k_tiles - 1) // k_tiles if u1 > u0 else t_lo
-        for t in range(t_lo, t_hi):
-            lo, hi = max(u0 - t * k_tiles, 0), min(u1 - t * k_tiles, k_tiles)
-            whole = lo == 0 and hi == k_tiles
-            shares.setdefault(t, []).append((p, lo, hi, None if whole else 2 * p + int(u0 // k_tiles != t)))
-    return dp, programs, units, shares
-
-
-@pytest.mark.parametrize("tiles,k_tiles,sms", [(344, 64, 132), (86, 64, 132), (172, 64, 132), (264, 64, 132),
-                                               (688, 64, 132), (1, 1, 132), (3, 2, 7), (17, 7, 5), (64, 16, 40),
-                                               (1000, 3, 132), (133, 1, 132), (5, 100, 132)])
-def test_stream_k_schedule_covers_every_tile_once(tiles, k_tiles, sms):
-    """Every K step of every tile computed exactly once; whole waves stay whole; each shared tile's
-    programs are the consecutive range its first and last K steps' owners give (what ``_sk_join``
-    sums), at most ``SK_SLOTS`` of them, each with its own workspace slot; no program is idle."""
-    dp, programs, units, shares = _kernel_schedule(tiles, k_tiles, sms)
-    assert dp % sms == 0 and dp <= tiles and 1 <= programs <= sms
-    assert sorted(shares) == list(range(tiles - dp))
-    if tiles % sms == 0:
-        assert dp == tiles and not shares
-    else:
-        assert dp == 0 or tiles - dp >= sms  # the last full wave is shared with the part
-    slots = set()
-    for t, parts in shares.items():
-        steps = sorted((lo, hi) for _, lo, hi, _ in parts)
-        assert steps[0][0] == 0 and steps[-1][1] == k_tiles
-        assert all(a[1] == b[0] for a, b in zip(steps, steps[1:]))
-        first = ((t * k_tiles + 1) * programs - 1) // units
-        last = ((t * k_tiles + k_tiles) * programs - 1) // units
-        assert [p for p, *_ in parts] == list(range(first, last + 1))
-        assert len(parts) <= ops.SK_SLOTS
-        for *_, slot in parts:
-            if slot is not None:
-                assert slot not in slots
-                slots.add(slot)
-    assert units == 0 or all(p * units // programs < (p + 1) * units // programs for p in range(programs))
-
-
-def test_stream_k_plan_refusals():
-    with pytest.raises(ValueError, match="overflow"):
-        ops.stream_k_plan(200, 100_000, 132)  # K = 6.4 M in 64-deep steps
-    a = torch.empty(512, 4096, dtype=torch.bfloat16, device="meta")
-    b = torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta")
-    for bad in (GemmConfig("tma", 128, 128, 64, 8, 8, 4, stream_k=True),
-                GemmConfig("gluon", 128, 128, 64, 8, 8, 4, split_k=2, stream_k=True)):
-        with pytest.raises(ValueError, match="stream_k"):
-            ops.target_plan(a, b, "sm90", sms=132, cfg=bad)
-
-
-@pytest.mark.parametrize("cfg,layout,shape,epi", [
-    (GemmConfig("gluon", 128, 128, 64, 8, 8, 6, stream_k=True), "NT", (512, 11008, 4096), ""),
-    (GemmConfig("gluon", 128, 256, 64, 8, 8, 4, stream_k=True), "TN", (2048, 11008, 4096), ""),
-    (GemmConfig("gluon", 128, 128, 64, 8, 8, 5, stream_k=True), "NN", (512, 11008, 4096), "bias+gelu"),
-])
-def test_stream_k_cross_compiles_without_spills(cfg, layout, shape, epi):
-    kw = _epi_kwargs(torch.bfloat16, shape[1], epi) if epi else {}
-    _, _, plan = _plan16(cfg, layout, *shape, **kw)
-    launch = plan[0]
-    assert launch.constexprs["STREAM_K"] and launch.grid == (132,)
-    tiles = -(-shape[0] // cfg.block_m) * -(-shape[1] // cfg.block_n)
-    assert launch.args[-1] == ops.stream_k_plan(tiles, -(-shape[2] // cfg.block_k), 132)[0]  # dp_tiles
-    res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch),
-                        launch.constexprs, "sm90", num_warps=launch.options["num_warps"],
-                        maxnreg=launch.options["maxnreg"], sass=False)
-    assert res.error is None, res.error
-    assert res.spills == 0 and res.scratch_bytes == 0
-    atomics = _ptx_facts(launch)["atomics"]  # the tile counters: each thread releases its own partial stores
-    assert any("acq_rel" in x and "gpu" in x for x in atomics), atomics

@@ -111,57 +111,16 @@ def _prefetch_epilogue(epi, off_m, off_n, M, N, BLOCK_M: gl.constexpr, BLOCK_N: 
 
 
 @gluon.jit
-def _sk_range(p, P, units, k_tiles):
-    """Program ``p`` of ``P``'s share of the stream-K region's ``units`` (tile, K step) work units,
-    [u0, u1) with u0 = p units // P, and the tiles it touches, [t_lo, t_hi) (none for an empty share).
-    The launcher keeps P units well below 2^31 (``ops.gemm.stream_k_plan``)."""
-    u0 = (p * units) // P
-    u1 = ((p + 1) * units) // P
-    t_lo = u0 // k_tiles
-    t_hi = gl.where(u1 > u0, (u1 + k_tiles - 1) // k_tiles, t_lo)
-    return u0, u1, t_lo, t_hi
-
-
-@gluon.jit
-def _load_k_range(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
-                  off_m, off_n, k_lo, k_hi, it, nbytes: gl.constexpr, THREE_TF32: gl.constexpr,
-                  BLOCK_K: gl.constexpr, A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr):
-    """The producer's TMA loads of one tile's K steps [k_lo, k_hi) into the ring; returns the ring
-    position after them."""
-    STAGES: gl.constexpr = a_bufs.type.shape[0]
-    for ki in range(k_lo, k_hi):
-        s = it % STAGES
-        # a fresh mbarrier counts as having completed the phase before phase 0
-        mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
-        bar = ready.index(s)
-        mbarrier.expect(bar, nbytes)
-        off_k = ki * BLOCK_K
-        if A_KMAJOR:
-            tma.async_copy_global_to_shared(a_desc, [off_m, off_k], bar, a_bufs.index(s))
-        else:
-            tma.async_copy_global_to_shared(a_desc, [off_k, off_m], bar, a_bufs.index(s))
-        if B_KMAJOR:
-            tma.async_copy_global_to_shared(b_desc, [off_n, off_k], bar, b_bufs.index(s))
-        else:
-            tma.async_copy_global_to_shared(b_desc, [off_k, off_n], bar, b_bufs.index(s))
-        if THREE_TF32:
-            tma.async_copy_global_to_shared(a_lo_desc, [off_m, off_k], bar, a_lo_bufs.index(s))
-            tma.async_copy_global_to_shared(b_lo_desc, [off_n, off_k], bar, b_lo_bufs.index(s))
-        it += 1
-    return it
-
-
-@gluon.jit
 def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
               M, N, K, k_split_steps, epi, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_KMAJOR: gl.constexpr,
               B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr, PREFETCH_C: gl.constexpr, PREFETCH_BIAS: gl.constexpr,
-              BIAS_ROWS: gl.constexpr, PDL: gl.constexpr, STREAM_K: gl.constexpr, dp_tiles):
+              BIAS_ROWS: gl.constexpr, PDL: gl.constexpr = 0):
     """One warp: TMA loads of every (work unit, K step) of this program, in the consumers' order.
     An MN-major operand (16-bit only) is loaded as its (BLOCK_K, rows) tile. ``PREFETCH_C`` /
     ``PREFETCH_BIAS``: first, the unit's C tile / bias slice prefetched into L2
-    (:func:`_prefetch_epilogue`). ``PDL`` 2: the next kernel may launch once the last load is issued.
-    ``STREAM_K``: the schedule of :func:`matmul_ws_kernel`'s stream-K form."""
+    (:func:`_prefetch_epilogue`). ``PDL`` 2: the next kernel may launch once the last load is issued."""
+    STAGES: gl.constexpr = a_bufs.type.shape[0]
     if THREE_TF32:
         nbytes: gl.constexpr = 2 * (a_desc.block_type.nbytes + b_desc.block_type.nbytes)
     else:
@@ -170,38 +129,32 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
     it = 0
-    if STREAM_K:
-        P = gl.num_programs(0)
-        p = gl.program_id(0)
-        for tile in range(p, dp_tiles, P):  # whole tiles first, one wave after another
-            pid_m, pid_n = _tile_mn(tile, num_pid_m, num_pid_n, GROUP_M)
-            if PREFETCH_C or PREFETCH_BIAS:
-                _prefetch_epilogue(epi, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, BLOCK_M, BLOCK_N, PREFETCH_C,
-                                   PREFETCH_BIAS, BIAS_ROWS)
-            it = _load_k_range(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready,
-                               empty, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, k_tiles, it, nbytes, THREE_TF32, BLOCK_K,
-                               A_KMAJOR, B_KMAJOR)
-        u0, u1, t_lo, t_hi = _sk_range(p, P, (num_pid_m * num_pid_n - dp_tiles) * k_tiles, k_tiles)
-        for t in range(t_lo, t_hi):  # then this program's even share of the last tiles' K steps
-            pid_m, pid_n = _tile_mn(dp_tiles + t, num_pid_m, num_pid_n, GROUP_M)
-            if PREFETCH_C or PREFETCH_BIAS:
-                _prefetch_epilogue(epi, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, BLOCK_M, BLOCK_N, PREFETCH_C,
-                                   PREFETCH_BIAS, BIAS_ROWS)
-            it = _load_k_range(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready,
-                               empty, pid_m * BLOCK_M, pid_n * BLOCK_N, gl.maximum(u0 - t * k_tiles, 0),
-                               gl.minimum(u1 - t * k_tiles, k_tiles), it, nbytes, THREE_TF32, BLOCK_K, A_KMAJOR,
-                               B_KMAJOR)
-    else:
-        for unit in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
-            pid_m, pid_n = _tile_mn(unit // SPLIT_K, num_pid_m, num_pid_n, GROUP_M)
-            off_m = pid_m * BLOCK_M
-            off_n = pid_n * BLOCK_N
-            if PREFETCH_C or PREFETCH_BIAS:
-                _prefetch_epilogue(epi, off_m, off_n, M, N, BLOCK_M, BLOCK_N, PREFETCH_C, PREFETCH_BIAS, BIAS_ROWS)
-            k_lo = (unit % SPLIT_K) * k_split_steps
-            it = _load_k_range(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready,
-                               empty, off_m, off_n, k_lo, gl.minimum(k_tiles, k_lo + k_split_steps), it, nbytes,
-                               THREE_TF32, BLOCK_K, A_KMAJOR, B_KMAJOR)
+    for unit in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
+        pid_m, pid_n = _tile_mn(unit // SPLIT_K, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        if PREFETCH_C or PREFETCH_BIAS:
+            _prefetch_epilogue(epi, off_m, off_n, M, N, BLOCK_M, BLOCK_N, PREFETCH_C, PREFETCH_BIAS, BIAS_ROWS)
+        k_lo = (unit % SPLIT_K) * k_split_steps
+        for ki in range(k_lo, gl.minimum(k_tiles, k_lo + k_split_steps)):
+            s = it % STAGES
+            # a fresh mbarrier counts as having completed the phase before phase 0
+            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+            bar = ready.index(s)
+            mbarrier.expect(bar, nbytes)
+            off_k = ki * BLOCK_K
+            if A_KMAJOR:
+                tma.async_copy_global_to_shared(a_desc, [off_m, off_k], bar, a_bufs.index(s))
+            else:
+                tma.async_copy_global_to_shared(a_desc, [off_k, off_m], bar, a_bufs.index(s))
+            if B_KMAJOR:
+                tma.async_copy_global_to_shared(b_desc, [off_n, off_k], bar, b_bufs.index(s))
+            else:
+                tma.async_copy_global_to_shared(b_desc, [off_k, off_n], bar, b_bufs.index(s))
+            if THREE_TF32:
+                tma.async_copy_global_to_shared(a_lo_desc, [off_m, off_k], bar, a_lo_bufs.index(s))
+                tma.async_copy_global_to_shared(b_lo_desc, [off_n, off_k], bar, b_lo_bufs.index(s))
+            it += 1
     pdl_trigger_gluon(PDL)
 
 
@@ -328,75 +281,13 @@ def _regs_step(a_bufs, b_bufs, ready, empty, acc, it, release_prev, a_regs: gl.c
 
 
 @gluon.jit
-def _mma_k_range(a_bufs, b_bufs, ready, empty, acc, k_steps, it, A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr):
-    """``k_steps`` K steps of one tile from the ring into ``acc`` (async wgmma, the newest kept in
-    flight, each slot released once the wgmma reading it retired); returns (acc, ring position)."""
-    STAGES: gl.constexpr = a_bufs.type.shape[0]
-    for ki in range(k_steps):
-        s = it % STAGES
-        mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-        if A_KMAJOR:
-            a_op = a_bufs.index(s)
-        else:
-            a_op = a_bufs.index(s).permute((1, 0))
-        if B_KMAJOR:
-            b_op = b_bufs.index(s).permute((1, 0))
-        else:
-            b_op = b_bufs.index(s)
-        acc = warpgroup_mma(a_op, b_op, acc, is_async=True)
-        acc = warpgroup_mma_wait(1, deps=(acc,))
-        # the wgmma of the previous step has retired: its slot is free
-        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=ki > 0)
-        it += 1
-    acc = warpgroup_mma_wait(0, deps=(acc,))
-    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
-    return acc, it
-
-
-@gluon.jit
-def _sk_join(acc, t, p, P, units, k_tiles, ws_ptr, flag_ptr):
-    """A stream-K tile that several programs share: this program's partial ``acc`` (fp32, int32 for int8) of tile ``t``
-    (of the stream-K region) goes to its workspace slot, and each thread counts itself on the tile's
-    int32 flag (gpu-scope acquire-release: it releases its own stores). The program whose count
-    completes the tile's (programs x threads) gets (True, the sum of the partials in program order:
-    the same bits whatever the timing) and sets the flag back to 0; the others (False, acc). Nobody
-    waits. Program q keeps two slots at ``ws_ptr`` + (2 q + j) BLOCK_M BLOCK_N: j = 0 for the tile
-    its share starts in, 1 for the tile it ends in."""
-    BLOCK_M: gl.constexpr = acc.shape[0]
-    BLOCK_N: gl.constexpr = acc.shape[1]
-    L: gl.constexpr = acc.type.layout
-    rows = gl.arange(0, BLOCK_M, gl.SliceLayout(1, L))
-    cols = gl.arange(0, BLOCK_N, gl.SliceLayout(0, L))
-    offs = rows[:, None] * BLOCK_N + cols[None, :]
-    first = ((t * k_tiles + 1) * P - 1) // units  # the programs that own the tile's first and last K steps
-    last = ((t * k_tiles + k_tiles) * P - 1) // units
-    mine = 2 * p + ((p * units) // P // k_tiles != t).to(gl.int32)
-    gl.store(ws_ptr + mine * (BLOCK_M * BLOCK_N) + offs, acc)
-    NT: gl.constexpr = 32 * gl.num_warps()
-    zero = gl.zeros([NT], gl.int32, gl.BlockedLayout([1], [32], [gl.num_warps()], [0]))
-    flags = flag_ptr + t + zero
-    seen = gl.atomic_add(flags, zero + 1, sem="acq_rel", scope="gpu")
-    n = last - first + 1
-    done = gl.max(seen, 0) == n * NT - 1
-    if done:
-        gl.atomic_add(flags, zero, sem="acquire", scope="gpu")  # each thread: every partial visible
-        acc = gl.zeros([BLOCK_M, BLOCK_N], acc.dtype, L)
-        for q in range(first, last + 1):  # not unrolled: one partial in registers at a time
-            slot = 2 * q + ((q * units) // P // k_tiles != t).to(gl.int32)
-            acc += gl.load(ws_ptr + slot * (BLOCK_M * BLOCK_N) + offs)
-        gl.atomic_xchg(flags, zero, sem="relaxed", scope="gpu")
-    return done, acc
-
-
-@gluon.jit
 def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps, ws_ptr,
               flag_ptr, epi,
               GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr,
               EPI_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
               A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr, A_REGS: gl.constexpr,
               TRANS_OUT: gl.constexpr, ROW_PERM: gl.constexpr, FIXUP: gl.constexpr, EPI_INT: gl.constexpr,
-              HAS_ALPHA: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr,
-              STREAM_K: gl.constexpr, dp_tiles):
+              HAS_ALPHA: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr):
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     # wgmma K per instruction (tf32: 8, int8: 32); N per instruction at most 128 for int8 (what
     # Triton 3.6 lowers: m64n128k32), 256 otherwise
@@ -412,135 +303,120 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
     k_tiles = gl.cdiv(K, BLOCK_K)
     it = 0
     chunks = 0
-    if STREAM_K:
-        P = gl.num_programs(0)
-        p = gl.program_id(0)
-        for tile in range(p, dp_tiles, P):  # whole tiles first, one wave after another
-            pid_m, pid_n = _tile_mn(tile, num_pid_m, num_pid_n, GROUP_M)
-            acc = gl.zeros([BLOCK_M, BLOCK_N], ACC, layout)
-            acc, it = _mma_k_range(a_bufs, b_bufs, ready, empty, acc, k_tiles, it, A_KMAJOR, B_KMAJOR)
-            _store_tile(acc, c_desc, c_bufs, pid_m * BLOCK_M, pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT, M, N, epi,
-                        EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)
-            chunks += BLOCK_N // EPI_N
-        units = (num_pid_m * num_pid_n - dp_tiles) * k_tiles
-        u0, u1, t_lo, t_hi = _sk_range(p, P, units, k_tiles)
-        for t in range(t_lo, t_hi):  # this program's even share of the last tiles' K steps
-            pid_m, pid_n = _tile_mn(dp_tiles + t, num_pid_m, num_pid_n, GROUP_M)
-            k_lo = gl.maximum(u0 - t * k_tiles, 0)
-            k_hi = gl.minimum(u1 - t * k_tiles, k_tiles)
-            acc = gl.zeros([BLOCK_M, BLOCK_N], ACC, layout)
-            acc, it = _mma_k_range(a_bufs, b_bufs, ready, empty, acc, k_hi - k_lo, it, A_KMAJOR, B_KMAJOR)
-            if (k_lo == 0) & (k_hi == k_tiles):  # the whole tile here
-                _store_tile(acc, c_desc, c_bufs, pid_m * BLOCK_M, pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT, M, N,
-                            epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)
-                chunks += BLOCK_N // EPI_N
-            else:
-                done, acc = _sk_join(acc, t, p, P, units, k_tiles, ws_ptr, flag_ptr)
-                if done:  # the last share of the tile to finish: the sum, the epilogue, the store
-                    _store_tile(acc, c_desc, c_bufs, pid_m * BLOCK_M, pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT, M,
-                                N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)
-                    chunks += BLOCK_N // EPI_N
-    else:
-        for unit in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
-            pid_m, pid_n = _tile_mn(unit // SPLIT_K, num_pid_m, num_pid_n, GROUP_M)
-            k_lo = (unit % SPLIT_K) * k_split_steps
-            k_steps = gl.minimum(k_tiles - k_lo, k_split_steps)  # >= 1: the launcher sizes the splits
-            acc = gl.zeros([BLOCK_M, BLOCK_N], ACC, layout)
-            if THREE_TF32:
-                big = gl.zeros([BLOCK_M, BLOCK_N], ACC, layout)
-                small = gl.zeros([BLOCK_M, BLOCK_N], ACC, layout)
-                for ki in range(k_steps):
-                    s = it % STAGES
-                    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-                    a_hi = a_bufs.index(s)
-                    a_lo = a_lo_bufs.index(s)
-                    b_hi = b_bufs.index(s).permute((1, 0))
-                    b_lo = b_lo_bufs.index(s).permute((1, 0))
-                    chain = ki % FLUSH != 0  # False: restart both step sums from zero
-                    big = warpgroup_mma(a_hi, b_hi, big, use_acc=chain, is_async=True)
-                    small = warpgroup_mma(a_hi, b_lo, small, use_acc=chain, is_async=True)
-                    small = warpgroup_mma(a_lo, b_hi, small, is_async=True)
-                    last = (ki % FLUSH == FLUSH - 1) | (ki == k_steps - 1)
-                    # the previous step's three wgmmas have retired (its slot is free); at a flush
-                    # this step's too, and the step sums join the result
-                    big, small = warpgroup_mma_wait(3, deps=(big, small))
-                    if last:
-                        big, small = warpgroup_mma_wait(0, deps=(big, small))
-                        acc += big + gl.where(gl.abs(small) < float("inf"), small, 0.0)
-                    # a step's slot is released at its own flush (wait(0)) or, otherwise, one step
-                    # later, when wait(3) has retired its three wgmmas
-                    prev_open = (ki > 0) & ((ki - 1) % FLUSH != FLUSH - 1)
-                    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=prev_open)
-                    mbarrier.arrive(empty.index(s), pred=last)
-                    it += 1
-            elif A_REGS:
-                # wgmma reads A's registers while it runs: a K step's A registers may be loaded again
-                # only once its wgmma has retired. In PTX one loop body reuses its registers every
-                # iteration, so with one A per iteration the next step's loads overwrite the A of the
-                # wgmma still in flight (H200: relative error 0.2-0.7). Two steps per iteration, each
-                # with its own A, the loads of one after the wait that retires the other's wgmma.
-                for kp in range(k_steps // 2):
-                    acc = _regs_step(a_bufs, b_bufs, ready, empty, acc, it, kp > 0, a_regs, ROW_PERM)
-                    acc = _regs_step(a_bufs, b_bufs, ready, empty, acc, it + 1, True, a_regs, ROW_PERM)
-                    it += 2
-                if k_steps % 2 == 1:
-                    acc = _regs_step(a_bufs, b_bufs, ready, empty, acc, it, k_steps > 1, a_regs, ROW_PERM)
-                    it += 1
-                acc = warpgroup_mma_wait(0, deps=(acc,))
-                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
-                if ROW_PERM:  # back to the tile's row order
-                    acc = _swap_rows(acc, 0)
-            else:
-                acc, it = _mma_k_range(a_bufs, b_bufs, ready, empty, acc, k_steps, it, A_KMAJOR, B_KMAJOR)
-            if FIXUP:
-                # SPLIT_K = 2, one unit per program: the second K half hands its partial tile over
-                # through global memory, the first adds it and stores the tile
-                tile = unit // 2
-                rows = gl.arange(0, BLOCK_M, gl.SliceLayout(1, layout))
-                cols = gl.arange(0, BLOCK_N, gl.SliceLayout(0, layout))
-                part = ws_ptr + tile * (BLOCK_M * BLOCK_N) + rows[:, None] * BLOCK_N + cols[None, :]
-                NT: gl.constexpr = 32 * gl.num_warps()
-                zero = gl.zeros([NT], gl.int32, gl.BlockedLayout([1], [32], [gl.num_warps()], [0]))
-                flags = flag_ptr + tile + zero
-                if unit % 2 == 1:
-                    gl.store(part, acc)
-                    gl.atomic_add(flags, zero + 1, sem="release", scope="gpu")  # each thread: its own stores
+    for unit in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
+        pid_m, pid_n = _tile_mn(unit // SPLIT_K, num_pid_m, num_pid_n, GROUP_M)
+        k_lo = (unit % SPLIT_K) * k_split_steps
+        k_steps = gl.minimum(k_tiles - k_lo, k_split_steps)  # >= 1: the launcher sizes the splits
+        acc = gl.zeros([BLOCK_M, BLOCK_N], ACC, layout)
+        if THREE_TF32:
+            big = gl.zeros([BLOCK_M, BLOCK_N], ACC, layout)
+            small = gl.zeros([BLOCK_M, BLOCK_N], ACC, layout)
+            for ki in range(k_steps):
+                s = it % STAGES
+                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                a_hi = a_bufs.index(s)
+                a_lo = a_lo_bufs.index(s)
+                b_hi = b_bufs.index(s).permute((1, 0))
+                b_lo = b_lo_bufs.index(s).permute((1, 0))
+                chain = ki % FLUSH != 0  # False: restart both step sums from zero
+                big = warpgroup_mma(a_hi, b_hi, big, use_acc=chain, is_async=True)
+                small = warpgroup_mma(a_hi, b_lo, small, use_acc=chain, is_async=True)
+                small = warpgroup_mma(a_lo, b_hi, small, is_async=True)
+                last = (ki % FLUSH == FLUSH - 1) | (ki == k_steps - 1)
+                # the previous step's three wgmmas have retired (its slot is free); at a flush
+                # this step's too, and the step sums join the result
+                big, small = warpgroup_mma_wait(3, deps=(big, small))
+                if last:
+                    big, small = warpgroup_mma_wait(0, deps=(big, small))
+                    acc += big + gl.where(gl.abs(small) < float("inf"), small, 0.0)
+                # a step's slot is released at its own flush (wait(0)) or, otherwise, one step
+                # later, when wait(3) has retired its three wgmmas
+                prev_open = (ki > 0) & ((ki - 1) % FLUSH != FLUSH - 1)
+                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=prev_open)
+                mbarrier.arrive(empty.index(s), pred=last)
+                it += 1
+        elif A_REGS:
+            # wgmma reads A's registers while it runs: a K step's A registers may be loaded again
+            # only once its wgmma has retired. In PTX one loop body reuses its registers every
+            # iteration, so with one A per iteration the next step's loads overwrite the A of the
+            # wgmma still in flight (H200: relative error 0.2-0.7). Two steps per iteration, each
+            # with its own A, the loads of one after the wait that retires the other's wgmma.
+            for kp in range(k_steps // 2):
+                acc = _regs_step(a_bufs, b_bufs, ready, empty, acc, it, kp > 0, a_regs, ROW_PERM)
+                acc = _regs_step(a_bufs, b_bufs, ready, empty, acc, it + 1, True, a_regs, ROW_PERM)
+                it += 2
+            if k_steps % 2 == 1:
+                acc = _regs_step(a_bufs, b_bufs, ready, empty, acc, it, k_steps > 1, a_regs, ROW_PERM)
+                it += 1
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
+            if ROW_PERM:  # back to the tile's row order
+                acc = _swap_rows(acc, 0)
+        else:
+            for ki in range(k_steps):
+                s = it % STAGES
+                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                if A_KMAJOR:
+                    a_op = a_bufs.index(s)
                 else:
-                    seen = gl.min(gl.atomic_add(flags, zero, sem="acquire", scope="gpu"), 0)
-                    while seen < NT:
-                        seen = gl.min(gl.atomic_add(flags, zero, sem="acquire", scope="gpu"), 0)
-                    acc += gl.load(part)
-                    # the flag back to 0 once every thread here has seen it complete (the last to count)
-                    done = gl.atomic_add(flags, zero + 1, sem="relaxed", scope="gpu")
-                    gl.atomic_xchg(flags, zero, mask=done == 2 * NT - 1, sem="relaxed", scope="gpu")
-                    _store_tile(acc, c_desc, c_bufs, pid_m * BLOCK_M, pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT, M, N, epi,
-                                EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)
-                    chunks += BLOCK_N // EPI_N
+                    a_op = a_bufs.index(s).permute((1, 0))
+                if B_KMAJOR:
+                    b_op = b_bufs.index(s).permute((1, 0))
+                else:
+                    b_op = b_bufs.index(s)
+                acc = warpgroup_mma(a_op, b_op, acc, is_async=True)
+                acc = warpgroup_mma_wait(1, deps=(acc,))
+                # the wgmma of the previous step has retired: its slot is free
+                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=ki > 0)
+                it += 1
+            acc = warpgroup_mma_wait(0, deps=(acc,))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
+        if FIXUP:
+            # SPLIT_K = 2, one unit per program: the second K half hands its partial tile over
+            # through global memory, the first adds it and stores the tile
+            tile = unit // 2
+            rows = gl.arange(0, BLOCK_M, gl.SliceLayout(1, layout))
+            cols = gl.arange(0, BLOCK_N, gl.SliceLayout(0, layout))
+            part = ws_ptr + tile * (BLOCK_M * BLOCK_N) + rows[:, None] * BLOCK_N + cols[None, :]
+            NT: gl.constexpr = 32 * gl.num_warps()
+            zero = gl.zeros([NT], gl.int32, gl.BlockedLayout([1], [32], [gl.num_warps()], [0]))
+            flags = flag_ptr + tile + zero
+            if unit % 2 == 1:
+                gl.store(part, acc)
+                gl.atomic_add(flags, zero + 1, sem="release", scope="gpu")  # each thread: its own stores
             else:
-                # split-K: unit k's partial tile goes to rows [k * Mp, (k + 1) * Mp) of the workspace, Mp
-                # = M rounded up to whole tiles (a tile's rows past M land in its own split's padding);
-                # the launcher turns the epilogue off there (the reduce pass runs it)
-                _store_tile(acc, c_desc, c_bufs, (unit % SPLIT_K) * (num_pid_m * BLOCK_M) + pid_m * BLOCK_M,
-                            pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS,
-                            ACTIVATION)
+                seen = gl.min(gl.atomic_add(flags, zero, sem="acquire", scope="gpu"), 0)
+                while seen < NT:
+                    seen = gl.min(gl.atomic_add(flags, zero, sem="acquire", scope="gpu"), 0)
+                acc += gl.load(part)
+                # the flag back to 0 once every thread here has seen it complete (the last to count)
+                done = gl.atomic_add(flags, zero + 1, sem="relaxed", scope="gpu")
+                gl.atomic_xchg(flags, zero, mask=done == 2 * NT - 1, sem="relaxed", scope="gpu")
+                _store_tile(acc, c_desc, c_bufs, pid_m * BLOCK_M, pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT, M, N, epi,
+                            EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)
                 chunks += BLOCK_N // EPI_N
+        else:
+            # split-K: unit k's partial tile goes to rows [k * Mp, (k + 1) * Mp) of the workspace, Mp
+            # = M rounded up to whole tiles (a tile's rows past M land in its own split's padding);
+            # the launcher turns the epilogue off there (the reduce pass runs it)
+            _store_tile(acc, c_desc, c_bufs, (unit % SPLIT_K) * (num_pid_m * BLOCK_M) + pid_m * BLOCK_M,
+                        pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS,
+                        ACTIVATION)
+            chunks += BLOCK_N // EPI_N
     tma.store_wait(0)
 
 
 # M, N, K unspecialised: one compiled kernel serves every shape of a configuration (TMA bounds
 # the tiles; divisibility by 16 buys nothing here), and the grid size is read at run time
-@gluon.jit(do_not_specialize=["M", "N", "K", "k_split_steps", "alpha_hi", "alpha_lo", "beta_hi", "beta_lo",
-                              "dp_tiles"])
+@gluon.jit(do_not_specialize=["M", "N", "K", "k_split_steps", "alpha_hi", "alpha_lo", "beta_hi", "beta_lo"])
 def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_split_steps,
                      c_ptr, bias_ptr, stride_cr, stride_cc, alpha_hi, alpha_lo, beta_hi, beta_lo, ws_ptr, flag_ptr,
-                     dp_tiles,
                      STAGES: gl.constexpr, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr, EPI_BUFS: gl.constexpr,
                      PRODUCER_REGS: gl.constexpr, A_KMAJOR: gl.constexpr = True, B_KMAJOR: gl.constexpr = True,
                      SPLIT_K: gl.constexpr = 1, A_REGS: gl.constexpr = False, TRANS_OUT: gl.constexpr = False,
                      ROW_PERM: gl.constexpr = False, FIXUP: gl.constexpr = False, EPI_INT: gl.constexpr = False,
                      HAS_ALPHA: gl.constexpr = False, HAS_C: gl.constexpr = False, HAS_BIAS: gl.constexpr = False,
-                     ACTIVATION: gl.constexpr = 0, EPI_PREFETCH: gl.constexpr = False, PDL: gl.constexpr = 0,
-                     STREAM_K: gl.constexpr = False):
+                     ACTIVATION: gl.constexpr = 0, EPI_PREFETCH: gl.constexpr = False, PDL: gl.constexpr = 0):
     """C (M, N) = A (M, K) @ B (K, N); grid min(SMs, work units). ``a_desc`` tiles are (BLOCK_M,
     BLOCK_K) over A (M, K) when ``A_KMAJOR``, else (BLOCK_K, BLOCK_M) over A^T (K, M); ``b_desc``
     tiles (BLOCK_N, BLOCK_K) over B^T (N, K) when ``B_KMAJOR``, else (BLOCK_K, BLOCK_N) over B (K,
@@ -565,16 +441,6 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     tile to ``ws_ptr`` (tile t at t BLOCK_M BLOCK_N) and counts each thread's release on the
     int32 ``flag_ptr[t]``; unit 2t waits for the count (acquire), adds the partial, stores the tile
     to ``c_desc`` (the output) and sets the flag back to 0 (the flags start at 0 and are left at 0).
-    ``STREAM_K`` (``SPLIT_K`` = 1, no ``FIXUP``, ``A_REGS`` or ``THREE_TF32``; the grid at most the
-    SM count, all programs resident): the first ``dp_tiles`` tiles (whole waves) are computed
-    whole, one program a tile as above; the (tile, K step) units of the remaining tiles are shared
-    evenly, program p taking units [p U / P, (p + 1) U / P) (U units, P programs), so no SM idles
-    in a last partial wave. A tile split between programs is joined by :func:`_sk_join` through
-    ``ws_ptr`` (fp32, two BLOCK_M x BLOCK_N slots a program) and ``flag_ptr`` (an int32 counter a
-    tile of the stream-K region, left at 0): the last share to finish sums the partials in program
-    order (the same bits on every run) and runs the epilogue. The launcher keeps each share at
-    least a third of a tile (a tile is shared by at most 4 programs, ``ops.gemm.SK_SLOTS``) and
-    P U well below 2^31.
     Otherwise ``ws_ptr`` and ``flag_ptr`` are not read.
 
     Epilogue (before each chunk's TMA store, :func:`_epilogue`): ``act(alpha * acc + beta * C +
@@ -620,10 +486,8 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
         (_consumer, (a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps,
                      ws_ptr, flag_ptr, epi,
                      GROUP_M, THREE_TF32, FLUSH, EPI_N, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR,
-                     SPLIT_K, A_REGS, TRANS_OUT, ROW_PERM, FIXUP, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION,
-                     STREAM_K, dp_tiles)),
+                     SPLIT_K, A_REGS, TRANS_OUT, ROW_PERM, FIXUP, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)),
         (_producer, (a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
                      M, N, K, k_split_steps, epi, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
-                     B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C, EPI_PREFETCH and HAS_BIAS, TRANS_OUT, PDL, STREAM_K,
-                     dp_tiles)),
+                     B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C, EPI_PREFETCH and HAS_BIAS, TRANS_OUT, PDL)),
     ], [1], [PRODUCER_REGS])

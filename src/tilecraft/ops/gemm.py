@@ -668,11 +668,6 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         split = max(1, math.ceil(spec.k / k_per_split))
     # the Gluon kernel's split-K partial tiles are whole BLOCK_M rows: each split's rows padded to them
     m_ws = math.ceil(spec.m / cfg.block_m) * cfg.block_m if cfg.kernel == "gluon" else spec.m
-    if cfg.stream_k and (cfg.kernel != "gluon" or cfg.split_k != 1 or cfg.fixup or cfg.mn_regs
-                         or spec.precision == "tf32x3" or spec.k == 0):
-        raise ValueError("stream_k is a form of the Gluon kernel's plain product: kernel 'gluon', split_k 1, no "
-                         f"fixup, mn_regs or 3xTF32, K > 0 (got {cfg.short()}, precision {spec.precision!r}, "
-                         f"K = {spec.k})")
     if cfg.kernel == "gluon" and cfg.fixup:
         if split != 2 or cfg.split_k != 2:
             raise ValueError(f"fixup joins two K halves in the Gluon kernel: split_k must be 2 (K = {spec.k} "
@@ -1031,15 +1026,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
     tiles = math.ceil(m / bm) * math.ceil(n / bn)
     units = tiles * split
     grid = (max(1, min(sms, units)),)
-    ws_ptr = flag_ptr = out2  # read only with fixup or stream_k
-    dp_tiles = tiles
-    if cfg.stream_k:
-        dp_tiles, programs = stream_k_plan(tiles, math.ceil(spec.k / bkk), sms)
-        grid = (programs,)
-        if dp_tiles < tiles:
-            acc_dtype = torch.int32 if spec.dtype == "int8" else torch.float32
-            ws_ptr = torch.empty(2 * programs * bm * bn, dtype=acc_dtype, device=out.device)
-            flag_ptr = _fixup_flags(out.device, tiles - dp_tiles)
+    ws_ptr = flag_ptr = out2  # read only with fixup
     if fixup:
         if units > sms:  # a waiting half needs its partner running beside it, not after it
             raise ValueError(f"fixup needs one program per work unit: {units} units on {sms} SMs")
@@ -1052,38 +1039,13 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
                                                                          out2.element_size()),
                   "PRODUCER_REGS": 40, "A_KMAJOR": ak, "B_KMAJOR": bk, "SPLIT_K": split,
                   "A_REGS": bool(regs), "TRANS_OUT": regs == "swap", "ROW_PERM": bool(regs) and cfg.row_perm,
-                  "FIXUP": fixup, "STREAM_K": cfg.stream_k}
+                  "FIXUP": fixup}
     steps = k_split_steps if split > 1 else math.ceil(spec.k / bkk)
     epi_args, epi_cx = _gluon_epilogue(spec, out2, c, bias, in_kernel=split == 1 or fixup, trans=regs == "swap",
                                        prefetch=cfg.epi_prefetch)
     constexprs.update(epi_cx)
-    return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, m, n, spec.k, steps, *epi_args, ws_ptr, flag_ptr,
-                                                          dp_tiles),
+    return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, m, n, spec.k, steps, *epi_args, ws_ptr, flag_ptr),
                                constexprs, {"num_warps": cfg.num_warps, "maxnreg": maxnreg})]
-
-
-#: tiles a stream-K share may be split among (the Gluon kernel's ``SK_SLOTS``): each share is at
-#: least 1 / (SK_SLOTS - 1) of a tile's K steps
-SK_SLOTS = 4
-
-
-def stream_k_plan(tiles: int, k_tiles: int, sms: int) -> tuple[int, int]:
-    """(tiles computed whole, programs) of the Gluon kernel's stream-K form: no stream-K region when
-    the tiles fill whole waves of ``sms`` programs; else whole waves but the last full one, and the
-    last full wave and the partial one shared (each program 1 to 2 tiles' K steps: a tile is split
-    between at most two programs); below one wave, every tile shared by as many programs as keep
-    each share at least a third of a tile (``SK_SLOTS``). ValueError where the kernel's 32-bit unit
-    arithmetic would overflow."""
-    if tiles % sms == 0 or k_tiles == 0:
-        return tiles, max(1, min(sms, tiles))
-    dp = (tiles // sms - 1) * sms if tiles >= 2 * sms else 0
-    units = (tiles - dp) * k_tiles
-    per = -(-k_tiles // (SK_SLOTS - 1))  # the smallest share: a third of a tile's K steps, rounded up
-    programs = max(1, min(sms, units // per))
-    if (programs + SK_SLOTS) * units >= 2**31:
-        raise ValueError(f"stream_k: {tiles - dp} tiles of {k_tiles} K steps on {programs} programs overflow the "
-                         "kernel's 32-bit unit arithmetic; use a config without stream_k")
-    return dp, programs
 
 
 def gluon_epilogue_width(spec: Spec, cfg: GemmConfig) -> int:

@@ -64,7 +64,6 @@ class GemmConfig:
     row_perm: bool = False  # Gluon, mn_regs: the register operand's rows read in a bank-conflict-free order
     fixup: bool = False  # Gluon, split_k 2: the halves joined in the kernel (no workspace pass), units <= SMs
     epi_prefetch: bool = False  # Gluon: the producer prefetches each tile's C and bias into L2 for the epilogue
-    stream_k: bool = False  # Gluon: the tiles past the last whole wave shared evenly by (tile, K step) (stream-K)
     warps_m: int = 0  # FMA kernel: warps along M (0: half the warps, at least one)
     maxnreg: int = 0  # NVIDIA: register budget per thread (0: the compiler's choice)
     mn_copy: str = ""  # FMA kernel: K-contiguous operands ("a", "b", "ab") copied MN-contiguous before the product
@@ -98,8 +97,6 @@ class GemmConfig:
             s += " fixup"
         if self.epi_prefetch:
             s += " epf"
-        if self.stream_k:
-            s += " sk"
         if self.warps_m:
             s += f" wm{self.warps_m}"
         if self.maxnreg:
@@ -252,11 +249,13 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
     else 64x64 with split-K."""
     if kind == "tma" and p.arch == "sm90" and p.gluon_ok and p.dtype == "bf16" and p.tma_copies == 0:
         if math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch >= p.sms / 2:
-            return GemmConfig("gluon", 128, 128, 64, group_m=8, num_warps=8, num_stages=5)
+            return _gluon16_tile(p)
         if math.ceil(p.m / 64) * math.ceil(p.n / 64) * p.batch <= p.sms and p.k <= 4096:
             return GemmConfig("gluon", 64, 64, 64, group_m=8, num_warps=4, num_stages=8)
         tiles = math.ceil(p.m / 64) * math.ceil(p.n / 128) * p.batch
-        if tiles <= p.sms and tma_split(tiles, math.ceil(p.k / 64), p.sms) == 1:
+        # 64x128 s4 on the Gluon kernel at short K only (1000^3); M = 256 with K = 4096 / 11008 (H200,
+        # 2026-11-30, gemm-tune-midm): TMA 64x128 s6 0.932 / 0.942x torch against 0.727 / 0.710x
+        if tiles <= p.sms and p.k <= 2048 and tma_split(tiles, math.ceil(p.k / 64), p.sms) == 1:
             return GemmConfig("gluon", 64, 128, 64, group_m=8, num_warps=4, num_stages=4)
     if (kind == "tma" and p.arch == "sm90" and p.gluon_ok and p.dtype == "fp16" and p.tma_copies == 0
             and math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch < p.sms / 2):
@@ -298,6 +297,29 @@ GLUON_HEURISTIC: dict[str, GemmConfig] = {
     "int8": GemmConfig("gluon", 128, 256, 128, group_m=8, num_warps=8, num_stages=4),
     "tf32x3": GemmConfig("gluon", 128, 128, 32, group_m=8, num_warps=8, num_stages=3, flush=4),
 }
+
+
+def _wave_efficiency(p: Problem, bm: int, bn: int) -> float:
+    """The share of the SMs' tile slots the output tiles fill: tiles / (waves x SMs)."""
+    tiles = math.ceil(p.m / bm) * math.ceil(p.n / bn) * p.batch
+    return tiles / (math.ceil(tiles / p.sms) * p.sms)
+
+
+def _gluon16_tile(p: Problem) -> GemmConfig:
+    """The 16-bit Gluon tile: 128x256 s4, or 128x128 s5 where 128x256 tiles make at most 6 waves and
+    fill the last one worse than 128x128 tiles do (by more than 2% of the slots). H200, 2026-11-30
+    (gemm-tune-midm, -streamk; bf16, torch in the same run): 512 x 11008 x 4096 NT 128x128 0.878-0.886x
+    against 0.703-0.705x (1.3 waves of 128x256), 2048 x 11008 x 4096 0.973x against 0.929-0.963x (5.2
+    waves); where the last waves fill alike 128x256 wins: 1024 / 2048 x 4096 x 4096 1.009 / 1.010x
+    against 0.964 / 0.953x, 2048 x 4096 x 11008 1.011x against 0.938x, 256 / 1024 x 11008 x 4096
+    0.747-0.766 / 0.925-0.937x against 0.701-0.704 / 0.893-0.908x, 512 x 14336 x 4096 1.009x against
+    0.939-0.975x. With more waves the tail matters less than the tile: at 4096 x 11008 NT 128x128
+    gave 1.004x against 0.973x, TN 0.977x against 1.020x (not chosen by waves)."""
+    e256, e128 = _wave_efficiency(p, 128, 256), _wave_efficiency(p, 128, 128)
+    waves = math.ceil(math.ceil(p.m / 128) * math.ceil(p.n / 256) * p.batch / p.sms)
+    if waves <= 6 and e128 > e256 + 0.02:
+        return GemmConfig("gluon", 128, 128, 64, group_m=8, num_warps=8, num_stages=5)
+    return GemmConfig("gluon", 128, 256, 64, group_m=8, num_warps=8, num_stages=4)
 
 
 def _gluon16_measured(p: Problem) -> bool:
@@ -501,8 +523,8 @@ def _heuristic(p: Problem) -> GemmConfig:
         # kernel in the same run): 8192^3 NN / NT / TT 1.019 / 1.020 / 1.020x torch (TMA 1.013 /
         # 0.992 / 0.991); M = 4096 LLM products 0.985-1.014x (TMA 0.944-0.990); fp16 8192^3
         # (2026-11-25, gemm-odd-tf32-44db7cb) NT / TN / TT 1.038 / 1.036 / 1.019x (TMA 1.014 /
-        # 0.992 / 1.011x).
-        return GemmConfig("gluon", 128, 256, 64, group_m=8, num_warps=8, num_stages=4)
+        # 0.992 / 1.011x). The tile by the last waves' fill (:func:`_gluon16_tile`).
+        return _gluon16_tile(p)
     if tma and p.precision == "tf32x3":
         # three wgmmas per step: 128x128x64, 2 stages, 80.5 TFLOP/s; 128x256x32 spills (57.7)
         return GemmConfig("tma", 128, 128, 64, group_m=8, num_warps=8, num_stages=2)

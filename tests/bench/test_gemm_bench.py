@@ -34,6 +34,7 @@ def test_train_suite_is_short_k_weight_gradients():
     cases = bench.cases_for("train", ["bf16"], ["TN"])
     assert cases and all(c.layout == "TN" and c.k <= 2048 < min(c.m, c.n) for c in cases)
     assert not set(bench.SUITES["train"]) & set(bench.SUITES["all"])  # "all" keeps its meaning
+    assert {m for m, _, _ in bench.SUITES["prefill"]} == {256, 512, 1024, 2048}
 
 
 def test_interpreter_check_is_labelled_and_unmeasured():

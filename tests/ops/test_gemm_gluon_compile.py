@@ -228,10 +228,12 @@ def test_gluon_16bit_cross_compiles_for_sm90(cfg, layout, instr):
     ((128, 4096, 11008), "NN", torch.bfloat16, "tma 64x128x64 w4 s6 g8 splitk2"),
     ((1000, 1000, 1000), "NN", torch.bfloat16, "gluon 64x128x64 w4 s4"),
     ((3000, 7000, 5000), "NN", torch.bfloat16, "tma 256x128x64 w8 s4 g8 pad"),  # rows padded to 128 bytes
-    ((3000, 3000, 3000), "NN", torch.bfloat16, "gluon 128x128x64 w8 s5 g8"),  # no copies; 128x128 fills 3 waves
+    ((3000, 3000, 3000), "NN", torch.bfloat16, "gluon 128x256x64 w8 s4 g8"),  # the copies would not pay
     ((512, 11008, 4096), "NT", torch.bfloat16, "gluon 128x128x64 w8 s5"),  # 128x256 tiles: 1.3 waves
     ((2048, 4096, 4096), "NT", torch.bfloat16, "gluon 128x256x64 w8 s4"),  # below the big products, by waves
     ((256, 4096, 4096), "NT", torch.bfloat16, "tma 64x128x64 w4 s6"),  # 64x128 on Gluon only at short K
+    ((256, 4096, 2048), "NT", torch.bfloat16, "tma 64x128x64 w4 s6"),
+    ((1536, 4096, 4096), "NT", torch.bfloat16, "gluon 128x128x64 w8 s5"),
     ((997, 1009, 1013), "NN", torch.bfloat16, "tma "),  # unaligned: copies, not measured on Gluon
 ])
 def test_gluon_16bit_dispatch(shape, layout, dtype, want):

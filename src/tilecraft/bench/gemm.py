@@ -47,6 +47,9 @@ SUITES: dict[str, list[tuple[int, int, int]]] = {
                                                                   (14336, 4096), (4096, 14336))],
     "odd": [(1000, 1000, 1000), (3000, 7000, 5000), (997, 1009, 1013), (4099, 4111, 4127), (8191, 8191, 8191)],
     "smallm": [(m, nk, nk) for m in (1, 16, 32, 64) for nk in (4096, 8192)],
+    # prefill / micro-batch rows through an LLM's linear layers (use --layouts NT for x Wᵀ)
+    "prefill": [(m, n, k) for m in (256, 512, 1024, 2048) for (n, k) in ((4096, 4096), (11008, 4096), (4096, 11008),
+                                                                           (14336, 4096))],
     # a training step's weight gradients: dW = xᵀ dY, an inner dimension of tokens (TN with --layouts TN)
     "train": [(4096, 4096, 512), (4096, 4096, 2048), (4096, 11008, 512), (11008, 4096, 512), (8192, 8192, 2048)],
 }

@@ -253,9 +253,10 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
         if math.ceil(p.m / 64) * math.ceil(p.n / 64) * p.batch <= p.sms and p.k <= 4096:
             return GemmConfig("gluon", 64, 64, 64, group_m=8, num_warps=4, num_stages=8)
         tiles = math.ceil(p.m / 64) * math.ceil(p.n / 128) * p.batch
-        # 64x128 s4 on the Gluon kernel at short K only (1000^3); M = 256 with K = 4096 / 11008 (H200,
-        # 2026-11-30, gemm-tune-midm): TMA 64x128 s6 0.932 / 0.942x torch against 0.727 / 0.710x
-        if tiles <= p.sms and p.k <= 2048 and tma_split(tiles, math.ceil(p.k / 64), p.sms) == 1:
+        # 64x128 s4 on the Gluon kernel at short K only (1000^3); M = 256 with K = 2048 / 4096 / 11008 (H200,
+        # 2026-11-30, gemm-tune-midm, -tiles2): TMA 64x128 s6 0.957 / 0.932 / 0.942x torch against 0.810 /
+        # 0.727 / 0.710x
+        if tiles <= p.sms and p.k <= 1024 and tma_split(tiles, math.ceil(p.k / 64), p.sms) == 1:
             return GemmConfig("gluon", 64, 128, 64, group_m=8, num_warps=4, num_stages=4)
     if (kind == "tma" and p.arch == "sm90" and p.gluon_ok and p.dtype == "fp16" and p.tma_copies == 0
             and math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch < p.sms / 2):
@@ -314,10 +315,14 @@ def _gluon16_tile(p: Problem) -> GemmConfig:
     against 0.964 / 0.953x, 2048 x 4096 x 11008 1.011x against 0.938x, 256 / 1024 x 11008 x 4096
     0.747-0.766 / 0.925-0.937x against 0.701-0.704 / 0.893-0.908x, 512 x 14336 x 4096 1.009x against
     0.939-0.975x. With more waves the tail matters less than the tile: at 4096 x 11008 NT 128x128
-    gave 1.004x against 0.973x, TN 0.977x against 1.020x (not chosen by waves)."""
+    gave 1.004x against 0.973x, TN 0.977x against 1.020x (not chosen by waves). Checked on shapes the
+    rule was not made from (gemm-tune-tiles2): 1536 x 4096 x 4096 128x128 0.957x against 0.796x, 384 x
+    4096 x 4096 0.910x against 0.491x, 1024 x 14336 x 4096 0.945x against 0.905x, 2048 x 11008 x 2048 TN
+    0.984x against 0.969x; 128x256 at 768 x 11008, 3072 x 4096, 512 x 8192 x 8192 1.017 / 1.012 / 1.029x.
+    Not where rows are not 128-byte aligned: 3000^3 128x256 0.650x against 0.572x."""
     e256, e128 = _wave_efficiency(p, 128, 256), _wave_efficiency(p, 128, 128)
     waves = math.ceil(math.ceil(p.m / 128) * math.ceil(p.n / 256) * p.batch / p.sms)
-    if waves <= 6 and e128 > e256 + 0.02:
+    if waves <= 6 and e128 > e256 + 0.02 and p.rows_128:
         return GemmConfig("gluon", 128, 128, 64, group_m=8, num_warps=8, num_stages=5)
     return GemmConfig("gluon", 128, 256, 64, group_m=8, num_warps=8, num_stages=4)
 

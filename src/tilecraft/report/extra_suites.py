@@ -40,6 +40,11 @@ def _gemm_cases(ctx: Context):
         cases += [gb.Case(c.dtype, c.m, c.n, c.k, c.layout) for c in gb.cases_for("all", ["bf16"])
                   if (c.m, c.n, c.k) != big]
         cases += [gb.Case("fp16", *big, lay) for lay in gb.LAYOUTS[1:]]
+        # a linear layer's forward x Wᵀ at prefill rows (the weakest: N = 11008 at M = 256 / 512) and a
+        # training step's weight gradient over 512 tokens (gb.SUITES "prefill" and "train")
+        cases += [gb.Case("bf16", m, n, k, "NT") for m, n, k in ((256, 11008, 4096), (512, 11008, 4096),
+                                                                 (2048, 4096, 4096))]
+        cases.append(gb.Case("bf16", 4096, 4096, 512, "TN"))
     return cases
 
 

@@ -19,7 +19,9 @@
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> GEMM_FU7_SET=2 python benchmarks/gemm_followup7.py --out $OUT
 
 ``GEMM_FU7_SET=2`` times the second list (``CASES2``: products reading C, and ``epi_prefetch`` on
-and off) and skips the K sweep; it writes ``gemm-followup7b.json`` / ``.log``.
+and off) and skips the K sweep; it writes ``gemm-followup7b.json`` / ``.log``. ``GEMM_FU7_SET=3``
+(``CASES3``, 2026-11-30): fp16 with an epilogue on the Gluon tiles against the dispatch's TMA kernel;
+``gemm-followup7c-fp16.json`` / ``.log``.
 
 Timing: ``bench.time_graph`` (CUDA graphs over input sets rotated beyond twice the L2, median per
 call), the same for ours and torch.
@@ -50,7 +52,7 @@ from tilecraft.reference.gemm import matmul_reference, relative_error
 from tilecraft.tuning.gemm import GemmConfig, heuristic
 
 DEADLINE_S = float(os.environ.get("GEMM_DEADLINE_S", 240))
-TOL = {"bf16": 1e-2, "int8": 0.0, "tf32": 3e-3}
+TOL = {"bf16": 1e-2, "int8": 0.0, "tf32": 3e-3, "fp16": 5e-3}
 
 
 @dataclasses.dataclass
@@ -94,13 +96,27 @@ CASES = [
     EpiCase("int8 NT 8192^3 bias+relu (int32)", "int8", 8192, 8192, 8192, "NT", "bias+relu"),
     EpiCase("tf32 NN 8192^3 bias+gelu", "tf32", 8192, 8192, 8192, "NN", "bias+gelu"),
 ]
+G5 = GemmConfig("gluon", 128, 128, 64, 8, 8, 5)
+# the third call (GEMM_FU7_SET=3, 2026-11-30): fp16 with an epilogue, which the dispatch keeps on the TMA
+# kernel (not measured on Gluon until then), against the Gluon tiles with the same epilogue
+_FP16_PINNED = (("gluon 128x256 s4", G4), ("gluon 128x128 s5", G5),
+                ("gluon 128x128 s5 epf", dataclasses.replace(G5, epi_prefetch=True)))
+CASES3 = [
+    EpiCase("fp16 NT 4096x11008x4096 bias+silu", "fp16", 4096, 11008, 4096, "NT", "bias+silu", _FP16_PINNED),
+    EpiCase("fp16 NN 8192^3 bias+gelu", "fp16", 8192, 8192, 8192, "NN", "bias+gelu", _FP16_PINNED[:1]),
+    EpiCase("fp16 NT 2048x4096x4096 bias+gelu", "fp16", 2048, 4096, 4096, "NT", "bias+gelu", _FP16_PINNED),
+    EpiCase("fp16 NT 512x4096x4096 bias+gelu", "fp16", 512, 4096, 4096, "NT", "bias+gelu", _FP16_PINNED),
+    EpiCase("fp16 NN 4096^2x512 alpha+beta*C", "fp16", 4096, 4096, 512, "NN", "alpha+c", _FP16_PINNED[:2]),
+]
 if os.environ.get("GEMM_FU7_SET") == "2":
     CASES = CASES2
+if os.environ.get("GEMM_FU7_SET") == "3":
+    CASES = CASES3
 
 
 def operands(case: EpiCase, gen):
     a, b = bench.make_operands(case.m, case.n, case.k, case.dtype, case.layout, "cuda", gen)
-    od = {"int8": torch.int32, "tf32": torch.float32}.get(case.dtype, torch.bfloat16)
+    od = {"int8": torch.int32, "tf32": torch.float32, "fp16": torch.float16}.get(case.dtype, torch.bfloat16)
     kw: dict = {"out_dtype": od}
     if case.dtype == "tf32":
         kw["precision"] = "tf32"
@@ -319,7 +335,7 @@ def k_sweep(info, log, records) -> None:
 
 
 def main() -> None:
-    name = "gemm-followup7" + ("b" if os.environ.get("GEMM_FU7_SET") == "2" else "")
+    name = "gemm-followup7" + {"2": "b", "3": "c-fp16"}.get(os.environ.get("GEMM_FU7_SET", ""), "")
     t0 = time.time()
     out, log, info = start(name)
     copy = measure_copy_bandwidth()
@@ -327,7 +343,7 @@ def main() -> None:
     meta = {"copy_TBps": copy}
     records: list = []
     precompile(log)
-    if os.environ.get("GEMM_FU7_SET") != "2":
+    if os.environ.get("GEMM_FU7_SET") not in ("2", "3"):
         try:
             k_sweep(info, log, records)
         except Exception as exc:  # noqa: BLE001

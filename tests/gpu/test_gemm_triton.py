@@ -536,7 +536,8 @@ DISPATCH = [
     ("bf16", "NT", (64, 4096, 4096), None, {}),
     ("bf16", "TN", (129, 260, 136), 3, {}),
     ("bf16", "TN", (4096, 4096, 512), None, {}),  # a weight gradient's short K: the Gluon kernel
-    ("fp16", "NN", (4096, 2304, 520), None, {"bias": torch.float16}),  # short K, fp16 bias: TMA, flattened
+    ("fp16", "NN", (4096, 2304, 520), None, {"bias": torch.float16}),  # short K, fp16 bias: the Gluon kernel
+    ("fp16", "NT", (512, 4096, 4096), None, {"bias": torch.float16, "activation": "gelu"}),  # Gluon 128x128 epf
     ("int8", "NT", (300, 264, 4104), None, {}),
     ("tf32", "TT", (1000, 1000, 1000), None, {}),
     ("fp32-accurate", "NT", (300, 260, 4104), None, {}),

@@ -451,8 +451,10 @@ def test_gluon_epilogue_cross_compiles_without_spills(dtype, cfg, layout, which,
     ((1000, 1000, 1000), "NN", torch.bfloat16, "bias+gelu", "gluon 64x128x64 w4 s4 g8"),
     ((8192, 8192, 8192), "TN", torch.float16, "bias", "tma "),  # fp16 with an epilogue: not measured
     ((4096, 4096, 512), "TN", torch.bfloat16, "c", "tma 128x256x64 w8 s3 g8 flat"),  # short K off Gluon
-    ((4096, 4096, 1024), "NN", torch.float16, "bias", "tma 128x256x64 w8 s3 g8 flat"),
-    ((4096, 4096, 2048), "NN", torch.float16, "bias", "tma 256x128x64 w8 s4"),
+    ((4096, 4096, 1024), "NN", torch.float16, "alpha+c", "tma 128x256x64 w8 s3 g8 flat"),  # fp16 reading C
+    ((4096, 4096, 2048), "NN", torch.float16, "c", "tma 256x128x64 w8 s4"),
+    ((2048, 4096, 4096), "NT", torch.float16, "bias+gelu", "gluon 128x256x64 w8 s4"),  # fp16 bias: bf16's choice
+    ((512, 4096, 4096), "NT", torch.float16, "bias+gelu", "gluon 128x128x64 w8 s5 g8 epf"),
     ((8192, 8192, 8192), "NT", torch.int8, "c+bias+relu", "gluon 128x256x128 w8 s4"),
     ((8192, 8192, 8192), "NN", torch.float32, "c", "gluon 128x256x32 w8 s3 g8 regs"),  # tf32
     ((8192, 8192, 8192), "NN", torch.float32, "bias+gelu", "gluon 128x256x32 w8 s3 g8 regs"),

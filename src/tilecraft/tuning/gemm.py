@@ -375,11 +375,13 @@ def _epilogue_on_gluon(p: Problem) -> bool:
     13.9-14.1), int8 (int32 out: bias+relu 799 against 976 us, alpha+beta*C 900 against 1003-1020)
     and tf32 (NN bias+gelu 3266-3284 against 3651-3654 us, alpha+beta*C 3278-3311 against 3540).
     Not taken: bf16 reading C (8192^3 alpha+beta*C 1676-1748 against 1658-1685 us, with bias and
-    gelu 1763-1769 against 1760-1783; 4096^3 224-229 against 221-229: no faster), and fp16 and
-    3xTF32 with any epilogue (not measured)."""
+    gelu 1763-1769 against 1760-1783; 4096^3 224-229 against 221-229: no faster), fp16 reading C
+    (4096^2 x 512 alpha+beta*C 54.4-55.5 against 45.3-45.5 us on the TMA kernel, 2026-11-30,
+    gemm-followup7c-fp16), and 3xTF32 with any epilogue (not measured). fp16 with a bias or an
+    activation: as bf16 (:func:`heuristic`)."""
     if not p.epilogue:
         return True
-    if p.dtype == "bf16":
+    if p.dtype in ("bf16", "fp16"):
         return p.epilogue != "c"
     return p.dtype == "int8" or p.precision == "tf32"
 
@@ -394,6 +396,13 @@ def heuristic(p: Problem) -> GemmConfig:
     against 600-602 us for the TMA kernel (same run)."""
     if p.gluon_ok and not _epilogue_on_gluon(p):
         return _heuristic(replace(p, gluon_ok=False, mn_regs_ok=False))
+    if p.dtype == "fp16" and p.epilogue in ("bias", "light") and p.arch == "sm90" and p.gluon_ok and p.tma_copies == 0:
+        # fp16 with a bias and/or an activation: bf16's choice (H200, 2026-11-30, gemm-followup7c-fp16, two
+        # rounds against the TMA kernel's epilogue and torch): 2048 x 4096 x 4096 NT bias+gelu Gluon 128x256
+        # s4 1.012x torch against 0.859-0.868x, 512 x 4096 x 4096 NT 128x128 s5 1.032-1.058x against
+        # 0.904-0.931x, 8192^3 NN 0.997-1.001x against 0.966-0.975x; 4096 x 11008 x 4096 NT bias+silu stays
+        # on the TMA kernel as bf16 does (1.013-1.045x; Gluon 0.985-1.085x)
+        return heuristic(replace(p, dtype="bf16"))
     if (p.epilogue == "bias" and p.dtype == "bf16" and p.arch == "sm90" and p.gluon_ok and p.tma_copies == 0
             and p.a_kmajor and not p.b_kmajor and p.m > 64 and 32 * 2**20 <= p.m * p.n * p.batch < 48 * 2**20):
         return GemmConfig("gluon", 128, 256, 64, group_m=8, num_warps=8, num_stages=4, epi_prefetch=True)

@@ -37,8 +37,11 @@ def test_config_command():
     res = runner.invoke(app, ["gemm", "config", "8192", "8192", "8192", "--arch", "sm90", "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
-    assert doc["heuristic"]["kernel"] == "tma" and doc["space"]
-    assert doc["pdl"] == {"mode": "off"}  # the persistent TMA kernel: no PDL
+    # what matmul runs on an sm90 GPU (ops.gemm.problem_of on meta tensors): the Gluon kernel here
+    assert doc["heuristic"]["kernel"] == "gluon" and doc["space"]
+    assert doc["pdl"] == {"mode": "late"}  # the Gluon kernel: the next launch once its last loads are issued
+    res = runner.invoke(app, ["gemm", "config", "4096", "4096", "4096", "--dtype", "fp32", "--arch", "sm90", "--json"])
+    assert json.loads(res.output)["heuristic"]["kernel"] == "fma"  # fp32 ieee: the Gluon FMA kernel
     # small M: the programmatic-dependent-launch mode the call would take (docs/gemm.md follow-up 21)
     res = runner.invoke(app, ["gemm", "config", "64", "4096", "4096", "--arch", "sm90", "--json"])
     assert json.loads(res.output)["pdl"] == {"mode": "mid", "trigger_blocks_before_end": 8, "prefetch_blocks": 2}

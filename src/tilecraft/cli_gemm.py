@@ -170,7 +170,7 @@ def config_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """The heuristic configuration for a problem (what matmul runs untuned), and its config space."""
-    from tilecraft.tuning.gemm import Problem, config_space, heuristic, shared_bytes
+    from tilecraft.tuning.gemm import config_space, heuristic, shared_bytes
 
     _list(dtype, BENCH_DTYPES, "dtype")
     _list(layout, ("NN", "NT", "TN", "TT"), "layout")
@@ -183,10 +183,7 @@ def config_cmd(
         arch = "interpreter"
         if torch.cuda.is_available():
             arch = "cdna" if torch.version.hip else ("sm90" if torch.cuda.get_device_capability()[0] == 9 else "sm80")
-    name = {"fp8": "fp8_e4m3", "tf32": "fp32", "fp32-accurate": "fp32"}.get(dtype, dtype)
-    precision = {"fp32": "ieee", "tf32": "tf32", "fp32-accurate": "tf32x3"}.get(dtype)
-    tma = arch == "sm90" and not (name == "fp64" or (name == "fp32" and precision == "ieee"))
-    p = Problem(m, n, k, 1, name, precision, arch, tma, layout[0] == "N", layout[1] == "T")
+    p = _problem(m, n, k, dtype, layout, arch)
     cfg = heuristic(p)
     space = config_space(p)
     pdl = _pdl_line(m, n, k, dtype, layout, cfg) if arch == "sm90" else None
@@ -194,13 +191,26 @@ def config_cmd(
         typer.echo(json.dumps({"heuristic": cfg.as_dict(), "space": [c.as_dict() for c in space], "pdl": pdl}))
         return
     Console(highlight=False).print(
-        f"{dtype} {layout} {m}x{n}x{k} on {arch}: {cfg.short()} "
+        f"{dtype} {layout} {m}x{n}x{k} on {arch} (132 SMs): {cfg.short()} "
         f"({shared_bytes(cfg, p.itemsize) // 1024} KB shared); {len(space)} configs to tune over")
     if pdl is not None:
         extra = (f": the next call may launch {pdl['trigger_blocks_before_end']} K blocks before this one's end "
                  f"and prefetches its first {pdl['prefetch_blocks']} into L2" if pdl.get("mode") == "mid" else "")
         Console(highlight=False).print(f"programmatic dependent launch on sm90: {pdl.get('mode', pdl.get('error'))}"
                                        + extra + " (TILECRAFT_PDL overrides)")
+
+
+def _problem(m: int, n: int, k: int, dtype: str, layout: str, arch: str):
+    """What ``matmul`` decides the configuration from (``ops.gemm.problem_of``), for operands of this
+    shape, dtype and layout on a GPU of family ``arch`` with 132 SMs (meta tensors, 16-byte aligned,
+    rows packed: nothing is allocated), so the command shows the kernel the call would take (the
+    Gluon kernel on sm90 included)."""
+    from tilecraft.bench import gemm as bench
+    from tilecraft.ops import gemm as ops
+
+    a, b = bench.make_operands(m, n, k, dtype, layout, "meta")
+    spec = ops.validate(a, b, **bench.call_kwargs(dtype, m, n, "meta"))
+    return ops.problem_of(a, b, spec, arch=arch, sms=132)
 
 
 def _pdl_line(m: int, n: int, k: int, dtype: str, layout: str, cfg) -> dict:

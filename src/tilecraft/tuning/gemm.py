@@ -544,7 +544,7 @@ def _heuristic(p: Problem) -> GemmConfig:
         return GemmConfig("tma", 128, 128, 64, group_m=8, num_warps=8, num_stages=2)
     if big and tma and p.itemsize == 2 and p.k <= 1024:
         # a short inner dimension (8-16 K steps a tile) where the Gluon kernel does not take the call
-        # (bf16 reading C, fp16 with an epilogue): the flattened loop issues the next tile's loads
+        # (a 16-bit product reading C): the flattened loop issues the next tile's loads
         # during the epilogue (H200, 2026-11-30, gemm-tune-shortk: bf16 4096^2 x 512 TN / NN / NT
         # 0.979 / 0.971 / 0.967x torch against 0.875 / 0.881 / 0.889x unflattened and 0.851 / 0.844 /
         # 0.842x for 256x128 s4; x 1024 TN 0.983x against 0.910x; fp16 TN / NN x 512 0.953 / 0.968x)

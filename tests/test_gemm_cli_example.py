@@ -51,6 +51,15 @@ def test_config_command():
     assert json.loads(res.output)["pdl"] is None
     res = runner.invoke(app, ["gemm", "config", "0", "8", "8"])
     assert res.exit_code == 2
+    # the SM count the wave rules plan for: 512 x 11008 NT takes 128x128 tiles on 132 SMs (128x256 tiles
+    # would make 1.3 waves), 128x256 on 114 (both shapes fill their last wave alike there)
+    doc = json.loads(runner.invoke(app, ["gemm", "config", "512", "11008", "4096", "--layout", "NT", "--arch", "sm90",
+                                         "--json"]).output)
+    assert doc["sms"] == 132 and doc["heuristic"]["block_n"] == 128
+    doc = json.loads(runner.invoke(app, ["gemm", "config", "512", "11008", "4096", "--layout", "NT", "--arch", "sm90",
+                                         "--sms", "114", "--json"]).output)
+    assert doc["sms"] == 114 and doc["heuristic"]["block_n"] == 256
+    assert runner.invoke(app, ["gemm", "config", "8", "8", "8", "--sms", "-1"]).exit_code == 2
 
 
 def test_example_runs_in_the_interpreter():

@@ -167,6 +167,8 @@ def config_cmd(
     dtype: Annotated[str, typer.Option(help=f"One of {', '.join(BENCH_DTYPES)}.")] = "bf16",
     layout: Annotated[str, typer.Option(help="NN, NT, TN or TT.")] = "NN",
     arch: Annotated[str, typer.Option(help="sm90, sm80, cdna or interpreter (default: this machine's).")] = "",
+    sms: Annotated[int, typer.Option(help="SMs/CUs the persistent grids and wave rules plan for (default: this "
+                                          "machine's GPU when --arch is not given, else 132).")] = 0,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """The heuristic configuration for a problem (what matmul runs untuned), and its config space."""
@@ -178,20 +180,25 @@ def config_cmd(
         _err(f"M, N and K must be >= 1, got {m} {n} {k}")
     if arch and arch not in ("sm90", "sm80", "cdna", "interpreter"):
         _err(f"unknown arch {arch!r}; choose from sm90, sm80, cdna, interpreter")
+    if sms < 0:
+        _err(f"--sms must be >= 1 (or 0 for the default), got {sms}")
     if not arch:
         import torch
         arch = "interpreter"
         if torch.cuda.is_available():
             arch = "cdna" if torch.version.hip else ("sm90" if torch.cuda.get_device_capability()[0] == 9 else "sm80")
-    p = _problem(m, n, k, dtype, layout, arch)
+            sms = sms or torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    sms = sms or 132
+    p = _problem(m, n, k, dtype, layout, arch, sms)
     cfg = heuristic(p)
     space = config_space(p)
-    pdl = _pdl_line(m, n, k, dtype, layout, cfg) if arch == "sm90" else None
+    pdl = _pdl_line(m, n, k, dtype, layout, cfg, sms) if arch == "sm90" else None
     if as_json:
-        typer.echo(json.dumps({"heuristic": cfg.as_dict(), "space": [c.as_dict() for c in space], "pdl": pdl}))
+        typer.echo(json.dumps({"heuristic": cfg.as_dict(), "space": [c.as_dict() for c in space], "pdl": pdl,
+                               "arch": arch, "sms": sms}))
         return
     Console(highlight=False).print(
-        f"{dtype} {layout} {m}x{n}x{k} on {arch} (132 SMs): {cfg.short()} "
+        f"{dtype} {layout} {m}x{n}x{k} on {arch} ({sms} SMs): {cfg.short()} "
         f"({shared_bytes(cfg, p.itemsize) // 1024} KB shared); {len(space)} configs to tune over")
     if pdl is not None:
         extra = (f": the next call may launch {pdl['trigger_blocks_before_end']} K blocks before this one's end "
@@ -200,9 +207,9 @@ def config_cmd(
                                        + extra + " (TILECRAFT_PDL overrides)")
 
 
-def _problem(m: int, n: int, k: int, dtype: str, layout: str, arch: str):
+def _problem(m: int, n: int, k: int, dtype: str, layout: str, arch: str, sms: int = 132):
     """What ``matmul`` decides the configuration from (``ops.gemm.problem_of``), for operands of this
-    shape, dtype and layout on a GPU of family ``arch`` with 132 SMs (meta tensors, 16-byte aligned,
+    shape, dtype and layout on a GPU of family ``arch`` with ``sms`` SMs (meta tensors, 16-byte aligned,
     rows packed: nothing is allocated), so the command shows the kernel the call would take (the
     Gluon kernel on sm90 included)."""
     from tilecraft.bench import gemm as bench
@@ -210,19 +217,19 @@ def _problem(m: int, n: int, k: int, dtype: str, layout: str, arch: str):
 
     a, b = bench.make_operands(m, n, k, dtype, layout, "meta")
     spec = ops.validate(a, b, **bench.call_kwargs(dtype, m, n, "meta"))
-    return ops.problem_of(a, b, spec, arch=arch, sms=132)
+    return ops.problem_of(a, b, spec, arch=arch, sms=sms)
 
 
-def _pdl_line(m: int, n: int, k: int, dtype: str, layout: str, cfg) -> dict:
-    """``ops.gemm.pdl_summary`` of the heuristic's plan on 132 SMs (meta tensors, as ``inspect.gemm_jobs``:
+def _pdl_line(m: int, n: int, k: int, dtype: str, layout: str, cfg, sms: int = 132) -> dict:
+    """``ops.gemm.pdl_summary`` of the heuristic's plan on ``sms`` SMs (meta tensors, as ``inspect.gemm_jobs``:
     nothing is allocated)."""
     from tilecraft.bench import gemm as bench
     from tilecraft.ops import gemm as ops
 
     try:
         a, b = bench.make_operands(m, n, k, dtype, layout, "meta")
-        spec, chosen, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=cfg, **bench.call_kwargs(dtype, m, n, "meta"))
-        return ops.pdl_summary(spec, chosen, plan, 132)
+        spec, chosen, plan = ops.target_plan(a, b, "sm90", sms=sms, cfg=cfg, **bench.call_kwargs(dtype, m, n, "meta"))
+        return ops.pdl_summary(spec, chosen, plan, sms)
     except (ValueError, TypeError, KeyError, RuntimeError) as exc:  # reported, not hidden
         return {"error": f"not determined: {type(exc).__name__}: {exc}"[:200]}
 

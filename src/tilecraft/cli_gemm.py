@@ -2,7 +2,7 @@
 
     tilecraft gemm bench [--suite square|llm|odd|smallm|prefill|train|all] [--dtype bf16,fp16,...] [--layouts NN,NT,TN,TT]
                          [--out PATH] [--json]
-    tilecraft gemm config M N K [--dtype bf16] [--layout NN]
+    tilecraft gemm config M N K [--dtype bf16] [--layout NN] [--arch sm90] [--sms 132]
 
 On a GPU, ``bench`` checks every case against the float64 reference, then times ours and the torch
 peer (``torch.matmul``, ``torch._int_mm``, ``torch._scaled_mm``) in the same run: TFLOP/s, ratio,
@@ -189,10 +189,10 @@ def config_cmd(
             arch = "cdna" if torch.version.hip else ("sm90" if torch.cuda.get_device_capability()[0] == 9 else "sm80")
             sms = sms or torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     sms = sms or 132
-    p = _problem(m, n, k, dtype, layout, arch, sms)
+    a, b, kw, p = _problem(m, n, k, dtype, layout, arch, sms)
     cfg = heuristic(p)
     space = config_space(p)
-    pdl = _pdl_line(m, n, k, dtype, layout, cfg, sms) if arch == "sm90" else None
+    pdl = _pdl_line(a, b, kw, cfg, sms) if arch == "sm90" else None
     if as_json:
         typer.echo(json.dumps({"heuristic": cfg.as_dict(), "space": [c.as_dict() for c in space], "pdl": pdl,
                                "arch": arch, "sms": sms}))
@@ -207,28 +207,26 @@ def config_cmd(
                                        + extra + " (TILECRAFT_PDL overrides)")
 
 
-def _problem(m: int, n: int, k: int, dtype: str, layout: str, arch: str, sms: int = 132):
-    """What ``matmul`` decides the configuration from (``ops.gemm.problem_of``), for operands of this
-    shape, dtype and layout on a GPU of family ``arch`` with ``sms`` SMs (meta tensors, 16-byte aligned,
-    rows packed: nothing is allocated), so the command shows the kernel the call would take (the
-    Gluon kernel on sm90 included)."""
+def _problem(m: int, n: int, k: int, dtype: str, layout: str, arch: str, sms: int):
+    """(a, b, matmul keyword arguments, problem): meta operands of this shape, dtype and layout (16-byte
+    aligned, rows packed: nothing is allocated) and what ``matmul`` decides the configuration from on a
+    GPU of family ``arch`` with ``sms`` SMs (``ops.gemm.problem_of``), so the command shows the kernel
+    the call would take (the Gluon kernel on sm90 included)."""
     from tilecraft.bench import gemm as bench
     from tilecraft.ops import gemm as ops
 
     a, b = bench.make_operands(m, n, k, dtype, layout, "meta")
-    spec = ops.validate(a, b, **bench.call_kwargs(dtype, m, n, "meta"))
-    return ops.problem_of(a, b, spec, arch=arch, sms=sms)
+    kw = bench.call_kwargs(dtype, m, n, "meta")
+    return a, b, kw, ops.problem_of(a, b, ops.validate(a, b, **kw), arch=arch, sms=sms)
 
 
-def _pdl_line(m: int, n: int, k: int, dtype: str, layout: str, cfg, sms: int = 132) -> dict:
-    """``ops.gemm.pdl_summary`` of the heuristic's plan on ``sms`` SMs (meta tensors, as ``inspect.gemm_jobs``:
-    nothing is allocated)."""
-    from tilecraft.bench import gemm as bench
+def _pdl_line(a, b, kw: dict, cfg, sms: int) -> dict:
+    """``ops.gemm.pdl_summary`` of the heuristic's plan on ``sms`` SMs for :func:`_problem`'s meta operands
+    (as ``inspect.gemm_jobs``)."""
     from tilecraft.ops import gemm as ops
 
     try:
-        a, b = bench.make_operands(m, n, k, dtype, layout, "meta")
-        spec, chosen, plan = ops.target_plan(a, b, "sm90", sms=sms, cfg=cfg, **bench.call_kwargs(dtype, m, n, "meta"))
+        spec, chosen, plan = ops.target_plan(a, b, "sm90", sms=sms, cfg=cfg, **kw)
         return ops.pdl_summary(spec, chosen, plan, sms)
     except (ValueError, TypeError, KeyError, RuntimeError) as exc:  # reported, not hidden
         return {"error": f"not determined: {type(exc).__name__}: {exc}"[:200]}

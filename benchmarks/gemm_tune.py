@@ -15,6 +15,8 @@ Sections (comma list):
           gradient, dW = xᵀ dY over K = tokens: TN 4096x4096 at K 512 / 1024 / 2048, 4096x11008 and
           11008x4096 at K 512; NN and NT 4096x4096x512): every tuner candidate, plus the flattened
           and warp-specialized TMA loops (the next tile's loads issued during the epilogue)
+  wide    192-column Gluon tiles (block_n2 = 64 beside block_n = 128) against 128x256, 128x128 and the
+          heuristic, where the column count fills a wave better in 192s (N = 11008, 12288, 6144, 3072)
 Every kernel is compiled first by a pool of processes (Triton's cache is shared), so the timed
 process only loads them. Writes gemm-tune-<sections>.json and a log under --out.
 """
@@ -106,6 +108,20 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
                              (256, 4096, 2048, "NT"), (512, 8192, 8192, "NT"), (1024, 14336, 4096, "NT"),
                              (2048, 11008, 2048, "TN")):
             add("tiles2", bench.Case("bf16", m, n, k, lay), cfgs)
+    if "wide" in sections:  # 192-column Gluon tiles (128 + 64: block_n2) where 128 and 256 leave the last wave empty
+        from tilecraft.tuning.gemm import heuristic
+        wide = [T("gluon", 128, 128, 64, 8, 8, st, block_n2=64) for st in (4, 5)] + [T("gluon", 128, 128, 64, 8, 8, 5,
+                                                                                        block_n2=32)]
+        plain = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5)]
+        for m, n, k, lay in ((256, 11008, 4096, "NT"), (256, 11008, 4096, "NN"), (256, 11008, 4096, "TN"),
+                             (512, 11008, 4096, "NT"), (1024, 11008, 4096, "NT"), (256, 12288, 4096, "NT"),
+                             (512, 6144, 4096, "NT"), (1024, 3072, 4096, "NT"), (256, 11008, 11008, "NT"),
+                             (2048, 6144, 4096, "NT"), (4096, 4096, 4096, "NT")):
+            case = bench.Case("bf16", m, n, k, lay)
+            a, b, kw = _make(case)
+            heur = heuristic(ops.problem_of(a, b, ops.validate(a, b, **kw)))
+            add("wide", case, list(dict.fromkeys([heur] + wide + plain)))
+            del a, b
     if "shortk2" in sections:  # where the Gluon kernel's lead at short K ends; fp16
         cfgs = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5), T("tma", 256, 128, 64, 8, 8, 4),
                 T("tma", 128, 256, 64, 8, 8, 3), T("tma", 128, 256, 64, 8, 8, 3, flatten=True),

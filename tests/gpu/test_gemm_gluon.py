@@ -117,8 +117,11 @@ def test_tf32_mn_major_in_registers(layout, shape, perm):
 # fp16 / bf16: operands read K- or MN-major as they are, split-K in the persistent loop, padded rows
 # ---------------------------------------------------------------------------------------------
 G16 = [GemmConfig("gluon", 128, 256, 64, 8, 8, 4), GemmConfig("gluon", 64, 128, 64, 8, 4, 6),
-       GemmConfig("gluon", 64, 64, 64, 8, 4, 8, pad_rows=True)]
-SHAPES16 = [(1000, 1000, 1000), (8, 8, 16), (129, 264, 136), (300, 264, 4104), (77, 136, 1013)]
+       GemmConfig("gluon", 64, 64, 64, 8, 4, 8, pad_rows=True),
+       # tiles of 192 and 96 columns (a second accumulator of block_n2 columns): N ends inside the first
+       # accumulator of the last tile (1000, 264), inside the second (360: 192 + 168) or before the tile (8)
+       GemmConfig("gluon", 128, 128, 64, 8, 8, 4, block_n2=64), GemmConfig("gluon", 64, 64, 64, 8, 4, 6, block_n2=32)]
+SHAPES16 = [(1000, 1000, 1000), (8, 8, 16), (129, 264, 136), (300, 264, 4104), (77, 136, 1013), (77, 360, 1013)]
 
 
 def _rnd16(dtype, layout, m, n, k, gen):
@@ -274,6 +277,8 @@ def test_epilogue_every_combination_bf16(act, alpha, use_c, use_bias):
     (GemmConfig("gluon", 64, 128, 64, 8, 4, 4), "TN", "pitch"),
     (GemmConfig("gluon", 64, 64, 64, 8, 4, 8), "TT", "col"),
     (GemmConfig("gluon", 64, 64, 64, 8, 4, 8, pad_rows=True), "NN", "row"),
+    (GemmConfig("gluon", 128, 128, 64, 8, 8, 4, block_n2=64), "NN", "col"),
+    (GemmConfig("gluon", 128, 128, 64, 8, 8, 5, block_n2=32), "NT", "pitch"),
 ], ids=lambda x: x.short() if isinstance(x, GemmConfig) else str(x))
 @pytest.mark.parametrize("act", EPI_ACTS)
 def test_epilogue_configs_and_layouts(cfg, layout, c_layout, act):

@@ -6,6 +6,7 @@ Triton interpreter cannot run Gluon."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import os
 import re
 import subprocess
@@ -205,6 +206,52 @@ def test_gluon_16bit_cross_compiles_for_sm90(cfg, layout, instr):
     assert facts["tma_load"] >= 2 and facts["tma_store"] >= 1
 
 
+@pytest.mark.parametrize("cfg,layout", [
+    (GemmConfig("gluon", 128, 128, 64, 8, 8, 4, block_n2=64), "NT"),
+    (GemmConfig("gluon", 128, 128, 64, 8, 8, 5, block_n2=64), "NN"),
+    (GemmConfig("gluon", 64, 64, 64, 8, 4, 6, block_n2=32), "TN"),
+], ids=lambda x: x.short() if isinstance(x, GemmConfig) else str(x))
+def test_gluon_wide_tiles_cross_compile_for_sm90(cfg, layout):
+    """Tiles of block_n + block_n2 columns (a width Gluon's power-of-two tensors cannot hold): two
+    wgmma shapes per K step, three TMA loads per stage (A and B's two column blocks), the tile counted
+    in whole wide tiles, and shared memory as ``shared_bytes`` counts it."""
+    m, n = 256, 11008
+    _, _, plan = _plan16(cfg, layout, m=m, n=n, k=4096)
+    launch = plan[-1]
+    assert launch.kernel.__name__ == "matmul_ws_kernel" and launch.constexprs["BLOCK_N2"] == cfg.block_n2
+    assert launch.grid == (min(132, -(-m // cfg.block_m) * -(-n // cfg.tile_n)),)
+    b_lo = launch.args[3]  # the lo descriptor slot carries B's second column block
+    assert list(b_lo.block_shape) == ([cfg.block_n2, cfg.block_k] if layout[1] == "T" else [cfg.block_k, cfg.block_n2])
+    res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch),
+                        launch.constexprs, "sm90", num_warps=launch.options["num_warps"],
+                        maxnreg=launch.options["maxnreg"], sass=False)
+    assert res.error is None, res.error
+    assert res.spills == 0 and res.scratch_bytes == 0
+    assert abs(res.shared_bytes - shared_bytes(cfg, 2)) <= 2048 and res.shared_bytes <= SHARED_LIMIT["sm90"]
+    facts = _ptx_facts(launch)
+    shapes = sorted({re.search(r"m64n(\d+)k16", w).group(1) for w in facts["wgmma"]}, key=int)
+    assert shapes == [str(cfg.block_n2), str(cfg.block_n)], facts["wgmma"]
+    assert len(facts["wgmma"]) == 2 * cfg.block_k // 16
+    assert facts["tma_load"] >= 3 and facts["tma_store"] >= 1
+
+
+def test_gluon_wide_tiles_refused_where_not_built():
+    """block_n2 is the Gluon kernel's, 16-bit, unsplit, no wider than block_n, a power of two of 32 or
+    more: anything else is a ValueError before a launch."""
+    wide = GemmConfig("gluon", 128, 128, 64, 8, 8, 4, block_n2=64)
+    for cfg, dtype, match in ((replace(wide, kernel="tma"), torch.bfloat16, "Gluon kernel"),
+                              (replace(wide, split_k=2), torch.bfloat16, "no split-K"),
+                              (replace(wide, block_n2=256), torch.bfloat16, "block_n2 <= block_n"),
+                              (replace(wide, block_n2=48), torch.bfloat16, "powers of two"),
+                              (replace(wide, block_n2=16), torch.bfloat16, "32 or more"),
+                              (replace(wide, block_k=128), torch.int8, "fp16/bf16")):
+        a = torch.empty(256, 4096, dtype=dtype, device="meta")
+        b = torch.empty(11008, 4096, dtype=dtype, device="meta").t()
+        with pytest.raises(ValueError, match=match):
+            ops.target_plan(a, b, "sm90", sms=132, cfg=cfg)
+    assert wide.tile_n == 192 and "128+64" in wide.short()
+
+
 @pytest.mark.parametrize("shape,layout,dtype,want", [
     ((8192, 8192, 8192), "NN", torch.bfloat16, "gluon 128x256x64 w8 s4"),
     ((8192, 8192, 8192), "TT", torch.bfloat16, "gluon 128x256x64 w8 s4"),
@@ -395,6 +442,8 @@ def _epi_kwargs(dtype, n, which):
     (torch.bfloat16, GemmConfig("gluon", 128, 256, 64, 8, 8, 4), "NN", "bias+silu", 64),
     (torch.bfloat16, GemmConfig("gluon", 128, 128, 64, 8, 8, 5), "NN", "alpha+c+bias+gelu", 64),
     (torch.bfloat16, GemmConfig("gluon", 64, 128, 64, 8, 4, 4), "NN", "alpha+c+bias+gelu", 64),
+    (torch.bfloat16, GemmConfig("gluon", 128, 128, 64, 8, 8, 4, block_n2=64), "NN", "alpha+c+bias+gelu", 64),
+    (torch.bfloat16, GemmConfig("gluon", 128, 128, 64, 8, 8, 5, block_n2=32), "NT", "bias+silu", 32),
     (torch.int8, GemmConfig("gluon", 128, 256, 128, 8, 8, 4), "NT", "alpha+c+bias+relu", 32),
     (torch.float32, GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True), "NN", "alpha+c+bias+gelu", 32),
     (torch.float32, GemmConfig("gluon", 128, 128, 32, 8, 8, 3, flush=4), "NT", "alpha+c+bias+silu", 64),
@@ -430,7 +479,7 @@ def test_gluon_epilogue_cross_compiles_without_spills(dtype, cfg, layout, which,
                         "sm90", num_warps=launch.options["num_warps"], maxnreg=launch.options["maxnreg"], sass=True)
     assert res.error is None, res.error
     assert res.spills == 0 and res.scratch_bytes == 0 and res.shared_bytes <= SHARED_LIMIT["sm90"]
-    assert res.census.get("sass:UTMASTG") == cfg.block_n // chunk, res.census
+    assert res.census.get("sass:UTMASTG") == cfg.tile_n // chunk, res.census
     loads = sum(v for key, v in res.census.items() if key.startswith("global_load"))
     assert (loads > 0) == ("c" in kw or "bias" in kw)
     assert cx["EPI_PREFETCH"] == (cfg.epi_prefetch and ("c" in kw or "bias" in kw))

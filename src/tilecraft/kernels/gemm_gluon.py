@@ -115,26 +115,31 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
               M, N, K, k_split_steps, epi, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_KMAJOR: gl.constexpr,
               B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr, PREFETCH_C: gl.constexpr, PREFETCH_BIAS: gl.constexpr,
-              BIAS_ROWS: gl.constexpr, PDL: gl.constexpr = 0):
+              BIAS_ROWS: gl.constexpr, PDL: gl.constexpr = 0, BLOCK_N2: gl.constexpr = 0):
     """One warp: TMA loads of every (work unit, K step) of this program, in the consumers' order.
     An MN-major operand (16-bit only) is loaded as its (BLOCK_K, rows) tile. ``PREFETCH_C`` /
     ``PREFETCH_BIAS``: first, the unit's C tile / bias slice prefetched into L2
-    (:func:`_prefetch_epilogue`). ``PDL`` 2: the next kernel may launch once the last load is issued."""
+    (:func:`_prefetch_epilogue`). ``PDL`` 2: the next kernel may launch once the last load is issued.
+    ``BLOCK_N2``: each tile is BLOCK_N + BLOCK_N2 columns wide, its last BLOCK_N2 columns of B loaded
+    through ``b_lo_desc`` into ``b_lo_bufs`` (see :func:`matmul_ws_kernel`)."""
     STAGES: gl.constexpr = a_bufs.type.shape[0]
+    TILE_N: gl.constexpr = BLOCK_N + BLOCK_N2
     if THREE_TF32:
         nbytes: gl.constexpr = 2 * (a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+    elif BLOCK_N2 > 0:
+        nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes + b_lo_desc.block_type.nbytes
     else:
         nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
     num_pid_m = gl.cdiv(M, BLOCK_M)
-    num_pid_n = gl.cdiv(N, BLOCK_N)
+    num_pid_n = gl.cdiv(N, TILE_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
     it = 0
     for unit in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
         pid_m, pid_n = _tile_mn(unit // SPLIT_K, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
+        off_n = pid_n * TILE_N
         if PREFETCH_C or PREFETCH_BIAS:
-            _prefetch_epilogue(epi, off_m, off_n, M, N, BLOCK_M, BLOCK_N, PREFETCH_C, PREFETCH_BIAS, BIAS_ROWS)
+            _prefetch_epilogue(epi, off_m, off_n, M, N, BLOCK_M, TILE_N, PREFETCH_C, PREFETCH_BIAS, BIAS_ROWS)
         k_lo = (unit % SPLIT_K) * k_split_steps
         for ki in range(k_lo, gl.minimum(k_tiles, k_lo + k_split_steps)):
             s = it % STAGES
@@ -151,6 +156,11 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
                 tma.async_copy_global_to_shared(b_desc, [off_n, off_k], bar, b_bufs.index(s))
             else:
                 tma.async_copy_global_to_shared(b_desc, [off_k, off_n], bar, b_bufs.index(s))
+            if BLOCK_N2 > 0:
+                if B_KMAJOR:
+                    tma.async_copy_global_to_shared(b_lo_desc, [off_n + BLOCK_N, off_k], bar, b_lo_bufs.index(s))
+                else:
+                    tma.async_copy_global_to_shared(b_lo_desc, [off_k, off_n + BLOCK_N], bar, b_lo_bufs.index(s))
             if THREE_TF32:
                 tma.async_copy_global_to_shared(a_lo_desc, [off_m, off_k], bar, a_lo_bufs.index(s))
                 tma.async_copy_global_to_shared(b_lo_desc, [off_n, off_k], bar, b_lo_bufs.index(s))
@@ -287,8 +297,10 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
               EPI_N: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
               A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr, A_REGS: gl.constexpr,
               TRANS_OUT: gl.constexpr, ROW_PERM: gl.constexpr, FIXUP: gl.constexpr, EPI_INT: gl.constexpr,
-              HAS_ALPHA: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr):
+              HAS_ALPHA: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr,
+              BLOCK_N2: gl.constexpr = 0):
     STAGES: gl.constexpr = a_bufs.type.shape[0]
+    TILE_N: gl.constexpr = BLOCK_N + BLOCK_N2
     # wgmma K per instruction (tf32: 8, int8: 32); N per instruction at most 128 for int8 (what
     # Triton 3.6 lowers: m64n128k32), 256 otherwise
     BITS: gl.constexpr = a_bufs.type.element_ty.primitive_bitwidth
@@ -298,8 +310,11 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
                                                      instr_shape=[16, INSTR_N, 256 // BITS])
     # A_REGS: the (MN-major) A tile is read into registers, wgmma's A operand from registers
     a_regs: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=layout, k_width=32 // BITS)
+    # BLOCK_N2: the tile's last BLOCK_N2 columns in a second accumulator (its own wgmma per K step)
+    layout2: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
+                                                      instr_shape=[16, max(BLOCK_N2, 8), 256 // BITS])
     num_pid_m = gl.cdiv(M, BLOCK_M)
-    num_pid_n = gl.cdiv(N, BLOCK_N)
+    num_pid_n = gl.cdiv(N, TILE_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
     it = 0
     chunks = 0
@@ -352,6 +367,29 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
             if ROW_PERM:  # back to the tile's row order
                 acc = _swap_rows(acc, 0)
+        elif BLOCK_N2 > 0:
+            acc2 = gl.zeros([BLOCK_M, BLOCK_N2], ACC, layout2)
+            for ki in range(k_steps):
+                s = it % STAGES
+                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                if A_KMAJOR:
+                    a_op = a_bufs.index(s)
+                else:
+                    a_op = a_bufs.index(s).permute((1, 0))
+                if B_KMAJOR:
+                    b_op = b_bufs.index(s).permute((1, 0))
+                    b2_op = b_lo_bufs.index(s).permute((1, 0))
+                else:
+                    b_op = b_bufs.index(s)
+                    b2_op = b_lo_bufs.index(s)
+                acc = warpgroup_mma(a_op, b_op, acc, is_async=True)
+                acc2 = warpgroup_mma(a_op, b2_op, acc2, is_async=True)
+                # both of this step's wgmmas in flight, the previous step's two retired: its slot is free
+                acc, acc2 = warpgroup_mma_wait(2, deps=(acc, acc2))
+                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=ki > 0)
+                it += 1
+            acc, acc2 = warpgroup_mma_wait(0, deps=(acc, acc2))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
         else:
             for ki in range(k_steps):
                 s = it % STAGES
@@ -400,9 +438,12 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
             # = M rounded up to whole tiles (a tile's rows past M land in its own split's padding);
             # the launcher turns the epilogue off there (the reduce pass runs it)
             _store_tile(acc, c_desc, c_bufs, (unit % SPLIT_K) * (num_pid_m * BLOCK_M) + pid_m * BLOCK_M,
-                        pid_n * BLOCK_N, chunks, EPI_N, TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS,
+                        pid_n * TILE_N, chunks, EPI_N, TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS,
                         ACTIVATION)
-            chunks += BLOCK_N // EPI_N
+            if BLOCK_N2 > 0:  # (SPLIT_K is 1 here)
+                _store_tile(acc2, c_desc, c_bufs, pid_m * BLOCK_M, pid_n * TILE_N + BLOCK_N, chunks + BLOCK_N // EPI_N,
+                            EPI_N, TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)
+            chunks += TILE_N // EPI_N
     tma.store_wait(0)
 
 
@@ -416,7 +457,8 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
                      SPLIT_K: gl.constexpr = 1, A_REGS: gl.constexpr = False, TRANS_OUT: gl.constexpr = False,
                      ROW_PERM: gl.constexpr = False, FIXUP: gl.constexpr = False, EPI_INT: gl.constexpr = False,
                      HAS_ALPHA: gl.constexpr = False, HAS_C: gl.constexpr = False, HAS_BIAS: gl.constexpr = False,
-                     ACTIVATION: gl.constexpr = 0, EPI_PREFETCH: gl.constexpr = False, PDL: gl.constexpr = 0):
+                     ACTIVATION: gl.constexpr = 0, EPI_PREFETCH: gl.constexpr = False, PDL: gl.constexpr = 0,
+                     BLOCK_N2: gl.constexpr = 0):
     """C (M, N) = A (M, K) @ B (K, N); grid min(SMs, work units). ``a_desc`` tiles are (BLOCK_M,
     BLOCK_K) over A (M, K) when ``A_KMAJOR``, else (BLOCK_K, BLOCK_M) over A^T (K, M); ``b_desc``
     tiles (BLOCK_N, BLOCK_K) over B^T (N, K) when ``B_KMAJOR``, else (BLOCK_K, BLOCK_N) over B (K,
@@ -452,7 +494,14 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     ``ACTIVATION`` 0 none, 1 relu, 2 gelu (erf), 3 gelu (tanh), 4 silu (as the Triton kernels).
     With split-K the kernel writes raw partials (the epilogue off) and the reduce pass runs it,
     except with ``FIXUP``, whose first half runs it on the joined tile. ``EPI_PREFETCH``: the
-    producer warp prefetches each unit's C tile and bias slice into L2 as the unit starts."""
+    producer warp prefetches each unit's C tile and bias slice into L2 as the unit starts.
+
+    ``BLOCK_N2`` > 0 (16-bit operands, no split-K, 3xTF32, ``A_REGS`` or ``FIXUP``): tiles of
+    BLOCK_N + BLOCK_N2 columns, a width that need not be a power of two (Gluon's tensors must be):
+    128 + 64 = 192 tiles 11008 columns in 58 where 128 and 256 leave a wave a third empty. The
+    tile's last BLOCK_N2 columns are a second accumulator with its own wgmma per K step, their B
+    tiles loaded through ``b_lo_desc`` (tiles (BLOCK_N2, BLOCK_K) over B^T, or (BLOCK_K, BLOCK_N2)
+    over B, as ``b_desc``) into a ring of their own; ``EPI_N`` divides BLOCK_N2."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
@@ -466,9 +515,17 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
         b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
     else:
         b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
+    gl.static_assert(BLOCK_N2 == 0 or not (THREE_TF32 or A_REGS or FIXUP or SPLIT_K > 1),
+                     "BLOCK_N2: plain products only")
     if THREE_TF32:  # K-major operands (the split buffers)
         a_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
         b_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+    elif BLOCK_N2 > 0:  # the tile's last BLOCK_N2 columns of B
+        a_lo_bufs = a_bufs
+        if B_KMAJOR:
+            b_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N2, BLOCK_K], b_lo_desc.layout)
+        else:
+            b_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N2], b_lo_desc.layout)
     else:
         a_lo_bufs = a_bufs
         b_lo_bufs = b_bufs
@@ -486,8 +543,9 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
         (_consumer, (a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps,
                      ws_ptr, flag_ptr, epi,
                      GROUP_M, THREE_TF32, FLUSH, EPI_N, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR,
-                     SPLIT_K, A_REGS, TRANS_OUT, ROW_PERM, FIXUP, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)),
+                     SPLIT_K, A_REGS, TRANS_OUT, ROW_PERM, FIXUP, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION,
+                     BLOCK_N2)),
         (_producer, (a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
                      M, N, K, k_split_steps, epi, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
-                     B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C, EPI_PREFETCH and HAS_BIAS, TRANS_OUT, PDL)),
+                     B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C, EPI_PREFETCH and HAS_BIAS, TRANS_OUT, PDL, BLOCK_N2)),
     ], [1], [PRODUCER_REGS])

@@ -644,8 +644,17 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
     persistent TMA grid is sized for (default: the device's)."""
     bad = [f"{n}={v}" for n, v in (("block_m", cfg.block_m), ("block_n", cfg.block_n), ("block_k", cfg.block_k))
            if v < 1 or v & (v - 1)]
+    if cfg.block_n2:
+        bad += [f"block_n2={cfg.block_n2} (32 or more)"] if cfg.block_n2 < 32 or cfg.block_n2 & (cfg.block_n2 - 1) else []
     if bad:
         raise ValueError(f"tile sizes must be powers of two (Triton's ranges are): {', '.join(bad)}")
+    if cfg.block_n2:
+        why = [w for w, bad_ in (("the Gluon kernel", cfg.kernel != "gluon"), ("fp16/bf16", spec.dtype not in ("fp16", "bf16")),
+                                 ("no split-K", cfg.split_k > 1), ("no fixup", cfg.fixup), ("no mn_regs", cfg.mn_regs),
+                                 ("block_n2 <= block_n", cfg.block_n2 > cfg.block_n)) if bad_]
+        if why:
+            raise ValueError(f"block_n2 (a second accumulator beside block_n) needs {', '.join(why)}: got {cfg.short()} "
+                             f"for a {spec.dtype} product")
     if cfg.kernel in ("pointer", "fma") and spec.batch > MAX_GRID_BATCH:
         # the batch is grid axis 1 of the pointer kernels (CUDA: at most 65535): launch in slices
         a3, b3 = _as3d(a, spec.batch), _as3d(b, spec.batch)
@@ -1019,11 +1028,14 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
                          f"and strides {out2.stride()}")
     bm, bn, bkk = cfg.block_m, cfg.block_n, cfg.block_k
     epi_n = gluon_epilogue_width(spec, cfg) if split == 1 or fixup else 64
+    # the lo descriptors: 3xTF32's lo parts, or with block_n2 B's tiles of the tile's last block_n2 columns
+    bn_lo = cfg.block_n2 or bn
     descs = [_gluon_desc(a_hi, [bm, bkk] if ak else [bkk, bm]), _gluon_desc(b_hi, [bn, bkk] if bk else [bkk, bn]),
-             _gluon_desc(a_lo, [bm, bkk] if ak else [bkk, bm]), _gluon_desc(b_lo, [bn, bkk] if bk else [bkk, bn]),
+             _gluon_desc(a_lo, [bm, bkk] if ak else [bkk, bm]),
+             _gluon_desc(b_lo, [bn_lo, bkk] if bk else [bkk, bn_lo]),
              _gluon_desc(out2, [epi_n, bm] if regs == "swap" else [bm, epi_n])]
     sms = sms or _facts(a.device)[1]
-    tiles = math.ceil(m / bm) * math.ceil(n / bn)
+    tiles = math.ceil(m / bm) * math.ceil(n / cfg.tile_n)
     units = tiles * split
     grid = (max(1, min(sms, units)),)
     ws_ptr = flag_ptr = out2  # read only with fixup
@@ -1039,7 +1051,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
                                                                          out2.element_size()),
                   "PRODUCER_REGS": 40, "A_KMAJOR": ak, "B_KMAJOR": bk, "SPLIT_K": split,
                   "A_REGS": bool(regs), "TRANS_OUT": regs == "swap", "ROW_PERM": bool(regs) and cfg.row_perm,
-                  "FIXUP": fixup}
+                  "FIXUP": fixup, "BLOCK_N2": cfg.block_n2}
     steps = k_split_steps if split > 1 else math.ceil(spec.k / bkk)
     epi_args, epi_cx = _gluon_epilogue(spec, out2, c, bias, in_kernel=split == 1 or fixup, trans=regs == "swap",
                                        prefetch=cfg.epi_prefetch)
@@ -1052,9 +1064,9 @@ def gluon_epilogue_width(spec: Spec, cfg: GemmConfig) -> int:
     """Columns per epilogue chunk of the Gluon kernel (each chunk: epilogue, then one TMA store):
     64, or 32 for a 256-wide tile whose epilogue reads C and adds a bias or applies an activation
     (sm90 cross compile, 128x256 bf16 with alpha, C, bias and gelu: 88 bytes spilled in 64-column
-    chunks, none in 32)."""
+    chunks, none in 32); 32 also where the second accumulator (``block_n2``) is 32 columns wide."""
     heavy = spec.has_c and (spec.has_bias or spec.activation is not None)
-    return 32 if cfg.block_n >= 256 and heavy else 64
+    return 32 if cfg.tile_n >= 256 and heavy or cfg.block_n2 == 32 else 64
 
 
 def _gluon_epilogue(spec: Spec, out2: torch.Tensor, c: torch.Tensor | None, bias: torch.Tensor | None, *,

@@ -67,6 +67,12 @@ class GemmConfig:
     warps_m: int = 0  # FMA kernel: warps along M (0: half the warps, at least one)
     maxnreg: int = 0  # NVIDIA: register budget per thread (0: the compiler's choice)
     mn_copy: str = ""  # FMA kernel: K-contiguous operands ("a", "b", "ab") copied MN-contiguous before the product
+    block_n2: int = 0  # Gluon, 16-bit: a second accumulator of block_n2 columns, tiles block_n + block_n2 wide (192)
+
+    @property
+    def tile_n(self) -> int:
+        """Columns per output tile: ``block_n``, plus ``block_n2`` for the Gluon kernel's wide tiles."""
+        return self.block_n + self.block_n2
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -76,7 +82,8 @@ class GemmConfig:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
     def short(self) -> str:
-        s = f"{self.kernel} {self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages} g{self.group_m}"
+        n = f"{self.block_n}+{self.block_n2}" if self.block_n2 else f"{self.block_n}"
+        s = f"{self.kernel} {self.block_m}x{n}x{self.block_k} w{self.num_warps} s{self.num_stages} g{self.group_m}"
         if self.split_k > 1:
             s += f" splitk{self.split_k}"
         if self.flatten:
@@ -137,8 +144,15 @@ class Problem:
 def gluon_epilogue_buffers(cfg: GemmConfig, itemsize: int, three: bool = False, out_size: int = 4) -> int:
     """Chunk buffers (BLOCK_M x 64 results of ``out_size`` bytes) of the Gluon kernel's epilogue: two
     when they fit beside the pipeline, else one. ``three``: 3xTF32 (hi and lo tiles per stage)."""
-    pipe = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if three else 1)
-    return 2 if pipe + 2 * cfg.block_m * 64 * out_size <= SHARED_LIMIT["sm90"] - 1024 else 1
+    pipe = cfg.num_stages * (cfg.block_m + cfg.tile_n) * cfg.block_k * itemsize * (2 if three else 1)
+    return 2 if pipe + 2 * cfg.block_m * _epi_cols(cfg) * out_size <= SHARED_LIMIT["sm90"] - 1024 else 1
+
+
+def _epi_cols(cfg: GemmConfig) -> int:
+    """Columns of the Gluon kernel's epilogue chunk buffers as counted here: 64, or 32 beside a
+    32-column second accumulator (``block_n2``); 256-wide tiles with a heavy epilogue use 32 too
+    (``ops.gemm.gluon_epilogue_width``), for which 64 is a bound."""
+    return 32 if cfg.block_n2 == 32 else 64
 
 
 def shared_bytes(cfg: GemmConfig, itemsize: int, three: bool = False) -> int:
@@ -151,8 +165,9 @@ def shared_bytes(cfg: GemmConfig, itemsize: int, three: bool = False) -> int:
         # results: int32 / fp32 for 8- and 32-bit operands, the operand type for 16-bit (the
         # default output; split-K stores fp32 partials)
         out_size = 2 if itemsize == 2 and cfg.split_k == 1 else 4
-        pipe = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if three else 1)
-        return pipe + gluon_epilogue_buffers(cfg, itemsize, three, out_size) * cfg.block_m * 64 * out_size + 1024
+        pipe = cfg.num_stages * (cfg.block_m + cfg.tile_n) * cfg.block_k * itemsize * (2 if three else 1)
+        return (pipe + gluon_epilogue_buffers(cfg, itemsize, three, out_size) * cfg.block_m * _epi_cols(cfg) * out_size
+                + 1024)
     stages = max(cfg.num_stages, 1) + (1 if cfg.flatten else 0)
     return stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if cfg.presplit else 1)
 
@@ -407,7 +422,7 @@ def heuristic(p: Problem) -> GemmConfig:
             and p.a_kmajor and not p.b_kmajor and p.m > 64 and 32 * 2**20 <= p.m * p.n * p.batch < 48 * 2**20):
         return GemmConfig("gluon", 128, 256, 64, group_m=8, num_warps=8, num_stages=4, epi_prefetch=True)
     cfg = _heuristic(p)
-    if cfg.kernel == "gluon" and p.epilogue == "bias" and p.dtype == "bf16" and (cfg.block_m, cfg.block_n) == (128, 128):
+    if cfg.kernel == "gluon" and p.epilogue == "bias" and p.dtype == "bf16" and (cfg.block_m, cfg.tile_n) == (128, 128):
         cfg = replace(cfg, epi_prefetch=True)  # the M = 128 products' tile (measured); not 8192^3 or 1000^3 (tied)
     return cfg
 

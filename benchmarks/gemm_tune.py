@@ -17,6 +17,7 @@ Sections (comma list):
           and warp-specialized TMA loops (the next tile's loads issued during the epilogue)
   wide    192-column Gluon tiles (block_n2 = 64 beside block_n = 128) against 128x256, 128x128 and the
           heuristic, where the column count fills a wave better in 192s (N = 11008, 12288, 6144, 3072)
+  wide2   the same for fp16, and 64 x 192 tiles (one warpgroup) at M = 128
 Every kernel is compiled first by a pool of processes (Triton's cache is shared), so the timed
 process only loads them. Writes gemm-tune-<sections>.json and a log under --out.
 """
@@ -121,6 +122,20 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
             a, b, kw = _make(case)
             heur = heuristic(ops.problem_of(a, b, ops.validate(a, b, **kw)))
             add("wide", case, list(dict.fromkeys([heur] + wide + plain)))
+            del a, b
+    if "wide2" in sections:  # 192-column tiles for fp16 (which takes the TMA kernel there) and 64-row tiles at M = 128
+        from tilecraft.tuning.gemm import heuristic
+        for dt, m, n, k, lay, cfgs in (
+                *[("fp16", m, n, 4096, "NT", [T("gluon", 128, 128, 64, 8, 8, 5, block_n2=64), T("gluon", 128, 256, 64, 8, 8, 4),
+                                              T("gluon", 128, 128, 64, 8, 8, 5)])
+                  for m, n in ((256, 11008), (256, 12288), (512, 6144), (1024, 3072), (512, 11008))],
+                *[("bf16", 128, n, k, lay, [T("gluon", 64, 128, 64, 8, 4, st, block_n2=64) for st in (5, 6)]
+                   + [T("gluon", 64, 128, 64, 8, 4, 4), T("tma", 64, 128, 64, 8, 4, 6)])
+                  for n, k, lay in ((11008, 4096, "NT"), (11008, 4096, "NN"), (12288, 4096, "NT"), (6144, 4096, "NT"))]):
+            case = bench.Case(dt, m, n, k, lay)
+            a, b, kw = _make(case)
+            heur = heuristic(ops.problem_of(a, b, ops.validate(a, b, **kw)))
+            add("wide2", case, list(dict.fromkeys([heur] + cfgs)))
             del a, b
     if "shortk2" in sections:  # where the Gluon kernel's lead at short K ends; fp16
         cfgs = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5), T("tma", 256, 128, 64, 8, 8, 4),

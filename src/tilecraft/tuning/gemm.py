@@ -334,8 +334,22 @@ def _gluon16_tile(p: Problem) -> GemmConfig:
     rule was not made from (gemm-tune-tiles2): 1536 x 4096 x 4096 128x128 0.957x against 0.796x, 384 x
     4096 x 4096 0.910x against 0.491x, 1024 x 14336 x 4096 0.945x against 0.905x, 2048 x 11008 x 2048 TN
     0.984x against 0.969x; 128x256 at 768 x 11008, 3072 x 4096, 512 x 8192 x 8192 1.017 / 1.012 / 1.029x.
-    Not where rows are not 128-byte aligned: 3000^3 128x256 0.650x against 0.572x."""
+    Not where rows are not 128-byte aligned: 3000^3 128x256 0.650x against 0.572x.
+
+    192-column tiles (128 + 64, ``block_n2``; 5 stages, one epilogue buffer) where they fill the
+    waves better than both by more than 5% of the slots, in at most 4 waves. H200, 2026-11-30
+    (gemm-tune-wide, bf16, torch in the same run), against 128x256 s4 / 128x128 s5: 256 x 11008 x 4096
+    NT / NN / TN 0.909 / 0.986 / 0.977x against 0.778 / 0.829 / 0.832x (116 tiles for 132 SMs against
+    86 / 172), 256 x 12288 x 4096 0.967x against 0.828x, 512 x 6144 x 4096 0.999x against 0.829x, 1024 x
+    3072 x 4096 1.001x against 0.828x, 256 x 11008 x 11008 0.878x against 0.771x; where the fill is
+    alike the 192 tile is slower or tied: 512 x 11008 0.900x against 0.898x (128x128), 1024 x 11008
+    0.901x against 0.948x (128x256), 2048 x 6144 0.945-0.974x against 0.984x, 4096^3 0.860-0.891x
+    against 1.013x. 128 + 32 columns lost everywhere (0.50-0.83x)."""
     e256, e128 = _wave_efficiency(p, 128, 256), _wave_efficiency(p, 128, 128)
+    e192 = _wave_efficiency(p, 128, 192)
+    tiles192 = math.ceil(p.m / 128) * math.ceil(p.n / 192) * p.batch
+    if p.rows_128 and e192 > max(e256, e128) + 0.05 and tiles192 <= 4 * p.sms:
+        return GemmConfig("gluon", 128, 128, 64, group_m=8, num_warps=8, num_stages=5, block_n2=64)
     waves = math.ceil(math.ceil(p.m / 128) * math.ceil(p.n / 256) * p.batch / p.sms)
     if waves <= 6 and e128 > e256 + 0.02 and p.rows_128:
         return GemmConfig("gluon", 128, 128, 64, group_m=8, num_warps=8, num_stages=5)
@@ -619,6 +633,7 @@ def config_space(p: Problem) -> list[GemmConfig]:
         if p.arch == "sm90" and p.gluon_ok and p.itemsize == 2:
             for c in (GemmConfig("gluon", 128, 256, 64, num_warps=8, num_stages=4),
                       GemmConfig("gluon", 128, 128, 64, num_warps=8, num_stages=5),
+                      GemmConfig("gluon", 128, 128, 64, num_warps=8, num_stages=5, block_n2=64),
                       GemmConfig("gluon", 64, 128, 64, num_warps=4, num_stages=4),
                       GemmConfig("gluon", 64, 64, 64, num_warps=4, num_stages=8)):
                 cands += [c] + ([replace(c, pad_rows=True)] if not p.rows_128 else [])

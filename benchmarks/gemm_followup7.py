@@ -21,7 +21,8 @@
 ``GEMM_FU7_SET=2`` times the second list (``CASES2``: products reading C, and ``epi_prefetch`` on
 and off) and skips the K sweep; it writes ``gemm-followup7b.json`` / ``.log``. ``GEMM_FU7_SET=3``
 (``CASES3``, 2026-11-30): fp16 with an epilogue on the Gluon tiles against the dispatch's TMA kernel;
-``gemm-followup7c-fp16.json`` / ``.log``.
+``gemm-followup7c-fp16.json`` / ``.log``. ``GEMM_FU7_SET=4`` (``CASES4``, 2026-11-30): epilogues on the
+192-column tiles (``block_n2``) against the tiles they replaced; ``gemm-followup7d-wide.json`` / ``.log``.
 
 Timing: ``bench.time_graph`` (CUDA graphs over input sets rotated beyond twice the L2, median per
 call), the same for ours and torch.
@@ -108,10 +109,25 @@ CASES3 = [
     EpiCase("fp16 NT 512x4096x4096 bias+gelu", "fp16", 512, 4096, 4096, "NT", "bias+gelu", _FP16_PINNED),
     EpiCase("fp16 NN 4096^2x512 alpha+beta*C", "fp16", 4096, 4096, 512, "NN", "alpha+c", _FP16_PINNED[:2]),
 ]
+W5 = GemmConfig("gluon", 128, 128, 64, 8, 8, 5, block_n2=64)
+# the fourth call (GEMM_FU7_SET=4, 2026-11-30): epilogues on the 192-column tiles (``block_n2``) the
+# dispatch now gives prefill rows, with and without epi_prefetch, against the tiles it gave before
+CASES4 = [
+    EpiCase("bf16 NN 128x11008x4096 bias+gelu", "bf16", 128, 11008, 4096, "NN", "bias+gelu",
+            (("gluon 128x128 s5 epf", dataclasses.replace(G5, epi_prefetch=True)),), epf=True),
+    EpiCase("bf16 NT 256x11008x4096 bias+gelu", "bf16", 256, 11008, 4096, "NT", "bias+gelu",
+            (("gluon 128x256 s4", G4), ("gluon 128x128 s5 epf", dataclasses.replace(G5, epi_prefetch=True))),
+            epf=True),
+    EpiCase("fp16 NT 256x11008x4096 bias+silu", "fp16", 256, 11008, 4096, "NT", "bias+silu", (("gluon 128x256 s4", G4),),
+            epf=True),
+    EpiCase("bf16 NT 512x6144x4096 bias", "bf16", 512, 6144, 4096, "NT", "bias", (("gluon 128x128 s5", G5),), epf=True),
+]
 if os.environ.get("GEMM_FU7_SET") == "2":
     CASES = CASES2
 if os.environ.get("GEMM_FU7_SET") == "3":
     CASES = CASES3
+if os.environ.get("GEMM_FU7_SET") == "4":
+    CASES = CASES4
 
 
 def operands(case: EpiCase, gen):
@@ -335,7 +351,7 @@ def k_sweep(info, log, records) -> None:
 
 
 def main() -> None:
-    name = "gemm-followup7" + {"2": "b", "3": "c-fp16"}.get(os.environ.get("GEMM_FU7_SET", ""), "")
+    name = "gemm-followup7" + {"2": "b", "3": "c-fp16", "4": "d-wide"}.get(os.environ.get("GEMM_FU7_SET", ""), "")
     t0 = time.time()
     out, log, info = start(name)
     copy = measure_copy_bandwidth()
@@ -343,7 +359,7 @@ def main() -> None:
     meta = {"copy_TBps": copy}
     records: list = []
     precompile(log)
-    if os.environ.get("GEMM_FU7_SET") not in ("2", "3"):
+    if os.environ.get("GEMM_FU7_SET") not in ("2", "3", "4"):
         try:
             k_sweep(info, log, records)
         except Exception as exc:  # noqa: BLE001

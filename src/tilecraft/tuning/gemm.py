@@ -260,8 +260,17 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
     K = 11008 / 14336 stays on the TMA kernel's split-K (1.023x / 1.056x; Gluon split 2: 1.005x /
     1.040x).
 
+    fp16 where 128x128 tiles give half the SMs a tile: bf16's tile (:func:`_gluon16_tile`; H200,
+    2026-11-30, gemm-tune-wide2, NT, torch in the same run): 256 x 11008 / 256 x 12288 / 512 x 6144 /
+    1024 x 3072 (x 4096) on 192-column tiles 0.899 / 0.975 / 0.994 / 1.007x against 0.641 / 0.701 /
+    0.713 / 0.730x for the TMA kernel's 128x128 s4, 512 x 11008 x 4096 on 128x128 s5 0.920x against
+    0.822x.
+
     Pointer kernel: the largest tile that still gives every SM a program (128x128, 64x128, 64x64),
     else 64x64 with split-K."""
+    if (kind == "tma" and p.arch == "sm90" and p.gluon_ok and p.dtype == "fp16" and p.tma_copies == 0
+            and math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch >= p.sms / 2):
+        return _gluon16_tile(p)
     if kind == "tma" and p.arch == "sm90" and p.gluon_ok and p.dtype == "bf16" and p.tma_copies == 0:
         if math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch >= p.sms / 2:
             return _gluon16_tile(p)
@@ -344,9 +353,16 @@ def _gluon16_tile(p: Problem) -> GemmConfig:
     3072 x 4096 1.001x against 0.828x, 256 x 11008 x 11008 0.878x against 0.771x; where the fill is
     alike the 192 tile is slower or tied: 512 x 11008 0.900x against 0.898x (128x128), 1024 x 11008
     0.901x against 0.948x (128x256), 2048 x 6144 0.945-0.974x against 0.984x, 4096^3 0.860-0.891x
-    against 1.013x. 128 + 32 columns lost everywhere (0.50-0.83x)."""
+    against 1.013x. 128 + 32 columns lost everywhere (0.50-0.83x).
+
+    At M <= 128 the same for 64 x 192 tiles (one warpgroup, 6 stages) in one wave (gemm-tune-wide2):
+    128 x 11008 x 4096 NT / NN 0.962 / 0.959x against 0.875 / 0.844x for 128x128 s5 (116 tiles against
+    86), 128 x 12288 x 4096 0.973x against 0.919x; s5 0.932-0.949x."""
     e256, e128 = _wave_efficiency(p, 128, 256), _wave_efficiency(p, 128, 128)
     e192 = _wave_efficiency(p, 128, 192)
+    if (p.m <= 128 and p.rows_128 and math.ceil(p.m / 64) * math.ceil(p.n / 192) * p.batch <= p.sms
+            and _wave_efficiency(p, 64, 192) > max(e256, e128, e192) + 0.05):
+        return GemmConfig("gluon", 64, 128, 64, group_m=8, num_warps=4, num_stages=6, block_n2=64)
     tiles192 = math.ceil(p.m / 128) * math.ceil(p.n / 192) * p.batch
     if p.rows_128 and e192 > max(e256, e128) + 0.05 and tiles192 <= 4 * p.sms:
         return GemmConfig("gluon", 128, 128, 64, group_m=8, num_warps=8, num_stages=5, block_n2=64)
@@ -634,6 +650,7 @@ def config_space(p: Problem) -> list[GemmConfig]:
             for c in (GemmConfig("gluon", 128, 256, 64, num_warps=8, num_stages=4),
                       GemmConfig("gluon", 128, 128, 64, num_warps=8, num_stages=5),
                       GemmConfig("gluon", 128, 128, 64, num_warps=8, num_stages=5, block_n2=64),
+                      GemmConfig("gluon", 64, 128, 64, num_warps=4, num_stages=6, block_n2=64),
                       GemmConfig("gluon", 64, 128, 64, num_warps=4, num_stages=4),
                       GemmConfig("gluon", 64, 64, 64, num_warps=4, num_stages=8)):
                 cands += [c] + ([replace(c, pad_rows=True)] if not p.rows_128 else [])

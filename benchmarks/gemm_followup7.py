@@ -175,6 +175,9 @@ def torch_calls(case: EpiCase, a, b, kw):
         out.append(("torch.addmm(c, a, b, beta, alpha)", lambda: torch.addmm(c, a, b, beta=be, alpha=al)))
         return out
     bias = kw["bias"]
+    if act is None:
+        out.append(("torch.addmm(bias, a, b)", lambda: torch.addmm(bias, a, b)))
+        return out
     fn = {"gelu": F.gelu, "silu": F.silu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}[act]
     out.append((f"{act}(torch.addmm(bias, a, b))", lambda: fn(torch.addmm(bias, a, b))))
     if act == "gelu_tanh":

@@ -271,7 +271,14 @@ def test_gluon_wide_tiles_refused_where_not_built():
     ((4096, 11008, 4096), "NN", torch.bfloat16, "tma 256x128"),
     ((4096, 4096, 4096), "NN", torch.bfloat16, "gluon 128x256x64"),
     ((128, 4096, 4096), "NN", torch.bfloat16, "gluon 64x64x64 w4 s8"),
-    ((128, 11008, 4096), "NN", torch.bfloat16, "gluon 128x128x64 w8 s5"),
+    ((128, 11008, 4096), "NN", torch.bfloat16, "gluon 64x128+64x64 w4 s6"),  # 116 tiles of 64 x 192 (86 of 128 x 128)
+    ((128, 14336, 4096), "NT", torch.bfloat16, "gluon 128x128x64 w8 s5"),  # 64 x 192: 150 tiles, two waves
+    ((256, 11008, 4096), "NT", torch.bfloat16, "gluon 128x128+64x64 w8 s5"),  # 116 tiles of 128 x 192
+    ((1024, 3072, 4096), "NT", torch.float16, "gluon 128x128+64x64 w8 s5"),  # fp16 prefill rows as bf16
+    ((512, 11008, 4096), "NT", torch.float16, "gluon 128x128x64 w8 s5"),  # 192 fills no better than 128
+    ((1024, 11008, 4096), "NT", torch.bfloat16, "gluon 128x256x64 w8 s4"),
+    ((256, 4096, 4096), "NT", torch.float16, "tma 64x128x64 w4 s6"),  # Gluon 64x128 only at K <= 1024
+    ((1000, 1000, 1000), "NN", torch.float16, "gluon 64x128x64 w4 s4"),
     ((128, 4096, 11008), "NN", torch.bfloat16, "tma 64x128x64 w4 s6 g8 splitk2"),
     ((1000, 1000, 1000), "NN", torch.bfloat16, "gluon 64x128x64 w4 s4"),
     ((3000, 7000, 5000), "NN", torch.bfloat16, "tma 256x128x64 w8 s4 g8 pad"),  # rows padded to 128 bytes
@@ -496,7 +503,7 @@ def test_gluon_epilogue_cross_compiles_without_spills(dtype, cfg, layout, which,
     ((8192, 8192, 8192), "NN", torch.bfloat16, "c", "tma 128x256x64 w8 s3"),  # C: no faster on Gluon
     ((4096, 11008, 4096), "NN", torch.bfloat16, "bias+silu", "gluon 128x256x64 w8 s4 g8 epf"),
     ((4096, 11008, 4096), "NN", torch.bfloat16, "", "tma 256x128"),  # the plain product stays
-    ((128, 11008, 4096), "NN", torch.bfloat16, "bias+gelu", "gluon 128x128x64 w8 s5 g8 epf"),
+    ((128, 11008, 4096), "NN", torch.bfloat16, "bias+gelu", "gluon 64x128+64x64 w4 s6 g8"),  # epf: no gain there
     ((1000, 1000, 1000), "NN", torch.bfloat16, "bias+gelu", "gluon 64x128x64 w4 s4 g8"),
     ((8192, 8192, 8192), "TN", torch.float16, "bias", "tma "),  # fp16 with an epilogue: not measured
     ((4096, 4096, 512), "TN", torch.bfloat16, "c", "tma 128x256x64 w8 s3 g8 flat"),  # short K off Gluon

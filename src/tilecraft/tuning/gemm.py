@@ -260,7 +260,7 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
     K = 11008 / 14336 stays on the TMA kernel's split-K (1.023x / 1.056x; Gluon split 2: 1.005x /
     1.040x).
 
-    fp16 where 128x128 tiles give half the SMs a tile: bf16's tile (:func:`_gluon16_tile`; H200,
+    fp16 as bf16. Where 128x128 tiles give half the SMs a tile, bf16's tile (:func:`_gluon16_tile`; H200,
     2026-11-30, gemm-tune-wide2, NT, torch in the same run): 256 x 11008 / 256 x 12288 / 512 x 6144 /
     1024 x 3072 (x 4096) on 192-column tiles 0.899 / 0.975 / 0.994 / 1.007x against 0.641 / 0.701 /
     0.713 / 0.730x for the TMA kernel's 128x128 s4, 512 x 11008 x 4096 on 128x128 s5 0.920x against
@@ -268,10 +268,7 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
 
     Pointer kernel: the largest tile that still gives every SM a program (128x128, 64x128, 64x64),
     else 64x64 with split-K."""
-    if (kind == "tma" and p.arch == "sm90" and p.gluon_ok and p.dtype == "fp16" and p.tma_copies == 0
-            and math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch >= p.sms / 2):
-        return _gluon16_tile(p)
-    if kind == "tma" and p.arch == "sm90" and p.gluon_ok and p.dtype == "bf16" and p.tma_copies == 0:
+    if kind == "tma" and p.arch == "sm90" and p.gluon_ok and p.dtype in ("bf16", "fp16") and p.tma_copies == 0:
         if math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch >= p.sms / 2:
             return _gluon16_tile(p)
         if math.ceil(p.m / 64) * math.ceil(p.n / 64) * p.batch <= p.sms and p.k <= 4096:
@@ -280,14 +277,10 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
         # 64x128 s4 on the Gluon kernel at short K only (1000^3); M = 256 with K = 2048 / 4096 / 11008 (H200,
         # 2026-11-30, gemm-tune-midm, -tiles2): TMA 64x128 s6 0.957 / 0.932 / 0.942x torch against 0.810 /
         # 0.727 / 0.710x
+        # fp16 1000^3 (H100, 2026-11-26, gemm-pdl-050c916): Gluon 64x128 s4 0.766x / 0.830x torch (PDL off / on)
+        # against 0.720x / 0.723x for the TMA 64x128 s6; at K = 4096 / 11008 (H200, 2026-11-30, prefill fp16
+        # 256 x 4096) it read 0.733 / 0.725x, where bf16's TMA 64x128 s6 reads 0.91-0.95x: K <= 1024 for both
         if tiles <= p.sms and p.k <= 1024 and tma_split(tiles, math.ceil(p.k / 64), p.sms) == 1:
-            return GemmConfig("gluon", 64, 128, 64, group_m=8, num_warps=4, num_stages=4)
-    if (kind == "tma" and p.arch == "sm90" and p.gluon_ok and p.dtype == "fp16" and p.tma_copies == 0
-            and math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch < p.sms / 2):
-        # fp16 1000^3 (H100, 2026-11-26, gemm-pdl-050c916): Gluon 64x128 s4 0.766x / 0.830x torch (PDL off /
-        # on) against 0.720x / 0.723x for the TMA 64x128 s6 this branch gave before; the other tiles not measured
-        tiles = math.ceil(p.m / 64) * math.ceil(p.n / 128) * p.batch
-        if tiles <= p.sms and tma_split(tiles, math.ceil(p.k / 64), p.sms) == 1:
             return GemmConfig("gluon", 64, 128, 64, group_m=8, num_warps=4, num_stages=4)
     if kind == "tma":
         if math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch >= p.sms / 2:

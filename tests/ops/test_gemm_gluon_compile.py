@@ -21,6 +21,7 @@ from tilecraft.tuning.gemm import (
     SHARED_LIMIT,
     GemmConfig,
     Problem,
+    fits,
     heuristic,
     shape_key,
     shared_bytes,
@@ -233,6 +234,27 @@ def test_gluon_wide_tiles_cross_compile_for_sm90(cfg, layout):
     assert shapes == [str(cfg.block_n2), str(cfg.block_n)], facts["wgmma"]
     assert len(facts["wgmma"]) == 2 * cfg.block_k // 16
     assert facts["tma_load"] >= 3 and facts["tma_store"] >= 1
+
+
+def test_gluon_wide_tiles_with_fp32_results_fit_shared_memory():
+    """fp32 results of a bf16 product need epilogue buffers twice as large: the wide tile drops to 4
+    stages there (5 stages and one fp32 buffer: 237804 bytes, over the 232448 of an sm90 SM), and the
+    tuning key tells such calls apart from bf16-out ones."""
+    a = torch.empty(1024, 768, dtype=torch.bfloat16, device="meta")
+    b = torch.empty(3072, 768, dtype=torch.bfloat16, device="meta").t()
+    keys = []
+    for out_dtype, stages in ((torch.bfloat16, 5), (torch.float32, 4)):
+        spec, cfg, plan = ops.target_plan(a, b, "sm90", sms=132, out_dtype=out_dtype)
+        assert (cfg.block_n2, cfg.num_stages) == (64, stages), cfg.short()
+        p = ops.problem_of(a, b, spec, arch="sm90", sms=132)
+        assert fits(cfg, p) and not fits(replace(cfg, num_stages=6), p)
+        keys.append(shape_key(p))
+        launch = plan[-1]
+        res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch),
+                            launch.constexprs, "sm90", num_warps=launch.options["num_warps"],
+                            maxnreg=launch.options["maxnreg"], sass=False)
+        assert res.error is None and res.shared_bytes <= SHARED_LIMIT["sm90"], (res.error, res.shared_bytes)
+    assert keys[0] != keys[1] and keys[1].endswith("/o4")
 
 
 def test_gluon_wide_tiles_refused_where_not_built():

@@ -369,7 +369,13 @@ def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec, arch: str | None = 
                    tma_copies=copies, gluon_ok=g_ok, rows_128=rows_128, fma_ok=f_ok,
                    b_kcontig=f_ok and _unit(b, -2) and not _unit(b, -1),
                    mn_regs_ok=g_ok and _mn_regs_plan(a, b, spec, GemmConfig("gluon", mn_regs=True)) is not None,
-                   epilogue=epilogue_kind(spec))
+                   epilogue=epilogue_kind(spec), out_itemsize=_out_itemsize(spec))
+
+
+def _out_itemsize(spec: Spec) -> int:
+    """Bytes per result where the output type is not the operands' default one (else 0)."""
+    default = OUT_DTYPES[spec.dtype][0] if spec.dtype in OUT_DTYPES else spec.out_dtype
+    return 0 if spec.out_dtype == default else spec.out_dtype.itemsize
 
 
 def epilogue_kind(spec: Spec) -> str:

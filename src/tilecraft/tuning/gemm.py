@@ -135,6 +135,7 @@ class Problem:
     epilogue: str = ""  # what the epilogue reads: "c", "bias", "light" (alpha/activation/scales) or ""
     fma_ok: bool = False  # fp32 ieee on NVIDIA sm80+: the Gluon FMA kernel can take it (ops.gemm.fma_refusal)
     b_kcontig: bool = False  # B's unit stride is along K (NT, TT): the FMA kernel reads it slower
+    out_itemsize: int = 0  # bytes per result where they differ from the operand type's default (fp32 out of bf16)
 
     @property
     def itemsize(self) -> int:
@@ -173,6 +174,12 @@ def shared_bytes(cfg: GemmConfig, itemsize: int, three: bool = False) -> int:
 
 
 def fits(cfg: GemmConfig, p: Problem) -> bool:
+    if cfg.kernel == "gluon" and p.out_itemsize and cfg.split_k == 1:  # the epilogue buffers hold the results
+        three = p.precision == "tf32x3"
+        out_size = p.out_itemsize
+        pipe = cfg.num_stages * (cfg.block_m + cfg.tile_n) * cfg.block_k * p.itemsize * (2 if three else 1)
+        epi = gluon_epilogue_buffers(cfg, p.itemsize, three, out_size) * cfg.block_m * _epi_cols(cfg) * out_size
+        return pipe + epi + 1024 <= SHARED_LIMIT[p.arch]
     return shared_bytes(cfg, p.itemsize, p.precision == "tf32x3") <= SHARED_LIMIT[p.arch]
 
 
@@ -188,7 +195,8 @@ def shape_key(p: Problem) -> str:
             f"/{'T' if p.a_kmajor else 'N'}{'T' if p.b_kmajor else 'N'}/{'tma' if p.tma_ok else 'ptr'}"
             f"{p.tma_copies}/{p.arch}" + ("/gluon" if p.gluon_ok else "") + ("" if p.rows_128 else "/rows16")
             + ("/regs" if p.mn_regs_ok else "") + (f"/epi-{p.epilogue}" if p.epilogue else "")
-            + ("/fma" if p.fma_ok else "") + ("-bk" if p.fma_ok and p.b_kcontig else ""))
+            + ("/fma" if p.fma_ok else "") + ("-bk" if p.fma_ok and p.b_kcontig else "")
+            + (f"/o{p.out_itemsize}" if p.out_itemsize else ""))
 
 
 def _small_m_config(p: Problem) -> GemmConfig:
@@ -358,7 +366,8 @@ def _gluon16_tile(p: Problem) -> GemmConfig:
         return GemmConfig("gluon", 64, 128, 64, group_m=8, num_warps=4, num_stages=6, block_n2=64)
     tiles192 = math.ceil(p.m / 128) * math.ceil(p.n / 192) * p.batch
     if p.rows_128 and e192 > max(e256, e128) + 0.05 and tiles192 <= 4 * p.sms:
-        return GemmConfig("gluon", 128, 128, 64, group_m=8, num_warps=8, num_stages=5, block_n2=64)
+        wide = GemmConfig("gluon", 128, 128, 64, group_m=8, num_warps=8, num_stages=5, block_n2=64)
+        return wide if fits(wide, p) else replace(wide, num_stages=4)  # fp32 results: 4 stages fit
     waves = math.ceil(math.ceil(p.m / 128) * math.ceil(p.n / 256) * p.batch / p.sms)
     if waves <= 6 and e128 > e256 + 0.02 and p.rows_128:
         return GemmConfig("gluon", 128, 128, 64, group_m=8, num_warps=8, num_stages=5)

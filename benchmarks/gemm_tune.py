@@ -18,6 +18,7 @@ Sections (comma list):
   wide    192-column Gluon tiles (block_n2 = 64 beside block_n = 128) against 128x256, 128x128 and the
           heuristic, where the column count fills a wave better in 192s (N = 11008, 12288, 6144, 3072)
   wide2   the same for fp16, and 64 x 192 tiles (one warpgroup) at M = 128
+  wide3   fp16 products of two waves of 128x256 tiles or more (M = 1024..4096): Gluon tiles against the TMA kernel
 Every kernel is compiled first by a pool of processes (Triton's cache is shared), so the timed
 process only loads them. Writes gemm-tune-<sections>.json and a log under --out.
 """
@@ -136,6 +137,18 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
             a, b, kw = _make(case)
             heur = heuristic(ops.problem_of(a, b, ops.validate(a, b, **kw)))
             add("wide2", case, list(dict.fromkeys([heur] + cfgs)))
+            del a, b
+    if "wide3" in sections:  # fp16 prefill rows of two waves of 128x256 tiles or more, which stay on the TMA kernel
+        from tilecraft.tuning.gemm import heuristic
+        cfgs = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5),
+                T("gluon", 128, 128, 64, 8, 8, 5, block_n2=64), T("tma", 256, 128, 64, 8, 8, 4)]
+        for m, n, k, lay in ((1024, 14336, 4096, "NT"), (1024, 11008, 4096, "NT"), (2048, 11008, 4096, "NT"),
+                             (2048, 14336, 4096, "NT"), (1024, 11008, 4096, "NN"), (2048, 4096, 11008, "NT"),
+                             (4096, 4096, 4096, "NT"), (4096, 11008, 4096, "NT")):
+            case = bench.Case("fp16", m, n, k, lay)
+            a, b, kw = _make(case)
+            heur = heuristic(ops.problem_of(a, b, ops.validate(a, b, **kw)))
+            add("wide3", case, list(dict.fromkeys([heur] + cfgs)))
             del a, b
     if "shortk2" in sections:  # where the Gluon kernel's lead at short K ends; fp16
         cfgs = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5), T("tma", 256, 128, 64, 8, 8, 4),

@@ -280,7 +280,8 @@ def test_gluon_wide_tiles_refused_where_not_built():
     ((8192, 8192, 8192), "TN", torch.bfloat16, "tma "),  # both MN-major: measured slower on Gluon
     ((8192, 8192, 8192), "NN", torch.float16, "tma "),  # fp16 NN measured slower on Gluon
     ((8192, 8192, 8192), "TN", torch.float16, "gluon 128x256x64 w8 s4"),
-    ((4096, 4096, 4096), "NT", torch.float16, "tma "),  # fp16 below 48 Mi outputs: long K not measured
+    ((4096, 4096, 4096), "NT", torch.float16, "gluon 128x256x64 w8 s4"),  # fp16 below 48 Mi outputs: every layout
+    ((2048, 11008, 4096), "NN", torch.float16, "gluon 128x128x64 w8 s5"),
     ((4096, 4096, 512), "TN", torch.bfloat16, "gluon 128x256x64 w8 s4"),  # short K: every layout, both dtypes
     ((4096, 4096, 2048), "TN", torch.float16, "gluon 128x256x64 w8 s4"),
     ((4096, 11008, 512), "NN", torch.bfloat16, "gluon 128x256x64 w8 s4"),

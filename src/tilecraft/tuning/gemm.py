@@ -391,11 +391,16 @@ def _gluon16_measured(p: Problem) -> bool:
     1.013 against 1.020x for TMA 256x128 s4); bf16 TN (both operands MN-major) below 48 Mi outputs
     (4096^2 x 4096 / x 8192 1.009 / 0.986x against 0.930 / 0.906x, 4096 x 11008 x 4096 1.020x against
     0.955x, 11008 x 4096 x 4096 1.024x against 0.946x) but not at 8192^3 (0.982 against 1.011x);
-    fp16 from 48 Mi outputs on, not NN (0.987 against 1.074x at 8192^3)."""
+    fp16 from 48 Mi outputs on, not NN (0.987 against 1.074x at 8192^3); below 48 Mi outputs every
+    layout (H200, 2026-11-30, gemm-tune-wide3, NT unless said, the tile as :func:`_gluon16_tile` picks
+    it, against the TMA kernel's 256x128 s4): 1024 x 14336 x 4096 0.921 against 0.854x, 1024 x 11008
+    0.910 (NN 1.001) against 0.884x (NN 0.946), 2048 x 11008 0.965 against 0.926x, 2048 x 4096 x 11008
+    1.011 against 0.954x, 4096^3 1.014 against 0.943x, 4096 x 11008 1.051 against 0.985x; one loss,
+    2048 x 14336 0.986 against 1.046x."""
     elems = p.m * p.n * p.batch
     if p.dtype not in ("bf16", "fp16"):
         return False
-    if p.k <= 2048:
+    if p.k <= 2048 or (p.dtype == "fp16" and elems < 48 * 2**20):
         return True
     if p.dtype == "bf16":
         if not (p.a_kmajor or p.b_kmajor):

@@ -585,3 +585,61 @@ def test_matrix_vector_tiles(name, bm, bn, bk, split):
         cfg = GemmConfig("pointer", bm, bn, bk, group_m=1, num_warps=4, num_stages=4, split_k=split)
         out, spec, _ = _run(a, b, cfg, **kw0)
         assert _compare(out, _ref(a, b, spec, **kw0), _tol(name, spec.out_dtype)) is None, (m, n, k, cfg.short())
+
+
+def _sweep_cases(count: int, seed: int = 28) -> list[tuple]:
+    """``count`` pseudo-random 16-bit products (the same list in every process): shapes from the tile
+    rules' regimes (small M, M <= 128, prefill rows, a few waves; N that fills the SMs in 128s, 192s or
+    256s, or ends inside a tile), every layout, fp32 results now and then, and epilogues."""
+    import random
+
+    rnd = random.Random(seed)
+    ms = [1, 7, 16, 33, 64, 96, 128, 200, 256, 384, 512, 777, 1024, 2048]
+    ns = [8, 136, 264, 360, 1000, 3072, 4096, 6144, 11008, 12288, 14336]
+    ks = [16, 136, 512, 1000, 1024, 2048, 4096]
+    epis = [(), ("bias",), ("bias", "gelu"), ("silu",), ("alpha", "c"), ("c", "bias", "gelu_tanh")]
+    out = []
+    for _ in range(count):
+        m, n, k = rnd.choice(ms), rnd.choice(ns), rnd.choice(ks)
+        if m * n * k > 2048 * 6144 * 4096:  # bounded for the float64 reference
+            k = 512
+        out.append((rnd.choice(["bf16", "fp16"]), rnd.choice(LAYOUTS), (m, n, k),
+                    torch.float32 if rnd.random() < 0.25 else None, rnd.choice(epis)))
+    return out
+
+
+SWEEP = _sweep_cases(64)
+
+
+@sm90_only
+@pytest.mark.parametrize("name,layout,shape,out_dtype,epi", SWEEP,
+                         ids=[f"{d[0]}-{d[1]}-{'x'.join(map(str, d[2]))}" + ("-o32" if d[3] else "") + "".join(
+                             f"-{e}" for e in d[4]) for d in SWEEP])
+def test_matmul_dispatch_sweep_sm90(name, layout, shape, out_dtype, epi, monkeypatch, tmp_path):
+    """Whatever configuration the heuristic gives each of 64 random 16-bit products (Gluon tiles of 128,
+    192 and 256 columns, 64 x 192, the TMA and pointer kernels, split-K, small M), ``tilecraft.matmul``
+    writes every element (its result is NaN-poisoned before the kernels run) and matches float64."""
+    monkeypatch.setenv("TILECRAFT_TUNE", "0")
+    monkeypatch.setenv("TILECRAFT_CACHE", str(tmp_path))
+    monkeypatch.setenv("TILECRAFT_REPLAY", "0")
+    real = ops._new_output
+    monkeypatch.setattr(ops, "_new_output", lambda spec, device: real(spec, device).fill_(float("nan")))
+    m, n, k = shape
+    gen = _gen("sweep", name, layout, shape, out_dtype, epi)
+    a, b = _operands(name, layout, m, n, k, gen)
+    kw: dict = {"out_dtype": out_dtype} if out_dtype else {}
+    if "bias" in epi:
+        kw["bias"] = _rand((n,), out_dtype or NAMES[name][0], gen)
+    if "c" in epi:
+        kw.update(c=_rand((m, n), out_dtype or NAMES[name][0], gen), beta=-0.5)
+    if "alpha" in epi:
+        kw["alpha"] = 1.5
+    act = [e for e in epi if e in ("gelu", "gelu_tanh", "silu")]
+    if act:
+        kw["activation"] = act[0]
+    spec = ops.validate(a, b, **kw)
+    cfg = ops.choose_config(a, b, spec, tune_now=False, c=kw.get("c"), bias=kw.get("bias"))
+    got = tilecraft.matmul(a, b, **kw)
+    assert got.dtype == spec.out_dtype and tuple(got.shape) == spec.out_shape
+    msg = _compare(got, _ref(a, b, spec, **kw), _tol(name, spec.out_dtype))
+    assert msg is None, f"matmul chose {cfg.short()}: {msg}"

@@ -18,6 +18,7 @@ Sections (comma list):
   wide    192-column Gluon tiles (block_n2 = 64 beside block_n = 128) against 128x256, 128x128 and the
           heuristic, where the column count fills a wave better in 192s (N = 11008, 12288, 6144, 3072)
   wide2   the same for fp16, and 64 x 192 tiles (one warpgroup) at M = 128
+  smallm2 M = 1 / 16 against N = 11008 / 14336 (K = 4096): every tuner candidate and a few more
   wide3   fp16 products of two waves of 128x256 tiles or more (M = 1024..4096): Gluon tiles against the TMA kernel
 Every kernel is compiled first by a pool of processes (Triton's cache is shared), so the timed
 process only loads them. Writes gemm-tune-<sections>.json and a log under --out.
@@ -149,6 +150,17 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
             a, b, kw = _make(case)
             heur = heuristic(ops.problem_of(a, b, ops.validate(a, b, **kw)))
             add("wide3", case, list(dict.fromkeys([heur] + cfgs)))
+            del a, b
+    if "smallm2" in sections:  # decode rows (M = 1, 16) against an LLM's weights: N = 11008 / 14336, K = 4096, and back
+        from tilecraft.tuning.gemm import config_space
+        extra = [T("pointer", 16, 64, 128, 1, 4, 6), T("pointer", 16, 32, 128, 1, 4, 8), T("pointer", 16, 64, 256, 1, 4, 3),
+                 T("pointer", 16, 128, 128, 1, 4, 4), T("pointer", 16, 32, 256, 1, 4, 4)]
+        for m, n, k, lay in ((1, 11008, 4096, "NT"), (16, 11008, 4096, "NT"), (1, 11008, 4096, "NN"),
+                             (1, 14336, 4096, "NT"), (16, 14336, 4096, "NN")):
+            case = bench.Case("bf16", m, n, k, lay)
+            a, b, kw = _make(case)
+            spec = ops.validate(a, b, **kw)
+            add("smallm2", case, list(dict.fromkeys(config_space(ops.problem_of(a, b, spec)) + extra)))
             del a, b
     if "shortk2" in sections:  # where the Gluon kernel's lead at short K ends; fp16
         cfgs = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5), T("tma", 256, 128, 64, 8, 8, 4),
@@ -372,7 +384,7 @@ def main() -> None:
             log("correctness failures: sweeps still run, but read them with care")
     if "accuracy" in sections:
         doc["accuracy"] = accuracy(log)
-    copy = measure_copy_bandwidth() if "smallm" in sections else None
+    copy = measure_copy_bandwidth() if any(s.startswith("smallm") for s in sections) else None
     if copy:
         log(f"copy bandwidth {copy:.3f} TB/s")
     records, peers = [], {}

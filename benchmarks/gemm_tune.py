@@ -19,6 +19,7 @@ Sections (comma list):
           heuristic, where the column count fills a wave better in 192s (N = 11008, 12288, 6144, 3072)
   wide2   the same for fp16, and 64 x 192 tiles (one warpgroup) at M = 128
   smallm2 M = 1 / 16 against N = 11008 / 14336 (K = 4096): every tuner candidate and a few more
+  smallm3 the small-M tile's K step (256 or 128) where its 64-column tiles fill the SMs
   wide3   fp16 products of two waves of 128x256 tiles or more (M = 1024..4096): Gluon tiles against the TMA kernel
 Every kernel is compiled first by a pool of processes (Triton's cache is shared), so the timed
 process only loads them. Writes gemm-tune-<sections>.json and a log under --out.
@@ -162,6 +163,13 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
             spec = ops.validate(a, b, **kw)
             add("smallm2", case, list(dict.fromkeys(config_space(ops.problem_of(a, b, spec)) + extra)))
             del a, b
+    if "smallm3" in sections:  # the small-M tile's K step where 64-column tiles fill the SMs (bn = 64): 256 or 128
+        for m, n, k, lay in ((1, 11008, 4096, "NT"), (16, 11008, 4096, "NT"), (1, 14336, 4096, "NN"),
+                             (16, 14336, 4096, "NT"), (1, 8192, 8192, "NN"), (16, 8192, 8192, "NT"),
+                             (32, 11008, 4096, "NT"), (32, 8192, 8192, "NN")):
+            bm = 16 if m <= 16 else 32
+            add("smallm3", bench.Case("bf16", m, n, k, lay),
+                [T("pointer", bm, 64, 256, 1, 4, 4), T("pointer", bm, 64, 128, 1, 4, 4), T("pointer", bm, 64, 128, 1, 4, 5)])
     if "shortk2" in sections:  # where the Gluon kernel's lead at short K ends; fp16
         cfgs = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5), T("tma", 256, 128, 64, 8, 8, 4),
                 T("tma", 128, 256, 64, 8, 8, 3), T("tma", 128, 256, 64, 8, 8, 3, flatten=True),

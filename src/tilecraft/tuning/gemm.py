@@ -218,11 +218,20 @@ def _small_m_config(p: Problem) -> GemmConfig:
         # N = K = 4096 (gemm-llm-followup-296fd54): M <= 16 with 16x32x128 in 6 stages 75% / 74% of
         # copy (16x32x256 in 4: 67% / 68%); M = 64 with 64x64x128 in 6 stages 71% (64x32x256: 67%)
         cfg = replace(cfg, block_n=32 if bm == 16 else 64, block_k=128, num_stages=6)
+    tiles = math.ceil(p.n / bn) * p.batch
+    if bn == 64 and bm <= 32 and p.itemsize == 2 and p.sms < tiles <= 2 * p.sms:
+        # more 64-column tiles than SMs (N = 11008 / 14336): 128-deep K steps, so that two programs fit an SM
+        # (80-96 KB of ring) and every tile runs at once instead of in two waves of one (160-192 KB). H200,
+        # 2026-11-30 (gemm-tune-smallm3, three runs, % of copy / x torch): 1 x 11008 x 4096 NT 92% / 1.05x
+        # against 72% / 0.82x, 16 x 11008 NT 91% / 1.04x against 75% / 0.87x, 32 x 11008 NT 81% / 0.92x
+        # against 57% / 0.65x, 1 x 14336 NN 96% / 1.05x against 89% / 0.98x, 16 x 14336 NT 92-94% / 1.00x
+        # against 88% / 0.95x; with one wave (N = K = 8192, 128 tiles) the 256-deep steps stay (97-100%
+        # against 93-98%); 5 stages of 128 lost (71% at 11008)
+        cfg = replace(cfg, block_k=128)
     while not fits(cfg, p) and cfg.block_k > 32:
         cfg = replace(cfg, block_k=cfg.block_k // 2)
     if cfg.num_stages == 6:
         return cfg  # measured unsplit (2 splits: 58-60% of copy)
-    tiles = math.ceil(p.n / bn) * p.batch
     split = 1
     k_blocks = math.ceil(p.k / cfg.block_k)
     while tiles * split * 2 <= p.sms and k_blocks // (split * 2) >= 4:

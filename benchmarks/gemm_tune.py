@@ -20,6 +20,7 @@ Sections (comma list):
   wide2   the same for fp16, and 64 x 192 tiles (one warpgroup) at M = 128
   smallm2 M = 1 / 16 against N = 11008 / 14336 (K = 4096): every tuner candidate and a few more
   smallm3 the small-M tile's K step (256 or 128) where its 64-column tiles fill the SMs
+  smallm4 small M at N = K = 4096, NT (B K-contiguous): every tuner candidate and a few more
   wide3   fp16 products of two waves of 128x256 tiles or more (M = 1024..4096): Gluon tiles against the TMA kernel
 Every kernel is compiled first by a pool of processes (Triton's cache is shared), so the timed
 process only loads them. Writes gemm-tune-<sections>.json and a log under --out.
@@ -170,6 +171,17 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
             bm = 16 if m <= 16 else 32
             add("smallm3", bench.Case("bf16", m, n, k, lay),
                 [T("pointer", bm, 64, 256, 1, 4, 4), T("pointer", bm, 64, 128, 1, 4, 4), T("pointer", bm, 64, 128, 1, 4, 5)])
+    if "smallm4" in sections:  # small M at N = K = 4096 with B K-contiguous (x Wᵀ, NT): 9 points of copy below NN
+        from tilecraft.tuning.gemm import config_space
+        for m in (1, 16, 64):
+            bm = 16 if m <= 16 else 64
+            case = bench.Case("bf16", m, 4096, 4096, "NT")
+            a, b, kw = _make(case)
+            spec = ops.validate(a, b, **kw)
+            extra = [T("pointer", bm, 32, 256, 1, 4, st) for st in (3, 4)] + [T("pointer", bm, 32, 128, 1, 4, st)
+                                                                             for st in (4, 8)]
+            add("smallm4", case, list(dict.fromkeys(config_space(ops.problem_of(a, b, spec)) + extra)))
+            del a, b
     if "shortk2" in sections:  # where the Gluon kernel's lead at short K ends; fp16
         cfgs = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5), T("tma", 256, 128, 64, 8, 8, 4),
                 T("tma", 128, 256, 64, 8, 8, 3), T("tma", 128, 256, 64, 8, 8, 3, flatten=True),

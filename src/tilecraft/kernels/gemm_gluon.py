@@ -291,6 +291,16 @@ def _regs_step(a_bufs, b_bufs, ready, empty, acc, it, release_prev, a_regs: gl.c
 
 
 @gluon.jit
+def _operand(bufs, s, TRANSPOSE: gl.constexpr):
+    """Slot ``s`` of a shared-memory ring as a wgmma operand: the tile as stored, or its transposed
+    view (A stored (BLOCK_K, BLOCK_M), B stored (BLOCK_N, BLOCK_K))."""
+    op = bufs.index(s)
+    if TRANSPOSE:
+        op = op.permute((1, 0))
+    return op
+
+
+@gluon.jit
 def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps, ws_ptr,
               flag_ptr, epi,
               GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr,
@@ -367,47 +377,26 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
             if ROW_PERM:  # back to the tile's row order
                 acc = _swap_rows(acc, 0)
-        elif BLOCK_N2 > 0:
-            acc2 = gl.zeros([BLOCK_M, BLOCK_N2], ACC, layout2)
-            for ki in range(k_steps):
-                s = it % STAGES
-                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-                if A_KMAJOR:
-                    a_op = a_bufs.index(s)
-                else:
-                    a_op = a_bufs.index(s).permute((1, 0))
-                if B_KMAJOR:
-                    b_op = b_bufs.index(s).permute((1, 0))
-                    b2_op = b_lo_bufs.index(s).permute((1, 0))
-                else:
-                    b_op = b_bufs.index(s)
-                    b2_op = b_lo_bufs.index(s)
-                acc = warpgroup_mma(a_op, b_op, acc, is_async=True)
-                acc2 = warpgroup_mma(a_op, b2_op, acc2, is_async=True)
-                # both of this step's wgmmas in flight, the previous step's two retired: its slot is free
-                acc, acc2 = warpgroup_mma_wait(2, deps=(acc, acc2))
-                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=ki > 0)
-                it += 1
-            acc, acc2 = warpgroup_mma_wait(0, deps=(acc, acc2))
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
         else:
+            if BLOCK_N2 > 0:  # the tile's last BLOCK_N2 columns: a second accumulator, its own wgmma
+                acc2 = gl.zeros([BLOCK_M, BLOCK_N2], ACC, layout2)
             for ki in range(k_steps):
                 s = it % STAGES
                 mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-                if A_KMAJOR:
-                    a_op = a_bufs.index(s)
+                a_op = _operand(a_bufs, s, not A_KMAJOR)
+                acc = warpgroup_mma(a_op, _operand(b_bufs, s, B_KMAJOR), acc, is_async=True)
+                # this step's wgmmas left in flight, the previous step's retired: its slot is free
+                if BLOCK_N2 > 0:
+                    acc2 = warpgroup_mma(a_op, _operand(b_lo_bufs, s, B_KMAJOR), acc2, is_async=True)
+                    acc, acc2 = warpgroup_mma_wait(2, deps=(acc, acc2))
                 else:
-                    a_op = a_bufs.index(s).permute((1, 0))
-                if B_KMAJOR:
-                    b_op = b_bufs.index(s).permute((1, 0))
-                else:
-                    b_op = b_bufs.index(s)
-                acc = warpgroup_mma(a_op, b_op, acc, is_async=True)
-                acc = warpgroup_mma_wait(1, deps=(acc,))
-                # the wgmma of the previous step has retired: its slot is free
+                    acc = warpgroup_mma_wait(1, deps=(acc,))
                 mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=ki > 0)
                 it += 1
-            acc = warpgroup_mma_wait(0, deps=(acc,))
+            if BLOCK_N2 > 0:
+                acc, acc2 = warpgroup_mma_wait(0, deps=(acc, acc2))
+            else:
+                acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
         if FIXUP:
             # SPLIT_K = 2, one unit per program: the second K half hands its partial tile over

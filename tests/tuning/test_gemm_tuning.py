@@ -164,3 +164,24 @@ def test_matrix_vector_tiles_are_tuning_candidates_at_m1():
     assert not any(c.block_m < 16 for c in config_space(_p(1, 4096, 256)))
     assert any(c.block_m == 1 for c in config_space(Problem(1, 4096, 4096, 1, "fp32", "ieee", "sm90", True, True, True,
                                                             fma_ok=True)))
+
+
+def test_small_m_tiles_outnumbering_the_sms_take_shallower_steps():
+    """Small M (the pointer kernel's stream over B): 64-column tiles up to twice the SM count take 128-deep K
+    steps, so two programs share an SM and all run in one wave (N = 11008 / 14336); one wave of tiles keeps
+    256-deep steps (N = K = 8192), and so do tile counts the shallower ring would not fit in one wave either."""
+    from tilecraft.tuning.gemm import heuristic
+
+    def cfg(m, n, k, sms=132, dtype="bf16"):
+        return heuristic(Problem(m, n, k, 1, dtype, None, "sm90", True, True, False, sms))
+
+    for m in (1, 16, 32):
+        bm = 16 if m <= 16 else 32
+        for n in (11008, 14336):
+            c = cfg(m, n, 4096)
+            assert (c.kernel, c.block_m, c.block_n, c.block_k, c.num_stages, c.split_k) == ("pointer", bm, 64, 128, 4, 1)
+            assert shared_bytes(c, 2) * 2 <= SHARED_LIMIT["sm90"]  # two programs an SM
+        assert cfg(m, 8192, 8192).block_k == 256  # 128 tiles: one wave of one program an SM
+        assert cfg(m, 32000, 4096).block_k == 256  # 500 tiles: more than two a SM
+    assert cfg(64, 11008, 4096).block_m == 64  # 64 rows: a 128-deep ring of one program, unchanged
+    assert cfg(1, 11008, 4096, sms=78).block_k == 256  # 172 tiles on 78 SMs: more than two a SM

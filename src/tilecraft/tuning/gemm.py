@@ -142,10 +142,16 @@ class Problem:
         return {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8, "int8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}[self.dtype]
 
 
+def _gluon_pipe(cfg: GemmConfig, itemsize: int, three: bool) -> int:
+    """Bytes of the Gluon kernel's operand ring: ``num_stages`` A and B tiles (B ``tile_n`` wide),
+    hi and lo parts for 3xTF32 (``three``)."""
+    return cfg.num_stages * (cfg.block_m + cfg.tile_n) * cfg.block_k * itemsize * (2 if three else 1)
+
+
 def gluon_epilogue_buffers(cfg: GemmConfig, itemsize: int, three: bool = False, out_size: int = 4) -> int:
     """Chunk buffers (BLOCK_M x 64 results of ``out_size`` bytes) of the Gluon kernel's epilogue: two
     when they fit beside the pipeline, else one. ``three``: 3xTF32 (hi and lo tiles per stage)."""
-    pipe = cfg.num_stages * (cfg.block_m + cfg.tile_n) * cfg.block_k * itemsize * (2 if three else 1)
+    pipe = _gluon_pipe(cfg, itemsize, three)
     return 2 if pipe + 2 * cfg.block_m * _epi_cols(cfg) * out_size <= SHARED_LIMIT["sm90"] - 1024 else 1
 
 
@@ -156,31 +162,26 @@ def _epi_cols(cfg: GemmConfig) -> int:
     return 32 if cfg.block_n2 == 32 else 64
 
 
-def shared_bytes(cfg: GemmConfig, itemsize: int, three: bool = False) -> int:
+def shared_bytes(cfg: GemmConfig, itemsize: int, three: bool = False, out_size: int = 0) -> int:
     """Shared memory of the K-loop pipeline: ``num_stages`` copies of an A and a B tile; one more
     when the persistent loop is flattened (sm90 compile of 128x256x64 bf16, 3 stages: 147480 bytes,
     flattened 180248). The Gluon kernel adds its epilogue chunk buffers and its 3xTF32 operands
     come in two parts (sm90 compile: int8 128x256x128 s3 213164 bytes, 3xTF32 128x128x32 s3
-    229596)."""
+    229596). ``out_size``: bytes per result in the Gluon kernel's epilogue buffers (0: the default
+    output, int32 / fp32 for 8- and 32-bit operands and the operand type for 16-bit; split-K's
+    partials are fp32 whatever the output)."""
     if cfg.kernel == "gluon":
-        # results: int32 / fp32 for 8- and 32-bit operands, the operand type for 16-bit (the
-        # default output; split-K stores fp32 partials)
-        out_size = 2 if itemsize == 2 and cfg.split_k == 1 else 4
-        pipe = cfg.num_stages * (cfg.block_m + cfg.tile_n) * cfg.block_k * itemsize * (2 if three else 1)
-        return (pipe + gluon_epilogue_buffers(cfg, itemsize, three, out_size) * cfg.block_m * _epi_cols(cfg) * out_size
+        if cfg.split_k > 1 or not out_size:
+            out_size = 2 if itemsize == 2 and cfg.split_k == 1 else 4
+        return (_gluon_pipe(cfg, itemsize, three)
+                + gluon_epilogue_buffers(cfg, itemsize, three, out_size) * cfg.block_m * _epi_cols(cfg) * out_size
                 + 1024)
     stages = max(cfg.num_stages, 1) + (1 if cfg.flatten else 0)
     return stages * (cfg.block_m + cfg.block_n) * cfg.block_k * itemsize * (2 if cfg.presplit else 1)
 
 
 def fits(cfg: GemmConfig, p: Problem) -> bool:
-    if cfg.kernel == "gluon" and p.out_itemsize and cfg.split_k == 1:  # the epilogue buffers hold the results
-        three = p.precision == "tf32x3"
-        out_size = p.out_itemsize
-        pipe = cfg.num_stages * (cfg.block_m + cfg.tile_n) * cfg.block_k * p.itemsize * (2 if three else 1)
-        epi = gluon_epilogue_buffers(cfg, p.itemsize, three, out_size) * cfg.block_m * _epi_cols(cfg) * out_size
-        return pipe + epi + 1024 <= SHARED_LIMIT[p.arch]
-    return shared_bytes(cfg, p.itemsize, p.precision == "tf32x3") <= SHARED_LIMIT[p.arch]
+    return shared_bytes(cfg, p.itemsize, p.precision == "tf32x3", p.out_itemsize) <= SHARED_LIMIT[p.arch]
 
 
 def _pow2_at_least(x: int, lo: int = 16) -> int:

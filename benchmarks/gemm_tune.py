@@ -48,7 +48,7 @@ from tilecraft.hardware.ceilings import measure_copy_bandwidth
 from tilecraft.hardware.device import detect
 from tilecraft.ops import gemm as ops
 from tilecraft.reference.gemm import matmul_reference, relative_error
-from tilecraft.tuning.gemm import GemmConfig
+from tilecraft.tuning.gemm import GemmConfig, config_space, heuristic
 
 T = GemmConfig
 
@@ -58,7 +58,7 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
     big = 8192
 
     def add(section, case, cfgs):
-        items.extend((section, case, c) for c in cfgs)
+        items.extend((section, case, c) for c in dict.fromkeys(cfgs))  # each config once, in order
     if "bf16" in sections:
         base = T("tma", 128, 256, 64, 8, 8, 3)
         tma = [base, replace(base, flatten=True), replace(base, group_m=16), replace(base, group_m=16, flatten=True)]
@@ -79,7 +79,6 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
                 if m == 16 and nk == 8192:
                     add("smallm", bench.Case("bf16", m, nk, nk, "NT"), cfgs)
     if "shortk" in sections:
-        from tilecraft.tuning.gemm import config_space
         extra = [T("tma", bm, bn, 64, 8, 8, st, flatten=fl, warp_spec=ws)
                  for bm, bn in ((128, 256), (256, 128), (128, 128)) for st in (3, 4)
                  for fl, ws in ((True, False), (False, True))]
@@ -87,12 +86,8 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
                              (4096, 11008, 512, "TN"), (11008, 4096, 512, "TN"), (4096, 4096, 512, "NN"),
                              (4096, 4096, 512, "NT")):
             case = bench.Case("bf16", m, n, k, lay)
-            a, b, kw = _make(case)
-            spec = ops.validate(a, b, **kw)
-            add("shortk", case, list(dict.fromkeys(config_space(ops.problem_of(a, b, spec)) + extra)))
-            del a, b
+            add("shortk", case, config_space(_problem(case)) + extra)
     if "midm" in sections:  # prefill / micro-batch rows: M = 256 .. 2048 (below two waves of 128x256 tiles)
-        from tilecraft.tuning.gemm import config_space
         extra = [T("tma", 128, 128, 64, 8, 8, 4, flatten=True), T("tma", 128, 256, 64, 8, 8, 3, flatten=True),
                  T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 6)]
         for m in (256, 512, 1024, 2048):
@@ -101,10 +96,7 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
                     if lay == "NN" and (m in (256, 1024) or n == 11008):
                         continue
                     case = bench.Case("bf16", m, n, k, lay)
-                    a, b, kw = _make(case)
-                    spec = ops.validate(a, b, **kw)
-                    add("midm", case, list(dict.fromkeys(config_space(ops.problem_of(a, b, spec)) + extra)))
-                    del a, b
+                    add("midm", case, config_space(_problem(case)) + extra)
     if "tiles2" in sections:  # the 16-bit Gluon tile by the last waves' fill (tuning.gemm._gluon16_tile), unmeasured shapes
         cfgs = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5), T("tma", 64, 128, 64, 8, 4, 6),
                 T("gluon", 64, 128, 64, 8, 4, 4), T("tma", 256, 128, 64, 8, 8, 4)]
@@ -114,7 +106,6 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
                              (2048, 11008, 2048, "TN")):
             add("tiles2", bench.Case("bf16", m, n, k, lay), cfgs)
     if "wide" in sections:  # 192-column Gluon tiles (128 + 64: block_n2) where 128 and 256 leave the last wave empty
-        from tilecraft.tuning.gemm import heuristic
         wide = [T("gluon", 128, 128, 64, 8, 8, st, block_n2=64) for st in (4, 5)] + [T("gluon", 128, 128, 64, 8, 8, 5,
                                                                                         block_n2=32)]
         plain = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5)]
@@ -123,12 +114,8 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
                              (512, 6144, 4096, "NT"), (1024, 3072, 4096, "NT"), (256, 11008, 11008, "NT"),
                              (2048, 6144, 4096, "NT"), (4096, 4096, 4096, "NT")):
             case = bench.Case("bf16", m, n, k, lay)
-            a, b, kw = _make(case)
-            heur = heuristic(ops.problem_of(a, b, ops.validate(a, b, **kw)))
-            add("wide", case, list(dict.fromkeys([heur] + wide + plain)))
-            del a, b
+            add("wide", case, [heuristic(_problem(case))] + wide + plain)
     if "wide2" in sections:  # 192-column tiles for fp16 (which takes the TMA kernel there) and 64-row tiles at M = 128
-        from tilecraft.tuning.gemm import heuristic
         for dt, m, n, k, lay, cfgs in (
                 *[("fp16", m, n, 4096, "NT", [T("gluon", 128, 128, 64, 8, 8, 5, block_n2=64), T("gluon", 128, 256, 64, 8, 8, 4),
                                               T("gluon", 128, 128, 64, 8, 8, 5)])
@@ -137,33 +124,22 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
                    + [T("gluon", 64, 128, 64, 8, 4, 4), T("tma", 64, 128, 64, 8, 4, 6)])
                   for n, k, lay in ((11008, 4096, "NT"), (11008, 4096, "NN"), (12288, 4096, "NT"), (6144, 4096, "NT"))]):
             case = bench.Case(dt, m, n, k, lay)
-            a, b, kw = _make(case)
-            heur = heuristic(ops.problem_of(a, b, ops.validate(a, b, **kw)))
-            add("wide2", case, list(dict.fromkeys([heur] + cfgs)))
-            del a, b
+            add("wide2", case, [heuristic(_problem(case))] + cfgs)
     if "wide3" in sections:  # fp16 prefill rows of two waves of 128x256 tiles or more, which stay on the TMA kernel
-        from tilecraft.tuning.gemm import heuristic
         cfgs = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5),
                 T("gluon", 128, 128, 64, 8, 8, 5, block_n2=64), T("tma", 256, 128, 64, 8, 8, 4)]
         for m, n, k, lay in ((1024, 14336, 4096, "NT"), (1024, 11008, 4096, "NT"), (2048, 11008, 4096, "NT"),
                              (2048, 14336, 4096, "NT"), (1024, 11008, 4096, "NN"), (2048, 4096, 11008, "NT"),
                              (4096, 4096, 4096, "NT"), (4096, 11008, 4096, "NT")):
             case = bench.Case("fp16", m, n, k, lay)
-            a, b, kw = _make(case)
-            heur = heuristic(ops.problem_of(a, b, ops.validate(a, b, **kw)))
-            add("wide3", case, list(dict.fromkeys([heur] + cfgs)))
-            del a, b
+            add("wide3", case, [heuristic(_problem(case))] + cfgs)
     if "smallm2" in sections:  # decode rows (M = 1, 16) against an LLM's weights: N = 11008 / 14336, K = 4096, and back
-        from tilecraft.tuning.gemm import config_space
         extra = [T("pointer", 16, 64, 128, 1, 4, 6), T("pointer", 16, 32, 128, 1, 4, 8), T("pointer", 16, 64, 256, 1, 4, 3),
                  T("pointer", 16, 128, 128, 1, 4, 4), T("pointer", 16, 32, 256, 1, 4, 4)]
         for m, n, k, lay in ((1, 11008, 4096, "NT"), (16, 11008, 4096, "NT"), (1, 11008, 4096, "NN"),
                              (1, 14336, 4096, "NT"), (16, 14336, 4096, "NN")):
             case = bench.Case("bf16", m, n, k, lay)
-            a, b, kw = _make(case)
-            spec = ops.validate(a, b, **kw)
-            add("smallm2", case, list(dict.fromkeys(config_space(ops.problem_of(a, b, spec)) + extra)))
-            del a, b
+            add("smallm2", case, config_space(_problem(case)) + extra)
     if "smallm3" in sections:  # the small-M tile's K step where 64-column tiles fill the SMs (bn = 64): 256 or 128
         for m, n, k, lay in ((1, 11008, 4096, "NT"), (16, 11008, 4096, "NT"), (1, 14336, 4096, "NN"),
                              (16, 14336, 4096, "NT"), (1, 8192, 8192, "NN"), (16, 8192, 8192, "NT"),
@@ -172,16 +148,12 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
             add("smallm3", bench.Case("bf16", m, n, k, lay),
                 [T("pointer", bm, 64, 256, 1, 4, 4), T("pointer", bm, 64, 128, 1, 4, 4), T("pointer", bm, 64, 128, 1, 4, 5)])
     if "smallm4" in sections:  # small M at N = K = 4096 with B K-contiguous (x Wᵀ, NT): 9 points of copy below NN
-        from tilecraft.tuning.gemm import config_space
         for m in (1, 16, 64):
             bm = 16 if m <= 16 else 64
             case = bench.Case("bf16", m, 4096, 4096, "NT")
-            a, b, kw = _make(case)
-            spec = ops.validate(a, b, **kw)
             extra = [T("pointer", bm, 32, 256, 1, 4, st) for st in (3, 4)] + [T("pointer", bm, 32, 128, 1, 4, st)
                                                                              for st in (4, 8)]
-            add("smallm4", case, list(dict.fromkeys(config_space(ops.problem_of(a, b, spec)) + extra)))
-            del a, b
+            add("smallm4", case, config_space(_problem(case)) + extra)
     if "shortk2" in sections:  # where the Gluon kernel's lead at short K ends; fp16
         cfgs = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5), T("tma", 256, 128, 64, 8, 8, 4),
                 T("tma", 128, 256, 64, 8, 8, 3), T("tma", 128, 256, 64, 8, 8, 3, flatten=True),
@@ -263,6 +235,12 @@ def check_items() -> list[tuple[bench.Case, GemmConfig, dict]]:
             for (m, n, k) in [(1000, 1016, 1040), (8, 264, 136), (4096, 4096, 2048), (300, 200, 4104)]:
                 out.append((bench.Case(dt, m, n, k, lay), cfg, {}))
     return out
+
+
+def _problem(case: bench.Case):
+    """What the config choice reads for ``case`` on this GPU (``ops.gemm.problem_of``; the operands are freed)."""
+    a, b, kw = _make(case)
+    return ops.problem_of(a, b, ops.validate(a, b, **kw))
 
 
 def _make(case: bench.Case, seed: int = 5):

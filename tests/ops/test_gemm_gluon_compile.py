@@ -263,9 +263,9 @@ def test_gluon_wide_tiles_refused_where_not_built():
     wide = GemmConfig("gluon", 128, 128, 64, 8, 8, 4, block_n2=64)
     for cfg, dtype, match in ((replace(wide, kernel="tma"), torch.bfloat16, "Gluon kernel"),
                               (replace(wide, split_k=2), torch.bfloat16, "no split-K"),
-                              (replace(wide, block_n2=256), torch.bfloat16, "block_n2 <= block_n"),
+                              (replace(wide, block_n2=256), torch.bfloat16, "32 <= block_n2 <= block_n"),
                               (replace(wide, block_n2=48), torch.bfloat16, "powers of two"),
-                              (replace(wide, block_n2=16), torch.bfloat16, "32 or more"),
+                              (replace(wide, block_n2=16), torch.bfloat16, "32 <= block_n2 <= block_n"),
                               (replace(wide, block_k=128), torch.int8, "fp16/bf16")):
         a = torch.empty(256, 4096, dtype=dtype, device="meta")
         b = torch.empty(11008, 4096, dtype=dtype, device="meta").t()

@@ -648,16 +648,16 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
     """The kernel launches of ``cfg`` on validated tensors, without running them (the TMA
     kernel's operand copies and split-K's workspace are made here). ``sms``: the SM count the
     persistent TMA grid is sized for (default: the device's)."""
-    bad = [f"{n}={v}" for n, v in (("block_m", cfg.block_m), ("block_n", cfg.block_n), ("block_k", cfg.block_k))
-           if v < 1 or v & (v - 1)]
+    sizes = [("block_m", cfg.block_m), ("block_n", cfg.block_n), ("block_k", cfg.block_k)]
     if cfg.block_n2:
-        bad += [f"block_n2={cfg.block_n2} (32 or more)"] if cfg.block_n2 < 32 or cfg.block_n2 & (cfg.block_n2 - 1) else []
+        sizes.append(("block_n2", cfg.block_n2))
+    bad = [f"{n}={v}" for n, v in sizes if v < 1 or v & (v - 1)]
     if bad:
         raise ValueError(f"tile sizes must be powers of two (Triton's ranges are): {', '.join(bad)}")
     if cfg.block_n2:
         why = [w for w, bad_ in (("the Gluon kernel", cfg.kernel != "gluon"), ("fp16/bf16", spec.dtype not in ("fp16", "bf16")),
                                  ("no split-K", cfg.split_k > 1), ("no fixup", cfg.fixup), ("no mn_regs", cfg.mn_regs),
-                                 ("block_n2 <= block_n", cfg.block_n2 > cfg.block_n)) if bad_]
+                                 ("32 <= block_n2 <= block_n", not 32 <= cfg.block_n2 <= cfg.block_n)) if bad_]
         if why:
             raise ValueError(f"block_n2 (a second accumulator beside block_n) needs {', '.join(why)}: got {cfg.short()} "
                              f"for a {spec.dtype} product")

@@ -35,10 +35,10 @@ F = ops.FwdConfig
 
 
 def W(n: int, stages: int = 2, overlap: bool = False, persistent: bool = False, poly: int = 0, consumers: int = 2,
-      early: bool = False, tree: bool = False, paired: bool = False) -> ops.FwdConfig:
+      early: bool = False, tree: bool = False, paired: bool = False, pingpong: bool | int = True) -> ops.FwdConfig:
     """The warp-specialised ping-pong kernel (64 rows per consumer warpgroup)."""
     return F(64 * consumers, n, 4 * consumers, stages, True, gluon=True, overlap=overlap, ws=True, persistent=persistent,
-             poly=poly, consumers=consumers, early=early, tree=tree, paired=paired)
+             poly=poly, consumers=consumers, early=early, tree=tree, paired=paired, pingpong=pingpong)
 
 
 def G(n: int, stages: int = 2, poly: int = 0) -> ops.FwdConfig:
@@ -145,7 +145,19 @@ CANDIDATES17E = {
     "d128": [W(128, **C3), W(128, **C3, **ET), W(64, 3, **C3), W(64, 4, **C3), W(64, 3, **C3, **ET),
              W(128, **C3, persistent=True), W(64, 3, **C3, persistent=True)],
 }
-CANDIDATE_SETS = {"round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+# round 20: the consumers' turns by named barriers (``pingpong=2``: bar.sync / bar.arrive, FlashAttention-3's
+# warp-scheduler barriers) instead of mbarriers (each arrive a warpgroup bar.sync, each wait a try_wait loop), on
+# every ws default, and on the persistent 3-stage D128 kernel (0.980 in round 16b)
+NB = {"pingpong": 2}
+_DEF = {name: ops.GLUON_FWD[(d, c)] for name, (_, _, _, d, c) in
+        {"d128": SHAPES["d128"], "d128c": SHAPES["d128c"], "d64": SHAPES["d64"], "d256": SHAPES["d256"],
+         "d256c": SHAPES["d256c"]}.items()}
+CANDIDATES20 = {
+    **{name: [F(**{**cfg.as_dict(), **NB})] for name, cfg in _DEF.items()},
+    "d128": [F(**{**_DEF["d128"].as_dict(), **NB}), W(128, 3, persistent=True, **ET), W(128, 3, persistent=True, **ET, **NB),
+             F(**{**_DEF["d128"].as_dict(), **NB, "overlap": True})],
+}
+CANDIDATE_SETS = {"round20": CANDIDATES20, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 
@@ -157,7 +169,8 @@ def label(cfg: ops.FwdConfig) -> str:
     kind = "ws-pp" if cfg.ws else "gluon"
     return (f"{kind} {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}" + (" overlap" if cfg.overlap else "")
             + (" persistent" if cfg.persistent else "") + (f" poly{cfg.poly}" if cfg.poly else "")
-            + (" early" if cfg.early else "") + (" tree" if cfg.tree else "") + extra)
+            + (" early" if cfg.early else "") + (" tree" if cfg.tree else "")
+            + (" named-turns" if cfg.pingpong == 2 else "" if cfg.pingpong else " no-turns") + extra)
 
 
 def run_ours(cfg, causal):
@@ -213,7 +226,9 @@ def check_job(name: str, cfg_dict: dict) -> tuple[bool, str]:
     shape = shape_of(name)
     gen = torch.Generator(device="cuda").manual_seed(7)
     inputs = ba.make_inputs(shape, torch.bfloat16, "cuda", gen)
-    twin = F(**{**cfg_dict, "persistent": False, "paired": False}) if cfg.persistent or cfg.paired else None
+    # persistent / paired tiles and named-barrier turns compute the same products in the same order
+    twin = (F(**{**cfg_dict, "persistent": False, "paired": False, "pingpong": True})
+            if cfg.persistent or cfg.paired or cfg.pingpong == 2 else None)
     try:
         return check(cfg, shape, twin, inputs)
     except Exception as exc:  # noqa: BLE001 - a compile or launch failure is a result here

@@ -103,8 +103,13 @@ def test_census_ptx_text() -> None:
         wgmma.fence.sync.aligned;
         wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {...}, %rd1, %rd2, 1, 1, 1, 0, 1;
         wgmma.commit_group.sync.aligned;
+        bar.sync 	0, 128;
+        barrier.sync 	1;
+        bar.arrive 9, 256;
+        @%p3 mbarrier.arrive.shared::cta.b64 _, [%r1];
         """)
     c = census_ptx(ptx)
+    assert c["bar_sync"] == 2 and c["bar_arrive"] == 1  # CTA / named barriers; the mbarrier is not one
     assert c["global_load_128b"] == 2 and c["global_load_32b"] == 2 and c["global_load_cg"] == 1
     assert c["global_store_64b"] == 1 and c["global_store_16b"] == 1 and c["global_store_nt"] == 2
     assert c["shared_load_128b"] == 1 and c["shared_store_32b"] == 1 and c["ldmatrix"] == 1

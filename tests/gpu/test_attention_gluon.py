@@ -289,3 +289,33 @@ def test_grouped_heavy_first_order_matches_float64_and_the_default_order(case, d
     p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
     for cfg in ORDER_CONFIGS[d]:
         matches_its_twin(q, k, v, p, cfg, "order", ref_o, ref_l, dtype)
+
+
+# round 20: the consumers' turns by named barriers (bar.sync / bar.arrive) on every ws default
+@pytest.mark.parametrize("case", CASES + MANY_TILE_CASES,
+                         ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
+def test_named_barrier_turns_match_float64_and_the_mbarrier_turns(case):
+    """``pingpong=2`` on each sm90 ws default (two and three consumers, persistent, paired causal): against
+    float64 into NaN-poisoned outputs, launched twice (a race would move the bits), and bit-equal to the
+    same config with mbarrier turns (the same products in the same order)."""
+    b, h, h_kv, s_q, s_k, d, causal = case
+    dtype = torch.bfloat16
+    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 20)
+    q, k, v = make(gen, b, h, h_kv, s_q, s_k, d, dtype)
+    ref_o, ref_l = attention_reference(q, k, v, causal=causal)
+    p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+    base = ops.GLUON_FWD[(d, causal)]
+    if not base.ws:
+        base = ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True)
+    outs = []
+    for pp in (2, 2, True):
+        cfg = ops.FwdConfig(**{**base.as_dict(), "pingpong": pp})
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full((b, h, s_q), float("nan"), device="cuda")
+        handle = ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg)
+        torch.cuda.synchronize()
+        assert handle is not None and handle.name == "attention_fwd_gluon_ws_kernel"
+        check(out, lse, ref_o, ref_l, FWD_TOL[dtype])
+        outs.append((out, lse))
+    for out, lse in outs[1:]:
+        assert torch.equal(outs[0][0], out) and torch.equal(outs[0][1], lse), base

@@ -61,6 +61,28 @@ def test_every_sm90_forward_default_compiles(key):
     assert 0 < res["shared_bytes"] <= SM90_SHARED_BYTES
 
 
+@pytest.mark.parametrize("key", [(128, False), (64, False)], ids=["D128", "D64-3consumers"])
+def test_named_barrier_turns_compile(key):
+    """``pingpong=2``: the consumers' turns as named barriers (``bar.sync`` / ``bar.arrive`` of 256 threads,
+    one id per consumer) in place of the turn mbarriers; the mbarrier turns have no ``bar.arrive``."""
+    d, causal = key
+    shape = ba.Shape(2, 16, 4, 4096, 4096, d, causal)
+    base = ops.GLUON_FWD[key]
+    named = ba.gluon_compile_report(shape, torch.bfloat16, replace(base, pingpong=2))
+    plain = ba.gluon_compile_report(shape, torch.bfloat16, base)
+    assert named["error"] is None and plain["error"] is None, (named["error"], plain["error"])
+    assert named["spills"] == 0
+    # each consumer: a pass per turn in the prologue, the loop and the last P V, plus the first turn's grant
+    assert named["census"].get("bar_arrive", 0) >= 3 * base.consumers + 1
+    assert plain["census"].get("bar_arrive", 0) == 0
+
+
+def test_pingpong_values():
+    with pytest.raises(ValueError, match="pingpong"):
+        ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, ws=True, pingpong=3)
+    assert ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, ws=True, pingpong=2).pingpong == 2
+
+
 def test_cpu_tensors_never_reach_the_gluon_kernel(monkeypatch):
     """A Gluon config on CPU tensors runs the Triton path (the interpreter or the reference)."""
     def boom(*args, **kwargs):

@@ -400,6 +400,8 @@ def _amdgcn_report(text: str) -> str:
 #   global_load_cg                         of those, the .cg ones (cached in L2, not L1)
 #   shared_load_<bits>b, shared_store_<bits>b   shared memory (NVIDIA) / LDS (AMD) by width
 #   ldmatrix, stmatrix, cp_async_<bits>b, tma   NVIDIA shared-memory movers (PTX)
+#   bar_sync, bar_arrive                   NVIDIA CTA / named barriers (PTX ``bar``/``barrier`` .sync, .arrive;
+#                                          not mbarriers)
 #   buffer_load, buffer_store              AMD buffer instructions (also counted in global_*)
 #   scratch_load, scratch_store            AMD scratch (private memory) accesses
 #   sass:<opcode>, sass_<...>              the same questions asked of the SASS (NVIDIA)
@@ -440,7 +442,9 @@ def census_ptx(text: str) -> dict[str, int]:
     / ``wait_group`` are not counted); ``ld.global`` / ``st.global`` widths are the element bits
     times the vector length (``ld.global.v4.b32`` = 128 bits); nontemporal are the ``.cs``, ``.lu``,
     ``.L1::no_allocate`` and ``evict_first`` forms (``*_nt``), ``.cg`` (cached in L2 only) ``*_cg``; ``ld.shared`` / ``st.shared`` by width,
-    ``ldmatrix`` / ``stmatrix``, ``cp.async`` by its copy size, ``cp.async.bulk`` (TMA) as ``tma``.
+    ``ldmatrix`` / ``stmatrix``, ``cp.async`` by its copy size, ``cp.async.bulk`` (TMA) as ``tma``,
+    CTA and named barriers (``bar.sync`` / ``barrier.sync``, ``bar.arrive``; mbarriers not) as ``bar_sync`` /
+    ``bar_arrive``.
     """
     census: dict[str, int] = {}
     for op, rest in _instructions(text, "//", _PTX_LINE):
@@ -461,6 +465,8 @@ def census_ptx(text: str) -> dict[str, int]:
         elif op.startswith("cp.async.bulk"):
             if "tensor" in parts or "global" in op:
                 _bump(census, "tma")
+        elif parts[0] in ("bar", "barrier") and len(parts) > 1 and parts[1] in ("sync", "arrive"):
+            _bump(census, f"bar_{parts[1]}")
         elif op.startswith("cp.async.c"):  # cp.async.ca / .cg: [dst], [src], bytes
             # the size in decimal or hex (Triton writes ``0x10``)
             size = re.match(r"\[[^\]]*\]\s*,\s*\[[^\]]*\]\s*,\s*(0x[0-9a-fA-F]+|\d+)", rest)

@@ -206,7 +206,7 @@ def gluon_kernel_signature(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig) -> 
     if cfg.ws:
         sig = dict(list(sig.items())[:7] + [("BH", _int_hint(s.batch * s.heads))] + list(sig.items())[7:])
         cx = {"HEAD_DIM": s.head_dim, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages, "CAUSAL": s.causal,
-              "PIPELINE": cfg.overlap, "PINGPONG": cfg.pingpong, "SEPARATE_O": ops.ws_separate_o(cfg, s.head_dim),
+              "PIPELINE": cfg.overlap, "PINGPONG": int(cfg.pingpong), "SEPARATE_O": ops.ws_separate_o(cfg, s.head_dim),
               "POLY": cfg.poly, "PERSISTENT": cfg.persistent, "CONSUMER_REGS": ops.ws_registers(cfg)[0],
               "LOADER_REGS": ops.ws_registers(cfg)[1], "num_warps": 4, "EARLY": cfg.early, "TREE": cfg.tree,
               "PAIRED": cfg.paired and s.causal, "ORDER": order}

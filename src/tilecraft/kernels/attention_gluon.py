@@ -481,18 +481,56 @@ def _ws_load_q(q_desc, q_smem, q_full, q_empty, b, h, start_m, it, ROWS: gl.cons
         tma.async_copy_global_to_shared(q_desc, [b, h, start_m + c * ROWS, 0], q_full.index(c), q_smem.index(c))
 
 
+#: hardware (named) barrier ids of the consumers' turns with ``PINGPONG`` = 2: consumer c syncs on TURN_BAR + c.
+#: Triton's warp specialisation takes the low ids (0 for the default partition, 1 and 2 seen for the
+#: workers), so the turns start well above them.
+TURN_BAR: gl.constexpr = gl.constexpr(8)
+
+
+@gluon.jit
+def _named_barrier(ARRIVE: gl.constexpr, ID: gl.constexpr):
+    """``bar.sync ID, 256`` (wait until 256 threads, this warpgroup and another's, have come) or, with ARRIVE,
+    ``bar.arrive ID, 256`` (count this warpgroup in without waiting): FlashAttention-3's warp-scheduler
+    barriers. One instruction per thread (no operands), ordered with the wgmmas by its side effects."""
+    if ARRIVE:
+        if ID == 8:
+            gl.inline_asm_elementwise("bar.arrive 8, 256;\n\tmov.u32 $0, 0;", "=r", [], dtype=gl.int32,
+                                      is_pure=False, pack=1)
+        elif ID == 9:
+            gl.inline_asm_elementwise("bar.arrive 9, 256;\n\tmov.u32 $0, 0;", "=r", [], dtype=gl.int32,
+                                      is_pure=False, pack=1)
+        else:
+            gl.inline_asm_elementwise("bar.arrive 10, 256;\n\tmov.u32 $0, 0;", "=r", [], dtype=gl.int32,
+                                      is_pure=False, pack=1)
+    else:
+        if ID == 8:
+            gl.inline_asm_elementwise("bar.sync 8, 256;\n\tmov.u32 $0, 0;", "=r", [], dtype=gl.int32,
+                                      is_pure=False, pack=1)
+        elif ID == 9:
+            gl.inline_asm_elementwise("bar.sync 9, 256;\n\tmov.u32 $0, 0;", "=r", [], dtype=gl.int32,
+                                      is_pure=False, pack=1)
+        else:
+            gl.inline_asm_elementwise("bar.sync 10, 256;\n\tmov.u32 $0, 0;", "=r", [], dtype=gl.int32,
+                                      is_pure=False, pack=1)
+
+
 @gluon.jit
 def _ws_turn_wait(turns, c: gl.constexpr, t, PINGPONG: gl.constexpr):
     """Consumer c's t-th turn at the tensor cores: wait until the other consumer has issued its
-    products of the turn before (consumer 0's first turn was granted at init)."""
-    if PINGPONG:
+    products of the turn before (consumer 0's first turn was granted at init). ``PINGPONG`` 1: the
+    "turn" mbarriers; 2: named barriers (``_named_barrier``, consumer c's id TURN_BAR + c)."""
+    if PINGPONG == 1:
         mbarrier.wait(turns.index(c), t & 1)
+    elif PINGPONG == 2:
+        _named_barrier(False, TURN_BAR + c)
 
 
 @gluon.jit
 def _ws_turn_pass(turns, c: gl.constexpr, CONSUMERS: gl.constexpr, PINGPONG: gl.constexpr):
-    if PINGPONG:
+    if PINGPONG == 1:
         mbarrier.arrive(turns.index((c + 1) % CONSUMERS))
+    elif PINGPONG == 2:
+        _named_barrier(True, TURN_BAR + (c + 1) % CONSUMERS)
 
 
 @gluon.jit
@@ -511,6 +549,8 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
     tiles. ``SEPARATE_O``: O leaves through its own buffer and its TMA store stays in flight while the
     next tile starts (Q's buffer is released after the tile's last Q K^T); otherwise through Q's buffer,
     released once the store has completed."""
+    if PINGPONG == 2 and c == CONSUMERS - 1:
+        _named_barrier(True, TURN_BAR)  # consumer 0 takes the first turn
     if PERSISTENT or PAIRED:
         base = 0  # ring index of the tile's first key tile
         turn = 0  # turns taken so far
@@ -733,7 +773,8 @@ def attention_fwd_gluon_ws_kernel(
         mbarrier.init(v_full.index(s), count=1)
         mbarrier.init(k_empty.index(s), count=CONSUMERS)
         mbarrier.init(v_empty.index(s), count=CONSUMERS)
-    mbarrier.arrive(turns.index(0))  # consumer 0 takes the first turn
+    if PINGPONG == 1:
+        mbarrier.arrive(turns.index(0))  # consumer 0 takes the first turn
     fence_async_shared()
 
     # the same consumer function two or three times, told apart by its constexpr index (0: the default

@@ -76,10 +76,11 @@ class FwdConfig:
     overlap: bool = True
     # with gluon: ``attention_fwd_gluon_ws_kernel`` instead, warp-specialised (a 1-warp TMA loader and
     # two consumer warpgroups of 64 rows, each its own partition; ``pingpong``: the consumers take
-    # turns at the tensor cores, FlashAttention-3's inter-warpgroup schedule). num_warps = 8 counts
-    # the consumers' warps (the loader's warp comes on top).
+    # turns at the tensor cores, FlashAttention-3's inter-warpgroup schedule: True / 1 hands the turn over by
+    # mbarriers, 2 by named barriers (``bar.sync`` / ``bar.arrive``, as FlashAttention-3), 0 / False: no turns).
+    # num_warps = 8 counts the consumers' warps (the loader's warp comes on top).
     ws: bool = False
-    pingpong: bool = True
+    pingpong: bool | int = True
     # Gluon only: the odd columns of every ``poly``-th key tile take a polynomial exp2 on the FMA units
     # instead of the MUFU (FlashAttention-4's trick; 0: every exp2 on the MUFU). With ws, ``persistent``
     # runs one program per SM walking the tiles (the loader running ahead into the next tile).
@@ -124,6 +125,8 @@ class FwdConfig:
             raise ValueError("producer_consumer and persistent cannot be combined (one loop per kernel)")
         if not isinstance(self.paired, bool):
             raise TypeError(f"paired must be a bool, got {self.paired!r}")
+        if self.pingpong not in (0, 1, 2):  # bools included
+            raise ValueError(f"pingpong is False/0 (no turns), True/1 (mbarrier turns) or 2 (named barriers), got {self}")
         if self.maxnreg and (self.ws or self.maxnreg < 24 or self.maxnreg > 255):
             raise ValueError(f"maxnreg is 24..255 for the one-tile-per-program kernels (ws sets its own), got {self}")
         _check_order(self.order)
@@ -819,7 +822,7 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
                 _gluon_descriptor(out, p, p.seqlen_q, p.heads, rows),
                 lse, *_lse_strides(lse, p.varlen), p.batch * p.heads, p.heads, p.heads // p.kv_heads, p.seqlen_q,
                 p.seqlen_k, p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-                STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=cfg.pingpong,
+                STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=int(cfg.pingpong),
                 SEPARATE_O=ws_separate_o(cfg, p.head_dim), POLY=cfg.poly, PERSISTENT=cfg.persistent,
                 CONSUMER_REGS=regs, LOADER_REGS=loader_regs, num_warps=4, maxnreg=maxnreg, EARLY=cfg.early,
                 TREE=cfg.tree, PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device))

@@ -157,7 +157,15 @@ CANDIDATES20 = {
     "d128": [F(**{**_DEF["d128"].as_dict(), **NB}), W(128, 3, persistent=True, **ET), W(128, 3, persistent=True, **ET, **NB),
              F(**{**_DEF["d128"].as_dict(), **NB, "overlap": True})],
 }
-CANDIDATE_SETS = {"round20": CANDIDATES20, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+# round 20b: the ring's slots released by named barriers too (``named_slots``: no warpgroup bar.sync in front
+# of each release, no mbarrier wait in the loader)
+NS = {"pingpong": 2, "named_slots": True}
+CANDIDATES20B = {
+    **{name: [F(**{**cfg.as_dict(), **NB}), F(**{**cfg.as_dict(), **NS})] for name, cfg in _DEF.items()},
+    "d128": [F(**{**_DEF["d128"].as_dict(), **NB}), F(**{**_DEF["d128"].as_dict(), **NS}),
+             F(**{**_DEF["d128"].as_dict(), **NS, "overlap": True})],
+}
+CANDIDATE_SETS = {"round20": CANDIDATES20, "round20b": CANDIDATES20B, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 
@@ -170,7 +178,8 @@ def label(cfg: ops.FwdConfig) -> str:
     return (f"{kind} {cfg.block_m}x{cfg.block_n} s{cfg.num_stages}" + (" overlap" if cfg.overlap else "")
             + (" persistent" if cfg.persistent else "") + (f" poly{cfg.poly}" if cfg.poly else "")
             + (" early" if cfg.early else "") + (" tree" if cfg.tree else "")
-            + (" named-turns" if cfg.pingpong == 2 else "" if cfg.pingpong else " no-turns") + extra)
+            + (" named-turns" if cfg.pingpong == 2 else "" if cfg.pingpong else " no-turns")
+            + (" named-slots" if cfg.named_slots else "") + extra)
 
 
 def run_ours(cfg, causal):
@@ -227,8 +236,8 @@ def check_job(name: str, cfg_dict: dict) -> tuple[bool, str]:
     gen = torch.Generator(device="cuda").manual_seed(7)
     inputs = ba.make_inputs(shape, torch.bfloat16, "cuda", gen)
     # persistent / paired tiles and named-barrier turns compute the same products in the same order
-    twin = (F(**{**cfg_dict, "persistent": False, "paired": False, "pingpong": True})
-            if cfg.persistent or cfg.paired or cfg.pingpong == 2 else None)
+    twin = (F(**{**cfg_dict, "persistent": False, "paired": False, "pingpong": True, "named_slots": False})
+            if cfg.persistent or cfg.paired or cfg.pingpong == 2 or cfg.named_slots else None)
     try:
         return check(cfg, shape, twin, inputs)
     except Exception as exc:  # noqa: BLE001 - a compile or launch failure is a result here

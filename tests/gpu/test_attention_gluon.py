@@ -291,13 +291,14 @@ def test_grouped_heavy_first_order_matches_float64_and_the_default_order(case, d
         matches_its_twin(q, k, v, p, cfg, "order", ref_o, ref_l, dtype)
 
 
-# round 20: the consumers' turns by named barriers (bar.sync / bar.arrive) on every ws default
+# round 20: the consumers' turns and the ring's slot releases by named barriers (bar.sync / bar.arrive) on
+# every ws default
 @pytest.mark.parametrize("case", CASES + MANY_TILE_CASES,
                          ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
 def test_named_barrier_turns_match_float64_and_the_mbarrier_turns(case):
-    """``pingpong=2`` on each sm90 ws default (two and three consumers, persistent, paired causal): against
-    float64 into NaN-poisoned outputs, launched twice (a race would move the bits), and bit-equal to the
-    same config with mbarrier turns (the same products in the same order)."""
+    """``pingpong=2`` and ``named_slots`` on each sm90 ws default (two and three consumers, persistent, paired
+    causal): against float64 into NaN-poisoned outputs, launched twice (a race would move the bits), and
+    bit-equal to the same config with mbarrier turns and slots (the same products in the same order)."""
     b, h, h_kv, s_q, s_k, d, causal = case
     dtype = torch.bfloat16
     gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 20)
@@ -308,8 +309,8 @@ def test_named_barrier_turns_match_float64_and_the_mbarrier_turns(case):
     if not base.ws:
         base = ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True)
     outs = []
-    for pp in (2, 2, True):
-        cfg = ops.FwdConfig(**{**base.as_dict(), "pingpong": pp})
+    for pp, slots in ((2, True), (2, True), (2, False), (True, True), (True, False)):
+        cfg = ops.FwdConfig(**{**base.as_dict(), "pingpong": pp, "named_slots": slots})
         out = torch.full_like(q, float("nan"))
         lse = torch.full((b, h, s_q), float("nan"), device="cuda")
         handle = ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg)

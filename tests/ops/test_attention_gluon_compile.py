@@ -75,12 +75,20 @@ def test_named_barrier_turns_compile(key):
     # each consumer: a pass per turn in the prologue, the loop and the last P V, plus the first turn's grant
     assert named["census"].get("bar_arrive", 0) >= 3 * base.consumers + 1
     assert plain["census"].get("bar_arrive", 0) == 0
+    # and the ring's slots: the K and V releases of each consumer's prologue, loop and last P V on top
+    slots = ba.gluon_compile_report(shape, torch.bfloat16, replace(base, pingpong=2, named_slots=True))
+    assert slots["error"] is None and slots["spills"] == 0
+    assert slots["census"]["bar_arrive"] >= named["census"]["bar_arrive"] + 4 * base.consumers
 
 
 def test_pingpong_values():
     with pytest.raises(ValueError, match="pingpong"):
         ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, ws=True, pingpong=3)
     assert ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, ws=True, pingpong=2).pingpong == 2
+    with pytest.raises(ValueError, match="named_slots"):
+        ops.FwdConfig(128, 128, 8, 3, tma=True, gluon=True, ws=True, named_slots=True)  # ids for 2 stages
+    with pytest.raises(ValueError, match="named_slots"):
+        ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, named_slots=True)  # not the one-partition kernel
 
 
 def test_cpu_tensors_never_reach_the_gluon_kernel(monkeypatch):

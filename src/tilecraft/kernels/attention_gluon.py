@@ -361,6 +361,7 @@ def attention_fwd_gluon_kernel(
     the other through the same shared memory (the K/V rings' slots and phases carry on). ``ORDER`` = G > 0
     (causal, not paired): the launch order of ``_grouped`` (heads in groups of G, heaviest tiles first)."""
     gl.static_assert(not (PAIRED and ORDER > 0), "paired tiles keep their own order")
+    gl.static_assert(not NAMED_SLOTS or STAGES <= 2, "named slot barriers: ids for 2 stages of K and V")
     # shared memory: Q (later O), the K and V rings, one barrier per slot and one for Q
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [1, 1, BLOCK_M, HEAD_DIM], q_desc.layout)
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], k_desc.layout)
@@ -412,7 +413,7 @@ def attention_fwd_gluon_kernel(
 def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
                n_m, total, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, PAIRED: gl.constexpr,
-               ORDER: gl.constexpr):
+               ORDER: gl.constexpr, NAMED_SLOTS: gl.constexpr):
     """One warp, over this program's tiles: K_0 and V_0, each consumer's Q rows once its Q buffer is
     free (``q_empty``), then K_j and V_j into ring slot (count % STAGES) as soon as both consumers
     have released the slot (``*_empty``, count 2); the copies complete on ``*_full``. The ring's
@@ -424,12 +425,12 @@ def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, 
         for t in range(first, end, step):
             count = _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full,
                                   k_empty, v_empty, _grouped(t, n_m, total, ORDER), it, count, n_m, H, GROUP, S_Q,
-                                  S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL)
+                                  S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, NAMED_SLOTS)
             it += 1
     else:
         _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
                       _grouped(gl.program_id(0), n_m, total, ORDER), 0, 0, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N,
-                      CONSUMERS, CAUSAL)
+                      CONSUMERS, CAUSAL, NAMED_SLOTS)
 
 
 @gluon.jit
@@ -450,19 +451,17 @@ def _ws_tiles(n_m, total, PAIRED: gl.constexpr):
 @gluon.jit
 def _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
                   t, it, count, n_m, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr):
+                  CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, NAMED_SLOTS: gl.constexpr):
     """The loads of tile t, the loader's it-th; ``count``: K/V tiles loaded before (returned advanced)."""
     STAGES: gl.constexpr = k_smem.type.shape[0]
     ROWS: gl.constexpr = q_smem.type.shape[3]
     b, h, h_kv, start_m, lo, hi, diag, n_tiles = _tile_coords(t, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
     for j in range(n_tiles):
         s = (count + j) % STAGES
-        # a fresh mbarrier counts as having completed the phase before phase 0
-        free = (((count + j) // STAGES) & 1) ^ 1
-        mbarrier.wait(k_empty.index(s), free)
+        _ws_wait_free(k_empty, s, count + j, 0, CONSUMERS, NAMED_SLOTS)
         mbarrier.expect(k_full.index(s), k_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(k_desc, [b, h_kv, j * BLOCK_N, 0], k_full.index(s), k_smem.index(s))
-        mbarrier.wait(v_empty.index(s), free)
+        _ws_wait_free(v_empty, s, count + j, 1, CONSUMERS, NAMED_SLOTS)
         mbarrier.expect(v_full.index(s), v_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(v_desc, [b, h_kv, j * BLOCK_N, 0], v_full.index(s), v_smem.index(s))
         if j == 0:
@@ -514,6 +513,42 @@ def _named_barrier(ARRIVE: gl.constexpr, ID: gl.constexpr):
                                       is_pure=False, pack=1)
 
 
+#: named barrier ids of the ring's slots with ``NAMED_SLOTS``: K slot s SLOT_BAR + s, V slot s SLOT_BAR + STAGES + s
+#: (STAGES <= 2: ids up to 14 of the 16)
+SLOT_BAR: gl.constexpr = gl.constexpr(11)
+
+
+@gluon.jit
+def _ws_release(bars, s, KIND: gl.constexpr, CONSUMERS: gl.constexpr, NAMED_SLOTS: gl.constexpr):
+    """A consumer is done with ring slot s of K (KIND 0) or V (KIND 1): an arrival on the slot's "empty"
+    mbarrier (Gluon puts a warpgroup ``bar.sync`` in front of each), or with ``NAMED_SLOTS`` every thread's
+    ``bar.arrive`` on the slot's named barrier, which the loader's ``bar.sync`` completes (all consumer
+    threads plus the loader's warp)."""
+    if NAMED_SLOTS:
+        STAGES: gl.constexpr = bars.type.shape[0]
+        gl.inline_asm_elementwise("bar.arrive $1, $2;\n\tmov.u32 $0, 0;", "=r,r,r",
+                                  [SLOT_BAR + KIND * STAGES + s, CONSUMERS * 128 + 32], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+    else:
+        mbarrier.arrive(bars.index(s))
+
+
+@gluon.jit
+def _ws_wait_free(bars, s, n, KIND: gl.constexpr, CONSUMERS: gl.constexpr, NAMED_SLOTS: gl.constexpr):
+    """The loader, before its n-th load (counted from 0 over the kernel) into ring slot s of K (KIND 0) or V
+    (KIND 1): wait until both consumers released the slot's previous load. The first STAGES loads find
+    their slots free (a fresh mbarrier counts as having completed the phase before phase 0; the named
+    barrier is not waited on)."""
+    STAGES: gl.constexpr = bars.type.shape[0]
+    if NAMED_SLOTS:
+        if n >= STAGES:
+            gl.inline_asm_elementwise("bar.sync $1, $2;\n\tmov.u32 $0, 0;", "=r,r,r",
+                                      [SLOT_BAR + KIND * STAGES + s, CONSUMERS * 128 + 32], dtype=gl.int32,
+                                      is_pure=False, pack=1)
+    else:
+        mbarrier.wait(bars.index(s), ((n // STAGES) & 1) ^ 1)
+
+
 @gluon.jit
 def _ws_turn_wait(turns, c: gl.constexpr, t, PINGPONG: gl.constexpr):
     """Consumer c's t-th turn at the tensor cores: wait until the other consumer has issued its
@@ -538,7 +573,8 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
                  k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, c: gl.constexpr,
                  BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PIPELINE: gl.constexpr,
                  PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr, PERSISTENT: gl.constexpr,
-                 EARLY: gl.constexpr, TREE: gl.constexpr, PAIRED: gl.constexpr, ORDER: gl.constexpr):
+                 EARLY: gl.constexpr, TREE: gl.constexpr, PAIRED: gl.constexpr, ORDER: gl.constexpr,
+                 NAMED_SLOTS: gl.constexpr):
     """One warpgroup: ROWS = 64 query rows (rows c*64.. of each of the program's tiles) over every key tile.
 
     Plain order, rotated so that a turn issues P_j V_j and then S_{j+1} = Q K_{j+1}^T back to back;
@@ -561,13 +597,13 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
                                            q_empty, k_full, v_full, k_empty, v_empty, turns,
                                            _grouped(t, n_m, total, ORDER), it, base, turn, n_m, H,
                                            GROUP, S_Q, S_K, qk_scale, c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG,
-                                           SEPARATE_O, POLY, EARLY, TREE)
+                                           SEPARATE_O, POLY, EARLY, TREE, NAMED_SLOTS)
             it += 1
     else:
         _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                           v_full, k_empty, v_empty, turns, _grouped(gl.program_id(0), n_m, total, ORDER), 0, 0, 0, n_m,
                           H, GROUP, S_Q, S_K, qk_scale,
-                          c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, EARLY, TREE)
+                          c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, EARLY, TREE, NAMED_SLOTS)
     tma.store_wait(0)
 
 
@@ -576,7 +612,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                       v_full, k_empty, v_empty, turns, t, it, base, turn, n_m, H, GROUP, S_Q, S_K, qk_scale,
                       c: gl.constexpr, BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr,
                       PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr,
-                      EARLY: gl.constexpr, TREE: gl.constexpr):
+                      EARLY: gl.constexpr, TREE: gl.constexpr, NAMED_SLOTS: gl.constexpr):
     """One tile t (the consumer's it-th) of ``_ws_consumer``: ``base`` is the ring index of its first
     key tile, ``turn`` the turns taken before; returns both advanced. ``EARLY``: P's conversion to the
     operand type (and in the plain order O's rescale by alpha) follow the softmax in the same basic
@@ -620,7 +656,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
         qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
         _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
         qk = warpgroup_mma_wait(0, deps=(qk,))
-        mbarrier.arrive(k_empty.index(s0))
+        _ws_release(k_empty, s0, 0, CONSUMERS, NAMED_SLOTS)
         p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY, TREE)
         if EARLY:
             p_op = gl.convert_layout(p.to(dtype), p_layout)  # O is still 0: no rescale
@@ -642,7 +678,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
                 # S_{j+1} done (groups retire in order); P_j V_j may still run: softmax beside it
                 qk = warpgroup_mma_wait(1, deps=(qk,))
-                mbarrier.arrive(k_empty.index(s1))
+                _ws_release(k_empty, s1, 0, CONSUMERS, NAMED_SLOTS)
                 pn, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
                                                       qk_scale, CAUSAL, POLY, TREE)
                 if EARLY:
@@ -653,9 +689,9 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 # would otherwise hoist it above the exp2s
                 if qk_scale > 0.0:
                     o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-                    mbarrier.arrive(v_empty.index(s))
+                    _ws_release(v_empty, s, 1, CONSUMERS, NAMED_SLOTS)
                 else:
-                    mbarrier.arrive(v_empty.index(s))
+                    _ws_release(v_empty, s, 1, CONSUMERS, NAMED_SLOTS)
                     o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
                 acc = o_done * gl.convert_layout(alpha_n, row_o)[:, None]
                 if EARLY:
@@ -668,8 +704,8 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
                 _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
                 acc, qk, p_op = warpgroup_mma_wait(0, deps=(acc, qk, p_op))
-                mbarrier.arrive(v_empty.index(s))
-                mbarrier.arrive(k_empty.index(s1))
+                _ws_release(v_empty, s, 1, CONSUMERS, NAMED_SLOTS)
+                _ws_release(k_empty, s1, 0, CONSUMERS, NAMED_SLOTS)
                 pn, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
                                                     qk_scale, CAUSAL, POLY, TREE)
                 if EARLY:
@@ -691,7 +727,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
         acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
         _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
         acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-        mbarrier.arrive(v_empty.index(g % STAGES))
+        _ws_release(v_empty, g % STAGES, 1, CONSUMERS, NAMED_SLOTS)
     elif SEPARATE_O:
         mbarrier.arrive(q_empty.index(c))
 
@@ -725,7 +761,7 @@ def attention_fwd_gluon_ws_kernel(
     CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr,
     POLY: gl.constexpr, PERSISTENT: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
     num_warps: gl.constexpr, EARLY: gl.constexpr = False, TREE: gl.constexpr = False, PAIRED: gl.constexpr = False,
-    ORDER: gl.constexpr = 0,
+    ORDER: gl.constexpr = 0, NAMED_SLOTS: gl.constexpr = False,
 ):
     """The warp-specialised forward: tiles of CONSUMERS x 64 queries of one (batch, head), CONSUMERS =
     BLOCK_M / 64 = 2 or 3 (consumer 2, rows 128..191, is a second 4-warp worker; the turns go round).
@@ -742,8 +778,11 @@ def attention_fwd_gluon_ws_kernel(
     "empty" one (count 2: each consumer arrives once its products reading the slot have retired),
     each consumer's Q buffer a full/empty pair, and with ``PINGPONG`` two "turn" mbarriers hand the
     tensor cores from one consumer to the other. ``ORDER`` = G > 0 (causal, not paired): tiles in the order
-    of ``_grouped`` (heads in groups of G, heaviest tiles first inside each group)."""
+    of ``_grouped`` (heads in groups of G, heaviest tiles first inside each group). ``NAMED_SLOTS``: the
+    consumers release the ring's slots by named barriers (``_ws_release``, ``_ws_wait_free``) instead of the
+    "empty" mbarriers; ``PINGPONG`` = 2: the turns too (``_named_barrier``)."""
     gl.static_assert(not (PAIRED and ORDER > 0), "paired tiles keep their own order")
+    gl.static_assert(not NAMED_SLOTS or STAGES <= 2, "named slot barriers: ids for 2 stages of K and V")
     ROWS: gl.constexpr = q_desc.block_type.shape[2]
     CONSUMERS: gl.constexpr = BLOCK_M // ROWS
     gl.static_assert(BLOCK_M == CONSUMERS * ROWS, "the Q/O boxes hold one consumer's rows")
@@ -787,32 +826,32 @@ def attention_fwd_gluon_ws_kernel(
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER)),
+                            PAIRED, ORDER, NAMED_SLOTS)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER)),
+                            PAIRED, ORDER, NAMED_SLOTS)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
                           v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
-                          PAIRED, ORDER)),
+                          PAIRED, ORDER, NAMED_SLOTS)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
     else:
         gl.warp_specialize([
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER)),
+                            PAIRED, ORDER, NAMED_SLOTS)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER)),
+                            PAIRED, ORDER, NAMED_SLOTS)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C2, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER)),
+                            PAIRED, ORDER, NAMED_SLOTS)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
                           v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
-                          PAIRED, ORDER)),
+                          PAIRED, ORDER, NAMED_SLOTS)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, LOADER_REGS])
 
 

@@ -81,6 +81,9 @@ class FwdConfig:
     # num_warps = 8 counts the consumers' warps (the loader's warp comes on top).
     ws: bool = False
     pingpong: bool | int = True
+    # ws only, at most 2 stages: the consumers release the K/V ring's slots to the loader by named barriers
+    # (every consumer thread's ``bar.arrive``, the loader's ``bar.sync``) instead of "empty" mbarriers
+    named_slots: bool = False
     # Gluon only: the odd columns of every ``poly``-th key tile take a polynomial exp2 on the FMA units
     # instead of the MUFU (FlashAttention-4's trick; 0: every exp2 on the MUFU). With ws, ``persistent``
     # runs one program per SM walking the tiles (the loader running ahead into the next tile).
@@ -125,6 +128,8 @@ class FwdConfig:
             raise ValueError("producer_consumer and persistent cannot be combined (one loop per kernel)")
         if not isinstance(self.paired, bool):
             raise TypeError(f"paired must be a bool, got {self.paired!r}")
+        if self.named_slots and not (self.ws and self.num_stages <= 2):
+            raise ValueError(f"named_slots is an option of the ws Gluon forward with at most 2 stages, got {self}")
         if self.pingpong not in (0, 1, 2):  # bools included
             raise ValueError(f"pingpong is False/0 (no turns), True/1 (mbarrier turns) or 2 (named barriers), got {self}")
         if self.maxnreg and (self.ws or self.maxnreg < 24 or self.maxnreg > 255):
@@ -825,7 +830,7 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
                 STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=int(cfg.pingpong),
                 SEPARATE_O=ws_separate_o(cfg, p.head_dim), POLY=cfg.poly, PERSISTENT=cfg.persistent,
                 CONSUMER_REGS=regs, LOADER_REGS=loader_regs, num_warps=4, maxnreg=maxnreg, EARLY=cfg.early,
-                TREE=cfg.tree, PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device))
+                TREE=cfg.tree, PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device), NAMED_SLOTS=cfg.named_slots)
     with _on_device(q):
         return run_kernel(_g.attention_fwd_gluon_kernel, fwd_grid(p, cfg),
             _gluon_descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m),

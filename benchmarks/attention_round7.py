@@ -165,7 +165,14 @@ CANDIDATES20B = {
     "d128": [F(**{**_DEF["d128"].as_dict(), **NB}), F(**{**_DEF["d128"].as_dict(), **NS}),
              F(**{**_DEF["d128"].as_dict(), **NS, "overlap": True})],
 }
-CANDIDATE_SETS = {"round20": CANDIDATES20, "round20b": CANDIDATES20B, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+# round 20c: D128 with the intra-warpgroup overlap under named turns and slots (1.027 in round 20b, one run),
+# beside each change alone, more rounds
+_D128 = _DEF["d128"].as_dict()
+CANDIDATES20C = {
+    "d128": [F(**{**_D128, **NS, "overlap": True}), F(**{**_D128, **NB, "overlap": True}), F(**{**_D128, "overlap": True}),
+             F(**{**_D128, **NS})],
+}
+CANDIDATE_SETS = {"round20": CANDIDATES20, "round20b": CANDIDATES20B, "round20c": CANDIDATES20C, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 

@@ -68,8 +68,8 @@ def test_named_barrier_turns_compile(key):
     d, causal = key
     shape = ba.Shape(2, 16, 4, 4096, 4096, d, causal)
     base = ops.GLUON_FWD[key]
-    named = ba.gluon_compile_report(shape, torch.bfloat16, replace(base, pingpong=2))
-    plain = ba.gluon_compile_report(shape, torch.bfloat16, base)
+    named = ba.gluon_compile_report(shape, torch.bfloat16, replace(base, pingpong=2, named_slots=False))
+    plain = ba.gluon_compile_report(shape, torch.bfloat16, replace(base, pingpong=True, named_slots=False))
     assert named["error"] is None and plain["error"] is None, (named["error"], plain["error"])
     assert named["spills"] == 0
     # each consumer: a pass per turn in the prologue, the loop and the last P V, plus the first turn's grant

@@ -361,7 +361,6 @@ def attention_fwd_gluon_kernel(
     the other through the same shared memory (the K/V rings' slots and phases carry on). ``ORDER`` = G > 0
     (causal, not paired): the launch order of ``_grouped`` (heads in groups of G, heaviest tiles first)."""
     gl.static_assert(not (PAIRED and ORDER > 0), "paired tiles keep their own order")
-    gl.static_assert(not NAMED_SLOTS or STAGES <= 2, "named slot barriers: ids for 2 stages of K and V")
     # shared memory: Q (later O), the K and V rings, one barrier per slot and one for Q
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [1, 1, BLOCK_M, HEAD_DIM], q_desc.layout)
     k_smem = gl.allocate_shared_memory(k_desc.dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], k_desc.layout)

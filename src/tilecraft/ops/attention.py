@@ -328,14 +328,22 @@ def _hopper_or_later(device: torch.device, hopper: bool | None = None) -> bool:
 #: warpgroups (192-row tiles), persistent (one program per SM walking the tiles): 1.021 (H200, rounds 1.019-1.032)
 #: and 1.027 (H100, rounds 1.021-1.052) against 0.985 / 0.987 for the one-partition kernel in the same runs
 #: (`attention-round16b-011e18f.json`, `attention-round16c-7b6e714.json`); the same kernel causal ran at 0.56.
+#: Round 20 (H200, 2026-11-30, `results/2026-11-30-h200-twentyfourth/attention-round20*.json`): every ws default hands
+#: its turns over by named barriers and releases the ring's slots by named barriers (``pingpong=2``,
+#: ``named_slots``), and D = 128 takes the intra-warpgroup overlap with them: D = 128 1.027 / 1.012 against 0.992 /
+#: 0.980 for the round-10 default in the same runs (the overlap alone 1.000, with named turns only 0.985); D = 64
+#: 1.034 / 1.033 against 1.027 / 1.022; D = 256 1.029 / 1.028 against 1.002 / 1.016; D = 128 causal 1.067 / 1.064
+#: against 1.042 / 1.049; D = 256 causal 1.125 against 1.097.
+_NAMED = {"pingpong": 2, "named_slots": True}
 GLUON_FWD: dict[tuple[int, bool], FwdConfig] = {
-    (64, False): FwdConfig(192, 128, 12, 2, tma=True, gluon=True, overlap=False, ws=True, consumers=3, persistent=True),
+    (64, False): FwdConfig(192, 128, 12, 2, tma=True, gluon=True, overlap=False, ws=True, consumers=3, persistent=True,
+                           **_NAMED),
     (64, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, maxnreg=128, order=ORDER_AUTO),
-    (128, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True),
+    (128, False): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True, tree=True, **_NAMED),
     (128, True): FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=True, ws=True, early=True, tree=True,
-                           paired=True),
-    (256, False): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True),
-    (256, True): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True, paired=True),
+                           paired=True, **_NAMED),
+    (256, False): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True, **_NAMED),
+    (256, True): FwdConfig(128, 64, 8, 2, tma=True, gluon=True, overlap=True, ws=True, tree=True, paired=True, **_NAMED),
 }
 
 

@@ -172,7 +172,12 @@ CANDIDATES20C = {
     "d128": [F(**{**_D128, **NS, "overlap": True}), F(**{**_D128, **NB, "overlap": True}), F(**{**_D128, "overlap": True}),
              F(**{**_D128, **NS})],
 }
-CANDIDATE_SETS = {"round20": CANDIDATES20, "round20b": CANDIDATES20B, "round20c": CANDIDATES20C, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+# round 20d: the new defaults (index 0) against the defaults before round 20 (mbarrier turns and slots; D128 without
+# the overlap)
+_OLD = {"pingpong": True, "named_slots": False}
+CANDIDATES20D = {name: [F(**{**cfg.as_dict(), **_OLD, **({"overlap": False} if name == "d128" else {})})]
+                 for name, cfg in _DEF.items()}
+CANDIDATE_SETS = {"round20d": CANDIDATES20D, "round20": CANDIDATES20, "round20b": CANDIDATES20B, "round20c": CANDIDATES20C, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 

@@ -22,6 +22,8 @@ Sections (comma list):
   smallm3 the small-M tile's K step (256 or 128) where its 64-column tiles fill the SMs
   smallm4 small M at N = K = 4096, NT (B K-contiguous): every tuner candidate and a few more
   wide3   fp16 products of two waves of 128x256 tiles or more (M = 1024..4096): Gluon tiles against the TMA kernel
+  named   the Gluon kernel's ring slots released by named barriers (``named_slots``) against its mbarriers: the
+          heuristic's Gluon tile and 128x256 s4 at 8192^3 (every layout, fp16 NN), 4096^3, 1000^3, LLM rows
 Every kernel is compiled first by a pool of processes (Triton's cache is shared), so the timed
 process only loads them. Writes gemm-tune-<sections>.json and a log under --out.
 """
@@ -125,6 +127,17 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
                   for n, k, lay in ((11008, 4096, "NT"), (11008, 4096, "NN"), (12288, 4096, "NT"), (6144, 4096, "NT"))]):
             case = bench.Case(dt, m, n, k, lay)
             add("wide2", case, [heuristic(_problem(case))] + cfgs)
+    if "named" in sections:  # the Gluon kernel's slots released by named barriers (named_slots), against mbarriers
+        g256 = T("gluon", 128, 256, 64, 8, 8, 4)
+        for dt, m, n, k, lay in (("bf16", 8192, 8192, 8192, "NN"), ("bf16", 8192, 8192, 8192, "NT"),
+                                 ("bf16", 8192, 8192, 8192, "TN"), ("bf16", 8192, 8192, 8192, "TT"),
+                                 ("fp16", 8192, 8192, 8192, "NN"), ("bf16", 4096, 4096, 4096, "NT"),
+                                 ("bf16", 1000, 1000, 1000, "NN"), ("bf16", 1000, 1000, 1000, "TT"),
+                                 ("bf16", 256, 11008, 4096, "NT"), ("bf16", 4096, 11008, 4096, "NT"),
+                                 ("bf16", 512, 11008, 4096, "NT"), ("bf16", 2048, 6144, 4096, "NT")):
+            case = bench.Case(dt, m, n, k, lay)
+            cfgs = [c for c in (heuristic(_problem(case)), g256) if c.kernel == "gluon" and not c.mn_regs]
+            add("named", case, [x for c in cfgs for x in (c, replace(c, named_slots=True))])
     if "wide3" in sections:  # fp16 prefill rows of two waves of 128x256 tiles or more, which stay on the TMA kernel
         cfgs = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5),
                 T("gluon", 128, 128, 64, 8, 8, 5, block_n2=64), T("tma", 256, 128, 64, 8, 8, 4)]

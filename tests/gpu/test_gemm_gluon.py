@@ -4,6 +4,8 @@
 rows, and ``tilecraft.matmul``'s dispatch. Skipped without a CUDA sm90 GPU (tests/gpu/conftest.py)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -145,6 +147,32 @@ def test_16bit_float64(cfg, dtype, layout, shape):
     ops.launch(a, b, out, spec, cfg)
     tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
     assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= tol
+
+
+NAMED = [GemmConfig("gluon", 128, 256, 64, 8, 8, 4), GemmConfig("gluon", 64, 128, 64, 8, 4, 6),
+         GemmConfig("gluon", 128, 128, 64, 8, 8, 5, block_n2=64), GemmConfig("gluon", 64, 128, 64, 8, 4, 6, split_k=2),
+         GemmConfig("gluon", 64, 128, 64, 8, 4, 4, split_k=2, fixup=True)]
+
+
+@pytest.mark.parametrize("cfg", NAMED, ids=lambda c: c.short())
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+@pytest.mark.parametrize("shape", [(1000, 1000, 1000), (8, 8, 16), (77, 360, 1013), (300, 1032, 4104)])
+def test_16bit_named_slots_match_the_mbarrier_ring(cfg, layout, shape):
+    """``named_slots`` (the ring's slots released to the producer by named barriers): against float64 into a
+    NaN-poisoned output, launched twice (a race would move the bits), and bit-equal to the mbarrier ring
+    (the same products in the same order), with more K steps than stages and persistent programs."""
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, cfg.short())) % 2**31)
+    a, b = _rnd16(torch.bfloat16, layout, *shape, gen)
+    spec = ops.validate(a, b)
+    outs = []
+    for c in (replace(cfg, named_slots=True), replace(cfg, named_slots=True), cfg):
+        out = torch.full(spec.out_shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+        for k in ops.launch_plan(a, b, out, spec, c, sms=8 if shape[0] >= 300 else None):
+            k.run()
+        torch.cuda.synchronize()
+        assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 1e-2, c.short()
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2]), cfg.short()
 
 
 @pytest.mark.parametrize("cfg", [GemmConfig("gluon", 64, 128, 64, 8, 4, 6, split_k=2),

@@ -236,6 +236,41 @@ def test_gluon_wide_tiles_cross_compile_for_sm90(cfg, layout):
     assert facts["tma_load"] >= 3 and facts["tma_store"] >= 1
 
 
+@pytest.mark.parametrize("cfg,layout", [(GemmConfig("gluon", 128, 256, 64, 8, 8, 4), "NN"),
+                                        (GemmConfig("gluon", 64, 128, 64, 8, 4, 4), "TT"),
+                                        (GemmConfig("gluon", 128, 128, 64, 8, 8, 5, block_n2=64), "NT")],
+                         ids=lambda x: x.short() if isinstance(x, GemmConfig) else str(x))
+def test_gluon_named_slots_cross_compile_for_sm90(cfg, layout):
+    """``named_slots``: the consumer's slot releases become ``bar.arrive`` on named barriers (none with the
+    mbarrier ring) and the producer's waits one ``bar.sync`` (the consumer's threads and its own warp)."""
+    census = {}
+    for named in (False, True):
+        _, _, plan = _plan16(replace(cfg, named_slots=named), layout, m=1000, n=1000, k=1000)
+        launch = plan[-1]
+        assert launch.constexprs["NAMED_SLOTS"] is named
+        res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch),
+                            launch.constexprs, "sm90", num_warps=launch.options["num_warps"],
+                            maxnreg=launch.options["maxnreg"], sass=False)
+        assert res.error is None and res.spills == 0, (res.error, res.spills)
+        census[named] = res.census
+    assert census[False].get("bar_arrive", 0) == 0
+    assert census[True]["bar_arrive"] >= 2  # in the K loop and after it
+    assert census[True]["bar_sync"] < census[False]["bar_sync"]  # no warpgroup bar.sync before each release
+
+
+def test_gluon_named_slots_refused_where_not_built():
+    base = GemmConfig("gluon", 128, 128, 32, 8, 8, 3, named_slots=True)
+    a = torch.empty(256, 4096, dtype=torch.float32, device="meta")
+    b = torch.empty(4096, 512, dtype=torch.float32, device="meta")
+    for cfg, kw, match in ((replace(base, kernel="tma"), {}, "Gluon kernel"),
+                           (replace(base, mn_regs=True), {"precision": "tf32"}, "no mn_regs"),
+                           (base, {"precision": "fp32-accurate"}, "not 3xTF32"),
+                           (replace(base, num_stages=13), {"precision": "tf32"}, "at most 12 stages")):
+        with pytest.raises(ValueError, match=match):
+            ops.target_plan(a, b, "sm90", sms=132, cfg=cfg, **kw)
+    assert "nb" in base.short()
+
+
 def test_gluon_wide_tiles_with_fp32_results_fit_shared_memory():
     """fp32 results of a bf16 product need epilogue buffers twice as large: the wide tile drops to 4
     stages there (5 stages and one fp32 buffer: 237804 bytes, over the 232448 of an sm90 SM), and the

@@ -67,6 +67,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from tilecraft.kernels.attention import _key_range
+from tilecraft.kernels.barriers import named_arrive, named_sync
 
 LN2: gl.constexpr = gl.constexpr(0.6931471805599453)
 #: 2^f ~ 1 + f (c1 + f (c2 + f c3)) on [-1/2, 1/2]: the relative-error minimax cubic with the constant
@@ -485,33 +486,6 @@ def _ws_load_q(q_desc, q_smem, q_full, q_empty, b, h, start_m, it, ROWS: gl.cons
 TURN_BAR: gl.constexpr = gl.constexpr(8)
 
 
-@gluon.jit
-def _named_barrier(ARRIVE: gl.constexpr, ID: gl.constexpr):
-    """``bar.sync ID, 256`` (wait until 256 threads, this warpgroup and another's, have come) or, with ARRIVE,
-    ``bar.arrive ID, 256`` (count this warpgroup in without waiting): FlashAttention-3's warp-scheduler
-    barriers. One instruction per thread (no operands), ordered with the wgmmas by its side effects."""
-    if ARRIVE:
-        if ID == 8:
-            gl.inline_asm_elementwise("bar.arrive 8, 256;\n\tmov.u32 $0, 0;", "=r", [], dtype=gl.int32,
-                                      is_pure=False, pack=1)
-        elif ID == 9:
-            gl.inline_asm_elementwise("bar.arrive 9, 256;\n\tmov.u32 $0, 0;", "=r", [], dtype=gl.int32,
-                                      is_pure=False, pack=1)
-        else:
-            gl.inline_asm_elementwise("bar.arrive 10, 256;\n\tmov.u32 $0, 0;", "=r", [], dtype=gl.int32,
-                                      is_pure=False, pack=1)
-    else:
-        if ID == 8:
-            gl.inline_asm_elementwise("bar.sync 8, 256;\n\tmov.u32 $0, 0;", "=r", [], dtype=gl.int32,
-                                      is_pure=False, pack=1)
-        elif ID == 9:
-            gl.inline_asm_elementwise("bar.sync 9, 256;\n\tmov.u32 $0, 0;", "=r", [], dtype=gl.int32,
-                                      is_pure=False, pack=1)
-        else:
-            gl.inline_asm_elementwise("bar.sync 10, 256;\n\tmov.u32 $0, 0;", "=r", [], dtype=gl.int32,
-                                      is_pure=False, pack=1)
-
-
 #: named barrier ids of the ring's slots with ``NAMED_SLOTS``: K slot s SLOT_BAR + s, V slot s SLOT_BAR + STAGES + s
 #: (STAGES <= 2: ids up to 14 of the 16)
 SLOT_BAR: gl.constexpr = gl.constexpr(11)
@@ -525,9 +499,7 @@ def _ws_release(bars, s, KIND: gl.constexpr, CONSUMERS: gl.constexpr, NAMED_SLOT
     threads plus the loader's warp)."""
     if NAMED_SLOTS:
         STAGES: gl.constexpr = bars.type.shape[0]
-        gl.inline_asm_elementwise("bar.arrive $1, $2;\n\tmov.u32 $0, 0;", "=r,r,r",
-                                  [SLOT_BAR + KIND * STAGES + s, CONSUMERS * 128 + 32], dtype=gl.int32,
-                                  is_pure=False, pack=1)
+        named_arrive(SLOT_BAR + KIND * STAGES + s, CONSUMERS * 128 + 32)
     else:
         mbarrier.arrive(bars.index(s))
 
@@ -541,9 +513,7 @@ def _ws_wait_free(bars, s, n, KIND: gl.constexpr, CONSUMERS: gl.constexpr, NAMED
     STAGES: gl.constexpr = bars.type.shape[0]
     if NAMED_SLOTS:
         if n >= STAGES:
-            gl.inline_asm_elementwise("bar.sync $1, $2;\n\tmov.u32 $0, 0;", "=r,r,r",
-                                      [SLOT_BAR + KIND * STAGES + s, CONSUMERS * 128 + 32], dtype=gl.int32,
-                                      is_pure=False, pack=1)
+            named_sync(SLOT_BAR + KIND * STAGES + s, CONSUMERS * 128 + 32)
     else:
         mbarrier.wait(bars.index(s), ((n // STAGES) & 1) ^ 1)
 
@@ -552,11 +522,12 @@ def _ws_wait_free(bars, s, n, KIND: gl.constexpr, CONSUMERS: gl.constexpr, NAMED
 def _ws_turn_wait(turns, c: gl.constexpr, t, PINGPONG: gl.constexpr):
     """Consumer c's t-th turn at the tensor cores: wait until the other consumer has issued its
     products of the turn before (consumer 0's first turn was granted at init). ``PINGPONG`` 1: the
-    "turn" mbarriers; 2: named barriers (``_named_barrier``, consumer c's id TURN_BAR + c)."""
+    "turn" mbarriers; 2: named barriers (``kernels.barriers``, consumer c's id TURN_BAR + c, 256 threads: the
+    waiting warpgroup and the one passing the turn)."""
     if PINGPONG == 1:
         mbarrier.wait(turns.index(c), t & 1)
     elif PINGPONG == 2:
-        _named_barrier(False, TURN_BAR + c)
+        named_sync(TURN_BAR + c, 256)
 
 
 @gluon.jit
@@ -564,7 +535,7 @@ def _ws_turn_pass(turns, c: gl.constexpr, CONSUMERS: gl.constexpr, PINGPONG: gl.
     if PINGPONG == 1:
         mbarrier.arrive(turns.index((c + 1) % CONSUMERS))
     elif PINGPONG == 2:
-        _named_barrier(True, TURN_BAR + (c + 1) % CONSUMERS)
+        named_arrive(TURN_BAR + (c + 1) % CONSUMERS, 256)
 
 
 @gluon.jit
@@ -585,7 +556,7 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
     next tile starts (Q's buffer is released after the tile's last Q K^T); otherwise through Q's buffer,
     released once the store has completed."""
     if PINGPONG == 2 and c == CONSUMERS - 1:
-        _named_barrier(True, TURN_BAR)  # consumer 0 takes the first turn
+        named_arrive(TURN_BAR, 256)  # consumer 0 takes the first turn
     if PERSISTENT or PAIRED:
         base = 0  # ring index of the tile's first key tile
         turn = 0  # turns taken so far
@@ -779,7 +750,7 @@ def attention_fwd_gluon_ws_kernel(
     tensor cores from one consumer to the other. ``ORDER`` = G > 0 (causal, not paired): tiles in the order
     of ``_grouped`` (heads in groups of G, heaviest tiles first inside each group). ``NAMED_SLOTS``: the
     consumers release the ring's slots by named barriers (``_ws_release``, ``_ws_wait_free``) instead of the
-    "empty" mbarriers; ``PINGPONG`` = 2: the turns too (``_named_barrier``)."""
+    "empty" mbarriers; ``PINGPONG`` = 2: the turns too (``kernels.barriers``)."""
     gl.static_assert(not (PAIRED and ORDER > 0), "paired tiles keep their own order")
     gl.static_assert(not NAMED_SLOTS or STAGES <= 2, "named slot barriers: ids for 2 stages of K and V")
     ROWS: gl.constexpr = q_desc.block_type.shape[2]

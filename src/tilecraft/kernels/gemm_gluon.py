@@ -45,7 +45,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from tilecraft.kernels.gemm import _activation
+from tilecraft.kernels.barriers import named_arrive, named_sync
 from tilecraft.kernels.pdl import pdl_start_gluon, pdl_trigger_gluon
+
+#: ``NAMED_SLOTS``: ring slot s is named barrier SLOT_BAR + s (Triton's warp specialisation uses ids 0-3)
+SLOT_BAR: gl.constexpr = gl.constexpr(4)
 
 
 @gluon.jit
@@ -115,7 +119,8 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
               M, N, K, k_split_steps, epi, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_KMAJOR: gl.constexpr,
               B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr, PREFETCH_C: gl.constexpr, PREFETCH_BIAS: gl.constexpr,
-              BIAS_ROWS: gl.constexpr, PDL: gl.constexpr = 0, BLOCK_N2: gl.constexpr = 0):
+              BIAS_ROWS: gl.constexpr, PDL: gl.constexpr = 0, BLOCK_N2: gl.constexpr = 0,
+              SLOT_THREADS: gl.constexpr = 0):
     """One warp: TMA loads of every (work unit, K step) of this program, in the consumers' order.
     An MN-major operand (16-bit only) is loaded as its (BLOCK_K, rows) tile. ``PREFETCH_C`` /
     ``PREFETCH_BIAS``: first, the unit's C tile / bias slice prefetched into L2
@@ -143,8 +148,12 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
         k_lo = (unit % SPLIT_K) * k_split_steps
         for ki in range(k_lo, gl.minimum(k_tiles, k_lo + k_split_steps)):
             s = it % STAGES
-            # a fresh mbarrier counts as having completed the phase before phase 0
-            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+            if SLOT_THREADS > 0:  # the consumer's release of the slot's previous load (none before the first)
+                if it >= STAGES:
+                    named_sync(SLOT_BAR + s, SLOT_THREADS)
+            else:
+                # a fresh mbarrier counts as having completed the phase before phase 0
+                mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
             bar = ready.index(s)
             mbarrier.expect(bar, nbytes)
             off_k = ki * BLOCK_K
@@ -301,6 +310,19 @@ def _operand(bufs, s, TRANSPOSE: gl.constexpr):
 
 
 @gluon.jit
+def _release(empty, s, pred, SLOT_THREADS: gl.constexpr):
+    """The consumer is done with ring slot s (its wgmmas retired): with ``pred``, an arrival on the slot's
+    "empty" mbarrier (Gluon puts a ``bar.sync`` of the consumer's warps in front of it), or with
+    ``SLOT_THREADS`` > 0 every consumer thread's ``bar.arrive`` on named barrier SLOT_BAR + s, which the
+    producer's ``bar.sync`` (SLOT_THREADS = the consumer's threads + the producer's warp) completes."""
+    if SLOT_THREADS > 0:
+        if pred:
+            named_arrive(SLOT_BAR + s, SLOT_THREADS)
+    else:
+        mbarrier.arrive(empty.index(s), pred=pred)
+
+
+@gluon.jit
 def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps, ws_ptr,
               flag_ptr, epi,
               GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr,
@@ -308,7 +330,7 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
               A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr, A_REGS: gl.constexpr,
               TRANS_OUT: gl.constexpr, ROW_PERM: gl.constexpr, FIXUP: gl.constexpr, EPI_INT: gl.constexpr,
               HAS_ALPHA: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr,
-              BLOCK_N2: gl.constexpr = 0):
+              BLOCK_N2: gl.constexpr = 0, SLOT_THREADS: gl.constexpr = 0):
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     TILE_N: gl.constexpr = BLOCK_N + BLOCK_N2
     # wgmma K per instruction (tf32: 8, int8: 32); N per instruction at most 128 for int8 (what
@@ -391,13 +413,13 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
                     acc, acc2 = warpgroup_mma_wait(2, deps=(acc, acc2))
                 else:
                     acc = warpgroup_mma_wait(1, deps=(acc,))
-                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=ki > 0)
+                _release(empty, (it + STAGES - 1) % STAGES, ki > 0, SLOT_THREADS)
                 it += 1
             if BLOCK_N2 > 0:
                 acc, acc2 = warpgroup_mma_wait(0, deps=(acc, acc2))
             else:
                 acc = warpgroup_mma_wait(0, deps=(acc,))
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
+            _release(empty, (it + STAGES - 1) % STAGES, True, SLOT_THREADS)
         if FIXUP:
             # SPLIT_K = 2, one unit per program: the second K half hands its partial tile over
             # through global memory, the first adds it and stores the tile
@@ -447,7 +469,7 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
                      ROW_PERM: gl.constexpr = False, FIXUP: gl.constexpr = False, EPI_INT: gl.constexpr = False,
                      HAS_ALPHA: gl.constexpr = False, HAS_C: gl.constexpr = False, HAS_BIAS: gl.constexpr = False,
                      ACTIVATION: gl.constexpr = 0, EPI_PREFETCH: gl.constexpr = False, PDL: gl.constexpr = 0,
-                     BLOCK_N2: gl.constexpr = 0):
+                     BLOCK_N2: gl.constexpr = 0, NAMED_SLOTS: gl.constexpr = False):
     """C (M, N) = A (M, K) @ B (K, N); grid min(SMs, work units). ``a_desc`` tiles are (BLOCK_M,
     BLOCK_K) over A (M, K) when ``A_KMAJOR``, else (BLOCK_K, BLOCK_M) over A^T (K, M); ``b_desc``
     tiles (BLOCK_N, BLOCK_K) over B^T (N, K) when ``B_KMAJOR``, else (BLOCK_K, BLOCK_N) over B (K,
@@ -490,7 +512,10 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     128 + 64 = 192 tiles 11008 columns in 58 where 128 and 256 leave a wave a third empty. The
     tile's last BLOCK_N2 columns are a second accumulator with its own wgmma per K step, their B
     tiles loaded through ``b_lo_desc`` (tiles (BLOCK_N2, BLOCK_K) over B^T, or (BLOCK_K, BLOCK_N2)
-    over B, as ``b_desc``) into a ring of their own; ``EPI_N`` divides BLOCK_N2."""
+    over B, as ``b_desc``) into a ring of their own; ``EPI_N`` divides BLOCK_N2.
+
+    ``NAMED_SLOTS`` (not with 3xTF32 or ``A_REGS``; STAGES <= 11): the consumer releases the ring's slots to the
+    producer by named barriers (:func:`_release`, ``kernels.barriers``) instead of the "empty" mbarriers."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
@@ -506,6 +531,10 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
         b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
     gl.static_assert(BLOCK_N2 == 0 or not (THREE_TF32 or A_REGS or FIXUP or SPLIT_K > 1),
                      "BLOCK_N2: plain products only")
+    gl.static_assert(not NAMED_SLOTS or not (THREE_TF32 or A_REGS) and STAGES <= 16 - SLOT_BAR,
+                     "NAMED_SLOTS: plain products, one named barrier per stage")
+    # named slot releases: every consumer thread and the producer's warp meet at the slot's barrier
+    SLOT_THREADS: gl.constexpr = gl.num_warps() * 32 + 32 if NAMED_SLOTS else 0
     if THREE_TF32:  # K-major operands (the split buffers)
         a_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
         b_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
@@ -533,8 +562,9 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
                      ws_ptr, flag_ptr, epi,
                      GROUP_M, THREE_TF32, FLUSH, EPI_N, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR,
                      SPLIT_K, A_REGS, TRANS_OUT, ROW_PERM, FIXUP, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION,
-                     BLOCK_N2)),
+                     BLOCK_N2, SLOT_THREADS)),
         (_producer, (a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
                      M, N, K, k_split_steps, epi, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
-                     B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C, EPI_PREFETCH and HAS_BIAS, TRANS_OUT, PDL, BLOCK_N2)),
+                     B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C, EPI_PREFETCH and HAS_BIAS, TRANS_OUT, PDL, BLOCK_N2,
+                     SLOT_THREADS)),
     ], [1], [PRODUCER_REGS])

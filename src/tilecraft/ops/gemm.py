@@ -661,6 +661,13 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         if why:
             raise ValueError(f"block_n2 (a second accumulator beside block_n) needs {', '.join(why)}: got {cfg.short()} "
                              f"for a {spec.dtype} product")
+    if cfg.named_slots:
+        why = [w for w, bad_ in (("the Gluon kernel", cfg.kernel != "gluon"), ("no mn_regs", cfg.mn_regs),
+                                 ("not 3xTF32", spec.precision == "tf32x3"),
+                                 ("at most 12 stages (one named barrier each)", cfg.num_stages > 12)) if bad_]
+        if why:
+            raise ValueError(f"named_slots (slots released by named barriers) needs {', '.join(why)}: got "
+                             f"{cfg.short()} for a {spec.dtype} product")
     if cfg.kernel in ("pointer", "fma") and spec.batch > MAX_GRID_BATCH:
         # the batch is grid axis 1 of the pointer kernels (CUDA: at most 65535): launch in slices
         a3, b3 = _as3d(a, spec.batch), _as3d(b, spec.batch)
@@ -1057,7 +1064,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
                                                                          out2.element_size()),
                   "PRODUCER_REGS": 40, "A_KMAJOR": ak, "B_KMAJOR": bk, "SPLIT_K": split,
                   "A_REGS": bool(regs), "TRANS_OUT": regs == "swap", "ROW_PERM": bool(regs) and cfg.row_perm,
-                  "FIXUP": fixup, "BLOCK_N2": cfg.block_n2}
+                  "FIXUP": fixup, "BLOCK_N2": cfg.block_n2, "NAMED_SLOTS": cfg.named_slots}
     steps = k_split_steps if split > 1 else math.ceil(spec.k / bkk)
     epi_args, epi_cx = _gluon_epilogue(spec, out2, c, bias, in_kernel=split == 1 or fixup, trans=regs == "swap",
                                        prefetch=cfg.epi_prefetch)

@@ -68,6 +68,7 @@ class GemmConfig:
     maxnreg: int = 0  # NVIDIA: register budget per thread (0: the compiler's choice)
     mn_copy: str = ""  # FMA kernel: K-contiguous operands ("a", "b", "ab") copied MN-contiguous before the product
     block_n2: int = 0  # Gluon, 16-bit: a second accumulator of block_n2 columns, tiles block_n + block_n2 wide (192)
+    named_slots: bool = False  # Gluon, plain products: slots released to the producer by named barriers
 
     @property
     def tile_n(self) -> int:
@@ -110,6 +111,8 @@ class GemmConfig:
             s += f" r{self.maxnreg}"
         if self.mn_copy:
             s += f" copy-{self.mn_copy}"
+        if self.named_slots:
+            s += " nb"
         return s
 
 

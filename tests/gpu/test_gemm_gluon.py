@@ -161,13 +161,16 @@ def test_16bit_named_slots_match_the_mbarrier_ring(cfg, layout, shape):
     """``named_slots`` (the ring's slots released to the producer by named barriers): against float64 into a
     NaN-poisoned output, launched twice (a race would move the bits), and bit-equal to the mbarrier ring
     (the same products in the same order), with more K steps than stages and persistent programs."""
+    if cfg.fixup and shape[0] * shape[1] > 300 * 1032:
+        pytest.skip("fixup runs one program per work unit: at most the SM count")
     gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, cfg.short())) % 2**31)
     a, b = _rnd16(torch.bfloat16, layout, *shape, gen)
     spec = ops.validate(a, b)
     outs = []
     for c in (replace(cfg, named_slots=True), replace(cfg, named_slots=True), cfg):
         out = torch.full(spec.out_shape, float("nan"), dtype=torch.bfloat16, device="cuda")
-        for k in ops.launch_plan(a, b, out, spec, c, sms=8 if shape[0] >= 300 else None):
+        # 8 programs: each walks several tiles (the ring's count and the named barriers carry over)
+        for k in ops.launch_plan(a, b, out, spec, c, sms=8 if shape[0] >= 300 and not cfg.fixup else None):
             k.run()
         torch.cuda.synchronize()
         assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 1e-2, c.short()

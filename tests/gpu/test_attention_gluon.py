@@ -113,17 +113,20 @@ def ws_twice_matches_float64(case, dtype, configs, seed):
     ref_o, ref_l = attention_reference(q, k, v, causal=causal)
     p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
     for cfg in configs[d]:
-        outs = []
-        for _ in range(2):
-            out = torch.full_like(q, float("nan"))
-            lse = torch.full((b, h, s_q), float("nan"), device="cuda")
-            handle = ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg)
-            torch.cuda.synchronize()
-            assert handle is not None and handle.name == "attention_fwd_gluon_ws_kernel"
-            check(out, lse, ref_o, ref_l, FWD_TOL[dtype])
-            outs.append((out, lse))
+        outs = [ws_launch_checked(q, k, v, p, cfg, ref_o, ref_l, dtype) for _ in range(2)]
         assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1]), \
             f"{cfg}: two launches on the same inputs differ"
+
+
+def ws_launch_checked(q, k, v, p, cfg, ref_o, ref_l, dtype):
+    """``cfg`` on the ws kernel into NaN-poisoned outputs, checked against float64; returns (out, lse)."""
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full(q.shape[:3], float("nan"), device="cuda")
+    handle = ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg)
+    torch.cuda.synchronize()
+    assert handle is not None and handle.name == "attention_fwd_gluon_ws_kernel"
+    check(out, lse, ref_o, ref_l, FWD_TOL[dtype])
+    return out, lse
 
 
 @pytest.mark.parametrize("case", CASES + MANY_TILE_CASES[:1],
@@ -308,15 +311,8 @@ def test_named_barrier_turns_match_float64_and_the_mbarrier_turns(case):
     base = ops.GLUON_FWD[(d, causal)]
     if not base.ws:
         base = ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True)
-    outs = []
-    for pp, slots in ((2, True), (2, True), (2, False), (True, True), (True, False)):
-        cfg = ops.FwdConfig(**{**base.as_dict(), "pingpong": pp, "named_slots": slots})
-        out = torch.full_like(q, float("nan"))
-        lse = torch.full((b, h, s_q), float("nan"), device="cuda")
-        handle = ops.launch_fwd(q, k, v, out, lse, None, None, p, cfg)
-        torch.cuda.synchronize()
-        assert handle is not None and handle.name == "attention_fwd_gluon_ws_kernel"
-        check(out, lse, ref_o, ref_l, FWD_TOL[dtype])
-        outs.append((out, lse))
+    outs = [ws_launch_checked(q, k, v, p, ops.FwdConfig(**{**base.as_dict(), "pingpong": pp, "named_slots": slots}),
+                              ref_o, ref_l, dtype)
+            for pp, slots in ((2, True), (2, True), (2, False), (True, True), (True, False))]
     for out, lse in outs[1:]:
         assert torch.equal(outs[0][0], out) and torch.equal(outs[0][1], lse), base

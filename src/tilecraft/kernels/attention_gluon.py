@@ -67,7 +67,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from tilecraft.kernels.attention import _key_range
-from tilecraft.kernels.barriers import named_arrive, named_sync
+from tilecraft.kernels.barriers import named_arrive, named_sync, slot_release, slot_wait_free
 
 LN2: gl.constexpr = gl.constexpr(0.6931471805599453)
 #: 2^f ~ 1 + f (c1 + f (c2 + f c3)) on [-1/2, 1/2]: the relative-error minimax cubic with the constant
@@ -413,7 +413,7 @@ def attention_fwd_gluon_kernel(
 def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
                n_m, total, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, PAIRED: gl.constexpr,
-               ORDER: gl.constexpr, NAMED_SLOTS: gl.constexpr):
+               ORDER: gl.constexpr, SLOT_THREADS: gl.constexpr):
     """One warp, over this program's tiles: K_0 and V_0, each consumer's Q rows once its Q buffer is
     free (``q_empty``), then K_j and V_j into ring slot (count % STAGES) as soon as both consumers
     have released the slot (``*_empty``, count 2); the copies complete on ``*_full``. The ring's
@@ -425,12 +425,12 @@ def _ws_loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, 
         for t in range(first, end, step):
             count = _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full,
                                   k_empty, v_empty, _grouped(t, n_m, total, ORDER), it, count, n_m, H, GROUP, S_Q,
-                                  S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, NAMED_SLOTS)
+                                  S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, SLOT_THREADS)
             it += 1
     else:
         _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
                       _grouped(gl.program_id(0), n_m, total, ORDER), 0, 0, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N,
-                      CONSUMERS, CAUSAL, NAMED_SLOTS)
+                      CONSUMERS, CAUSAL, SLOT_THREADS)
 
 
 @gluon.jit
@@ -451,17 +451,17 @@ def _ws_tiles(n_m, total, PAIRED: gl.constexpr):
 @gluon.jit
 def _ws_load_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
                   t, it, count, n_m, H, GROUP, S_Q, S_K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                  CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, NAMED_SLOTS: gl.constexpr):
+                  CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, SLOT_THREADS: gl.constexpr):
     """The loads of tile t, the loader's it-th; ``count``: K/V tiles loaded before (returned advanced)."""
     STAGES: gl.constexpr = k_smem.type.shape[0]
     ROWS: gl.constexpr = q_smem.type.shape[3]
     b, h, h_kv, start_m, lo, hi, diag, n_tiles = _tile_coords(t, n_m, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CAUSAL)
     for j in range(n_tiles):
         s = (count + j) % STAGES
-        _ws_wait_free(k_empty, s, count + j, 0, CONSUMERS, NAMED_SLOTS)
+        slot_wait_free(k_empty, s, SLOT_BAR + s, count + j, SLOT_THREADS)
         mbarrier.expect(k_full.index(s), k_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(k_desc, [b, h_kv, j * BLOCK_N, 0], k_full.index(s), k_smem.index(s))
-        _ws_wait_free(v_empty, s, count + j, 1, CONSUMERS, NAMED_SLOTS)
+        slot_wait_free(v_empty, s, SLOT_BAR + STAGES + s, count + j, SLOT_THREADS)
         mbarrier.expect(v_full.index(s), v_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(v_desc, [b, h_kv, j * BLOCK_N, 0], v_full.index(s), v_smem.index(s))
         if j == 0:
@@ -486,36 +486,9 @@ def _ws_load_q(q_desc, q_smem, q_full, q_empty, b, h, start_m, it, ROWS: gl.cons
 TURN_BAR: gl.constexpr = gl.constexpr(8)
 
 
-#: named barrier ids of the ring's slots with ``NAMED_SLOTS``: K slot s SLOT_BAR + s, V slot s SLOT_BAR + STAGES + s
-#: (STAGES <= 2: ids up to 14 of the 16)
+#: named barrier ids of the ring's slots with named slot releases (``SLOT_THREADS`` > 0): K slot s SLOT_BAR + s, V slot
+#: s SLOT_BAR + STAGES + s (STAGES <= 2: ids up to 14 of the 16)
 SLOT_BAR: gl.constexpr = gl.constexpr(11)
-
-
-@gluon.jit
-def _ws_release(bars, s, KIND: gl.constexpr, CONSUMERS: gl.constexpr, NAMED_SLOTS: gl.constexpr):
-    """A consumer is done with ring slot s of K (KIND 0) or V (KIND 1): an arrival on the slot's "empty"
-    mbarrier (Gluon puts a warpgroup ``bar.sync`` in front of each), or with ``NAMED_SLOTS`` every thread's
-    ``bar.arrive`` on the slot's named barrier, which the loader's ``bar.sync`` completes (all consumer
-    threads plus the loader's warp)."""
-    if NAMED_SLOTS:
-        STAGES: gl.constexpr = bars.type.shape[0]
-        named_arrive(SLOT_BAR + KIND * STAGES + s, CONSUMERS * 128 + 32)
-    else:
-        mbarrier.arrive(bars.index(s))
-
-
-@gluon.jit
-def _ws_wait_free(bars, s, n, KIND: gl.constexpr, CONSUMERS: gl.constexpr, NAMED_SLOTS: gl.constexpr):
-    """The loader, before its n-th load (counted from 0 over the kernel) into ring slot s of K (KIND 0) or V
-    (KIND 1): wait until both consumers released the slot's previous load. The first STAGES loads find
-    their slots free (a fresh mbarrier counts as having completed the phase before phase 0; the named
-    barrier is not waited on)."""
-    STAGES: gl.constexpr = bars.type.shape[0]
-    if NAMED_SLOTS:
-        if n >= STAGES:
-            named_sync(SLOT_BAR + KIND * STAGES + s, CONSUMERS * 128 + 32)
-    else:
-        mbarrier.wait(bars.index(s), ((n // STAGES) & 1) ^ 1)
 
 
 @gluon.jit
@@ -544,7 +517,7 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
                  BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PIPELINE: gl.constexpr,
                  PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr, PERSISTENT: gl.constexpr,
                  EARLY: gl.constexpr, TREE: gl.constexpr, PAIRED: gl.constexpr, ORDER: gl.constexpr,
-                 NAMED_SLOTS: gl.constexpr):
+                 SLOT_THREADS: gl.constexpr):
     """One warpgroup: ROWS = 64 query rows (rows c*64.. of each of the program's tiles) over every key tile.
 
     Plain order, rotated so that a turn issues P_j V_j and then S_{j+1} = Q K_{j+1}^T back to back;
@@ -567,13 +540,13 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
                                            q_empty, k_full, v_full, k_empty, v_empty, turns,
                                            _grouped(t, n_m, total, ORDER), it, base, turn, n_m, H,
                                            GROUP, S_Q, S_K, qk_scale, c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG,
-                                           SEPARATE_O, POLY, EARLY, TREE, NAMED_SLOTS)
+                                           SEPARATE_O, POLY, EARLY, TREE, SLOT_THREADS)
             it += 1
     else:
         _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                           v_full, k_empty, v_empty, turns, _grouped(gl.program_id(0), n_m, total, ORDER), 0, 0, 0, n_m,
                           H, GROUP, S_Q, S_K, qk_scale,
-                          c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, EARLY, TREE, NAMED_SLOTS)
+                          c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, EARLY, TREE, SLOT_THREADS)
     tma.store_wait(0)
 
 
@@ -582,7 +555,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                       v_full, k_empty, v_empty, turns, t, it, base, turn, n_m, H, GROUP, S_Q, S_K, qk_scale,
                       c: gl.constexpr, BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr,
                       PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr,
-                      EARLY: gl.constexpr, TREE: gl.constexpr, NAMED_SLOTS: gl.constexpr):
+                      EARLY: gl.constexpr, TREE: gl.constexpr, SLOT_THREADS: gl.constexpr):
     """One tile t (the consumer's it-th) of ``_ws_consumer``: ``base`` is the ring index of its first
     key tile, ``turn`` the turns taken before; returns both advanced. ``EARLY``: P's conversion to the
     operand type (and in the plain order O's rescale by alpha) follow the softmax in the same basic
@@ -626,7 +599,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
         qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
         _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
         qk = warpgroup_mma_wait(0, deps=(qk,))
-        _ws_release(k_empty, s0, 0, CONSUMERS, NAMED_SLOTS)
+        slot_release(k_empty, s0, SLOT_BAR + s0, True, SLOT_THREADS)
         p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY, TREE)
         if EARLY:
             p_op = gl.convert_layout(p.to(dtype), p_layout)  # O is still 0: no rescale
@@ -648,7 +621,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
                 # S_{j+1} done (groups retire in order); P_j V_j may still run: softmax beside it
                 qk = warpgroup_mma_wait(1, deps=(qk,))
-                _ws_release(k_empty, s1, 0, CONSUMERS, NAMED_SLOTS)
+                slot_release(k_empty, s1, SLOT_BAR + s1, True, SLOT_THREADS)
                 pn, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
                                                       qk_scale, CAUSAL, POLY, TREE)
                 if EARLY:
@@ -659,9 +632,9 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 # would otherwise hoist it above the exp2s
                 if qk_scale > 0.0:
                     o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-                    _ws_release(v_empty, s, 1, CONSUMERS, NAMED_SLOTS)
+                    slot_release(v_empty, s, SLOT_BAR + STAGES + s, True, SLOT_THREADS)
                 else:
-                    _ws_release(v_empty, s, 1, CONSUMERS, NAMED_SLOTS)
+                    slot_release(v_empty, s, SLOT_BAR + STAGES + s, True, SLOT_THREADS)
                     o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
                 acc = o_done * gl.convert_layout(alpha_n, row_o)[:, None]
                 if EARLY:
@@ -674,8 +647,8 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
                 _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
                 acc, qk, p_op = warpgroup_mma_wait(0, deps=(acc, qk, p_op))
-                _ws_release(v_empty, s, 1, CONSUMERS, NAMED_SLOTS)
-                _ws_release(k_empty, s1, 0, CONSUMERS, NAMED_SLOTS)
+                slot_release(v_empty, s, SLOT_BAR + STAGES + s, True, SLOT_THREADS)
+                slot_release(k_empty, s1, SLOT_BAR + s1, True, SLOT_THREADS)
                 pn, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
                                                     qk_scale, CAUSAL, POLY, TREE)
                 if EARLY:
@@ -697,7 +670,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
         acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
         _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
         acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-        _ws_release(v_empty, g % STAGES, 1, CONSUMERS, NAMED_SLOTS)
+        slot_release(v_empty, g % STAGES, SLOT_BAR + STAGES + g % STAGES, True, SLOT_THREADS)
     elif SEPARATE_O:
         mbarrier.arrive(q_empty.index(c))
 
@@ -749,12 +722,14 @@ def attention_fwd_gluon_ws_kernel(
     each consumer's Q buffer a full/empty pair, and with ``PINGPONG`` two "turn" mbarriers hand the
     tensor cores from one consumer to the other. ``ORDER`` = G > 0 (causal, not paired): tiles in the order
     of ``_grouped`` (heads in groups of G, heaviest tiles first inside each group). ``NAMED_SLOTS``: the
-    consumers release the ring's slots by named barriers (``_ws_release``, ``_ws_wait_free``) instead of the
-    "empty" mbarriers; ``PINGPONG`` = 2: the turns too (``kernels.barriers``)."""
+    consumers release the ring's slots by named barriers (``kernels.barriers.slot_release`` /
+    ``slot_wait_free``) instead of the "empty" mbarriers; ``PINGPONG`` = 2: the turns too."""
     gl.static_assert(not (PAIRED and ORDER > 0), "paired tiles keep their own order")
     gl.static_assert(not NAMED_SLOTS or STAGES <= 2, "named slot barriers: ids for 2 stages of K and V")
     ROWS: gl.constexpr = q_desc.block_type.shape[2]
     CONSUMERS: gl.constexpr = BLOCK_M // ROWS
+    # named slot releases: every consumer thread and the loader's warp meet at the slot's barrier
+    SLOT_THREADS: gl.constexpr = CONSUMERS * 128 + 32 if NAMED_SLOTS else 0
     gl.static_assert(BLOCK_M == CONSUMERS * ROWS, "the Q/O boxes hold one consumer's rows")
     gl.static_assert(CONSUMERS == 2 or CONSUMERS == 3, "two or three consumer warpgroups")
     dtype: gl.constexpr = q_desc.dtype
@@ -796,32 +771,32 @@ def attention_fwd_gluon_ws_kernel(
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER, NAMED_SLOTS)),
+                            PAIRED, ORDER, SLOT_THREADS)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER, NAMED_SLOTS)),
+                            PAIRED, ORDER, SLOT_THREADS)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
                           v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
-                          PAIRED, ORDER, NAMED_SLOTS)),
+                          PAIRED, ORDER, SLOT_THREADS)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
     else:
         gl.warp_specialize([
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER, NAMED_SLOTS)),
+                            PAIRED, ORDER, SLOT_THREADS)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER, NAMED_SLOTS)),
+                            PAIRED, ORDER, SLOT_THREADS)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C2, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER, NAMED_SLOTS)),
+                            PAIRED, ORDER, SLOT_THREADS)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
                           v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
-                          PAIRED, ORDER, NAMED_SLOTS)),
+                          PAIRED, ORDER, SLOT_THREADS)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, LOADER_REGS])
 
 

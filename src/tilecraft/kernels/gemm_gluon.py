@@ -45,7 +45,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from tilecraft.kernels.gemm import _activation
-from tilecraft.kernels.barriers import named_arrive, named_sync
+from tilecraft.kernels.barriers import slot_release, slot_wait_free
 from tilecraft.kernels.pdl import pdl_start_gluon, pdl_trigger_gluon
 
 #: ``NAMED_SLOTS``: ring slot s is named barrier SLOT_BAR + s (Triton's warp specialisation uses ids 0-3)
@@ -148,12 +148,7 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
         k_lo = (unit % SPLIT_K) * k_split_steps
         for ki in range(k_lo, gl.minimum(k_tiles, k_lo + k_split_steps)):
             s = it % STAGES
-            if SLOT_THREADS > 0:  # the consumer's release of the slot's previous load (none before the first)
-                if it >= STAGES:
-                    named_sync(SLOT_BAR + s, SLOT_THREADS)
-            else:
-                # a fresh mbarrier counts as having completed the phase before phase 0
-                mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+            slot_wait_free(empty, s, SLOT_BAR + s, it, SLOT_THREADS)
             bar = ready.index(s)
             mbarrier.expect(bar, nbytes)
             off_k = ki * BLOCK_K
@@ -310,19 +305,6 @@ def _operand(bufs, s, TRANSPOSE: gl.constexpr):
 
 
 @gluon.jit
-def _release(empty, s, pred, SLOT_THREADS: gl.constexpr):
-    """The consumer is done with ring slot s (its wgmmas retired): with ``pred``, an arrival on the slot's
-    "empty" mbarrier (Gluon puts a ``bar.sync`` of the consumer's warps in front of it), or with
-    ``SLOT_THREADS`` > 0 every consumer thread's ``bar.arrive`` on named barrier SLOT_BAR + s, which the
-    producer's ``bar.sync`` (SLOT_THREADS = the consumer's threads + the producer's warp) completes."""
-    if SLOT_THREADS > 0:
-        if pred:
-            named_arrive(SLOT_BAR + s, SLOT_THREADS)
-    else:
-        mbarrier.arrive(empty.index(s), pred=pred)
-
-
-@gluon.jit
 def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps, ws_ptr,
               flag_ptr, epi,
               GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr,
@@ -413,13 +395,15 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
                     acc, acc2 = warpgroup_mma_wait(2, deps=(acc, acc2))
                 else:
                     acc = warpgroup_mma_wait(1, deps=(acc,))
-                _release(empty, (it + STAGES - 1) % STAGES, ki > 0, SLOT_THREADS)
+                prev = (it + STAGES - 1) % STAGES  # the previous step's slot (its wgmmas retired)
+                slot_release(empty, prev, SLOT_BAR + prev, ki > 0, SLOT_THREADS)
                 it += 1
             if BLOCK_N2 > 0:
                 acc, acc2 = warpgroup_mma_wait(0, deps=(acc, acc2))
             else:
                 acc = warpgroup_mma_wait(0, deps=(acc,))
-            _release(empty, (it + STAGES - 1) % STAGES, True, SLOT_THREADS)
+            last = (it + STAGES - 1) % STAGES
+            slot_release(empty, last, SLOT_BAR + last, True, SLOT_THREADS)
         if FIXUP:
             # SPLIT_K = 2, one unit per program: the second K half hands its partial tile over
             # through global memory, the first adds it and stores the tile
@@ -515,7 +499,7 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     over B, as ``b_desc``) into a ring of their own; ``EPI_N`` divides BLOCK_N2.
 
     ``NAMED_SLOTS`` (not with 3xTF32 or ``A_REGS``; STAGES <= 11): the consumer releases the ring's slots to the
-    producer by named barriers (:func:`_release`, ``kernels.barriers``) instead of the "empty" mbarriers."""
+    producer by named barriers (``kernels.barriers.slot_release`` / ``slot_wait_free``) instead of the "empty" mbarriers."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]

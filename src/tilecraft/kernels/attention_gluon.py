@@ -481,8 +481,8 @@ def _ws_load_q(q_desc, q_smem, q_full, q_empty, b, h, start_m, it, ROWS: gl.cons
 
 
 #: hardware (named) barrier ids of the consumers' turns with ``PINGPONG`` = 2: consumer c syncs on TURN_BAR + c.
-#: Triton's warp specialisation takes the low ids (0 for the default partition, 1 and 2 seen for the
-#: workers), so the turns start well above them.
+#: Triton's warp specialisation takes the low ids (0-3 in these kernels' sm90 PTX: ``kernels.barriers``), so the turns
+#: start well above them.
 TURN_BAR: gl.constexpr = gl.constexpr(8)
 
 

@@ -498,7 +498,7 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     tiles loaded through ``b_lo_desc`` (tiles (BLOCK_N2, BLOCK_K) over B^T, or (BLOCK_K, BLOCK_N2)
     over B, as ``b_desc``) into a ring of their own; ``EPI_N`` divides BLOCK_N2.
 
-    ``NAMED_SLOTS`` (not with 3xTF32 or ``A_REGS``; STAGES <= 11): the consumer releases the ring's slots to the
+    ``NAMED_SLOTS`` (not with 3xTF32 or ``A_REGS``; STAGES <= 12, ids 4-15): the consumer releases the ring's slots to the
     producer by named barriers (``kernels.barriers.slot_release`` / ``slot_wait_free``) instead of the "empty" mbarriers."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]

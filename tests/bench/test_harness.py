@@ -41,6 +41,18 @@ def test_time_rotating_measures_the_call():
     assert timing.median_ms < 200, "a 2 ms sleep should not be timed as 200 ms"
 
 
+def test_time_rotating_trace_lines_up_each_timed_call():
+    trace: list = []
+    t0 = time.time()
+    timing = time_rotating(lambda i: time.sleep(0.002), 2, device="cpu", warmup=2, min_runs=6, budget_s=0.0,
+                           trace=trace)
+    assert len(trace) == timing.runs == 6  # the timed calls only, not the warm-up
+    starts = [s for s, _ in trace]
+    assert starts == sorted(starts) and t0 <= starts[0] and starts[-1] <= time.time()
+    assert all(ms >= 2.0 for _, ms in trace)
+    assert sorted(ms for _, ms in trace)[0] == timing.min_ms
+
+
 def test_time_rotating_budget_and_max_runs():
     start = time.perf_counter()
     t = time_rotating(lambda i: None, 4, device="cpu", warmup=0, min_runs=3, max_runs=40, budget_s=60.0)

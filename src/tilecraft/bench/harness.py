@@ -52,7 +52,7 @@ _SPIN_CYCLES_PER_S = 6e9
 
 def time_rotating(fn: Callable[[int], object], n_sets: int, *, device: torch.device | str = "cuda",
                   warmup: int = 3, min_runs: int = 10, max_runs: int = 200, budget_s: float = 2.0,
-                  hide_launch: bool = True) -> Timing:
+                  hide_launch: bool = True, trace: list | None = None) -> Timing:
     """Median time of ``fn(i)``, where i cycles over ``n_sets`` input sets.
 
     Runs ``warmup`` untimed calls (compilation, caches, clocks), then timed calls until
@@ -68,6 +68,9 @@ def time_rotating(fn: Callable[[int], object], n_sets: int, *, device: torch.dev
     ``auto``: configuration choice, launch plan, Triton's launcher) counted as 5-15% of a 0.3-0.7 ms
     kernel (H200, 2026-11-27, ``benchmarks/stencil_timing.py``). The host time per call is kept in
     ``Timing.host_ms``: a loop of calls is bound by the host when it exceeds the device time.
+
+    ``trace``: a list that receives ``(wall-clock start in s, ms)`` for each timed call in order, for
+    diagnostics that line the calls up against clock and power samples.
     """
     device = torch.device(device)
     host: list[float] = []
@@ -100,6 +103,8 @@ def time_rotating(fn: Callable[[int], object], n_sets: int, *, device: torch.dev
             t0 = time.perf_counter()
             fn(k)
             times.append((time.perf_counter() - t0) * 1e3)
+        if trace is not None:
+            trace.append((time.time() - (time.perf_counter() - t0), times[-1]))
         i += 1
     times.sort()
     med = statistics.median(times)

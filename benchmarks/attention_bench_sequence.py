@@ -12,6 +12,7 @@ Orders:
   bench     ours, cudnn, flash, efficient (the bench's)
   reverse   ours, efficient, flash, cudnn (ours after cuDNN, cuDNN after efficient)
   settle    the bench's order, each implementation run untimed for ``--settle`` s before its timing
+            (``measure(settle_s=...)``, what ``tilecraft attention bench --settle`` does)
 
     PYTHONPATH=src python benchmarks/attention_bench_sequence.py OUT --shapes d256 --rounds 4
 """
@@ -98,11 +99,9 @@ def main(argv=None) -> int:
     info = detect()
     a.out.mkdir(parents=True, exist_ok=True)
     orig = harness.time_rotating
-    state = {"settle": 0.0, "trace": None}
+    state = {"trace": None}
 
     def traced(fn, n_sets, **kw):
-        if state["settle"]:
-            orig(fn, n_sets, **{**kw, "budget_s": state["settle"], "max_runs": 10 ** 6})
         state["trace"] = []
         t0 = time.time()
         t = orig(fn, n_sets, **kw, trace=state["trace"])
@@ -113,8 +112,8 @@ def main(argv=None) -> int:
     orig_time = ba._time
     timings = []
 
-    def recorded(fn, n_sets, device, budget_s, use_graphs):
-        ms, d = orig_time(fn, n_sets, device, budget_s, use_graphs)
+    def recorded(fn, n_sets, device, budget_s, use_graphs, settle_s=0.0):
+        ms, d = orig_time(fn, n_sets, device, budget_s, use_graphs, settle_s)
         timings.append({"ms": ms, "window": state["window"], "trace": state["trace"]})
         return ms, d
 
@@ -127,11 +126,11 @@ def main(argv=None) -> int:
             shape = ba.Shape(b, h, h, s, s, d, causal)
             for order in a.orders:
                 time.sleep(a.pause)
-                state["settle"] = a.settle if order == "settle" else 0.0
+                settle = a.settle if order == "settle" else 0.0
                 for r in range(a.rounds):
                     timings.clear()
                     results = ba.measure(shape, torch.bfloat16, "fwd", backends=ORDERS[order], budget_s=a.budget,
-                                         l2_bytes=info.l2_bytes)
+                                         l2_bytes=info.l2_bytes, settle_s=settle)
                     assert all(x.ok for x in results), [(x.impl, x.message) for x in results]
                     # measure times ours first, then the backends in the given order
                     for res, tm in zip(results, timings):

@@ -2,7 +2,7 @@
 
     tilecraft attention bench [--shape B=4,H=16,S=4096,D=128,causal ...] [--dtype bf16|fp16]
                               [--direction fwd,bwd] [--backends cudnn,flash,efficient] [--atomic-dq|--deterministic]
-                              [--budget 0.4] [--rounds 3] [--out PATH] [--json]
+                              [--budget 0.4] [--settle 0.3] [--rounds 3] [--out PATH] [--json]
 
 Argument handling and formatting only; the suite is ``tilecraft.bench.attention``. Bad input is one
 line on stderr with exit code 2; with no GPU the bench refuses (exit code 2): the interpreter checks
@@ -110,6 +110,9 @@ def bench_cmd(
                                                    "(deterministic=True); default: the library's choice "
                                                    "(deterministic=None).", show_default=False)] = None,
     budget: Annotated[float, typer.Option(help="Seconds of timed runs per implementation, case and round.")] = 0.4,
+    settle: Annotated[float, typer.Option(help="Seconds each implementation runs untimed before its timing, so "
+                                          "it is timed in its own clock state at the card's power cap, not in "
+                                          "the transient its predecessor left (0: off).")] = 0.3,
     rounds: Annotated[int, typer.Option(help="Rounds per case (ours and every backend each round); the median "
                                         "round of each is reported.")] = 3,
     out: Annotated[Path | None, typer.Option(help="JSON file; default under benchmarks/results/.")] = None,
@@ -127,6 +130,8 @@ def bench_cmd(
     peers = _csv(backends, SDPA_BACKENDS, "backend") if backends.strip() else []
     if not (budget > 0 and math.isfinite(budget)):
         _err(f"--budget must be > 0 seconds, got {budget}")
+    if not (settle >= 0 and math.isfinite(settle)):
+        _err(f"--settle must be >= 0 seconds, got {settle}")
     if rounds < 1:
         _err(f"--rounds must be at least 1, got {rounds}")
 
@@ -156,12 +161,12 @@ def bench_cmd(
             progress.advance(task)
         det = None if atomic_dq is None else not atomic_dq
         records = bench(shapes, dtype.value, directions, backends=peers, deterministic=det,
-                        budget_s=budget, info=dev, progress=step, rounds=rounds)
+                        budget_s=budget, info=dev, progress=step, rounds=rounds, settle_s=settle)
     meta = {"mode": "gpu", "dtype": dtype.value, "directions": directions, "backends": peers, "rounds": rounds,
             "deterministic": "auto (deterministic=None)" if det is None else det, "shapes": [s.as_dict() for s in shapes],
             "flops": "forward 4*B*H*D per visible (query, key) pair; backward 2.5x forward",
             "timing": "forward: CUDA-graph replays (ours and SDPA); backward: eager, SDPA through autograd; "
-                      "each implementation's median round"}
+                      f"each implementation's median round; {settle} s untimed before each timing"}
     path = write_results(records, "attention-bench", out, info=dev, meta=meta)
     if as_json:
         print(path.read_text())

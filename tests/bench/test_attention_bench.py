@@ -135,6 +135,9 @@ def test_bench_cli_needs_a_gpu():
     zero = subprocess.run([sys.executable, "-m", "tilecraft", "attention", "bench", "--rounds", "0"],
                           capture_output=True, text=True, env=env, timeout=120, check=False)
     assert zero.returncode == 2 and "--rounds" in zero.stderr and "Traceback" not in zero.stderr
+    neg = subprocess.run([sys.executable, "-m", "tilecraft", "attention", "bench", "--settle", "-1"],
+                         capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert neg.returncode == 2 and "--settle" in neg.stderr and "Traceback" not in neg.stderr
 
 
 @pytest.mark.parametrize("target", ["sm90", "gfx942"])

@@ -53,6 +53,15 @@ def test_time_rotating_trace_lines_up_each_timed_call():
     assert sorted(ms for _, ms in trace)[0] == timing.min_ms
 
 
+def test_time_rotating_settles_untimed_before_timing():
+    calls: list[int] = []
+    timing = time_rotating(lambda i: (calls.append(i), time.sleep(0.001)), 3, device="cpu", warmup=1, min_runs=4,
+                           max_runs=4, budget_s=0.0, settle_s=0.05)
+    assert timing.runs == 4
+    assert len(calls) >= 1 + 10 + 4, "0.05 s of 1 ms calls should settle for many untimed calls"
+    assert calls[:6] == [0, 0, 1, 2, 0, 1], "warm-up, then the settle calls rotate over the sets"
+
+
 def test_time_rotating_budget_and_max_runs():
     start = time.perf_counter()
     t = time_rotating(lambda i: None, 4, device="cpu", warmup=0, min_runs=3, max_runs=40, budget_s=60.0)

@@ -426,13 +426,15 @@ def graphed(fn: Callable[[int], object], n_sets: int) -> Callable[[int], object]
     return lambda i: graphs[i].replay()
 
 
-def _time(fn: Callable[[int], object], n_sets: int, device: str, budget_s: float, use_graphs: bool):
+def _time(fn: Callable[[int], object], n_sets: int, device: str, budget_s: float, use_graphs: bool,
+          settle_s: float = 0.0):
     from tilecraft.bench.harness import time_rotating
 
     replay = graphed(fn, n_sets) if use_graphs and torch.device(device).type == "cuda" else None
-    t = time_rotating(replay or fn, n_sets, device=device, budget_s=budget_s)
+    t = time_rotating(replay or fn, n_sets, device=device, budget_s=budget_s, settle_s=settle_s)
     d = t.as_dict()
     d["method"] = "cuda-graph replay" if replay else "eager"
+    d["settle_s"] = settle_s
     return t.median_ms, d
 
 
@@ -463,11 +465,13 @@ def _resources(handles) -> list[dict]:
 def measure(s: Shape, dtype: torch.dtype, direction: str = "fwd", *, backends: Sequence[str] = SDPA_BACKENDS,
             fwd: ops.FwdConfig | ops.DecodeConfig | None = None, bwd: ops.BwdConfig | None = None,
             deterministic: bool | None = None, budget_s: float = 1.0, device: str = "cuda", l2_bytes: int | None = None,
-            graphs: bool = True) -> list[Timed]:
+            graphs: bool = True, settle_s: float = 0.0) -> list[Timed]:
     """Check, then time ours and each SDPA backend on one shape, one direction (fwd or bwd).
 
     Forward times are CUDA-graph replays (``graphs``) for ours and SDPA alike, so host launch
-    overhead stays out of short kernels; backward times are eager (SDPA's through autograd)."""
+    overhead stays out of short kernels; backward times are eager (SDPA's through autograd). Each
+    implementation runs untimed for ``settle_s`` seconds before its timing (``time_rotating``), so it
+    is timed in its own clock state at the card's power cap rather than in its predecessor's."""
     from tilecraft.bench.harness import rotation_sets
 
     if direction not in ("fwd", "bwd"):
@@ -500,13 +504,13 @@ def measure(s: Shape, dtype: torch.dtype, direction: str = "fwd", *, backends: S
             if direction == "fwd":
                 ours.resources = _resources(outs[0][2])
                 ours.time_ms, ours.timing = _time(lambda i: ours_f(*sets[i], outs[i][0], outs[i][1]), n_sets, device,
-                                                  budget_s, graphs)
+                                                  budget_s, graphs, settle_s)
             else:
                 grads = [(torch.empty_like(x[0]), torch.empty_like(x[1]), torch.empty_like(x[2])) for x in sets]
                 _, handles = ours_b(*sets[0], dos[0], outs[0][0], outs[0][1], grads[0])
                 ours.resources = _resources(handles)
                 ours.time_ms, ours.timing = _time(lambda i: ours_b(*sets[i], dos[i], outs[i][0], outs[i][1], grads[i]),
-                                                  n_sets, device, budget_s, False)
+                                                  n_sets, device, budget_s, False, settle_s)
                 q0 = sets[0][0]
                 p0 = ops.validate(q0, sets[0][1], sets[0][2], causal=s.causal, scale=None, layout="bhsd")
                 ours.timing["dq_path"] = ops.dq_path(deterministic, p0, q0,
@@ -528,7 +532,7 @@ def measure(s: Shape, dtype: torch.dtype, direction: str = "fwd", *, backends: S
                     small, dtype, lambda q, k, v, fn=fn: (fn(q, k, v, s.causal), None), device)
                 if res.ok:
                     res.time_ms, res.timing = _time(lambda i, fn=fn: fn(*sets[i], s.causal), n_sets, device,
-                                                    budget_s, graphs)
+                                                    budget_s, graphs, settle_s)
             else:
                 def grads_of(q, k, v, do, fn=fn):
                     leaves = [x.detach().requires_grad_() for x in (q, k, v)]
@@ -540,7 +544,7 @@ def measure(s: Shape, dtype: torch.dtype, direction: str = "fwd", *, backends: S
                     outs_p = [fn(*lv, s.causal) for lv in leaves]
                     res.time_ms, res.timing = _time(
                         lambda i, o=outs_p, lv=leaves: torch.autograd.grad(o[i], lv[i], dos[i], retain_graph=True),
-                        n_sets, device, budget_s, False)
+                        n_sets, device, budget_s, False, settle_s)
                     del outs_p, leaves
         except (RuntimeError, ValueError, NotImplementedError) as exc:  # backend cannot take the shape
             res.ok, res.message = False, f"unsupported: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
@@ -627,13 +631,14 @@ def median_of_rounds(rounds: Sequence[Sequence[Timed]]) -> list[Timed]:
 
 def bench(shapes: Sequence[Shape] = ISSUE_SHAPES, dtype: str = "bf16", directions: Sequence[str] = ("fwd", "bwd"),
           *, backends: Sequence[str] = SDPA_BACKENDS, deterministic: bool | None = None, budget_s: float = 1.0,
-          info=None, progress: Callable[[str], None] | None = None, rounds: int = 1) -> list:
+          info=None, progress: Callable[[str], None] | None = None, rounds: int = 1, settle_s: float = 0.0) -> list:
     """The ``tilecraft attention bench`` suite: every shape and direction, ours and SDPA's backends
     (decode shapes forward only, against the copy bandwidth measured in the same run). ``rounds`` > 1
     measures each case that many times in a row (ours and every backend each round) and keeps each
     implementation's median round (:func:`median_of_rounds`): one pass of the forward at D128 read
     1.04x cuDNN on an H100 where three rounds of the same code read 0.953-0.965x (2026-11-27,
-    ``benchmarks/results/2026-11-27-h100/``), cuDNN's own time moving by up to 7% between passes."""
+    ``benchmarks/results/2026-11-27-h100/``), cuDNN's own time moving by up to 7% between passes.
+    ``settle_s`` (``measure``): each implementation runs untimed that long before its timing."""
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")  # as bench.stencil.measure_rounds
     from tilecraft.hardware.ceilings import measure_copy_bandwidth
@@ -653,7 +658,7 @@ def bench(shapes: Sequence[Shape] = ISSUE_SHAPES, dtype: str = "bf16", direction
             say(f"{direction} {s.label}")
             results = median_of_rounds([measure(s, DTYPES[dtype], direction, backends=backends,
                                                 deterministic=deterministic, budget_s=budget_s,
-                                                l2_bytes=info.l2_bytes) for _ in range(rounds)])
+                                                l2_bytes=info.l2_bytes, settle_s=settle_s) for _ in range(rounds)])
             cfg = default_config(s, direction).as_dict()
             records += records_for(s, dtype, direction, results, copy, cfg)
             torch.cuda.empty_cache()

@@ -52,7 +52,7 @@ _SPIN_CYCLES_PER_S = 6e9
 
 def time_rotating(fn: Callable[[int], object], n_sets: int, *, device: torch.device | str = "cuda",
                   warmup: int = 3, min_runs: int = 10, max_runs: int = 200, budget_s: float = 2.0,
-                  hide_launch: bool = True, trace: list | None = None) -> Timing:
+                  hide_launch: bool = True, trace: list | None = None, settle_s: float = 0.0) -> Timing:
     """Median time of ``fn(i)``, where i cycles over ``n_sets`` input sets.
 
     Runs ``warmup`` untimed calls (compilation, caches, clocks), then timed calls until
@@ -69,6 +69,14 @@ def time_rotating(fn: Callable[[int], object], n_sets: int, *, device: torch.dev
     kernel (H200, 2026-11-27, ``benchmarks/stencil_timing.py``). The host time per call is kept in
     ``Timing.host_ms``: a loop of calls is bound by the host when it exceeds the device time.
 
+    ``settle_s``: after the warm-up, calls (the timed loop's pattern, untimed) for this many seconds,
+    so a card at its power cap is timed in the clock state this call settles to, not in the transient
+    its predecessor left. At the cap an H200's controller overshoots for a few hundred ms after the
+    work changes: along the attention bench's order (ours, cuDNN, flash, efficient) our D256 forward
+    started each timing at 0.75 ms a call and ended it at 0.87, while cuDNN, timed next, started at
+    0.90 and ended at 0.82; after 0.3 s of settling both ran flat at 0.81-0.82 ms (2026-11-30,
+    ``benchmarks/attention_bench_sequence.py``).
+
     ``trace``: a list that receives ``(wall-clock start in s, ms)`` for each timed call in order, for
     diagnostics that line the calls up against clock and power samples.
     """
@@ -82,6 +90,14 @@ def time_rotating(fn: Callable[[int], object], n_sets: int, *, device: torch.dev
     spin = 0
     if hide_launch and device.type == "cuda":
         spin = int(min(max(host[-1] if host else 0.0, 20e-6), 5e-3) * _SPIN_CYCLES_PER_S)
+    settle_end = time.perf_counter() + settle_s
+    i = 0
+    while time.perf_counter() < settle_end:
+        if spin:
+            torch.cuda._sleep(spin)
+        fn(i % n_sets)
+        _sync(device)
+        i += 1
     times: list[float] = []
     host = []
     start_wall = time.perf_counter()

@@ -177,7 +177,14 @@ CANDIDATES20C = {
 _OLD = {"pingpong": True, "named_slots": False}
 CANDIDATES20D = {name: [F(**{**cfg.as_dict(), **_OLD, **({"overlap": False} if name == "d128" else {})})]
                  for name, cfg in _DEF.items()}
-CANDIDATE_SETS = {"round20d": CANDIDATES20D, "round20": CANDIDATES20, "round20b": CANDIDATES20B, "round20c": CANDIDATES20C, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+# round 21: timed at each implementation's own clock state (``--settle``): the D256 default with the early
+# rescale/conversion, persistent; D128 persistent at 3 stages, all with named turns and slots
+_D256 = _DEF["d256"].as_dict()
+CANDIDATES21 = {
+    "d256": [F(**{**_D256, "early": True}), F(**{**_D256, "persistent": True}), F(**{**_D256, "overlap": False})],
+    "d128": [F(**{**_D128, "persistent": True, "num_stages": 3, "named_slots": False}), F(**{**_D128, "persistent": True})],
+}
+CANDIDATE_SETS = {"round21": CANDIDATES21, "round20d": CANDIDATES20D, "round20": CANDIDATES20, "round20b": CANDIDATES20B, "round20c": CANDIDATES20C, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 
@@ -256,7 +263,7 @@ def check_job(name: str, cfg_dict: dict) -> tuple[bool, str]:
         return False, f"{type(exc).__name__}: {exc}"[:400]
 
 
-def time_job(name: str, cfg_dicts: list[dict], rounds: int, budget: float) -> dict:
+def time_job(name: str, cfg_dicts: list[dict], rounds: int, budget: float, settle: float = 0.0) -> dict:
     """In a fresh process: each config and cuDNN run once (synchronised, so a fault names its config),
     captured as CUDA graphs over rotated inputs, then ``rounds`` rounds timing each in turn (the order
     reversed every other round). {"ms": per config, "cudnn_ms"} or {"failed": index, "error"}."""
@@ -293,7 +300,7 @@ def time_job(name: str, cfg_dicts: list[dict], rounds: int, budget: float) -> di
     for r in range(rounds):
         for key, fn in (impls if r % 2 == 0 else impls[::-1]):
             try:
-                t = time_rotating(fn, n_sets, budget_s=budget).median_ms
+                t = time_rotating(fn, n_sets, budget_s=budget, settle_s=settle).median_ms
             except Exception as exc:  # noqa: BLE001
                 if key == "cudnn":
                     raise
@@ -314,6 +321,7 @@ def main() -> None:
     ap.add_argument("--deadline", type=float, default=200.0)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--budget", type=float, default=0.12)
+    ap.add_argument("--settle", type=float, default=0.0, help="untimed seconds before each timing (time_rotating)")
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--jobs", type=int, default=8, help="worker processes for the checks (and compiles)")
     ap.add_argument("--wait-for", type=int, default=0, help="a process id (e.g. GPU tests run beside the checks) "
@@ -351,7 +359,7 @@ def main() -> None:
     info = detect()
     doc = {"device": info.as_dict(), "commit": git_commit(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
            "method": f"{args.rounds} rounds alternating cuDNN and each config, CUDA-graph replays, "
-                     f"{args.budget}s per timing; ratio = median over rounds", "shapes": []}
+                     f"{args.budget}s per timing after {args.settle}s untimed; ratio = median over rounds", "shapes": []}
     import triton
     doc["triton"] = triton.__version__
     table = []
@@ -374,7 +382,7 @@ def main() -> None:
             try:
                 with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as one:
                     res = one.submit(time_job, name, [cfgs[i].as_dict() for i in todo], args.rounds,
-                                     args.budget).result()
+                                     args.budget, args.settle).result()
             except Exception as exc:  # noqa: BLE001 - the process died (or cuDNN failed): no timing for the shape
                 print(f"{name}: the timing process failed: {type(exc).__name__}: {exc}"[:300], flush=True)
                 res = {"ms": [[] for _ in todo], "cudnn_ms": [float("nan")]}

@@ -184,7 +184,9 @@ CANDIDATES21 = {
     "d256": [F(**{**_D256, "early": True}), F(**{**_D256, "persistent": True}), F(**{**_D256, "overlap": False})],
     "d128": [F(**{**_D128, "persistent": True, "num_stages": 3, "named_slots": False}), F(**{**_D128, "persistent": True})],
 }
-CANDIDATE_SETS = {"round21": CANDIDATES21, "round20d": CANDIDATES20D, "round20": CANDIDATES20, "round20b": CANDIDATES20B, "round20c": CANDIDATES20C, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+# round 21b: FlashAttention-4's conditional rescaling (``lazy``) on every ws default
+CANDIDATES21B = {name: [F(**{**cfg.as_dict(), "lazy": True})] for name, cfg in _DEF.items()}
+CANDIDATE_SETS = {"round21b": CANDIDATES21B, "round21": CANDIDATES21, "round20d": CANDIDATES20D, "round20": CANDIDATES20, "round20b": CANDIDATES20B, "round20c": CANDIDATES20C, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 
@@ -198,7 +200,7 @@ def label(cfg: ops.FwdConfig) -> str:
             + (" persistent" if cfg.persistent else "") + (f" poly{cfg.poly}" if cfg.poly else "")
             + (" early" if cfg.early else "") + (" tree" if cfg.tree else "")
             + (" named-turns" if cfg.pingpong == 2 else "" if cfg.pingpong else " no-turns")
-            + (" named-slots" if cfg.named_slots else "") + extra)
+            + (" named-slots" if cfg.named_slots else "") + (" lazy" if cfg.lazy else "") + extra)
 
 
 def run_ours(cfg, causal):

@@ -209,7 +209,7 @@ def gluon_kernel_signature(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig) -> 
               "PIPELINE": cfg.overlap, "PINGPONG": int(cfg.pingpong), "SEPARATE_O": ops.ws_separate_o(cfg, s.head_dim),
               "POLY": cfg.poly, "PERSISTENT": cfg.persistent, "CONSUMER_REGS": ops.ws_registers(cfg)[0],
               "LOADER_REGS": ops.ws_registers(cfg)[1], "num_warps": 4, "EARLY": cfg.early, "TREE": cfg.tree,
-              "PAIRED": cfg.paired and s.causal, "ORDER": order, "NAMED_SLOTS": cfg.named_slots}
+              "PAIRED": cfg.paired and s.causal, "ORDER": order, "NAMED_SLOTS": cfg.named_slots, "LAZY": cfg.lazy}
         return {"kernel": "attention_fwd_gluon_ws_kernel", "signature": sig, "constexprs": cx, "num_warps": 4,
                 "num_stages": cfg.num_stages, "maxnreg": ops.ws_registers(cfg)[2]}
     cx = {"HEAD_DIM": s.head_dim, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages,

@@ -70,6 +70,8 @@ from tilecraft.kernels.attention import _key_range
 from tilecraft.kernels.barriers import named_arrive, named_sync, slot_release, slot_wait_free
 
 LN2: gl.constexpr = gl.constexpr(0.6931471805599453)
+# ``LAZY``: a row's max is raised only when a tile exceeds it by more than this (log2 units): P <= 2^8
+LAZY_RESCALE: gl.constexpr = gl.constexpr(8.0)
 #: 2^f ~ 1 + f (c1 + f (c2 + f c3)) on [-1/2, 1/2]: the relative-error minimax cubic with the constant
 #: term held at 1 (so 2^n comes out exact); largest relative error 1.014e-4 (``_exp2_fma``).
 EXP2_POLY = (0.6932829, 0.24221037, 0.05500858)
@@ -210,13 +212,16 @@ def _row_partials(x, IS_MAX: gl.constexpr):
 
 @gluon.jit
 def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAUSAL: gl.constexpr,
-                  POLY: gl.constexpr = 0, TREE: gl.constexpr = False):
+                  POLY: gl.constexpr = 0, TREE: gl.constexpr = False, LAZY: gl.constexpr = False):
     """One online-softmax step on raw logits ``qk`` (fp32, S's wgmma layout). Returns
     (p, alpha, m_new, l_new); m in log2 units of the scaled logits. ``POLY`` = k > 0: the odd
     columns of every k-th key tile take the FMA units' exp2 (``_exp2_split``). ``TREE``: the row
     max and the row sum by ``_row_partials`` (depth 5 instead of a chain of N/4 dependent
     instructions per row), and ``l`` kept as (M, 4) per-lane partial sums (no shuffles per key
-    tile; ``gl.sum(l, 1)`` once at the end)."""
+    tile; ``gl.sum(l, 1)`` once at the end). ``LAZY``: a row keeps its max until the tile's raises it
+    by more than ``LAZY_RESCALE`` (log2 units), FlashAttention-4's conditional rescaling: its alpha is
+    then exactly 1 (``_rescale`` skips O's multiply when every row's is) and its P values are at most
+    2^LAZY_RESCALE, which fp32 sums and bf16/fp16 P hold."""
     if start_n >= lo:
         # diagonal tile or ragged key tail: mask before the row max (scale > 0, so -inf stays -inf)
         keep = (start_n + cols)[None, :] < hi
@@ -227,6 +232,8 @@ def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAU
         m_new = gl.maximum(m_i, gl.convert_layout(gl.max(_row_partials(qk, True), 1), m_i.type.layout) * qk_scale)
     else:
         m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
+    if LAZY:
+        m_new = gl.where(m_new > m_i + LAZY_RESCALE, m_new, m_i)  # m_i = -inf: any key seen takes its max
     # A row that has seen no key yet keeps m = -inf: subtract 0 there (its terms are exp2(-inf) = 0).
     m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)
     if TREE:
@@ -244,6 +251,18 @@ def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAU
     else:
         l_new = l_i * alpha + gl.sum(p, 1)
     return p, alpha, m_new, l_new
+
+
+@gluon.jit
+def _rescale(acc, alpha, row_o: gl.constexpr, LAZY: gl.constexpr):
+    """O's rows times alpha (the online softmax's correction). ``LAZY``: skipped when every row's
+    alpha is 1 (no row's max moved; ``_softmax_step``'s lazy max), decided for the whole warpgroup."""
+    if LAZY:
+        if gl.min(alpha, 0) < 1.0:
+            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+    else:
+        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+    return acc
 
 
 @gluon.jit
@@ -517,7 +536,7 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
                  BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr, PIPELINE: gl.constexpr,
                  PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr, PERSISTENT: gl.constexpr,
                  EARLY: gl.constexpr, TREE: gl.constexpr, PAIRED: gl.constexpr, ORDER: gl.constexpr,
-                 SLOT_THREADS: gl.constexpr):
+                 SLOT_THREADS: gl.constexpr, LAZY: gl.constexpr = False):
     """One warpgroup: ROWS = 64 query rows (rows c*64.. of each of the program's tiles) over every key tile.
 
     Plain order, rotated so that a turn issues P_j V_j and then S_{j+1} = Q K_{j+1}^T back to back;
@@ -540,13 +559,14 @@ def _ws_consumer(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_sm
                                            q_empty, k_full, v_full, k_empty, v_empty, turns,
                                            _grouped(t, n_m, total, ORDER), it, base, turn, n_m, H,
                                            GROUP, S_Q, S_K, qk_scale, c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG,
-                                           SEPARATE_O, POLY, EARLY, TREE, SLOT_THREADS)
+                                           SEPARATE_O, POLY, EARLY, TREE, SLOT_THREADS, LAZY)
             it += 1
     else:
         _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                           v_full, k_empty, v_empty, turns, _grouped(gl.program_id(0), n_m, total, ORDER), 0, 0, 0, n_m,
                           H, GROUP, S_Q, S_K, qk_scale,
-                          c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, EARLY, TREE, SLOT_THREADS)
+                          c, BLOCK_M, CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, EARLY, TREE, SLOT_THREADS,
+                          LAZY)
     tma.store_wait(0)
 
 
@@ -555,7 +575,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                       v_full, k_empty, v_empty, turns, t, it, base, turn, n_m, H, GROUP, S_Q, S_K, qk_scale,
                       c: gl.constexpr, BLOCK_M: gl.constexpr, CONSUMERS: gl.constexpr, CAUSAL: gl.constexpr,
                       PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr, POLY: gl.constexpr,
-                      EARLY: gl.constexpr, TREE: gl.constexpr, SLOT_THREADS: gl.constexpr):
+                      EARLY: gl.constexpr, TREE: gl.constexpr, SLOT_THREADS: gl.constexpr, LAZY: gl.constexpr = False):
     """One tile t (the consumer's it-th) of ``_ws_consumer``: ``base`` is the ring index of its first
     key tile, ``turn`` the turns taken before; returns both advanced. ``EARLY``: P's conversion to the
     operand type (and in the plain order O's rescale by alpha) follow the softmax in the same basic
@@ -600,7 +620,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
         _ws_turn_pass(turns, c, CONSUMERS, PINGPONG)
         qk = warpgroup_mma_wait(0, deps=(qk,))
         slot_release(k_empty, s0, SLOT_BAR + s0, True, SLOT_THREADS)
-        p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY, TREE)
+        p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY, TREE, LAZY)
         if EARLY:
             p_op = gl.convert_layout(p.to(dtype), p_layout)  # O is still 0: no rescale
         for j in range(n_tiles - 1):
@@ -623,7 +643,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 qk = warpgroup_mma_wait(1, deps=(qk,))
                 slot_release(k_empty, s1, SLOT_BAR + s1, True, SLOT_THREADS)
                 pn, alpha_n, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
-                                                      qk_scale, CAUSAL, POLY, TREE)
+                                                      qk_scale, CAUSAL, POLY, TREE, LAZY)
                 if EARLY:
                     pn_op = gl.convert_layout(pn.to(dtype), p_layout)  # beside the exp2s, before the wait
                 else:
@@ -636,12 +656,12 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 else:
                     slot_release(v_empty, s, SLOT_BAR + STAGES + s, True, SLOT_THREADS)
                     o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-                acc = o_done * gl.convert_layout(alpha_n, row_o)[:, None]
+                acc = _rescale(o_done, alpha_n, row_o, LAZY)
                 if EARLY:
                     p_op = pn_op
             else:
                 if not EARLY:
-                    acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                    acc = _rescale(acc, alpha, row_o, LAZY)
                 _ws_turn_wait(turns, c, turn + j + 1, PINGPONG)
                 acc = warpgroup_mma(p_op, v_t, acc, is_async=True)
                 qk = warpgroup_mma(q2d, k_t, s_zero, use_acc=False, is_async=True)
@@ -650,9 +670,9 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
                 slot_release(v_empty, s, SLOT_BAR + STAGES + s, True, SLOT_THREADS)
                 slot_release(k_empty, s1, SLOT_BAR + s1, True, SLOT_THREADS)
                 pn, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, (j + 1) * BLOCK_N, lo, hi, rows, cols, diag,
-                                                    qk_scale, CAUSAL, POLY, TREE)
+                                                    qk_scale, CAUSAL, POLY, TREE, LAZY)
                 if EARLY:
-                    acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                    acc = _rescale(acc, alpha, row_o, LAZY)
                     p_op = gl.convert_layout(pn.to(dtype), p_layout)
                 else:
                     p = pn
@@ -661,7 +681,7 @@ def _ws_consumer_tile(o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem,
         # turn n_tiles: the last P V
         g = base + n_tiles - 1
         if not PIPELINE and not EARLY:
-            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+            acc = _rescale(acc, alpha, row_o, LAZY)
         mbarrier.wait(v_full.index(g % STAGES), (g // STAGES) & 1)
         v_t = v_smem.index(g % STAGES)._reinterpret(dtype, [BLOCK_N, HEAD_DIM], tile_kv)
         if not EARLY:
@@ -704,7 +724,7 @@ def attention_fwd_gluon_ws_kernel(
     CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, PINGPONG: gl.constexpr, SEPARATE_O: gl.constexpr,
     POLY: gl.constexpr, PERSISTENT: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
     num_warps: gl.constexpr, EARLY: gl.constexpr = False, TREE: gl.constexpr = False, PAIRED: gl.constexpr = False,
-    ORDER: gl.constexpr = 0, NAMED_SLOTS: gl.constexpr = False,
+    ORDER: gl.constexpr = 0, NAMED_SLOTS: gl.constexpr = False, LAZY: gl.constexpr = False,
 ):
     """The warp-specialised forward: tiles of CONSUMERS x 64 queries of one (batch, head), CONSUMERS =
     BLOCK_M / 64 = 2 or 3 (consumer 2, rows 128..191, is a second 4-warp worker; the turns go round).
@@ -771,11 +791,11 @@ def attention_fwd_gluon_ws_kernel(
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER, SLOT_THREADS)),
+                            PAIRED, ORDER, SLOT_THREADS, LAZY)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER, SLOT_THREADS)),
+                            PAIRED, ORDER, SLOT_THREADS, LAZY)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
                           v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
                           PAIRED, ORDER, SLOT_THREADS)),
@@ -785,15 +805,15 @@ def attention_fwd_gluon_ws_kernel(
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C0, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER, SLOT_THREADS)),
+                            PAIRED, ORDER, SLOT_THREADS, LAZY)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C1, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER, SLOT_THREADS)),
+                            PAIRED, ORDER, SLOT_THREADS, LAZY)),
             (_ws_consumer, (o_desc, LSE, stride_lb, stride_lh, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full,
                             v_full, k_empty, v_empty, turns, n_m, total, H, GROUP, S_Q, S_K, qk_scale, C2, BLOCK_M,
                             CONSUMERS, CAUSAL, PIPELINE, PINGPONG, SEPARATE_O, POLY, PERSISTENT, EARLY, TREE,
-                            PAIRED, ORDER, SLOT_THREADS)),
+                            PAIRED, ORDER, SLOT_THREADS, LAZY)),
             (_ws_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
                           v_empty, n_m, total, H, GROUP, S_Q, S_K, BLOCK_M, BLOCK_N, CONSUMERS, CAUSAL, PERSISTENT,
                           PAIRED, ORDER, SLOT_THREADS)),

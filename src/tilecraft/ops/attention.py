@@ -94,6 +94,9 @@ class FwdConfig:
     consumers: int = 2
     early: bool = False
     tree: bool = False
+    # ws only: a row's running max is raised only when a key tile exceeds it by more than 2^8, and O's
+    # rescale is skipped when no row of the warpgroup raised it (FlashAttention-4's conditional rescaling)
+    lazy: bool = False
     # causal calls only (ignored otherwise; not with persistent or producer_consumer): each program
     # takes two query tiles, the heavy n_m - 1 - i and the light i, so every program walks about the
     # same number of keys and the launch has no tail of long tiles (grid (cdiv(n_m, 2), B * H)).
@@ -114,8 +117,8 @@ class FwdConfig:
                            or (self.persistent and not self.ws)):
             raise ValueError("a Gluon forward config takes block_m=64*consumers, num_warps=4*consumers (warpgroups "
                              f"of 64 rows), no producer_consumer, persistent only with ws, got {self}")
-        if (self.consumers != 2 or self.early or self.tree) and not self.ws:
-            raise ValueError(f"consumers, early and tree are options of the ws Gluon forward, got {self}")
+        if (self.consumers != 2 or self.early or self.tree or self.lazy) and not self.ws:
+            raise ValueError(f"consumers, early, tree and lazy are options of the ws Gluon forward, got {self}")
         if self.consumers not in (2, 3):
             raise ValueError(f"ws takes 2 or 3 consumer warpgroups, got {self}")
         if self.poly and not self.gluon:
@@ -838,7 +841,8 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
                 STAGES=cfg.num_stages, CAUSAL=p.causal, PIPELINE=cfg.overlap, PINGPONG=int(cfg.pingpong),
                 SEPARATE_O=ws_separate_o(cfg, p.head_dim), POLY=cfg.poly, PERSISTENT=cfg.persistent,
                 CONSUMER_REGS=regs, LOADER_REGS=loader_regs, num_warps=4, maxnreg=maxnreg, EARLY=cfg.early,
-                TREE=cfg.tree, PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device), NAMED_SLOTS=cfg.named_slots)
+                TREE=cfg.tree, PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device), NAMED_SLOTS=cfg.named_slots,
+                LAZY=cfg.lazy)
     with _on_device(q):
         return run_kernel(_g.attention_fwd_gluon_kernel, fwd_grid(p, cfg),
             _gluon_descriptor(q, p, p.seqlen_q, p.heads, cfg.block_m),

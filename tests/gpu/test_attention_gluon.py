@@ -316,3 +316,37 @@ def test_named_barrier_turns_match_float64_and_the_mbarrier_turns(case):
             for pp, slots in ((2, True), (2, True), (2, False), (True, True), (True, False))]
     for out, lse in outs[1:]:
         assert torch.equal(outs[0][0], out) and torch.equal(outs[0][1], lse), base
+
+
+# round 21: FlashAttention-4's conditional rescaling (``lazy``): logits that climb along the keys in some
+# rows (the running max raised past 2^8 at many key tiles, in rows r and r + 8 of a warp independently)
+# and not in others
+def ramped(gen, b, h, h_kv, s_q, s_k, d, dtype):
+    q, k, v = (x.float() for x in make(gen, b, h, h_kv, s_q, s_k, d, torch.float32))
+    u = torch.randn(d, generator=gen, device="cuda")
+    u = u / u.norm() * d ** 0.5
+    k = k + (4.0 * torch.arange(s_k, device="cuda") / max(s_k, 1))[:, None] * u  # a ramp along the keys
+    pick = torch.randint(0, 3, (b, h, s_q, 1), generator=gen, device="cuda")
+    q = q + torch.tensor([0.0, 0.1, 3.0], device="cuda")[pick] * u / d ** 0.5 * 8
+    return q.to(dtype), k.to(dtype), v.to(dtype)
+
+
+@pytest.mark.parametrize("case", CASES + MANY_TILE_CASES,
+                         ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
+def test_lazy_rescale_matches_float64(case):
+    """``lazy`` on each sm90 ws default against float64 into NaN-poisoned outputs, on random inputs and on
+    inputs whose logits climb along the keys in a random third of the rows; launched twice (bit-equal)."""
+    b, h, h_kv, s_q, s_k, d, causal = case
+    dtype = torch.bfloat16
+    gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 21)
+    base = ops.GLUON_FWD[(d, causal)]
+    if not base.ws:
+        base = ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, overlap=False, ws=True, early=True, tree=True)
+    cfg = ops.FwdConfig(**{**base.as_dict(), "lazy": True})
+    for inputs in (make(gen, b, h, h_kv, s_q, s_k, d, dtype), ramped(gen, b, h, h_kv, s_q, s_k, d, dtype)):
+        q, k, v = inputs
+        ref_o, ref_l = attention_reference(q, k, v, causal=causal)
+        p = ops.validate(q, k, v, causal=causal, scale=None, layout="bhsd")
+        first = ws_launch_checked(q, k, v, p, cfg, ref_o, ref_l, dtype)
+        again = ws_launch_checked(q, k, v, p, cfg, ref_o, ref_l, dtype)
+        assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])

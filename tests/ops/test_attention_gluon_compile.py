@@ -81,6 +81,30 @@ def test_named_barrier_turns_compile(key):
     assert slots["census"]["bar_arrive"] >= named["census"]["bar_arrive"] + 4 * base.consumers
 
 
+@pytest.mark.parametrize("key", [(128, False), (256, False), (256, True), (64, False)],
+                         ids=["D128", "D256", "D256-causal", "D64-3consumers"])
+def test_lazy_rescale_compiles_to_a_warp_vote_and_no_new_barrier(key):
+    """``lazy``: each consumer's O rescale behind a warp vote and a branch (``kernels.attention_gluon._rescale``),
+    no ``bar.sync`` added (the decision is each warp's own), no spills added (D256 causal, paired, has 12
+    of its own)."""
+    d, causal = key
+    shape = ba.Shape(2, 16, 4, 4096, 4096, d, causal)
+    base = ops.GLUON_FWD[key]
+    lazy = ba.gluon_compile_report(shape, torch.bfloat16, replace(base, lazy=True))
+    plain = ba.gluon_compile_report(shape, torch.bfloat16, base)
+    assert lazy["error"] is None and plain["error"] is None, (lazy["error"], plain["error"])
+    assert lazy["spills"] <= plain["spills"] <= (12 if base.paired else 0)
+    assert lazy["census"].get("vote", 0) >= base.consumers and plain["census"].get("vote", 0) == 0
+    assert lazy["census"]["bar_sync"] == plain["census"]["bar_sync"]
+
+
+def test_lazy_needs_the_ws_kernel():
+    with pytest.raises(ValueError, match="lazy"):
+        ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, lazy=True)
+    with pytest.raises(ValueError, match="lazy"):
+        ops.FwdConfig(128, 64, 8, 2, lazy=True)
+
+
 def test_pingpong_values():
     with pytest.raises(ValueError, match="pingpong"):
         ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, ws=True, pingpong=3)

@@ -444,7 +444,7 @@ def census_ptx(text: str) -> dict[str, int]:
     ``.L1::no_allocate`` and ``evict_first`` forms (``*_nt``), ``.cg`` (cached in L2 only) ``*_cg``; ``ld.shared`` / ``st.shared`` by width,
     ``ldmatrix`` / ``stmatrix``, ``cp.async`` by its copy size, ``cp.async.bulk`` (TMA) as ``tma``,
     CTA and named barriers (``bar.sync`` / ``barrier.sync``, ``bar.arrive``; mbarriers not) as ``bar_sync`` /
-    ``bar_arrive``.
+    ``bar_arrive``, warp votes (``vote.*``) as ``vote``.
     """
     census: dict[str, int] = {}
     for op, rest in _instructions(text, "//", _PTX_LINE):
@@ -467,6 +467,8 @@ def census_ptx(text: str) -> dict[str, int]:
                 _bump(census, "tma")
         elif parts[0] in ("bar", "barrier") and len(parts) > 1 and parts[1] in ("sync", "arrive"):
             _bump(census, f"bar_{parts[1]}")
+        elif parts[0] == "vote":
+            _bump(census, "vote")
         elif op.startswith("cp.async.c"):  # cp.async.ca / .cg: [dst], [src], bytes
             # the size in decimal or hex (Triton writes ``0x10``)
             size = re.match(r"\[[^\]]*\]\s*,\s*\[[^\]]*\]\s*,\s*(0x[0-9a-fA-F]+|\d+)", rest)

@@ -253,15 +253,61 @@ def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAU
     return p, alpha, m_new, l_new
 
 
+def _lazy_scale_asm(n: int) -> str:
+    """PTX for ``_rescale``'s lazy path on one thread's n accumulator elements: operands $0..$n-1 the
+    results (tied to the inputs $n..$2n-1), $2n..$3n-1 each element's alpha, $3n.. the warp's flag
+    (``_warp_any_below_one``, the same in every element). The multiplies are branched over (warp-uniform)
+    when the flag is 0."""
+    body = "\n\t".join(f"mul.f32 ${i}, ${i}, ${2 * n + i};" for i in range(n))
+    return ("{\n\t.reg .pred %lz;\n\t"
+            f"setp.ne.u32 %lz, ${3 * n}, 0;\n\t@!%lz bra.uni LZ${{:uid}};\n\t{body}\nLZ${{:uid}}:\n\t}}")
+
+
+def _lazy_scale_constraints(n: int) -> str:
+    return ",".join(["=f"] * n + [str(i) for i in range(n)] + ["f"] * n + ["r"] * n)
+
+
+# one warpgroup's O (64 rows) per thread: 64 x D / 128 elements
+_LAZY_ASM_64: gl.constexpr = gl.constexpr(_lazy_scale_asm(32))
+_LAZY_CON_64: gl.constexpr = gl.constexpr(_lazy_scale_constraints(32))
+_LAZY_ASM_128: gl.constexpr = gl.constexpr(_lazy_scale_asm(64))
+_LAZY_CON_128: gl.constexpr = gl.constexpr(_lazy_scale_constraints(64))
+_LAZY_ASM_256: gl.constexpr = gl.constexpr(_lazy_scale_asm(128))
+_LAZY_CON_256: gl.constexpr = gl.constexpr(_lazy_scale_constraints(128))
+
+
+@gluon.jit
+def _warp_any_below_one(alpha):
+    """1 in every element where any row of the calling warp has alpha < 1, else 0 (``vote.sync.any``):
+    ``alpha`` in the row slice of the accumulator layout, two rows (r, r + 8) per thread."""
+    return gl.inline_asm_elementwise(
+        "{\n\t.reg .pred %la, %lb;\n\tsetp.lt.f32 %la, $2, 0f3F800000;\n\tsetp.lt.f32 %lb, $3, 0f3F800000;"
+        "\n\tor.pred %la, %la, %lb;\n\tvote.sync.any.pred %la, %la, -1;\n\tselp.u32 $0, 1, 0, %la;"
+        "\n\tmov.u32 $1, $0;\n\t}",
+        "=r,=r,f,f", [alpha], dtype=gl.int32, is_pure=True, pack=2)
+
+
 @gluon.jit
 def _rescale(acc, alpha, row_o: gl.constexpr, LAZY: gl.constexpr):
-    """O's rows times alpha (the online softmax's correction). ``LAZY``: skipped when every row's
-    alpha is 1 (no row's max moved; ``_softmax_step``'s lazy max), decided for the whole warpgroup."""
+    """O's rows times alpha (the online softmax's correction). ``LAZY``: each warp branches over its
+    multiplies when none of its 16 rows has alpha < 1 (no row's max moved; ``_softmax_step``'s lazy
+    max): a warp holds whole rows of O, so the decision needs no other warp."""
+    a = gl.convert_layout(alpha, row_o)
     if LAZY:
-        if gl.min(alpha, 0) < 1.0:
-            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        HEAD_DIM: gl.constexpr = acc.shape[1]
+        flag = _warp_any_below_one(a)
+        if HEAD_DIM == 64:
+            acc = gl.inline_asm_elementwise(_LAZY_ASM_64, _LAZY_CON_64, [acc, a[:, None], flag[:, None]],
+                                            dtype=gl.float32, is_pure=True, pack=32)
+        elif HEAD_DIM == 128:
+            acc = gl.inline_asm_elementwise(_LAZY_ASM_128, _LAZY_CON_128, [acc, a[:, None], flag[:, None]],
+                                            dtype=gl.float32, is_pure=True, pack=64)
+        else:
+            gl.static_assert(HEAD_DIM == 256, "lazy rescale: head dims 64, 128, 256")
+            acc = gl.inline_asm_elementwise(_LAZY_ASM_256, _LAZY_CON_256, [acc, a[:, None], flag[:, None]],
+                                            dtype=gl.float32, is_pure=True, pack=128)
     else:
-        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        acc = acc * a[:, None]
     return acc
 
 

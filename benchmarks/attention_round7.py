@@ -184,9 +184,11 @@ CANDIDATES21 = {
     "d256": [F(**{**_D256, "early": True}), F(**{**_D256, "persistent": True}), F(**{**_D256, "overlap": False})],
     "d128": [F(**{**_D128, "persistent": True, "num_stages": 3, "named_slots": False}), F(**{**_D128, "persistent": True})],
 }
-# round 21b: FlashAttention-4's conditional rescaling (``lazy``) on every ws default
+# round 21b: FlashAttention-4's conditional rescaling (``lazy``) on every ws default (the defaults since)
 CANDIDATES21B = {name: [F(**{**cfg.as_dict(), "lazy": True})] for name, cfg in _DEF.items()}
-CANDIDATE_SETS = {"round21b": CANDIDATES21B, "round21": CANDIDATES21, "round20d": CANDIDATES20D, "round20": CANDIDATES20, "round20b": CANDIDATES20B, "round20c": CANDIDATES20C, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+# round 21c: the new defaults (lazy) against the same configs rescaling every key tile
+CANDIDATES21C = {name: [F(**{**cfg.as_dict(), "lazy": False})] for name, cfg in _DEF.items()}
+CANDIDATE_SETS = {"round21c": CANDIDATES21C, "round21b": CANDIDATES21B, "round21": CANDIDATES21, "round20d": CANDIDATES20D, "round20": CANDIDATES20, "round20b": CANDIDATES20B, "round20c": CANDIDATES20C, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 

@@ -334,8 +334,9 @@ def ramped(gen, b, h, h_kv, s_q, s_k, d, dtype):
 @pytest.mark.parametrize("case", CASES + MANY_TILE_CASES,
                          ids=lambda c: "B{}H{}/{}S{}x{}D{}{}".format(*c[:6], "c" if c[6] else ""))
 def test_lazy_rescale_matches_float64(case):
-    """``lazy`` on each sm90 ws default against float64 into NaN-poisoned outputs, on random inputs and on
-    inputs whose logits climb along the keys in a random third of the rows; launched twice (bit-equal)."""
+    """``lazy`` on each sm90 ws default (all of them take it since round 21) against float64 into NaN-poisoned
+    outputs, on random inputs and on inputs whose logits climb along the keys in a random third of the rows;
+    launched twice (bit-equal). With the vote's flag forced to 0 (no rescale ever) 10 of these 13 cases failed."""
     b, h, h_kv, s_q, s_k, d, causal = case
     dtype = torch.bfloat16
     gen = torch.Generator(device="cuda").manual_seed(hash(case) % 2**31 + 21)

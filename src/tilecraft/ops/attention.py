@@ -94,8 +94,9 @@ class FwdConfig:
     consumers: int = 2
     early: bool = False
     tree: bool = False
-    # ws only: a row's running max is raised only when a key tile exceeds it by more than 2^8, and O's
-    # rescale is skipped when no row of the warpgroup raised it (FlashAttention-4's conditional rescaling)
+    # ws only: a row's running max is raised only when a key tile exceeds it by more than 2^8 (log2 units),
+    # and each warp branches over its O rescale when none of its 16 rows raised it (a warp vote;
+    # FlashAttention-4's conditional rescaling, ``kernels.attention_gluon._rescale``)
     lazy: bool = False
     # causal calls only (ignored otherwise; not with persistent or producer_consumer): each program
     # takes two query tiles, the heavy n_m - 1 - i and the light i, so every program walks about the
@@ -337,7 +338,13 @@ def _hopper_or_later(device: torch.device, hopper: bool | None = None) -> bool:
 #: 0.980 for the round-10 default in the same runs (the overlap alone 1.000, with named turns only 0.985); D = 64
 #: 1.034 / 1.033 against 1.027 / 1.022; D = 256 1.029 / 1.028 against 1.002 / 1.016; D = 128 causal 1.067 / 1.064
 #: against 1.042 / 1.049; D = 256 causal 1.125 against 1.097.
-_NAMED = {"pingpong": 2, "named_slots": True}
+#: Round 21 (H200, 2026-11-30, `results/2026-11-30-h200-twentyfifth/attention-round21*`, each implementation timed after
+#: 0.3 s untimed, 5 rounds): FlashAttention-4's conditional rescaling on every ws default (``lazy``: a row's max raised
+#: only past 2^8, each warp branching over its O multiplies when none of its rows raised it): D = 256 1.082 against
+#: 1.016, D = 256 causal 1.162 against 1.101, D = 128 causal 1.105 against 1.067, D = 64 1.057 against 1.035, D = 128
+#: 1.015 against 1.007 (rounds 0.971-1.050); a warpgroup-wide decision (a shared-memory reduction, two bar.syncs per
+#: key tile) had lost everywhere (D = 128 0.949).
+_NAMED = {"pingpong": 2, "named_slots": True, "lazy": True}
 GLUON_FWD: dict[tuple[int, bool], FwdConfig] = {
     (64, False): FwdConfig(192, 128, 12, 2, tma=True, gluon=True, overlap=False, ws=True, consumers=3, persistent=True,
                            **_NAMED),

@@ -188,7 +188,9 @@ CANDIDATES21 = {
 CANDIDATES21B = {name: [F(**{**cfg.as_dict(), "lazy": True})] for name, cfg in _DEF.items()}
 # round 21c: the new defaults (lazy) against the same configs rescaling every key tile
 CANDIDATES21C = {name: [F(**{**cfg.as_dict(), "lazy": False})] for name, cfg in _DEF.items()}
-CANDIDATE_SETS = {"round21c": CANDIDATES21C, "round21b": CANDIDATES21B, "round21": CANDIDATES21, "round20d": CANDIDATES20D, "round20": CANDIDATES20, "round20b": CANDIDATES20B, "round20c": CANDIDATES20C, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
+# round 21d: the lazy rescale on the one-partition kernel of D64 causal
+CANDIDATES21D = {"d64c": [F(**{**ops.GLUON_FWD[(64, True)].as_dict(), "lazy": True})]}
+CANDIDATE_SETS = {"round21d": CANDIDATES21D, "round21c": CANDIDATES21C, "round21b": CANDIDATES21B, "round21": CANDIDATES21, "round20d": CANDIDATES20D, "round20": CANDIDATES20, "round20b": CANDIDATES20B, "round20c": CANDIDATES20C, "round17e": CANDIDATES17E, "round17": CANDIDATES17, "round17b": CANDIDATES17B, "round17c": CANDIDATES17C, "round7": CANDIDATES, "round16b": CANDIDATES16B, "round16c": CANDIDATES16C, "round10": CANDIDATES10, "round10b": CANDIDATES10B, "round11": CANDIDATES11,
                   "round11b": CANDIDATES11B}
 
 

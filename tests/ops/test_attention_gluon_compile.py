@@ -99,11 +99,12 @@ def test_lazy_rescale_compiles_to_a_warp_vote_and_no_new_barrier(key):
     assert lazy["census"]["bar_sync"] == plain["census"]["bar_sync"]
 
 
-def test_lazy_needs_the_ws_kernel():
-    with pytest.raises(ValueError, match="lazy"):
-        ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, lazy=True)
+def test_lazy_needs_a_gluon_kernel():
     with pytest.raises(ValueError, match="lazy"):
         ops.FwdConfig(128, 64, 8, 2, lazy=True)
+    with pytest.raises(ValueError, match="lazy"):
+        ops.FwdConfig(128, 128, 8, 2, tma=True, lazy=True)
+    assert ops.FwdConfig(128, 128, 8, 2, tma=True, gluon=True, lazy=True).lazy  # the one-partition kernel too
 
 
 def test_pingpong_values():

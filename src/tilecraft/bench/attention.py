@@ -214,7 +214,7 @@ def gluon_kernel_signature(s: Shape, dtype: torch.dtype, cfg: ops.FwdConfig) -> 
                 "num_stages": cfg.num_stages, "maxnreg": ops.ws_registers(cfg)[2]}
     cx = {"HEAD_DIM": s.head_dim, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "STAGES": cfg.num_stages,
           "CAUSAL": s.causal, "PIPELINE": cfg.overlap, "num_warps": cfg.num_warps, "POLY": cfg.poly,
-          "PAIRED": cfg.paired and s.causal, "ORDER": order}
+          "PAIRED": cfg.paired and s.causal, "ORDER": order, "LAZY": cfg.lazy}
     return {"kernel": "attention_fwd_gluon_kernel", "signature": sig, "constexprs": cx, "num_warps": cfg.num_warps,
             "num_stages": cfg.num_stages, "maxnreg": cfg.maxnreg or None}
 

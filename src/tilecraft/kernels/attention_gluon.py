@@ -315,7 +315,8 @@ def _rescale(acc, alpha, row_o: gl.constexpr, LAZY: gl.constexpr):
 def _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bar, k_bars,
                     v_bars, pid_m, pid_bh, base, q_phase, H, GROUP, S_Q, S_K, qk_scale,
                     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                    CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, num_warps: gl.constexpr, POLY: gl.constexpr):
+                    CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, num_warps: gl.constexpr, POLY: gl.constexpr,
+                    LAZY: gl.constexpr = False):
     """Query tile pid_m of (batch, head) pid_bh (the body of ``attention_fwd_gluon_kernel``): Q into
     ``q_smem`` (its barrier's phase ``q_phase``), the key tiles through the K/V rings from ring count
     ``base``, O out through ``q_smem`` by TMA (waited for). Returns the number of key tiles it loaded."""
@@ -353,7 +354,8 @@ def _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q
             # prologue: S_0 and its softmax
             qk = _qk_issue(q2d, k_smem, k_bars, base, s_zero, tile2d_kv, STAGES)
             qk = warpgroup_mma_wait(0, deps=(qk,))
-            p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY)
+            p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, lo, hi, rows, cols, diag, qk_scale, CAUSAL, POLY,
+                                               LAZY=LAZY)
             for j in range(1, n_tiles):
                 # S_j = Q K_j^T and O += P_{j-1} V_{j-1}, both asynchronous, in this order
                 qk = _qk_issue(q2d, k_smem, k_bars, base + j, s_zero, tile2d_kv, STAGES)
@@ -361,7 +363,7 @@ def _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q
                 # S_j done (groups retire in order), P_{j-1} V_{j-1} may still run: softmax beside it
                 qk = warpgroup_mma_wait(1, deps=(qk,))
                 p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, j * BLOCK_N, lo, hi, rows, cols, diag, qk_scale,
-                                                   CAUSAL, POLY)
+                                                   CAUSAL, POLY, LAZY=LAZY)
                 # Then wait for P_{j-1} V_{j-1}. The wait goes into a block of its own behind a branch
                 # (qk_scale > 0 always holds; the other side orders its two statements differently,
                 # so LLVM cannot merge the sides): in the same block as the softmax, ptxas scheduled
@@ -373,7 +375,7 @@ def _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q
                 else:
                     gl.thread_barrier()
                     o_done, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
-                acc = o_done * gl.convert_layout(alpha, row_o)[:, None]
+                acc = _rescale(o_done, alpha, row_o, LAZY)
                 # K_{j-1} and V_{j-1} are consumed by both warpgroups (the barrier above): refill
                 nxt = j - 1 + STAGES
                 _issue_tile(k_desc, k_smem, k_bars, nxt, b, h_kv, BLOCK_N, STAGES, nxt < n_tiles, base)
@@ -386,8 +388,8 @@ def _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q
                 qk = _qk_issue(q2d, k_smem, k_bars, base + j, s_zero, tile2d_kv, STAGES)
                 qk = warpgroup_mma_wait(0, deps=(qk,))
                 p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, j * BLOCK_N, lo, hi, rows, cols, diag, qk_scale,
-                                                   CAUSAL, POLY)
-                acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                                                   CAUSAL, POLY, LAZY=LAZY)
+                acc = _rescale(acc, alpha, row_o, LAZY)
                 acc, p_op = _pv_issue(p, acc, v_smem, v_bars, base + j, p_layout, tile2d_kv, STAGES)
                 acc, p_op = warpgroup_mma_wait(0, deps=(acc, p_op))
                 gl.thread_barrier()
@@ -418,7 +420,7 @@ def attention_fwd_gluon_kernel(
     H, GROUP, S_Q, S_K, qk_scale,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     CAUSAL: gl.constexpr, PIPELINE: gl.constexpr, num_warps: gl.constexpr, POLY: gl.constexpr = 0,
-    PAIRED: gl.constexpr = False, ORDER: gl.constexpr = 0,
+    PAIRED: gl.constexpr = False, ORDER: gl.constexpr = 0, LAZY: gl.constexpr = False,
 ):
     """O = softmax(Q K^T scale) V and LSE (natural log) for one 128-query tile of one (batch, head).
 
@@ -456,14 +458,14 @@ def attention_fwd_gluon_kernel(
     # the two tiles unrolled (a runtime loop around the key loop costs registers, as in the Triton kernel)
     base = _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bar,
                            k_bars, v_bars, first, bh, 0, 0, H, GROUP, S_Q, S_K, qk_scale, HEAD_DIM,
-                           BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY)
+                           BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY, LAZY)
     if PAIRED:
         if i < first:  # the middle tile of an odd count comes once
             # every warp done with the first tile's Q/O buffer and ring slots before new loads land there
             gl.thread_barrier()
             _fwd_gluon_tile(q_desc, k_desc, v_desc, o_desc, LSE, stride_lb, stride_lh, q_smem, k_smem, v_smem, q_bar,
                             k_bars, v_bars, i, bh, base, 1, H, GROUP, S_Q, S_K, qk_scale, HEAD_DIM,
-                            BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY)
+                            BLOCK_M, BLOCK_N, STAGES, CAUSAL, PIPELINE, num_warps, POLY, LAZY)
 
     mbarrier.invalidate(q_bar)
     for s in gl.static_range(STAGES):

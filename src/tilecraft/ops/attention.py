@@ -94,7 +94,7 @@ class FwdConfig:
     consumers: int = 2
     early: bool = False
     tree: bool = False
-    # ws only: a row's running max is raised only when a key tile exceeds it by more than 2^8 (log2 units),
+    # Gluon only: a row's running max is raised only when a key tile exceeds it by more than 2^8 (log2 units),
     # and each warp branches over its O rescale when none of its 16 rows raised it (a warp vote;
     # FlashAttention-4's conditional rescaling, ``kernels.attention_gluon._rescale``)
     lazy: bool = False
@@ -118,8 +118,10 @@ class FwdConfig:
                            or (self.persistent and not self.ws)):
             raise ValueError("a Gluon forward config takes block_m=64*consumers, num_warps=4*consumers (warpgroups "
                              f"of 64 rows), no producer_consumer, persistent only with ws, got {self}")
-        if (self.consumers != 2 or self.early or self.tree or self.lazy) and not self.ws:
-            raise ValueError(f"consumers, early, tree and lazy are options of the ws Gluon forward, got {self}")
+        if (self.consumers != 2 or self.early or self.tree) and not self.ws:
+            raise ValueError(f"consumers, early and tree are options of the ws Gluon forward, got {self}")
+        if self.lazy and not self.gluon:
+            raise ValueError(f"lazy (the conditional rescale) is an option of the Gluon forwards, got {self}")
         if self.consumers not in (2, 3):
             raise ValueError(f"ws takes 2 or 3 consumer warpgroups, got {self}")
         if self.poly and not self.gluon:
@@ -859,7 +861,7 @@ def launch_fwd_gluon(q, k, v, out, lse, p: Problem, cfg: FwdConfig):
             lse, *_lse_strides(lse, p.varlen), p.heads, p.heads // p.kv_heads, p.seqlen_q, p.seqlen_k,
             p.scale * LOG2E, HEAD_DIM=p.head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, STAGES=cfg.num_stages,
             CAUSAL=p.causal, PIPELINE=cfg.overlap, num_warps=cfg.num_warps, POLY=cfg.poly,
-            PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device), **_maxnreg(cfg))
+            PAIRED=_paired(p, cfg), ORDER=_order(p, cfg, q.device), LAZY=cfg.lazy, **_maxnreg(cfg))
 
 
 def launch_fwd(q, k, v, out, lse, cu_q, cu_k, p: Problem, cfg: FwdConfig):

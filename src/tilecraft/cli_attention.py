@@ -112,7 +112,7 @@ def bench_cmd(
     budget: Annotated[float, typer.Option(help="Seconds of timed runs per implementation, case and round.")] = 0.4,
     settle: Annotated[float, typer.Option(help="Seconds each implementation runs untimed before its timing, so "
                                           "it is timed in its own clock state at the card's power cap, not in "
-                                          "the transient its predecessor left (0: off).")] = 0.3,
+                                          "the transient its predecessor left (0: off).")] = 0.3,  # bench.attention.SETTLE_S
     rounds: Annotated[int, typer.Option(help="Rounds per case (ours and every backend each round); the median "
                                         "round of each is reported.")] = 3,
     out: Annotated[Path | None, typer.Option(help="JSON file; default under benchmarks/results/.")] = None,

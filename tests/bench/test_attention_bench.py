@@ -183,3 +183,13 @@ def test_default_backward_fits_hopper_shared_memory_at_d256(deterministic):
     for r in reports:
         assert r["error"] is None, r["error"]
         assert 0 < r["shared_bytes"] <= 232448, (r["kernel"], r["shared_bytes"])
+
+
+def test_bench_cli_settles_as_the_report_does():
+    """``tilecraft attention bench --settle`` defaults to ``bench.attention.SETTLE_S`` (the report's too): the CLI
+    module keeps torch out of its import, so it spells the number; this keeps the two the same."""
+    import inspect
+
+    from tilecraft.cli_attention import bench_cmd
+
+    assert inspect.signature(bench_cmd).parameters["settle"].default == ba.SETTLE_S > 0

@@ -629,6 +629,12 @@ def median_of_rounds(rounds: Sequence[Sequence[Timed]]) -> list[Timed]:
     return merged
 
 
+#: Seconds each implementation runs untimed before its timing in ``tilecraft attention bench`` and the report
+#: (``measure(settle_s=...)``): at the power cap an H200's clock takes a few hundred ms to settle after the work
+#: changes (docs/attention.md Round 21).
+SETTLE_S = 0.3
+
+
 def bench(shapes: Sequence[Shape] = ISSUE_SHAPES, dtype: str = "bf16", directions: Sequence[str] = ("fwd", "bwd"),
           *, backends: Sequence[str] = SDPA_BACKENDS, deterministic: bool | None = None, budget_s: float = 1.0,
           info=None, progress: Callable[[str], None] | None = None, rounds: int = 1, settle_s: float = 0.0) -> list:

@@ -189,9 +189,11 @@ def attention_suite(ctx: Context) -> Section:
     records = []
     for direction in ("fwd", "bwd"):
         chosen = shapes if direction == "fwd" or not ctx.quick else [s for s in shapes if s.head_dim == 128]
-        # rounds: one pass can be several percent off (cuDNN's own time moves between passes)
+        # rounds: one pass can be several percent off (cuDNN's own time moves between passes); settle: each
+        # implementation timed in its own clock state at the power cap, as `tilecraft attention bench` does
         records += ab.bench(chosen, "bf16", (direction,), budget_s=0.25 if ctx.quick else 0.4, info=ctx.info,
-                            progress=lambda m: ctx.progress(f"attention {m}"), rounds=2 if ctx.quick else 3)
+                            progress=lambda m: ctx.progress(f"attention {m}"), rounds=2 if ctx.quick else 3,
+                            settle_s=ab.SETTLE_S)
     ours = [r for r in records if r.case["impl"] == "tilecraft"]
     backends = [f"sdpa-{b}" for b in ab.SDPA_BACKENDS]
     rows, heat_rows, heat = [], [], []

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The H200-only changes of 2026-11-28 (twelfth and thirteenth sessions), timed on another card (meant for an H100)
-# in one device call of about 6 minutes: each default against what it replaced, in the same run, every case
+# in one device call of about 6 minutes (and about 8 more for the attention runs at the end): each default against what it replaced, in the same run, every case
 # checked against float64 (or the default's bits) before it is timed.
 #   * fp32 order 8's ring with two elements a thread (73.4% against 69.8% of copy on an H200), and the order-8
 #     rings' longer marches (ring_block_z: fp32 256, fp64 512 planes at 520^3);
@@ -33,3 +33,14 @@ grep -E "^median" "$out/followups-ring.log"
 timeout 150 python benchmarks/wave_pml_width.py --widths 12,20,10 --rounds 2 --out "$out" > "$out/followups-pml.log" 2>&1
 echo "pml width rc $?"
 tail -12 "$out/followups-pml.log"
+# (2026-11-30) attention forward: the named-barrier turns and slots (Round 20) and the lazy rescale by warp vote
+# (Round 21) on the H100, each implementation timed after 0.3 s untimed (`--settle`): the public command over the
+# issue's shapes, then the defaults against the same configs rescaling every key tile (`--set round21c`).
+timeout 300 python -m tilecraft attention bench --direction fwd --rounds 5 \
+  --out "$out/attention-bench-fwd-h100.json" > "$out/attention-bench-fwd-h100.log" 2>&1
+echo "attention bench rc $?"
+grep -E "│" "$out/attention-bench-fwd-h100.log" | cut -c1-120
+timeout 250 python benchmarks/attention_round7.py "$out" --set round21c --shapes d128,d256,d128c,d256c,d64 --rounds 5 \
+  --budget 0.4 --settle 0.3 --deadline 220 > "$out/attention-round21c-h100.log" 2>&1
+echo "attention round21c rc $?"
+grep -E "TFLOP" "$out/attention-round21c-h100.log" | sort -u

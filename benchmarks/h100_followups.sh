@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The H200-only changes of 2026-11-28 (twelfth and thirteenth sessions), timed on another card (meant for an H100)
-# in one device call of about 6 minutes (and about 8 more for the attention runs at the end): each default against what it replaced, in the same run, every case
+# in one device call of about 6 minutes (SECTION=stencil), and about 8 for the attention runs (SECTION=attention): each default against what it replaced, in the same run, every case
 # checked against float64 (or the default's bits) before it is timed.
 #   * fp32 order 8's ring with two elements a thread (73.4% against 69.8% of copy on an H200), and the order-8
 #     rings' longer marches (ring_block_z: fp32 256, fp64 512 planes at 520^3);
@@ -10,10 +10,12 @@
 #     81.3-81.9% with mbarriers on an H200): `auto` against `ring-bz512`, the mbarrier ring it replaced; fp32 order 8's
 #     one program per tile on 520^2 planes (74.3-74.7% against 73.5-74.1 on an H200, 75.3 against 66.5-67.5 on
 #     1032 x 520^2): `auto` against `ring-bz256` / `ring-bz512`, what it took before.
-# Usage (device machine, repository root): OUT=<folder> bash benchmarks/h100_followups.sh
+# Usage (device machine, repository root): OUT=<folder> SECTION=stencil|attention bash benchmarks/h100_followups.sh
+# (the two together pass the device's 10-minute limit on one call)
 set -u
 out=${OUT:-/tmp}
 export PYTHONPATH=${PYTHONPATH:-src}
+if [ "${SECTION:-stencil}" = stencil ]; then
 timeout 150 python benchmarks/stencil_auto_ab.py --out "$out" --rounds 3 --tag=-followups-o8 --cases fp32-o8,fp64-o8 \
   --variants auto,ring-bz256-w16-v0-d3-s2,ring-w16-v0-d3-s2,ring > "$out/followups-o8.log" 2>&1
 echo "stencil rc $?"
@@ -33,9 +35,11 @@ grep -E "^median" "$out/followups-ring.log"
 timeout 150 python benchmarks/wave_pml_width.py --widths 12,20,10 --rounds 2 --out "$out" > "$out/followups-pml.log" 2>&1
 echo "pml width rc $?"
 tail -12 "$out/followups-pml.log"
+fi
 # (2026-11-30) attention forward: the named-barrier turns and slots (Round 20) and the lazy rescale by warp vote
 # (Round 21) on the H100, each implementation timed after 0.3 s untimed (`--settle`): the public command over the
 # issue's shapes, then the defaults against the same configs rescaling every key tile (`--set round21c`).
+if [ "${SECTION:-stencil}" = attention ]; then
 timeout 300 python -m tilecraft attention bench --direction fwd --rounds 5 \
   --out "$out/attention-bench-fwd-h100.json" > "$out/attention-bench-fwd-h100.log" 2>&1
 echo "attention bench rc $?"
@@ -44,3 +48,4 @@ timeout 250 python benchmarks/attention_round7.py "$out" --set round21c --shapes
   --budget 0.4 --settle 0.3 --deadline 220 > "$out/attention-round21c-h100.log" 2>&1
 echo "attention round21c rc $?"
 grep -E "TFLOP" "$out/attention-round21c-h100.log" | sort -u
+fi

@@ -253,7 +253,8 @@ def _softmax_step(qk, m_i, l_i, start_n, lo, hi, rows, cols, diag, qk_scale, CAU
     return p, alpha, m_new, l_new
 
 
-def _lazy_scale_asm(n: int) -> str:
+@gluon.constexpr_function
+def _lazy_scale_asm(n):
     """PTX for ``_rescale``'s lazy path on one thread's n accumulator elements: operands $0..$n-1 the
     results (tied to the inputs $n..$2n-1), $2n..$3n-1 each element's alpha, $3n.. the warp's flag
     (``_warp_any_below_one``, the same in every element). The multiplies are branched over (warp-uniform)
@@ -263,17 +264,9 @@ def _lazy_scale_asm(n: int) -> str:
             f"setp.ne.u32 %lz, ${3 * n}, 0;\n\t@!%lz bra.uni LZ${{:uid}};\n\t{body}\nLZ${{:uid}}:\n\t}}")
 
 
-def _lazy_scale_constraints(n: int) -> str:
+@gluon.constexpr_function
+def _lazy_scale_constraints(n):
     return ",".join(["=f"] * n + [str(i) for i in range(n)] + ["f"] * n + ["r"] * n)
-
-
-# one warpgroup's O (64 rows) per thread: 64 x D / 128 elements
-_LAZY_ASM_64: gl.constexpr = gl.constexpr(_lazy_scale_asm(32))
-_LAZY_CON_64: gl.constexpr = gl.constexpr(_lazy_scale_constraints(32))
-_LAZY_ASM_128: gl.constexpr = gl.constexpr(_lazy_scale_asm(64))
-_LAZY_CON_128: gl.constexpr = gl.constexpr(_lazy_scale_constraints(64))
-_LAZY_ASM_256: gl.constexpr = gl.constexpr(_lazy_scale_asm(128))
-_LAZY_CON_256: gl.constexpr = gl.constexpr(_lazy_scale_constraints(128))
 
 
 @gluon.jit
@@ -294,18 +287,11 @@ def _rescale(acc, alpha, row_o: gl.constexpr, LAZY: gl.constexpr):
     max): a warp holds whole rows of O, so the decision needs no other warp."""
     a = gl.convert_layout(alpha, row_o)
     if LAZY:
-        HEAD_DIM: gl.constexpr = acc.shape[1]
+        # one warp holds 16 rows of O: D / 2 elements a thread, all in one asm instance
+        N: gl.constexpr = acc.shape[1] // 2
         flag = _warp_any_below_one(a)
-        if HEAD_DIM == 64:
-            acc = gl.inline_asm_elementwise(_LAZY_ASM_64, _LAZY_CON_64, [acc, a[:, None], flag[:, None]],
-                                            dtype=gl.float32, is_pure=True, pack=32)
-        elif HEAD_DIM == 128:
-            acc = gl.inline_asm_elementwise(_LAZY_ASM_128, _LAZY_CON_128, [acc, a[:, None], flag[:, None]],
-                                            dtype=gl.float32, is_pure=True, pack=64)
-        else:
-            gl.static_assert(HEAD_DIM == 256, "lazy rescale: head dims 64, 128, 256")
-            acc = gl.inline_asm_elementwise(_LAZY_ASM_256, _LAZY_CON_256, [acc, a[:, None], flag[:, None]],
-                                            dtype=gl.float32, is_pure=True, pack=128)
+        acc = gl.inline_asm_elementwise(_lazy_scale_asm(N), _lazy_scale_constraints(N),
+                                        [acc, a[:, None], flag[:, None]], dtype=gl.float32, is_pure=True, pack=N)
     else:
         acc = acc * a[:, None]
     return acc

@@ -24,6 +24,9 @@ Sections (comma list):
   wide3   fp16 products of two waves of 128x256 tiles or more (M = 1024..4096): Gluon tiles against the TMA kernel
   named   the Gluon kernel's ring slots released by named barriers (``named_slots``) against its mbarriers: the
           heuristic's Gluon tile and 128x256 s4 at 8192^3 (every layout, fp16 NN), 4096^3, 1000^3, LLM rows
+  cluster the Gluon kernel on clusters of two CTAs sharing B by TMA multicast (``cluster_m=2``) against the same
+          tile without: 1000^3 (every bf16 layout, fp16), 2000^3, 2048^3, prefill rows, 4096^3, 3000 x 7000 x 5000,
+          4096 x 11008 x 4096, 8192^3 (every layout, fp16 NN)
 Every kernel is compiled first by a pool of processes (Triton's cache is shared), so the timed
 process only loads them. Writes gemm-tune-<sections>.json and a log under --out.
 """
@@ -138,6 +141,25 @@ def sweep_items(sections: list[str]) -> list[tuple[str, bench.Case, GemmConfig]]
             case = bench.Case(dt, m, n, k, lay)
             cfgs = [c for c in (heuristic(_problem(case)), g256) if c.kernel == "gluon" and not c.mn_regs]
             add("named", case, [x for c in cfgs for x in (c, replace(c, named_slots=True))])
+    if "cluster" in sections:  # clusters of two CTAs sharing the B tile by TMA multicast (cluster_m=2), A/B twice
+        g256, g128 = T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5)
+        for dt, m, n, k, lay, tiles in (
+                ("bf16", 1000, 1000, 1000, "NN", ()), ("bf16", 1000, 1000, 1000, "NT", ()),
+                ("bf16", 1000, 1000, 1000, "TN", ()), ("bf16", 1000, 1000, 1000, "TT", ()),
+                ("fp16", 1000, 1000, 1000, "NN", ()), ("fp16", 1000, 1000, 1000, "TT", ()),
+                ("bf16", 2000, 2000, 2000, "NN", (g256, g128)), ("bf16", 2048, 2048, 2048, "NT", (g256,)),
+                ("bf16", 512, 11008, 4096, "NT", (g128,)), ("bf16", 1024, 4096, 4096, "NN", (g128, g256)),
+                ("bf16", 4096, 4096, 4096, "NN", (g256,)), ("bf16", 4096, 4096, 4096, "NT", (g256,)),
+                ("bf16", 3000, 7000, 5000, "NN", (g256,)), ("bf16", 4096, 11008, 4096, "NN", (g256,)),
+                ("bf16", 8192, 8192, 8192, "NN", (g256,)), ("bf16", 8192, 8192, 8192, "NT", (g256,)),
+                ("bf16", 8192, 8192, 8192, "TN", (g256,)), ("bf16", 8192, 8192, 8192, "TT", (g256,)),
+                ("fp16", 8192, 8192, 8192, "NN", (g256,))):
+            case = bench.Case(dt, m, n, k, lay)
+            cfgs = [c for c in (heuristic(_problem(case)), *tiles) if c.kernel == "gluon" and not c.block_n2]
+            pairs = []
+            for c in dict.fromkeys(replace(c, cluster_m=1, named_slots=False, epi_prefetch=False) for c in cfgs):
+                pairs += [replace(c, cluster_m=2), c]
+            items.extend(("cluster", case, c) for c in pairs + pairs)  # each pair timed twice, interleaved
     if "wide3" in sections:  # fp16 prefill rows of two waves of 128x256 tiles or more, which stay on the TMA kernel
         cfgs = [T("gluon", 128, 256, 64, 8, 8, 4), T("gluon", 128, 128, 64, 8, 8, 5),
                 T("gluon", 128, 128, 64, 8, 8, 5, block_n2=64), T("tma", 256, 128, 64, 8, 8, 4)]

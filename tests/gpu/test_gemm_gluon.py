@@ -178,6 +178,57 @@ def test_16bit_named_slots_match_the_mbarrier_ring(cfg, layout, shape):
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2]), cfg.short()
 
 
+CLUSTER = [GemmConfig("gluon", 64, 128, 64, 8, 4, 4, cluster_m=2), GemmConfig("gluon", 128, 128, 64, 8, 8, 4, cluster_m=2),
+           GemmConfig("gluon", 128, 256, 64, 8, 8, 4, cluster_m=2)]
+
+
+@pytest.mark.parametrize("cfg", CLUSTER, ids=lambda c: c.short())
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+@pytest.mark.parametrize("shape", [(1000, 1000, 1000), (8, 8, 16), (77, 360, 1013), (300, 1032, 4104), (200, 136, 72)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_16bit_cluster_multicast(cfg, layout, shape, dtype):
+    """``cluster_m`` 2 (two CTAs on tile rows 2i and 2i + 1 sharing B by TMA multicast): against float64
+    into a NaN-poisoned output (an odd count of tile rows leaves a CTA with no rows of its own), twice
+    (a race in the shared ring would move the bits), and bit-equal to the same tile without the cluster
+    (the same wgmmas in the same order); with 8 and 2 clusters the CTAs walk many tiles in step."""
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, cfg.short())) % 2**31)
+    a, b = _rnd16(dtype, layout, *shape, gen)
+    spec = ops.validate(a, b)
+    outs = []
+    for c, sms in ((cfg, None), (cfg, 16), (cfg, 4), (replace(cfg, cluster_m=1), None)):
+        out = torch.full(spec.out_shape, float("nan"), dtype=dtype, device="cuda")
+        plan = ops.launch_plan(a, b, out, spec, c, sms=sms)
+        assert plan[-1].cluster == c.cluster_m
+        for k in plan:
+            k.run()
+        torch.cuda.synchronize()
+        assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 1e-2, (c.short(), sms)
+        outs.append(out)
+    assert all(torch.equal(outs[0], o) for o in outs[1:]), cfg.short()
+
+
+def test_cluster_kernel_traps_without_its_cluster():
+    """A ``cluster_m`` 2 launch run without the cluster attribute stops with an error (the kernel's
+    ``%cluster_nctarank`` check), not a hang or a wrong result. Run in a subprocess: a trap poisons the
+    CUDA context."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\nfrom dataclasses import replace\nfrom tilecraft.ops import gemm as ops\n"
+        "from tilecraft.ops.launch import run_kernel\nfrom tilecraft.tuning.gemm import GemmConfig\n"
+        "a = torch.randn(256, 256, device='cuda', dtype=torch.bfloat16); b = torch.randn(256, 256, device='cuda', "
+        "dtype=torch.bfloat16)\nspec = ops.validate(a, b); out = torch.empty(256, 256, device='cuda', "
+        "dtype=torch.bfloat16)\n"
+        "k = ops.launch_plan(a, b, out, spec, GemmConfig('gluon', 64, 128, 64, 8, 4, 4, cluster_m=2))[-1]\n"
+        "run_kernel(k.kernel, (2 * k.grid[0],), *k.args[:-4], 0, 0, 0, 0, **k.constexprs, **k.options)\n"
+        "torch.cuda.synchronize()\nprint('NO ERROR')\n")
+    env = {**os.environ, "TILECRAFT_PDL": "0"}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode != 0 and "NO ERROR" not in res.stdout, res.stdout + res.stderr
+
+
 @pytest.mark.parametrize("cfg", [GemmConfig("gluon", 64, 128, 64, 8, 4, 6, split_k=2),
                                  GemmConfig("gluon", 128, 128, 64, 8, 8, 5, split_k=3)], ids=lambda c: c.short())
 @pytest.mark.parametrize("layout", ["NN", "NT"])
@@ -310,6 +361,9 @@ def test_epilogue_every_combination_bf16(act, alpha, use_c, use_bias):
     (GemmConfig("gluon", 64, 64, 64, 8, 4, 8, pad_rows=True), "NN", "row"),
     (GemmConfig("gluon", 128, 128, 64, 8, 8, 4, block_n2=64), "NN", "col"),
     (GemmConfig("gluon", 128, 128, 64, 8, 8, 5, block_n2=32), "NT", "pitch"),
+    (GemmConfig("gluon", 64, 128, 64, 8, 4, 4, cluster_m=2), "TT", "col"),  # 129 rows: a partner without rows
+    (GemmConfig("gluon", 64, 128, 64, 8, 4, 4, cluster_m=2), "NN", "pitch"),
+    (GemmConfig("gluon", 128, 256, 64, 8, 8, 4, cluster_m=2), "NT", "row"),
 ], ids=lambda x: x.short() if isinstance(x, GemmConfig) else str(x))
 @pytest.mark.parametrize("act", EPI_ACTS)
 def test_epilogue_configs_and_layouts(cfg, layout, c_layout, act):

@@ -6,6 +6,7 @@ Triton interpreter cannot run Gluon."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 import os
 import re
@@ -468,7 +469,8 @@ def test_gluon_split_k_fixup_cross_compiles_and_rules():
     _, _, plan = ops.target_plan(a, a, "sm90", sms=132, cfg=cfg)
     (launch,) = plan
     assert launch.grid == (128,) and launch.constexprs["FIXUP"] and launch.constexprs["SPLIT_K"] == 2
-    assert launch.args[-2].numel() == 64 * 128 * 128 and launch.args[-1].dtype == torch.int32
+    assert launch.args[-6].numel() == 64 * 128 * 128 and launch.args[-5].dtype == torch.int32
+    assert launch.args[-4:] == (0, 0, 0, 0)  # the cluster's shared-memory offsets: unused
     res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch),
                         launch.constexprs, "sm90", num_warps=8, maxnreg=launch.options["maxnreg"], sass=True)
     assert res.error is None, res.error
@@ -591,3 +593,109 @@ def test_gluon_epilogue_dispatch(shape, layout, dtype, epi, want):
     p = ops.problem_of(a, b, spec, arch="sm90", sms=132)
     assert p.epilogue == ("c" if "c" in kw else "bias" if "bias" in kw else "light" if kw.get("activation") else "")
     assert shape_key(p).endswith(f"/epi-{p.epilogue}") if p.epilogue else "/epi-" not in shape_key(p)
+
+
+_CLUSTER_PTX = r"""
+import json, re, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from tilecraft.kernels.gemm_gluon import matmul_ws_kernel
+from tilecraft.ops.launch import cluster_smem_offsets
+sig, cx, opts = json.loads(sys.argv[1])
+sig.update({k: "constexpr" for k in cx})
+k = triton.compile(GluonASTSource(fn=matmul_ws_kernel, signature=sig, constexprs=cx),
+                   target=GPUTarget("cuda", 90, 32), options=opts)
+ptx = k.asm["ptx"]
+off = cluster_smem_offsets(k.asm["ttgir"])
+# the mbarrier inits: "add.s32 %rA, %rBase, OFFSET" then "mbarrier.init.shared::cta.b64 [%rA], COUNT"
+adds = dict(re.findall(r"add\.s32\s+(%r\d+), %r\d+, (\d+);", ptx))
+inits = [(int(adds[r]), int(c)) for r, c in re.findall(r"mbarrier\.init\.shared::cta\.b64 \[(%r\d+)\], (\d+);", ptx)
+         if r in adds]
+print(json.dumps({"offsets": off, "inits": inits, "shared": k.metadata.shared,
+                  "multicast": len(re.findall(r"\.multicast::cluster", ptx)),
+                  "tma_load": len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.mbarrier::complete_tx::bytes \[", ptx)),
+                  "mapa": len(re.findall(r"mapa\.shared::cluster", ptx)),
+                  "nctarank": "%cluster_nctarank" in ptx,
+                  "param10": bool(re.search(r"\.param \.align 64 \.b8 matmul_ws_kernel_param_10\[128\]", ptx)),
+                  "param10_used": len(re.findall(r"mov\.b64 %mt, matmul_ws_kernel_param_10;", ptx)),
+                  "spills": k.n_spills if hasattr(k, "n_spills") else None}))
+"""
+
+
+@pytest.mark.parametrize("cfg,layout,shape,boxes", [
+    (GemmConfig("gluon", 64, 128, 64, 8, 4, 4, cluster_m=2), "NN", (1000, 1000, 1000), 1),
+    (GemmConfig("gluon", 64, 128, 64, 8, 4, 4, cluster_m=2), "TT", (1000, 1000, 1000), 1),
+    (GemmConfig("gluon", 128, 256, 64, 8, 8, 4, cluster_m=2), "NN", (8192, 8192, 8192), 2),
+    (GemmConfig("gluon", 128, 256, 64, 8, 8, 4, cluster_m=2), "NT", (8192, 8192, 8192), 1),
+], ids=lambda x: x.short() if isinstance(x, GemmConfig) else str(x))
+def test_gluon_cluster_cross_compiles(cfg, layout, shape, boxes):
+    """``cluster_m`` 2: the plan asks for clusters of two (grid in clusters, the four allocations whose
+    offsets the kernel takes); the sm90 PTX multicasts B's half in ``boxes`` 128-byte boxes through the
+    descriptor in parameter 10 (a CUtensorMap parameter), loads A by TMA as before, maps the partner's
+    barriers, checks the cluster size; and the offsets Triton's allocation pass gives (what the launch
+    passes) are the ones the compiled kernel initialises its mbarriers at: ready with 1 arrival, empty
+    with 2 (both CTAs' consumers), the two sync barriers with 1."""
+    dtype = torch.bfloat16
+    _, _, plan = _plan16(cfg, layout, *shape, dtype=dtype)
+    launch = plan[-1]
+    m, n = shape[:2]
+    clusters = math.ceil(math.ceil(m / cfg.block_m) / 2) * math.ceil(n / cfg.block_n)
+    assert launch.cluster == 2 and launch.grid == (min(66, clusters),)
+    assert launch.smem == ("b_bufs", "ready", "empty", "sync") and launch.args[-4:] == (-1, -1, -1, -1)
+    assert launch.constexprs["CLUSTER_M"] == 2
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    sig = {nm: v.split(":")[0] if not v.startswith("tensordesc") else v
+           for nm, v in ops.compile_signature(launch).items()}
+    r = subprocess.run([sys.executable, "-c", _CLUSTER_PTX, json.dumps([sig, launch.constexprs, launch.options])],
+                       check=False, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    facts = json.loads(r.stdout.strip().splitlines()[-1])
+    assert facts["multicast"] == boxes and facts["param10"] and facts["param10_used"] == boxes
+    assert facts["tma_load"] == 1  # A alone through Gluon's own TMA copy
+    assert facts["mapa"] >= 3 and facts["nctarank"]
+    off = facts["offsets"]
+    stages = cfg.num_stages
+    inits = dict(facts["inits"])
+    assert all(inits.get(off["ready"] + 8 * s) == 1 and inits.get(off["empty"] + 8 * s) == 2 for s in range(stages))
+    assert inits.get(off["sync"]) == 1 and inits.get(off["sync"] + 8) == 1
+    assert off["b_bufs"] + stages * cfg.block_n * cfg.block_k * 2 <= facts["shared"] <= SHARED_LIMIT["sm90"]
+
+
+@pytest.mark.parametrize("cfg,dtype,layout,why", [
+    (GemmConfig("gluon", 64, 128, 64, 8, 4, 4, cluster_m=3), torch.bfloat16, "NN", "cluster_m 1 or 2"),
+    (GemmConfig("tma", 64, 128, 64, 8, 4, 4, cluster_m=2), torch.bfloat16, "NN", "the Gluon kernel"),
+    (GemmConfig("gluon", 128, 256, 128, 8, 8, 3, cluster_m=2), torch.int8, "NT", "fp16/bf16"),
+    (GemmConfig("gluon", 64, 128, 64, 8, 4, 4, split_k=2, cluster_m=2), torch.bfloat16, "NN", "no split-K"),
+    (GemmConfig("gluon", 128, 128, 64, 8, 8, 5, block_n2=64, cluster_m=2), torch.bfloat16, "NT", "no block_n2"),
+    (GemmConfig("gluon", 64, 128, 64, 8, 4, 4, named_slots=True, cluster_m=2), torch.bfloat16, "NN", "no named_slots"),
+    (GemmConfig("gluon", 64, 128, 128, 8, 4, 3, cluster_m=2), torch.bfloat16, "NT", "boxes of 128-byte rows"),
+    (GemmConfig("gluon", 64, 64, 64, 8, 4, 4, cluster_m=2), torch.bfloat16, "NN", "boxes of 128-byte rows"),
+])
+def test_gluon_cluster_refusals(cfg, dtype, layout, why):
+    """What ``cluster_m`` 2 cannot take is a ValueError before any launch, saying why."""
+    with pytest.raises(ValueError, match=why):
+        _plan16(cfg, layout, 1024, 1024, 1024, dtype=dtype)
+
+
+@pytest.mark.parametrize("shape,layout,dtype,cluster", [
+    ((1000, 1000, 1000), "NN", torch.bfloat16, 2), ((1000, 1000, 1000), "TT", torch.bfloat16, 2),
+    ((1000, 1000, 1000), "NT", torch.float16, 2), ((1000, 1000, 512), "TN", torch.bfloat16, 2),
+    ((600, 1000, 1000), "NN", torch.bfloat16, 2),
+    ((1000, 1000, 4096), "NN", torch.bfloat16, 0),  # long K: not the Gluon 64x128 tile
+])
+def test_gluon_cluster_dispatch(shape, layout, dtype, cluster):
+    """The short-K Gluon 64x128 tile runs in clusters of two (B shared by multicast; docs/gemm.md,
+    follow-up 31). Its branch takes products with fewer 128x128 tiles than half the SMs, which is the
+    pair count, so the pairs always fit one wave there. ``cluster`` 0: another config."""
+    m, n, k = shape
+    a = torch.empty(k, m, dtype=dtype, device="meta").t() if layout[0] == "T" else torch.empty(m, k, dtype=dtype,
+                                                                                                device="meta")
+    b = torch.empty(n, k, dtype=dtype, device="meta").t() if layout[1] == "T" else torch.empty(k, n, dtype=dtype,
+                                                                                                device="meta")
+    _, cfg, plan = ops.target_plan(a, b, "sm90", sms=132)
+    if cluster == 0:
+        assert cfg.cluster_m == 1 and not cfg.short().startswith("gluon 64x128x64 w4 s4"), cfg.short()
+        return
+    assert cfg.short().startswith("gluon 64x128x64 w4 s4") and cfg.cluster_m == cluster, cfg.short()
+    assert plan[-1].cluster == cluster

@@ -46,10 +46,14 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from tilecraft.kernels.gemm import _activation
 from tilecraft.kernels.barriers import slot_release, slot_wait_free
+from tilecraft.kernels.cluster import check_cluster, fence_mbarrier_init, multicast_load_2d, remote_arrive, wait_cluster
 from tilecraft.kernels.pdl import pdl_start_gluon, pdl_trigger_gluon
 
 #: ``NAMED_SLOTS``: ring slot s is named barrier SLOT_BAR + s (Triton's warp specialisation uses ids 0-3)
 SLOT_BAR: gl.constexpr = gl.constexpr(4)
+#: ``CLUSTER_M`` 2: the B half-tile descriptor travels in the ``a_lo_desc`` slot, kernel parameters 10-14
+#: (each descriptor argument is five: the CUtensorMap, two extents, two strides); the multicast copy names it
+B_HALF_PARAM: gl.constexpr = gl.constexpr("matmul_ws_kernel_param_10")
 
 
 @gluon.jit
@@ -120,13 +124,14 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_KMAJOR: gl.constexpr,
               B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr, PREFETCH_C: gl.constexpr, PREFETCH_BIAS: gl.constexpr,
               BIAS_ROWS: gl.constexpr, PDL: gl.constexpr = 0, BLOCK_N2: gl.constexpr = 0,
-              SLOT_THREADS: gl.constexpr = 0):
+              SLOT_THREADS: gl.constexpr = 0, CLUSTER_M: gl.constexpr = 1, smem_b=0, smem_ready=0):
     """One warp: TMA loads of every (work unit, K step) of this program, in the consumers' order.
     An MN-major operand (16-bit only) is loaded as its (BLOCK_K, rows) tile. ``PREFETCH_C`` /
     ``PREFETCH_BIAS``: first, the unit's C tile / bias slice prefetched into L2
     (:func:`_prefetch_epilogue`). ``PDL`` 2: the next kernel may launch once the last load is issued.
     ``BLOCK_N2``: each tile is BLOCK_N + BLOCK_N2 columns wide, its last BLOCK_N2 columns of B loaded
-    through ``b_lo_desc`` into ``b_lo_bufs`` (see :func:`matmul_ws_kernel`)."""
+    through ``b_lo_desc`` into ``b_lo_bufs`` (see :func:`matmul_ws_kernel`). ``CLUSTER_M`` 2: this CTA's
+    half of the B tile, multicast into both CTAs of the cluster (the other half comes from the partner)."""
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     TILE_N: gl.constexpr = BLOCK_N + BLOCK_N2
     if THREE_TF32:
@@ -138,9 +143,13 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, TILE_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
+    rank = gl.program_id(0) % CLUSTER_M
+    num_pid_mc = gl.cdiv(num_pid_m, CLUSTER_M)
+    B_BYTES: gl.constexpr = b_desc.block_type.nbytes
     it = 0
-    for unit in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
-        pid_m, pid_n = _tile_mn(unit // SPLIT_K, num_pid_m, num_pid_n, GROUP_M)
+    for unit in range(gl.program_id(0) // CLUSTER_M, num_pid_mc * num_pid_n * SPLIT_K, gl.num_programs(0) // CLUSTER_M):
+        pid_mc, pid_n = _tile_mn(unit // SPLIT_K, num_pid_mc, num_pid_n, GROUP_M)
+        pid_m = pid_mc * CLUSTER_M + rank
         off_m = pid_m * BLOCK_M
         off_n = pid_n * TILE_N
         if PREFETCH_C or PREFETCH_BIAS:
@@ -156,7 +165,17 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
                 tma.async_copy_global_to_shared(a_desc, [off_m, off_k], bar, a_bufs.index(s))
             else:
                 tma.async_copy_global_to_shared(a_desc, [off_k, off_m], bar, a_bufs.index(s))
-            if B_KMAJOR:
+            if CLUSTER_M > 1:  # this CTA's half of the B tile, into both CTAs, in boxes of 128-byte rows
+                half = off_n + rank * (BLOCK_N // 2)
+                dst = smem_b + s * B_BYTES + rank * (B_BYTES // 2)
+                if B_KMAJOR:  # rows of BLOCK_K (128 bytes: the host checks), the half one box
+                    multicast_load_2d(B_HALF_PARAM, dst, off_k, half, smem_ready + s * 8, 3)
+                else:  # the tile is column blocks of 128 bytes (BOX_N columns), one after another
+                    BOX_N: gl.constexpr = 128 // (b_desc.dtype.primitive_bitwidth // 8)
+                    for j in gl.static_range(BLOCK_N // 2 // BOX_N):
+                        multicast_load_2d(B_HALF_PARAM, dst + j * (BLOCK_K * BOX_N * (b_desc.dtype.primitive_bitwidth // 8)),
+                                          half + j * BOX_N, off_k, smem_ready + s * 8, 3)
+            elif B_KMAJOR:
                 tma.async_copy_global_to_shared(b_desc, [off_n, off_k], bar, b_bufs.index(s))
             else:
                 tma.async_copy_global_to_shared(b_desc, [off_k, off_n], bar, b_bufs.index(s))
@@ -312,7 +331,8 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
               A_KMAJOR: gl.constexpr, B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr, A_REGS: gl.constexpr,
               TRANS_OUT: gl.constexpr, ROW_PERM: gl.constexpr, FIXUP: gl.constexpr, EPI_INT: gl.constexpr,
               HAS_ALPHA: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr,
-              BLOCK_N2: gl.constexpr = 0, SLOT_THREADS: gl.constexpr = 0):
+              BLOCK_N2: gl.constexpr = 0, SLOT_THREADS: gl.constexpr = 0, CLUSTER_M: gl.constexpr = 1,
+              smem_empty=0, smem_sync=0):
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     TILE_N: gl.constexpr = BLOCK_N + BLOCK_N2
     # wgmma K per instruction (tf32: 8, int8: 32); N per instruction at most 128 for int8 (what
@@ -330,10 +350,13 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, TILE_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
+    rank = gl.program_id(0) % CLUSTER_M
+    num_pid_mc = gl.cdiv(num_pid_m, CLUSTER_M)
     it = 0
     chunks = 0
-    for unit in range(gl.program_id(0), num_pid_m * num_pid_n * SPLIT_K, gl.num_programs(0)):
-        pid_m, pid_n = _tile_mn(unit // SPLIT_K, num_pid_m, num_pid_n, GROUP_M)
+    for unit in range(gl.program_id(0) // CLUSTER_M, num_pid_mc * num_pid_n * SPLIT_K, gl.num_programs(0) // CLUSTER_M):
+        pid_mc, pid_n = _tile_mn(unit // SPLIT_K, num_pid_mc, num_pid_n, GROUP_M)
+        pid_m = pid_mc * CLUSTER_M + rank
         k_lo = (unit % SPLIT_K) * k_split_steps
         k_steps = gl.minimum(k_tiles - k_lo, k_split_steps)  # >= 1: the launcher sizes the splits
         acc = gl.zeros([BLOCK_M, BLOCK_N], ACC, layout)
@@ -397,6 +420,8 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
                     acc = warpgroup_mma_wait(1, deps=(acc,))
                 prev = (it + STAGES - 1) % STAGES  # the previous step's slot (its wgmmas retired)
                 slot_release(empty, prev, SLOT_BAR + prev, ki > 0, SLOT_THREADS)
+                if CLUSTER_M > 1:  # the partner's producer writes this slot of ours too
+                    remote_arrive(smem_empty + prev * 8, rank ^ 1, (ki > 0).to(gl.int32))
                 it += 1
             if BLOCK_N2 > 0:
                 acc, acc2 = warpgroup_mma_wait(0, deps=(acc, acc2))
@@ -404,6 +429,8 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
                 acc = warpgroup_mma_wait(0, deps=(acc,))
             last = (it + STAGES - 1) % STAGES
             slot_release(empty, last, SLOT_BAR + last, True, SLOT_THREADS)
+            if CLUSTER_M > 1:
+                remote_arrive(smem_empty + last * 8, rank ^ 1, 1)
         if FIXUP:
             # SPLIT_K = 2, one unit per program: the second K half hands its partial tile over
             # through global memory, the first adds it and stores the tile
@@ -440,20 +467,25 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
                             EPI_N, TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)
             chunks += TILE_N // EPI_N
     tma.store_wait(0)
+    if CLUSTER_M > 1:  # stay resident until the partner has made its last arrival on our barriers
+        remote_arrive(smem_sync + 8, (gl.program_id(0) % CLUSTER_M) ^ 1, 1)
+        wait_cluster(smem_sync + 8, 0)
 
 
 # M, N, K unspecialised: one compiled kernel serves every shape of a configuration (TMA bounds
 # the tiles; divisibility by 16 buys nothing here), and the grid size is read at run time
-@gluon.jit(do_not_specialize=["M", "N", "K", "k_split_steps", "alpha_hi", "alpha_lo", "beta_hi", "beta_lo"])
+@gluon.jit(do_not_specialize=["M", "N", "K", "k_split_steps", "alpha_hi", "alpha_lo", "beta_hi", "beta_lo",
+                               "smem_b", "smem_ready", "smem_empty", "smem_sync"])
 def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_split_steps,
                      c_ptr, bias_ptr, stride_cr, stride_cc, alpha_hi, alpha_lo, beta_hi, beta_lo, ws_ptr, flag_ptr,
+                     smem_b, smem_ready, smem_empty, smem_sync,
                      STAGES: gl.constexpr, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr, EPI_BUFS: gl.constexpr,
                      PRODUCER_REGS: gl.constexpr, A_KMAJOR: gl.constexpr = True, B_KMAJOR: gl.constexpr = True,
                      SPLIT_K: gl.constexpr = 1, A_REGS: gl.constexpr = False, TRANS_OUT: gl.constexpr = False,
                      ROW_PERM: gl.constexpr = False, FIXUP: gl.constexpr = False, EPI_INT: gl.constexpr = False,
                      HAS_ALPHA: gl.constexpr = False, HAS_C: gl.constexpr = False, HAS_BIAS: gl.constexpr = False,
                      ACTIVATION: gl.constexpr = 0, EPI_PREFETCH: gl.constexpr = False, PDL: gl.constexpr = 0,
-                     BLOCK_N2: gl.constexpr = 0, NAMED_SLOTS: gl.constexpr = False):
+                     BLOCK_N2: gl.constexpr = 0, NAMED_SLOTS: gl.constexpr = False, CLUSTER_M: gl.constexpr = 1):
     """C (M, N) = A (M, K) @ B (K, N); grid min(SMs, work units). ``a_desc`` tiles are (BLOCK_M,
     BLOCK_K) over A (M, K) when ``A_KMAJOR``, else (BLOCK_K, BLOCK_M) over A^T (K, M); ``b_desc``
     tiles (BLOCK_N, BLOCK_K) over B^T (N, K) when ``B_KMAJOR``, else (BLOCK_K, BLOCK_N) over B (K,
@@ -499,7 +531,21 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     over B, as ``b_desc``) into a ring of their own; ``EPI_N`` divides BLOCK_N2.
 
     ``NAMED_SLOTS`` (not with 3xTF32 or ``A_REGS``; STAGES <= 12, ids 4-15): the consumer releases the ring's slots to the
-    producer by named barriers (``kernels.barriers.slot_release`` / ``slot_wait_free``) instead of the "empty" mbarriers."""
+    producer by named barriers (``kernels.barriers.slot_release`` / ``slot_wait_free``) instead of the "empty" mbarriers.
+
+    ``CLUSTER_M`` 2 (16-bit plain products: no split-K, 3xTF32, ``A_REGS``, ``BLOCK_N2`` or ``NAMED_SLOTS``;
+    launched in clusters of two CTAs, :mod:`tilecraft.kernels.cluster`): the two CTAs of a cluster take
+    vertically adjacent tiles (tile rows 2i and 2i + 1, the same columns) and share the B tile of each K step:
+    each CTA loads one half of it by TMA multicast into both CTAs' rings (``a_lo_desc`` is then the half
+    tile's descriptor: (BLOCK_N / 2, BLOCK_K) K-major, or (BLOCK_K, 128 bytes) MN-major), so the L2 serves
+    each B tile once per pair instead of twice (cuBLAS's 2x1 clusters at 1000^3); an MN-major half is
+    copied in boxes of 128-byte rows ((BLOCK_K, 128 bytes), its column blocks as the tile lays them out). A slot is free once
+    both CTAs' consumers released it (each arrives on its own "empty" mbarrier and on the partner's). The
+    barriers and the ring are addressed by hand, at the byte offsets ``smem_b``, ``smem_ready``,
+    ``smem_empty`` and ``smem_sync`` from ``global_smem`` that the host reads from Triton's allocation of
+    this very kernel (``tilecraft.ops.launch.cluster_smem_offsets``); the CTAs meet on the ``sync``
+    mbarriers once their barriers exist and again before they exit. With ``CLUSTER_M`` 1 those are not
+    read (pass 0)."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
@@ -535,10 +581,21 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
                                     c_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    gl.static_assert(CLUSTER_M == 1 or (CLUSTER_M == 2 and not (THREE_TF32 or A_REGS or FIXUP or NAMED_SLOTS)
+                                         and SPLIT_K == 1 and BLOCK_N2 == 0), "CLUSTER_M 2: plain products only")
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
+        mbarrier.init(empty.index(i), count=CLUSTER_M)  # with a cluster: this CTA's consumers and the partner's
+    if CLUSTER_M > 1:
+        sync = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(sync.index(0), count=1)
+        mbarrier.init(sync.index(1), count=1)
     fence_async_shared()
+    if CLUSTER_M > 1:  # both CTAs' barriers exist before either arrives on or copies into the other's
+        check_cluster(CLUSTER_M)
+        fence_mbarrier_init()
+        remote_arrive(smem_sync, (gl.program_id(0) % CLUSTER_M) ^ 1, 1)
+        wait_cluster(smem_sync, 0)
     pdl_start_gluon(PDL)  # after the shared-memory set-up, before any global access
     epi = (c_ptr, stride_cr, stride_cc, bias_ptr, alpha_hi, alpha_lo, beta_hi, beta_lo)
     gl.warp_specialize([
@@ -546,9 +603,9 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
                      ws_ptr, flag_ptr, epi,
                      GROUP_M, THREE_TF32, FLUSH, EPI_N, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR,
                      SPLIT_K, A_REGS, TRANS_OUT, ROW_PERM, FIXUP, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION,
-                     BLOCK_N2, SLOT_THREADS)),
+                     BLOCK_N2, SLOT_THREADS, CLUSTER_M, smem_empty, smem_sync)),
         (_producer, (a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
                      M, N, K, k_split_steps, epi, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
                      B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C, EPI_PREFETCH and HAS_BIAS, TRANS_OUT, PDL, BLOCK_N2,
-                     SLOT_THREADS)),
+                     SLOT_THREADS, CLUSTER_M, smem_b, smem_ready)),
     ], [1], [PRODUCER_REGS])

@@ -668,6 +668,14 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         if why:
             raise ValueError(f"named_slots (slots released by named barriers) needs {', '.join(why)}: got "
                              f"{cfg.short()} for a {spec.dtype} product")
+    if cfg.cluster_m != 1:
+        why = [w for w, bad_ in (("cluster_m 1 or 2", cfg.cluster_m != 2), ("the Gluon kernel", cfg.kernel != "gluon"),
+                                 ("fp16/bf16", spec.dtype not in ("fp16", "bf16")), ("no split-K", cfg.split_k > 1),
+                                 ("no fixup", cfg.fixup), ("no block_n2", cfg.block_n2 > 0),
+                                 ("no named_slots", cfg.named_slots)) if bad_]
+        if why:
+            raise ValueError(f"cluster_m (two CTAs sharing B by multicast) needs {', '.join(why)}: got {cfg.short()} "
+                             f"for a {spec.dtype} product")
     if cfg.kernel in ("pointer", "fma") and spec.batch > MAX_GRID_BATCH:
         # the batch is grid axis 1 of the pointer kernels (CUDA: at most 65535): launch in slices
         a3, b3 = _as3d(a, spec.batch), _as3d(b, spec.batch)
@@ -1051,6 +1059,21 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
     tiles = math.ceil(m / bm) * math.ceil(n / cfg.tile_n)
     units = tiles * split
     grid = (max(1, min(sms, units)),)
+    cl = cfg.cluster_m
+    smem_args: tuple = (0, 0, 0, 0)
+    if cl > 1:
+        # each CTA multicasts half of the B tile in TMA boxes of 128-byte rows (the tile's swizzle): a
+        # K-major B tile of 128-byte rows halved along N (one box), or an MN-major one whose half is
+        # whole 128-byte column blocks (one box each)
+        esz = b_hi.element_size()
+        if not ((bk and bkk * esz == 128) or (not bk and bn // 2 * esz % 128 == 0)):
+            raise ValueError(f"cluster_m 2 copies halves of the B tile in boxes of 128-byte rows: block_k * "
+                             f"{esz} (K-major B) must be 128, or block_n / 2 * {esz} (MN-major B) a multiple of 128; "
+                             f"got {cfg.short()} with B {'K' if bk else 'MN'}-major")
+        descs[2] = _gluon_desc(b_hi, [bn // 2, bkk] if bk else [bkk, 128 // esz])
+        # clusters of two CTAs on vertically adjacent tiles, the grid's x counted in clusters
+        grid = (max(1, min(sms // cl, math.ceil(math.ceil(m / bm) / cl) * math.ceil(n / cfg.tile_n))),)
+        smem_args = (-1, -1, -1, -1)  # the allocations' offsets, filled in at launch (run_cluster_kernel)
     ws_ptr = flag_ptr = out2  # read only with fixup
     if fixup:
         if units > sms:  # a waiting half needs its partner running beside it, not after it
@@ -1064,13 +1087,15 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
                                                                          out2.element_size()),
                   "PRODUCER_REGS": 40, "A_KMAJOR": ak, "B_KMAJOR": bk, "SPLIT_K": split,
                   "A_REGS": bool(regs), "TRANS_OUT": regs == "swap", "ROW_PERM": bool(regs) and cfg.row_perm,
-                  "FIXUP": fixup, "BLOCK_N2": cfg.block_n2, "NAMED_SLOTS": cfg.named_slots}
+                  "FIXUP": fixup, "BLOCK_N2": cfg.block_n2, "NAMED_SLOTS": cfg.named_slots, "CLUSTER_M": cl}
     steps = k_split_steps if split > 1 else math.ceil(spec.k / bkk)
     epi_args, epi_cx = _gluon_epilogue(spec, out2, c, bias, in_kernel=split == 1 or fixup, trans=regs == "swap",
                                        prefetch=cfg.epi_prefetch)
     constexprs.update(epi_cx)
-    return pre + [KernelLaunch(_g.matmul_ws_kernel, grid, (*descs, m, n, spec.k, steps, *epi_args, ws_ptr, flag_ptr),
-                               constexprs, {"num_warps": cfg.num_warps, "maxnreg": maxnreg})]
+    return pre + [KernelLaunch(_g.matmul_ws_kernel, grid,
+                               (*descs, m, n, spec.k, steps, *epi_args, ws_ptr, flag_ptr, *smem_args),
+                               constexprs, {"num_warps": cfg.num_warps, "maxnreg": maxnreg}, cluster=cl,
+                               smem=("b_bufs", "ready", "empty", "sync") if cl > 1 else ())]
 
 
 def gluon_epilogue_width(spec: Spec, cfg: GemmConfig) -> int:

@@ -20,7 +20,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 __all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "REPLAY_ENV", "Replay", "ReplayCache", "clear_replays",
            "constant", "device_capability", "eager_direct", "empty", "gluon_descriptor", "kernel_parameters",
            "launch_values", "pdl_active", "pdl_env", "pdl_mode", "replay_enabled", "run_kernel", "run_op",
-           "runtime_arg_names", "signature", "with_pdl", "zeros"]
+           "runtime_arg_names", "signature", "with_pdl", "zeros", "cluster_smem_offsets", "run_cluster_kernel"]
 
 #: ``TILECRAFT_PDL``: "0" (or "off") launches every kernel without programmatic dependent launch;
 #: "early" lets the next kernel launch as soon as every program of a kernel has started, "late" once
@@ -90,9 +90,16 @@ class KernelLaunch:
     args: tuple  # runtime arguments, in the kernel's order
     constexprs: dict
     options: dict
+    #: CTAs per cluster (sm90, along grid x: the launch runs ``grid[0] * cluster`` CTAs); 1: no cluster
+    cluster: int = 1
+    #: with ``cluster``: the names of the kernel's shared-memory allocations whose byte offsets from
+    #: ``global_smem`` (:func:`cluster_smem_offsets`) the last ``len(smem)`` runtime arguments take
+    smem: tuple[str, ...] = ()
 
     def run(self):
         """Launch it; Triton's compiled kernel (``n_regs``, ``n_spills``, ``metadata``) on a GPU."""
+        if self.cluster > 1:
+            return run_cluster_kernel(self)
         return run_kernel(self.kernel, self.grid, *self.args, **self.constexprs, **self.options)
 
 
@@ -226,6 +233,72 @@ def run_kernel(kernel, grid, *args, **kwargs):
     if rec is not None:
         rec[0].append((kernel, grid, args, kwargs, compiled))
     return compiled
+
+
+def cluster_smem_offsets(ttgir: str, target: tuple[int, int] = (90, 87)) -> dict[str, int]:
+    """The byte offset from ``global_smem`` of every named shared-memory allocation (``%name =
+    ttg.local_alloc``) of a compiled kernel, from its TTGIR (``compiled.asm["ttgir"]``) run through the
+    passes of Triton's NVIDIA backend up to and including its shared-memory allocation pass, in
+    ``make_llir``'s order (Triton 3.6): the offsets the compiled kernel itself uses. ``target``:
+    (compute capability, PTX version) as the backend passes them. Used where a kernel addresses its
+    own shared memory by hand (:mod:`tilecraft.kernels.cluster`)."""
+    import re
+
+    from triton._C.libtriton import ir, nvidia, passes
+
+    ctx = ir.context()
+    ir.load_dialects(ctx)
+    nvidia.load_dialects(ctx)
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".ttgir", delete=False) as f:
+        f.write(ttgir)
+    try:
+        mod = ir.parse_mlir_module(f.name, ctx)
+    finally:
+        os.unlink(f.name)
+    pm = ir.pass_manager(ctx)
+    passes.ttgpuir.add_combine_tensor_select_and_if(pm)
+    passes.ttgpuir.add_allocate_warp_groups(pm)
+    passes.convert.add_scf_to_cf(pm)
+    passes.gluon.add_inliner(pm)
+    nvidia.passes.ttgpuir.add_allocate_shared_memory_nv(pm, *target)
+    pm.run(mod, "tilecraft_smem_offsets")
+    found = re.findall(r"%(\w+) = ttg\.local_alloc \{allocation\.offset = (\d+) : i32", str(mod))
+    return {name: int(off) for name, off in found}
+
+
+_CLUSTER_READY: dict[int, tuple] = {}
+
+
+def run_cluster_kernel(k: KernelLaunch):
+    """Launch ``k`` in clusters of ``k.cluster`` CTAs along grid x. Triton 3.6 launches a kernel
+    compiled for one CTA per program without a cluster, and sets a cluster only for ``num_ctas`` > 1,
+    which changes what a Gluon program is (its tensors spread over the cluster's CTAs). So the kernel
+    is compiled as usual (``warmup``), then its launch metadata is given the cluster size (Triton's
+    launcher runs ``grid[0] * num_ctas`` CTAs with the cluster dimension set); the offsets of the
+    allocations ``k.smem`` names are read from the compiled kernel (:func:`cluster_smem_offsets`) into
+    the last runtime arguments. Once per compiled kernel; the kernel traps if it runs without the
+    cluster (:func:`tilecraft.kernels.cluster.check_cluster`)."""
+    kw = {**k.constexprs, **k.options}
+    compiled = k.kernel.warmup(*k.args, grid=k.grid, **kw)
+    ready = _CLUSTER_READY.get(id(compiled))
+    if ready is None or ready[0] is not compiled:
+        md = compiled.metadata
+        if getattr(md, "num_ctas", 1) != 1:
+            raise ValueError(f"{k.kernel.__name__}: a cluster launch of a kernel compiled with num_ctas={md.num_ctas}")
+        if md.global_scratch_size or md.profile_scratch_size:  # the launcher sizes scratch by num_ctas
+            raise ValueError(f"{k.kernel.__name__}: a cluster launch of a kernel with global scratch memory")
+        offsets = cluster_smem_offsets(compiled.asm["ttgir"], (90, int(getattr(md, "ptx_version", None) or 87)))
+        missing = [n for n in k.smem if n not in offsets]
+        if missing:
+            raise RuntimeError(f"{k.kernel.__name__}: no shared-memory offset for {', '.join(missing)} in its "
+                               f"allocation ({sorted(offsets)}); this Triton lays out shared memory differently")
+        packed = tuple(compiled.packed_metadata)
+        compiled.packed_metadata = (packed[0], k.cluster, *packed[2:])
+        ready = _CLUSTER_READY[id(compiled)] = (compiled, tuple(offsets[n] for n in k.smem))
+    args = (*k.args[:len(k.args) - len(k.smem)], *ready[1])
+    return run_kernel(k.kernel, k.grid, *args, **kw)
 
 
 def run_op(fn, *args):

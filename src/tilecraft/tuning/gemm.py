@@ -69,6 +69,7 @@ class GemmConfig:
     mn_copy: str = ""  # FMA kernel: K-contiguous operands ("a", "b", "ab") copied MN-contiguous before the product
     block_n2: int = 0  # Gluon, 16-bit: a second accumulator of block_n2 columns, tiles block_n + block_n2 wide (192)
     named_slots: bool = False  # Gluon, plain products: slots released to the producer by named barriers
+    cluster_m: int = 1  # Gluon, 16-bit plain products: 2 = clusters of two CTAs (tile rows 2i, 2i + 1) sharing B by multicast
 
     @property
     def tile_n(self) -> int:
@@ -113,6 +114,8 @@ class GemmConfig:
             s += f" copy-{self.mn_copy}"
         if self.named_slots:
             s += " nb"
+        if self.cluster_m > 1:
+            s += f" c{self.cluster_m}"
         return s
 
 
@@ -302,7 +305,14 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
         # against 0.720x / 0.723x for the TMA 64x128 s6; at K = 4096 / 11008 (H200, 2026-11-30, prefill fp16
         # 256 x 4096) it read 0.733 / 0.725x, where bf16's TMA 64x128 s6 reads 0.91-0.95x: K <= 1024 for both
         if tiles <= p.sms and p.k <= 1024 and tma_split(tiles, math.ceil(p.k / 64), p.sms) == 1:
-            return GemmConfig("gluon", 64, 128, 64, group_m=8, num_warps=4, num_stages=4)
+            # in clusters of two CTAs sharing B by multicast (the pairs are the 128x128 tiles: fewer than half
+            # the SMs here, so they fit one wave; the guard stays for other callers) (H200, 2026-11-30,
+            # gemm-tune-cluster, torch in the same run): 1000^3 NN / NT / TN / TT 0.99 / 1.01 / 0.96 / 0.90x
+            # against 0.83 / 0.85 / 0.82 / 0.77x, fp16 NN / TT 0.92 / 0.90x against 0.77x (docs/gemm.md, follow-up 31)
+            rows = math.ceil(p.m / 64)
+            pairs = math.ceil(rows / 2) * math.ceil(p.n / 128) * p.batch
+            return GemmConfig("gluon", 64, 128, 64, group_m=8, num_warps=4, num_stages=4,
+                              cluster_m=2 if rows >= 2 and pairs <= p.sms // 2 else 1)
     if kind == "tma":
         if math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch >= p.sms / 2:
             return GemmConfig("tma", 128, 128, bk, group_m=8, num_warps=8, num_stages=4)
@@ -672,7 +682,11 @@ def config_space(p: Problem) -> list[GemmConfig]:
                       GemmConfig("gluon", 128, 128, 64, num_warps=8, num_stages=5, block_n2=64),
                       GemmConfig("gluon", 64, 128, 64, num_warps=4, num_stages=6, block_n2=64),
                       GemmConfig("gluon", 64, 128, 64, num_warps=4, num_stages=4),
+                      GemmConfig("gluon", 64, 128, 64, num_warps=4, num_stages=4, cluster_m=2),
+                      GemmConfig("gluon", 128, 256, 64, num_warps=8, num_stages=4, cluster_m=2),
                       GemmConfig("gluon", 64, 64, 64, num_warps=4, num_stages=8)):
+                if c.cluster_m > 1 and math.ceil(p.m / c.block_m) < 2:
+                    continue  # one tile row: no partner to share B with
                 cands += [c] + ([replace(c, pad_rows=True)] if not p.rows_128 else [])
                 if p.epilogue in ("bias", "c"):  # C and bias prefetched into L2 by the producer
                     cands.append(replace(c, epi_prefetch=True))

@@ -1,17 +1,82 @@
-import os, sys, torch
-os.environ.setdefault("TILECRAFT_TUNE","0")
+"""The Gluon GEMM with and without clusters of two CTAs sharing B (``cluster_m``), interleaved in rounds,
+torch in the same run, every config checked against float64 first (``bench.gemm.run_case``); and the eager
+host time per call of each (``ops.compute`` with the config pinned, 1000^3, many calls, one sync).
+
+    PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/gemm_cluster_probe.py --out $OUT [--rounds 3] [--cases big]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
 from dataclasses import replace
-from tilecraft.bench import gemm as bench
-from tilecraft.hardware.device import detect
-from tilecraft.tuning.gemm import GemmConfig as T
-info=detect()
-items=[]
-g64=T("gluon",64,128,64,8,4,4); g256=T("gluon",128,256,64,8,8,4)
-for dt,m,n,k,lay,c in [("bf16",1000,1000,1000,"NT",g64),("bf16",1000,1000,1000,"TT",g64),("bf16",8192,8192,8192,"NT",g256),("bf16",4096,4096,4096,"NT",g256)]:
-    case=bench.Case(dt,m,n,k,lay)
-    pm=None
-    for rep in range(2):
-        for cc in (replace(c,cluster_m=2), c):
-            r=bench.run_case(case, info, cfg=cc, budget_s=0.2, peer_ms=pm)
-            pm=r.extra["peer_time_ms"]
-            print(f"{case.name:26s} {cc.short():32s} ours {r.ours:7.1f} peer {r.peer_value:7.1f} x{r.ratio:.3f} t {r.extra['time_ms']*1e3:.2f}us", flush=True)
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+os.environ.setdefault("TILECRAFT_TUNE", "0")
+
+from tilecraft.bench import gemm as bench  # noqa: E402
+from tilecraft.bench.harness import stamp, write_results  # noqa: E402
+from tilecraft.hardware.device import detect  # noqa: E402
+from tilecraft.ops import gemm as ops  # noqa: E402
+from tilecraft.tuning.gemm import GemmConfig as T  # noqa: E402
+
+G64, G256 = T("gluon", 64, 128, 64, 8, 4, 4), T("gluon", 128, 256, 64, 8, 8, 4)
+CASES = {
+    "short": [("bf16", 1000, 1000, 1000, "NT", G64), ("bf16", 1000, 1000, 1000, "TT", G64)],
+    "big": [("bf16", 8192, 8192, 8192, lay, G256) for lay in ("NN", "NT", "TN", "TT")]
+           + [("fp16", 8192, 8192, 8192, "NN", G256), ("bf16", 4096, 4096, 4096, "NT", G256)],
+}
+
+
+def host_us(case: bench.Case, cfg: T, calls: int = 300) -> float:
+    dev = torch.device("cuda")
+    a, b = bench.make_operands(case.m, case.n, case.k, case.dtype, case.layout, dev, torch.Generator(dev).manual_seed(1))
+    spec = ops.validate(a, b)
+    for _ in range(10):
+        ops.compute(a, b, spec, cfg=cfg)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        ops.compute(a, b, spec, cfg=cfg)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="benchmarks/results/gemm-cluster")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--cases", default="short,big")
+    ap.add_argument("--budget", type=float, default=0.2)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    info = detect()
+    records = []
+    for group in args.cases.split(","):
+        for dt, m, n, k, lay, cfg in CASES[group]:
+            case = bench.Case(dt, m, n, k, lay)
+            peer_ms = None
+            for rnd in range(args.rounds):
+                for c in ((replace(cfg, cluster_m=2), cfg) if rnd % 2 == 0 else (cfg, replace(cfg, cluster_m=2))):
+                    r = bench.run_case(case, info, cfg=c, budget_s=args.budget, peer_ms=peer_ms if rnd else None)
+                    peer_ms = r.extra["peer_time_ms"]
+                    r.extra["round"] = rnd
+                    records.append(r)
+                    print(f"{case.name:26s} {c.short():34s} round {rnd} ours {r.ours:7.1f} peer {r.peer_value:7.1f} "
+                          f"x{r.ratio:.3f} {r.extra['time_ms'] * 1e3:.2f} us", flush=True)
+    host = {}
+    for c in (replace(G64, cluster_m=2), G64):
+        host[c.short()] = host_us(bench.Case("bf16", 1000, 1000, 1000, "NN"), c)
+        print(f"eager host time per call, bf16 1000^3 NN, {c.short()}: {host[c.short()]:.1f} us", flush=True)
+    stamp(records, info)
+    path = write_results(records, "gemm-cluster", out / "gemm-cluster-probe.json", info, meta={"host_us": host})
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -32,7 +32,9 @@ CASES = {
 }
 
 
-def host_us(case: bench.Case, cfg: T, calls: int = 300) -> float:
+def host_us(case: bench.Case, cfg: T | None, calls: int = 300) -> float:
+    """Wall time per eager call (host-bound at 1000^3): ``cfg`` pinned (planned every call), or None
+    (``matmul``'s choice, whose calls replay the first call's launches)."""
     dev = torch.device("cuda")
     a, b = bench.make_operands(case.m, case.n, case.k, case.dtype, case.layout, dev, torch.Generator(dev).manual_seed(1))
     spec = ops.validate(a, b)
@@ -70,9 +72,17 @@ def main() -> None:
                     print(f"{case.name:26s} {c.short():34s} round {rnd} ours {r.ours:7.1f} peer {r.peer_value:7.1f} "
                           f"x{r.ratio:.3f} {r.extra['time_ms'] * 1e3:.2f} us", flush=True)
     host = {}
-    for c in (replace(G64, cluster_m=2), G64):
-        host[c.short()] = host_us(bench.Case("bf16", 1000, 1000, 1000, "NN"), c)
-        print(f"eager host time per call, bf16 1000^3 NN, {c.short()}: {host[c.short()]:.1f} us", flush=True)
+    for c in (replace(G64, cluster_m=2), G64, None):
+        name = c.short() if c else "matmul's choice (replayed launches)"
+        host[name] = host_us(bench.Case("bf16", 1000, 1000, 1000, "NN"), c)
+        print(f"eager host time per call, bf16 1000^3 NN, {name}: {host[name]:.1f} us", flush=True)
+    # the public path's replayed launches give the float64 answer call after call
+    dev = torch.device("cuda")
+    a, b = bench.make_operands(1000, 1000, 1000, "bf16", "TT", dev, torch.Generator(dev).manual_seed(2))
+    ref = a.double() @ b.double()
+    errs = [float((ops.matmul(a, b).double() - ref).norm() / ref.norm()) for _ in range(5)]
+    print(f"tilecraft.matmul bf16 1000^3 TT, five eager calls: relative errors {errs}", flush=True)
+    host["replay_rel_errors"] = errs
     stamp(records, info)
     path = write_results(records, "gemm-cluster", out / "gemm-cluster-probe.json", info, meta={"host_us": host})
     print(f"wrote {path}")

@@ -10,7 +10,7 @@
 #     81.3-81.9% with mbarriers on an H200): `auto` against `ring-bz512`, the mbarrier ring it replaced; fp32 order 8's
 #     one program per tile on 520^2 planes (74.3-74.7% against 73.5-74.1 on an H200, 75.3 against 66.5-67.5 on
 #     1032 x 520^2): `auto` against `ring-bz256` / `ring-bz512`, what it took before.
-# Usage (device machine, repository root): OUT=<folder> SECTION=stencil|attention bash benchmarks/h100_followups.sh
+# Usage (device machine, repository root): OUT=<folder> SECTION=stencil|attention|gemm bash benchmarks/h100_followups.sh
 # (the two together pass the device's 10-minute limit on one call)
 set -u
 out=${OUT:-/tmp}
@@ -48,4 +48,15 @@ timeout 250 python benchmarks/attention_round7.py "$out" --set round21c --shapes
   --budget 0.4 --settle 0.3 --deadline 220 > "$out/attention-round21c-h100.log" 2>&1
 echo "attention round21c rc $?"
 grep -E "TFLOP" "$out/attention-round21c-h100.log" | sort -u
+fi
+# (2026-11-30, twenty-sixth session) the GEMM's clusters of two CTAs sharing B by multicast (cluster_m=2), measured
+# on an H200 only: 1000^3 against the same tile without, every layout, then the odd suite through `matmul`'s dispatch.
+if [ "${SECTION:-stencil}" = gemm ]; then
+TILECRAFT_GPU_TESTS=1 timeout 150 python -m pytest -q tests/gpu/test_gemm_gluon.py -k cluster > "$out/gpu-tests-cluster-h100.log" 2>&1
+echo "cluster GPU tests rc $?"; tail -2 "$out/gpu-tests-cluster-h100.log"
+timeout 150 python benchmarks/gemm_cluster_probe.py --out "$out" --rounds 2 --cases short > "$out/gemm-cluster-probe-h100.log" 2>&1
+echo "cluster probe rc $?"; grep -E " x[0-9]" "$out/gemm-cluster-probe-h100.log"
+timeout 250 python -m tilecraft gemm bench --suite odd --dtype bf16,fp16 --layouts NN,NT,TN,TT \
+  --out "$out/gemm-bench-odd-h100.json" > "$out/gemm-bench-odd-h100.log" 2>&1
+echo "odd suite rc $?"; grep -E "│" "$out/gemm-bench-odd-h100.log" | cut -c1-100
 fi

@@ -68,6 +68,8 @@ def bench_cmd(
     budget: Annotated[float, typer.Option(help="Seconds of timing per case and side.")] = 0.5,
     tune: Annotated[bool, typer.Option("--tune/--no-tune", help="Tune each new shape bucket first (slow: "
                                        "a dozen compiles per bucket); default: the measured heuristics.")] = False,
+    rounds: Annotated[int, typer.Option(help="Time ours and the peer this many times per case, in alternating "
+                                        "order; the medians are reported, each round's ratio kept in the JSON.")] = 1,
 ) -> None:
     """Ours against torch, per dtype, shape and transpose (checked against float64 first)."""
     if not tune:
@@ -81,6 +83,8 @@ def bench_cmd(
     lays = _list(layouts, bench.LAYOUTS, "layouts")
     if budget <= 0:
         _err(f"--budget must be > 0, got {budget}")
+    if rounds < 1:
+        _err(f"--rounds must be >= 1, got {rounds}")
     console, err = Console(highlight=False), Console(stderr=True, highlight=False)
     if not _gpu():
         if os.environ.get("TRITON_INTERPRET") != "1":
@@ -108,10 +112,10 @@ def bench_cmd(
         else:
             console.print(table)
         raise typer.Exit(0 if all(r.extra["ok"] for r in records) else 1)
-    _bench_gpu(suite, dtypes, lays, out, as_json, budget, console)
+    _bench_gpu(suite, dtypes, lays, out, as_json, budget, console, rounds)
 
 
-def _bench_gpu(suite, dtypes, lays, out, as_json, budget, console) -> None:
+def _bench_gpu(suite, dtypes, lays, out, as_json, budget, console, rounds: int = 1) -> None:
     from tilecraft.bench import gemm as bench
     from tilecraft.bench.harness import write_results
     from tilecraft.hardware.ceilings import measure_copy_bandwidth
@@ -127,9 +131,9 @@ def _bench_gpu(suite, dtypes, lays, out, as_json, budget, console) -> None:
         progress.advance(task)
         for case in cases:
             progress.update(task, description=case.name)
-            records.append(bench.run_case(case, info, copy_TBps=copy, budget_s=budget))
+            records.append(bench.run_case(case, info, copy_TBps=copy, budget_s=budget, rounds=rounds))
             progress.advance(task)
-    path = write_results(records, f"gemm-{suite}", out, info, meta={"copy_TBps": copy})
+    path = write_results(records, f"gemm-{suite}", out, info, meta={"copy_TBps": copy, "rounds": rounds})
     if as_json:
         typer.echo(path.read_text())
     else:

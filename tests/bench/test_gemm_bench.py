@@ -41,3 +41,35 @@ def test_interpreter_check_is_labelled_and_unmeasured():
     recs = bench.interpreter_check(["fp16", "fp32-accurate"], say=lambda _m: None, layouts=("NT",))
     assert len(recs) == 2 and all(not r.measured and r.extra["ok"] for r in recs)
     assert all(r.extra["label"] == INTERPRETER_LABEL for r in recs)
+
+
+def test_timed_rounds_alternate_the_order():
+    """Rounds time both sides, ours first in even rounds and the peer first in odd ones (at the power cap
+    the second one timed can inherit the first one's clock); no peer: ours alone; rounds >= 1."""
+    from tilecraft.bench.harness import Timing
+
+    seen = []
+
+    def side(name, ms):
+        def f():
+            seen.append(name)
+            return Timing(median_ms=ms, min_ms=ms, max_ms=ms, runs=1, spread=0.0)
+        return f
+
+    ours, peer = bench.timed_rounds(side("ours", 1.0), side("peer", 2.0), 4)
+    assert seen == ["ours", "peer", "peer", "ours", "ours", "peer", "peer", "ours"]
+    assert len(ours) == len(peer) == 4
+    seen.clear()
+    ours, peer = bench.timed_rounds(side("ours", 1.0), None, 3)
+    assert seen == ["ours"] * 3 and peer == []
+    with pytest.raises(ValueError, match="rounds"):
+        bench.timed_rounds(side("ours", 1.0), None, 0)
+
+
+def test_bench_cli_refuses_zero_rounds():
+    from typer.testing import CliRunner
+
+    from tilecraft.cli import app
+
+    res = CliRunner().invoke(app, ["gemm", "bench", "--rounds", "0"])
+    assert res.exit_code != 0 and "--rounds must be >= 1" in res.output

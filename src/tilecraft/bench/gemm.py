@@ -16,6 +16,7 @@ given transposed (a (K, M) row-major buffer viewed as (M, K)), the second the sa
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -174,12 +175,32 @@ def check(case: Case, a: torch.Tensor, b: torch.Tensor, kw: dict, cfg: GemmConfi
     return err <= tol, err, out
 
 
+def timed_rounds(time_ours: Callable[[], Timing], time_peer: Callable[[], Timing] | None, rounds: int
+                 ) -> tuple[list[Timing], list[Timing]]:
+    """``rounds`` rounds of timing, each round both sides: ours first in even rounds, the peer first in odd
+    ones. At the power cap whoever is timed right after the other can start on a clock the other left behind
+    (docs/attention.md, Round 21), so the order alternates. ``time_peer`` None: ours alone."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    ours: list[Timing] = []
+    peer: list[Timing] = []
+    for r in range(rounds):
+        if time_peer is not None and r % 2 == 1:
+            peer.append(time_peer())
+        ours.append(time_ours())
+        if time_peer is not None and r % 2 == 0:
+            peer.append(time_peer())
+    return ours, peer
+
+
 def run_case(case: Case, info: DeviceInfo, *, copy_TBps: float | None = None, cfg: GemmConfig | None = None,
              budget_s: float = 0.5, say: Callable[[str], None] = lambda _m: None,
-             peer_ms: float | None = None) -> Record:
+             peer_ms: float | None = None, rounds: int = 1) -> Record:
     """Check, then time ours and the peer on one case; a Record with both, the ratio and the
     datasheet peak. ``cfg`` pins our configuration (else tuned/heuristic as matmul would);
-    ``peer_ms`` reuses a peer time measured earlier in the same run (config sweeps)."""
+    ``peer_ms`` reuses a peer time measured earlier in the same run (config sweeps). ``rounds`` > 1:
+    both timed that many times in alternating order (:func:`timed_rounds`), the medians of the rounds
+    reported and each round's times and ratio kept in ``extra``."""
     dev = torch.device("cuda")
     gen = torch.Generator(device=dev).manual_seed(1234)
     layout = PEER_LAYOUT.get(case.dtype, case.layout)
@@ -208,13 +229,20 @@ def run_case(case: Case, info: DeviceInfo, *, copy_TBps: float | None = None, cf
                                            scale_b=kw.get("scale_b"), cfg=chosen)) for s in sets]
     peer_calls = [peer(case.dtype, s[0], s[1], kw)[1] for s in sets]
     est = flops / (500e12 if in_size <= 2 else 40e12) * 1e3
-    t_ours = time_graph(ours_calls, dev, budget_s=budget_s, est_ms=est)
+    ours_t, peer_t = timed_rounds(lambda: time_graph(ours_calls, dev, budget_s=budget_s, est_ms=est),
+                                  None if peer_ms is not None else
+                                  (lambda: time_graph(peer_calls, dev, budget_s=budget_s, est_ms=est)), rounds)
+    t_ours = sorted(ours_t, key=lambda t: t.median_ms)[len(ours_t) // 2]  # the median round (odd counts)
     if peer_ms is None:
-        peer_ms = time_graph(peer_calls, dev, budget_s=budget_s, est_ms=est).median_ms
-    tf_ours = flops / (t_ours.median_ms * 1e-3) / 1e12
+        peer_ms = statistics.median(t.median_ms for t in peer_t)
+    if rounds > 1:
+        extra.update(round_ms=[t.median_ms for t in ours_t], peer_round_ms=[t.median_ms for t in peer_t] or None,
+                     round_ratios=[(p.median_ms / o.median_ms) for o, p in zip(ours_t, peer_t)] or None)
+    tf_ours = flops / (statistics.median(t.median_ms for t in ours_t) * 1e-3) / 1e12
     tf_peer = flops / (peer_ms * 1e-3) / 1e12
-    extra.update(time_ms=t_ours.median_ms, peer_time_ms=peer_ms, spread=t_ours.spread,
-                 TBps=nbytes / (t_ours.median_ms * 1e-3) / 1e12, peer_TBps=nbytes / (peer_ms * 1e-3) / 1e12,
+    ours_ms = statistics.median(t.median_ms for t in ours_t)
+    extra.update(time_ms=ours_ms, peer_time_ms=peer_ms, spread=t_ours.spread,
+                 TBps=nbytes / (ours_ms * 1e-3) / 1e12, peer_TBps=nbytes / (peer_ms * 1e-3) / 1e12,
                  datasheet_peak=peak, fraction_of_peak=(tf_ours / peak) if peak else None)
     if copy_TBps:
         extra.update(copy_TBps=copy_TBps, fraction_of_copy=extra["TBps"] / copy_TBps)
@@ -273,4 +301,5 @@ __all__ = [
     "peer",
     "run_case",
     "time_graph",
+    "timed_rounds",
 ]

@@ -31,7 +31,8 @@ from tilecraft.tuning.gemm import (
 I8 = GemmConfig("gluon", 128, 256, 128, 8, 8, 3)
 TF = GemmConfig("gluon", 128, 128, 32, 8, 8, 3, flush=2)
 
-_PTX = r"""
+# a subprocess's compile of the Gluon kernel for sm90 from (signature, constexprs, options) in argv[1]: ``k``, ``ptx``
+_COMPILE = r"""
 import json, re, sys
 import triton
 from triton.backends.compiler import GPUTarget
@@ -42,6 +43,9 @@ sig.update({k: "constexpr" for k in cx})
 k = triton.compile(GluonASTSource(fn=matmul_ws_kernel, signature=sig, constexprs=cx),
                    target=GPUTarget("cuda", 90, 32), options=opts)
 ptx = k.asm["ptx"]
+"""
+
+_PTX = _COMPILE + r"""
 print(json.dumps({"wgmma": re.findall(r"wgmma\.mma_async\.[\w.]+", ptx),
                   "tma_load": len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", ptx)),
                   "tma_store": len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared", ptx)),
@@ -595,18 +599,8 @@ def test_gluon_epilogue_dispatch(shape, layout, dtype, epi, want):
     assert shape_key(p).endswith(f"/epi-{p.epilogue}") if p.epilogue else "/epi-" not in shape_key(p)
 
 
-_CLUSTER_PTX = r"""
-import json, re, sys
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.experimental.gluon._runtime import GluonASTSource
-from tilecraft.kernels.gemm_gluon import matmul_ws_kernel
+_CLUSTER_PTX = _COMPILE + r"""
 from tilecraft.ops.launch import cluster_smem_offsets
-sig, cx, opts = json.loads(sys.argv[1])
-sig.update({k: "constexpr" for k in cx})
-k = triton.compile(GluonASTSource(fn=matmul_ws_kernel, signature=sig, constexprs=cx),
-                   target=GPUTarget("cuda", 90, 32), options=opts)
-ptx = k.asm["ptx"]
 off = cluster_smem_offsets(k.asm["ttgir"])
 # the mbarrier inits: "add.s32 %rA, %rBase, OFFSET" then "mbarrier.init.shared::cta.b64 [%rA], COUNT"
 adds = dict(re.findall(r"add\.s32\s+(%r\d+), %r\d+, (\d+);", ptx))

@@ -33,6 +33,8 @@ CASES = {
     "odd": [("bf16", 3000, 7000, 5000, lay, replace(G256, pad_rows=True)) for lay in ("NN", "TT")]
            + [("fp16", 3000, 7000, 5000, "TT", replace(G256, pad_rows=True))],
 }
+# fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
+CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round
 HEURISTIC_TOO = {"odd"}
 
@@ -65,10 +67,10 @@ def main() -> None:
     info = detect()
     records = []
     for group in args.cases.split(","):
-        for dt, m, n, k, lay, cfg in CASES[group]:
+        for dt, m, n, k, lay, cfg, *alt in CASES[group]:
             case = bench.Case(dt, m, n, k, lay)
             peer_ms = None
-            trio = (replace(cfg, cluster_m=2), cfg)
+            trio = (alt[0] if alt else replace(cfg, cluster_m=2), cfg)  # an explicit other config, or the cluster
             if group in HEURISTIC_TOO:
                 trio += (None,)
             for rnd in range(args.rounds):

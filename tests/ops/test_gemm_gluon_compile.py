@@ -693,3 +693,26 @@ def test_gluon_cluster_dispatch(shape, layout, dtype, cluster):
         return
     assert cfg.short().startswith("gluon 64x128x64 w4 s4") and cfg.cluster_m == cluster, cfg.short()
     assert plan[-1].cluster == cluster
+
+
+def test_cluster_switch(monkeypatch):
+    """``TILECRAFT_GEMM_CLUSTER=0``: ``matmul``'s choice drops ``cluster_m`` (also for a problem chosen before,
+    and it is part of the eager replay key); anything but 0 or 1 is a ValueError."""
+    a = torch.empty(1000, 1000, dtype=torch.bfloat16, device="meta")
+    p = ops.problem_of(a, a, ops.validate(a, a), arch="sm90", sms=132)
+    assert heuristic(p).cluster_m == 2
+    monkeypatch.setenv(ops.CLUSTER_ENV, "1")
+    assert ops.clusters_enabled()
+    monkeypatch.setenv(ops.CLUSTER_ENV, "0")
+    assert not ops.clusters_enabled()
+    # a problem whose choice (the cluster tile) was made and memoised before the switch
+    monkeypatch.setitem(ops._CHOSEN, (p, "meta"), heuristic(p))
+    monkeypatch.setattr(ops, "problem_of", lambda *_a, **_k: p)
+    monkeypatch.setattr(ops, "_PROBLEMS", {})
+    cfg = ops.choose_config(a, a, ops.validate(a, a))
+    assert cfg.cluster_m == 1 and cfg.short().startswith("gluon 64x128x64 w4 s4")
+    monkeypatch.setenv(ops.CLUSTER_ENV, "1")
+    assert ops.choose_config(a, a, ops.validate(a, a)).cluster_m == 2
+    monkeypatch.setenv(ops.CLUSTER_ENV, "yes")
+    with pytest.raises(ValueError, match="TILECRAFT_GEMM_CLUSTER"):
+        ops.clusters_enabled()

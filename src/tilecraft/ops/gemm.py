@@ -1169,7 +1169,7 @@ def choose_config(a: torch.Tensor, b: torch.Tensor, spec: Spec, *, tune_now: boo
     memo = (p, str(dev))
     cfg = _CHOSEN.get(memo)
     if cfg is not None:
-        return cfg
+        return _without_clusters(cfg) if cfg.cluster_m > 1 and not clusters_enabled() else cfg
     if p.arch == "interpreter":
         cfg = heuristic(p)
         _CHOSEN[memo] = cfg
@@ -1190,7 +1190,25 @@ def choose_config(a: torch.Tensor, b: torch.Tensor, spec: Spec, *, tune_now: boo
     else:
         cfg = heuristic(p)
     _CHOSEN[memo] = cfg
-    return cfg
+    return _without_clusters(cfg) if cfg.cluster_m > 1 and not clusters_enabled() else cfg
+
+
+def _without_clusters(cfg: GemmConfig) -> GemmConfig:
+    return dataclasses.replace(cfg, cluster_m=1)
+
+
+#: ``TILECRAFT_GEMM_CLUSTER=0``: ``matmul`` never runs the Gluon kernel on clusters of CTAs (``cluster_m``),
+#: whatever the heuristic or a tuning cache says. Nsight Compute's kernel replay hung on the cluster form
+#: (H200, 2026-11-30, docs/gemm.md follow-up 31): set it to profile those products.
+CLUSTER_ENV = "TILECRAFT_GEMM_CLUSTER"
+
+
+def clusters_enabled() -> bool:
+    """Whether ``matmul`` may choose clusters of CTAs (:data:`CLUSTER_ENV` not "0"); read on every choice."""
+    value = os.environ.get(CLUSTER_ENV, "1").strip()
+    if value not in ("0", "1"):
+        raise ValueError(f"{CLUSTER_ENV}={value!r}: use 0 or 1")
+    return value == "1"
 
 
 #: The tuner's timing method, part of its cache file's name: entries timed another way are not reused.
@@ -1326,7 +1344,7 @@ def compute(a, b, spec: Spec, c=None, bias=None, scale_a=None, scale_b=None,
     replay = cfg is None and replay_enabled()
     if replay:
         key = (signature(a), signature(b), spec, signature(c), signature(bias), signature(scale_a),
-               signature(scale_b), pdl_env())
+               signature(scale_b), pdl_env(), clusters_enabled())
         slots = (a, b, out, c, bias, scale_a, scale_b)
         if _REPLAYS.run(key, slots):
             return out
@@ -1500,6 +1518,8 @@ __all__ = [
     "compute",
     "fp32_accurate_precision",
     "gluon_ok",
+    "CLUSTER_ENV",
+    "clusters_enabled",
     "launch",
     "launch_plan",
     "matmul",

@@ -678,10 +678,12 @@ def test_gluon_cluster_refusals(cfg, dtype, layout, why):
     ((600, 1000, 1000), "NN", torch.bfloat16, 2),
     ((1000, 1000, 4096), "NN", torch.bfloat16, 0),  # long K: not the Gluon 64x128 tile
 ])
-def test_gluon_cluster_dispatch(shape, layout, dtype, cluster):
-    """The short-K Gluon 64x128 tile runs in clusters of two (B shared by multicast; docs/gemm.md,
-    follow-up 31). Its branch takes products with fewer 128x128 tiles than half the SMs, which is the
-    pair count, so the pairs always fit one wave there. ``cluster`` 0: another config."""
+def test_gluon_cluster_dispatch(shape, layout, dtype, cluster, monkeypatch):
+    """With ``TILECRAFT_GEMM_CLUSTER=1`` the short-K Gluon 64x128 tile runs in clusters of two (B shared by
+    multicast; docs/gemm.md, follow-up 31). Its branch takes products with fewer 128x128 tiles than half the
+    SMs, which is the pair count, so the pairs always fit one wave there. ``cluster`` 0: another config.
+    Without the switch (the default) the same tile runs without the cluster."""
+    monkeypatch.setenv(ops.CLUSTER_ENV, "1")
     m, n, k = shape
     a = torch.empty(k, m, dtype=dtype, device="meta").t() if layout[0] == "T" else torch.empty(m, k, dtype=dtype,
                                                                                                 device="meta")
@@ -693,20 +695,29 @@ def test_gluon_cluster_dispatch(shape, layout, dtype, cluster):
         return
     assert cfg.short().startswith("gluon 64x128x64 w4 s4") and cfg.cluster_m == cluster, cfg.short()
     assert plan[-1].cluster == cluster
+    monkeypatch.delenv(ops.CLUSTER_ENV)
+    _, cfg, plan = ops.target_plan(a, b, "sm90", sms=132)
+    assert cfg.cluster_m == 1 and plan[-1].cluster == 1 and cfg.short().startswith("gluon 64x128x64 w4 s4")
 
 
 def test_cluster_switch(monkeypatch):
-    """``TILECRAFT_GEMM_CLUSTER=0``: ``matmul``'s choice drops ``cluster_m`` (also for a problem chosen before,
-    and it is part of the eager replay key); anything but 0 or 1 is a ValueError."""
+    """``TILECRAFT_GEMM_CLUSTER``: off by default; "1" lets the heuristic and the tuner's space take
+    ``cluster_m``; off again, ``matmul``'s choice drops it even for a problem chosen (memoised) or tuned
+    before; it is part of the eager replay key; anything but 0 or 1 is a ValueError."""
+    from tilecraft.tuning.gemm import config_space
+
+    monkeypatch.delenv(ops.CLUSTER_ENV, raising=False)
+    assert not ops.clusters_enabled()
     a = torch.empty(1000, 1000, dtype=torch.bfloat16, device="meta")
     p = ops.problem_of(a, a, ops.validate(a, a), arch="sm90", sms=132)
-    assert heuristic(p).cluster_m == 2
+    assert heuristic(p).cluster_m == 1 and not any(c.cluster_m > 1 for c in config_space(p))
     monkeypatch.setenv(ops.CLUSTER_ENV, "1")
-    assert ops.clusters_enabled()
+    assert ops.clusters_enabled() and heuristic(p).cluster_m == 2
+    assert any(c.cluster_m > 1 for c in config_space(p))
+    chosen = heuristic(p)
     monkeypatch.setenv(ops.CLUSTER_ENV, "0")
-    assert not ops.clusters_enabled()
-    # a problem whose choice (the cluster tile) was made and memoised before the switch
-    monkeypatch.setitem(ops._CHOSEN, (p, "meta"), heuristic(p))
+    # a problem whose choice (the cluster tile) was made and memoised while the switch was on
+    monkeypatch.setitem(ops._CHOSEN, (p, "meta"), chosen)
     monkeypatch.setattr(ops, "problem_of", lambda *_a, **_k: p)
     monkeypatch.setattr(ops, "_PROBLEMS", {})
     cfg = ops.choose_config(a, a, ops.validate(a, a))

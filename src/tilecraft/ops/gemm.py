@@ -50,9 +50,11 @@ from tilecraft.tuning.measure import graph_time_ms as _graph_time_ms  # noqa: F4
 from tilecraft.tuning.measure import say as _say
 from tilecraft.tuning import cache as _cache
 from tilecraft.tuning.gemm import (
+    CLUSTER_ENV,
     SHARED_LIMIT,
     GemmConfig,
     Problem,
+    clusters_enabled,
     config_space,
     heuristic,
     shape_key,
@@ -1197,18 +1199,6 @@ def _without_clusters(cfg: GemmConfig) -> GemmConfig:
     return dataclasses.replace(cfg, cluster_m=1)
 
 
-#: ``TILECRAFT_GEMM_CLUSTER=0``: ``matmul`` never runs the Gluon kernel on clusters of CTAs (``cluster_m``),
-#: whatever the heuristic or a tuning cache says. Nsight Compute's kernel replay hung on the cluster form
-#: (H200, 2026-11-30, docs/gemm.md follow-up 31): set it to profile those products.
-CLUSTER_ENV = "TILECRAFT_GEMM_CLUSTER"
-
-
-def clusters_enabled() -> bool:
-    """Whether ``matmul`` may choose clusters of CTAs (:data:`CLUSTER_ENV` not "0"); read on every choice."""
-    value = os.environ.get(CLUSTER_ENV, "1").strip()
-    if value not in ("0", "1"):
-        raise ValueError(f"{CLUSTER_ENV}={value!r}: use 0 or 1")
-    return value == "1"
 
 
 #: The tuner's timing method, part of its cache file's name: entries timed another way are not reused.

@@ -36,6 +36,7 @@ device, versions and a bucketed shape (:func:`shape_key`).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
@@ -190,6 +191,25 @@ def fits(cfg: GemmConfig, p: Problem) -> bool:
     return shared_bytes(cfg, p.itemsize, p.precision == "tf32x3", p.out_itemsize) <= SHARED_LIMIT[p.arch]
 
 
+#: ``TILECRAFT_GEMM_CLUSTER=1`` lets ``matmul`` run the Gluon kernel on clusters of two CTAs sharing B
+#: (``cluster_m``) where the heuristic, the tuner or a tuning cache picks them (the short-K 64x128 tile:
+#: 1000^3 0.90-1.01x torch on an H200 against 0.77-0.85x; docs/gemm.md, follow-up 31). Off by default: the two
+#: CTAs' start-up handshake arrives on the partner's mbarrier without first knowing that the partner has
+#: initialised it (a partner that starts a few hundred cycles late loses the arrival and the pair hangs).
+#: Nsight Compute's kernel replay hung on it; the GPU tests and benches (thousands of launches) did not. The fix
+#: (a cluster barrier, or a flag the partner writes after its initialisation) waits for a GPU to check it.
+CLUSTER_ENV = "TILECRAFT_GEMM_CLUSTER"
+
+
+def clusters_enabled() -> bool:
+    """Whether ``matmul`` may choose clusters of CTAs (:data:`CLUSTER_ENV` is "1"; default "0"); read on
+    every choice (``ValueError`` for anything but 0 or 1)."""
+    value = os.environ.get(CLUSTER_ENV, "0").strip()
+    if value not in ("0", "1"):
+        raise ValueError(f"{CLUSTER_ENV}={value!r}: use 0 or 1")
+    return value == "1"
+
+
 def _pow2_at_least(x: int, lo: int = 16) -> int:
     return max(lo, 1 << max(0, math.ceil(math.log2(max(x, 1)))))
 
@@ -312,7 +332,7 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
             rows = math.ceil(p.m / 64)
             pairs = math.ceil(rows / 2) * math.ceil(p.n / 128) * p.batch
             return GemmConfig("gluon", 64, 128, 64, group_m=8, num_warps=4, num_stages=4,
-                              cluster_m=2 if rows >= 2 and pairs <= p.sms // 2 else 1)
+                              cluster_m=2 if rows >= 2 and pairs <= p.sms // 2 and clusters_enabled() else 1)
     if kind == "tma":
         if math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch >= p.sms / 2:
             return GemmConfig("tma", 128, 128, bk, group_m=8, num_warps=8, num_stages=4)
@@ -685,8 +705,8 @@ def config_space(p: Problem) -> list[GemmConfig]:
                       GemmConfig("gluon", 64, 128, 64, num_warps=4, num_stages=4, cluster_m=2),
                       GemmConfig("gluon", 128, 256, 64, num_warps=8, num_stages=4, cluster_m=2),
                       GemmConfig("gluon", 64, 64, 64, num_warps=4, num_stages=8)):
-                if c.cluster_m > 1 and math.ceil(p.m / c.block_m) < 2:
-                    continue  # one tile row: no partner to share B with
+                if c.cluster_m > 1 and (math.ceil(p.m / c.block_m) < 2 or not clusters_enabled()):
+                    continue  # one tile row: no partner to share B with; or clusters not enabled
                 cands += [c] + ([replace(c, pad_rows=True)] if not p.rows_128 else [])
                 if p.epilogue in ("bias", "c"):  # C and bias prefetched into L2 by the producer
                     cands.append(replace(c, epi_prefetch=True))

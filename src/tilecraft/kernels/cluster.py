@@ -22,6 +22,11 @@ base of every Gluon allocation), which the host reads from Triton's own shared-m
 tests check both against the PTX. The cluster launch itself is the host's
 (:func:`tilecraft.ops.launch.run_kernel` with ``cluster``).
 
+A remote arrival must not reach a partner's mbarrier before the partner has initialised it. Nothing here
+orders that; the caller must. :func:`remote_arrive` on a barrier the partner initialises at start-up is racy
+without a cluster-wide barrier or flag in between. The GEMM's start-up handshake has this gap, which is why
+``matmul`` uses clusters only on request (docs/gemm.md, follow-up 31).
+
 This module imports nothing of tilecraft's (the layering rule).
 """
 from __future__ import annotations

@@ -545,7 +545,9 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     ``smem_empty`` and ``smem_sync`` from ``global_smem`` that the host reads from Triton's allocation of
     this very kernel (``tilecraft.ops.launch.cluster_smem_offsets``); the CTAs meet on the ``sync``
     mbarriers once their barriers exist and again before they exit. With ``CLUSTER_M`` 1 those are not
-    read (pass 0)."""
+    read (pass 0). Known gap: the first meeting arrives on the partner's ``sync[0]`` without knowing that
+    the partner has initialised it (a late partner would re-initialise it over the arrival and hang), so
+    ``matmul`` takes clusters only with ``TILECRAFT_GEMM_CLUSTER=1`` (docs/gemm.md, follow-up 31)."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]

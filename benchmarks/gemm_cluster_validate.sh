@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The checks that stand between the GEMM's cluster handshake (hardware cluster barriers, a four-warp producer;
+# The checks that stand between the GEMM's new cluster handshake (commit 1df53db, reverted until it has run on a GPU:
+# hardware cluster barriers, a four-warp producer;
 # compiled and checked in PTX on 2026-11-30 but not yet run on a GPU) and `TILECRAFT_GEMM_CLUSTER` defaulting to 1
 # (docs/gemm.md, follow-up 31). One device call of about 5 minutes on an sm90 GPU; every step time-limited, so a hang
 # costs its limit, not the session.

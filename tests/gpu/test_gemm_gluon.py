@@ -222,7 +222,7 @@ def test_cluster_kernel_traps_without_its_cluster():
         "dtype=torch.bfloat16)\nspec = ops.validate(a, b); out = torch.empty(256, 256, device='cuda', "
         "dtype=torch.bfloat16)\n"
         "k = ops.launch_plan(a, b, out, spec, GemmConfig('gluon', 64, 128, 64, 8, 4, 4, cluster_m=2))[-1]\n"
-        "run_kernel(k.kernel, (2 * k.grid[0],), *k.args[:-4], 0, 0, 0, 0, **k.constexprs, **k.options)\n"
+        "run_kernel(k.kernel, (2 * k.grid[0],), *k.args[:-3], 0, 0, 0, **k.constexprs, **k.options)\n"
         "torch.cuda.synchronize()\nprint('NO ERROR')\n")
     env = {**os.environ, "TILECRAFT_PDL": "0"}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)

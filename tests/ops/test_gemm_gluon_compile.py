@@ -473,8 +473,8 @@ def test_gluon_split_k_fixup_cross_compiles_and_rules():
     _, _, plan = ops.target_plan(a, a, "sm90", sms=132, cfg=cfg)
     (launch,) = plan
     assert launch.grid == (128,) and launch.constexprs["FIXUP"] and launch.constexprs["SPLIT_K"] == 2
-    assert launch.args[-6].numel() == 64 * 128 * 128 and launch.args[-5].dtype == torch.int32
-    assert launch.args[-4:] == (0, 0, 0, 0)  # the cluster's shared-memory offsets: unused
+    assert launch.args[-5].numel() == 64 * 128 * 128 and launch.args[-4].dtype == torch.int32
+    assert launch.args[-3:] == (0, 0, 0)  # the cluster's shared-memory offsets: unused
     res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch),
                         launch.constexprs, "sm90", num_warps=8, maxnreg=launch.options["maxnreg"], sass=True)
     assert res.error is None, res.error
@@ -613,6 +613,10 @@ print(json.dumps({"offsets": off, "inits": inits, "shared": k.metadata.shared,
                   "nctarank": "%cluster_nctarank" in ptx,
                   "param10": bool(re.search(r"\.param \.align 64 \.b8 matmul_ws_kernel_param_10\[128\]", ptx)),
                   "param10_used": len(re.findall(r"mov\.b64 %mt, matmul_ws_kernel_param_10;", ptx)),
+                  "cluster_barriers": len(re.findall(r"barrier\.cluster\.arrive\.release\.aligned;\s*barrier\.cluster\.wait\.acquire\.aligned;", ptx)),
+                  "fence_init": len(re.findall(r"fence\.mbarrier_init\.release\.cluster", ptx)),
+                  "threads": int(re.search(r"\.reqntid (\d+)", ptx).group(1)),
+                  "multicast_pred_warpgroup": "and.b32 %ml, %ml, 127;" in ptx,
                   "spills": k.n_spills if hasattr(k, "n_spills") else None}))
 """
 
@@ -629,15 +633,21 @@ def test_gluon_cluster_cross_compiles(cfg, layout, shape, boxes):
     descriptor in parameter 10 (a CUtensorMap parameter), loads A by TMA as before, maps the partner's
     barriers, checks the cluster size; and the offsets Triton's allocation pass gives (what the launch
     passes) are the ones the compiled kernel initialises its mbarriers at: ready with 1 arrival, empty
-    with 2 (both CTAs' consumers), the two sync barriers with 1."""
+    with 2 (both CTAs' consumers); every warp meets at the cluster barriers (start and exit, in both
+    partitions: the producer partition is a whole warpgroup, no idle warps), after the inits' fence; and the
+    multicast is issued by one thread of the producer's warpgroup."""
     dtype = torch.bfloat16
     _, _, plan = _plan16(cfg, layout, *shape, dtype=dtype)
     launch = plan[-1]
     m, n = shape[:2]
     clusters = math.ceil(math.ceil(m / cfg.block_m) / 2) * math.ceil(n / cfg.block_n)
     assert launch.cluster == 2 and launch.grid == (min(66, clusters),)
-    assert launch.smem == ("b_bufs", "ready", "empty", "sync") and launch.args[-4:] == (-1, -1, -1, -1)
+    assert launch.smem == ("b_bufs", "ready", "empty") and launch.args[-3:] == (-1, -1, -1)
     assert launch.constexprs["CLUSTER_M"] == 2
+    res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch),
+                        launch.constexprs, "sm90", num_warps=launch.options["num_warps"],
+                        maxnreg=launch.options["maxnreg"], sass=False)
+    assert res.error is None and res.spills == 0 and res.scratch_bytes == 0  # four producer warps at 40 registers
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     sig = {nm: v.split(":")[0] if not v.startswith("tensordesc") else v
            for nm, v in ops.compile_signature(launch).items()}
@@ -647,12 +657,15 @@ def test_gluon_cluster_cross_compiles(cfg, layout, shape, boxes):
     facts = json.loads(r.stdout.strip().splitlines()[-1])
     assert facts["multicast"] == boxes and facts["param10"] and facts["param10_used"] == boxes
     assert facts["tma_load"] == 1  # A alone through Gluon's own TMA copy
-    assert facts["mapa"] >= 3 and facts["nctarank"]
+    assert facts["mapa"] >= 2 and facts["nctarank"]  # the partner's empty barriers (in the loop, after it)
     off = facts["offsets"]
     stages = cfg.num_stages
     inits = dict(facts["inits"])
     assert all(inits.get(off["ready"] + 8 * s) == 1 and inits.get(off["empty"] + 8 * s) == 2 for s in range(stages))
-    assert inits.get(off["sync"]) == 1 and inits.get(off["sync"] + 8) == 1
+    # every warp of both CTAs meets twice (start and exit) in each of the two partitions; no idle warps
+    assert facts["cluster_barriers"] == 4 and facts["fence_init"] >= 1
+    assert facts["threads"] == 32 * (cfg.num_warps + 4)
+    assert facts["multicast_pred_warpgroup"]
     assert off["b_bufs"] + stages * cfg.block_n * cfg.block_k * 2 <= facts["shared"] <= SHARED_LIMIT["sm90"]
 
 

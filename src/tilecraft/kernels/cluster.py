@@ -10,8 +10,8 @@ helpers emit the PTX for that through ``gl.inline_asm_elementwise``:
   cluster attribute would otherwise address a partner that does not exist);
 * :func:`remote_arrive`: one thread arrives on the mbarrier at the same shared-memory offset in
   another CTA of the cluster (``mapa`` + ``mbarrier.arrive.shared::cluster``);
-* :func:`wait_cluster`: every calling thread waits for a phase of a local mbarrier with cluster-scope
-  acquire (arrivals from the partner);
+* :func:`cluster_barrier`: the cluster-wide barrier (every thread of every CTA), which orders each CTA's
+  mbarrier initialisation (with :func:`fence_mbarrier_init`) before any remote arrival or multicast;
 * :func:`multicast_load_2d`: one lane of the calling warp issues a 2D TMA load whose box lands at the
   same offset in every CTA of ``mask`` and completes the mbarrier at the same offset in each.
 
@@ -22,10 +22,9 @@ base of every Gluon allocation), which the host reads from Triton's own shared-m
 tests check both against the PTX. The cluster launch itself is the host's
 (:func:`tilecraft.ops.launch.run_kernel` with ``cluster``).
 
-A remote arrival must not reach a partner's mbarrier before the partner has initialised it. Nothing here
-orders that; the caller must. :func:`remote_arrive` on a barrier the partner initialises at start-up is racy
-without a cluster-wide barrier or flag in between. The GEMM's start-up handshake has this gap, which is why
-``matmul`` uses clusters only on request (docs/gemm.md, follow-up 31).
+A remote arrival or multicast must not reach a partner's mbarrier before the partner has initialised it, and a
+CTA must not exit while its partner may still arrive on its barriers: the caller puts :func:`cluster_barrier`
+after the initialisation (and :func:`fence_mbarrier_init`) and before the exit.
 
 This module imports nothing of tilecraft's (the layering rule).
 """
@@ -42,6 +41,16 @@ def check_cluster(n: gl.constexpr):
         "{\n\t.reg .pred %cq;\n\t.reg .b32 %cn;\n\tmov.u32 %cn, %cluster_nctarank;\n\t"
         "setp.ne.u32 %cq, %cn, $1;\n\t@%cq trap;\n\tmov.u32 $0, 0;\n\t}",
         "=r,r", [n], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def cluster_barrier():
+    """``barrier.cluster.arrive.release`` then ``barrier.cluster.wait.acquire`` (aligned): every calling thread
+    waits until all non-exited threads of every CTA of the cluster have arrived. Every warp of the kernel must
+    reach it, so in a warp-specialised kernel every partition calls it and no warp may sit idle (Gluon pads a
+    partition of fewer than four warps to a warpgroup whose extra warps never get here: give the partition four)."""
+    gl.inline_asm_elementwise("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
+                              "\n\tmov.u32 $0, 0;", "=r,r", [0], dtype=gl.int32, is_pure=False, pack=1)
 
 
 @gluon.jit
@@ -65,22 +74,11 @@ def remote_arrive(offset, cta, pred):
         "=r,r,r,r", [offset, cta, pred], dtype=gl.int32, is_pure=False, pack=1)
 
 
-@gluon.jit
-def wait_cluster(offset, phase):
-    """Every calling thread: wait until the local mbarrier at byte ``offset`` from ``global_smem`` has
-    completed phase ``phase`` (parity), with cluster-scope acquire."""
-    gl.inline_asm_elementwise(
-        "{\n\t.reg .pred %wp;\n\t.reg .b32 %wb;\n\tmov.u32 %wb, global_smem;\n\tadd.u32 %wb, %wb, $1;\n"
-        "WAITCL${:uid}:\n\tmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 %wp, [%wb], $2;\n\t"
-        "@!%wp bra.uni WAITCL${:uid};\n\tmov.u32 $0, 0;\n\t}",
-        "=r,r,r", [offset, phase], dtype=gl.int32, is_pure=False, pack=1)
-
-
 @gluon.constexpr_function
 def _multicast_asm(param):
     """PTX of :func:`multicast_load_2d` for the tensor map in kernel parameter ``param``."""
     return ("{\n\t.reg .pred %mp;\n\t.reg .b32 %ml, %md, %mb;\n\t.reg .b64 %mt;\n\t.reg .b16 %mm;\n\t"
-            "mov.u32 %ml, %laneid;\n\tsetp.eq.u32 %mp, %ml, 0;\n\t"
+            "mov.u32 %ml, %tid.x;\n\tand.b32 %ml, %ml, 127;\n\tsetp.eq.u32 %mp, %ml, 0;\n\t"
             f"mov.b64 %mt, {param};\n\tcvta.param.u64 %mt, %mt;\n\t"
             "mov.u32 %md, global_smem;\n\tadd.u32 %mb, %md, $4;\n\tadd.u32 %md, %md, $1;\n\t"
             "cvt.u16.u32 %mm, $5;\n\t"
@@ -90,7 +88,8 @@ def _multicast_asm(param):
 
 @gluon.jit
 def multicast_load_2d(PARAM: gl.constexpr, dst_offset, inner, outer, bar_offset, mask):
-    """Lane 0 of the calling warp: the 2D box of the tensor map in kernel parameter ``PARAM`` at
+    """The first thread of the calling warpgroup (``%tid.x`` a multiple of 128: one issue for a partition of one
+    to four warps that starts on a warpgroup boundary): the 2D box of the tensor map in kernel parameter ``PARAM`` at
     coordinates (``inner``, ``outer``) (innermost first, as the PTX takes them) into shared memory at
     byte ``dst_offset`` from ``global_smem`` of every CTA in ``mask`` (bit i: CTA i of the cluster),
     each completing the mbarrier at byte ``bar_offset`` by the box's bytes."""

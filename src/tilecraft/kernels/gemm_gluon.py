@@ -46,7 +46,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from tilecraft.kernels.gemm import _activation
 from tilecraft.kernels.barriers import slot_release, slot_wait_free
-from tilecraft.kernels.cluster import check_cluster, fence_mbarrier_init, multicast_load_2d, remote_arrive, wait_cluster
+from tilecraft.kernels.cluster import check_cluster, cluster_barrier, fence_mbarrier_init, multicast_load_2d, remote_arrive
 from tilecraft.kernels.pdl import pdl_start_gluon, pdl_trigger_gluon
 
 #: ``NAMED_SLOTS``: ring slot s is named barrier SLOT_BAR + s (Triton's warp specialisation uses ids 0-3)
@@ -146,6 +146,8 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
     rank = gl.program_id(0) % CLUSTER_M
     num_pid_mc = gl.cdiv(num_pid_m, CLUSTER_M)
     B_BYTES: gl.constexpr = b_desc.block_type.nbytes
+    if CLUSTER_M > 1:  # both CTAs' barriers initialised before either copies into the other (every warp)
+        cluster_barrier()
     it = 0
     for unit in range(gl.program_id(0) // CLUSTER_M, num_pid_mc * num_pid_n * SPLIT_K, gl.num_programs(0) // CLUSTER_M):
         pid_mc, pid_n = _tile_mn(unit // SPLIT_K, num_pid_mc, num_pid_n, GROUP_M)
@@ -189,6 +191,8 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
                 tma.async_copy_global_to_shared(b_lo_desc, [off_n, off_k], bar, b_lo_bufs.index(s))
             it += 1
     pdl_trigger_gluon(PDL)
+    if CLUSTER_M > 1:  # the exit meeting (the consumers' half of it is at their end)
+        cluster_barrier()
 
 
 @gluon.jit
@@ -332,7 +336,7 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
               TRANS_OUT: gl.constexpr, ROW_PERM: gl.constexpr, FIXUP: gl.constexpr, EPI_INT: gl.constexpr,
               HAS_ALPHA: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr,
               BLOCK_N2: gl.constexpr = 0, SLOT_THREADS: gl.constexpr = 0, CLUSTER_M: gl.constexpr = 1,
-              smem_empty=0, smem_sync=0):
+              smem_empty=0):
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     TILE_N: gl.constexpr = BLOCK_N + BLOCK_N2
     # wgmma K per instruction (tf32: 8, int8: 32); N per instruction at most 128 for int8 (what
@@ -352,6 +356,8 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
     k_tiles = gl.cdiv(K, BLOCK_K)
     rank = gl.program_id(0) % CLUSTER_M
     num_pid_mc = gl.cdiv(num_pid_m, CLUSTER_M)
+    if CLUSTER_M > 1:  # both CTAs' barriers initialised before either arrives on the other's (every warp)
+        cluster_barrier()
     it = 0
     chunks = 0
     for unit in range(gl.program_id(0) // CLUSTER_M, num_pid_mc * num_pid_n * SPLIT_K, gl.num_programs(0) // CLUSTER_M):
@@ -468,17 +474,16 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
             chunks += TILE_N // EPI_N
     tma.store_wait(0)
     if CLUSTER_M > 1:  # stay resident until the partner has made its last arrival on our barriers
-        remote_arrive(smem_sync + 8, (gl.program_id(0) % CLUSTER_M) ^ 1, 1)
-        wait_cluster(smem_sync + 8, 0)
+        cluster_barrier()
 
 
 # M, N, K unspecialised: one compiled kernel serves every shape of a configuration (TMA bounds
 # the tiles; divisibility by 16 buys nothing here), and the grid size is read at run time
 @gluon.jit(do_not_specialize=["M", "N", "K", "k_split_steps", "alpha_hi", "alpha_lo", "beta_hi", "beta_lo",
-                               "smem_b", "smem_ready", "smem_empty", "smem_sync"])
+                               "smem_b", "smem_ready", "smem_empty"])
 def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_split_steps,
                      c_ptr, bias_ptr, stride_cr, stride_cc, alpha_hi, alpha_lo, beta_hi, beta_lo, ws_ptr, flag_ptr,
-                     smem_b, smem_ready, smem_empty, smem_sync,
+                     smem_b, smem_ready, smem_empty,
                      STAGES: gl.constexpr, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr, EPI_BUFS: gl.constexpr,
                      PRODUCER_REGS: gl.constexpr, A_KMAJOR: gl.constexpr = True, B_KMAJOR: gl.constexpr = True,
                      SPLIT_K: gl.constexpr = 1, A_REGS: gl.constexpr = False, TRANS_OUT: gl.constexpr = False,
@@ -541,13 +546,14 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     each B tile once per pair instead of twice (cuBLAS's 2x1 clusters at 1000^3); an MN-major half is
     copied in boxes of 128-byte rows ((BLOCK_K, 128 bytes), its column blocks as the tile lays them out). A slot is free once
     both CTAs' consumers released it (each arrives on its own "empty" mbarrier and on the partner's). The
-    barriers and the ring are addressed by hand, at the byte offsets ``smem_b``, ``smem_ready``,
-    ``smem_empty`` and ``smem_sync`` from ``global_smem`` that the host reads from Triton's allocation of
-    this very kernel (``tilecraft.ops.launch.cluster_smem_offsets``); the CTAs meet on the ``sync``
-    mbarriers once their barriers exist and again before they exit. With ``CLUSTER_M`` 1 those are not
-    read (pass 0). Known gap: the first meeting arrives on the partner's ``sync[0]`` without knowing that
-    the partner has initialised it (a late partner would re-initialise it over the arrival and hang), so
-    ``matmul`` takes clusters only with ``TILECRAFT_GEMM_CLUSTER=1`` (docs/gemm.md, follow-up 31)."""
+    barriers and the ring are addressed by hand, at the byte offsets ``smem_b``, ``smem_ready`` and
+    ``smem_empty`` from ``global_smem`` that the host reads from Triton's allocation of this very kernel
+    (``tilecraft.ops.launch.cluster_smem_offsets``). Every warp of both CTAs meets at a cluster barrier once
+    the barriers are initialised (``fence.mbarrier_init``), before any remote arrival or multicast, and again
+    before exiting; so the producer partition is four warps (Gluon would pad one warp to a warpgroup whose idle
+    warps never reach a cluster barrier) and the multicast is issued by its first thread. With ``CLUSTER_M`` 1
+    those are not read (pass 0). ``matmul`` takes clusters only with ``TILECRAFT_GEMM_CLUSTER=1`` until this
+    handshake has run on a GPU (docs/gemm.md, follow-up 31)."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
@@ -588,16 +594,10 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=CLUSTER_M)  # with a cluster: this CTA's consumers and the partner's
-    if CLUSTER_M > 1:
-        sync = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-        mbarrier.init(sync.index(0), count=1)
-        mbarrier.init(sync.index(1), count=1)
     fence_async_shared()
-    if CLUSTER_M > 1:  # both CTAs' barriers exist before either arrives on or copies into the other's
+    if CLUSTER_M > 1:  # the inits visible cluster-wide (both partitions then meet at a cluster barrier first)
         check_cluster(CLUSTER_M)
         fence_mbarrier_init()
-        remote_arrive(smem_sync, (gl.program_id(0) % CLUSTER_M) ^ 1, 1)
-        wait_cluster(smem_sync, 0)
     pdl_start_gluon(PDL)  # after the shared-memory set-up, before any global access
     epi = (c_ptr, stride_cr, stride_cc, bias_ptr, alpha_hi, alpha_lo, beta_hi, beta_lo)
     gl.warp_specialize([
@@ -605,9 +605,9 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
                      ws_ptr, flag_ptr, epi,
                      GROUP_M, THREE_TF32, FLUSH, EPI_N, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR,
                      SPLIT_K, A_REGS, TRANS_OUT, ROW_PERM, FIXUP, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION,
-                     BLOCK_N2, SLOT_THREADS, CLUSTER_M, smem_empty, smem_sync)),
+                     BLOCK_N2, SLOT_THREADS, CLUSTER_M, smem_empty)),
         (_producer, (a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
                      M, N, K, k_split_steps, epi, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
                      B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C, EPI_PREFETCH and HAS_BIAS, TRANS_OUT, PDL, BLOCK_N2,
                      SLOT_THREADS, CLUSTER_M, smem_b, smem_ready)),
-    ], [1], [PRODUCER_REGS])
+    ], [4 if CLUSTER_M > 1 else 1], [PRODUCER_REGS])

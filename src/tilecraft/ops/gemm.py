@@ -1062,7 +1062,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
     units = tiles * split
     grid = (max(1, min(sms, units)),)
     cl = cfg.cluster_m
-    smem_args: tuple = (0, 0, 0, 0)
+    smem_args: tuple = (0, 0, 0)
     if cl > 1:
         # each CTA multicasts half of the B tile in TMA boxes of 128-byte rows (the tile's swizzle): a
         # K-major B tile of 128-byte rows halved along N (one box), or an MN-major one whose half is
@@ -1075,7 +1075,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
         descs[2] = _gluon_desc(b_hi, [bn // 2, bkk] if bk else [bkk, 128 // esz])
         # clusters of two CTAs on vertically adjacent tiles, the grid's x counted in clusters
         grid = (max(1, min(sms // cl, math.ceil(math.ceil(m / bm) / cl) * math.ceil(n / cfg.tile_n))),)
-        smem_args = (-1, -1, -1, -1)  # the allocations' offsets, filled in at launch (run_cluster_kernel)
+        smem_args = (-1, -1, -1)  # the allocations' offsets, filled in at launch (run_cluster_kernel)
     ws_ptr = flag_ptr = out2  # read only with fixup
     if fixup:
         if units > sms:  # a waiting half needs its partner running beside it, not after it
@@ -1097,7 +1097,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
     return pre + [KernelLaunch(_g.matmul_ws_kernel, grid,
                                (*descs, m, n, spec.k, steps, *epi_args, ws_ptr, flag_ptr, *smem_args),
                                constexprs, {"num_warps": cfg.num_warps, "maxnreg": maxnreg}, cluster=cl,
-                               smem=("b_bufs", "ready", "empty", "sync") if cl > 1 else ())]
+                               smem=("b_bufs", "ready", "empty") if cl > 1 else ())]
 
 
 def gluon_epilogue_width(spec: Spec, cfg: GemmConfig) -> int:

@@ -193,11 +193,10 @@ def fits(cfg: GemmConfig, p: Problem) -> bool:
 
 #: ``TILECRAFT_GEMM_CLUSTER=1`` lets ``matmul`` run the Gluon kernel on clusters of two CTAs sharing B
 #: (``cluster_m``) where the heuristic, the tuner or a tuning cache picks them (the short-K 64x128 tile:
-#: 1000^3 0.90-1.01x torch on an H200 against 0.77-0.85x; docs/gemm.md, follow-up 31). Off by default: the two
-#: CTAs' start-up handshake arrives on the partner's mbarrier without first knowing that the partner has
-#: initialised it (a partner that starts a few hundred cycles late loses the arrival and the pair hangs).
-#: Nsight Compute's kernel replay hung on it; the GPU tests and benches (thousands of launches) did not. The fix
-#: (a cluster barrier, or a flag the partner writes after its initialisation) waits for a GPU to check it.
+#: 1000^3 0.90-1.01x torch on an H200 against 0.77-0.85x; docs/gemm.md, follow-up 31). Off by default: the
+#: measured version's start-up handshake could arrive on a partner's mbarrier before its initialisation (Nsight
+#: Compute's kernel replay hung on it); the kernel now meets at cluster barriers instead, checked in the sm90
+#: compile but not yet run on a GPU.
 CLUSTER_ENV = "TILECRAFT_GEMM_CLUSTER"
 
 

@@ -616,7 +616,8 @@ print(json.dumps({"offsets": off, "inits": inits, "shared": k.metadata.shared,
                   "cluster_barriers": len(re.findall(r"barrier\.cluster\.arrive\.release\.aligned;\s*barrier\.cluster\.wait\.acquire\.aligned;", ptx)),
                   "fence_init": len(re.findall(r"fence\.mbarrier_init\.release\.cluster", ptx)),
                   "threads": int(re.search(r"\.reqntid (\d+)", ptx).group(1)),
-                  "multicast_pred_warpgroup": "and.b32 %ml, %ml, 127;" in ptx,
+                  "multicast_pred_lane": "mov.u32 %ml, %laneid;" in ptx,
+                  "partition_bars": sorted(set(re.findall(r"bar\.sync\s+(\d+), (\d+);", ptx))),
                   "spills": k.n_spills if hasattr(k, "n_spills") else None}))
 """
 
@@ -633,9 +634,10 @@ def test_gluon_cluster_cross_compiles(cfg, layout, shape, boxes):
     descriptor in parameter 10 (a CUtensorMap parameter), loads A by TMA as before, maps the partner's
     barriers, checks the cluster size; and the offsets Triton's allocation pass gives (what the launch
     passes) are the ones the compiled kernel initialises its mbarriers at: ready with 1 arrival, empty
-    with 2 (both CTAs' consumers); every warp meets at the cluster barriers (start and exit, in both
-    partitions: the producer partition is a whole warpgroup, no idle warps), after the inits' fence; and the
-    multicast is issued by one thread of the producer's warpgroup."""
+    with 2 (both CTAs' consumers); every warp meets at the cluster barriers (start and exit, after the inits'
+    fence) in all four partitions: the consumers, the one-warp producer and the two partitions (one warp and two)
+    that stand in for Gluon's idle padding warps; the producer stays one warp (no partition barrier of its own in
+    the loop) and issues the multicast from lane 0."""
     dtype = torch.bfloat16
     _, _, plan = _plan16(cfg, layout, *shape, dtype=dtype)
     launch = plan[-1]
@@ -647,7 +649,7 @@ def test_gluon_cluster_cross_compiles(cfg, layout, shape, boxes):
     res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch),
                         launch.constexprs, "sm90", num_warps=launch.options["num_warps"],
                         maxnreg=launch.options["maxnreg"], sass=False)
-    assert res.error is None and res.spills == 0 and res.scratch_bytes == 0  # four producer warps at 40 registers
+    assert res.error is None and res.spills == 0 and res.scratch_bytes == 0
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     sig = {nm: v.split(":")[0] if not v.startswith("tensordesc") else v
            for nm, v in ops.compile_signature(launch).items()}
@@ -662,10 +664,12 @@ def test_gluon_cluster_cross_compiles(cfg, layout, shape, boxes):
     stages = cfg.num_stages
     inits = dict(facts["inits"])
     assert all(inits.get(off["ready"] + 8 * s) == 1 and inits.get(off["empty"] + 8 * s) == 2 for s in range(stages))
-    # every warp of both CTAs meets twice (start and exit) in each of the two partitions; no idle warps
-    assert facts["cluster_barriers"] == 4 and facts["fence_init"] >= 1
+    # every warp of both CTAs meets twice (start and exit) in each of the four partitions; no idle warps
+    assert facts["cluster_barriers"] == 8 and facts["fence_init"] >= 1
     assert facts["threads"] == 32 * (cfg.num_warps + 4)
-    assert facts["multicast_pred_warpgroup"]
+    assert facts["multicast_pred_lane"]
+    # only the consumers' own barrier (id 0, their warps); a four-warp producer would add one in its loop
+    assert facts["partition_bars"] == [["0", str(32 * cfg.num_warps)]]
     assert off["b_bufs"] + stages * cfg.block_n * cfg.block_k * 2 <= facts["shared"] <= SHARED_LIMIT["sm90"]
 
 
@@ -692,11 +696,11 @@ def test_gluon_cluster_refusals(cfg, dtype, layout, why):
     ((1000, 1000, 4096), "NN", torch.bfloat16, 0),  # long K: not the Gluon 64x128 tile
 ])
 def test_gluon_cluster_dispatch(shape, layout, dtype, cluster, monkeypatch):
-    """With ``TILECRAFT_GEMM_CLUSTER=1`` the short-K Gluon 64x128 tile runs in clusters of two (B shared by
-    multicast; docs/gemm.md, follow-up 31). Its branch takes products with fewer 128x128 tiles than half the
-    SMs, which is the pair count, so the pairs always fit one wave there. ``cluster`` 0: another config.
-    Without the switch (the default) the same tile runs without the cluster."""
-    monkeypatch.setenv(ops.CLUSTER_ENV, "1")
+    """By default (``TILECRAFT_GEMM_CLUSTER`` unset) the short-K Gluon 64x128 tile runs in clusters of two (B
+    shared by multicast; docs/gemm.md, follow-up 31). Its branch takes products with fewer 128x128 tiles than
+    half the SMs, which is the pair count, so the pairs always fit one wave there. ``cluster`` 0: another config.
+    With the switch at 0 the same tile runs without the cluster."""
+    monkeypatch.delenv(ops.CLUSTER_ENV, raising=False)
     m, n, k = shape
     a = torch.empty(k, m, dtype=dtype, device="meta").t() if layout[0] == "T" else torch.empty(m, k, dtype=dtype,
                                                                                                 device="meta")
@@ -708,18 +712,20 @@ def test_gluon_cluster_dispatch(shape, layout, dtype, cluster, monkeypatch):
         return
     assert cfg.short().startswith("gluon 64x128x64 w4 s4") and cfg.cluster_m == cluster, cfg.short()
     assert plan[-1].cluster == cluster
-    monkeypatch.delenv(ops.CLUSTER_ENV)
+    monkeypatch.setenv(ops.CLUSTER_ENV, "0")
     _, cfg, plan = ops.target_plan(a, b, "sm90", sms=132)
     assert cfg.cluster_m == 1 and plan[-1].cluster == 1 and cfg.short().startswith("gluon 64x128x64 w4 s4")
 
 
 def test_cluster_switch(monkeypatch):
-    """``TILECRAFT_GEMM_CLUSTER``: off by default; "1" lets the heuristic and the tuner's space take
-    ``cluster_m``; off again, ``matmul``'s choice drops it even for a problem chosen (memoised) or tuned
+    """``TILECRAFT_GEMM_CLUSTER``: on by default ("1": the heuristic and the tuner's space take
+    ``cluster_m``); "0" keeps them out of both; off, ``matmul``'s choice drops it even for a problem chosen (memoised) or tuned
     before; it is part of the eager replay key; anything but 0 or 1 is a ValueError."""
     from tilecraft.tuning.gemm import config_space
 
     monkeypatch.delenv(ops.CLUSTER_ENV, raising=False)
+    assert ops.clusters_enabled()
+    monkeypatch.setenv(ops.CLUSTER_ENV, "0")
     assert not ops.clusters_enabled()
     a = torch.empty(1000, 1000, dtype=torch.bfloat16, device="meta")
     p = ops.problem_of(a, a, ops.validate(a, a), arch="sm90", sms=132)

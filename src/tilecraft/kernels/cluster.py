@@ -78,7 +78,7 @@ def remote_arrive(offset, cta, pred):
 def _multicast_asm(param):
     """PTX of :func:`multicast_load_2d` for the tensor map in kernel parameter ``param``."""
     return ("{\n\t.reg .pred %mp;\n\t.reg .b32 %ml, %md, %mb;\n\t.reg .b64 %mt;\n\t.reg .b16 %mm;\n\t"
-            "mov.u32 %ml, %tid.x;\n\tand.b32 %ml, %ml, 127;\n\tsetp.eq.u32 %mp, %ml, 0;\n\t"
+            "mov.u32 %ml, %laneid;\n\tsetp.eq.u32 %mp, %ml, 0;\n\t"
             f"mov.b64 %mt, {param};\n\tcvta.param.u64 %mt, %mt;\n\t"
             "mov.u32 %md, global_smem;\n\tadd.u32 %mb, %md, $4;\n\tadd.u32 %md, %md, $1;\n\t"
             "cvt.u16.u32 %mm, $5;\n\t"
@@ -88,8 +88,8 @@ def _multicast_asm(param):
 
 @gluon.jit
 def multicast_load_2d(PARAM: gl.constexpr, dst_offset, inner, outer, bar_offset, mask):
-    """The first thread of the calling warpgroup (``%tid.x`` a multiple of 128: one issue for a partition of one
-    to four warps that starts on a warpgroup boundary): the 2D box of the tensor map in kernel parameter ``PARAM`` at
+    """Lane 0 of the calling warp (call it from a one-warp partition: every warp that calls it issues one copy;
+    Triton may place that warp anywhere in the CTA): the 2D box of the tensor map in kernel parameter ``PARAM`` at
     coordinates (``inner``, ``outer``) (innermost first, as the PTX takes them) into shared memory at
     byte ``dst_offset`` from ``global_smem`` of every CTA in ``mask`` (bit i: CTA i of the cluster),
     each completing the mbarrier at byte ``bar_offset`` by the box's bytes."""

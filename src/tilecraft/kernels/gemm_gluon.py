@@ -119,6 +119,16 @@ def _prefetch_epilogue(epi, off_m, off_n, M, N, BLOCK_M: gl.constexpr, BLOCK_N: 
 
 
 @gluon.jit
+def _cluster_member(ready):
+    """The three warps that would otherwise pad the one-warp producer to a warpgroup, as two partitions (one warp
+    and two: a partition's warps must be a power of two): with a cluster, every warp must reach both cluster
+    barriers (start and exit), and Gluon's padding warps never would. Here they meet the cluster at both and sleep
+    in between, leaving the producer a single warp (no partition barriers in its loop)."""
+    cluster_barrier()
+    cluster_barrier()
+
+
+@gluon.jit
 def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
               M, N, K, k_split_steps, epi, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_KMAJOR: gl.constexpr,
@@ -550,10 +560,11 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     ``smem_empty`` from ``global_smem`` that the host reads from Triton's allocation of this very kernel
     (``tilecraft.ops.launch.cluster_smem_offsets``). Every warp of both CTAs meets at a cluster barrier once
     the barriers are initialised (``fence.mbarrier_init``), before any remote arrival or multicast, and again
-    before exiting; so the producer partition is four warps (Gluon would pad one warp to a warpgroup whose idle
-    warps never reach a cluster barrier) and the multicast is issued by its first thread. With ``CLUSTER_M`` 1
-    those are not read (pass 0). ``matmul`` takes clusters only with ``TILECRAFT_GEMM_CLUSTER=1`` until this
-    handshake has run on a GPU (docs/gemm.md, follow-up 31)."""
+    before exiting. Gluon would pad the one-warp producer to a warpgroup with idle warps that never reach a
+    cluster barrier, so with a cluster those three warps are partitions of their own (``_cluster_member``, one
+    warp and two) that only meet the cluster; the producer stays one warp and issues the multicast from lane 0.
+    With ``CLUSTER_M`` 1 the offsets are not read (pass 0). ``matmul`` takes clusters unless
+    ``TILECRAFT_GEMM_CLUSTER=0`` (docs/gemm.md, follow-ups 31 and 32)."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
@@ -610,4 +621,5 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
                      M, N, K, k_split_steps, epi, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
                      B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C, EPI_PREFETCH and HAS_BIAS, TRANS_OUT, PDL, BLOCK_N2,
                      SLOT_THREADS, CLUSTER_M, smem_b, smem_ready)),
-    ], [4 if CLUSTER_M > 1 else 1], [PRODUCER_REGS])
+    ] + ([(_cluster_member, (ready, )), (_cluster_member, (ready, ))] if CLUSTER_M > 1 else []),
+        [1, 1, 2] if CLUSTER_M > 1 else [1], [PRODUCER_REGS] * 3 if CLUSTER_M > 1 else [PRODUCER_REGS])

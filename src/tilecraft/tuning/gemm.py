@@ -191,19 +191,17 @@ def fits(cfg: GemmConfig, p: Problem) -> bool:
     return shared_bytes(cfg, p.itemsize, p.precision == "tf32x3", p.out_itemsize) <= SHARED_LIMIT[p.arch]
 
 
-#: ``TILECRAFT_GEMM_CLUSTER=1`` lets ``matmul`` run the Gluon kernel on clusters of two CTAs sharing B
-#: (``cluster_m``) where the heuristic, the tuner or a tuning cache picks them (the short-K 64x128 tile:
-#: 1000^3 0.90-1.01x torch on an H200 against 0.77-0.85x; docs/gemm.md, follow-up 31). Off by default: the
-#: measured version's start-up handshake could arrive on a partner's mbarrier before its initialisation (Nsight
-#: Compute's kernel replay hung on it); the kernel now meets at cluster barriers instead, checked in the sm90
-#: compile but not yet run on a GPU.
+#: ``TILECRAFT_GEMM_CLUSTER`` ("1", the default; "0" turns it off): whether ``matmul`` may run the Gluon kernel
+#: on clusters of two CTAs sharing B (``cluster_m``) where the heuristic, the tuner or a tuning cache picks them
+#: (the short-K 64x128 tile: 1000^3 0.85-1.01x torch on an H200 against 0.76-0.85x; docs/gemm.md, follow-up 31
+#: and 32). The CTAs meet at hardware cluster barriers after their mbarrier inits and before they exit.
 CLUSTER_ENV = "TILECRAFT_GEMM_CLUSTER"
 
 
 def clusters_enabled() -> bool:
-    """Whether ``matmul`` may choose clusters of CTAs (:data:`CLUSTER_ENV` is "1"; default "0"); read on
+    """Whether ``matmul`` may choose clusters of CTAs (:data:`CLUSTER_ENV` "1", the default, or "0"); read on
     every choice (``ValueError`` for anything but 0 or 1)."""
-    value = os.environ.get(CLUSTER_ENV, "0").strip()
+    value = os.environ.get(CLUSTER_ENV, "1").strip()
     if value not in ("0", "1"):
         raise ValueError(f"{CLUSTER_ENV}={value!r}: use 0 or 1")
     return value == "1"

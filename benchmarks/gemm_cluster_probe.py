@@ -33,6 +33,13 @@ CASES = {
     "odd": [("bf16", 3000, 7000, 5000, lay, replace(G256, pad_rows=True)) for lay in ("NN", "TT")]
            + [("fp16", 3000, 7000, 5000, "TT", replace(G256, pad_rows=True))],
 }
+# the short-K cluster tile holds one tile a CTA: more stages put more of its K in flight from the start
+_C = replace(G64, cluster_m=2)
+CASES["stages"] = [(dt, 1000, 1000, 1000, lay, _C, replace(_C, num_stages=6), replace(_C, num_stages=8))
+                   for dt, lay in (("bf16", "NN"), ("bf16", "NT"), ("bf16", "TN"), ("bf16", "TT"), ("fp16", "NN"))]
+CASES["stages2"] = [(dt, 1000, 1000, 1000, lay, replace(_C, num_stages=5), replace(_C, num_stages=6),
+                     replace(_C, num_stages=7), replace(G64, num_stages=6), G64)
+                    for dt, lay in (("bf16", "NN"), ("bf16", "TT"), ("fp16", "NN"))]
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round
@@ -60,6 +67,7 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/gemm-cluster")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--cases", default="short,big")
+    ap.add_argument("--no-host", action="store_true", help="skip the eager host-time and replay checks")
     ap.add_argument("--budget", type=float, default=0.2)
     args = ap.parse_args()
     out = Path(args.out)
@@ -70,7 +78,7 @@ def main() -> None:
         for dt, m, n, k, lay, cfg, *alt in CASES[group]:
             case = bench.Case(dt, m, n, k, lay)
             peer_ms = None
-            trio = (alt[0] if alt else replace(cfg, cluster_m=2), cfg)  # an explicit other config, or the cluster
+            trio = (*alt, cfg) if alt else (replace(cfg, cluster_m=2), cfg)  # explicit other configs, or the cluster
             if group in HEURISTIC_TOO:
                 trio += (None,)
             for rnd in range(args.rounds):
@@ -83,12 +91,16 @@ def main() -> None:
                     print(f"{case.name:26s} {name:34s} round {rnd} ours {r.ours:7.1f} peer {r.peer_value:7.1f} "
                           f"x{r.ratio:.3f} {r.extra['time_ms'] * 1e3:.2f} us", flush=True)
     host = {}
-    for c in (replace(G64, cluster_m=2), G64, None):
+    for c in () if args.no_host else (replace(G64, cluster_m=2), G64, None):
         name = c.short() if c else "matmul's choice (replayed launches)"
         host[name] = host_us(bench.Case("bf16", 1000, 1000, 1000, "NN"), c)
         print(f"eager host time per call, bf16 1000^3 NN, {name}: {host[name]:.1f} us", flush=True)
     # the public path's replayed launches give the float64 answer call after call
     dev = torch.device("cuda")
+    if args.no_host:
+        stamp(records, info)
+        print(f"wrote {write_results(records, 'gemm-cluster', out / 'gemm-cluster-probe.json', info)}")
+        return
     a, b = bench.make_operands(1000, 1000, 1000, "bf16", "TT", dev, torch.Generator(dev).manual_seed(2))
     ref = a.double() @ b.double()
     errs = [float((ops.matmul(a, b).double() - ref).norm() / ref.norm()) for _ in range(5)]

@@ -178,7 +178,7 @@ def test_16bit_named_slots_match_the_mbarrier_ring(cfg, layout, shape):
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2]), cfg.short()
 
 
-CLUSTER = [GemmConfig("gluon", 64, 128, 64, 8, 4, 4, cluster_m=2), GemmConfig("gluon", 128, 128, 64, 8, 8, 4, cluster_m=2),
+CLUSTER = [GemmConfig("gluon", 64, 128, 64, 8, 4, 5, cluster_m=2), GemmConfig("gluon", 128, 128, 64, 8, 8, 4, cluster_m=2),
            GemmConfig("gluon", 128, 256, 64, 8, 8, 4, cluster_m=2)]
 
 
@@ -361,7 +361,7 @@ def test_epilogue_every_combination_bf16(act, alpha, use_c, use_bias):
     (GemmConfig("gluon", 64, 64, 64, 8, 4, 8, pad_rows=True), "NN", "row"),
     (GemmConfig("gluon", 128, 128, 64, 8, 8, 4, block_n2=64), "NN", "col"),
     (GemmConfig("gluon", 128, 128, 64, 8, 8, 5, block_n2=32), "NT", "pitch"),
-    (GemmConfig("gluon", 64, 128, 64, 8, 4, 4, cluster_m=2), "TT", "col"),  # 129 rows: a partner without rows
+    (GemmConfig("gluon", 64, 128, 64, 8, 4, 5, cluster_m=2), "TT", "col"),  # 129 rows: a partner without rows
     (GemmConfig("gluon", 64, 128, 64, 8, 4, 4, cluster_m=2), "NN", "pitch"),
     (GemmConfig("gluon", 128, 256, 64, 8, 8, 4, cluster_m=2), "NT", "row"),
 ], ids=lambda x: x.short() if isinstance(x, GemmConfig) else str(x))

@@ -1196,7 +1196,9 @@ def choose_config(a: torch.Tensor, b: torch.Tensor, spec: Spec, *, tune_now: boo
 
 
 def _without_clusters(cfg: GemmConfig) -> GemmConfig:
-    return dataclasses.replace(cfg, cluster_m=1)
+    """``cfg`` without its cluster; the short-K 64x128 tile back to the four stages it has without one."""
+    short = cfg.kernel == "gluon" and (cfg.block_m, cfg.block_n, cfg.num_stages) == (64, 128, 5)
+    return dataclasses.replace(cfg, cluster_m=1, num_stages=4 if short and cfg.cluster_m > 1 else cfg.num_stages)
 
 
 

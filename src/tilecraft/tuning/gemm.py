@@ -193,8 +193,8 @@ def fits(cfg: GemmConfig, p: Problem) -> bool:
 
 #: ``TILECRAFT_GEMM_CLUSTER`` ("1", the default; "0" turns it off): whether ``matmul`` may run the Gluon kernel
 #: on clusters of two CTAs sharing B (``cluster_m``) where the heuristic, the tuner or a tuning cache picks them
-#: (the short-K 64x128 tile: 1000^3 0.85-1.01x torch on an H200 against 0.76-0.85x; docs/gemm.md, follow-up 31
-#: and 32). The CTAs meet at hardware cluster barriers after their mbarrier inits and before they exit.
+#: (the short-K 64x128 tile, five stages: 1000^3 0.90-0.99x torch on an H200 against 0.77-0.83x; docs/gemm.md,
+#: follow-ups 31 and 32). The CTAs meet at hardware cluster barriers after their mbarrier inits and before they exit.
 CLUSTER_ENV = "TILECRAFT_GEMM_CLUSTER"
 
 
@@ -326,10 +326,15 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
             # the SMs here, so they fit one wave; the guard stays for other callers) (H200, 2026-11-30,
             # gemm-tune-cluster, torch in the same run): 1000^3 NN / NT / TN / TT 0.99 / 1.01 / 0.96 / 0.90x
             # against 0.83 / 0.85 / 0.82 / 0.77x, fp16 NN / TT 0.92 / 0.90x against 0.77x (docs/gemm.md, follow-up 31)
+            # With the cluster five stages, not four (H200, 2026-11-30, twenty-seventh session, gemm-cluster-probe
+            # stages, two rounds, torch in the same run): 1000^3 NN / TT / fp16 NN 0.989 / 0.90 / 0.905x against
+            # 0.92 / 0.86 / 0.85x with s4; s6 the same as s5, s7 / s8 between. One tile a CTA: more of its short K
+            # in flight from the start. Without the cluster s6 gained nothing over s4 (0.82 / 0.77 / 0.75x).
             rows = math.ceil(p.m / 64)
             pairs = math.ceil(rows / 2) * math.ceil(p.n / 128) * p.batch
-            return GemmConfig("gluon", 64, 128, 64, group_m=8, num_warps=4, num_stages=4,
-                              cluster_m=2 if rows >= 2 and pairs <= p.sms // 2 and clusters_enabled() else 1)
+            cluster = rows >= 2 and pairs <= p.sms // 2 and clusters_enabled()
+            return GemmConfig("gluon", 64, 128, 64, group_m=8, num_warps=4, num_stages=5 if cluster else 4,
+                              cluster_m=2 if cluster else 1)
     if kind == "tma":
         if math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch >= p.sms / 2:
             return GemmConfig("tma", 128, 128, bk, group_m=8, num_warps=8, num_stages=4)
@@ -699,7 +704,7 @@ def config_space(p: Problem) -> list[GemmConfig]:
                       GemmConfig("gluon", 128, 128, 64, num_warps=8, num_stages=5, block_n2=64),
                       GemmConfig("gluon", 64, 128, 64, num_warps=4, num_stages=6, block_n2=64),
                       GemmConfig("gluon", 64, 128, 64, num_warps=4, num_stages=4),
-                      GemmConfig("gluon", 64, 128, 64, num_warps=4, num_stages=4, cluster_m=2),
+                      GemmConfig("gluon", 64, 128, 64, num_warps=4, num_stages=5, cluster_m=2),
                       GemmConfig("gluon", 128, 256, 64, num_warps=8, num_stages=4, cluster_m=2),
                       GemmConfig("gluon", 64, 64, 64, num_warps=4, num_stages=8)):
                 if c.cluster_m > 1 and (math.ceil(p.m / c.block_m) < 2 or not clusters_enabled()):

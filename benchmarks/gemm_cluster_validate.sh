@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The checks that stand between the GEMM's new cluster handshake (commit 1df53db, reverted until it has run on a GPU:
-# hardware cluster barriers, a four-warp producer;
-# compiled and checked in PTX on 2026-11-30 but not yet run on a GPU) and `TILECRAFT_GEMM_CLUSTER` defaulting to 1
-# (docs/gemm.md, follow-up 31). One device call of about 5 minutes on an sm90 GPU; every step time-limited, so a hang
-# costs its limit, not the session.
+# The GPU checks of the GEMM's cluster handshake (hardware cluster barriers at start and exit, the producer one warp and
+# Gluon's padding warps as partitions that meet the cluster; docs/gemm.md, follow-ups 31 and 32): the cluster GPU
+# tests, the 1000^3 probe with and without the cluster, and Nsight Compute's kernel replay (which hung on the first
+# handshake). Passed on an H200 on 2026-11-30 (e06c995, bfbbb13). One device call of about 1-2 minutes on an sm90 GPU;
+# every step time-limited, so a hang costs its limit, not the session.
 # Usage (device machine, repository root): OUT=<folder> bash benchmarks/gemm_cluster_validate.sh
 set -u
 out=${OUT:-/tmp}

@@ -47,8 +47,9 @@ def check_cluster(n: gl.constexpr):
 def cluster_barrier():
     """``barrier.cluster.arrive.release`` then ``barrier.cluster.wait.acquire`` (aligned): every calling thread
     waits until all non-exited threads of every CTA of the cluster have arrived. Every warp of the kernel must
-    reach it, so in a warp-specialised kernel every partition calls it and no warp may sit idle (Gluon pads a
-    partition of fewer than four warps to a warpgroup whose extra warps never get here: give the partition four)."""
+    reach it, so in a warp-specialised kernel every partition calls it and no warp may sit idle (Gluon pads
+    partitions to whole warpgroups with warps that never get here: declare those warps as partitions of their own
+    that call it, as the GEMM's ``_cluster_member`` does)."""
     gl.inline_asm_elementwise("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
                               "\n\tmov.u32 $0, 0;", "=r,r", [0], dtype=gl.int32, is_pure=False, pack=1)
 

@@ -49,6 +49,12 @@ def test_config_command():
     assert res.exit_code == 0 and "programmatic dependent launch on sm90: early" in res.output, res.output
     res = runner.invoke(app, ["gemm", "config", "64", "4096", "4096", "--arch", "sm80", "--json"])
     assert json.loads(res.output)["pdl"] is None
+    # 1000^3 on sm90: the short-K tile in clusters of two (docs/gemm.md follow-up 32); the switch turns them off
+    res = runner.invoke(app, ["gemm", "config", "1000", "1000", "1000", "--arch", "sm90"])
+    assert res.exit_code == 0 and "s5 g8 c2" in res.output and "clusters of 2 CTAs" in res.output, res.output
+    res = runner.invoke(app, ["gemm", "config", "1000", "1000", "1000", "--arch", "sm90"],
+                        env={"TILECRAFT_GEMM_CLUSTER": "0"})
+    assert res.exit_code == 0 and "s4 g8" in res.output and "c2" not in res.output, res.output
     res = runner.invoke(app, ["gemm", "config", "0", "8", "8"])
     assert res.exit_code == 2
     # the SM count the wave rules plan for: 512 x 11008 NT takes 128x128 tiles on 132 SMs (128x256 tiles

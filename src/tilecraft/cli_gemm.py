@@ -204,6 +204,9 @@ def config_cmd(
     Console(highlight=False).print(
         f"{dtype} {layout} {m}x{n}x{k} on {arch} ({sms} SMs): {cfg.short()} "
         f"({shared_bytes(cfg, p.itemsize) // 1024} KB shared); {len(space)} configs to tune over")
+    if cfg.cluster_m > 1:
+        Console(highlight=False).print(f"clusters of {cfg.cluster_m} CTAs on adjacent tile rows, sharing each B tile by "
+                                       "TMA multicast (TILECRAFT_GEMM_CLUSTER=0 turns them off)")
     if pdl is not None:
         extra = (f": the next call may launch {pdl['trigger_blocks_before_end']} K blocks before this one's end "
                  f"and prefetches its first {pdl['prefetch_blocks']} into L2" if pdl.get("mode") == "mid" else "")

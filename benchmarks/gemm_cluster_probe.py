@@ -40,6 +40,11 @@ CASES["stages"] = [(dt, 1000, 1000, 1000, lay, _C, replace(_C, num_stages=6), re
 CASES["stages2"] = [(dt, 1000, 1000, 1000, lay, replace(_C, num_stages=5), replace(_C, num_stages=6),
                      replace(_C, num_stages=7), replace(G64, num_stages=6), G64)
                     for dt, lay in (("bf16", "NN"), ("bf16", "TT"), ("fp16", "NN"))]
+# tf32 NN at 8192^3 (0.97x torch): the register operand's rows in bank-conflict-free order (row_perm) and a
+# fourth stage, against the rule's tile, in alternating rounds (docs/gemm.md, follow-ups 6 and 32)
+_TF = T("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True)
+CASES["tf32nn"] = [("tf32", 8192, 8192, 8192, "NN", replace(_TF, row_perm=True), replace(_TF, num_stages=4),
+                    replace(_TF, num_stages=4, row_perm=True), _TF)]
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round

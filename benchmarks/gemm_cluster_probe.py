@@ -45,9 +45,6 @@ CASES["stages2"] = [(dt, 1000, 1000, 1000, lay, replace(_C, num_stages=5), repla
 _TF = T("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True)
 CASES["tf32nn"] = [("tf32", 8192, 8192, 8192, "NN", replace(_TF, row_perm=True), replace(_TF, num_stages=4),
                     replace(_TF, num_stages=4, row_perm=True), _TF)]
-# the register operand loaded two K steps ahead (three register sets), three and four stages, against the rule
-CASES["tf32ahead"] = [("tf32", 8192, 8192, 8192, "NN", replace(_TF, regs_ahead=True),
-                       replace(_TF, regs_ahead=True, num_stages=4), _TF)]
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round

@@ -93,20 +93,17 @@ def test_tf32_float64(layout, shape):
     assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 3e-3
 
 
-@pytest.mark.parametrize("variant", ["plain", "perm", "ahead", "ahead-s4"])
+@pytest.mark.parametrize("perm", [False, True])
 @pytest.mark.parametrize("layout", ["NN", "TT", "NT", "TN"])
 @pytest.mark.parametrize("shape", SHAPES)
-def test_tf32_mn_major_in_registers(layout, shape, variant):
+def test_tf32_mn_major_in_registers(layout, shape, perm):
     """``mn_regs``: NN as C^T = B^T A^T (B^T into registers, the tile stored transposed), TT with A
     into registers, no copy; NT and TN (nothing MN-major to take / both) take the copies.
-    ``row_perm``: the register operand's rows read in a relabelled order, put back before the store.
-    ``regs_ahead``: the register operand loaded two K steps ahead (three register sets in turn)."""
+    ``row_perm``: the register operand's rows read in a relabelled order, put back before the store."""
     gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, "regs")) % 2**31)
     a, b = _operands(torch.float32, layout, *shape, gen)
     spec = ops.validate(a, b, precision="tf32")
-    perm = variant == "perm"
-    cfg = GemmConfig("gluon", 128, 256, 32, 8, 8, 4 if variant == "ahead-s4" else 3, mn_regs=True, row_perm=perm,
-                     regs_ahead=variant.startswith("ahead"))
+    cfg = GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True, row_perm=perm)
     plan = ops.launch_plan(a, b, torch.empty(spec.out_shape, device="cuda"), spec, cfg)
     m, n, k = shape  # the MN-major operand's rows must be 16-byte aligned to be read as they are
     regs = {"NN": "swap" if n % 4 == 0 and k % 4 == 0 else None,
@@ -116,23 +113,6 @@ def test_tf32_mn_major_in_registers(layout, shape, variant):
     out = torch.full(spec.out_shape, float("nan"), device="cuda")
     ops.launch(a, b, out, spec, cfg)
     assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 3e-3
-
-
-@pytest.mark.parametrize("k", [32, 64, 96, 128, 160, 224, 1000])
-@pytest.mark.parametrize("layout", ["NN", "TT"])
-def test_tf32_regs_ahead_every_remainder(layout, k):
-    """``regs_ahead`` at every K-step count modulo three (1 to 7 steps, and 32), several tiles a program (the
-    ring's count carried from tile to tile), against float64 and bit-equal to the plain register form."""
-    gen = torch.Generator(device="cuda").manual_seed(hash((layout, k, "ahead")) % 2**31)
-    a, b = _operands(torch.float32, layout, 2000, 4096, k, gen)  # 256 tiles of 128 x 256: two a program
-    spec = ops.validate(a, b, precision="tf32")
-    outs = []
-    for ahead in (False, True):
-        out = torch.full(spec.out_shape, float("nan"), device="cuda")
-        ops.launch(a, b, out, spec, GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True, regs_ahead=ahead))
-        outs.append(out)
-    assert relative_error(outs[1], matmul_reference(a, b, out_dtype=torch.float64)) <= 3e-3
-    assert torch.equal(outs[0], outs[1])
 
 
 # ---------------------------------------------------------------------------------------------

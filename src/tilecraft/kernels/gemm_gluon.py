@@ -328,26 +328,6 @@ def _regs_step(a_bufs, b_bufs, ready, empty, acc, it, release_prev, a_regs: gl.c
 
 
 @gluon.jit
-def _regs_load(a_bufs, ready, it, a_regs: gl.constexpr):
-    """Ring step ``it``'s A (MN-major in shared memory) into registers, once its copy has landed."""
-    STAGES: gl.constexpr = a_bufs.type.shape[0]
-    s = it % STAGES
-    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-    return a_bufs.index(s).permute((1, 0)).load(a_regs)
-
-
-@gluon.jit
-def _regs_ahead_step(a, a_prev, b_bufs, empty, acc, it, release_prev):
-    """One K step of the loads-ahead form: the wgmma of step ``it`` on ``a`` (loaded two steps earlier) left in
-    flight, the previous step's retired (``a_prev``, its A, kept live until then) and its slot released."""
-    STAGES: gl.constexpr = b_bufs.type.shape[0]
-    acc = warpgroup_mma(a, b_bufs.index(it % STAGES).permute((1, 0)), acc, is_async=True)
-    acc, a, a_prev = warpgroup_mma_wait(1, deps=(acc, a, a_prev))
-    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=release_prev)
-    return acc, a
-
-
-@gluon.jit
 def _operand(bufs, s, TRANSPOSE: gl.constexpr):
     """Slot ``s`` of a shared-memory ring as a wgmma operand: the tile as stored, or its transposed
     view (A stored (BLOCK_K, BLOCK_M), B stored (BLOCK_N, BLOCK_K))."""
@@ -366,7 +346,7 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
               TRANS_OUT: gl.constexpr, ROW_PERM: gl.constexpr, FIXUP: gl.constexpr, EPI_INT: gl.constexpr,
               HAS_ALPHA: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr,
               BLOCK_N2: gl.constexpr = 0, SLOT_THREADS: gl.constexpr = 0, CLUSTER_M: gl.constexpr = 1,
-              smem_empty=0, REGS_AHEAD: gl.constexpr = False):
+              smem_empty=0):
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     TILE_N: gl.constexpr = BLOCK_N + BLOCK_N2
     # wgmma K per instruction (tf32: 8, int8: 32); N per instruction at most 128 for int8 (what
@@ -423,33 +403,6 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
                 mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=prev_open)
                 mbarrier.arrive(empty.index(s), pred=last)
                 it += 1
-        elif A_REGS and REGS_AHEAD:
-            # A's registers loaded two steps ahead of their wgmma, one wgmma in flight: three register sets
-            # in turn, three steps per iteration so each set keeps its registers. Entering an iteration at
-            # step k: x holds A of k, y of k + 1, z of k - 1 (its wgmma retires at the first wait); after each
-            # wait the set just retired is loaded with the step two ahead. Loads past the last step read the
-            # last step again (its slot is released only at the end).
-            last = it + k_steps - 1
-            x = _regs_load(a_bufs, ready, it, a_regs)
-            y = _regs_load(a_bufs, ready, gl.minimum(it + 1, last), a_regs)
-            z = x
-            for kt in range(k_steps // 3):
-                acc, x = _regs_ahead_step(x, z, b_bufs, empty, acc, it, kt > 0)
-                z = _regs_load(a_bufs, ready, gl.minimum(it + 2, last), a_regs)
-                acc, y = _regs_ahead_step(y, x, b_bufs, empty, acc, it + 1, True)
-                x = _regs_load(a_bufs, ready, gl.minimum(it + 3, last), a_regs)
-                acc, z = _regs_ahead_step(z, y, b_bufs, empty, acc, it + 2, True)
-                y = _regs_load(a_bufs, ready, gl.minimum(it + 4, last), a_regs)
-                it += 3
-            rem = k_steps % 3
-            if rem >= 1:
-                acc, x = _regs_ahead_step(x, z, b_bufs, empty, acc, it, k_steps > 1)
-                it += 1
-            if rem == 2:
-                acc, y = _regs_ahead_step(y, x, b_bufs, empty, acc, it, True)
-                it += 1
-            acc = warpgroup_mma_wait(0, deps=(acc,))
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
         elif A_REGS:
             # wgmma reads A's registers while it runs: a K step's A registers may be loaded again
             # only once its wgmma has retired. In PTX one loop body reuses its registers every
@@ -547,8 +500,7 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
                      ROW_PERM: gl.constexpr = False, FIXUP: gl.constexpr = False, EPI_INT: gl.constexpr = False,
                      HAS_ALPHA: gl.constexpr = False, HAS_C: gl.constexpr = False, HAS_BIAS: gl.constexpr = False,
                      ACTIVATION: gl.constexpr = 0, EPI_PREFETCH: gl.constexpr = False, PDL: gl.constexpr = 0,
-                     BLOCK_N2: gl.constexpr = 0, NAMED_SLOTS: gl.constexpr = False, CLUSTER_M: gl.constexpr = 1,
-                     REGS_AHEAD: gl.constexpr = False):
+                     BLOCK_N2: gl.constexpr = 0, NAMED_SLOTS: gl.constexpr = False, CLUSTER_M: gl.constexpr = 1):
     """C (M, N) = A (M, K) @ B (K, N); grid min(SMs, work units). ``a_desc`` tiles are (BLOCK_M,
     BLOCK_K) over A (M, K) when ``A_KMAJOR``, else (BLOCK_K, BLOCK_M) over A^T (K, M); ``b_desc``
     tiles (BLOCK_N, BLOCK_K) over B^T (N, K) when ``B_KMAJOR``, else (BLOCK_K, BLOCK_N) over B (K,
@@ -664,7 +616,7 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
                      ws_ptr, flag_ptr, epi,
                      GROUP_M, THREE_TF32, FLUSH, EPI_N, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR,
                      SPLIT_K, A_REGS, TRANS_OUT, ROW_PERM, FIXUP, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION,
-                     BLOCK_N2, SLOT_THREADS, CLUSTER_M, smem_empty, REGS_AHEAD)),
+                     BLOCK_N2, SLOT_THREADS, CLUSTER_M, smem_empty)),
         (_producer, (a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
                      M, N, K, k_split_steps, epi, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
                      B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C, EPI_PREFETCH and HAS_BIAS, TRANS_OUT, PDL, BLOCK_N2,

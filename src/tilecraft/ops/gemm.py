@@ -670,12 +670,6 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         if why:
             raise ValueError(f"named_slots (slots released by named barriers) needs {', '.join(why)}: got "
                              f"{cfg.short()} for a {spec.dtype} product")
-    if cfg.regs_ahead:
-        why = [w for w, bad_ in (("the Gluon kernel", cfg.kernel != "gluon"), ("mn_regs", not cfg.mn_regs),
-                                 ("no row_perm", cfg.row_perm)) if bad_]
-        if why:
-            raise ValueError(f"regs_ahead (the register operand loaded two K steps ahead) needs {', '.join(why)}: got "
-                             f"{cfg.short()}")
     if cfg.cluster_m != 1:
         why = [w for w, bad_ in (("cluster_m 1 or 2", cfg.cluster_m != 2), ("the Gluon kernel", cfg.kernel != "gluon"),
                                  ("fp16/bf16", spec.dtype not in ("fp16", "bf16")), ("no split-K", cfg.split_k > 1),
@@ -1095,8 +1089,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
                                                                          out2.element_size()),
                   "PRODUCER_REGS": 40, "A_KMAJOR": ak, "B_KMAJOR": bk, "SPLIT_K": split,
                   "A_REGS": bool(regs), "TRANS_OUT": regs == "swap", "ROW_PERM": bool(regs) and cfg.row_perm,
-                  "FIXUP": fixup, "BLOCK_N2": cfg.block_n2, "NAMED_SLOTS": cfg.named_slots, "CLUSTER_M": cl,
-                  "REGS_AHEAD": bool(regs) and cfg.regs_ahead}
+                  "FIXUP": fixup, "BLOCK_N2": cfg.block_n2, "NAMED_SLOTS": cfg.named_slots, "CLUSTER_M": cl}
     steps = k_split_steps if split > 1 else math.ceil(spec.k / bkk)
     epi_args, epi_cx = _gluon_epilogue(spec, out2, c, bias, in_kernel=split == 1 or fixup, trans=regs == "swap",
                                        prefetch=cfg.epi_prefetch)

@@ -1171,7 +1171,7 @@ def choose_config(a: torch.Tensor, b: torch.Tensor, spec: Spec, *, tune_now: boo
     memo = (p, str(dev))
     cfg = _CHOSEN.get(memo)
     if cfg is not None:
-        return _without_clusters(cfg) if cfg.cluster_m > 1 and not clusters_enabled() else cfg
+        return _switched(cfg)
     if p.arch == "interpreter":
         cfg = heuristic(p)
         _CHOSEN[memo] = cfg
@@ -1192,15 +1192,16 @@ def choose_config(a: torch.Tensor, b: torch.Tensor, spec: Spec, *, tune_now: boo
     else:
         cfg = heuristic(p)
     _CHOSEN[memo] = cfg
-    return _without_clusters(cfg) if cfg.cluster_m > 1 and not clusters_enabled() else cfg
+    return _switched(cfg)
 
 
-def _without_clusters(cfg: GemmConfig) -> GemmConfig:
-    """``cfg`` without its cluster; the short-K 64x128 tile back to the four stages it has without one."""
+def _switched(cfg: GemmConfig) -> GemmConfig:
+    """``cfg`` as ``TILECRAFT_GEMM_CLUSTER`` allows: unchanged, or without its cluster when the switch is 0 (the
+    short-K 64x128 tile then back to the four stages it has without one)."""
+    if cfg.cluster_m == 1 or clusters_enabled():
+        return cfg
     short = cfg.kernel == "gluon" and (cfg.block_m, cfg.block_n, cfg.num_stages) == (64, 128, 5)
-    return dataclasses.replace(cfg, cluster_m=1, num_stages=4 if short and cfg.cluster_m > 1 else cfg.num_stages)
-
-
+    return dataclasses.replace(cfg, cluster_m=1, num_stages=4 if short else cfg.num_stages)
 
 
 #: The tuner's timing method, part of its cache file's name: entries timed another way are not reused.

@@ -43,8 +43,11 @@ CASES["stages2"] = [(dt, 1000, 1000, 1000, lay, replace(_C, num_stages=5), repla
 # tf32 NN at 8192^3 (0.97x torch): the register operand's rows in bank-conflict-free order (row_perm) and a
 # fourth stage, against the rule's tile, in alternating rounds (docs/gemm.md, follow-ups 6 and 32)
 _TF = T("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True)
-CASES["tf32nn"] = [("tf32", 8192, 8192, 8192, "NN", replace(_TF, row_perm=True), replace(_TF, num_stages=4),
-                    replace(_TF, num_stages=4, row_perm=True), _TF)]
+CASES["tf32nn"] = [("tf32", 8192, 8192, 8192, "NN", replace(_TF, row_perm=1), replace(_TF, num_stages=4),
+                    replace(_TF, num_stages=4, row_perm=1), _TF)]
+# the register operand read in row pairs (row_perm=2: LDS.64, and NN's transposed store in 64-bit stores)
+CASES["tf32pair"] = [("tf32", s, s, s, lay, replace(_TF, row_perm=2), _TF, replace(_TF, row_perm=2, num_stages=4))
+                     for s in (8192, 4096) for lay in ("NN", "TT")]
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round

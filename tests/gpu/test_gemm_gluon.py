@@ -93,13 +93,14 @@ def test_tf32_float64(layout, shape):
     assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 3e-3
 
 
-@pytest.mark.parametrize("perm", [False, True])
+@pytest.mark.parametrize("perm", [0, 1, 2])
 @pytest.mark.parametrize("layout", ["NN", "TT", "NT", "TN"])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_tf32_mn_major_in_registers(layout, shape, perm):
     """``mn_regs``: NN as C^T = B^T A^T (B^T into registers, the tile stored transposed), TT with A
     into registers, no copy; NT and TN (nothing MN-major to take / both) take the copies.
-    ``row_perm``: the register operand's rows read in a relabelled order, put back before the store."""
+    ``row_perm`` 1 / 2: the register operand's rows read in a relabelled order (2: in pairs), put back
+    before the store."""
     gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, "regs")) % 2**31)
     a, b = _operands(torch.float32, layout, *shape, gen)
     spec = ops.validate(a, b, precision="tf32")
@@ -109,7 +110,7 @@ def test_tf32_mn_major_in_registers(layout, shape, perm):
     regs = {"NN": "swap" if n % 4 == 0 and k % 4 == 0 else None,
             "TT": "regs" if m % 4 == 0 and k % 4 == 0 else None}.get(layout)
     assert plan[-1].constexprs["A_REGS"] == bool(regs) and plan[-1].constexprs["TRANS_OUT"] == (regs == "swap")
-    assert plan[-1].constexprs["ROW_PERM"] == (perm and bool(regs))
+    assert plan[-1].constexprs["ROW_PERM"] == (perm if regs else 0)
     out = torch.full(spec.out_shape, float("nan"), device="cuda")
     ops.launch(a, b, out, spec, cfg)
     assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 3e-3

@@ -147,14 +147,16 @@ def test_gluon_problem_key_and_config():
 # ---------------------------------------------------------------------------------------------
 # fp16 / bf16 on the Gluon kernel
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("layout,perm", [("NN", False), ("TT", False), ("NN", True), ("TT", True)])
+@pytest.mark.parametrize("layout,perm", [("NN", 0), ("TT", 0), ("NN", 1), ("TT", 1), ("NN", 2), ("TT", 2)])
 def test_gluon_tf32_mn_major_in_registers_cross_compiles(layout, perm):
     """tf32 NN (C^T = B^T A^T, the tile stored transposed) and TT: the MN-major operand goes
     through registers (ld.shared, then wgmma with A from registers), no copy, no spills. Two K
     steps per loop iteration plus an odd tail: 3 x BLOCK_K / 8 wgmmas in the SASS. (One A per
     iteration compiled to one register set that the next step's loads overwrote under the running
     wgmma: wrong results on the H200.) ``row_perm``: the same loads and wgmmas, the rows relabelled
-    by layout only (the conversion to the wgmma operand layout is asserted trivial at compile time)."""
+    by layout only (the conversion to the wgmma operand layout is asserted trivial at compile time).
+    ``row_perm=2``: rows r and r + 8 of the operand read as one pair, half as many (64-bit) loads, and
+    NN's transposed store then writes pairs too (64-bit stores, as TT's)."""
     cfg = GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True, row_perm=perm)
     a = torch.empty(8192, 4096, device="meta").t() if layout[0] == "T" else torch.empty(4096, 8192, device="meta")
     b = torch.empty(2048, 8192, device="meta").t() if layout[1] == "T" else torch.empty(8192, 2048, device="meta")
@@ -170,7 +172,12 @@ def test_gluon_tf32_mn_major_in_registers_cross_compiles(layout, perm):
     assert res.error is None, res.error
     assert res.spills == 0 and res.scratch_bytes == 0 and res.shared_bytes <= SHARED_LIMIT["sm90"]
     assert res.census.get("sass:HGMMA.64x256x8.F32.TF32") == 3 * 32 // 8
-    assert res.census.get("sass_shared_load_32b") == 3 * 16  # each step's 64x32 A slice per warpgroup
+    # each step's 64x32 A slice per warpgroup: 16 elements a thread
+    if perm == 2:
+        assert res.census.get("sass_shared_load_64b") == 3 * 8 and not res.census.get("sass_shared_load_32b")
+        assert res.census.get("sass_shared_store_64b") == 64  # the 128x256 fp32 tile, two elements a store
+    else:
+        assert res.census.get("sass_shared_load_32b") == 3 * 16
 
 
 def _plan16(cfg, layout, m=8192, n=8192, k=8192, dtype=torch.bfloat16, **kw):
@@ -424,7 +431,7 @@ from triton.backends.compiler import GPUTarget
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
-from tilecraft.kernels.gemm_gluon import _row_swapped
+from tilecraft.kernels.gemm_gluon import _row_mapped
 
 @gluon.constexpr_function
 def transposed(ll):
@@ -439,7 +446,8 @@ def probe(X, BM: gl.constexpr, NW: gl.constexpr):
     smem: gl.constexpr = gl.shared_memory_descriptor_type(
         gl.float32, [32, BM], gl.NVMMASharedLayout.get_default_for([32, BM], gl.float32), [32, BM])
     gl.static_print("conflicts", gl.bank_conflicts(gl.distributed_type(gl.float32, [32, BM], transposed(ll)), smem),
-                    gl.bank_conflicts(gl.distributed_type(gl.float32, [32, BM], _row_swapped(ll)), smem))
+                    gl.bank_conflicts(gl.distributed_type(gl.float32, [32, BM], _row_mapped(ll, 1)), smem),
+                    gl.bank_conflicts(gl.distributed_type(gl.float32, [32, BM], _row_mapped(ll, 2)), smem))
 
 for bm, nw in ((128, 8), (128, 4), (64, 4)):
     triton.compile(GluonASTSource(fn=probe, signature={"X": "*fp32", "BM": "constexpr", "NW": "constexpr"},
@@ -451,7 +459,8 @@ for bm, nw in ((128, 8), (128, 4), (64, 4)):
 def test_gluon_row_perm_loads_free_of_bank_conflicts(tmp_path):
     """The tf32 register operand read from its 128-byte-swizzled MN-major tile: in tile order a
     warp's loads conflict 2-way (each 32-bit load takes two wavefronts); with ``row_perm``'s row
-    relabelling (bits 2 and 4 swapped) none, for the 128- and 64-row tiles (Triton's own count)."""
+    relabelling (bits 2 and 4 swapped) none, for the 128- and 64-row tiles (Triton's own count).
+    ``row_perm=2`` (rows r and r + 8 of the operand adjacent: one 64-bit load each pair): none either."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")  # the counts print while compiling, not from a cache
     script = tmp_path / "banks.py"  # @jit functions must live in a file
@@ -460,7 +469,7 @@ def test_gluon_row_perm_loads_free_of_bank_conflicts(tmp_path):
                        timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     counts = [line.split()[1:] for line in r.stdout.splitlines() if line.startswith("conflicts")]
-    assert counts == [["1", "0"]] * 3, r.stdout
+    assert counts == [["1", "0", "0"]] * 3, r.stdout
 
 
 def test_gluon_split_k_fixup_cross_compiles_and_rules():

@@ -279,28 +279,49 @@ def _store_tile(acc, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N: gl.constexpr, 
                     TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)
 
 
+#: ``ROW_PERM`` modes: which bit of the physical row (within 32 rows) each bit of the logical row
+#: names. 1: bits 2 and 4 swapped (LDS.32 free of bank conflicts); 2: logical row r + 8 is
+#: physical row r + 1 (the register pair a thread holds for rows r, r + 8 is one LDS.64), the
+#: pairs spread over the 128-byte swizzle's chunks so the LDS.64 take two wavefronts, none wasted
+_ROW_BITS = {1: (0, 1, 4, 3, 2), 2: (1, 4, 2, 0, 3)}
+
+
 @gluon.constexpr_function
-def _row_swapped(ll):
+def _row_mapped(ll, mode):
     """The load layout of an MN-major (K, M) A tile whose registers hold, for logical row r, the
-    row of the tile with bits 2 and 4 of r swapped: ``ll`` is the wgmma register layout of A over
-    (M, K) (bases [row, col], each one bit), the result is over (K, M) in shared-memory order."""
-    swap = {4: 16, 16: 4}
+    physical row ``_ROW_BITS[mode]`` names: ``ll`` is the wgmma register layout of A over (M, K)
+    (bases [row, col], each one bit), the result is over (K, M) in shared-memory order."""
+    f = _ROW_BITS[int(mode)]
+    bit = {1 << i: 1 << f[i] for i in range(5)}
 
     def base(v):
-        return [v[1], swap.get(v[0], v[0])]
+        return [v[1], bit.get(v[0], v[0])]
     return gl.DistributedLinearLayout([base(v) for v in ll.reg_bases], [base(v) for v in ll.lane_bases],
                                       [base(v) for v in ll.warp_bases], [base(v) for v in ll.block_bases],
                                       [ll.shape[1], ll.shape[0]])
 
 
+@gluon.constexpr_function
+def _row_axes(mode, inverse):
+    """The permutation of the five row-bit axes (high bit first) that relabels physical rows as
+    logical ones (``inverse``: logical as physical)."""
+    f = _ROW_BITS[int(mode)]
+    if inverse:
+        f = tuple(f.index(j) for j in range(5))
+    return [4 - f[4 - a] for a in range(5)]
+
+
 @gluon.jit
-def _swap_rows(x, AXIS: gl.constexpr):
-    """x with the indices along AXIS (a multiple of 32 long) relabelled, bits 2 and 4 swapped (its
-    own inverse). Only the layout changes: no data moves."""
+def _relabel_rows(x, AXIS: gl.constexpr, MODE: gl.constexpr, INVERSE: gl.constexpr):
+    """x with the indices along AXIS (a multiple of 32 long) relabelled by the bit map of ``MODE``
+    (``INVERSE``: its inverse). Only the layout changes: no data moves."""
+    d: gl.constexpr = _row_axes(MODE, INVERSE)
     if AXIS == 0:
-        y = x.reshape([x.shape[0] // 32, 2, 2, 2, 4, x.shape[1]]).permute(0, 3, 2, 1, 4, 5).reshape(x.shape)
+        y = x.reshape([x.shape[0] // 32, 2, 2, 2, 2, 2, x.shape[1]])
+        y = y.permute(0, 1 + d[0], 1 + d[1], 1 + d[2], 1 + d[3], 1 + d[4], 6).reshape(x.shape)
     else:
-        y = x.reshape([x.shape[0], x.shape[1] // 32, 2, 2, 2, 4]).permute(0, 1, 4, 3, 2, 5).reshape(x.shape)
+        y = x.reshape([x.shape[0], x.shape[1] // 32, 2, 2, 2, 2, 2])
+        y = y.permute(0, 1, 2 + d[0], 2 + d[1], 2 + d[2], 2 + d[3], 2 + d[4]).reshape(x.shape)
     return y
 
 
@@ -308,17 +329,18 @@ def _swap_rows(x, AXIS: gl.constexpr):
 def _regs_step(a_bufs, b_bufs, ready, empty, acc, it, release_prev, a_regs: gl.constexpr, ROW_PERM: gl.constexpr):
     """One K step with A (MN-major in shared memory) read into registers, B K-major: the wgmma
     is left in flight and the previous step's retired, then its slot released (``release_prev``).
-    ``ROW_PERM``: A's rows are read with bits 2 and 4 of the row index swapped (the accumulator's
-    rows come out in that order): with the 128-byte swizzle the loads are then free of bank
-    conflicts (a warp's 32 lanes cover 4 K columns x 8 rows; in tile order the rows 0-7 fold onto
-    16 banks, with rows 0-3 and 16-19 onto all 32)."""
+    ``ROW_PERM`` (1 or 2, :data:`_ROW_BITS`): A's rows are read in a relabelled order (the
+    accumulator's rows come out in that order). 1: with the 128-byte swizzle the LDS.32 are free
+    of bank conflicts (a warp's 32 lanes cover 4 K columns x 8 rows; in tile order the rows 0-7
+    fold onto 16 banks, with rows 0-3 and 16-19 onto all 32). 2: half as many loads, LDS.64."""
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     s = it % STAGES
     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
     if ROW_PERM:
-        a_load: gl.constexpr = _row_swapped(gl.to_linear_layout(a_regs, [a_bufs.type.shape[2], a_bufs.type.shape[1]]))
+        a_load: gl.constexpr = _row_mapped(gl.to_linear_layout(a_regs, [a_bufs.type.shape[2], a_bufs.type.shape[1]]),
+                                           ROW_PERM)
         x = a_bufs.index(s).load(a_load)
-        a = gl.convert_layout(_swap_rows(x, 1).permute((1, 0)), a_regs, assert_trivial=True)
+        a = gl.convert_layout(_relabel_rows(x, 1, ROW_PERM, False).permute((1, 0)), a_regs, assert_trivial=True)
     else:
         a = a_bufs.index(s).permute((1, 0)).load(a_regs)
     acc = warpgroup_mma(a, b_bufs.index(s).permute((1, 0)), acc, is_async=True)
@@ -419,7 +441,7 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
             acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
             if ROW_PERM:  # back to the tile's row order
-                acc = _swap_rows(acc, 0)
+                acc = _relabel_rows(acc, 0, ROW_PERM, True)
         else:
             if BLOCK_N2 > 0:  # the tile's last BLOCK_N2 columns: a second accumulator, its own wgmma
                 acc2 = gl.zeros([BLOCK_M, BLOCK_N2], ACC, layout2)

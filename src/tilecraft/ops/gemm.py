@@ -1088,7 +1088,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
                   "FLUSH": cfg.flush, "EPI_BUFS": gluon_epilogue_buffers(cfg, a.element_size(), three,
                                                                          out2.element_size()),
                   "PRODUCER_REGS": 40, "A_KMAJOR": ak, "B_KMAJOR": bk, "SPLIT_K": split,
-                  "A_REGS": bool(regs), "TRANS_OUT": regs == "swap", "ROW_PERM": bool(regs) and cfg.row_perm,
+                  "A_REGS": bool(regs), "TRANS_OUT": regs == "swap", "ROW_PERM": int(cfg.row_perm) if regs else 0,
                   "FIXUP": fixup, "BLOCK_N2": cfg.block_n2, "NAMED_SLOTS": cfg.named_slots, "CLUSTER_M": cl}
     steps = k_split_steps if split > 1 else math.ceil(spec.k / bkk)
     epi_args, epi_cx = _gluon_epilogue(spec, out2, c, bias, in_kernel=split == 1 or fixup, trans=regs == "swap",

@@ -62,7 +62,7 @@ class GemmConfig:
     flush: int = 1  # Gluon kernel, 3xTF32: K steps chained in the tensor cores between fp32 adds
     pad_rows: bool = False  # TMA/Gluon: copy operands whose rows are not 128-byte aligned (layout kept)
     mn_regs: bool = False  # Gluon, tf32: an MN-major operand read into registers, not copied K-major
-    row_perm: bool = False  # Gluon, mn_regs: the register operand's rows read in a bank-conflict-free order
+    row_perm: int = 0  # Gluon, mn_regs: the register operand's rows relabelled: 1 LDS.32 free of bank conflicts, 2 in pairs (LDS.64)
     fixup: bool = False  # Gluon, split_k 2: the halves joined in the kernel (no workspace pass), units <= SMs
     epi_prefetch: bool = False  # Gluon: the producer prefetches each tile's C and bias into L2 for the epilogue
     warps_m: int = 0  # FMA kernel: warps along M (0: half the warps, at least one)
@@ -102,7 +102,7 @@ class GemmConfig:
         if self.mn_regs:
             s += " regs"
         if self.row_perm:
-            s += " perm"
+            s += " pair" if self.row_perm == 2 else " perm"
         if self.fixup:
             s += " fixup"
         if self.epi_prefetch:

@@ -397,15 +397,18 @@ def test_epilogue_int8_exact(alpha, use_c, use_bias, act):
 I8_CFG = GemmConfig("gluon", 128, 256, 128, 8, 8, 4)
 
 
+@pytest.mark.parametrize("perm", [0, 2])
 @pytest.mark.parametrize("layout", ["NN", "TT"])
 @pytest.mark.parametrize("act", [None, "gelu"])
-def test_epilogue_tf32_registers_and_transposed_tile(layout, act):
+def test_epilogue_tf32_registers_and_transposed_tile(layout, act, perm):
     """tf32 ``mn_regs``: NN runs as C^T = B^T A^T, so C is read transposed and the bias runs
-    along the kernel's rows; TT reads A into registers, the tile stored as it is."""
+    along the kernel's rows; TT reads A into registers, the tile stored as it is. ``row_perm=2``
+    (the heuristic's): the accumulator's rows relabelled back before the epilogue."""
     gen = torch.Generator(device="cuda").manual_seed(hash((layout, act, "tf32epi")) % 2**31)
     a, b = _operands(torch.float32, layout, 264, 136, 520, gen)
-    plan = _epi_run(a, b, GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True), alpha=1.25, use_c=True,
-                    use_bias=True, act=act, out_dtype=torch.float32, tol=3e-3, c_layout="pitch", precision="tf32")
+    plan = _epi_run(a, b, GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True, row_perm=perm), alpha=1.25,
+                    use_c=True, use_bias=True, act=act, out_dtype=torch.float32, tol=3e-3, c_layout="pitch",
+                    precision="tf32")
     assert plan[-1].constexprs["TRANS_OUT"] == (layout == "NN") and plan[-1].constexprs["A_REGS"]
 
 
@@ -451,6 +454,8 @@ def test_epilogue_dispatch_and_unread_c():
     (torch.bfloat16, GemmConfig("gluon", 128, 256, 64, 8, 8, 4, epi_prefetch=True), "NT", "col", torch.float32),
     (torch.bfloat16, GemmConfig("gluon", 64, 128, 64, 8, 4, 4, epi_prefetch=True), "TN", "pitch", None),
     (torch.float32, GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True, epi_prefetch=True), "NN", "row", None),
+    (torch.float32, GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True, row_perm=2, epi_prefetch=True), "NN", "row",
+     None),
     (torch.int8, GemmConfig("gluon", 128, 256, 128, 8, 8, 4, epi_prefetch=True), "NT", "row", None),
 ], ids=lambda x: x.short() if isinstance(x, GemmConfig) else str(x))
 @pytest.mark.parametrize("act", [None, "relu"])

@@ -526,6 +526,7 @@ def _epi_kwargs(dtype, n, which):
     (torch.bfloat16, GemmConfig("gluon", 128, 128, 64, 8, 8, 5, block_n2=32), "NT", "bias+silu", 32),
     (torch.int8, GemmConfig("gluon", 128, 256, 128, 8, 8, 4), "NT", "alpha+c+bias+relu", 32),
     (torch.float32, GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True), "NN", "alpha+c+bias+gelu", 32),
+    (torch.float32, GemmConfig("gluon", 128, 256, 32, 8, 8, 3, mn_regs=True, row_perm=2), "NN", "alpha+c+bias+gelu", 32),
     (torch.float32, GemmConfig("gluon", 128, 128, 32, 8, 8, 3, flush=4), "NT", "alpha+c+bias+silu", 64),
     # epi_prefetch: the producer warp (40 registers) prefetches C and bias into L2, also without spills
     (torch.bfloat16, GemmConfig("gluon", 128, 256, 64, 8, 8, 4, epi_prefetch=True), "NN", "alpha+c+bias+gelu", 32),

@@ -621,8 +621,10 @@ def _heuristic(p: Problem) -> GemmConfig:
     if big and p.arch == "sm90" and p.gluon_ok and p.mn_regs_ok:
         # tf32 with one operand MN-major (NN, TT): read into registers on the Gluon kernel, no
         # K-major copy (H200, 8192^3, 2026-11-25, gemm-odd-tf32-44db7cb: NN 0.944x / TT 0.940x
-        # torch with TF32 against 0.885x / 0.907x for the TMA kernel after its copy of 466 us)
-        return GemmConfig("gluon", 128, 256, 32, group_m=8, num_warps=8, num_stages=3, mn_regs=True)
+        # torch with TF32 against 0.885x / 0.907x for the TMA kernel after its copy of 466 us); its rows
+        # read in pairs (``row_perm=2``: half the shared-memory wavefronts, tensor pipe 87.9 -> 89.7%,
+        # H200 2026-11-30, docs/gemm.md follow-up 33)
+        return GemmConfig("gluon", 128, 256, 32, group_m=8, num_warps=8, num_stages=3, mn_regs=True, row_perm=2)
     if big and tma and p.itemsize == 2 and p.tma_copies == 0 and not p.rows_128 and _pad_pays(p):
         # rows 16- but not 128-byte aligned: pad_rows_kernel copies them into 128-byte rows first
         # (H200, bf16 NN 3000x7000x5000, 2026-11-25, gemm-odd-tf32-44db7cb: TMA 256x128 s4 padded
@@ -720,7 +722,8 @@ def config_space(p: Problem) -> list[GemmConfig]:
                 cands.append(GemmConfig("gluon", 128, 128, 32, num_warps=8, num_stages=3, flush=2))
             if p.mn_regs_ok:
                 for st in (3, 4):
-                    cands.append(GemmConfig("gluon", 128, 256, 32, num_warps=8, num_stages=st, mn_regs=True))
+                    cands.append(GemmConfig("gluon", 128, 256, 32, num_warps=8, num_stages=st, mn_regs=True,
+                                            row_perm=2))
         if p.arch == "sm90" and p.tma_ok and p.precision == "tf32x3":
             # 3xTF32 on operands split before the GEMM (H200, 8192^3, gemm-explore-f49c9d4: 128x256x32
             # s2 78.6 / 78.2 TFLOP/s NT / NN against 79.6 / 76.5 for the heuristic; 128x128x32 s3 73.2)

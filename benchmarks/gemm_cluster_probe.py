@@ -49,6 +49,10 @@ CASES["tf32nn"] = [("tf32", 8192, 8192, 8192, "NN", replace(_TF, row_perm=1), re
 CASES["tf32pair"] = [("tf32", s, s, s, lay, replace(_TF, row_perm=2), _TF, replace(_TF, row_perm=2, num_stages=4))
                      for s in (8192, 4096) for lay in ("NN", "TT")]
 CASES["tf32pair8k"] = CASES["tf32pair"][:2]
+# the pair tile with other L2 groupings (fewer DRAM bytes, less power at the cap) and four stages
+_TP = replace(_TF, row_perm=2)
+CASES["tf32group"] = [("tf32", 8192, 8192, 8192, "NN", _TP, replace(_TP, num_stages=4), replace(_TP, group_m=16),
+                       replace(_TP, group_m=32), replace(_TP, group_m=4), replace(_TP, num_stages=4, group_m=16))]
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round

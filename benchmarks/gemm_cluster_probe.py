@@ -53,6 +53,11 @@ CASES["tf32pair8k"] = CASES["tf32pair"][:2]
 _TP = replace(_TF, row_perm=2)
 CASES["tf32group"] = [("tf32", 8192, 8192, 8192, "NN", _TP, replace(_TP, num_stages=4), replace(_TP, group_m=16),
                        replace(_TP, group_m=32), replace(_TP, group_m=4), replace(_TP, num_stages=4, group_m=16))]
+# GROUP_M 16 on the other 8192^3 products' rule tiles
+_TMA = T("tma", 128, 256, 64, 8, 8, 3)
+CASES["group16"] = [(dt, 8192, 8192, 8192, lay, c, replace(c, group_m=16))
+                    for dt, lay, c in (("bf16", "NN", G256), ("bf16", "TT", G256), ("fp16", "NN", _TMA),
+                                       ("tf32", "NT", replace(_TMA, block_k=32)), ("tf32", "TT", replace(_TP, group_m=8)))]
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round

@@ -621,10 +621,12 @@ def _heuristic(p: Problem) -> GemmConfig:
     if big and p.arch == "sm90" and p.gluon_ok and p.mn_regs_ok:
         # tf32 with one operand MN-major (NN, TT): read into registers on the Gluon kernel, no
         # K-major copy (H200, 8192^3, 2026-11-25, gemm-odd-tf32-44db7cb: NN 0.944x / TT 0.940x
-        # torch with TF32 against 0.885x / 0.907x for the TMA kernel after its copy of 466 us); its rows
-        # read in pairs (``row_perm=2``: half the shared-memory wavefronts, tensor pipe 87.9 -> 89.7%,
-        # H200 2026-11-30, docs/gemm.md follow-up 33)
-        return GemmConfig("gluon", 128, 256, 32, group_m=8, num_warps=8, num_stages=3, mn_regs=True, row_perm=2)
+        # torch with TF32 against 0.885x / 0.907x for the TMA kernel after its copy of 466 us), its rows
+        # read in pairs (``row_perm=2``: half the shared-memory wavefronts, tensor pipe 87.9 -> 89.7%) and
+        # tile rows grouped by 16 (fewer DRAM bytes at the power cap): NN 8192^3 in one-second windows
+        # interleaved with torch 0.979x -> 0.987 (pairs) -> 0.996 (and GROUP_M 16); H200 2026-11-30,
+        # docs/gemm.md follow-up 33
+        return GemmConfig("gluon", 128, 256, 32, group_m=16, num_warps=8, num_stages=3, mn_regs=True, row_perm=2)
     if big and tma and p.itemsize == 2 and p.tma_copies == 0 and not p.rows_128 and _pad_pays(p):
         # rows 16- but not 128-byte aligned: pad_rows_kernel copies them into 128-byte rows first
         # (H200, bf16 NN 3000x7000x5000, 2026-11-25, gemm-odd-tf32-44db7cb: TMA 256x128 s4 padded

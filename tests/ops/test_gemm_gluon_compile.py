@@ -334,8 +334,8 @@ def test_gluon_wide_tiles_refused_where_not_built():
     ((4096, 11008, 512), "NN", torch.bfloat16, "gluon 128x256x64 w8 s4"),
     ((4096, 11008, 4096), "TN", torch.bfloat16, "gluon 128x256x64 w8 s4"),  # TN below 48 Mi outputs
     ((8192, 8192, 2048), "TN", torch.bfloat16, "gluon 128x256x64 w8 s4"),
-    ((8192, 8192, 8192), "NN", torch.float32, "gluon 128x256x32 w8 s3 g8 regs"),  # tf32: B into registers
-    ((8192, 8192, 8192), "TT", torch.float32, "gluon 128x256x32 w8 s3 g8 regs"),  # A into registers
+    ((8192, 8192, 8192), "NN", torch.float32, "gluon 128x256x32 w8 s3 g16 regs pair"),  # tf32: B into registers
+    ((8192, 8192, 8192), "TT", torch.float32, "gluon 128x256x32 w8 s3 g16 regs pair"),  # A into registers
     ((8192, 8192, 8192), "NT", torch.float32, "tma 128x256x32"),
     ((8192, 8192, 8192), "TN", torch.float32, "tma 128x256x32"),
     ((4096, 11008, 4096), "NN", torch.bfloat16, "tma 256x128"),
@@ -586,8 +586,8 @@ def test_gluon_epilogue_cross_compiles_without_spills(dtype, cfg, layout, which,
     ((2048, 4096, 4096), "NT", torch.float16, "bias+gelu", "gluon 128x256x64 w8 s4"),  # fp16 bias: bf16's choice
     ((512, 4096, 4096), "NT", torch.float16, "bias+gelu", "gluon 128x128x64 w8 s5 g8 epf"),
     ((8192, 8192, 8192), "NT", torch.int8, "c+bias+relu", "gluon 128x256x128 w8 s4"),
-    ((8192, 8192, 8192), "NN", torch.float32, "c", "gluon 128x256x32 w8 s3 g8 regs"),  # tf32
-    ((8192, 8192, 8192), "NN", torch.float32, "bias+gelu", "gluon 128x256x32 w8 s3 g8 regs"),
+    ((8192, 8192, 8192), "NN", torch.float32, "c", "gluon 128x256x32 w8 s3 g16 regs pair"),  # tf32
+    ((8192, 8192, 8192), "NN", torch.float32, "bias+gelu", "gluon 128x256x32 w8 s3 g16 regs pair"),
 ])
 def test_gluon_epilogue_dispatch(shape, layout, dtype, epi, want):
     """Epilogue calls take the Gluon kernel where it measured faster than the TMA kernel's

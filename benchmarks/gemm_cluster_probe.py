@@ -58,6 +58,9 @@ _TMA = T("tma", 128, 256, 64, 8, 8, 3)
 CASES["group16"] = [(dt, 8192, 8192, 8192, lay, c, replace(c, group_m=16))
                     for dt, lay, c in (("bf16", "NN", G256), ("bf16", "TT", G256), ("fp16", "NN", _TMA),
                                        ("tf32", "NT", replace(_TMA, block_k=32)), ("tf32", "TT", replace(_TP, group_m=8)))]
+# tf32 8192^3 by layout with the rules' tiles (NN / TT: the pair tile grouped by 16; NT: the TMA kernel)
+CASES["tf32rule"] = [("tf32", 8192, 8192, 8192, lay, c) for lay, c in
+                     (("NN", replace(_TP, group_m=16)), ("TT", replace(_TP, group_m=16)), ("NT", replace(_TMA, block_k=32)))]
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round

@@ -61,6 +61,10 @@ CASES["group16"] = [(dt, 8192, 8192, 8192, lay, c, replace(c, group_m=16))
 # tf32 8192^3 by layout with the rules' tiles (NN / TT: the pair tile grouped by 16; NT: the TMA kernel)
 CASES["tf32rule"] = [("tf32", 8192, 8192, 8192, lay, c) for lay, c in
                      (("NN", replace(_TP, group_m=16)), ("TT", replace(_TP, group_m=16)), ("NT", replace(_TMA, block_k=32)))]
+# 8192^3 on 128x256 tiles is 2048 tiles: 15.5 rounds of 132 programs, the last half empty; 128 programs take 16 each
+CASES["programs"] = [(dt, 8192, 8192, 8192, lay, c, replace(c, programs=128)) for dt, lay, c in
+                     (("tf32", "NN", replace(_TP, group_m=16)), ("tf32", "TT", replace(_TP, group_m=16)),
+                      ("tf32", "NT", replace(_TMA, block_k=32)), ("bf16", "NN", G256), ("fp16", "NN", _TMA))]
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round

@@ -757,3 +757,21 @@ def test_cluster_switch(monkeypatch):
     monkeypatch.setenv(ops.CLUSTER_ENV, "yes")
     with pytest.raises(ValueError, match="TILECRAFT_GEMM_CLUSTER"):
         ops.clusters_enabled()
+
+
+def test_programs_sets_the_persistent_grid():
+    """``programs``: the persistent kernels launch that many programs (at most the SMs and the work units), so
+    2048 tiles can run as 16 even rounds on 128 programs instead of 15.5 on 132; refused where it has no meaning."""
+    a = torch.empty(8192, 8192, device="meta")
+    base = GemmConfig("gluon", 128, 256, 32, 16, 8, 3, mn_regs=True, row_perm=2)
+    for cfg, grid in ((base, 132), (replace(base, programs=128), 128), (replace(base, programs=200), 132),
+                      (GemmConfig("tma", 128, 256, 32, 8, 8, 3, programs=128), 128)):
+        _, _, plan = ops.target_plan(a, a.t() if cfg.kernel == "tma" else a, "sm90", sms=132, cfg=cfg,
+                                     precision="tf32")
+        assert plan[-1].grid == (grid,), cfg.short()
+    assert replace(base, programs=128).short().endswith(" p128")
+    with pytest.raises(ValueError, match="persistent kernel"):
+        ops.target_plan(a, a, "sm90", sms=132, cfg=GemmConfig("pointer", 64, 64, 32, 8, 4, 3, programs=64),
+                        precision="tf32")
+    with pytest.raises(ValueError, match="positive"):
+        ops.target_plan(a, a, "sm90", sms=132, cfg=replace(base, programs=-1), precision="tf32")

@@ -670,6 +670,12 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         if why:
             raise ValueError(f"named_slots (slots released by named barriers) needs {', '.join(why)}: got "
                              f"{cfg.short()} for a {spec.dtype} product")
+    if cfg.programs:
+        why = [w for w, bad_ in (("a positive count", cfg.programs < 0), ("a persistent kernel (tma, gluon)",
+                                                                           cfg.kernel not in ("tma", "gluon")),
+                                 ("no fixup", cfg.fixup), ("no cluster", cfg.cluster_m != 1)) if bad_]
+        if why:
+            raise ValueError(f"programs (the persistent grid's size) needs {', '.join(why)}: got {cfg.short()}")
     if cfg.cluster_m != 1:
         why = [w for w, bad_ in (("cluster_m 1 or 2", cfg.cluster_m != 2), ("the Gluon kernel", cfg.kernel != "gluon"),
                                  ("fp16/bf16", spec.dtype not in ("fp16", "bf16")), ("no split-K", cfg.split_k > 1),
@@ -909,7 +915,7 @@ def _tma_launch(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, sms: i
     b_lo_desc = b_desc if b_lo is None else _tma_desc(b_lo, True, -2, cfg.block_n, cfg.block_k)[0]
     sms = sms or _facts(a.device)[1]
     tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n) * spec.batch
-    grid = (max(1, min(sms, tiles * split)),)
+    grid = (max(1, min(cfg.programs or sms, sms, tiles * split)),)
     c3, bias_t, sa_t, sb_t = ptrs
     return pre + [KernelLaunch(_k.matmul_tma_kernel, grid, (
         a_desc, b_desc, a_lo_desc, b_lo_desc, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, spec.batch, k_per_split,
@@ -1060,7 +1066,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
     sms = sms or _facts(a.device)[1]
     tiles = math.ceil(m / bm) * math.ceil(n / cfg.tile_n)
     units = tiles * split
-    grid = (max(1, min(sms, units)),)
+    grid = (max(1, min(cfg.programs or sms, sms, units)),)
     cl = cfg.cluster_m
     smem_args: tuple = (0, 0, 0)
     if cl > 1:

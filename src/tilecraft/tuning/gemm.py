@@ -71,6 +71,7 @@ class GemmConfig:
     block_n2: int = 0  # Gluon, 16-bit: a second accumulator of block_n2 columns, tiles block_n + block_n2 wide (192)
     named_slots: bool = False  # Gluon, plain products: slots released to the producer by named barriers
     cluster_m: int = 1  # Gluon, 16-bit plain products: 2 = clusters of two CTAs (tile rows 2i, 2i + 1) sharing B by multicast
+    programs: int = 0  # TMA/Gluon persistent grid: programs launched (0: one per SM), at most the SM count
 
     @property
     def tile_n(self) -> int:
@@ -117,6 +118,8 @@ class GemmConfig:
             s += " nb"
         if self.cluster_m > 1:
             s += f" c{self.cluster_m}"
+        if self.programs:
+            s += f" p{self.programs}"
         return s
 
 

@@ -65,6 +65,11 @@ CASES["tf32rule"] = [("tf32", 8192, 8192, 8192, lay, c) for lay, c in
 CASES["programs"] = [(dt, 8192, 8192, 8192, lay, c, replace(c, programs=128)) for dt, lay, c in
                      (("tf32", "NN", replace(_TP, group_m=16)), ("tf32", "TT", replace(_TP, group_m=16)),
                       ("tf32", "NT", replace(_TMA, block_k=32)), ("bf16", "NN", G256), ("fp16", "NN", _TMA))]
+# the launcher's even rounds (ops.persistent_programs, programs 0) against one program per SM (programs 132)
+_EVEN = [("bf16", 4096, 4096, 4096, "NN", G256), ("bf16", 4096, 11008, 4096, "NN", T("tma", 256, 128, 64, 8, 8, 4)),
+         ("bf16", 4096, 14336, 4096, "NT", G256), ("tf32", 4096, 4096, 4096, "NN", replace(_TP, group_m=16)),
+         ("int8", 8192, 8192, 8192, "NT", T("gluon", 128, 256, 128, 8, 8, 4))]
+CASES["even"] = [(dt, m, n, k, lay, c, replace(c, programs=132)) for dt, m, n, k, lay, c in _EVEN]
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round

@@ -232,7 +232,7 @@ def test_gluon_wide_tiles_cross_compile_for_sm90(cfg, layout):
     _, _, plan = _plan16(cfg, layout, m=m, n=n, k=4096)
     launch = plan[-1]
     assert launch.kernel.__name__ == "matmul_ws_kernel" and launch.constexprs["BLOCK_N2"] == cfg.block_n2
-    assert launch.grid == (min(132, -(-m // cfg.block_m) * -(-n // cfg.tile_n)),)
+    assert launch.grid == (ops.persistent_programs(cfg, -(-m // cfg.block_m) * -(-n // cfg.tile_n), 132),)
     b_lo = launch.args[3]  # the lo descriptor slot carries B's second column block
     assert list(b_lo.block_shape) == ([cfg.block_n2, cfg.block_k] if layout[1] == "T" else [cfg.block_k, cfg.block_n2])
     res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch),
@@ -760,12 +760,14 @@ def test_cluster_switch(monkeypatch):
 
 
 def test_programs_sets_the_persistent_grid():
-    """``programs``: the persistent kernels launch that many programs (at most the SMs and the work units), so
-    2048 tiles can run as 16 even rounds on 128 programs instead of 15.5 on 132; refused where it has no meaning."""
+    """The persistent kernels' grid: ``programs`` when set (at most the SMs and the work units); else one program per
+    SM, trimmed to even rounds from four rounds on (2048 tiles of 8192^3: 16 rounds of 128 programs instead of 15.5
+    of 132); ``programs`` is refused where it has no meaning."""
     a = torch.empty(8192, 8192, device="meta")
     base = GemmConfig("gluon", 128, 256, 32, 16, 8, 3, mn_regs=True, row_perm=2)
-    for cfg, grid in ((base, 132), (replace(base, programs=128), 128), (replace(base, programs=200), 132),
-                      (GemmConfig("tma", 128, 256, 32, 8, 8, 3, programs=128), 128)):
+    for cfg, grid in ((base, 128), (replace(base, programs=132), 132), (replace(base, programs=200), 132),
+                      (replace(base, programs=100), 100), (GemmConfig("tma", 128, 256, 32, 8, 8, 3), 128),
+                      (GemmConfig("tma", 128, 256, 32, 8, 8, 3, programs=132), 132)):
         _, _, plan = ops.target_plan(a, a.t() if cfg.kernel == "tma" else a, "sm90", sms=132, cfg=cfg,
                                      precision="tf32")
         assert plan[-1].grid == (grid,), cfg.short()
@@ -775,3 +777,13 @@ def test_programs_sets_the_persistent_grid():
                         precision="tf32")
     with pytest.raises(ValueError, match="positive"):
         ops.target_plan(a, a, "sm90", sms=132, cfg=replace(base, programs=-1), precision="tf32")
+
+
+@pytest.mark.parametrize("units,grid", [(1, 1), (100, 100), (132, 132), (133, 132), (264, 132), (400, 100), (529, 106),
+                                        (1376, 126), (2048, 128), (2112, 132)])
+def test_persistent_programs_even_rounds(units, grid):
+    """Fewest programs with the same round count from four rounds on; below, one per SM (or per unit)."""
+    cfg = GemmConfig("gluon", 128, 256, 64, 8, 8, 4)
+    got = ops.persistent_programs(cfg, units, 132)
+    assert got == grid
+    assert math.ceil(units / got) == math.ceil(units / 132)  # never more rounds than a program per SM

@@ -80,7 +80,8 @@ def test_tma_kernel_sm90_uses_wgmma_and_tma():
     from tilecraft.tuning.gemm import GemmConfig
     cfg, launch, res = _compile("sm90", torch.bfloat16, size=8192, cfg=GemmConfig("tma", 128, 256, 64, 8, 8, 3))
     assert cfg.kernel == "tma" and (cfg.block_m, cfg.block_n) == (128, 256)
-    assert launch.constexprs["EPILOGUE_SPLIT"] and launch.constexprs["NUM_SMS"] == 132
+    # 2048 tiles in 16 even rounds of 128 programs (ops.persistent_programs)
+    assert launch.constexprs["EPILOGUE_SPLIT"] and launch.constexprs["NUM_SMS"] == 128 and launch.grid == (128,)
     sig = ops.compile_signature(launch)
     assert sig["a_desc"] == "tensordesc<bf16[1,128,64]>" and sig["b_desc"] == "tensordesc<bf16[1,64,256]>"
     assert res.error is None, res.error

@@ -915,7 +915,7 @@ def _tma_launch(a, b, out3, spec, cfg, acc, ptrs, epi_args, epi_cx, opts, sms: i
     b_lo_desc = b_desc if b_lo is None else _tma_desc(b_lo, True, -2, cfg.block_n, cfg.block_k)[0]
     sms = sms or _facts(a.device)[1]
     tiles = math.ceil(spec.m / cfg.block_m) * math.ceil(spec.n / cfg.block_n) * spec.batch
-    grid = (max(1, min(cfg.programs or sms, sms, tiles * split)),)
+    grid = (persistent_programs(cfg, tiles * split, sms),)
     c3, bias_t, sa_t, sb_t = ptrs
     return pre + [KernelLaunch(_k.matmul_tma_kernel, grid, (
         a_desc, b_desc, a_lo_desc, b_lo_desc, out3, c3, bias_t, sa_t, sb_t, spec.m, spec.n, spec.k, spec.batch, k_per_split,
@@ -1066,7 +1066,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
     sms = sms or _facts(a.device)[1]
     tiles = math.ceil(m / bm) * math.ceil(n / cfg.tile_n)
     units = tiles * split
-    grid = (max(1, min(cfg.programs or sms, sms, units)),)
+    grid = (persistent_programs(cfg, units, sms),)
     cl = cfg.cluster_m
     smem_args: tuple = (0, 0, 0)
     if cl > 1:
@@ -1104,6 +1104,26 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
                                (*descs, m, n, spec.k, steps, *epi_args, ws_ptr, flag_ptr, *smem_args),
                                constexprs, {"num_warps": cfg.num_warps, "maxnreg": maxnreg}, cluster=cl,
                                smem=("b_bufs", "ready", "empty") if cl > 1 else ())]
+
+
+#: From this many rounds of work units a program on, the persistent grid is trimmed to even rounds
+EVEN_ROUNDS_FROM = 4
+
+
+def persistent_programs(cfg: GemmConfig, units: int, sms: int) -> int:
+    """Programs of a persistent launch (TMA and Gluon kernels) over ``units`` work units: ``cfg.programs`` when set
+    (at most the SMs and the units); else one per SM, trimmed to the fewest programs that take the same number of
+    rounds when there are at least :data:`EVEN_ROUNDS_FROM` of them. 2048 tiles of 8192^3 on 132 SMs are 15.5
+    rounds whose last is half empty; 128 programs run 16 each, and the 4 idle SMs leave their power to the others
+    at the cap: x torch in one-second windows interleaved with it, tf32 NN / TT / NT 0.999 / 0.996 / 0.991 ->
+    1.003 / 0.998 / 1.002, bf16 NN 1.016 -> 1.021, fp16 NN 1.006 -> 1.015 (H200, 2026-11-30, docs/gemm.md
+    follow-up 33)."""
+    if cfg.programs:
+        return max(1, min(cfg.programs, sms, units))
+    if units <= sms:
+        return max(1, units)
+    rounds = math.ceil(units / sms)
+    return math.ceil(units / rounds) if rounds >= EVEN_ROUNDS_FROM else sms
 
 
 def gluon_epilogue_width(spec: Spec, cfg: GemmConfig) -> int:

@@ -761,7 +761,7 @@ def test_cluster_switch(monkeypatch):
 
 def test_programs_sets_the_persistent_grid():
     """The persistent kernels' grid: ``programs`` when set (at most the SMs and the work units); else one program per
-    SM, trimmed to even rounds from four rounds on (2048 tiles of 8192^3: 16 rounds of 128 programs instead of 15.5
+    SM, trimmed to even rounds from sixteen rounds on (2048 tiles of 8192^3: 16 rounds of 128 programs instead of 15.5
     of 132); ``programs`` is refused where it has no meaning."""
     a = torch.empty(8192, 8192, device="meta")
     base = GemmConfig("gluon", 128, 256, 32, 16, 8, 3, mn_regs=True, row_perm=2)
@@ -779,10 +779,10 @@ def test_programs_sets_the_persistent_grid():
         ops.target_plan(a, a, "sm90", sms=132, cfg=replace(base, programs=-1), precision="tf32")
 
 
-@pytest.mark.parametrize("units,grid", [(1, 1), (100, 100), (132, 132), (133, 132), (264, 132), (400, 100), (529, 106),
-                                        (1376, 126), (2048, 128), (2112, 132)])
+@pytest.mark.parametrize("units,grid", [(1, 1), (100, 100), (132, 132), (133, 132), (400, 132), (1376, 132),
+                                        (1980, 132), (1981, 124), (2048, 128), (2112, 132), (4000, 130)])
 def test_persistent_programs_even_rounds(units, grid):
-    """Fewest programs with the same round count from four rounds on; below, one per SM (or per unit)."""
+    """Fewest programs with the same round count from sixteen rounds on; below, one per SM (or per unit)."""
     cfg = GemmConfig("gluon", 128, 256, 64, 8, 8, 4)
     got = ops.persistent_programs(cfg, units, 132)
     assert got == grid

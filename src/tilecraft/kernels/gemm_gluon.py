@@ -15,9 +15,9 @@ K-major (``A`` (M, K), ``B`` as (N, K)), except that a tf32 MN-major A is read i
   that read it retire; then writes the tile through shared memory in ``EPI_N``-column chunks
   (two chunk buffers) and TMA stores that are left to finish under the next tile's main loop.
 
-Measured variants kept as knobs (docs/gemm.md follow-up 6): ``ROW_PERM`` (the tf32 register
-operand's rows read in an order free of bank conflicts) and ``FIXUP`` (split-K 2 joined inside
-the kernel through a per-tile flag).
+Measured variants kept as knobs (docs/gemm.md follow-ups 6 and 33): ``ROW_PERM`` (the tf32 register
+operand's rows read in an order free of bank conflicts, 1, or in row pairs by 64-bit loads, 2: the
+rule's) and ``FIXUP`` (split-K 2 joined inside the kernel through a per-tile flag).
 
 ``THREE_TF32``: the operands are the tf32 ``hi`` and ``lo = x - hi`` parts of fp32 matrices
 (``tilecraft.kernels.gemm.tf32_split_kernel``; four descriptors) and each K step issues three tf32
@@ -540,7 +540,8 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     as B (so a tf32 NN product, B MN-major, runs as an A-from-registers product with no copy) and
     ``c_desc`` tiles (EPI_N, BLOCK_M) over C, each EPI_N-column chunk of the C^T tile stored
     transposed. ``ROW_PERM`` (with ``A_REGS``, BLOCK_M a multiple of 32): the register loads of A
-    read its rows in a relabelled order free of bank conflicts (:func:`_regs_step`).
+    read its rows in a relabelled order (:data:`_ROW_BITS`, :func:`_regs_step`): 1 free of bank conflicts, 2 in
+    row pairs (64-bit loads, and 64-bit stores of the transposed C^T tile).
 
     ``FIXUP`` (``SPLIT_K`` = 2, one work unit per program: the grid is the unit count, at most
     the SM count, so both halves of a tile run at once): unit 2t + 1 writes its fp32 partial

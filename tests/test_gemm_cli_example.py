@@ -40,6 +40,10 @@ def test_config_command():
     # what matmul runs on an sm90 GPU (ops.gemm.problem_of on meta tensors): the Gluon kernel here
     assert doc["heuristic"]["kernel"] == "gluon" and doc["space"]
     assert doc["pdl"] == {"mode": "late"}  # the Gluon kernel: the next launch once its last loads are issued
+    # 2048 tiles of 128x256 in 16 even rounds of 128 programs (ops.persistent_programs, docs/gemm.md follow-up 33)
+    assert doc["grid"] == {"programs": 128, "units": 2048}
+    res = runner.invoke(app, ["gemm", "config", "8192", "8192", "8192", "--dtype", "tf32", "--arch", "sm90"])
+    assert res.exit_code == 0 and "regs pair" in res.output and "128 programs over 2048 work units" in res.output
     res = runner.invoke(app, ["gemm", "config", "4096", "4096", "4096", "--dtype", "fp32", "--arch", "sm90", "--json"])
     assert json.loads(res.output)["heuristic"]["kernel"] == "fma"  # fp32 ieee: the Gluon FMA kernel
     # small M: the programmatic-dependent-launch mode the call would take (docs/gemm.md follow-up 21)

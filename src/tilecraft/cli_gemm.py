@@ -14,6 +14,7 @@ Errors are one line on stderr with exit code 2.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Annotated
@@ -196,10 +197,10 @@ def config_cmd(
     a, b, kw, p = _problem(m, n, k, dtype, layout, arch, sms)
     cfg = heuristic(p)
     space = config_space(p)
-    pdl = _pdl_line(a, b, kw, cfg, sms) if arch == "sm90" else None
+    pdl, grid = _pdl_line(a, b, kw, cfg, sms) if arch == "sm90" else (None, None)
     if as_json:
         typer.echo(json.dumps({"heuristic": cfg.as_dict(), "space": [c.as_dict() for c in space], "pdl": pdl,
-                               "arch": arch, "sms": sms}))
+                               "grid": grid, "arch": arch, "sms": sms}))
         return
     Console(highlight=False).print(
         f"{dtype} {layout} {m}x{n}x{k} on {arch} ({sms} SMs): {cfg.short()} "
@@ -207,6 +208,11 @@ def config_cmd(
     if cfg.cluster_m > 1:
         Console(highlight=False).print(f"clusters of {cfg.cluster_m} CTAs on adjacent tile rows, sharing each B tile by "
                                        "TMA multicast (TILECRAFT_GEMM_CLUSTER=0 turns them off)")
+    if grid is not None:
+        prog, units = grid["programs"], grid["units"]
+        even = " (even rounds: one program per SM would leave the last round part empty)" if prog < min(sms, units) else ""
+        Console(highlight=False).print(f"persistent grid: {prog} programs over {units} work units, "
+                                       f"{math.ceil(units / prog)} rounds{even}")
     if pdl is not None:
         extra = (f": the next call may launch {pdl['trigger_blocks_before_end']} K blocks before this one's end "
                  f"and prefetches its first {pdl['prefetch_blocks']} into L2" if pdl.get("mode") == "mid" else "")
@@ -227,16 +233,23 @@ def _problem(m: int, n: int, k: int, dtype: str, layout: str, arch: str, sms: in
     return a, b, kw, ops.problem_of(a, b, ops.validate(a, b, **kw), arch=arch, sms=sms)
 
 
-def _pdl_line(a, b, kw: dict, cfg, sms: int) -> dict:
+def _pdl_line(a, b, kw: dict, cfg, sms: int) -> tuple[dict, dict | None]:
     """``ops.gemm.pdl_summary`` of the heuristic's plan on ``sms`` SMs for :func:`_problem`'s meta operands
-    (as ``inspect.gemm_jobs``)."""
+    (as ``inspect.gemm_jobs``), and the persistent grid ({"programs", "units"}) where the kernel has one."""
     from tilecraft.ops import gemm as ops
 
     try:
         spec, chosen, plan = ops.target_plan(a, b, "sm90", sms=sms, cfg=cfg, **kw)
-        return ops.pdl_summary(spec, chosen, plan, sms)
     except (ValueError, TypeError, KeyError, RuntimeError) as exc:  # reported, not hidden
-        return {"error": f"not determined: {type(exc).__name__}: {exc}"[:200]}
+        return {"error": f"not determined: {type(exc).__name__}: {exc}"[:200]}, None
+    grid = None
+    if chosen.kernel in ("tma", "gluon") and chosen.cluster_m == 1:
+        swap = plan[-1].constexprs.get("TRANS_OUT", False)  # C^T's tiles: the kernel's M is C's N
+        rows, cols = (spec.n, spec.m) if swap else (spec.m, spec.n)
+        units = (math.ceil(rows / chosen.block_m) * math.ceil(cols / chosen.tile_n) * max(1, chosen.split_k)
+                 * (spec.batch if chosen.kernel == "tma" else 1))
+        grid = {"programs": plan[-1].grid[0], "units": units}
+    return ops.pdl_summary(spec, chosen, plan, sms), grid
 
 
 def register(app: typer.Typer) -> None:

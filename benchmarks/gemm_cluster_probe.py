@@ -70,6 +70,10 @@ _EVEN = [("bf16", 4096, 4096, 4096, "NN", G256), ("bf16", 4096, 11008, 4096, "NN
          ("bf16", 4096, 14336, 4096, "NT", G256), ("tf32", 4096, 4096, 4096, "NN", replace(_TP, group_m=16)),
          ("int8", 8192, 8192, 8192, "NT", T("gluon", 128, 256, 128, 8, 8, 4))]
 CASES["even"] = [(dt, m, n, k, lay, c, replace(c, programs=132)) for dt, m, n, k, lay, c in _EVEN]
+# tf32 on 64-deep K steps with two stages (half the barrier waits a MAC; 229.5 KB of shared memory, no spills)
+CASES["tf32bk64"] = [("tf32", 8192, 8192, 8192, lay, replace(_TP, group_m=16), replace(_TP, group_m=16, block_k=64,
+                                                                                    num_stages=2))
+                     for lay in ("NN", "TT")]
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round

@@ -116,6 +116,22 @@ def test_tf32_mn_major_in_registers(layout, shape, perm):
     assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 3e-3
 
 
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+@pytest.mark.parametrize("shape", SHAPES + [(264, 136, 72)])
+def test_tf32_registers_deep_k_steps(layout, shape):
+    """The register operand in row pairs on 64-deep K steps and two stages (16 64-bit loads and 8 wgmmas a step; the
+    K remainders 1000 % 64, 16, 136 % 64 and 72 % 64 end inside a step): against float64, output poisoned."""
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, "bk64")) % 2**31)
+    a, b = _operands(torch.float32, layout, *shape, gen)
+    spec = ops.validate(a, b, precision="tf32")
+    cfg = GemmConfig("gluon", 128, 256, 64, 16, 8, 2, mn_regs=True, row_perm=2)
+    plan = ops.launch_plan(a, b, torch.empty(spec.out_shape, device="cuda"), spec, cfg)
+    assert plan[-1].constexprs["A_REGS"] == all(d % 4 == 0 for d in (shape[2], shape[1] if layout == "NN" else shape[0]))
+    out = torch.full(spec.out_shape, float("nan"), device="cuda")
+    ops.launch(a, b, out, spec, cfg)
+    assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 3e-3
+
+
 # ---------------------------------------------------------------------------------------------
 # fp16 / bf16: operands read K- or MN-major as they are, split-K in the persistent loop, padded rows
 # ---------------------------------------------------------------------------------------------

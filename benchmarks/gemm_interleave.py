@@ -30,22 +30,7 @@ from tilecraft.bench import gemm as bench  # noqa: E402
 from tilecraft.bench.harness import Record, stamp, write_results  # noqa: E402
 from tilecraft.hardware.device import detect  # noqa: E402
 from tilecraft.ops import gemm as ops  # noqa: E402
-from tilecraft.tuning.gemm import GemmConfig  # noqa: E402
-
-
-def graph_of(calls, reps: int, dev) -> torch.cuda.CUDAGraph:
-    stream = torch.cuda.Stream(dev)
-    stream.wait_stream(torch.cuda.current_stream(dev))
-    with torch.cuda.stream(stream):
-        for f in calls:
-            f()
-    torch.cuda.current_stream(dev).wait_stream(stream)
-    torch.cuda.synchronize(dev)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(reps):
-            calls[i % len(calls)]()
-    return g
+from tilecraft.tuning.measure import calls_graph  # noqa: E402
 
 
 def interleave(graphs: list[torch.cuda.CUDAGraph], slices: int, warmup_s: float, dev) -> list[list[float]]:
@@ -113,7 +98,7 @@ def main() -> None:
             calls.append([bench.peer(dt, s[0], s[1], kw)[1] for s in sets])
             est_ms = bench.gemm_flops(m, n, k) / (350e12 if in_size >= 4 else 650e12) * 1e3
             reps = args.reps or max(len(sets), round(20 / est_ms / len(sets)) * len(sets))
-            graphs = [graph_of(c, reps, dev) for c in calls]
+            graphs = [calls_graph(c, dev, reps) for c in calls]
             times = interleave(graphs, args.slices, args.warmup, dev)
             peer_t = times[-1]
             flops = bench.gemm_flops(m, n, k)

@@ -28,6 +28,7 @@ from tilecraft.hardware.device import DeviceInfo
 from tilecraft.ops import gemm as ops
 from tilecraft.reference.gemm import TOLERANCES, matmul_reference, relative_error
 from tilecraft.tuning.gemm import GemmConfig
+from tilecraft.tuning.measure import calls_graph
 
 DTYPES: dict[str, torch.dtype] = {
     "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32,
@@ -125,17 +126,7 @@ def time_graph(calls: Sequence[Callable[[], object]], device, *, reps: int | Non
     if reps is None:
         reps = n * max(1, math.ceil(0.2 / max(est_ms or 0.2, 1e-3) / n)) if est_ms is not None else n * 4
         reps = min(reps, 512)
-    stream = torch.cuda.Stream(device)
-    stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):
-        for f in calls:  # warm-up on the capture stream (allocator pools, cuBLAS workspaces)
-            f()
-    torch.cuda.current_stream(device).wait_stream(stream)
-    torch.cuda.synchronize(device)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(reps):
-            calls[i % n]()
+    graph = calls_graph(list(calls), device, reps)
     t = time_rotating(lambda _i: graph.replay(), 1, device=device, warmup=2, min_runs=5, budget_s=budget_s)
     return Timing(median_ms=t.median_ms / reps, min_ms=t.min_ms / reps, max_ms=t.max_ms / reps, runs=t.runs * reps,
                   spread=t.spread, host_ms=t.host_ms / reps if t.host_ms is not None else None)

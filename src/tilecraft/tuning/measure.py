@@ -50,23 +50,31 @@ def _cuda_facts(index: int) -> DeviceFacts:
     return DeviceFacts(arch, props.name, software_versions())
 
 
-def graph_time_ms(fns: Callable[[], object] | Sequence[Callable[[], object]], device: torch.device,
-                  calls: int = 8, replays: int = 5) -> float:
-    """Median time of one call from a CUDA graph of ``calls`` calls cycling through ``fns`` (one per
-    input set; no launch overhead, which would swamp microsecond kernels and let a tuner pick noise).
-    Each function runs once on a side stream first (compilation, allocator warm-up)."""
-    fns = list(fns) if isinstance(fns, (list, tuple)) else [fns]
-    calls = max(calls, len(fns))
+def calls_graph(fns: Sequence[Callable[[], object]], device: torch.device, calls: int) -> torch.cuda.CUDAGraph:
+    """A CUDA graph of ``calls`` calls cycling through ``fns`` (one per input set). Each function runs once on a
+    side stream first (compilation, allocator pools, cuBLAS workspaces), then the graph is captured."""
     stream = torch.cuda.Stream(device)
     stream.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(stream):
         for fn in fns:
             fn()
     torch.cuda.current_stream(device).wait_stream(stream)
+    torch.cuda.synchronize(device)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for i in range(calls):
             fns[i % len(fns)]()
+    return graph
+
+
+def graph_time_ms(fns: Callable[[], object] | Sequence[Callable[[], object]], device: torch.device,
+                  calls: int = 8, replays: int = 5) -> float:
+    """Median time of one call from a CUDA graph of ``calls`` calls cycling through ``fns`` (one per
+    input set; no launch overhead, which would swamp microsecond kernels and let a tuner pick noise),
+    :func:`calls_graph`."""
+    fns = list(fns) if isinstance(fns, (list, tuple)) else [fns]
+    calls = max(calls, len(fns))
+    graph = calls_graph(fns, device, calls)
     graph.replay()
     times = []
     for _ in range(replays):

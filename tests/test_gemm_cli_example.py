@@ -27,7 +27,8 @@ def test_bench_without_gpu_runs_a_labelled_interpreter_check(tmp_path):
 
 
 def test_bench_bad_arguments_exit_2():
-    for args in (["--dtype", "bf17"], ["--suite", "huge"], ["--layouts", "NX"], ["--budget", "0"]):
+    for args in (["--dtype", "bf17"], ["--suite", "huge"], ["--layouts", "NX"], ["--budget", "0"], ["--settle", "-1"],
+                 ["--settle", "nan"]):
         res = runner.invoke(app, ["gemm", "bench", *args])
         assert res.exit_code == 2, (args, res.output)
         assert "Traceback" not in res.output

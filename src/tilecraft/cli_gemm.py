@@ -71,6 +71,9 @@ def bench_cmd(
                                        "a dozen compiles per bucket); default: the measured heuristics.")] = False,
     rounds: Annotated[int, typer.Option(help="Time ours and the peer this many times per case, in alternating "
                                         "order; the medians are reported, each round's ratio kept in the JSON.")] = 1,
+    settle: Annotated[float, typer.Option(help="Seconds each side runs untimed before its timing, so it is timed "
+                                          "in its own clock state at the card's power cap, not in the transient "
+                                          "the other left (0: off).")] = 0.3,  # bench.harness.SETTLE_S
 ) -> None:
     """Ours against torch, per dtype, shape and transpose (checked against float64 first)."""
     if not tune:
@@ -86,6 +89,8 @@ def bench_cmd(
         _err(f"--budget must be > 0, got {budget}")
     if rounds < 1:
         _err(f"--rounds must be >= 1, got {rounds}")
+    if not (settle >= 0 and math.isfinite(settle)):
+        _err(f"--settle must be >= 0 seconds, got {settle}")
     console, err = Console(highlight=False), Console(stderr=True, highlight=False)
     if not _gpu():
         if os.environ.get("TRITON_INTERPRET") != "1":
@@ -113,10 +118,10 @@ def bench_cmd(
         else:
             console.print(table)
         raise typer.Exit(0 if all(r.extra["ok"] for r in records) else 1)
-    _bench_gpu(suite, dtypes, lays, out, as_json, budget, console, rounds)
+    _bench_gpu(suite, dtypes, lays, out, as_json, budget, console, rounds, settle)
 
 
-def _bench_gpu(suite, dtypes, lays, out, as_json, budget, console, rounds: int = 1) -> None:
+def _bench_gpu(suite, dtypes, lays, out, as_json, budget, console, rounds: int = 1, settle: float = 0.0) -> None:
     from tilecraft.bench import gemm as bench
     from tilecraft.bench.harness import write_results
     from tilecraft.hardware.ceilings import measure_copy_bandwidth
@@ -132,9 +137,10 @@ def _bench_gpu(suite, dtypes, lays, out, as_json, budget, console, rounds: int =
         progress.advance(task)
         for case in cases:
             progress.update(task, description=case.name)
-            records.append(bench.run_case(case, info, copy_TBps=copy, budget_s=budget, rounds=rounds))
+            records.append(bench.run_case(case, info, copy_TBps=copy, budget_s=budget, rounds=rounds, settle_s=settle))
             progress.advance(task)
-    path = write_results(records, f"gemm-{suite}", out, info, meta={"copy_TBps": copy, "rounds": rounds})
+    path = write_results(records, f"gemm-{suite}", out, info, meta={"copy_TBps": copy, "rounds": rounds,
+                                                                     "settle_s": settle})
     if as_json:
         typer.echo(path.read_text())
     else:

@@ -193,3 +193,8 @@ def test_bench_cli_settles_as_the_report_does():
     from tilecraft.cli_attention import bench_cmd
 
     assert inspect.signature(bench_cmd).parameters["settle"].default == ba.SETTLE_S > 0
+    from tilecraft.bench.harness import SETTLE_S
+    from tilecraft.cli_gemm import bench_cmd as gemm_bench_cmd
+
+    # tilecraft gemm bench settles the same way (docs/gemm.md follow-up 33)
+    assert inspect.signature(gemm_bench_cmd).parameters["settle"].default == SETTLE_S == ba.SETTLE_S

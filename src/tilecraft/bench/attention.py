@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from tilecraft.bench.harness import SETTLE_S as harness_settle_s
 from tilecraft.ops import attention as ops
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -630,9 +631,8 @@ def median_of_rounds(rounds: Sequence[Sequence[Timed]]) -> list[Timed]:
 
 
 #: Seconds each implementation runs untimed before its timing in ``tilecraft attention bench`` and the report
-#: (``measure(settle_s=...)``): at the power cap an H200's clock takes a few hundred ms to settle after the work
-#: changes (docs/attention.md Round 21).
-SETTLE_S = 0.3
+#: (``measure(settle_s=...)``): :data:`tilecraft.bench.harness.SETTLE_S`.
+SETTLE_S = harness_settle_s
 
 
 def bench(shapes: Sequence[Shape] = ISSUE_SHAPES, dtype: str = "bf16", directions: Sequence[str] = ("fwd", "bwd"),

@@ -118,7 +118,7 @@ def _with_tf32(on: bool, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def time_graph(calls: Sequence[Callable[[], object]], device, *, reps: int | None = None,
-               budget_s: float = 0.5, est_ms: float | None = None) -> Timing:
+               budget_s: float = 0.5, est_ms: float | None = None, settle_s: float = 0.0) -> Timing:
     """Per-call time of ``calls`` (one per input set) replayed from a CUDA graph, ``reps`` calls per
     replay cycling through the sets; median over replays. The calls must not tune or compile
     (run each once before)."""
@@ -127,7 +127,8 @@ def time_graph(calls: Sequence[Callable[[], object]], device, *, reps: int | Non
         reps = n * max(1, math.ceil(0.2 / max(est_ms or 0.2, 1e-3) / n)) if est_ms is not None else n * 4
         reps = min(reps, 512)
     graph = calls_graph(list(calls), device, reps)
-    t = time_rotating(lambda _i: graph.replay(), 1, device=device, warmup=2, min_runs=5, budget_s=budget_s)
+    t = time_rotating(lambda _i: graph.replay(), 1, device=device, warmup=2, min_runs=5, budget_s=budget_s,
+                      settle_s=settle_s)
     return Timing(median_ms=t.median_ms / reps, min_ms=t.min_ms / reps, max_ms=t.max_ms / reps, runs=t.runs * reps,
                   spread=t.spread, host_ms=t.host_ms / reps if t.host_ms is not None else None)
 
@@ -186,12 +187,14 @@ def timed_rounds(time_ours: Callable[[], Timing], time_peer: Callable[[], Timing
 
 def run_case(case: Case, info: DeviceInfo, *, copy_TBps: float | None = None, cfg: GemmConfig | None = None,
              budget_s: float = 0.5, say: Callable[[str], None] = lambda _m: None,
-             peer_ms: float | None = None, rounds: int = 1) -> Record:
+             peer_ms: float | None = None, rounds: int = 1, settle_s: float = 0.0) -> Record:
     """Check, then time ours and the peer on one case; a Record with both, the ratio and the
     datasheet peak. ``cfg`` pins our configuration (else tuned/heuristic as matmul would);
     ``peer_ms`` reuses a peer time measured earlier in the same run (config sweeps). ``rounds`` > 1:
     both timed that many times in alternating order (:func:`timed_rounds`), the medians of the rounds
-    reported and each round's times and ratio kept in ``extra``."""
+    reported and each round's times and ratio kept in ``extra``. ``settle_s``: each side replays its graph
+    untimed that long before each timing (``harness.SETTLE_S`` in the bench command and the report), so at
+    the power cap it is timed in its own clock state, not in the transient the other side left."""
     dev = torch.device("cuda")
     gen = torch.Generator(device=dev).manual_seed(1234)
     layout = PEER_LAYOUT.get(case.dtype, case.layout)
@@ -209,6 +212,7 @@ def run_case(case: Case, info: DeviceInfo, *, copy_TBps: float | None = None, cf
     peer_name, _ = peer(case.dtype, *sets[0], kw)
     base = {"dtype": case.dtype, "layout": layout, "m": case.m, "n": case.n, "k": case.k, "batch": case.batch}
     extra = {"flops": flops, "bytes": nbytes, "rel_err": err, "config": chosen.as_dict(), "kernel": chosen.kernel,
+             "settle_s": settle_s,
              "pdl": ops.pdl_in_use(*sets[0], spec, chosen)}
     sheet = info.datasheet or {}
     peak = sheet.get(DATASHEET_KEY[case.dtype])
@@ -220,9 +224,10 @@ def run_case(case: Case, info: DeviceInfo, *, copy_TBps: float | None = None, cf
                                            scale_b=kw.get("scale_b"), cfg=chosen)) for s in sets]
     peer_calls = [peer(case.dtype, s[0], s[1], kw)[1] for s in sets]
     est = flops / (500e12 if in_size <= 2 else 40e12) * 1e3
-    ours_t, peer_t = timed_rounds(lambda: time_graph(ours_calls, dev, budget_s=budget_s, est_ms=est),
+    ours_t, peer_t = timed_rounds(lambda: time_graph(ours_calls, dev, budget_s=budget_s, est_ms=est, settle_s=settle_s),
                                   None if peer_ms is not None else
-                                  (lambda: time_graph(peer_calls, dev, budget_s=budget_s, est_ms=est)), rounds)
+                                  (lambda: time_graph(peer_calls, dev, budget_s=budget_s, est_ms=est,
+                                                      settle_s=settle_s)), rounds)
     t_ours = sorted(ours_t, key=lambda t: t.median_ms)[len(ours_t) // 2]  # the median round (odd counts)
     if peer_ms is None:
         peer_ms = statistics.median(t.median_ms for t in peer_t)

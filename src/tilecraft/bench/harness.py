@@ -50,6 +50,13 @@ def _sync(device: torch.device | str) -> None:
 _SPIN_CYCLES_PER_S = 6e9
 
 
+#: Seconds each side runs untimed before its timing in the benchmark commands (``tilecraft attention bench``,
+#: ``tilecraft gemm bench``) and the report (``time_rotating(settle_s=...)``): at the power cap an H200's clock
+#: takes a few hundred ms to settle after the work changes (docs/attention.md Round 21; GEMM: docs/gemm.md
+#: follow-up 33, torch's tf32 NN at 3035 us in 0.4 s timings right after ours, 3181 us at the settled clock).
+SETTLE_S = 0.3
+
+
 def time_rotating(fn: Callable[[int], object], n_sets: int, *, device: torch.device | str = "cuda",
                   warmup: int = 3, min_runs: int = 10, max_runs: int = 200, budget_s: float = 2.0,
                   hide_launch: bool = True, trace: list | None = None, settle_s: float = 0.0) -> Timing:

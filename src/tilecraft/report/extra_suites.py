@@ -85,13 +85,16 @@ def gemm_suite(ctx: Context) -> Section:
                                 "max(least bytes / bandwidth, FLOPs / peak)"))
         return sec
 
+    from tilecraft.bench.harness import SETTLE_S
+
     sec = Section("gemm", title, source="measured")
     cases = _gemm_cases(ctx)
     records = []
     for i, c in enumerate(cases):
         ctx.progress(f"gemm {i + 1}/{len(cases)} {c.name}")
         try:
-            rec = gb.run_case(c, ctx.info, copy_TBps=ctx.copy_TBps, budget_s=0.3 if ctx.quick else 0.5)
+            rec = gb.run_case(c, ctx.info, copy_TBps=ctx.copy_TBps, budget_s=0.3 if ctx.quick else 0.5,
+                              settle_s=SETTLE_S)
         except Exception as exc:  # noqa: BLE001 - one case failing is a row, the suite goes on
             sec.status, sec.message = "failed", f"{c.name}: {type(exc).__name__}: {exc}"[:300]
             continue

@@ -14,6 +14,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 
 from tilecraft.analysis.compiled import cross_compile
@@ -787,3 +789,16 @@ def test_persistent_programs_even_rounds(units, grid):
     got = ops.persistent_programs(cfg, units, 132)
     assert got == grid
     assert math.ceil(units / got) == math.ceil(units / 132)  # never more rounds than a program per SM
+
+
+
+@settings(max_examples=300, deadline=None)
+@given(units=st.integers(1, 200_000), sms=st.integers(1, 304), programs=st.integers(0, 400))
+def test_persistent_programs_properties(units, sms, programs):
+    """For any work: at least one program, never more than the SMs or the units, and (unpinned) never more
+    rounds than one program per SM would take."""
+    cfg = GemmConfig("tma", 128, 256, 64, 8, 8, 3, programs=programs)
+    got = ops.persistent_programs(cfg, units, sms)
+    assert 1 <= got <= min(sms, units)
+    if not programs:
+        assert math.ceil(units / got) == math.ceil(units / min(sms, units))

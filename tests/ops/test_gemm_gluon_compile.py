@@ -802,3 +802,15 @@ def test_persistent_programs_properties(units, sms, programs):
     assert 1 <= got <= min(sms, units)
     if not programs:
         assert math.ceil(units / got) == math.ceil(units / min(sms, units))
+
+
+def test_row_perm_refused_where_it_has_no_meaning():
+    """``row_perm`` is 0, 1 or 2, and only with ``mn_regs`` on the Gluon kernel: anything else a ValueError before any
+    compile (a mode outside the table would otherwise fail inside the compiler)."""
+    a = torch.empty(8192, 8192, device="meta")
+    base = GemmConfig("gluon", 128, 256, 32, 16, 8, 3, mn_regs=True, row_perm=2)
+    ops.target_plan(a, a, "sm90", sms=132, cfg=base, precision="tf32")
+    for cfg, match in ((replace(base, row_perm=3), "0, 1 or 2"), (replace(base, mn_regs=False), "mn_regs"),
+                       (replace(base, kernel="tma"), "Gluon kernel")):
+        with pytest.raises(ValueError, match=match):
+            ops.target_plan(a, a, "sm90", sms=132, cfg=cfg, precision="tf32")

@@ -663,6 +663,13 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         if why:
             raise ValueError(f"block_n2 (a second accumulator beside block_n) needs {', '.join(why)}: got {cfg.short()} "
                              f"for a {spec.dtype} product")
+    if cfg.row_perm:
+        why = [w for w, bad_ in (("0, 1 or 2", cfg.row_perm not in (1, 2)), ("mn_regs", not cfg.mn_regs),
+                                 ("the Gluon kernel", cfg.kernel != "gluon"), ("block_m a multiple of 32", cfg.block_m % 32))
+               if bad_]
+        if why:
+            raise ValueError(f"row_perm (the register operand's rows relabelled) needs {', '.join(why)}: got "
+                             f"{cfg.short()} (row_perm={cfg.row_perm!r})")
     if cfg.named_slots:
         why = [w for w, bad_ in (("the Gluon kernel", cfg.kernel != "gluon"), ("no mn_regs", cfg.mn_regs),
                                  ("not 3xTF32", spec.precision == "tf32x3"),

@@ -1123,10 +1123,10 @@ def persistent_programs(cfg: GemmConfig, units: int, sms: int) -> int:
     rounds when there are at least :data:`EVEN_ROUNDS_FROM` of them. 2048 tiles of 8192^3 on 132 SMs are 15.5
     rounds whose last is half empty; 128 programs run 16 each, and the 4 idle SMs leave their power to the others
     at the cap: x torch in one-second windows interleaved with it, tf32 NN / TT / NT 0.999 / 0.996 / 0.991 ->
-    1.003 / 0.998 / 1.002, bf16 NN 1.016 -> 1.021, fp16 NN 1.006 -> 1.015. At 4 to 11 rounds it did not pay
-    (bf16 4096^3 and 4096 x 14336 x 4096, int8 8192^3 (16 rounds of 128x256 tiles is 2048 units: trimmed) the same
-    within 0.5%; 4096 x 11008 x 4096 on 256x128 tiles, 11 rounds, 1.3% slower), so fewer rounds keep one program
-    an SM (H200, 2026-11-30, docs/gemm.md follow-up 33)."""
+    1.003 / 0.998 / 1.002, bf16 NN 1.016 -> 1.021, fp16 NN 1.006 -> 1.015 (int8 8192^3, also 16 rounds: the same
+    within 0.2%). At 4 to 11 rounds it did not pay (bf16 4096^3 and 4096 x 14336 x 4096 the same within 0.5%, tf32
+    NN 4096^3 0.7% faster, 4096 x 11008 x 4096 on 256x128 tiles, 11 rounds, 1.3% slower), so fewer rounds keep one
+    program an SM (H200, 2026-11-30, docs/gemm.md follow-up 33)."""
     if cfg.programs:
         return max(1, min(cfg.programs, sms, units))
     if units <= sms:

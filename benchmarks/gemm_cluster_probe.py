@@ -74,6 +74,10 @@ CASES["even"] = [(dt, m, n, k, lay, c, replace(c, programs=132)) for dt, m, n, k
 CASES["tf32bk64"] = [("tf32", 8192, 8192, 8192, lay, replace(_TP, group_m=16), replace(_TP, group_m=16, block_k=64,
                                                                                     num_stages=2))
                      for lay in ("NN", "TT")]
+# tf32 NT (both operands K-major: no register operand) on the Gluon kernel, GROUP_M 16, against the TMA kernel's rule
+_GT = T("gluon", 128, 256, 32, 16, 8, 3)
+CASES["tf32nt"] = [("tf32", s, s, s, "NT", replace(_TMA, block_k=32), _GT, replace(_GT, num_stages=4),
+                    replace(_GT, group_m=8)) for s in (8192, 4096)]
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round

@@ -82,14 +82,16 @@ def test_dispatch_on_sm90():
     assert torch.equal(got, matmul_reference(a, b, out_dtype=torch.int32))
 
 
+@pytest.mark.parametrize("group_m", [8, 16])
 @pytest.mark.parametrize("layout", ["NT", "NN"])
 @pytest.mark.parametrize("shape", SHAPES)
-def test_tf32_float64(layout, shape):
+def test_tf32_float64(layout, shape, group_m):
+    """Plain tf32 on the Gluon kernel (NN with B copied K-major); GROUP_M 16 is NT's rule from eight rounds."""
     gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, "tf32")) % 2**31)
     a, b = _operands(torch.float32, layout, *shape, gen)
     spec = ops.validate(a, b, precision="tf32")
     out = torch.full(spec.out_shape, float("nan"), device="cuda")
-    ops.launch(a, b, out, spec, GemmConfig("gluon", 128, 256, 32, 8, 8, 3))
+    ops.launch(a, b, out, spec, GemmConfig("gluon", 128, 256, 32, group_m, 8, 3))
     assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= 3e-3
 
 

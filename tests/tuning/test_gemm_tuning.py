@@ -185,3 +185,26 @@ def test_small_m_tiles_outnumbering_the_sms_take_shallower_steps():
         assert cfg(m, 32000, 4096).block_k == 256  # 500 tiles: more than two a SM
     assert cfg(64, 11008, 4096).block_m == 64  # 64 rows: a 128-deep ring of one program, unchanged
     assert cfg(1, 11008, 4096, sms=78).block_k == 256  # 172 tiles on 78 SMs: more than two a SM
+
+
+def test_tf32_nt_takes_the_gluon_tile_from_eight_rounds():
+    """tf32 with both operands K-major as they are (NT) takes the Gluon 128x256x32 tile with GROUP_M 16 from
+    TF32_GLUON_ROUNDS rounds of tiles (8192^3: 16 rounds on 132 SMs), the TMA kernel below (4096^3: 2 rounds);
+    TN (both MN-major: copies first) keeps the TMA kernel; NN and TT keep the register-operand rule. The tuner
+    has the Gluon tile too."""
+    from tilecraft.tuning.gemm import TF32_GLUON_ROUNDS, config_space, heuristic
+
+    def prob(lay, s, sms=132):
+        a = torch.empty(s, s, device="meta")
+        b = torch.empty(s, s, device="meta")
+        a, b = (a.t() if lay[0] == "T" else a), (b.t() if lay[1] == "T" else b)
+        return ops.problem_of(a, b, ops.validate(a, b, precision="tf32"), arch="sm90", sms=sms)
+
+    rule = GemmConfig("gluon", 128, 256, 32, group_m=16, num_warps=8, num_stages=3)
+    assert heuristic(prob("NT", 8192)) == rule and rule in config_space(prob("NT", 8192))
+    assert heuristic(prob("NT", 4096)).kernel == "tma"
+    assert heuristic(prob("NT", 8192, sms=2048 // TF32_GLUON_ROUNDS + 1)).kernel == "tma"  # under 8 rounds
+    assert heuristic(prob("NT", 8192, sms=2048 // TF32_GLUON_ROUNDS)) == rule
+    assert heuristic(prob("TN", 8192)).kernel == "tma"
+    for lay in ("NN", "TT"):
+        assert heuristic(prob(lay, 8192)).mn_regs

@@ -367,6 +367,10 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
 #: the MN-major operand read into registers (``mn_regs``, no copy) NN and TT are (:func:`heuristic`).
 #: Keyed by operand type ("int8") or dot precision ("tf32x3"). Only for products of two waves of
 #: 128x256 tiles or more (what was measured); ``Problem.gluon_ok`` says the call qualifies.
+#: (Since 2026-11-30, with GROUP_M 16 and from :data:`TF32_GLUON_ROUNDS` rounds of tiles, tf32 NT is faster there.)
+#: tf32 with both operands K-major takes the Gluon kernel from this many rounds of 128x256 tiles a SM: measured
+#: faster at 16 (8192^3), slower at 2 (4096^3); the line between is not measured.
+TF32_GLUON_ROUNDS = 8
 GLUON_HEURISTIC: dict[str, GemmConfig] = {
     "int8": GemmConfig("gluon", 128, 256, 128, group_m=8, num_warps=8, num_stages=4),
     "tf32x3": GemmConfig("gluon", 128, 128, 32, group_m=8, num_warps=8, num_stages=3, flush=4),
@@ -630,6 +634,14 @@ def _heuristic(p: Problem) -> GemmConfig:
         # one-second windows interleaved with torch 0.979x -> 0.987 (pairs) -> 0.996 (and GROUP_M 16);
         # H200 2026-11-30, docs/gemm.md follow-up 33
         return GemmConfig("gluon", 128, 256, 32, group_m=16, num_warps=8, num_stages=3, mn_regs=True, row_perm=2)
+    if (big and p.arch == "sm90" and p.gluon_ok and p.precision == "tf32" and p.tma_copies == 0
+            and math.ceil(p.m / 128) * math.ceil(p.n / 256) * p.batch >= TF32_GLUON_ROUNDS * p.sms):
+        # tf32 NT (both operands K-major, nothing for registers) on the Gluon kernel with GROUP_M 16: 8192^3 in
+        # one-second windows interleaved with torch 1.013x (slices 1.012-1.015) against 1.003x for the TMA
+        # kernel's rule (GROUP_M 8: 1.001x); at 4096^3 (2 rounds of tiles) the Gluon tile read 0.977x against
+        # 0.997x, so fewer rounds keep the TMA kernel. H200 2026-11-30, interleave-tf32nt-f5dc2e3, docs/gemm.md
+        # follow-up 34
+        return GemmConfig("gluon", 128, 256, 32, group_m=16, num_warps=8, num_stages=3)
     if big and tma and p.itemsize == 2 and p.tma_copies == 0 and not p.rows_128 and _pad_pays(p):
         # rows 16- but not 128-byte aligned: pad_rows_kernel copies them into 128-byte rows first
         # (H200, bf16 NN 3000x7000x5000, 2026-11-25, gemm-odd-tf32-44db7cb: TMA 256x128 s4 padded
@@ -729,6 +741,8 @@ def config_space(p: Problem) -> list[GemmConfig]:
                 for st in (3, 4):
                     cands.append(GemmConfig("gluon", 128, 256, 32, num_warps=8, num_stages=st, mn_regs=True,
                                             row_perm=2))
+            if p.precision == "tf32" and p.tma_copies == 0:  # NT: the rule's GROUP_M 16 from 8 rounds
+                cands.append(GemmConfig("gluon", 128, 256, 32, group_m=16, num_warps=8, num_stages=3))
         if p.arch == "sm90" and p.tma_ok and p.precision == "tf32x3":
             # 3xTF32 on operands split before the GEMM (H200, 8192^3, gemm-explore-f49c9d4: 128x256x32
             # s2 78.6 / 78.2 TFLOP/s NT / NN against 79.6 / 76.5 for the heuristic; 128x128x32 s3 73.2)

@@ -338,7 +338,8 @@ def test_gluon_wide_tiles_refused_where_not_built():
     ((8192, 8192, 2048), "TN", torch.bfloat16, "gluon 128x256x64 w8 s4"),
     ((8192, 8192, 8192), "NN", torch.float32, "gluon 128x256x32 w8 s3 g16 regs pair"),  # tf32: B into registers
     ((8192, 8192, 8192), "TT", torch.float32, "gluon 128x256x32 w8 s3 g16 regs pair"),  # A into registers
-    ((8192, 8192, 8192), "NT", torch.float32, "tma 128x256x32"),
+    ((8192, 8192, 8192), "NT", torch.float32, "gluon 128x256x32 w8 s3 g16"),  # both K-major: from 8 rounds
+    ((4096, 4096, 4096), "NT", torch.float32, "tma 128x256x32"),
     ((8192, 8192, 8192), "TN", torch.float32, "tma 128x256x32"),
     ((4096, 11008, 4096), "NN", torch.bfloat16, "tma 256x128"),
     ((4096, 4096, 4096), "NN", torch.bfloat16, "gluon 128x256x64"),

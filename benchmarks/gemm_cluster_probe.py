@@ -78,6 +78,20 @@ CASES["tf32bk64"] = [("tf32", 8192, 8192, 8192, lay, replace(_TP, group_m=16), r
 _GT = T("gluon", 128, 256, 32, 16, 8, 3)
 CASES["tf32nt"] = [("tf32", s, s, s, "NT", replace(_TMA, block_k=32), _GT, replace(_GT, num_stages=4),
                     replace(_GT, group_m=8)) for s in (8192, 4096)]
+# small M, NT (B's rows contiguous along K): the pointer kernel reads NT 8-12 points of copy below NN at the same tile.
+# Longer contiguous runs of each row a K step (512-deep steps) and narrower column tiles, against the rule
+def _pt(bm, bn, bk, st, split=1):
+    return T("pointer", bm, bn, bk, 1, 4, st, split_k=split)
+
+
+CASES["smallnt"] = (
+    [("bf16", m, 4096, 4096, "NT", _pt(16, 32, 128, 6), _pt(16, 16, 256, 4), _pt(16, 16, 512, 4), _pt(16, 32, 512, 3),
+      _pt(16, 64, 512, 2), _pt(16, 128, 128, 4, 4)) for m in (1, 16)]
+    + [("bf16", 32, 8192, 8192, "NT", _pt(32, 64, 256, 4), _pt(32, 32, 512, 3), _pt(32, 64, 512, 2), _pt(32, 16, 512, 4),
+        _pt(32, 32, 256, 6))]
+    + [("bf16", 64, 8192, 8192, "NT", _pt(64, 64, 128, 4), _pt(64, 64, 256, 3), _pt(64, 32, 256, 4), _pt(64, 32, 512, 2),
+        _pt(64, 16, 512, 2))]
+    + [("bf16", 32, 8192, 8192, "NN", _pt(32, 64, 256, 4))])
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round

@@ -92,6 +92,11 @@ CASES["smallnt"] = (
     + [("bf16", 64, 8192, 8192, "NT", _pt(64, 64, 128, 4), _pt(64, 64, 256, 3), _pt(64, 32, 256, 4), _pt(64, 32, 512, 2),
         _pt(64, 16, 512, 2))]
     + [("bf16", 32, 8192, 8192, "NN", _pt(32, 64, 256, 4))])
+# M = 32 NT (0.92x torch at 8192): the shallower, deeper rings M = 64 and M <= 16 take, against the rule
+CASES["smallnt32"] = (
+    [("bf16", 32, 8192, 8192, lay, _pt(32, 64, 256, 4), _pt(32, 64, 128, 4), _pt(32, 64, 128, 6), _pt(32, 64, 128, 8))
+     for lay in ("NT", "NN")]
+    + [("bf16", 32, 4096, 4096, "NT", _pt(32, 32, 256, 4), _pt(32, 32, 128, 6), _pt(32, 64, 128, 6), _pt(32, 32, 128, 8))])
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round

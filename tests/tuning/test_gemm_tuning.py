@@ -208,3 +208,19 @@ def test_tf32_nt_takes_the_gluon_tile_from_eight_rounds():
     assert heuristic(prob("TN", 8192)).kernel == "tma"
     for lay in ("NN", "TT"):
         assert heuristic(prob(lay, 8192)).mn_regs
+
+
+def test_small_m_32_rows_nt_at_4096_take_an_eight_deep_ring():
+    """M = 32 with B's rows along K (NT) at N = K = 4096: 128-deep steps in 8 stages, no split; NN keeps 256-deep steps
+    in 4; N = K = 8192 and the other row counts are unchanged."""
+    from tilecraft.tuning.gemm import heuristic
+
+    def cfg(m, nk, kcontig):
+        return heuristic(Problem(m, nk, nk, 1, "bf16", None, "sm90", True, True, not kcontig, 132, b_kcontig=kcontig))
+
+    c = cfg(32, 4096, True)
+    assert (c.block_m, c.block_n, c.block_k, c.num_stages, c.split_k) == (32, 32, 128, 8, 1)
+    assert fits(c, Problem(32, 4096, 4096, 1, "bf16", None, "sm80", True, True, False, 108, b_kcontig=True))
+    assert (cfg(32, 4096, False).block_k, cfg(32, 4096, False).num_stages) == (256, 4)
+    assert cfg(32, 8192, True).block_k == 256
+    assert cfg(16, 4096, True).num_stages == 6 and cfg(64, 4096, True).num_stages == 6

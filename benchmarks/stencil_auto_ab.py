@@ -65,11 +65,10 @@ CASES = {  # (dtype, order, shape)
 #: uN loop_unroll, rN maxnreg, zoN zorder, dN prefetch (the smem kernel's planes ahead), sN num_stages
 #: (its ring's slack slots with mbarriers; s0: a CTA barrier per plane), vN vec (the smem kernel's elements a thread
 #: computes: v2 in fp32; give its num_warps and block_y to match), pbN planes_per_barrier (the CTA-barrier ring: a
-#: barrier every N planes; dM with M + N a multiple of N), ysN y_steps (the unrolled march: tiles a program walks
-#: down y). (``rptN``, the ring's rows per thread, lived in
+#: barrier every N planes; dM with M + N a multiple of N). (``rptN``, the ring's rows per thread, lived in
 #: 1e17f44: measured no faster, removed with the knob.)
 KNOBS = {"by": "block_y", "bx": "block_x", "bz": "block_z", "w": "num_warps", "u": "loop_unroll", "r": "maxnreg",
-         "zo": "zorder", "d": "prefetch", "s": "num_stages", "v": "vec", "pb": "planes_per_barrier", "ys": "y_steps"}
+         "zo": "zorder", "d": "prefetch", "s": "num_stages", "v": "vec", "pb": "planes_per_barrier"}
 
 
 def label(cfg) -> str:

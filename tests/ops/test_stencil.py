@@ -228,10 +228,6 @@ SMALL_CONFIGS = {
     "zmarch-vec2": replace(_ZMARCH, vec=2),
     "zmarch-unrolled-2": replace(_ZMARCH, unroll_z=True, block_z=2, zorder=2),
     "zmarch-unrolled-4": replace(_ZMARCH, unroll_z=True, block_z=4, nontemporal=True),
-    # y_steps: tiles a program walks down y; 5 interior rows in 2-row tiles (3 steps, the last partial) and in
-    # 1-row tiles (3 stacks of 2: the last stack's second tile past the grid)
-    "zmarch-unrolled-ysteps3": replace(_ZMARCH, unroll_z=True, block_z=2, block_y=2, y_steps=3, zorder=2),
-    "zmarch-unrolled-ysteps2": replace(_ZMARCH, unroll_z=True, block_z=3, block_y=1, y_steps=2),
     "zmarch-pipeline-xy": replace(_ZMARCH, pipeline_xy=True, prefetch=2, zorder=2),
     "zmarch-static-strides": replace(_ZMARCH, static_strides=True),
     "zmarch-unrolled-static": replace(_ZMARCH, unroll_z=True, static_strides=True),
@@ -265,14 +261,6 @@ def test_launch_small_configs(name, order, nx_kind):
         assert len(handles) > 1, "the slab configuration should launch one kernel per slab"
     assert_interior_matches(out, u, order, spacing, name)
     assert_boundary(out, order, nan=True, what=name)
-
-
-@pytest.mark.parametrize("cfg", [replace(_ZMARCH, y_steps=2), replace(_ZMARCH, unroll_z=True, y_steps=0),
-                                 StencilConfig("zwin", 4, 16, 1, block_z=3, y_steps=2)], ids=["loop", "zero", "zwin"])
-def test_y_steps_needs_the_unrolled_march(cfg):
-    u = make_field((7, 9, 32), torch.float32, seed=1)
-    with pytest.raises(ValueError, match="y_steps"):
-        ops.launch(u, torch.empty_like(u), 2, (1.0, 1.0, 1.0), cfg)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

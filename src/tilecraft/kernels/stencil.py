@@ -458,41 +458,6 @@ def _march_offsets(ys_u, ys_o, xs, su_z, su_y, so_z, so_y, w_ptr, R: tl.constexp
 
 
 @triton.jit
-def _unrolled_chunk(u_ptr, out_ptr, w_ptr, tile_x, tile_y, z_begin, z_end, nx, su_z, su_y, so_z, so_y,
-                    y_lo, y_hi, x_lo, x_hi, R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr,
-                    BLOCK_Z: tl.constexpr, VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, OFFS64: tl.constexpr):
-    """The short z-march of one (BLOCK_Y, BLOCK_X) tile over planes [z_begin, z_end) (``unroll_z``), unrolled at
-    compile time. A tile past the grid's rows (``y_steps``' last tiles) loads and stores nothing (row masks)."""
-    ys, xs, row_ok, row_mask, _out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo, x_hi, nx,
-                                                            BLOCK_Y, BLOCK_X)
-    x0 = tile_x * BLOCK_X
-    full_x = (x0 >= x_lo) & (x0 + BLOCK_X <= x_hi)
-    su_z64, so_z64, su_y, u_offs, o_offs, w_centre, wz, wy, wx = _march_offsets(ys, ys, xs, su_z, su_y, so_z, so_y,
-                                                                                w_ptr, R, OFFS64)
-    dtype = w_ptr.dtype.element_ty
-    # A short z-march unrolled at compile time: the BLOCK_Z + 2R plane loads of the program
-    # carry no loop dependency, so they are all in flight together like a one-tile program's,
-    # while each plane is still read once and its z terms stay in registers.
-    win = ()
-    for j in tl.static_range(0, 2 * R + 1):
-        win = win + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
-    for q in tl.static_range(0, BLOCK_Z + 2 * R):
-        p = z_begin - R + q
-        base = u_ptr + p * su_z64
-        plane = tl.load(base + u_offs, mask=row_mask & (p < z_end + R), other=0.0)
-        win = _scatter_z(win, plane, wz, R)
-        if q >= R and q < BLOCK_Z + R:  # plane p owns an output of this chunk (if p < z_end)
-            own = p < z_end
-            rows, chunks = _plane_loads(base, u_offs, row_ok & own, row_mask & own, xs, nx, su_y, R, VEC)
-            xy = _plane_xy(plane, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
-            win = win[:R] + (win[R] + xy,) + win[R + 1:]
-        if q >= 2 * R:  # output p - R is complete
-            _store_tile(out_ptr + (p - R) * so_z64 + o_offs, win[0], row_mask & (p - R < z_end), x_in, full_x,
-                        NONTEMPORAL)
-        win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
-
-
-@triton.jit
 def laplacian_zmarch_kernel(
     u_ptr, out_ptr, w_ptr,
     nz, ny, nx_s,
@@ -504,7 +469,6 @@ def laplacian_zmarch_kernel(
     UNROLL_Z: tl.constexpr, PIPELINE_XY: tl.constexpr, LOOP_UNROLL: tl.constexpr, L1_PREFETCH: tl.constexpr,
     SECTOR: tl.constexpr,
     STATIC_SU_Z: tl.constexpr, STATIC_SU_Y: tl.constexpr, STATIC_SO_Z: tl.constexpr, STATIC_SO_Y: tl.constexpr,
-    Y_STEPS: tl.constexpr = 1,
 ):
     """The z-march (``auto``): one program owns a (BLOCK_Y, BLOCK_X) column of tiles and walks
     BLOCK_Z planes of it, so a plane's z neighbours come from this program, not from L2.
@@ -535,9 +499,7 @@ def laplacian_zmarch_kernel(
     # Static strides (STATIC_SU_Z): measured fewer instructions, no faster.
     nx, su_z, su_y, so_z, so_y = _march_strides(nx_s, su_z_s, su_y_s, so_z_s, so_y_s, SCALE, STATIC_SU_Z, STATIC_SU_Y,
                                                 STATIC_SO_Z, STATIC_SO_Y)
-    # Y_STEPS (unrolled marches): a program owns Y_STEPS tiles stacked in y, its grid counted in such stacks
-    tile_x, tile_y, z_begin, z_end = _march_program(nx, y_lo, y_hi, nz, R, BLOCK_Y * Y_STEPS, BLOCK_X, BLOCK_Z,
-                                                    GRID_ORDER)
+    tile_x, tile_y, z_begin, z_end = _march_program(nx, y_lo, y_hi, nz, R, BLOCK_Y, BLOCK_X, BLOCK_Z, GRID_ORDER)
     ys, xs, row_ok, row_mask, _out_mask, x_in = _tile_coords(tile_x, tile_y, y_lo, y_hi, x_lo, x_hi, nx,
                                                             BLOCK_Y, BLOCK_X)
     x0 = tile_x * BLOCK_X
@@ -548,16 +510,26 @@ def laplacian_zmarch_kernel(
     dtype = w_ptr.dtype.element_ty
 
     if UNROLL_Z:
-        # A short z-march unrolled at compile time (``_unrolled_chunk``); with Y_STEPS > 1 the program walks
-        # Y_STEPS tiles down y in turn, so each tile's upper halo rows are rows the one before loaded (L1).
-        if Y_STEPS == 1:
-            _unrolled_chunk(u_ptr, out_ptr, w_ptr, tile_x, tile_y, z_begin, z_end, nx, su_z, su_y, so_z, so_y,
-                            y_lo, y_hi, x_lo, x_hi, R, BLOCK_Y, BLOCK_X, BLOCK_Z, VEC, NONTEMPORAL, OFFS64)
-        else:
-            for g in range(Y_STEPS):
-                _unrolled_chunk(u_ptr, out_ptr, w_ptr, tile_x, tile_y * Y_STEPS + g, z_begin, z_end, nx, su_z, su_y,
-                                so_z, so_y, y_lo, y_hi, x_lo, x_hi, R, BLOCK_Y, BLOCK_X, BLOCK_Z, VEC, NONTEMPORAL,
-                                OFFS64)
+        # A short z-march unrolled at compile time: the BLOCK_Z + 2R plane loads of the program
+        # carry no loop dependency, so they are all in flight together like a one-tile program's,
+        # while each plane is still read once and its z terms stay in registers.
+        win = ()
+        for j in tl.static_range(0, 2 * R + 1):
+            win = win + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
+        for q in tl.static_range(0, BLOCK_Z + 2 * R):
+            p = z_begin - R + q
+            base = u_ptr + p * su_z64
+            plane = tl.load(base + u_offs, mask=row_mask & (p < z_end + R), other=0.0)
+            win = _scatter_z(win, plane, wz, R)
+            if q >= R and q < BLOCK_Z + R:  # plane p owns an output of this chunk (if p < z_end)
+                own = p < z_end
+                rows, chunks = _plane_loads(base, u_offs, row_ok & own, row_mask & own, xs, nx, su_y, R, VEC)
+                xy = _plane_xy(plane, rows, chunks, w_centre, wy, wx, R, VEC, BLOCK_Y, BLOCK_X)
+                win = win[:R] + (win[R] + xy,) + win[R + 1:]
+            if q >= 2 * R:  # output p - R is complete
+                _store_tile(out_ptr + (p - R) * so_z64 + o_offs, win[0], row_mask & (p - R < z_end), x_in, full_x,
+                            NONTEMPORAL)
+            win = win[1:] + (tl.zeros((BLOCK_Y, BLOCK_X), dtype=dtype),)
     elif Z_IN_REGS:
         win = ()
         for j in tl.static_range(0, 2 * R + 1):

@@ -76,7 +76,6 @@ class StencilConfig:
     prefetch: int = 1  # zmarch: planes whose centre tiles are loaded ahead of use
     z_in_regs: bool = True  # zmarch: z terms in a register window (True) or through L1 (False)
     unroll_z: bool = False  # zmarch: unroll the block_z planes at compile time (short marches)
-    y_steps: int = 1  # zmarch with unroll_z: tiles a program walks down y in turn (the upper halo rows from L1)
     pipeline_xy: bool = False  # zmarch loop: load the next plane's y rows and x chunks a step ahead
     static_strides: bool = False  # zmarch: compile the y/z strides in (one compile per grid layout)
     loop_unroll: int = 1  # zmarch loops: unroll factor (2R in the register window: its rotation becomes renames)
@@ -103,7 +102,7 @@ class StencilConfig:
         """A compact label of the fields that differ from their defaults (tuning reports, cache keys)."""
         s = f"{self.kernel} {self.block_y}x{self.block_x} w{self.num_warps}" + (f" z{self.block_z}" if self.block_z else "")
         flags = [("unroll", self.unroll_z), ("L1z", not self.z_in_regs and self.kernel in ("zmarch", "rows")),
-                 (f"pf{self.prefetch}", self.prefetch > 1), (f"ys{self.y_steps}", self.y_steps != 1), ("pipe", self.pipeline_xy),
+                 (f"pf{self.prefetch}", self.prefetch > 1), ("pipe", self.pipeline_xy),
                  (f"s{self.num_stages}", self.num_stages > 1), (f"v{self.vec}", self.vec),
                  (f"zo{self.zorder}", self.zorder), (f"u{self.loop_unroll}", self.loop_unroll > 1),
                  (f"l1pf{self.l1_prefetch}", self.l1_prefetch),
@@ -677,9 +676,6 @@ def launch_plan(u: torch.Tensor, out: torch.Tensor, order: int, spacing: tuple[f
     why = halo_ahead_error(cfg.halo_ahead, cfg.kernel)
     if why:
         raise ValueError(why)
-    if cfg.y_steps != 1 and (cfg.y_steps < 1 or cfg.kernel != "zmarch" or not cfg.unroll_z):
-        raise ValueError(f"y_steps (tiles a program walks down y) must be a positive integer, and above 1 needs the "
-                         f"unrolled z-march (kernel='zmarch', unroll_z=True): got {cfg.short()}")
     if cfg.kernel in ("zmarch", "zwin", "rows"):
         return [_march_launch(u, out, w, r, cfg, opts)]
     if cfg.kernel == "tma":
@@ -724,7 +720,7 @@ def _march_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, c
     if cfg.kernel == "zwin":  # x tiles from the first vector with an interior column (the kernel's X_FIRST)
         x_first = r // (16 // u.element_size()) * (16 // u.element_size())
         n_tx = triton_cdiv(nx - r - x_first, cfg.block_x)
-    n_prog = n_tx * triton_cdiv(ny - 2 * r, cfg.block_y * cfg.y_steps) * triton_cdiv(nz - 2 * r, cfg.block_z)
+    n_prog = n_tx * triton_cdiv(ny - 2 * r, cfg.block_y) * triton_cdiv(nz - 2 * r, cfg.block_z)
     # What zmarch and zwin share.
     march = dict(R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, NONTEMPORAL=cfg.nontemporal,
                  PREFETCH=max(1, cfg.prefetch), LOOP_UNROLL=max(1, cfg.loop_unroll),
@@ -748,8 +744,7 @@ def _march_launch(u: torch.Tensor, out: torch.Tensor, w: torch.Tensor, r: int, c
             r, ny - r, r, nx - r)
     if cfg.kernel == "zmarch":
         constexprs = dict(march, VEC=vec, SCALE=scale, NUM_STAGES=max(1, cfg.num_stages), GRID_ORDER=cfg.zorder,
-                          Z_IN_REGS=cfg.z_in_regs, UNROLL_Z=cfg.unroll_z, PIPELINE_XY=cfg.pipeline_xy,
-                          Y_STEPS=cfg.y_steps)
+                          Z_IN_REGS=cfg.z_in_regs, UNROLL_Z=cfg.unroll_z, PIPELINE_XY=cfg.pipeline_xy)
         return KernelLaunch(_k.laplacian_zmarch_kernel, (n_prog,), args, constexprs, opts)
     constexprs = {"R": r, "BLOCK_Y": cfg.block_y, "BLOCK_X": cfg.block_x, "BLOCK_Z": cfg.block_z, "VEC": vec,
                   "SCALE": scale, "NONTEMPORAL": cfg.nontemporal, "MODE": rows_mode(cfg),

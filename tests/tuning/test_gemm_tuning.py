@@ -215,12 +215,17 @@ def test_small_m_32_rows_nt_at_4096_take_an_eight_deep_ring():
     in 4; N = K = 8192 and the other row counts are unchanged."""
     from tilecraft.tuning.gemm import heuristic
 
-    def cfg(m, nk, kcontig):
-        return heuristic(Problem(m, nk, nk, 1, "bf16", None, "sm90", True, True, not kcontig, 132, b_kcontig=kcontig))
+    def cfg(m, nk, b_kmajor):
+        return heuristic(Problem(m, nk, nk, 1, "bf16", None, "sm90", True, True, b_kmajor, 132))
 
     c = cfg(32, 4096, True)
     assert (c.block_m, c.block_n, c.block_k, c.num_stages, c.split_k) == (32, 32, 128, 8, 1)
-    assert fits(c, Problem(32, 4096, 4096, 1, "bf16", None, "sm80", True, True, False, 108, b_kcontig=True))
+    assert fits(c, Problem(32, 4096, 4096, 1, "bf16", None, "sm80", True, True, True, 108))
+    for lay, want in (("NT", 8), ("TT", 8), ("NN", 4), ("TN", 4)):  # through the ops' own problem of the operands
+        a = torch.empty(32, 4096, dtype=torch.bfloat16, device="meta")
+        b = torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta")
+        a, b = (a.t().contiguous().t() if lay[0] == "T" else a), (b.t().contiguous().t() if lay[1] == "T" else b)
+        assert heuristic(ops.problem_of(a, b, ops.validate(a, b), arch="sm90", sms=132)).num_stages == want, lay
     assert (cfg(32, 4096, False).block_k, cfg(32, 4096, False).num_stages) == (256, 4)
     assert cfg(32, 8192, True).block_k == 256
     assert cfg(16, 4096, True).num_stages == 6 and cfg(64, 4096, True).num_stages == 6

@@ -245,11 +245,12 @@ def _small_m_config(p: Problem) -> GemmConfig:
         # N = K = 4096 (gemm-llm-followup-296fd54): M <= 16 with 16x32x128 in 6 stages 75% / 74% of
         # copy (16x32x256 in 4: 67% / 68%); M = 64 with 64x64x128 in 6 stages 71% (64x32x256: 67%)
         cfg = replace(cfg, block_n=32 if bm == 16 else 64, block_k=128, num_stages=6)
-    elif bn == 32 and bm == 32 and p.itemsize == 2 and p.b_kmajor and math.ceil(p.n / 32) * p.batch >= 0.9 * p.sms:
-        # M = 32 NT (B's rows along K; TT's B is laid out the same, not timed) at N = K = 4096: 128-deep steps in an
-        # 8-deep ring, 11.4-11.5 against 12.1-12.3 us for 256-deep steps in 4 (1.21-1.23x torch against 1.13-1.16x,
-        # two runs; 7 stages 0.999x). NN keeps the 256-deep steps (10.8 us; 8 stages 13.3). H200 2026-11-30,
-        # interleave-smallnt32 / -smalls8, docs/gemm.md follow-up 34
+    elif (bn == 32 and bm == 32 and p.itemsize == 2 and p.a_kmajor and p.b_kmajor
+          and math.ceil(p.n / 32) * p.batch >= 0.9 * p.sms):
+        # M = 32 NT (B's rows along K) at N = K = 4096: 128-deep steps in an 8-deep ring, 11.4-11.5 against
+        # 12.1-12.3 us for 256-deep steps in 4 (1.21-1.23x torch against 1.13-1.16x, two runs; 7 stages 0.999x).
+        # NN keeps the 256-deep steps (10.8 us; 8 stages 13.3); TT (B laid out as NT's) was not timed and keeps
+        # them too. H200 2026-11-30, interleave-smallnt32 / -smalls8, docs/gemm.md follow-up 34
         cfg = replace(cfg, block_k=128, num_stages=8)
     tiles = math.ceil(p.n / bn) * p.batch
     if bn == 64 and bm <= 32 and p.itemsize == 2 and p.sms < tiles <= 2 * p.sms:

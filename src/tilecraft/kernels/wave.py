@@ -183,6 +183,72 @@ def wave_zwin_kernel(
 
 
 @triton.jit
+def wave_two_steps_kernel(
+    p_ptr, pp_ptr, m_ptr, p1_ptr, p2_ptr, w_ptr,
+    nz, ny, nx_s, s_z_s, s_y_s,
+    z_lo, z_hi, y_lo, y_hi, x_lo_s, x_hi_s,
+    R: tl.constexpr, BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr, BLOCK_Z: tl.constexpr,
+    VEC: tl.constexpr, NONTEMPORAL: tl.constexpr, OFFS64: tl.constexpr,
+):
+    """Two plain time steps in one pass over the box [z_lo, z_hi) x [y_lo, y_hi) x [x_lo, x_hi) (a prototype of
+    temporal blocking, docs/wave.md "two time steps a pass"): p1 = 2 p - p_prev + m lap(p), then
+    p2 = 2 p1 - p + m lap(p1). Reads p_prev, p and m, writes p1 and p2: five words a point for two steps.
+
+    A program owns a (BLOCK_Y - 2R, BLOCK_X - 2R) tile and a chunk of BLOCK_Z planes of the box. Its register tile
+    (BLOCK_Y, BLOCK_X) is the owned tile extended by R each way. One loop walks z from R planes before the chunk to
+    R planes after it. At plane z it makes step 1 on the extended tile and stores it into p1 (box points only),
+    then, after a CTA barrier, step 2 at plane z - R on the owned tile, reading p1's neighbours back from memory.
+    Neighbouring programs store the same p1 values where their extended tiles overlap: the same inputs through the
+    same loop body, so any order of those stores leaves the same bits, and every p1 value a program reads was
+    stored by itself first (or lies outside the box: the caller's, e.g. the absorbing layers' step). p1 and p2
+    may alias none of p_prev, p, m or each other (``ops.wave.two_steps_ok``).
+
+    Loads and stores are 128-bit: R, the box's x bounds, nx and the strides are multiples of VEC (passed divided by
+    it), so the x masks are constant over a vector. Grid: 1D, x tiles fastest, then y tiles, then z chunks."""
+    nx = nx_s * VEC
+    s_z = s_z_s * VEC
+    s_y = s_y_s * VEC
+    x_lo = x_lo_s * VEC
+    x_hi = x_hi_s * VEC
+    TY: tl.constexpr = BLOCK_Y - 2 * R
+    TX: tl.constexpr = BLOCK_X - 2 * R
+    tile_x, tile_y, zc = _march_tile(tl.program_id(0), tl.cdiv(x_hi - x_lo, TX), tl.cdiv(y_hi - y_lo, TY),
+                                     tl.cdiv(z_hi - z_lo, BLOCK_Z), 2)
+    ox = x_lo + tile_x * TX
+    oy = y_lo + tile_y * TY
+    ys = oy - R + tl.arange(0, BLOCK_Y)
+    xs = ox - R + tl.arange(0, BLOCK_X)
+    row_ld = (ys >= R) & (ys < ny - R)  # rows whose y neighbours lie in the grid (every box row)
+    row_mask = row_ld[:, None] & (xs < nx)[None, :]
+    in_box = ((ys >= y_lo) & (ys < y_hi))[:, None] & ((xs >= x_lo) & (xs < x_hi))[None, :]
+    owned = (((ys >= oy) & (ys < oy + TY) & (ys < y_hi))[:, None]
+             & ((xs >= ox) & (xs < ox + TX) & (xs < x_hi))[None, :])
+    s_z64, _s, s_y, offs, _o, w_centre, wz, wy, wx = _march_offsets(ys, ys, xs, s_z, s_y, s_z, s_y, w_ptr, R, OFFS64)
+    z_begin = z_lo + zc * BLOCK_Z
+    z_end = tl.minimum(z_begin + BLOCK_Z, z_hi)
+    for z in range(z_begin - R, z_end + R):
+        # step 1 at plane z, on the extended tile (one body for every plane: the same bits in every program)
+        live1 = (z >= z_lo) & (z < z_hi)
+        plane = z * s_z64
+        centre, lap, prev, m = _plane_terms(p_ptr + plane, pp_ptr + plane, m_ptr + plane, offs, row_ld & live1,
+                                            row_mask & live1, xs, nx, s_y, s_z64, w_centre, wz, wy, wx, R, VEC,
+                                            BLOCK_Y, BLOCK_X, True)
+        tl.store(p1_ptr + plane + offs, 2.0 * centre - prev + m * lap, mask=in_box & live1)
+        tl.debug_barrier()  # this CTA's p1 stores before its loads of them
+        # step 2 at plane z - R, on the owned tile
+        zq = z - R
+        live2 = zq >= z_begin
+        plane2 = zq * s_z64
+        c1, lap1, c0, m2 = _plane_terms(p1_ptr + plane2, p_ptr + plane2, m_ptr + plane2, offs, row_ld & live2,
+                                        row_mask & live2, xs, nx, s_y, s_z64, w_centre, wz, wy, wx, R, VEC, BLOCK_Y,
+                                        BLOCK_X, True)
+        if NONTEMPORAL:
+            tl.store(p2_ptr + plane2 + offs, 2.0 * c1 - c0 + m2 * lap1, mask=owned & live2, cache_modifier=".cs")
+        else:
+            tl.store(p2_ptr + plane2 + offs, 2.0 * c1 - c0 + m2 * lap1, mask=owned & live2)
+
+
+@triton.jit
 def _box_tile(b0, b1, b2, n0, n1, n2, s0, s1, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
               Z_ROWS: tl.constexpr):
     """A (BLOCK_R, BLOCK_C) tile of the box with origin (b0, b1, b2) and extents (n0, n1, n2): rows

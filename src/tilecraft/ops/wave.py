@@ -584,6 +584,86 @@ def step_into(p, p_prev, m, out, order: int, spacing: tuple[float, ...], lo, hi,
 
 
 # ----------------------------------------------------------------------------------------------
+# two plain steps a pass (a prototype of temporal blocking)
+# ----------------------------------------------------------------------------------------------
+def two_steps_config(dtype: torch.dtype) -> WaveConfig:
+    """The prototype's tiles: 32 x 64 fp32 (32 x 32 fp64) register tiles, owned tiles 2R smaller each way, chunks
+    of 64 planes, 16 warps (sm90 cross-compile at order 8: 104 registers fp32, 112 fp64, no spills; 8 warps take
+    187-190). Not tuned: nothing of it was timed yet."""
+    return WaveConfig(block_y=32, block_x=64 if dtype == torch.float32 else 32, block_z=64, num_warps=16)
+
+
+def two_steps_ok(p_prev: torch.Tensor, p: torch.Tensor, m: torch.Tensor, p1: torch.Tensor, p2: torch.Tensor,
+                 order: int, lo, hi, cfg: WaveConfig) -> str | None:
+    """Why ``wave_two_steps_kernel`` cannot take these fields and box, or None: 3D fields; R a multiple of the
+    16-byte vector (fp32 orders 8 and 16, fp64 orders 4, 8, 12, 16); nx, the strides, the pointers and the box's
+    x bounds multiples of 16 bytes; tiles larger than 2R each way, block_x a multiple of the vector; p1 and p2
+    sharing memory with none of p_prev, p, m or each other (step 1 stores p1 on the tiles' halos, which
+    neighbouring programs read as p_prev and p)."""
+    if p.dim() != 3:
+        return "two steps a pass are 3D only"
+    r = order // 2
+    vec = 16 // p.element_size()
+    if r % vec:
+        return (f"two steps a pass need R = order / 2 to be a multiple of {vec} ({p.dtype}: "
+                f"{'orders 8 and 16' if vec == 4 else 'orders 4, 8, 12 and 16'}), got order {order}")
+    nx = p.shape[2]
+    ts = (p_prev, p, m, p1, p2)
+    if any(v % vec for v in (nx, *p.stride()[:2], lo[2], hi[2])) or any(t.data_ptr() % 16 for t in ts):
+        return "two steps a pass need nx, the strides, the pointers and the box's x bounds to be multiples of 16 bytes"
+    if cfg.block_y <= 2 * r or cfg.block_x <= 2 * r or cfg.block_x % vec or cfg.block_z < 1:
+        return (f"two steps a pass need block_y and block_x above 2R ({2 * r}), block_x a multiple of {vec} and "
+                f"block_z >= 1, got {cfg.block_y} x {cfg.block_x} x {cfg.block_z}")
+    names = ("p_prev", "p", "m", "p1", "p2")
+    for i in (3, 4):
+        for j, other in enumerate(ts):
+            if j != i and ts[i].untyped_storage().data_ptr() == other.untyped_storage().data_ptr():
+                return f"{names[i]} shares memory with {names[j]}: two steps a pass need p1 and p2 apart from the rest"
+    return None
+
+
+def two_steps_into(p_prev: torch.Tensor, p: torch.Tensor, m: torch.Tensor, p1: torch.Tensor, p2: torch.Tensor,
+                   order: int, spacing, lo=None, hi=None, config: WaveConfig | None = None):
+    """Two plain time steps in one pass on the box [lo, hi) (default: every point R or more from the faces):
+    p1 = 2 p - p_prev + m lap(p) and p2 = 2 p1 - p + m lap(p1) there. Points of p1 and p2 outside the box are not
+    written; step 2 reads p1 outside the box as the caller left it (the absorbing layers' own step, in a solver).
+    m = v**2 dt**2. A prototype of temporal blocking (docs/wave.md, "two time steps a pass"): it reads three
+    words a point and writes two for two steps, against four words a step for ``step_into``; not yet timed, so
+    ``simulate`` does not use it. GPU or ``TRITON_INTERPRET=1``; the checks of :func:`two_steps_ok`, plus the
+    fields', the order's, the box's and the spacing's, raise ``ValueError``/``TypeError`` before any launch.
+    Returns the compiled kernel on a GPU."""
+    check_fields(p, p_prev=p_prev, m=m, p1=p1, p2=p2)
+    _check_order(order)
+    spacing = check_spacing(spacing, p.dim())
+    r = order // 2
+    lo = tuple(lo) if lo is not None else (r,) * p.dim()
+    hi = tuple(hi) if hi is not None else tuple(n - r for n in p.shape)
+    check_box(tuple(p.shape), order, lo, hi)
+    cfg = config or two_steps_config(p.dtype)
+    why = two_steps_ok(p_prev, p, m, p1, p2, order, lo, hi, cfg)
+    if why:
+        raise ValueError(why)
+    if p.device.type != "cuda" and not triton_on_cpu():
+        raise ValueError("two_steps_into runs on a GPU, or on CPU tensors with TRITON_INTERPRET=1 (the kernels in "
+                         "Triton's interpreter)")
+    nz, ny, nx = p.shape
+    s_z, s_y, _ = p.stride()
+    vec = 16 // p.element_size()
+    w = _const(("w", order, spacing), lambda: stencil_weights(order, spacing), p.dtype, p.device)
+    ty, tx = cfg.block_y - 2 * r, cfg.block_x - 2 * r
+    n_prog = triton_cdiv(hi[2] - lo[2], tx) * triton_cdiv(hi[1] - lo[1], ty) * triton_cdiv(hi[0] - lo[0], cfg.block_z)
+    args = [p, p_prev, m, p1, p2, w, nz, ny, nx // vec, s_z // vec, s_y // vec, lo[0], hi[0], lo[1], hi[1],
+            lo[2] // vec, hi[2] // vec]
+    kw = dict(R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec,
+              NONTEMPORAL=cfg.nontemporal, OFFS64=_plane_offsets_need_64bit(p, p2, cfg.block_x),
+              num_warps=cfg.num_warps)
+    if p.device.type == "cuda":
+        with torch.cuda.device(p.device):
+            return _launch(_k.wave_two_steps_kernel, (n_prog,), args, kw)
+    return _launch(_k.wave_two_steps_kernel, (n_prog,), args, kw)
+
+
+# ----------------------------------------------------------------------------------------------
 # the step with the CPML folded in
 # ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)

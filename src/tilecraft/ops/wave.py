@@ -656,7 +656,7 @@ def two_steps_into(p_prev: torch.Tensor, p: torch.Tensor, m: torch.Tensor, p1: t
             lo[2] // vec, hi[2] // vec]
     kw = dict(R=r, BLOCK_Y=cfg.block_y, BLOCK_X=cfg.block_x, BLOCK_Z=cfg.block_z, VEC=vec,
               NONTEMPORAL=cfg.nontemporal, OFFS64=_plane_offsets_need_64bit(p, p2, cfg.block_x),
-              num_warps=cfg.num_warps)
+              num_warps=cfg.num_warps, num_stages=1)  # never software-pipelined: step 2 loads what step 1 stored
     if p.device.type == "cuda":
         with torch.cuda.device(p.device):
             return _launch(_k.wave_two_steps_kernel, (n_prog,), args, kw)

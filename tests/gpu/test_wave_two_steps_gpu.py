@@ -48,4 +48,4 @@ def test_two_steps_on_the_gpu(dtype, order, shape, box, cfg):
         assert torch.equal(p1[~inside], caller[~inside]) and torch.isnan(p2[~inside]).all()
         runs.append((p1, p2))
     for p1, p2 in runs[1:]:
-        assert torch.equal(p1, runs[0][0]) and torch.equal(p2, runs[0][1])
+        assert torch.equal(p1, runs[0][0]) and torch.equal(p2[inside], runs[0][1][inside])  # (NaN outside)

@@ -74,6 +74,8 @@ def test_two_steps_default_box_and_config(field):
     ("2d", "3D only"),
     ("shape", "shape"),
     ("box", "must lie in"),
+    ("strided", "contiguous"),
+    ("pointer", "multiples of 16 bytes"),
 ])
 def test_two_steps_refuse_bad_input(case, match):
     shape = (12, 12, 24) if case != "nx" else (12, 12, 22)
@@ -96,10 +98,15 @@ def test_two_steps_refuse_bad_input(case, match):
         p2 = torch.zeros(12, 12, 28)
     elif case == "box":
         lo, hi = (2, 4, 4), (8, 8, 20)
+    elif case == "strided":
+        m = torch.zeros(12, 12, 48)[:, :, ::2]
+    elif case == "pointer":  # contiguous, but 4 bytes past a 16-byte boundary
+        p2 = torch.zeros(12 * 12 * 24 + 1)[1:].view(shape)
     with pytest.raises(ValueError, match=match):
         ops.two_steps_into(pp, p, m, p1, p2, order, 1.0, lo, hi, cfg)
-    with pytest.raises(TypeError):
-        ops.two_steps_into(pp, p, m, p1.half(), p2, 8, 1.0)
+    ok = [torch.zeros(12, 12, 24) for _ in range(5)]
+    with pytest.raises(TypeError):  # a half-precision field
+        ops.two_steps_into(*ok[:3], ok[3].half(), ok[4], 8, 1.0)
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])

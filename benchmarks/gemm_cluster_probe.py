@@ -99,7 +99,7 @@ CASES["smallnt32"] = (
     + [("bf16", 32, 4096, 4096, "NT", _pt(32, 32, 256, 4), _pt(32, 32, 128, 6), _pt(32, 64, 128, 6), _pt(32, 32, 128, 8))])
 # N = K = 4096: an 8-deep ring of 128-deep steps (M = 32 NT: 1.227x torch against 1.155x for the rule's 256-deep s4)
 CASES["smalls8"] = (
-    [("bf16", 32, 4096, 4096, lay, _pt(32, 32, 256, 4), _pt(32, 32, 128, 8), _pt(32, 32, 128, 7)) for lay in ("NT", "NN")]
+    [("bf16", 32, 4096, 4096, lay, _pt(32, 32, 256, 4), _pt(32, 32, 128, 8), _pt(32, 32, 128, 7)) for lay in ("NT", "NN", "TT")]
     + [("bf16", m, 4096, 4096, lay, _pt(16, 32, 128, 6), _pt(16, 32, 128, 8)) for m in (1, 16) for lay in ("NT", "NN")])
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]

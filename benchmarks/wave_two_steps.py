@@ -10,6 +10,8 @@ The prototype's p1 and p2 are checked first against two ``step_into`` calls (the
 p1 and p2 on the box, relative to their largest values (the arithmetic differs in FMA contraction only).
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/wave_two_steps.py --out DIR [--n 512] [--rounds 2]
+
+``--rounds 0``: the checks and one march step only, untimed (for a profiler: ``ncu -k regex:wave ...``).
 """
 from __future__ import annotations
 
@@ -63,8 +65,11 @@ def main() -> int:
         ok.append(all(e < 1e-5 for e in errs))
         print(f"check {_name(cfg)}: p1 {errs[0]:.2e} p2 {errs[1]:.2e} {'ok' if ok[-1] else 'FAILED'}", flush=True)
 
-    records = []
     march = ops.march_config(dtype, order, dev)
+    if args.rounds == 0:  # the checks and one plain march step, untimed: a run for a profiler (ncu -k regex:wave)
+        ops.step_into(p, pp, m, r1, order, spacing, lo, hi, None, "triton", march)
+        return 0 if all(ok) else 1
+    records = []
     for rnd in range(args.rounds):
         for name, fn, per, cfg in (
                 ("ring", lambda _i: ops.step_into(p, pp, m, r1, order, spacing, lo, hi, None, "triton", ring), 1, ring),

@@ -55,21 +55,28 @@ def main() -> int:
     ap.add_argument("--ms", default="32,64")
     ap.add_argument("--n", type=int, default=8192)
     ap.add_argument("--budget", type=float, default=1.0)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2, help="0: the checks only (a run for ncu -k regex:^matmul_kernel)")
+    ap.add_argument("--variants", default="", help="a comma-separated subset of the variants (default: all)")
     args = ap.parse_args()
     info = detect()
     copy = measure_copy_bandwidth()
     print(f"device {info.name} copy {copy:.3f} TB/s {info.versions}", flush=True)
     variants = ["torch NT", "NT", "NT A+pitch", "NT B+pitch", "NT A+B+pitch", "NT A copied M-major", "TT", "NN"]
+    if args.variants:
+        unknown = set(args.variants.split(",")) - set(variants)
+        if unknown:
+            raise SystemExit(f"unknown variants {sorted(unknown)}; known: {variants}")
+        variants = [v for v in variants if v in args.variants.split(",")]
     n = k = args.n
     records = []
     for m in [int(x) for x in args.ms.split(",")]:
         gen = torch.Generator("cuda").manual_seed(m)
-        sets = {v: [_operands(m, n, k, v, gen) for _ in range(4)] for v in variants}
+        sets = {v: [_operands(m, n, k, v, gen) for _ in range(4 if args.rounds else 1)] for v in variants}
         for v in variants:
             a, b = sets[v][0]
             ref = a.double() @ b.double()
             got = _call(v)(a, b).double()
+            torch.cuda.synchronize()
             err = float((got - ref).abs().max() / ref.abs().max())
             cfg = "torch" if v.startswith("torch") else ops.choose_config(a, b, ops.validate(a, b)).short()
             print(f"check {m}x{n}x{k} {v:22s} rel err {err:.2e} {cfg}", flush=True)
@@ -88,6 +95,8 @@ def main() -> int:
                                                                         "round": rnd + 1},
                                       metric="bytes moved", unit="TB/s", ours=bw, ceiling="copy", ceiling_value=copy,
                                       extra={"bytes": nbytes, "us": t.median_ms * 1e3, "spread": t.spread}))
+    if not records:
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     stamp(records, info)
     write_results(records, "gemm.smallm_pitch", args.out / "gemm-smallm-pitch.json", info, meta={"copy_TBps": copy})

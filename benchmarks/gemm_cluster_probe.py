@@ -101,6 +101,20 @@ CASES["smallnt32"] = (
 CASES["smalls8"] = (
     [("bf16", 32, 4096, 4096, lay, _pt(32, 32, 256, 4), _pt(32, 32, 128, 8), _pt(32, 32, 128, 7)) for lay in ("NT", "NN", "TT")]
     + [("bf16", m, 4096, 4096, lay, _pt(16, 32, 128, 6), _pt(16, 32, 128, 8)) for m in (1, 16) for lay in ("NT", "NN")])
+# Small M with 8 warps: at 4 warps an SM holds one program (1 warp a scheduler), and NT M = 32 stalls on shared-memory
+# results (ncu 2026-11-30: short scoreboard 2.7 cycles an issue against TT's 1.3, 52 against 41 us)
+def _pw(bm, bn, bk, st, w=8):
+    return T("pointer", bm, bn, bk, 1, w, st)
+
+
+CASES["smallw8"] = (
+    [("bf16", 32, 8192, 8192, lay, _pt(32, 64, 256, 4), _pw(32, 64, 256, 4), _pw(32, 64, 128, 8), _pw(32, 128, 128, 4),
+      _pw(32, 64, 256, 3)) for lay in ("NT", "TT")]
+    + [("bf16", 64, 8192, 8192, "NT", _pt(64, 64, 128, 4), _pw(64, 64, 128, 4), _pw(64, 64, 256, 3), _pw(64, 64, 128, 6))]
+    + [("bf16", m, 8192, 8192, "NT", _pt(16, 64, 256, 4), _pw(16, 64, 256, 4)) for m in (1, 16)]
+    + [("bf16", 32, 4096, 4096, "NT", _pt(32, 32, 128, 8), _pw(32, 32, 128, 8), _pw(32, 32, 256, 4))]
+    + [("bf16", 64, 4096, 4096, "NT", _pt(64, 64, 128, 6), _pw(64, 64, 128, 6), _pw(64, 32, 128, 8))]
+    + [("bf16", 16, 4096, 4096, "NT", _pt(16, 32, 128, 6), _pw(16, 32, 128, 6))])
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round

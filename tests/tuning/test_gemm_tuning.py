@@ -229,3 +229,19 @@ def test_small_m_32_rows_nt_at_4096_take_an_eight_deep_ring():
     assert (cfg(32, 4096, False).block_k, cfg(32, 4096, False).num_stages) == (256, 4)
     assert cfg(32, 8192, True).block_k == 256
     assert cfg(16, 4096, True).num_stages == 6 and cfg(64, 4096, True).num_stages == 6
+
+
+def test_small_m_32_rows_nt_with_one_wave_of_tiles_take_eight_warps():
+    """M = 32 NT at N = K = 8192 (128 tiles of 64 columns on 132 SMs): 8 warps; TT, NN, M = 64 / 16 and N = K = 4096
+    keep 4; more tiles than SMs (N = 11008) keep 4."""
+    from tilecraft.tuning.gemm import heuristic
+
+    def warps(m, nk, a_kmajor=True, b_kmajor=True, k=None):
+        return heuristic(Problem(m, nk, k or nk, 1, "bf16", None, "sm90", True, a_kmajor, b_kmajor, 132)).num_warps
+
+    assert warps(32, 8192) == 8
+    c = heuristic(Problem(32, 8192, 8192, 1, "bf16", None, "sm90", True, True, True, 132))
+    assert (c.kernel, c.block_m, c.block_n, c.block_k, c.num_stages, c.split_k) == ("pointer", 32, 64, 256, 4, 1)
+    assert warps(32, 8192, a_kmajor=False) == 4 and warps(32, 8192, b_kmajor=False) == 4
+    assert warps(64, 8192) == 4 and warps(16, 8192) == 4 and warps(1, 8192) == 4
+    assert warps(32, 4096) == 4 and warps(32, 11008, k=4096) == 4

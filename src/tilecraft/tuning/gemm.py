@@ -253,6 +253,13 @@ def _small_m_config(p: Problem) -> GemmConfig:
         # them too. H200 2026-11-30, interleave-smallnt32 / -smalls8, docs/gemm.md follow-up 34
         cfg = replace(cfg, block_k=128, num_stages=8)
     tiles = math.ceil(p.n / bn) * p.batch
+    if bn == 64 and bm == 32 and p.itemsize == 2 and p.a_kmajor and p.b_kmajor and 0.9 * p.sms <= tiles <= p.sms:
+        # M = 32 NT with one wave of 64-column tiles (N = K = 8192): 8 warps. At 4 warps an SM holds one program (one
+        # warp a scheduler) and NT's waits on shared-memory results (ncu: 2.7 cycles an issue against TT's 1.3) showed:
+        # 34.1 against 36.7 us, 0.980x against 0.910x torch. TT keeps 4 warps (1.123x against 1.096x); M = 64, M <= 16
+        # and N = K = 4096 lost with 8 (0.86-1.03x against 0.98-1.24x). H200 2026-11-30, interleave-smallw8, docs/gemm.md
+        # follow-up 35
+        cfg = replace(cfg, num_warps=8)
     if bn == 64 and bm <= 32 and p.itemsize == 2 and p.sms < tiles <= 2 * p.sms:
         # more 64-column tiles than SMs (N = 11008 / 14336): 128-deep K steps, so that two programs fit an SM
         # (80-96 KB of ring) and every tile runs at once instead of in two waves of one (160-192 KB). H200,

@@ -1,6 +1,6 @@
 """``tilecraft gemm``: the GEMM benchmark against torch, and the configuration matmul would run.
 
-    tilecraft gemm bench [--suite square|llm|odd|smallm|prefill|train|all] [--dtype bf16,fp16,...] [--layouts NN,NT,TN,TT]
+    tilecraft gemm bench [--suite square|llm|odd|smallm|smalln|prefill|train|all] [--dtype bf16,fp16,...] [--layouts NN,NT,TN,TT]
                          [--out PATH] [--json]
     tilecraft gemm config M N K [--dtype bf16] [--layout NN] [--arch sm90] [--sms 132]
 
@@ -61,7 +61,7 @@ def _gpu() -> bool:
 
 @gemm_app.command("bench")
 def bench_cmd(
-    suite: Annotated[str, typer.Option(help="square, llm, odd, smallm, prefill (M = 256..2048 rows), train (weight-gradient shapes, short K) or all.")] = "square",
+    suite: Annotated[str, typer.Option(help="square, llm, odd, smallm, smalln (N = 1..64: W x), prefill (M = 256..2048 rows), train (weight-gradient shapes, short K) or all.")] = "square",
     dtype: Annotated[str, typer.Option(help=f"Comma list of {', '.join(BENCH_DTYPES)}.")] = DEFAULT_DTYPES,
     layouts: Annotated[str, typer.Option(help="Comma list of NN, NT, TN, TT (int8/fp8 always NT).")] = "NN,NT,TN,TT",
     out: Annotated[Path | None, typer.Option(help="JSON file; default under benchmarks/results/.")] = None,

@@ -73,3 +73,10 @@ def test_bench_cli_refuses_zero_rounds():
 
     res = CliRunner().invoke(app, ["gemm", "bench", "--rounds", "0"])
     assert res.exit_code != 0 and "--rounds must be >= 1" in res.output
+
+
+def test_smalln_suite_is_a_matrix_times_a_few_vectors():
+    cases = bench.cases_for("smalln", ["bf16"])
+    assert cases and all(c.n <= 64 < c.m == c.k for c in cases)
+    assert {c.layout for c in cases} == {"NN", "NT", "TN", "TT"}
+    assert not set(bench.SUITES["smalln"]) & set(bench.SUITES["all"])  # "all" keeps its meaning

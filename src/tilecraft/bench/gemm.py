@@ -49,6 +49,8 @@ SUITES: dict[str, list[tuple[int, int, int]]] = {
                                                                   (14336, 4096), (4096, 14336))],
     "odd": [(1000, 1000, 1000), (3000, 7000, 5000), (997, 1009, 1013), (4099, 4111, 4127), (8191, 8191, 8191)],
     "smallm": [(m, nk, nk) for m in (1, 16, 32, 64) for nk in (4096, 8192)],
+    # a matrix times a few vectors (W x): the small-M stream run transposed (docs/gemm.md follow-up 35)
+    "smalln": [(mk, n, mk) for n in (1, 16, 32, 64) for mk in (4096, 8192)],
     # prefill / micro-batch rows through an LLM's linear layers (use --layouts NT for x Wᵀ)
     "prefill": [(m, n, k) for m in (256, 512, 1024, 2048) for (n, k) in ((4096, 4096), (11008, 4096), (4096, 11008),
                                                                            (14336, 4096))],

@@ -552,6 +552,24 @@ def _needs_offs64(*ts: torch.Tensor) -> bool:
     return any(max((n - 1) * s for n, s in zip(t.shape, t.stride())) >= 2**31 - 2**20 for t in ts if t.numel())
 
 
+def transposed_call(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg: GemmConfig,
+                    c: torch.Tensor | None, bias: torch.Tensor | None, scale_a: torch.Tensor | None,
+                    scale_b: torch.Tensor | None) -> tuple:
+    """A ``cfg.transposed`` call as the product it runs, C^T = B^T A^T: (B^T, A^T, out^T, its spec, ``cfg`` without
+    the flag, None, None, scale_b, scale_a). The output is written through its transposed view (the pointer
+    kernel stores any strides); a per-row scale of A is a per-column scale of C^T, and the reverse. A call that
+    is not transposed comes back as it is. ``ValueError`` for C or a bias (they run along the other axis)."""
+    if not cfg.transposed:
+        return a, b, out, spec, cfg, c, bias, scale_a, scale_b
+    if spec.has_c or spec.has_bias:
+        raise ValueError(f"a transposed configuration ({cfg.short()}) takes no C and no bias: they run along N, "
+                         "the rows of the product it runs")
+    out_shape = (*spec.out_shape[:-2], spec.n, spec.m)
+    spec_t = dataclasses.replace(spec, m=spec.n, n=spec.m, out_shape=out_shape, scale_a=spec.scale_b,
+                                 scale_b=spec.scale_a)
+    return (b.mT, a.mT, out.mT, spec_t, dataclasses.replace(cfg, transposed=False), None, None, scale_b, scale_a)
+
+
 def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg: GemmConfig,
            c: torch.Tensor | None = None, bias: torch.Tensor | None = None,
            scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> list:
@@ -565,6 +583,7 @@ def pdl_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cf
              scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None) -> list[KernelLaunch]:
     """:func:`launch_plan` with programmatic dependent launch where :func:`pdl_choice` (and
     ``TILECRAFT_PDL``) say so: what :func:`launch` runs."""
+    a, b, out, spec, cfg, c, bias, scale_a, scale_b = transposed_call(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
     plan = launch_plan(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
     plan = with_pdl(plan, a.device, pdl_choice(plan, spec, cfg, _facts(a.device)[1]))
     out = []
@@ -661,7 +680,9 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
                 sms: int | None = None) -> list[KernelLaunch]:
     """The kernel launches of ``cfg`` on validated tensors, without running them (the TMA
     kernel's operand copies and split-K's workspace are made here). ``sms``: the SM count the
-    persistent TMA grid is sized for (default: the device's)."""
+    persistent TMA grid is sized for (default: the device's). A ``cfg.transposed`` call plans the product it runs
+    (:func:`transposed_call`)."""
+    a, b, out, spec, cfg, c, bias, scale_a, scale_b = transposed_call(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
     a, b = unit_dims_outermost(a), unit_dims_outermost(b)
     sizes = [("block_m", cfg.block_m), ("block_n", cfg.block_n), ("block_k", cfg.block_k)]
     if cfg.block_n2:

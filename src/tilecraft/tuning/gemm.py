@@ -72,6 +72,7 @@ class GemmConfig:
     named_slots: bool = False  # Gluon, plain products: slots released to the producer by named barriers
     cluster_m: int = 1  # Gluon, 16-bit plain products: 2 = clusters of two CTAs (tile rows 2i, 2i + 1) sharing B by multicast
     programs: int = 0  # TMA/Gluon persistent grid: programs launched (0: one per SM), at most the SM count
+    transposed: bool = False  # run as C^T = B^T A^T, the other fields for that product (small N: the small-M path)
 
     @property
     def tile_n(self) -> int:
@@ -120,6 +121,8 @@ class GemmConfig:
             s += f" c{self.cluster_m}"
         if self.programs:
             s += f" p{self.programs}"
+        if self.transposed:
+            s += " transposed"
         return s
 
 
@@ -599,6 +602,23 @@ def fma_config(p: Problem) -> GemmConfig:
     return cfg
 
 
+def transposed_problem(p: Problem) -> Problem:
+    """The problem of C^T = B^T A^T (M and N exchanged, B^T the left operand), for the pointer kernel's
+    choices: the TMA, Gluon and FMA kernels are not offered on it."""
+    return replace(p, m=p.n, n=p.m, a_kmajor=p.b_kmajor, b_kmajor=p.a_kmajor, tma_ok=False, gluon_ok=False,
+                   mn_regs_ok=False, fma_ok=False, tma_copies=0, b_kcontig=p.a_kmajor)
+
+
+def small_n_transposed(p: Problem) -> bool:
+    """Whether the product runs transposed (``GemmConfig.transposed``): N <= 64 < M, 16-bit operands, NVIDIA, no C
+    and no bias (a bias runs along N, a row of C^T). A matrix times a few vectors is then the small-M stream over
+    B^T = A. On the product's own tiles (64 rows by 64-128 columns, split 2) it read 0.39-0.95x torch; transposed,
+    0.92-1.17x (bf16, M = K = 4096 / 8192, N = 1 / 16 / 32 / 64, all four layouts; H200 2026-11-30,
+    gemm-smalln-4c7aae9, docs/gemm.md follow-up 35)."""
+    return (p.n <= 64 < p.m and p.itemsize == 2 and p.arch in ("sm90", "sm80")
+            and p.epilogue not in ("c", "bias"))
+
+
 def _heuristic(p: Problem) -> GemmConfig:
     """The configuration used without tuning (``TILECRAFT_TUNE=0``, the interpreter, AMD).
 
@@ -619,6 +639,8 @@ def _heuristic(p: Problem) -> GemmConfig:
         if p.arch == "cdna":
             return GemmConfig("pointer", 128, 128, 16, group_m=8, num_warps=8, num_stages=2)
         return GemmConfig("pointer", 64, 128, 32, num_warps=4, num_stages=3)  # 46.7 TFLOP/s, 0.91x
+    if small_n_transposed(p):
+        return replace(_small_m_config(transposed_problem(p)), transposed=True)
     if p.m <= 64 and p.arch != "cdna":
         return _small_m_config(p)
     if p.arch == "cdna":
@@ -787,6 +809,8 @@ def config_space(p: Problem) -> list[GemmConfig]:
             for split in (2, 4):
                 cands.append(GemmConfig("pointer", 64, 128, bk, num_warps=4, num_stages=4, split_k=split))
                 cands.append(GemmConfig("pointer", 128, 128, bk, num_warps=8, num_stages=3, split_k=split))
+    if small_n_transposed(p):  # the small-M candidates on the transpose (the heuristic's among them)
+        cands += [replace(c, transposed=True) for c in config_space(transposed_problem(p))]
     seen, out = set(), []
     for c in cands:
         if c not in seen and fits(c, p):

@@ -1,0 +1,47 @@
+"""Small N (a matrix times a few vectors) on the GPU: ``matmul`` runs it transposed, C^T = B^T A^T on the small-M
+path (``GemmConfig.transposed``), against float64, every layout, odd shapes, batches, split-K (M' = N small and
+few column tiles), the light epilogue; outputs poisoned (NaN) before the kernels run. Heuristic only
+(``TILECRAFT_TUNE=0``)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tilecraft.ops import gemm as ops
+from tilecraft.reference.gemm import matmul_reference, relative_error
+
+
+@pytest.fixture(autouse=True)
+def _heuristic_and_poison(monkeypatch):
+    monkeypatch.setenv("TILECRAFT_TUNE", "0")
+    real = ops._new_output
+    monkeypatch.setattr(ops, "_new_output", lambda spec, device: real(spec, device).fill_(float("nan")))
+
+
+def _operands(m, n, k, dtype, layout, gen, batch=None):
+    lead = (batch,) if batch else ()
+
+    def rnd(*shape):
+        return (torch.rand(*lead, *shape, device="cuda", generator=gen) * 2 - 1).to(dtype)
+    a = rnd(k, m).mT if layout[0] == "T" else rnd(m, k)
+    b = rnd(n, k).mT if layout[1] == "T" else rnd(k, n)
+    return a, b
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m,n,k,batch", [(4096, 1, 4096, None), (1000, 7, 333, None), (8192, 64, 1024, None),
+                                         (2048, 16, 512, 3), (300, 33, 4104, None), (129, 2, 17, None)])
+def test_small_n_runs_transposed_and_right(dtype, m, n, k, batch):
+    gen = torch.Generator(device="cuda").manual_seed(m * 31 + n)
+    bad = []
+    for layout in ("NN", "NT", "TN", "TT"):
+        a, b = _operands(m, n, k, dtype, layout, gen, batch)
+        spec = ops.validate(a, b)
+        cfg = ops.choose_config(a, b, spec)
+        out = ops.matmul(a, b, alpha=0.5, activation="silu")
+        ref = matmul_reference(a, b, out_dtype=torch.float64, alpha=0.5, activation="silu")
+        err = relative_error(out, ref)
+        tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
+        if not (cfg.transposed and out.is_contiguous() and err <= tol):
+            bad.append(f"{layout}: {cfg.short()} contiguous={out.is_contiguous()} err={err:.2e}")
+    assert not bad, bad

@@ -115,6 +115,14 @@ CASES["smallw8"] = (
     + [("bf16", 32, 4096, 4096, "NT", _pt(32, 32, 128, 8), _pw(32, 32, 128, 8), _pw(32, 32, 256, 4))]
     + [("bf16", 64, 4096, 4096, "NT", _pt(64, 64, 128, 6), _pw(64, 64, 128, 6), _pw(64, 32, 128, 8))]
     + [("bf16", 16, 4096, 4096, "NT", _pt(16, 32, 128, 6), _pw(16, 32, 128, 6))])
+# Small N run transposed (GemmConfig.transposed): NN (C^T on TT's layout) read 82.8% of copy at 8192 x 32 against
+# TN / TT's 95% with the same tile (gemm bench, 2026-11-30); 8 warps, and TT M = 32 (the same kernel) beside it
+CASES["smalln"] = (
+    [("bf16", 8192, 32, 8192, lay, replace(_pt(32, 64, 256, 4), transposed=True),
+      replace(_pw(32, 64, 256, 4), transposed=True)) for lay in ("NN", "TN")]
+    + [("bf16", 32, 8192, 8192, "TT", _pt(32, 64, 256, 4))]
+    + [("bf16", 4096, 64, 4096, "NT", replace(_pt(64, 64, 128, 6), transposed=True), T("pointer", 64, 64, 64, 8, 4, 4,
+                                                                                          split_k=2))])
 # fp16 NN at 8192^3: the TMA kernel (matmul's choice since 2026-11-25) against the Gluon tile the other layouts take
 CASES["fp16nn"] = [("fp16", 8192, 8192, 8192, "NN", T("tma", 128, 256, 64, 8, 8, 3), G256)]
 #: with ``--cases odd`` also the configuration ``matmul`` chooses (its heuristic), once per round

@@ -123,3 +123,10 @@ def test_target_plan_of_a_transposed_product():
     assert cfg.transposed and spec.m == 8192 and spec.n == 1
     (launch,) = plan
     assert launch.kernel.__name__ == "matmul_kernel" and launch.grid[0] == 8192 // cfg.block_n
+
+
+def test_small_n_nn_with_32_columns_and_one_wave_takes_eight_warps():
+    assert heuristic(_problem(8192, 32, 8192, layout="NN")).num_warps == 8
+    assert heuristic(_problem(8192, 32, 8192, layout="TN")).num_warps == 4
+    assert heuristic(_problem(8192, 16, 8192, layout="NN")).num_warps == 4
+    assert heuristic(_problem(4096, 32, 4096, layout="NN")).num_warps == 4

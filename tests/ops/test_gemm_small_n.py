@@ -12,18 +12,11 @@ import torch
 import tilecraft
 from tilecraft.ops import gemm as ops
 from tilecraft.reference.gemm import matmul_reference, relative_error
-from tilecraft.tuning.gemm import GemmConfig, Problem, config_space, heuristic, small_n_transposed
+from tilecraft.tuning.gemm import GemmConfig, config_space, heuristic, small_n_transposed
+
+from test_gemm import _operands  # noqa: E402  (tests/ops is on the path, as test_stencil_zwin imports test_stencil)
 
 T16 = GemmConfig("pointer", 16, 32, 32, group_m=1, num_warps=4, num_stages=1, transposed=True)
-
-
-def _operands(field, m, n, k, dtype, layout, batch=None):
-    lead = (batch,) if batch else ()
-    a = field((*lead, k, m)).transpose(-1, -2) if layout[0] == "T" else field((*lead, m, k))
-    b = field((*lead, n, k)).transpose(-1, -2) if layout[1] == "T" else field((*lead, k, n))
-    if dtype == torch.int8:
-        return (a * 100).round().to(dtype), (b * 100).round().to(dtype)
-    return a.to(dtype), b.to(dtype)
 
 
 def _pinned(a, b, cfg, **kw):

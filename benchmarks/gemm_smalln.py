@@ -16,16 +16,23 @@ import torch
 
 os.environ.setdefault("TILECRAFT_TUNE", "0")
 
-from tilecraft.bench.gemm import make_operands  # noqa: E402
+from tilecraft.bench.gemm import call_kwargs, make_operands, peer  # noqa: E402
 from tilecraft.bench.harness import Record, stamp, time_rotating, write_results  # noqa: E402
 from tilecraft.hardware.ceilings import measure_copy_bandwidth  # noqa: E402
 from tilecraft.hardware.device import detect  # noqa: E402
 from tilecraft.ops import gemm as ops  # noqa: E402
+from tilecraft.reference.gemm import matmul_reference  # noqa: E402
+
+
+def _transposed(a, b, kw):
+    swapped = {**kw, "scale_a": kw.get("scale_b"), "scale_b": kw.get("scale_a")}
+    return ops.matmul(b.mT, a.mT, **{k: v for k, v in swapped.items() if v is not None}).mT
+
 
 VARIANTS = {
-    "torch": lambda a, b: torch.matmul(a, b),
-    "ours": lambda a, b: ops.matmul(a, b),
-    "ours transposed": lambda a, b: ops.matmul(b.mT, a.mT).mT,
+    "torch": lambda a, b, kw, dtype: peer(dtype, a, b, kw)[1](),
+    "ours": lambda a, b, kw, dtype: ops.matmul(a, b, **kw),
+    "ours transposed": lambda a, b, kw, dtype: _transposed(a, b, kw),
 }
 
 
@@ -36,6 +43,7 @@ def main() -> int:
     ap.add_argument("--mk", default="4096,8192")
     ap.add_argument("--layouts", default="NN,NT,TN,TT")
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--dtype", default="bf16", help="bf16, fp16 or fp8 (torch._scaled_mm: NT, N a multiple of 16)")
     ap.add_argument("--budget", type=float, default=0.5)
     args = ap.parse_args()
     info = detect()
@@ -47,26 +55,33 @@ def main() -> int:
         for n in [int(x) for x in args.ns.split(",")]:
             for lay in args.layouts.split(","):
                 gen = torch.Generator("cuda").manual_seed(n * 7 + mk)
-                sets = [make_operands(mk, n, mk, "bf16", lay, "cuda", gen) for _ in range(4)]
+                sets = [make_operands(mk, n, mk, args.dtype, lay, "cuda", gen) for _ in range(4)]
                 a, b = sets[0]
-                ref = a.double() @ b.double()
-                nbytes = 2 * (mk * mk + mk * n + mk * n)
+                kw = call_kwargs(args.dtype, mk, n, "cuda")
+                ref = matmul_reference(a, b, out_dtype=torch.float64, scale_a=kw.get("scale_a"),
+                                       scale_b=kw.get("scale_b"))
+                size = a.element_size()
+                nbytes = size * (mk * mk + mk * n) + 2 * mk * n
                 times = {}
                 for v in variants:
-                    got = VARIANTS[v](a, b).double()
+                    got = VARIANTS[v](a, b, kw, args.dtype).double()
                     err = float((got - ref).abs().max() / ref.abs().max())
                     if not err < 2e-2:
                         raise SystemExit(f"{mk}x{n}x{mk} {lay} {v}: wrong result (rel err {err})")
                     fn = VARIANTS[v]
-                    t = time_rotating(lambda i, fn=fn: fn(*sets[i % 4]), 4, budget_s=args.budget, min_runs=20,
-                                      settle_s=0.3)
+                    t = time_rotating(lambda i, fn=fn: fn(*sets[i % 4], kw, args.dtype), 4, budget_s=args.budget,
+                                      min_runs=20, settle_s=0.3)
                     times[v] = t.median_ms * 1e3
-                    cfg = "" if v == "torch" else ops.choose_config(
-                        *((b.mT, a.mT) if "transposed" in v else (a, b)),
-                        ops.validate(*((b.mT, a.mT) if "transposed" in v else (a, b)))).short()
+                    cfg = ""
+                    if v != "torch":
+                        x, y = (b.mT, a.mT) if "transposed" in v else (a, b)
+                        skw = {"scale_a": kw.get("scale_b"), "scale_b": kw.get("scale_a")} if "transposed" in v else \
+                            {"scale_a": kw.get("scale_a"), "scale_b": kw.get("scale_b")}
+                        spec = ops.validate(x, y, **{**kw, **{k: v_ for k, v_ in skw.items() if v_ is not None}})
+                        cfg = ops.choose_config(x, y, spec, **skw).short()
                     bw = nbytes / (t.median_ms * 1e-3) / 1e12
                     records.append(Record(suite="gemm.smalln", case={"m": mk, "n": n, "k": mk, "layout": lay,
-                                                                      "variant": v},
+                                                                      "dtype": args.dtype, "variant": v},
                                           metric="bytes moved", unit="TB/s", ours=bw, ceiling="copy",
                                           ceiling_value=copy, extra={"us": times[v], "rel_err": err, "config": cfg}))
                 line = "  ".join(f"{v} {times[v]:7.2f} us {nbytes / (times[v] * 1e-6) / 1e12 / copy:6.1%}"
@@ -76,7 +91,7 @@ def main() -> int:
                 print(f"{mk}x{n}x{mk} {lay}  {line}  {ratio}", flush=True)
     stamp(records, info)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_results(records, "gemm.smalln", args.out / "gemm-smalln.json", info, meta={"copy_TBps": copy})
+    write_results(records, "gemm.smalln", args.out / f"gemm-smalln-{args.dtype}.json", info, meta={"copy_TBps": copy})
     return 0
 
 

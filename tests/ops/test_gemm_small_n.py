@@ -61,8 +61,9 @@ def test_transposed_config_refuses_c_and_bias(field):
 
 
 def _problem(m, n, k, dtype="bf16", layout="NN", arch="sm90", **kw):
-    itemsize = {"bf16": 2, "fp16": 2, "fp32": 4, "int8": 1}[dtype]
-    torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "int8": torch.int8}[dtype]
+    itemsize = {"bf16": 2, "fp16": 2, "fp32": 4, "int8": 1, "fp8": 1}[dtype]
+    torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "int8": torch.int8,
+                   "fp8": torch.float8_e4m3fn}[dtype]
     a = torch.empty(k, m, dtype=torch_dtype, device="meta").t() if layout[0] == "T" else \
         torch.empty(m, k, dtype=torch_dtype, device="meta")
     b = torch.empty(n, k, dtype=torch_dtype, device="meta").t() if layout[1] == "T" else \
@@ -89,6 +90,8 @@ def test_small_n_rule_bounds():
     assert not heuristic(_problem(32, 4096, 4096)).transposed
     assert not small_n_transposed(_problem(8192, 16, 8192, dtype="fp32", precision="tf32"))  # measured: 16-bit
     assert not small_n_transposed(_problem(8192, 16, 8192, dtype="int8"))
+    fp8 = _problem(8192, 16, 8192, dtype="fp8", layout="NT", out_dtype=torch.bfloat16)
+    assert small_n_transposed(fp8) and heuristic(fp8).transposed
     assert not small_n_transposed(_problem(8192, 16, 8192, arch="cdna"))
     bias = torch.empty(16, dtype=torch.bfloat16, device="meta")
     assert not small_n_transposed(_problem(8192, 16, 8192, bias=bias))  # a bias runs along a row of C^T

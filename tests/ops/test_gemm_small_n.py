@@ -126,3 +126,14 @@ def test_small_n_nn_with_32_columns_and_one_wave_takes_eight_warps():
     assert heuristic(_problem(8192, 32, 8192, layout="TN")).num_warps == 4
     assert heuristic(_problem(8192, 16, 8192, layout="NN")).num_warps == 4
     assert heuristic(_problem(4096, 32, 4096, layout="NN")).num_warps == 4
+
+
+def test_pdl_summary_of_a_transposed_product_is_the_small_m_one():
+    """The launch (``pdl_plan``) and the report (``pdl_summary``, ``tilecraft gemm config``) see the product run."""
+    a = torch.empty(8192, 8192, dtype=torch.bfloat16, device="meta")
+    b = torch.empty(8192, 16, dtype=torch.bfloat16, device="meta")
+    spec, cfg, plan = ops.target_plan(a, b, "sm90", sms=132)
+    at = torch.empty(16, 8192, dtype=torch.bfloat16, device="meta")
+    spec_t, cfg_t, plan_t = ops.target_plan(at, a.mT, "sm90", sms=132, cfg=replace(cfg, transposed=False))
+    assert cfg.transposed and ops.pdl_summary(spec, cfg, plan, 132) == ops.pdl_summary(spec_t, cfg_t, plan_t, 132)
+    assert ops.pdl_summary(spec, cfg, plan, 132)["mode"] != "off"

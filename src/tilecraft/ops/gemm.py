@@ -564,10 +564,19 @@ def transposed_call(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: S
     if spec.has_c or spec.has_bias:
         raise ValueError(f"a transposed configuration ({cfg.short()}) takes no C and no bias: they run along N, "
                          "the rows of the product it runs")
+    spec_t, cfg_t = transposed_spec(spec, cfg)
+    return (b.mT, a.mT, out.mT, spec_t, cfg_t, None, None, scale_b, scale_a)
+
+
+def transposed_spec(spec: Spec, cfg: GemmConfig) -> tuple[Spec, GemmConfig]:
+    """(spec, cfg) of the product a ``cfg.transposed`` call runs (M and N, and the scales' roles, exchanged; the
+    config without the flag); any other call's as they are."""
+    if not cfg.transposed:
+        return spec, cfg
     out_shape = (*spec.out_shape[:-2], spec.n, spec.m)
     spec_t = dataclasses.replace(spec, m=spec.n, n=spec.m, out_shape=out_shape, scale_a=spec.scale_b,
                                  scale_b=spec.scale_a)
-    return (b.mT, a.mT, out.mT, spec_t, dataclasses.replace(cfg, transposed=False), None, None, scale_b, scale_a)
+    return spec_t, dataclasses.replace(cfg, transposed=False)
 
 
 def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec, cfg: GemmConfig,
@@ -850,6 +859,7 @@ def pdl_summary(spec: Spec, cfg: GemmConfig, plan: list[KernelLaunch], sms: int)
     """How a plan on an sm90+ GPU launches (programmatic dependent launch, :func:`pdl_choice` and
     :func:`pdl_steps`, without ``TILECRAFT_PDL``'s override): {"mode": "early" | "late" | "mid" | "off",
     "trigger_blocks_before_end", "prefetch_blocks"} (the last two for "mid" on the pointer kernel)."""
+    spec, cfg = transposed_spec(spec, cfg)  # a transposed call launches the product it runs
     choice = pdl_choice(plan, spec, cfg, sms)
     out = {"mode": choice or "off"}
     if choice == "mid":

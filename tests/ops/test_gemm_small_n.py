@@ -89,7 +89,7 @@ def test_small_n_rule_bounds():
     assert not small_n_transposed(_problem(64, 16, 8192))  # M small too: the small-M path as it is
     assert not heuristic(_problem(32, 4096, 4096)).transposed
     assert not small_n_transposed(_problem(8192, 16, 8192, dtype="fp32", precision="tf32"))  # measured: 16-bit
-    assert not small_n_transposed(_problem(8192, 16, 8192, dtype="int8"))
+    assert small_n_transposed(_problem(8192, 16, 8192, dtype="int8", layout="NT"))
     fp8 = _problem(8192, 16, 8192, dtype="fp8", layout="NT", out_dtype=torch.bfloat16)
     assert small_n_transposed(fp8) and heuristic(fp8).transposed
     assert not small_n_transposed(_problem(8192, 16, 8192, arch="cdna"))

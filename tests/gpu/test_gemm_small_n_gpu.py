@@ -1,6 +1,7 @@
 """Small N (a matrix times a few vectors) on the GPU: ``matmul`` runs it transposed, C^T = B^T A^T on the small-M
 path (``GemmConfig.transposed``), against float64, every layout, odd shapes, batches, split-K (M' = N small and
-few column tiles), the light epilogue; outputs poisoned (NaN) before the kernels run. Heuristic only
+few column tiles), the light epilogue; bf16, fp16, fp8 with per-row / per-column scales and int8 (exact); outputs
+poisoned (NaN; int32 -2**31 + 1) before the kernels run. Heuristic only
 (``TILECRAFT_TUNE=0``)."""
 from __future__ import annotations
 
@@ -15,20 +16,23 @@ from tilecraft.reference.gemm import matmul_reference, relative_error
 def _heuristic_and_poison(monkeypatch):
     monkeypatch.setenv("TILECRAFT_TUNE", "0")
     real = ops._new_output
-    monkeypatch.setattr(ops, "_new_output", lambda spec, device: real(spec, device).fill_(float("nan")))
+    monkeypatch.setattr(ops, "_new_output", lambda spec, device: real(spec, device).fill_(
+        float("nan") if spec.out_dtype.is_floating_point else -(2**31) + 1))
 
 
 def _operands(m, n, k, dtype, layout, gen, batch=None):
     lead = (batch,) if batch else ()
 
     def rnd(*shape):
+        if dtype == torch.int8:
+            return torch.randint(-64, 64, (*lead, *shape), device="cuda", generator=gen, dtype=torch.int8)
         return (torch.rand(*lead, *shape, device="cuda", generator=gen) * 2 - 1).to(dtype)
     a = rnd(k, m).mT if layout[0] == "T" else rnd(m, k)
     b = rnd(n, k).mT if layout[1] == "T" else rnd(k, n)
     return a, b
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float8_e4m3fn])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.int8])
 @pytest.mark.parametrize("m,n,k,batch", [(4096, 1, 4096, None), (1000, 7, 333, None), (8192, 64, 1024, None),
                                          (2048, 16, 512, 3), (300, 33, 4104, None), (129, 2, 17, None)])
 def test_small_n_runs_transposed_and_right(dtype, m, n, k, batch):
@@ -38,7 +42,7 @@ def test_small_n_runs_transposed_and_right(dtype, m, n, k, batch):
     bad = []
     for layout in ("NN", "NT", "TN", "TT"):
         a, b = _operands(m, n, k, dtype, layout, gen, batch)
-        kw = {"alpha": 0.5, "activation": "silu"}
+        kw = {"alpha": 0.5, "activation": "silu"} if dtype != torch.int8 else {"activation": "relu"}  # int32: exact
         if dtype == torch.float8_e4m3fn:  # per-row scales of A and per-column ones of B: swapped when transposed
             kw.update(scale_a=torch.rand(m, 1, device="cuda", generator=gen) + 0.5,
                       scale_b=torch.rand(1, n, device="cuda", generator=gen) + 0.5, out_dtype=torch.bfloat16)
@@ -46,7 +50,7 @@ def test_small_n_runs_transposed_and_right(dtype, m, n, k, batch):
         out = ops.matmul(a, b, **kw)
         ref = matmul_reference(a, b, **{**kw, "out_dtype": torch.float64})
         err = relative_error(out, ref)
-        tol = 2e-3 if dtype == torch.float16 else 1e-2
+        tol = {torch.float16: 2e-3, torch.int8: 0.0}.get(dtype, 1e-2)
         if not (cfg.transposed and out.is_contiguous() and err <= tol):
             bad.append(f"{layout}: {cfg.short()} contiguous={out.is_contiguous()} err={err:.2e}")
     assert not bad, bad

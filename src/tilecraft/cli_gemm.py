@@ -128,7 +128,10 @@ def _bench_gpu(suite, dtypes, lays, out, as_json, budget, console, rounds: int =
     from tilecraft.hardware.device import detect
 
     info = detect()
-    cases = bench.cases_for(suite, dtypes, lays)
+    skipped: list = []
+    cases = bench.cases_for(suite, dtypes, lays, skipped)
+    for case, why in skipped:
+        console.print(f"[yellow]skipped {case.name}: {why}[/]")
     records = []
     with Progress(SpinnerColumn(), TextColumn("{task.description:<40}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=Console(stderr=True), transient=True) as progress:

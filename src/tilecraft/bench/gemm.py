@@ -252,16 +252,31 @@ def run_case(case: Case, info: DeviceInfo, *, copy_TBps: float | None = None, cf
     return rec
 
 
-def cases_for(suite: str, dtypes: Sequence[str], layouts: Sequence[str] = ("NN",)) -> list[Case]:
+def peer_refuses(dtype: str, m: int, n: int, k: int) -> str | None:
+    """Why the torch peer of ``dtype`` cannot run an (m, n, k) product, or None when it can."""
+    if dtype == "int8" and (m <= 16 or n % 8 or k % 8):
+        return "torch._int_mm needs M > 16 and N, K multiples of 8"
+    if dtype in PEER_LAYOUT and dtype != "int8" and (n % 16 or k % 16):
+        return "torch._scaled_mm needs N and K multiples of 16"
+    return None
+
+
+def cases_for(suite: str, dtypes: Sequence[str], layouts: Sequence[str] = ("NN",),
+              skipped: list[tuple[Case, str]] | None = None) -> list[Case]:
+    """The suite's cases for these dtypes and layouts. Cases the dtype's torch peer cannot run are
+    left out; with ``skipped`` given, each goes there with the reason."""
     if suite not in SUITES:
         raise ValueError(f"unknown suite {suite!r}; choose one of {tuple(SUITES)}")
     out = []
     for dt in dtypes:
         for (m, n, k) in SUITES[suite]:
             for lay in (layouts if dt not in PEER_LAYOUT else ("NT",)):
-                if dt == "int8" and m <= 16:
-                    continue  # torch._int_mm needs M > 16
-                out.append(Case(dt, m, n, k, lay))
+                case = Case(dt, m, n, k, lay)
+                why = peer_refuses(dt, m, n, k)
+                if why is None:
+                    out.append(case)
+                elif skipped is not None:
+                    skipped.append((case, why))
     return out
 
 
@@ -291,6 +306,7 @@ __all__ = [
     "Case",
     "call_kwargs",
     "cases_for",
+    "peer_refuses",
     "check",
     "gemm_bytes",
     "gemm_flops",

@@ -1,6 +1,6 @@
 """Small N (a matrix times a few vectors) on the GPU: ``matmul`` runs it transposed, C^T = B^T A^T on the small-M
 path (``GemmConfig.transposed``), against float64, every layout, odd shapes, batches, split-K (M' = N small and
-few column tiles), the light epilogue; bf16, fp16, fp8 with per-row / per-column scales and int8 (exact); outputs
+few column tiles), the epilogue (C, bias, alpha, activation); bf16, fp16, fp8 with per-row / per-column scales and int8 (exact); outputs
 poisoned (NaN; int32 -2**31 + 1) before the kernels run. Heuristic only
 (``TILECRAFT_TUNE=0``)."""
 from __future__ import annotations
@@ -53,4 +53,25 @@ def test_small_n_runs_transposed_and_right(dtype, m, n, k, batch):
         tol = {torch.float16: 2e-3, torch.int8: 0.0}.get(dtype, 1e-2)
         if not (cfg.transposed and out.is_contiguous() and err <= tol):
             bad.append(f"{layout}: {cfg.short()} contiguous={out.is_contiguous()} err={err:.2e}")
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m,n,k,batch", [(4096, 1, 4096, None), (1000, 7, 333, None), (2048, 16, 512, 3),
+                                         (300, 33, 4104, None)])
+def test_small_n_with_c_and_bias_runs_transposed_and_right(dtype, m, n, k, batch):
+    """C through its transpose, the bias along C^T's rows (``Spec.bias_rows``), into NaN-poisoned outputs."""
+    gen = torch.Generator(device="cuda").manual_seed(m * 17 + n)
+    bad = []
+    for layout in ("NN", "NT", "TN", "TT"):
+        a, b = _operands(m, n, k, dtype, layout, gen, batch)
+        c = (torch.rand(m, n, device="cuda", generator=gen) * 2 - 1).to(dtype)
+        bias = (torch.rand(n, device="cuda", generator=gen) * 2 - 1).to(dtype)
+        for kw in (dict(bias=bias), dict(c=c, beta=-0.5), dict(c=c.mT.contiguous().mT, beta=1.0, bias=bias,
+                                                               activation="gelu")):
+            cfg = ops.choose_config(a, b, ops.validate(a, b, **kw))
+            out = ops.matmul(a, b, **kw)
+            err = relative_error(out, matmul_reference(a, b, **{**kw, "out_dtype": torch.float64}))
+            if not (cfg.transposed and err <= {torch.float16: 2e-3}.get(dtype, 1e-2)):
+                bad.append(f"{layout} {sorted(kw)}: {cfg.short()} err={err:.2e}")
     assert not bad, bad

@@ -1,6 +1,7 @@
 """Small N (a matrix times a few vectors) runs transposed: C^T = B^T A^T on the small-M path
 (``GemmConfig.transposed``, ``tuning.gemm.small_n_transposed``, docs/gemm.md follow-up 35). In the interpreter:
-every layout, odd shapes, batches, split-K, the light epilogue and per-row / per-column scales, into NaN-poisoned
+every layout, odd shapes, batches, split-K, the epilogue (C, bias, alpha, activation) and per-row / per-column
+scales, into NaN-poisoned
 outputs against float64; the heuristic's choice on sm90; refusals."""
 from __future__ import annotations
 
@@ -52,12 +53,33 @@ def test_transposed_config_swaps_row_and_column_scales(field):
     assert relative_error(out, ref) <= 1e-6
 
 
-def test_transposed_config_refuses_c_and_bias(field):
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+@pytest.mark.parametrize("split", [1, 2])
+def test_transposed_config_with_c_and_bias(field, layout, split):
+    """C is read through its transpose and the bias (along C's columns) along C^T's rows (``Spec.bias_rows``)."""
+    a, b = _operands(field, 70, 5, 33, torch.bfloat16, layout)
+    c = field((70, 5)).to(torch.bfloat16)
+    bias = field((5,)).to(torch.bfloat16)
+    cfg = replace(T16, split_k=split)
+    for kw in (dict(bias=bias), dict(c=c, beta=-0.5), dict(c=c, beta=2.0, bias=bias, alpha=0.75, activation="gelu")):
+        out = _pinned(a, b, cfg, **kw)
+        ref = matmul_reference(a, b, out_dtype=torch.float64, **kw)
+        assert relative_error(out, ref) <= 1e-2, kw
+
+
+def test_transposed_config_batched_bias_and_broadcast_c(field):
+    a, b = _operands(field, 45, 3, 40, torch.float16, "TN", batch=3)
+    bias = field((3,)).to(torch.float16)
+    c = field((1, 3)).to(torch.float16).expand(45, 3)  # a row of C broadcast down M (stride 0)
+    out = _pinned(a, b, T16, bias=bias, c=c, beta=1.0)
+    ref = matmul_reference(a, b, out_dtype=torch.float64, bias=bias, c=c, beta=1.0)
+    assert out.shape == (3, 45, 3) and relative_error(out, ref) <= 2e-3
+
+
+def test_transposed_bias_is_refused_on_the_gluon_kernel(field):
     a, b = _operands(field, 40, 4, 32, torch.bfloat16, "NN")
-    with pytest.raises(ValueError, match="no C and no bias"):
-        _pinned(a, b, T16, bias=field((4,)).to(torch.bfloat16))
-    with pytest.raises(ValueError, match="no C and no bias"):
-        _pinned(a, b, T16, beta=1.0, c=field((40, 4)).to(torch.bfloat16))
+    with pytest.raises(ValueError, match="pointer or TMA kernel"):
+        _pinned(a, b, replace(T16, kernel="gluon"), bias=field((4,)).to(torch.bfloat16))
 
 
 def _problem(m, n, k, dtype="bf16", layout="NN", arch="sm90", **kw):
@@ -94,9 +116,9 @@ def test_small_n_rule_bounds():
     assert small_n_transposed(fp8) and heuristic(fp8).transposed
     assert not small_n_transposed(_problem(8192, 16, 8192, arch="cdna"))
     bias = torch.empty(16, dtype=torch.bfloat16, device="meta")
-    assert not small_n_transposed(_problem(8192, 16, 8192, bias=bias))  # a bias runs along a row of C^T
+    assert small_n_transposed(_problem(8192, 16, 8192, bias=bias))  # the bias along C^T's rows
     c = torch.empty(8192, 16, dtype=torch.bfloat16, device="meta")
-    assert not small_n_transposed(_problem(8192, 16, 8192, c=c, beta=1.0))
+    assert small_n_transposed(_problem(8192, 16, 8192, c=c, beta=1.0))  # C through its transpose
     assert small_n_transposed(_problem(8192, 16, 8192, alpha=2.0, activation="silu"))
 
 

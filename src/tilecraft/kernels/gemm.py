@@ -108,7 +108,10 @@ def _epilogue(acc, offs_m, offs_n, M, N, pid_b,
                   + offs_n[None, :] * stride_cn)
         c = tl.load(c_ptrs, mask=mask, other=0.0).to(EPI)
         x = x + beta * c
-    if HAS_BIAS:
+    if HAS_BIAS == 2:  # along M: a transposed call's bias (C's columns are the rows of C^T)
+        bias = tl.load(bias_ptr + pid_b * stride_bias_b + offs_m, mask=mask_m, other=0.0).to(EPI)
+        x = x + bias[:, None]
+    elif HAS_BIAS:
         bias = tl.load(bias_ptr + pid_b * stride_bias_b + offs_n, mask=mask_n, other=0.0).to(EPI)
         x = x + bias[None, :]
     x = _activation(x, ACTIVATION)

@@ -104,6 +104,7 @@ class Spec:
     scale_a: int  # 0 none, 1 per tensor, 2 per row
     scale_b: int  # 0 none, 1 per tensor, 2 per column
     activation: str | None
+    bias_rows: bool = False  # the bias runs along M (a transposed call's: C's columns are C^T's rows)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -521,7 +522,8 @@ def _epilogue_args(spec: Spec, out3: torch.Tensor, c: torch.Tensor | None, bias:
     ptrs = (c3, bias.contiguous() if spec.has_bias else dummy, scale_a if spec.scale_a else dummy,
             scale_b if spec.scale_b else dummy)
     _, epi, _ = _acc_types(spec)
-    constexprs = {"EPI": epi, "HAS_ALPHA": spec.alpha != 1.0, "HAS_C": spec.has_c, "HAS_BIAS": spec.has_bias,
+    has_bias = 2 if spec.has_bias and spec.bias_rows else spec.has_bias  # 2: along M (the shared _epilogue)
+    constexprs = {"EPI": epi, "HAS_ALPHA": spec.alpha != 1.0, "HAS_C": spec.has_c, "HAS_BIAS": has_bias,
                       "SCALE_A": spec.scale_a, "SCALE_B": spec.scale_b, "ACTIVATION": _k.ACTIVATIONS[spec.activation]}
     return ptrs, (args, constexprs)
 
@@ -556,16 +558,18 @@ def transposed_call(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: S
                     c: torch.Tensor | None, bias: torch.Tensor | None, scale_a: torch.Tensor | None,
                     scale_b: torch.Tensor | None) -> tuple:
     """A ``cfg.transposed`` call as the product it runs, C^T = B^T A^T: (B^T, A^T, out^T, its spec, ``cfg`` without
-    the flag, None, None, scale_b, scale_a). The output is written through its transposed view (the pointer
-    kernel stores any strides); a per-row scale of A is a per-column scale of C^T, and the reverse. A call that
-    is not transposed comes back as it is. ``ValueError`` for C or a bias (they run along the other axis)."""
+    the flag, C^T, the bias, scale_b, scale_a). The output and C are used through their transposed views (the
+    pointer kernel reads and stores any strides); a per-row scale of A is a per-column scale of C^T, and the
+    reverse; the bias, along C's columns, runs along C^T's rows (``Spec.bias_rows``), which the kernels with the
+    shared Triton epilogue (pointer, split-K reduce, TMA) take: ``ValueError`` for a bias on another kernel.
+    A call that is not transposed comes back as it is."""
     if not cfg.transposed:
         return a, b, out, spec, cfg, c, bias, scale_a, scale_b
-    if spec.has_c or spec.has_bias:
-        raise ValueError(f"a transposed configuration ({cfg.short()}) takes no C and no bias: they run along N, "
-                         "the rows of the product it runs")
+    if spec.has_bias and cfg.kernel not in ("pointer", "tma"):
+        raise ValueError(f"a transposed configuration ({cfg.short()}) takes a bias on the pointer or TMA kernel "
+                         "only: the bias runs along the rows of the product it runs")
     spec_t, cfg_t = transposed_spec(spec, cfg)
-    return (b.mT, a.mT, out.mT, spec_t, cfg_t, None, None, scale_b, scale_a)
+    return (b.mT, a.mT, out.mT, spec_t, cfg_t, c.mT if spec.has_c else None, bias, scale_b, scale_a)
 
 
 def transposed_spec(spec: Spec, cfg: GemmConfig) -> tuple[Spec, GemmConfig]:
@@ -575,7 +579,7 @@ def transposed_spec(spec: Spec, cfg: GemmConfig) -> tuple[Spec, GemmConfig]:
         return spec, cfg
     out_shape = (*spec.out_shape[:-2], spec.n, spec.m)
     spec_t = dataclasses.replace(spec, m=spec.n, n=spec.m, out_shape=out_shape, scale_a=spec.scale_b,
-                                 scale_b=spec.scale_a)
+                                 scale_b=spec.scale_a, bias_rows=spec.has_bias and not spec.bias_rows)
     return spec_t, dataclasses.replace(cfg, transposed=False)
 
 

@@ -610,15 +610,14 @@ def transposed_problem(p: Problem) -> Problem:
 
 
 def small_n_transposed(p: Problem) -> bool:
-    """Whether the product runs transposed (``GemmConfig.transposed``): N <= 64 < M, 16- or 8-bit operands, NVIDIA,
-    no C and no bias (a bias runs along N, a row of C^T). A matrix times a few vectors is then the small-M stream
+    """Whether the product runs transposed (``GemmConfig.transposed``): N <= 64 < M, 16- or 8-bit operands, NVIDIA
+    (C is read through its transpose, the bias along C^T's rows). A matrix times a few vectors is then the small-M stream
     over B^T = A. On the product's own tiles (64 rows by 64-128 columns, split 2) it read 0.39-0.95x torch;
     transposed, 0.92-1.17x (bf16, M = K = 4096 / 8192, N = 1 / 16 / 32 / 64, all four layouts; H200 2026-11-30,
     gemm-smalln-4c7aae9, docs/gemm.md follow-up 35); fp16 at 8192 0.96-1.09x transposed; fp8 e4m3 NT (N = 16 / 64)
     0.50-0.67x against 0.81-1.01x transposed (torch._scaled_mm); int8 NT (N = 16 / 32 / 64) 0.55-0.91x against
     1.05-1.41x (torch._int_mm, gemm-smalln-int8-6bb90fc)."""
-    return (p.n <= 64 < p.m and p.itemsize <= 2 and p.arch in ("sm90", "sm80")
-            and p.epilogue not in ("c", "bias"))
+    return p.n <= 64 < p.m and p.itemsize <= 2 and p.arch in ("sm90", "sm80")
 
 
 def _heuristic(p: Problem) -> GemmConfig:

@@ -195,6 +195,15 @@ def test_write_results_json(tmp_path):
     assert first["torch"] == "9.9.9" and first["triton"] == "8.8.8"
 
 
+def test_write_results_into_a_directory(tmp_path):
+    """``--out DIR``: the run's file goes inside the directory (it used to fail at the end, losing the run)."""
+    path = write_results(_records(), "gemm-smalln", tmp_path, info=CPU_INFO)
+    assert path.parent == tmp_path and path.name.startswith("gemm-smalln-") and path.suffix == ".json"
+    assert json.loads(path.read_text())["suite"] == "gemm-smalln"
+    fresh = write_results(_records(), "gemm-smalln", f"{tmp_path / 'new'}/", info=CPU_INFO)
+    assert fresh.parent == tmp_path / "new" and fresh.exists()
+
+
 def test_write_results_default_path(tmp_path, monkeypatch):
     monkeypatch.setattr(harness, "results_dir", lambda: tmp_path / "results")
     path = write_results(_records(), "stencil.sweep", info=CPU_INFO)

@@ -226,14 +226,19 @@ def write_results(records: Sequence[Record], suite: str, path: str | Path | None
                   info: DeviceInfo | None = None, meta: dict | None = None) -> Path:
     """Write records (stamped) as one JSON file; returns its path.
 
-    Default path: ``benchmarks/results/<suite>-<device>-<UTC date-time>.json``.
+    Default path: ``benchmarks/results/<suite>-<device>-<UTC date-time>.json``. A ``path`` that is an
+    existing directory (or ends in a separator) gets that default file name inside it, so a run's
+    measurements are not lost at the end to a directory given as ``--out``.
     """
     info = info or detect()
     records = stamp(records, info)
-    if path is None:
+    folder = None if path is None else Path(path)
+    if folder is not None and not (folder.is_dir() or str(path).endswith(("/", "\\"))):
+        folder = None
+    if path is None or folder is not None:
         device = info.name.replace(" ", "_").replace("/", "_")
         when = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        path = results_dir() / f"{suite}-{device}-{when}.json"
+        path = (folder or results_dir()) / f"{suite}-{device}-{when}.json"
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"suite": suite, "device": info.as_dict(), "meta": meta or {}, "records": [r.as_dict() for r in records]}

@@ -89,10 +89,14 @@ def _build_model(shape, spacing, velocity, velocities, interfaces, model_file, d
 
     if model_file is not None:
         try:
-            v = torch.from_numpy(np.load(model_file)).to(dtype)
+            a = np.load(model_file)
         except (OSError, ValueError) as exc:
             _err(f"cannot read --model-file {model_file}: {exc}")
-        return wave.Model(v.to(device), spacing)
+        if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)):
+            _err(f"--model-file {model_file}: velocities must be real numbers, got dtype {a.dtype}")
+        return wave.Model(torch.from_numpy(a).to(dtype).to(device), spacing)
+    if interfaces is not None and velocities is None:
+        _err("--interfaces needs --velocities (one more velocity than interfaces)")
     if velocities is not None:
         vs = _floats(velocities, "--velocities")
         ds = _floats(interfaces or "", "--interfaces")
@@ -149,6 +153,7 @@ def run(
     torch_dtype = torch.float32 if dtype == DType.fp32 else torch.float64
     shape_t = _shape(shape)
     console = Console(stderr=True, highlight=False)
+    out = out or Path("out") / time.strftime("wave-%Y%m%dT%H%M%S")
     try:
         model = _build_model(shape_t, spacing, velocity, velocities, interfaces, model_file, torch_dtype, dev)
         extent = model.extent
@@ -163,6 +168,8 @@ def run(
         snap = max(0, min(nt - 1, int(nt * 0.6)))
         kwargs = {"dt": dt, "order": order, "boundary": boundary.value, "pml_width": pml_width,
                   "free_surface": free_surface, "snapshots": [snap], "backend": backend.value}
+        if rank == 0:  # before the run, so a folder that cannot be made does not cost the whole simulation
+            _check_out(out)
         t0 = time.perf_counter()
         if gpus > 1:
             from tilecraft.wave.distributed import simulate_spawned
@@ -180,8 +187,21 @@ def run(
         _err(str(exc).splitlines()[0])
     if rank != 0:
         return
-    out = out or Path("out") / time.strftime("wave-%Y%m%dT%H%M%S")
     _write(out, result, model, src, rec, wall)
+
+
+def _check_out(out: Path) -> None:
+    """``--out`` can be made (nothing is created here): an existing folder, or a path whose first existing
+    ancestor is a folder this process may write into."""
+    if out.exists():
+        if not out.is_dir():
+            _err(f"--out {out}: exists and is not a folder")
+        return
+    parent = out.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        _err(f"--out {out}: cannot make the output folder ({parent} is not a writable folder)")
 
 
 def _write(out: Path, result, model, src, rec, wall: float) -> None:

@@ -489,6 +489,9 @@ VALUE_ERRORS = {
     "spacing-entry-negative": lambda: dict(u=U(), spacing=(1.0, 1.0, -0.5)),
     "spacing-entry-nan": lambda: dict(u=U(), spacing=(float("nan"), 1.0, 1.0)),
     "spacing-entry-inf": lambda: dict(u=U(), spacing=(1.0, float("-inf"), 1.0)),
+    "spacing-tiny": lambda: dict(u=U(), spacing=1e-200),  # 1/h^2 overflows: was a ZeroDivisionError
+    "spacing-huge": lambda: dict(u=U(), spacing=(1.0, 1.0, 1e200)),  # 1/h^2 underflows: was all zeros
+    "spacing-fp32-range": lambda: dict(u=U().float(), spacing=1e-20),  # 1e40 is past float32
     "variant-unknown": lambda: dict(u=U(), variant="fastest"),
     "variant-case": lambda: dict(u=U(), variant="Auto"),
     "variant-empty": lambda: dict(u=U(), variant=""),

@@ -55,6 +55,9 @@ def test_run_3d_with_model_file_and_free_surface(tmp_path):
     (("--velocities", "1500,2500", "--interfaces", "10,20"), "one more velocity"),
     (("--gpus", "2", "--device", "cpu"), "--gpus 2"),
     (("--source", "1,2,3"), "--source needs 2"),
+    (("--spacing", "1e-300"), "out of range"),
+    (("--velocity", "1e300"), "does not fit"),
+    (("--interfaces", "100"), "--interfaces needs --velocities"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
     result, text = invoke("--shape", "21,31", "--nt", "5", *args, "--out", str(tmp_path / "x"))
@@ -62,3 +65,17 @@ def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
     assert message in text and "Traceback" not in text
     assert len([line for line in text.strip().splitlines() if line.startswith("error:")]) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_an_out_folder_that_cannot_be_made_is_refused_before_the_run(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    for out in (blocker, blocker / "x"):
+        result, text = invoke("--shape", "21,31", "--nt", "5", "--backend", "torch", "--out", str(out))
+        assert result.exit_code == 2 and "--out" in text and "Traceback" not in text, text
+
+
+def test_a_complex_model_file_is_refused(tmp_path):
+    np.save(tmp_path / "c.npy", np.full((21, 31), 1500 + 1j))
+    result, text = invoke("--model-file", str(tmp_path / "c.npy"), "--nt", "5", "--out", str(tmp_path / "x"))
+    assert result.exit_code == 2 and "real numbers" in text, text

@@ -47,6 +47,23 @@ def test_model_errors():
         wave.Model(torch.ones(5, 5, dtype=torch.float16), 10.0)
     with pytest.raises(ValueError, match="one more velocity"):
         wave.Model.layered((10, 10), [1500.0, 2000.0], [10.0, 20.0])
+    with pytest.raises(ValueError, match="empty"):
+        wave.Model(torch.zeros(0, 5), 10.0)
+    with pytest.raises(ValueError, match="does not fit"):
+        wave.Model.constant((5, 5), 1e300)
+    with pytest.raises(ValueError, match="out of range"):
+        wave.Model.constant((5, 5), 1500.0, spacing=1e-300)
+    with pytest.raises(ValueError, match="n must be a positive"):
+        wave.Receivers.line((0.0, 0.0), (10.0, 10.0), -1)
+    with pytest.raises(ValueError, match="same length"):
+        wave.Receivers.line((0.0, 0.0), (10.0, 10.0, 1.0), 3)
+    with pytest.raises(ValueError, match="vmax"):
+        stable_dt(0.0, (10.0, 10.0), 4)
+    with pytest.raises(ValueError, match="spacing"):
+        stable_dt(1500.0, (0.0, 10.0), 4)
+    np = pytest.importorskip("numpy")
+    assert wave.Model.constant((5, 5), 1500.0, spacing=np.float32(10.0)).spacing == (10.0, 10.0)
+    assert wave.Source([[10.0, 10.0]], f0=np.float32(12.0)).f0 == 12.0
 
 
 def test_source_receiver_outside_and_shape_errors():
@@ -73,6 +90,18 @@ def test_argument_errors():
         wave.simulate(model, src, rec, 0)
     with pytest.raises(TypeError, match="Model"):
         wave.simulate(model.velocity, src, rec, 3)
+    for kwargs, err, match in [({"device": "meta"}, ValueError, "CPU are supported"),
+                               ({"device": "junk"}, ValueError, "not a device"),
+                               ({"device": 3.5}, TypeError, "device"),
+                               ({"courant": "0.5"}, TypeError, "courant"),
+                               ({"snapshots": True}, TypeError, "snapshots"),
+                               ({"snapshots": [1.7]}, TypeError, "integers"),
+                               ({"snapshots": "1"}, TypeError, "snapshots")]:
+        with pytest.raises(err, match=match):
+            wave.simulate(model, src, rec, 10, backend="torch", **kwargs)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA"):
+            wave.simulate(model, src, rec, 10, device="cuda")
 
 
 def test_more_ranks_than_slabs_is_an_error():

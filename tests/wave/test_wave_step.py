@@ -117,8 +117,24 @@ def test_bad_inputs(field):
         ops.wave_step(p, pp, m, order=16)
     with pytest.raises(ValueError, match="box"):
         ops.wave_step(p, pp, m, order=4, lo=(1, 2, 2))
-    with pytest.raises(ValueError, match="must not be p"):
+    with pytest.raises(ValueError, match="out overlaps p:"):
         ops.wave_step(p, pp, m, p)
+    buf = torch.empty(p.numel() + p.shape[-1], dtype=p.dtype)  # out = p shifted by one row: silently wrong before
+    shifted_p = buf[:p.numel()].view(p.shape)
+    shifted_p.copy_(p)
+    with pytest.raises(ValueError, match="out overlaps p:"):
+        ops.wave_step(shifted_p, pp, m, buf[p.shape[-1]:].view(p.shape))
+    with pytest.raises(ValueError, match="out overlaps m"):
+        ops.wave_step(p, pp, m, m)
+    with pytest.raises(ValueError, match="out overlaps p_prev"):  # p_prev itself is fine (in place), a shift not
+        big = torch.cat([pp.flatten(), pp.flatten()[:1]])
+        ops.wave_step(p, big[1:].view(p.shape), m, big[:-1].view(p.shape))
+    with pytest.raises(TypeError, match="p_prev must be a torch.Tensor"):
+        ops.wave_step(p, None, m)
+    with pytest.raises(TypeError, match="sponge profile 0 must be a torch.Tensor"):
+        ops.wave_step(p, pp, m, sponge=[1, 2, 3])
+    with pytest.raises(ValueError, match="out of range"):
+        ops.wave_step(p, pp, m, spacing=1e-30)  # 1/h^2 = 1e60: past float32
     with pytest.raises(ValueError, match="contiguous"):
         ops.wave_step(p, pp.transpose(1, 2).contiguous().transpose(1, 2), m)
     with pytest.raises(ValueError, match="backend"):

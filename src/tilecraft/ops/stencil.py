@@ -27,6 +27,7 @@ import contextlib
 import functools
 import heapq
 import math
+import numbers
 import time
 from dataclasses import asdict, dataclass, replace
 
@@ -529,19 +530,33 @@ def _check_order(order: object) -> int:
     return order
 
 
-def _check_spacing(spacing: object) -> tuple[float, float, float]:
-    if isinstance(spacing, (int, float)) and not isinstance(spacing, bool):
-        spacing = (spacing,) * 3
-    if not isinstance(spacing, (tuple, list)) or len(spacing) != 3:
-        raise TypeError(f"spacing must be a positive number or a triple (hz, hy, hx), got {spacing!r}")
+def check_spacing(spacing: object, ndim: int, dtype: torch.dtype | None = None) -> tuple[float, ...]:
+    """A positive number (every axis) or ``ndim`` positive numbers (Python or numpy reals), as a tuple of
+    floats. ``ValueError`` where 1/h^2, the stencil weights' scale, is not a normal number (in ``dtype`` when
+    given, else float64): such a spacing gives inf or zero weights, not a Laplacian."""
+    def real(h: object) -> bool:
+        return isinstance(h, numbers.Real) and not isinstance(h, bool)
+    if real(spacing):
+        spacing = (spacing,) * ndim
+    if not isinstance(spacing, (tuple, list)) or len(spacing) != ndim:
+        axes = "a triple (hz, hy, hx)" if ndim == 3 else f"{ndim} numbers (one per axis)"
+        raise TypeError(f"spacing must be a positive number or {axes}, got {spacing!r}")
     out = []
     for h in spacing:
-        if isinstance(h, bool) or not isinstance(h, (int, float)):
+        if not real(h):
             raise TypeError(f"spacing entries must be numbers, got {h!r}")
+        h = float(h)
         if not (math.isfinite(h) and h > 0):
-            raise ValueError(f"spacing entries must be finite and > 0, got {spacing!r}")
-        out.append(float(h))
-    return tuple(out)  # type: ignore[return-value]
+            raise ValueError(f"spacing entries must be finite and > 0, got {tuple(spacing)!r}")
+        out.append(h)
+    fi = torch.finfo(dtype if dtype is not None and dtype.is_floating_point else torch.float64)
+    for h in out:
+        scale = 1.0 / (h * h) if h * h > 0 else math.inf
+        if not fi.tiny <= scale <= fi.max:
+            raise ValueError(f"spacing {h!r} is out of range: the weights scale as 1/h^2 = {scale:.3g}, outside "
+                             f"the normal numbers of {str(fi.dtype).replace('torch.', '')} "
+                             f"[{fi.tiny:.3g}, {fi.max:.3g}]; rescale the units")
+    return tuple(out)
 
 
 def _check_grid(u: object, name: str = "u") -> torch.Tensor:
@@ -600,7 +615,7 @@ def validate(u: torch.Tensor, order: int, spacing: object, out: torch.Tensor | N
     """All checks ``laplacian`` makes before it launches anything; returns (order, spacing)."""
     _check_grid(u)
     order = _check_order(order)
-    spacing = _check_spacing(spacing)
+    spacing = check_spacing(spacing, 3, u.dtype)
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
     r = order // 2

@@ -28,6 +28,8 @@ from tilecraft.ops.stencil import (
     StencilConfig,
     _check_order,
     _nvidia,
+    _overlaps,
+    check_spacing,
     _plane_offsets_need_64bit,
     halo_ahead_error,
     nvidia_arch_error,
@@ -273,22 +275,6 @@ def check_box(shape: tuple[int, ...], order: int, lo: tuple[int, ...], hi: tuple
     for d, (a, b, n) in enumerate(zip(lo, hi, shape)):
         if not r <= a < b <= n - r:
             raise ValueError(f"box [{a}, {b}) on axis {d} must lie in [R, n - R) = [{r}, {n - r}) for order {order}")
-
-
-def check_spacing(spacing: object, ndim: int) -> tuple[float, ...]:
-    """A positive number (every axis) or ``ndim`` positive numbers, as a tuple of floats."""
-    if isinstance(spacing, (int, float)) and not isinstance(spacing, bool):
-        spacing = (spacing,) * ndim
-    if not isinstance(spacing, (tuple, list)) or len(spacing) != ndim:
-        raise TypeError(f"spacing must be a positive number or {ndim} numbers (one per axis), got {spacing!r}")
-    out = []
-    for h in spacing:
-        if isinstance(h, bool) or not isinstance(h, (int, float)):
-            raise TypeError(f"spacing entries must be numbers, got {h!r}")
-        if not (math.isfinite(h) and h > 0):
-            raise ValueError(f"spacing entries must be finite and > 0, got {tuple(spacing)!r}")
-        out.append(float(h))
-    return tuple(out)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -636,7 +622,7 @@ def two_steps_into(p_prev: torch.Tensor, p: torch.Tensor, m: torch.Tensor, p1: t
     Returns the compiled kernel on a GPU."""
     check_fields(p, p_prev=p_prev, m=m, p1=p1, p2=p2)
     _check_order(order)
-    spacing = check_spacing(spacing, p.dim())
+    spacing = check_spacing(spacing, p.dim(), p.dtype)
     r = order // 2
     lo = tuple(lo) if lo is not None else (r,) * p.dim()
     hi = tuple(hi) if hi is not None else tuple(n - r for n in p.shape)
@@ -1697,24 +1683,33 @@ def capture_steps(step, parities: int, device: torch.device, keep: tuple = ()) -
 # the public op
 # ----------------------------------------------------------------------------------------------
 def validate(p, p_prev, m, out, order, spacing, lo, hi, sponge) -> tuple[int, tuple[float, ...], tuple, tuple]:
+    for name, t in (("p_prev", p_prev), ("m", m)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     check_fields(p, p_prev=p_prev, m=m, out=out)
     order = _check_order(order)
-    spacing = check_spacing(spacing, p.dim())
+    spacing = check_spacing(spacing, p.dim(), p.dtype)
     r = order // 2
     if min(p.shape) < 2 * r + 1:
         raise ValueError(f"order {order} needs every extent >= {2 * r + 1} (2R+1), got shape {tuple(p.shape)}")
     lo = tuple(int(v) for v in lo) if lo is not None else (r,) * p.dim()
     hi = tuple(int(v) for v in hi) if hi is not None else tuple(n - r for n in p.shape)
     check_box(tuple(p.shape), order, lo, hi)
-    if out is not None and out is not p_prev and out.data_ptr() == p.data_ptr():
-        raise ValueError("out must not be p: the stencil reads p's neighbours (out may be p_prev)")
     if sponge is not None:
-        if len(sponge) != p.dim():
-            raise ValueError(f"sponge needs one 1D profile per axis ({p.dim()}), got {len(sponge)}")
+        if not isinstance(sponge, (list, tuple)) or len(sponge) != p.dim():
+            raise ValueError(f"sponge needs a list of one 1D profile per axis ({p.dim()}), got {sponge!r}")
         for d, g in enumerate(sponge):
+            if not isinstance(g, torch.Tensor):
+                raise TypeError(f"sponge profile {d} must be a torch.Tensor, got {type(g).__name__}")
             if g.dim() != 1 or g.shape[0] != p.shape[d] or g.dtype != p.dtype or g.device != p.device:
                 raise ValueError(f"sponge profile {d} must be a 1D {p.dtype} tensor of {p.shape[d]} values on "
                                  f"{p.device}, got {tuple(g.shape)} {g.dtype} on {g.device}")
+    if out is not None:
+        same_as_prev = out.data_ptr() == p_prev.data_ptr() and out.stride() == p_prev.stride()
+        for name, t in (("p", p), ("p_prev", p_prev), ("m", m), *((f"sponge[{d}]", g) for d, g in enumerate(sponge or ()))):
+            if isinstance(t, torch.Tensor) and not (name == "p_prev" and same_as_prev) and _overlaps(out, t):
+                raise ValueError(f"out overlaps {name}: the step reads p's neighbours and every input while it "
+                                 "writes; out may be p_prev itself (in place), else memory of its own")
     return order, spacing, lo, hi
 
 

@@ -7,6 +7,7 @@ Point (i, j, k) sits at (i hz, j hy, k hx) from the model's origin, so a model o
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,7 +43,9 @@ class Model:
         v = _check_field("velocity", self.velocity)
         if v.device.type not in ("cpu", "cuda"):
             raise ValueError(f"velocity is on {v.device}; CUDA/ROCm GPUs and the CPU are supported")
-        object.__setattr__(self, "spacing", _check_spacing(self.spacing, v.dim()))
+        if v.numel() == 0:
+            raise ValueError(f"velocity is empty (shape {tuple(v.shape)}): every extent must be at least 1")
+        object.__setattr__(self, "spacing", _check_spacing(self.spacing, v.dim(), v.dtype))
         if not bool(torch.isfinite(v).all()):
             raise ValueError("velocity has non-finite values (nan or inf)")
         vmin = float(v.min())
@@ -75,7 +78,10 @@ class Model:
                  dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> Model:
         """A homogeneous medium of ``velocity`` m/s."""
         shape = _check_shape(tuple(shape))
-        return cls(torch.full(shape, float(velocity), dtype=dtype, device=device), spacing)
+        velocity = float(velocity)
+        if dtype.is_floating_point and math.isfinite(velocity) and abs(velocity) > torch.finfo(dtype).max:
+            raise ValueError(f"velocity {velocity:g} m/s does not fit in {dtype} (at most {torch.finfo(dtype).max:.3g})")
+        return cls(torch.full(shape, velocity, dtype=dtype, device=device), spacing)
 
     @classmethod
     def layered(cls, shape: Sequence[int], velocities: Sequence[float], interfaces: Sequence[float],

@@ -17,6 +17,7 @@ bit-identical to the one-process run (tested on CPU with gloo).
 from __future__ import annotations
 
 import math
+import numbers
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from tilecraft.ops.stencil import _check_order
+from tilecraft.ops.stencil import _check_order, check_spacing
 from tilecraft.ops.wave import (
     CpmlAxis,
     CpmlConfig,
@@ -65,7 +66,35 @@ def stable_dt(vmax: float, spacing: Sequence[float], order: int) -> float:
     """The largest stable leapfrog time step: v**2 dt**2 S sum_a 1/h_a**2 <= 4 (S =
     ``stencil_symbol_max``), i.e. dt_max = 2 / (vmax sqrt(S sum_a 1/h_a**2))."""
     s = stencil_symbol_max(_check_order(order))
+    if not (_real(vmax) and math.isfinite(vmax) and vmax > 0):
+        raise ValueError(f"vmax must be a positive, finite velocity in m/s, got {vmax!r}")
+    if not isinstance(spacing, (list, tuple)):
+        raise TypeError(f"spacing must be one spacing per axis (hz, [hy,] hx), got {spacing!r}")
+    spacing = check_spacing(tuple(spacing), len(spacing))
     return 2.0 / (vmax * math.sqrt(s * sum(1.0 / h**2 for h in spacing)))
+
+
+def _real(x: object) -> bool:
+    """A Python or numpy real number (not a bool)."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _check_device(device: object) -> torch.device:
+    """``simulate``'s ``device``: a CPU or an available CUDA/ROCm GPU, else ``ValueError`` / ``TypeError``."""
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a string or a torch.device, got {type(device).__name__}")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"device {device!r} is not a device torch knows: {exc}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: no CUDA/ROCm GPU is available to this torch")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: only {torch.cuda.device_count()} GPU(s) are visible")
+    elif dev.type != "cpu":
+        raise ValueError(f"device {device!r}: CUDA/ROCm GPUs and the CPU are supported")
+    return dev
 
 
 @dataclass
@@ -262,16 +291,19 @@ def simulate(model: Model, sources: Source | Sequence[Source], receivers: Receiv
     if in_place is not None and not isinstance(in_place, bool):
         raise TypeError(f"in_place must be True, False or None (out of place where possible), got {in_place!r}")
     spacing, dtype = model.spacing, model.velocity.dtype
-    device = torch.device(device) if device is not None else model.velocity.device
+    device = _check_device(device) if device is not None else model.velocity.device
     if device.type == "cuda" and device.index is None and torch.cuda.is_available():
         device = torch.device("cuda", torch.cuda.current_device())
     dt_max = stable_dt(model.vmax, spacing, order)
     if dt is None:
+        if not _real(courant):
+            raise TypeError(f"courant must be a number in (0, 1], got {courant!r}")
         if not 0 < courant <= 1:
             raise ValueError(f"courant must be in (0, 1], got {courant}")
         dt = courant * dt_max
-    if not (isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0):
+    if not (_real(dt) and math.isfinite(dt) and dt > 0):
         raise ValueError(f"dt must be a positive number of seconds, got {dt!r}")
+    dt = float(dt)
     if dt > dt_max:
         raise ValueError(f"dt={dt:.6g} s is unstable: the CFL limit for vmax={model.vmax:g} m/s, order {order} "
                          f"and spacing {spacing} is dt <= {dt_max:.6g} s")
@@ -573,10 +605,16 @@ def _flat(pt: tuple[int, ...], off: int, lshape: tuple[int, ...]) -> int:
 def _snapshot_steps(snapshots, nt: int) -> set[int]:
     if snapshots is None:
         return set()
-    if isinstance(snapshots, int) and not isinstance(snapshots, bool):
+    if isinstance(snapshots, bool) or isinstance(snapshots, (str, bytes)) or not (
+            isinstance(snapshots, numbers.Integral) or isinstance(snapshots, (Sequence, set, frozenset, range))):
+        raise TypeError(f"snapshots must be a step interval (int) or a list of step numbers, got {snapshots!r}")
+    if isinstance(snapshots, numbers.Integral):
         if snapshots < 1:
             raise ValueError(f"snapshots must be a positive step interval or a list of steps, got {snapshots}")
-        return set(range(0, nt, snapshots))
+        return set(range(0, nt, int(snapshots)))
+    wrong = [s for s in snapshots if isinstance(s, bool) or not isinstance(s, numbers.Integral)]
+    if wrong:
+        raise TypeError(f"snapshot steps must be integers, got {wrong!r}")
     steps = {int(s) for s in snapshots}
     bad = [s for s in steps if not 0 <= s < nt]
     if bad:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -71,7 +72,8 @@ class Source:
     def __post_init__(self) -> None:
         object.__setattr__(self, "positions", _check_positions(self.positions, "source"))
         _check_interpolation(self.interpolation)
-        if not (isinstance(self.f0, (int, float)) and math.isfinite(self.f0) and self.f0 > 0):
+        if not (isinstance(self.f0, numbers.Real) and not isinstance(self.f0, bool) and math.isfinite(self.f0)
+                and self.f0 > 0):
             raise ValueError(f"f0 must be a positive frequency in Hz, got {self.f0!r}")
         amp = torch.as_tensor(self.amplitude, dtype=torch.float64).reshape(-1)
         if amp.numel() not in (1, self.count):
@@ -114,7 +116,12 @@ class Receivers:
     @classmethod
     def line(cls, start: Sequence[float], stop: Sequence[float], n: int, interpolation: str = "trilinear") -> Receivers:
         """``n`` receivers evenly spaced from ``start`` to ``stop`` (metres, (z, [y,] x))."""
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+            raise ValueError(f"n must be a positive number of receivers, got {n!r}")
         a, b = torch.tensor(start, dtype=torch.float64), torch.tensor(stop, dtype=torch.float64)
+        if a.dim() != 1 or a.shape != b.shape:
+            raise ValueError(f"start and stop must be two points of the same length (z, [y,] x), got {start!r} and "
+                             f"{stop!r}")
         s = torch.linspace(0, 1, n, dtype=torch.float64)[:, None]
         return cls(a[None, :] + s * (b - a)[None, :], interpolation)
 

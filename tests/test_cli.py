@@ -109,3 +109,20 @@ def test_help_lists_the_commands():
     assert "info" in text and "stencil" in text
     result, text = invoke("stencil", "--help")
     assert "ladder" in text and "sweep" in text
+
+
+@pytest.mark.parametrize("args", [
+    ["stencil", "ladder", "--out", "{blocker}/x.json"],
+    ["stencil", "sweep", "--out", "{blocker}/x.json"],
+    ["gemm", "bench", "--out", "{blocker}/x.json"],
+    ["attention", "bench", "--out", "{blocker}/x.json"],
+    ["report", "--out", "{blocker}"],
+])
+def test_an_out_that_cannot_be_written_is_refused_first(tmp_path: Path, args: list[str]):
+    """Before any work (a bench run's results were lost to a bad --out at its end); nothing is created."""
+    blocker = tmp_path / "file"
+    blocker.write_text("a file, not a folder")
+    result, text = invoke(*[a.format(blocker=blocker) for a in args])
+    assert result.exit_code == 2, text
+    assert "error: --out" in text and "Traceback" not in text
+    assert blocker.read_text() == "a file, not a folder" and sorted(tmp_path.iterdir()) == [blocker]

@@ -30,6 +30,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tilecraft._cli import check_out
 from tilecraft.bench import DEFAULT_ROUNDS, INTERPRETER_LABEL
 
 app = typer.Typer(
@@ -280,6 +281,7 @@ def stencil_ladder(
 
     order = _check_order(order)
     names = _parse_variants(variants, (*LADDER, "auto", "reference"))
+    check_out(out)
     given = _given_shape(shape)
     if given is not None:
         _check_shape(given, order)
@@ -456,6 +458,8 @@ def stencil_sweep(
     """The cache-cliff study: FOM against plane size nx·ny for each variant (GPU only)."""
     order = _check_order(order)
     size_list = _parse_sizes(sizes)
+    check_out(out)
+    check_out(png, "--png")
     names = _parse_variants(variants, ())
     if min(size_list) < order + 1:
         raise typer.BadParameter(f"order {order} needs sizes >= {order + 1}", param_hint="'--sizes'")

@@ -29,6 +29,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tilecraft._cli import check_out
 from tilecraft._cli import fail as _err
 
 attention_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -127,6 +128,7 @@ def bench_cmd(
     except ValueError as exc:
         _err(str(exc))
     directions = _csv(direction, ("fwd", "bwd"), "direction")
+    check_out(out)
     peers = _csv(backends, SDPA_BACKENDS, "backend") if backends.strip() else []
     if not (budget > 0 and math.isfinite(budget)):
         _err(f"--budget must be > 0 seconds, got {budget}")

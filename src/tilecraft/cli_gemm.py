@@ -31,6 +31,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tilecraft._cli import check_out
 from tilecraft._cli import fail as _err
 
 gemm_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -83,6 +84,7 @@ def bench_cmd(
 
     if suite not in bench.SUITES:
         _err(f"unknown suite {suite!r}; choose from {', '.join(bench.SUITES)}")
+    check_out(out)
     dtypes = _list(dtype, BENCH_DTYPES, "dtype")
     lays = _list(layouts, bench.LAYOUTS, "layouts")
     if budget <= 0:

@@ -27,6 +27,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tilecraft._cli import check_out
 from tilecraft._cli import fail as _fail
 
 __all__ = ["register"]
@@ -78,6 +79,7 @@ def report(
     from tilecraft.report.model import resolve_target
 
     keys = suite_keys()
+    check_out(out, folder=True)
     for name in [*_split(only), *_split(skip)]:
         if name not in keys:
             _fail(f"unknown suite {name!r}; choose from {', '.join(keys)}")

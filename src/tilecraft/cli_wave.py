@@ -30,6 +30,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tilecraft._cli import check_out
 from tilecraft._cli import fail as _err
 
 wave_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -169,7 +170,7 @@ def run(
         kwargs = {"dt": dt, "order": order, "boundary": boundary.value, "pml_width": pml_width,
                   "free_surface": free_surface, "snapshots": [snap], "backend": backend.value}
         if rank == 0:  # before the run, so a folder that cannot be made does not cost the whole simulation
-            _check_out(out)
+            check_out(out, folder=True)
         t0 = time.perf_counter()
         if gpus > 1:
             from tilecraft.wave.distributed import simulate_spawned
@@ -188,20 +189,6 @@ def run(
     if rank != 0:
         return
     _write(out, result, model, src, rec, wall)
-
-
-def _check_out(out: Path) -> None:
-    """``--out`` can be made (nothing is created here): an existing folder, or a path whose first existing
-    ancestor is a folder this process may write into."""
-    if out.exists():
-        if not out.is_dir():
-            _err(f"--out {out}: exists and is not a folder")
-        return
-    parent = out.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        _err(f"--out {out}: cannot make the output folder ({parent} is not a writable folder)")
 
 
 def _write(out: Path, result, model, src, rec, wall: float) -> None:

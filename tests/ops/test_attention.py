@@ -553,6 +553,8 @@ def test_validation_of_options():
         tilecraft.attention(q, k, v, scale=-1.0)
     with pytest.raises(ValueError, match="scale must be finite"):
         tilecraft.attention(q, k, v, scale=math.nan)
+    with pytest.raises(ValueError, match="scale is too large"):  # was an OverflowError
+        tilecraft.attention(q, k, v, scale=10**400)
     with pytest.raises(ValueError, match="unknown layout"):
         tilecraft.attention(q, k, v, layout="sbhd")
     with pytest.raises(TypeError, match="causal must be a bool"):

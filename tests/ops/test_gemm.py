@@ -277,6 +277,31 @@ def test_nan_inf_propagate(field):
     assert not torch.isnan(tilecraft.matmul(field((16, 16)), field((16, 16)), c=c, beta=0.0)).any()
 
 
+@pytest.mark.parametrize("split", [1, 2])
+def test_relu_keeps_nan(field, split):
+    """relu(NaN) is NaN (as torch.relu and the reference say): the epilogue's `where(x > 0, x, 0)` gave 0, through
+    the product, C and the bias alike, and in split-K's reduce."""
+    a, b = field((16, 24)), field((24, 8))
+    a[3, 5] = float("nan")
+    c = field((16, 8))
+    c[9, 2] = float("nan")
+    bias = field((8,))
+    bias[6] = float("nan")
+    cfg = GemmConfig("pointer", 16, 16, 16, group_m=1, num_warps=4, num_stages=1, split_k=split)
+    spec = ops.validate(a, b, c=c, beta=1.0, bias=bias, activation="relu")
+    got = ops.compute(a, b, spec, c, bias, cfg=cfg)
+    ref = matmul_reference(a, b, out_dtype=torch.float64, c=c, beta=1.0, bias=bias, activation="relu")
+    assert torch.isnan(ref[3]).all() and torch.isnan(ref[9, 2]) and torch.isnan(ref[:, 6]).all()
+    assert torch.equal(torch.isnan(got), torch.isnan(ref))
+    assert torch.allclose(torch.nan_to_num(got), torch.nan_to_num(ref), rtol=1e-12, atol=1e-12)
+
+
+def test_meta_tensors_give_a_meta_result():
+    """The eager path returns the result's shape and type on meta tensors (it launched, and failed, before)."""
+    out = tilecraft.matmul(torch.empty(5, 7, device="meta"), torch.empty(7, 3, device="meta"), activation="gelu")
+    assert out.device.type == "meta" and out.shape == (5, 3) and out.dtype == torch.float32
+
+
 @pytest.mark.parametrize("kwargs,exc,match", [
     ({"b": torch.zeros(6, 3)}, ValueError, "inner dimensions"),
     ({"b": torch.zeros(5, 3, dtype=torch.float64)}, TypeError, "share one dtype"),
@@ -307,6 +332,9 @@ def test_nan_inf_propagate(field):
     ({"activation": ["relu"]}, TypeError, "activation must be None or a str"),
     ({"alpha": 1e300}, ValueError, "alpha=1e\\+300 is out of range"),
     ({"beta": -1e-40, "c": torch.zeros(4, 3)}, ValueError, "beta=-1e-40 is out of range"),
+    ({"alpha": 10**400}, ValueError, "alpha is too large"),  # was an OverflowError
+    ({"a": torch.eye(4, 5).to_sparse()}, TypeError, "layout torch.sparse_coo"),  # was a RuntimeError
+    ({"bias": torch.zeros(3).to_sparse()}, TypeError, "layout torch.sparse_coo"),
 ])
 def test_bad_input(kwargs, exc, match):
     args = {"a": torch.zeros(4, 5), "b": torch.zeros(5, 3)}

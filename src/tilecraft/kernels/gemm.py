@@ -63,7 +63,7 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 @triton.jit
 def _activation(x, ACTIVATION: tl.constexpr):
     if ACTIVATION == 1:
-        x = tl.where(x > 0, x, 0)
+        x = tl.where(x < 0, 0, x)  # NaN stays NaN (x > 0 is false for NaN: `where(x > 0, x, 0)` gave 0)
     elif ACTIVATION == 2:
         x = 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
     elif ACTIVATION == 3:
@@ -105,7 +105,7 @@ def _epilogue(acc, offs_m, offs_n, M, N, pid_b,
     if HAS_C:
         beta = tl.cast(beta_hi, EPI) + tl.cast(beta_lo, EPI)
         c_ptrs = (c_ptr + pid_b.to(tl.int64) * stride_cb + offs_m[:, None].to(tl.int64) * stride_cm
-                  + offs_n[None, :] * stride_cn)
+                  + offs_n[None, :].to(tl.int64) * stride_cn)
         c = tl.load(c_ptrs, mask=mask, other=0.0).to(EPI)
         x = x + beta * c
     if HAS_BIAS == 2:  # along M: a transposed call's bias (C's columns are the rows of C^T)
@@ -116,7 +116,7 @@ def _epilogue(acc, offs_m, offs_n, M, N, pid_b,
         x = x + bias[None, :]
     x = _activation(x, ACTIVATION)
     out_ptrs = (out_ptr + pid_b.to(tl.int64) * stride_ob + offs_m[:, None].to(tl.int64) * stride_om
-                + offs_n[None, :] * stride_on)
+                + offs_n[None, :].to(tl.int64) * stride_on)
     tl.store(out_ptrs, x.to(out_ptr.dtype.element_ty), mask=mask)
 
 

@@ -555,6 +555,10 @@ def _check_scale(scale: object, head_dim: int) -> float:
         return 1.0 / math.sqrt(head_dim)
     if isinstance(scale, bool) or not isinstance(scale, (int, float)):
         raise TypeError(f"scale must be a number or None, got {type(scale).__name__}")
+    try:
+        float(scale)
+    except OverflowError:
+        raise ValueError(f"scale is too large for a floating-point number: {scale!r:.40}...") from None
     if not (math.isfinite(scale) and scale > 0):
         # The kernels take max(qk) * scale for max(qk * scale): true for positive scales only.
         raise ValueError(f"scale must be finite and > 0, got {scale}")

@@ -158,6 +158,11 @@ def _check_alpha_beta(alpha: float, beta: float, integer_out: bool) -> None:
     runs (``math.isfinite`` is not traceable: with ``dynamic=True, fullgraph=True`` Dynamo fails on
     it even for constants); the registered op's implementation validates again when it runs, outside
     the trace, so a bad value still raises before any launch."""
+    for nm, v in (("alpha", alpha), ("beta", beta)):
+        try:
+            float(v)
+        except OverflowError:
+            raise ValueError(f"{nm} is too large for a floating-point number: {v!r:.40}...") from None
     if integer_out:
         for nm, v in (("alpha", alpha), ("beta", beta)):
             if not math.isfinite(v) or v != int(v) or abs(v) >= 2**24:
@@ -178,6 +183,8 @@ def validate(a: object, b: object, *, out_dtype: torch.dtype | None = None, alph
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.layout != torch.strided:
+            raise TypeError(f"{name} has layout {t.layout}; tilecraft takes dense (strided) tensors")
         if t.dim() not in (2, 3):
             raise ValueError(f"{name} must be 2D (rows, cols) or 3D (batch, rows, cols), got shape {tuple(t.shape)}")
         if t.dtype not in DTYPE_NAMES:
@@ -225,6 +232,8 @@ def validate(a: object, b: object, *, out_dtype: torch.dtype | None = None, alph
             continue
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor or None, got {type(t).__name__}")
+        if t.layout != torch.strided:
+            raise TypeError(f"{name} has layout {t.layout}; tilecraft takes dense (strided) tensors")
         if t.device != a.device:
             raise ValueError(f"{name} is on {t.device}, the operands on {a.device}")
         ok = (torch.int32,) if integer_out else tuple(dict.fromkeys((out_dtype, torch.float32)))
@@ -1411,7 +1420,7 @@ def compute(a, b, spec: Spec, c=None, bias=None, scale_a=None, scale_b=None,
             cfg: GemmConfig | None = None) -> torch.Tensor:
     """The body of the registered op, on validated arguments (``cfg`` pins a configuration)."""
     out = _new_output(spec, a.device)
-    if out.numel() == 0:
+    if out.numel() == 0 or a.device.type == "meta":  # meta: the result's shape and type, nothing to compute
         return out
     if a.device.type == "cpu" and not triton_on_cpu():
         return matmul_reference(a, b, out_dtype=spec.out_dtype, alpha=spec.alpha, beta=spec.beta,

@@ -494,3 +494,26 @@ def test_epilogue_prefetch(dtype, cfg, layout, c_layout, c_dtype, act):
         kw = dict(out_dtype=dtype, tol=1e-2, alpha=1.5)
     plan = _epi_run(a, b, cfg, use_c=True, use_bias=True, act=act, c_layout=c_layout, c_dtype=c_dtype, **kw)
     assert plan[-1].constexprs["EPI_PREFETCH"]
+
+
+@pytest.mark.parametrize("cfg", [GemmConfig("gluon", 128, 256, 64, 8, 8, 3), GemmConfig("tma", 128, 256, 64, 8, 8, 3),
+                                 GemmConfig("pointer", 64, 64, 32, 8, 4, 3),
+                                 GemmConfig("pointer", 64, 64, 32, 8, 4, 3, split_k=2)], ids=lambda c: c.short())
+def test_relu_keeps_nan_on_every_kernel(cfg):
+    """relu(NaN) = NaN through the product, C and the bias, on the Gluon, TMA and pointer kernels and split-K's
+    reduce (the shared activation's `where(x > 0, x, 0)` gave 0)."""
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    a, b = _operands(torch.float32, "NT", 300, 260, 136, gen)
+    a, b = a.bfloat16(), b.bfloat16()
+    a[3, 5] = float("nan")
+    c = (torch.rand(300, 260, device="cuda", generator=gen) * 2 - 1).bfloat16()
+    c[9, 2] = float("nan")
+    bias = (torch.rand(260, device="cuda", generator=gen) * 2 - 1).bfloat16()
+    bias[6] = float("nan")
+    spec = ops.validate(a, b, c=c, beta=1.0, bias=bias, activation="relu")
+    out = torch.full(spec.out_shape, 7.0, device="cuda", dtype=spec.out_dtype)
+    ops.launch(a, b, out, spec, cfg, c, bias)
+    ref = matmul_reference(a, b, out_dtype=torch.float64, c=c, beta=1.0, bias=bias, activation="relu")
+    assert torch.isnan(ref[3]).all() and torch.isnan(ref[:, 6]).all() and torch.isnan(ref[9, 2])
+    assert torch.equal(torch.isnan(out), torch.isnan(ref))
+    assert relative_error(torch.nan_to_num(out), torch.nan_to_num(ref)) <= 1e-2

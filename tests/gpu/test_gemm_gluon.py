@@ -503,12 +503,12 @@ def test_relu_keeps_nan_on_every_kernel(cfg):
     """relu(NaN) = NaN through the product, C and the bias, on the Gluon, TMA and pointer kernels and split-K's
     reduce (the shared activation's `where(x > 0, x, 0)` gave 0)."""
     gen = torch.Generator(device="cuda").manual_seed(11)
-    a, b = _operands(torch.float32, "NT", 300, 260, 136, gen)
+    a, b = _operands(torch.float32, "NT", 300, 264, 136, gen)  # rows of 16-byte multiples: the Gluon kernel's
     a, b = a.bfloat16(), b.bfloat16()
     a[3, 5] = float("nan")
-    c = (torch.rand(300, 260, device="cuda", generator=gen) * 2 - 1).bfloat16()
+    c = (torch.rand(300, 264, device="cuda", generator=gen) * 2 - 1).bfloat16()
     c[9, 2] = float("nan")
-    bias = (torch.rand(260, device="cuda", generator=gen) * 2 - 1).bfloat16()
+    bias = (torch.rand(264, device="cuda", generator=gen) * 2 - 1).bfloat16()
     bias[6] = float("nan")
     spec = ops.validate(a, b, c=c, beta=1.0, bias=bias, activation="relu")
     out = torch.full(spec.out_shape, 7.0, device="cuda", dtype=spec.out_dtype)

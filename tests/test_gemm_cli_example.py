@@ -50,6 +50,10 @@ def test_config_command():
     # small M: the programmatic-dependent-launch mode the call would take (docs/gemm.md follow-up 21)
     res = runner.invoke(app, ["gemm", "config", "64", "4096", "4096", "--arch", "sm90", "--json"])
     assert json.loads(res.output)["pdl"] == {"mode": "mid", "trigger_blocks_before_end": 8, "prefetch_blocks": 2}
+    # one K block a program: no trigger inside the loop, the one after it fires ("late"; it printed "mid ... 0 K
+    # blocks before this one's end")
+    res = runner.invoke(app, ["gemm", "config", "64", "64", "64", "--arch", "sm90", "--dtype", "tf32", "--json"])
+    assert json.loads(res.output)["pdl"] == {"mode": "late"}
     res = runner.invoke(app, ["gemm", "config", "16", "4096", "4096", "--arch", "sm90"])
     assert res.exit_code == 0 and "programmatic dependent launch on sm90: early" in res.output, res.output
     res = runner.invoke(app, ["gemm", "config", "64", "4096", "4096", "--arch", "sm80", "--json"])

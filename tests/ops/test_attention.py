@@ -555,6 +555,10 @@ def test_validation_of_options():
         tilecraft.attention(q, k, v, scale=math.nan)
     with pytest.raises(ValueError, match="scale is too large"):  # was an OverflowError
         tilecraft.attention(q, k, v, scale=10**400)
+    with pytest.raises(ValueError, match="max_seqlen_q/max_seqlen_k need layout='thd'"):  # ignored before
+        tilecraft.attention(q, k, v, max_seqlen_q=3)
+    with pytest.raises(TypeError, match="return_lse must be a bool"):
+        tilecraft.attention(q, k, v, return_lse="yes")
     with pytest.raises(ValueError, match="unknown layout"):
         tilecraft.attention(q, k, v, layout="sbhd")
     with pytest.raises(TypeError, match="causal must be a bool"):

@@ -1390,6 +1390,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     """
     if (cu_seqlens_q is not None or cu_seqlens_k is not None) and layout == "bhsd":
         layout = "thd"  # packed sequences imply the packed layout
+    if layout != "thd" and (max_seqlen_q is not None or max_seqlen_k is not None):  # they were ignored without a word
+        raise ValueError(f"max_seqlen_q/max_seqlen_k need layout='thd' (packed sequences), got layout {layout!r}")
+    if not isinstance(return_lse, bool):
+        raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__}")
     p = validate(q, k, v, causal=causal, scale=scale, layout=layout, cu_seqlens_q=cu_seqlens_q,
                  cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
     if deterministic is not None:

@@ -877,7 +877,10 @@ def pdl_summary(spec: Spec, cfg: GemmConfig, plan: list[KernelLaunch], sms: int)
     out = {"mode": choice or "off"}
     if choice == "mid":
         at, steps = pdl_steps(cfg, spec, 3)
-        out.update(trigger_blocks_before_end=at, prefetch_blocks=steps)
+        if at == 0:  # too few K blocks for a trigger inside the loop: the one after it fires, as under "late"
+            out["mode"] = "late"
+        else:
+            out.update(trigger_blocks_before_end=at, prefetch_blocks=steps)
     return out
 
 

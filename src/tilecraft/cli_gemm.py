@@ -167,7 +167,7 @@ def results_table(records, title: str) -> Table:
                           r.peer or "", "", "", "", "", f"{e['rel_err']:.1e}")
             continue
         frac_peak = e.get("fraction_of_peak")
-        frac_copy = e.get("fraction_of_copy") if c["m"] <= 64 else None
+        frac_copy = e.get("fraction_of_copy") if min(c["m"], c["n"]) <= 64 else None  # memory-bound: small M or N
         table.add_row(c["dtype"], c["layout"], f"{c['m']}x{c['n']}x{c['k']}", e.get("kernel", ""), f"{r.ours:.1f}",
                       r.peer or "", f"{r.peer_value:.1f}" if r.peer_value else "", f"{r.ratio:.2f}" if r.ratio else "",
                       f"{frac_peak:.0%}" if frac_peak else "", f"{frac_copy:.0%}" if frac_copy else "",

@@ -296,6 +296,15 @@ def test_relu_keeps_nan(field, split):
     assert torch.allclose(torch.nan_to_num(got), torch.nan_to_num(ref), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_fp8_nan_propagates(fp8):
+    """An fp8 NaN (e4m3fn: 0x7F, which Triton 3.6's interpreter decoded as 480) makes its row NaN."""
+    a = torch.tensor([[float("nan"), 1.0], [2.0, 0.5]]).to(fp8)
+    b = torch.ones(2, 3).to(fp8)
+    out = tilecraft.matmul(a, b)
+    assert torch.isnan(out[0]).all() and torch.equal(out[1].float(), torch.full((3,), 2.5))
+
+
 def test_meta_tensors_give_a_meta_result():
     """The eager path returns the result's shape and type on meta tensors (it launched, and failed, before)."""
     out = tilecraft.matmul(torch.empty(5, 7, device="meta"), torch.empty(7, 3, device="meta"), activation="gelu")

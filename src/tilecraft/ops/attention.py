@@ -287,9 +287,39 @@ def _fix_interpreter_bf16_rounding() -> None:
     builder.cast_impl = cast_impl
 
 
+def _fix_interpreter_fp8_dot() -> None:
+    """Triton 3.6's interpreter widens fp8 operands of ``tl.dot`` to float16 with a generic bit decoder that
+    knows no fp8 e4m3fn NaN (0x7F / 0xFF): it reads them as 480, so a NaN in an fp8 operand left finite results.
+    Decode fp8 operands with torch's own float8 types first (exact in float16, NaN kept), as a GPU's matrix unit
+    reads them. Applied only when the interpreter is active; a no-op when already patched."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter as interp
+
+    builder = interp.InterpreterBuilder
+    original = builder.create_dot
+    if getattr(original, "_tilecraft_fp8", False):
+        return
+    types = {tl.float8e4nv: torch.float8_e4m3fn, tl.float8e5: torch.float8_e5m2}
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        def widen(x):
+            kind = types.get(x.dtype.scalar)
+            if kind is None:
+                return x
+            raw = torch.from_numpy(np.ascontiguousarray(x.data).view(np.uint8))
+            return interp.TensorHandle(raw.view(kind).to(torch.float16).numpy(), tl.float16)
+        return original(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    create_dot._tilecraft_fp8 = True
+    create_dot._tilecraft_bf16 = getattr(original, "_tilecraft_bf16", False)
+    builder.create_dot = create_dot
+
+
 if triton_on_cpu():
     _fix_interpreter_bf16_dot()
     _fix_interpreter_bf16_rounding()
+    _fix_interpreter_fp8_dot()
 
 
 def block_d(head_dim: int) -> int:

@@ -750,7 +750,7 @@ def test_cluster_switch(monkeypatch):
     chosen = heuristic(p)
     monkeypatch.setenv(ops.CLUSTER_ENV, "0")
     # a problem whose choice (the cluster tile) was made and memoised while the switch was on
-    monkeypatch.setitem(ops._CHOSEN, (p, "meta"), chosen)
+    monkeypatch.setitem(ops._CHOSEN, (p, "meta", ops._cache.tuning_enabled()), chosen)
     monkeypatch.setattr(ops, "problem_of", lambda *_a, **_k: p)
     monkeypatch.setattr(ops, "_PROBLEMS", {})
     cfg = ops.choose_config(a, a, ops.validate(a, a))

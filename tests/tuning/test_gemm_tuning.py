@@ -245,3 +245,79 @@ def test_small_m_32_rows_nt_with_one_wave_of_tiles_take_eight_warps():
     assert warps(32, 8192, a_kmajor=False) == 4 and warps(32, 8192, b_kmajor=False) == 4
     assert warps(64, 8192) == 4 and warps(16, 8192) == 4 and warps(1, 8192) == 4
     assert warps(32, 4096) == 4 and warps(32, 11008, k=4096) == 4
+
+
+def _fake_gpu(monkeypatch, tmp_path):
+    """choose_config as on an sm80 GPU (the on-disk cache consulted), on CPU tensors; the cache in tmp_path."""
+    from tilecraft.hardware.device import software_versions
+
+    monkeypatch.setenv("TILECRAFT_CACHE", str(tmp_path))
+    cache.clear_memory()
+    monkeypatch.setattr(ops, "_facts", lambda dev: ("sm80", 108, "FakeGPU", software_versions()))
+    monkeypatch.setattr(ops, "_CHOSEN", {})
+    monkeypatch.setattr(ops, "_PROBLEMS", {})
+    a, b = torch.randn(40, 24), torch.randn(24, 56)
+    spec = ops.validate(a, b)
+    p = ops.problem_of(a, b, spec)
+    path = cache.cache_file(f"gemm-v{ops.TUNER_VERSION}", "FakeGPU", software_versions())
+    return a, b, spec, p, path
+
+
+def test_tune_off_is_the_heuristic_even_with_a_tuned_entry_on_disk(monkeypatch, tmp_path):
+    """TILECRAFT_TUNE=0 is "heuristics only" (issue 3, README): a cached winner was read before, so benches labelled
+    heuristic could run tuned configs. The switch flipped within a process takes effect (the memo keys on it)."""
+    from tilecraft.tuning.gemm import heuristic
+
+    a, b, spec, p, path = _fake_gpu(monkeypatch, tmp_path)
+    tuned = next(c for c in config_space(p) if c != heuristic(p))
+    cache.store(path, shape_key(p), {"config": tuned.as_dict()})
+    monkeypatch.setenv("TILECRAFT_TUNE", "0")
+    assert ops.choose_config(a, b, spec) == heuristic(p)
+    monkeypatch.setenv("TILECRAFT_TUNE", "1")
+    assert ops.choose_config(a, b, spec) == tuned
+    cache.clear_memory()
+
+
+def test_bad_cache_entries_give_the_heuristic_not_a_crash(monkeypatch, tmp_path, capsys):
+    from tilecraft.tuning.gemm import heuristic
+
+    a, b, spec, p, path = _fake_gpu(monkeypatch, tmp_path)
+    monkeypatch.setenv("TILECRAFT_TUNE", "1")
+    monkeypatch.setattr(ops, "_tune", lambda *args: None)  # the re-tune a bad entry leads to: nothing ran
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    good = next(c for c in config_space(p) if c != heuristic(p)).as_dict()
+    for entry in ("garbage", {"date": "2026"}, {"config": {**good, "block_m": "16"}}, {"config": {**good, "kernel": "x"}},
+                  {"config": {**good, "block_m": 48}}, {"config": {**good, "split_k": 0}},
+                  {"config": GemmConfig("tma").as_dict()}):
+        cache.store(path, shape_key(p), entry)
+        monkeypatch.setattr(ops, "_CHOSEN", {})
+        assert ops.choose_config(a, b, spec) == heuristic(p), entry
+        assert "ignoring the tuning cache's entry" in capsys.readouterr().err
+    cache.clear_memory()
+
+
+def test_a_tuning_run_with_no_timed_winner_caches_nothing(monkeypatch, tmp_path, field):
+    """Out of memory stops the tuning, and when no candidate was timed nothing is cached: the tuner returned
+    candidate 0 before and it was stored as the winner."""
+    from tilecraft.tuning.gemm import heuristic
+
+    a, b, spec, p, path = _fake_gpu(monkeypatch, tmp_path)
+    monkeypatch.setenv("TILECRAFT_TUNE", "1")
+    monkeypatch.setenv("TILECRAFT_QUIET", "1")
+    cands = [GemmConfig(block_m=m) for m in (16, 32, 64)]
+    calls = []
+
+    def oom_launch(*args):
+        calls.append(args[4])
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(ops, "config_space", lambda p: cands)
+    monkeypatch.setattr(ops, "launch", oom_launch)
+    monkeypatch.setattr(ops, "device_l2_bytes", lambda device: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    assert ops._tune(a, b, spec, p, None, None, None, None, None) is None
+    assert calls == [cands[0]]  # the first out-of-memory stops the run
+    assert ops.choose_config(a, b, spec) == heuristic(p)
+    cache.clear_memory()
+    assert shape_key(p) not in cache.load(path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,7 +35,8 @@ METHOD = 2
 
 def cache_path(info: DeviceInfo) -> Path:
     v = info.versions
-    key = f"{info.name}-torch{v.get('torch', '')}-triton{v.get('triton', '')}-m{METHOD}"
+    gpu_sw = "".join(f"-{k}{v[k]}" for k in ("cuda", "hip") if v.get(k))  # a CUDA/HIP update can move the rates
+    key = f"{info.name}-torch{v.get('torch', '')}-triton{v.get('triton', '')}{gpu_sw}-m{METHOD}"
     return cache_dir() / (key.replace(" ", "_").replace("/", "_").replace("+", "_") + ".json")
 
 
@@ -90,9 +92,10 @@ def load_cached(info: DeviceInfo | None = None) -> dict | None:
     path = cache_path(info)
     if path.exists():
         try:
-            return json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8, not JSON: measured again
             return None
+        return doc if isinstance(doc, dict) else None
     return None
 
 
@@ -110,6 +113,11 @@ def ceilings(info: DeviceInfo | None = None, *, refresh: bool = False, matmul: b
         return cached
     result = probe(info, matmul=matmul, progress=progress)
     path = cache_path(info)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1))
+    try:  # atomically (a rename); a cache that cannot be written costs the cache, not the measurements
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(result, indent=1))
+        tmp.replace(path)
+    except OSError as exc:
+        warnings.warn(f"tilecraft: the ceilings were measured but not cached ({path}: {exc})", stacklevel=2)
     return result

@@ -1263,7 +1263,8 @@ def choose_config(a: torch.Tensor, b: torch.Tensor, spec: Spec, *, tune_now: boo
             _PROBLEMS.clear()
         p = _PROBLEMS[sig] = problem_of(a, b, spec)
     dev = a.device
-    memo = (p, str(dev))
+    tuning = tune_now if tune_now is not None else _cache.tuning_enabled()
+    memo = (p, str(dev), bool(tuning))  # TILECRAFT_TUNE switched within a process takes effect
     cfg = _CHOSEN.get(memo)
     if cfg is not None:
         return _switched(cfg)
@@ -1274,20 +1275,45 @@ def choose_config(a: torch.Tensor, b: torch.Tensor, spec: Spec, *, tune_now: boo
     _, _, name, versions = _facts(dev)
     path = _cache.cache_file(f"gemm-v{TUNER_VERSION}", name, versions)
     key = shape_key(p)
-    entry = _cache.load(path).get(key)
+    # TILECRAFT_TUNE=0 means the heuristics only (issue 3, README): a tuned entry on disk is not read either
+    entry = _cached_config(_cache.load(path).get(key), p, key) if tuning else None
     if entry is not None:
-        cfg = GemmConfig.from_dict(entry["config"])
-    elif (tune_now if tune_now is not None else _cache.tuning_enabled()) and p.arch != "cdna":
+        cfg = entry
+    elif tuning and p.arch != "cdna":
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError(
                 f"tilecraft.matmul would tune {key} during CUDA-graph capture; call "
                 "tilecraft.ops.gemm.warmup(...) with the same shapes before capturing, or set TILECRAFT_TUNE=0")
         cfg = _tune(a, b, spec, p, c, bias, scale_a, scale_b, progress)
-        _cache.store(path, key, {"config": cfg.as_dict(), "date": time.strftime("%Y-%m-%d")})
+        if cfg is None:  # no candidate ran (out of memory, none compiled): the heuristic, nothing cached
+            cfg = heuristic(p)
+        else:
+            _cache.store(path, key, {"config": cfg.as_dict(), "date": time.strftime("%Y-%m-%d")})
     else:
         cfg = heuristic(p)
     _CHOSEN[memo] = cfg
     return _switched(cfg)
+
+
+def _cached_config(entry: object, p: Problem, key: str) -> GemmConfig | None:
+    """A cache entry's configuration, or None (with a line on stderr) where the entry is not one this problem can
+    run: a hand-edited or corrupted file, or a field the kernels refuse. The heuristic then runs."""
+    if entry is None:
+        return None
+    try:
+        cfg = GemmConfig.from_dict(entry["config"])  # type: ignore[index]
+        fields = dataclasses.fields(GemmConfig)
+        for f in fields:
+            want = type(getattr(GemmConfig(), f.name))
+            if type(getattr(cfg, f.name)) is not want:
+                raise TypeError(f"{f.name}={getattr(cfg, f.name)!r} is not a {want.__name__}")
+        if cfg not in config_space(p) and cfg != heuristic(p):
+            raise ValueError(f"{cfg.short()} is not in this problem's configuration space")
+        return cfg
+    except Exception as exc:  # noqa: BLE001 - any bad entry: the heuristic instead of a crash at launch
+        _say(f"ignoring the tuning cache's entry for gemm {key} ({type(exc).__name__}: {exc}); "
+             "the heuristic runs (delete the entry or TILECRAFT_CACHE's file to re-tune)")
+        return None
 
 
 def _switched(cfg: GemmConfig) -> GemmConfig:
@@ -1318,8 +1344,8 @@ def tuning_sets(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, l2_byt
     return [(a, b, c)] + [(a.clone(), b.clone(), None if c is None else c.clone()) for _ in range(n - 1)]
 
 
-def _tune(a, b, spec: Spec, p: Problem, c, bias, scale_a, scale_b, progress) -> GemmConfig:
-    """The fastest config of the space on these inputs. ``progress(i, n, cfg)`` is called as
+def _tune(a, b, spec: Spec, p: Problem, c, bias, scale_a, scale_b, progress) -> GemmConfig | None:
+    """The fastest config of the space on these inputs (None when none was timed, or memory ran out). ``progress(i, n, cfg)`` is called as
     :func:`~tilecraft.tuning.gemm.tune` says; without one, each candidate's time is reported on stderr
     (``tuning i/n <config>: <ms> ms``; ``TILECRAFT_QUIET=1`` silences it): a shape's tuning compiles
     and times tens of configs, seconds to minutes in which a call would otherwise show nothing."""
@@ -1338,11 +1364,19 @@ def _tune(a, b, spec: Spec, p: Problem, c, bias, scale_a, scale_b, progress) -> 
         if i == n:
             _say(f"tuned gemm {shape_key(p)}: {cfg.short()}")
 
+    oom: list[str] = []
+
     def time_config(cfg: GemmConfig) -> float | None:
+        if oom:  # memory ran out: timing the rest would not tell the fastest either
+            return None
         out.fill_(float("nan") if spec.out_dtype.is_floating_point else -1)
         try:
             launch(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
             torch.cuda.synchronize(a.device)
+        except torch.OutOfMemoryError as exc:
+            oom.append(cfg.short())
+            _say(f"  {cfg.short()}: out of memory ({str(exc).splitlines()[0][:120]}); tuning stops, nothing cached")
+            return None
         except Exception as exc:  # noqa: BLE001 - a config that does not compile is skipped
             _say(f"  {cfg.short()}: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
             return None
@@ -1358,7 +1392,9 @@ def _tune(a, b, spec: Spec, p: Problem, c, bias, scale_a, scale_b, progress) -> 
         times[cfg] = ms = time_config(cfg)
         return ms
 
-    best, _ = tune(p, cands, timed, progress or say_progress)
+    best, table = tune(p, cands, timed, progress or say_progress)
+    if oom or all(row["ms"] is None for row in table):
+        return None  # no winner was timed: the caller runs the heuristic and caches nothing
     return best
 
 
@@ -1432,7 +1468,7 @@ def compute(a, b, spec: Spec, c=None, bias=None, scale_a=None, scale_b=None,
     replay = cfg is None and replay_enabled()
     if replay:
         key = (signature(a), signature(b), spec, signature(c), signature(bias), signature(scale_a),
-               signature(scale_b), pdl_env(), clusters_enabled())
+               signature(scale_b), pdl_env(), clusters_enabled(), _cache.tuning_enabled())
         slots = (a, b, out, c, bias, scale_a, scale_b)
         if _REPLAYS.run(key, slots):
             return out

@@ -3,7 +3,8 @@
 One JSON file per (op, device, software versions) under ``~/.cache/tilecraft/tuning``
 (``TILECRAFT_CACHE`` moves the root, as for the ceilings); inside it, one entry per shape key
 (the op buckets its shapes, so nearby shapes share an entry). ``TILECRAFT_TUNE=0`` switches tuning
-off everywhere: ops then use their heuristics and only read entries already cached.
+off everywhere: GEMM then runs its heuristics only (issue 3: "a switch for heuristics only"); the stencil's
+``auto`` runs its heuristic and entries already cached.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def load(path: Path) -> dict:
             entries = json.loads(path.read_text())
             if not isinstance(entries, dict):
                 entries = {}
-        except (OSError, json.JSONDecodeError):
+        except (OSError, ValueError, RecursionError):  # missing, unreadable, not UTF-8, not JSON, absurdly nested
             entries = {}
         _MEMORY[path] = entries
         return entries
@@ -58,7 +59,7 @@ def store(path: Path, key: str, value: dict) -> None:
             on_disk = json.loads(path.read_text())
             if isinstance(on_disk, dict):
                 entries = {**on_disk, **entries}
-        except (OSError, json.JSONDecodeError):
+        except (OSError, ValueError, RecursionError):
             pass
         entries[key] = value
         _MEMORY[path] = entries

@@ -215,3 +215,25 @@ def test_write_results_default_path(tmp_path, monkeypatch):
 def test_git_commit_is_a_string():
     commit = harness.git_commit()
     assert isinstance(commit, str) and commit
+
+
+def test_results_json_has_no_nan(tmp_path):
+    """A failed case's NaN time (and the ratio it gives) is written as null: json.dumps wrote the token NaN, which
+    strict JSON readers refuse."""
+    recs = _records()  # the second record's ours is NaN
+    recs[0].extra = {"round_ms": [1.0, float("inf")]}
+    path = write_results(recs, "stencil.ladder", tmp_path / "r.json", info=CPU_INFO)
+    text = path.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    doc = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    assert doc["records"][1]["ours"] is None and doc["records"][0]["extra"]["round_ms"] == [1.0, None]
+
+
+def test_stamp_dicts_fills_benchmark_records_only():
+    from tilecraft.bench.harness import stamp_dicts
+
+    recs = [r.as_dict() for r in _records()] + [{"case": "interpreter check", "ok": True}]
+    stamp_dicts(recs, CPU_INFO)
+    assert recs[0]["device"] == CPU_INFO.name and recs[0]["commit"] and recs[0]["date"]
+    assert recs[1]["device"] == "kept device" and recs[1]["commit"] == "abc123"
+    assert "device" not in recs[2]

@@ -199,18 +199,43 @@ class Record:
         return asdict(self)
 
 
+STAMP_FIELDS = ("device", "torch", "triton", "commit", "date")
+
+
+def _stamp_values(info: DeviceInfo) -> dict[str, str]:
+    return {"device": info.name, "torch": info.versions.get("torch", ""), "triton": info.versions.get("triton", ""),
+            "commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
 def stamp(records: Sequence[Record], info: DeviceInfo | None = None) -> list[Record]:
     """Fill device, versions, commit and date into records that lack them."""
-    info = info or detect()
-    commit = git_commit()
-    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    values = _stamp_values(info or detect())
     for r in records:
-        r.device = r.device or info.name
-        r.torch = r.torch or info.versions.get("torch", "")
-        r.triton = r.triton or info.versions.get("triton", "")
-        r.commit = r.commit or commit
-        r.date = r.date or date
+        for f in STAMP_FIELDS:
+            setattr(r, f, getattr(r, f) or values[f])
     return list(records)
+
+
+def stamp_dicts(records: Sequence[dict], info: DeviceInfo | None = None) -> list[dict]:
+    """:func:`stamp` for records already turned into dicts (a report's sections): those with a ``suite``."""
+    values = _stamp_values(info or detect())
+    for r in records:
+        if isinstance(r, dict) and "suite" in r:
+            for f in STAMP_FIELDS:
+                r[f] = r.get(f) or values[f]
+    return list(records)
+
+
+def json_safe(obj: object) -> object:
+    """``obj`` with every non-finite float (a failed case's NaN time, an inf) as None: JSON has no NaN, and
+    ``json.dumps`` would write the invalid token ``NaN`` that strict readers refuse."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
 
 
 def results_dir() -> Path:
@@ -242,5 +267,5 @@ def write_results(records: Sequence[Record], suite: str, path: str | Path | None
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"suite": suite, "device": info.as_dict(), "meta": meta or {}, "records": [r.as_dict() for r in records]}
-    path.write_text(json.dumps(doc, indent=1, default=str))
+    path.write_text(json.dumps(json_safe(doc), indent=1, default=str, allow_nan=False))
     return path

@@ -50,14 +50,21 @@ def step_traffic(points: int, order: int, itemsize: int) -> StepTraffic:
 
 def _record(case: dict, traffic: StepTraffic, time_ms: float, spread: float, copy_tbps: float | None,
             peer_tbps: float | None, measured: bool, extra: dict | None = None) -> Record:
-    fom = traffic.bytes / (time_ms * 1e-3) / 1e12
-    x = {"flops": traffic.flops, "bytes": traffic.bytes, "time_ms": time_ms, "gpts": traffic.points / time_ms / 1e6,
+    ok = math.isfinite(time_ms) and time_ms > 0  # a failed configuration (inf) has no FOM, not a FOM of 0
+    fom = traffic.bytes / (time_ms * 1e-3) / 1e12 if ok else float("nan")
+    x = {"flops": traffic.flops, "bytes": traffic.bytes, "time_ms": time_ms if ok else None,
+         "gpts": traffic.points / time_ms / 1e6 if ok else None,
          "points": traffic.points, "spread": spread}
     x.update(extra or {})
     return Record(suite="wave", case=case, metric="FOM (least bytes / time)", unit="TB/s", ours=fom,
                   peer="torch step (same arithmetic, elementwise ops)" if peer_tbps else None, peer_value=peer_tbps,
                   ceiling="copy bandwidth (measured, same run)" if copy_tbps else None, ceiling_value=copy_tbps,
                   measured=measured, extra=x)
+
+
+def _num(x: float | None) -> float:
+    """A record's number for a text table: NaN where the case failed (None)."""
+    return float("nan") if x is None else x
 
 
 def _fields(shape, dtype, device, gen):
@@ -433,8 +440,8 @@ def table(records: Sequence[Record], copy_tbps: float, columns: Sequence[tuple[s
     for r in records:
         ok = r.extra.get("ok", True)
         lines.append(f"{r.case.get('variant', ''):<22}" + "".join(f"{str(f(r)):<{w}}" for _, w, f in columns)
-                     + f"{r.extra['time_ms']:>8.3f}{(r.ours / copy_tbps * 100 if ok else float('nan')):>7.1f}"
-                     f"{r.extra['gpts']:>8.1f}"
+                     + f"{_num(r.extra.get('time_ms')):>8.3f}{(r.ours / copy_tbps * 100 if ok else float('nan')):>7.1f}"
+                     f"{_num(r.extra.get('gpts')):>8.1f}"
                      + ("" if ok else f"  FAILED {r.extra.get('message', r.extra.get('error'))}"))
     return lines
 
@@ -485,7 +492,7 @@ def cpml_rounds(cases: dict, rounds: int, copy_tbps: float, n: int = 512, pml_wi
                 r.case.update(case=name, round=rnd + 1)
                 if r.case.get("variant") == "cpml-fused":
                     say(f"  {n}^3 round {rnd + 1} {name:18s} {r.ours / copy_tbps:6.1%} of copy, "
-                        f"{r.extra['time_ms']:.3f} ms")
+                        f"{_num(r.extra.get('time_ms')):.3f} ms")
             records += recs
     return records
 

@@ -87,7 +87,7 @@ def run_report(mode: str = "quick", *, target: str | None = None, out_dir: str |
     """Run the report's suites and write ``report.html``, ``report.md`` and ``report.json`` into
     ``out_dir``. ``mode``: "quick" or "full". ``target``: the GPU the CPU model is for (default: this
     GPU, or H100 on a CPU). ``only`` / ``skip``: suite keys."""
-    from tilecraft.bench.harness import git_commit
+    from tilecraft.bench.harness import git_commit, stamp_dicts
     from tilecraft.hardware.device import datasheet_key, detect
     from tilecraft.report import render, suites
 
@@ -127,6 +127,8 @@ def run_report(mode: str = "quick", *, target: str | None = None, out_dir: str |
             on_section(sec)
     roof = _roofline_section(ctx, sections)
     sections.insert(1 if sections and sections[0].key == "device" else 0, roof)
+    for sec in sections:  # every benchmark record carries its device, versions, commit and date
+        stamp_dicts(sec.records, info)
     if on_section:
         on_section(roof)
     n_failed = sum(s.status == "failed" for s in sections)

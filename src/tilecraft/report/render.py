@@ -135,4 +135,7 @@ def render_markdown(sections: Sequence[Section], meta: dict) -> str:
 
 
 def render_json(sections: Sequence[Section], meta: dict) -> str:
-    return json.dumps({"meta": meta, "sections": [s.as_dict() for s in sections]}, indent=1, default=str)
+    from tilecraft.bench.harness import json_safe
+
+    doc = {"meta": meta, "sections": [s.as_dict() for s in sections]}
+    return json.dumps(json_safe(doc), indent=1, default=str, allow_nan=False)

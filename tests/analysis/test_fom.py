@@ -83,3 +83,16 @@ def test_fom_and_roofline():
     assert stencil_fom(real, least_time_ms(real, bw))["fom_TBps"] == pytest.approx(bw)
     # twice the time, half the figure of merit
     assert stencil_fom(real, 2 * least_time_ms(real, bw))["fom_TBps"] == pytest.approx(bw / 2)
+
+
+@pytest.mark.parametrize("order", [3, -2, 0, 18, 2.0, True])
+def test_traffic_refuses_orders_the_stencils_do_not_have(order):
+    """Order 3 ran as order 2 and -2 gave negative FLOPs before."""
+    with pytest.raises(ValueError, match="order must be an even integer in 2..16"):
+        stencil_traffic((10, 12, 14), order, 8)
+
+
+@pytest.mark.parametrize("time_ms", [0, -1.0, float("nan"), float("inf")])
+def test_fom_refuses_times_that_are_not_positive(time_ms):
+    with pytest.raises(ValueError, match="time_ms must be a positive"):
+        stencil_fom(stencil_traffic((10, 12, 14), 2, 8), time_ms)

@@ -309,7 +309,8 @@ def test_unknown_names_close_matches():
     with pytest.raises(ValueError, match="did you mean.*gfx90a"):
         mi.resolve_arch("gfx90")
     with pytest.raises(ValueError, match="did you mean v_mfma_f32_16x16x4f32"):
-        mi.instruction("cdna2", "v_mfma_f32_16x16x4_f32")
+        mi.instruction("cdna2", "v_mfma_f32_16x16x4f31")
+    assert mi.instruction("cdna2", "v_mfma_f32_16x16x4_f32").name == "v_mfma_f32_16x16x4f32"  # the other spelling
     with pytest.raises(ValueError, match="unknown operand"):
         mi.layout_table("cdna2", "v_mfma_f32_16x16x4f32", "E")
 
@@ -409,3 +410,11 @@ def test_cli_bad_input(cli, args):
     assert "Traceback" not in r.output and not isinstance(r.exception, ValueError)
     if args[-1] != "E":   # typer's own usage error for a bad enum choice
         assert len([ln for ln in r.output.splitlines() if ln.strip()]) == 1 and r.output.startswith("error:")
+
+
+def test_llvm_spelling_from_a_disassembly_is_accepted():
+    """`tilecraft inspect` prints LLVM's v_mfma_f32_32x32x8f16; `mi show` refused it before."""
+    from tilecraft.analysis import matrix_instructions as mi_mod
+
+    assert mi_mod.instruction("gfx942", "v_mfma_f32_32x32x8f16").name == "v_mfma_f32_32x32x8_f16"
+    assert mi_mod.instruction("gfx90a", "v_mfma_f32_16x16x16_bf16_1k").name == "v_mfma_f32_16x16x16bf16_1k"

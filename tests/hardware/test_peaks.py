@@ -78,3 +78,22 @@ def test_cli_peaks():
     assert r.exit_code == 0 and len({d["device"] for d in json.loads(r.output)}) == len(peaks.DEVICES)
     r = cli("peaks", "h1000")
     assert r.exit_code == 2 and r.output.startswith("error:") and len(r.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", ["NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200 NVL", "NVIDIA A100-PCIE-40GB",
+                                  "NVIDIA A100-SXM4-40GB", "NVIDIA GH200 480GB"])
+def test_variants_the_datasheet_does_not_describe_get_no_sxm_figures(name):
+    """An H100 PCIe took the SXM part's 989 TFLOP/s and 3.35 TB/s before (a substring match)."""
+    from tilecraft.hardware.device import datasheet_key
+
+    assert datasheet_key(name) is None
+    with pytest.raises(ValueError):
+        peaks.resolve_device(name)
+
+
+@pytest.mark.parametrize("name,key", [("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H200", "H200"),
+                                      ("NVIDIA A100-SXM4-80GB", "A100"), ("AMD Instinct MI300X", "MI300X")])
+def test_the_tabulated_parts_resolve(name, key):
+    from tilecraft.hardware.device import datasheet_key
+
+    assert datasheet_key(name) == key and peaks.resolve_device(name) == key

@@ -11,6 +11,8 @@ this is the seeds' n**3 - 8 - 4(nx-2) - 4(ny-2) - 4(nz-2) fetched points.
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import asdict, dataclass
 
 
@@ -32,6 +34,12 @@ class StencilTraffic:
 
 
 def stencil_traffic(shape: tuple[int, int, int], order: int, itemsize: int) -> StencilTraffic:
+    if isinstance(order, bool) or not isinstance(order, int) or order % 2 or not 2 <= order <= 16:
+        raise ValueError(f"order must be an even integer in 2..16, got {order!r}")
+    if isinstance(itemsize, bool) or not isinstance(itemsize, int) or itemsize < 1:
+        raise ValueError(f"itemsize must be a positive number of bytes, got {itemsize!r}")
+    if len(shape) != 3:
+        raise ValueError(f"shape must be (nz, ny, nx), got {shape!r}")
     nz, ny, nx = shape
     r = order // 2
     a, b, c = nx - 2 * r, ny - 2 * r, nz - 2 * r
@@ -46,6 +54,8 @@ def stencil_traffic(shape: tuple[int, int, int], order: int, itemsize: int) -> S
 
 def stencil_fom(traffic: StencilTraffic, time_ms: float) -> dict[str, float]:
     """Effective bandwidth (TB/s) and throughput (GPts/s) of a kernel that took ``time_ms``."""
+    if not (isinstance(time_ms, (int, float)) and math.isfinite(time_ms) and time_ms > 0):
+        raise ValueError(f"time_ms must be a positive, finite time, got {time_ms!r}")
     seconds = time_ms * 1e-3
     return {"fom_TBps": traffic.bytes / seconds / 1e12, "gpts": traffic.points / seconds / 1e9}
 

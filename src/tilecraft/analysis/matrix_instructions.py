@@ -322,6 +322,11 @@ def instruction(arch: str, name: str) -> Instruction:
     for n, ins in cat.items():
         if n.lower() == low:
             return ins
+    # LLVM's spelling in a disassembly (what `tilecraft inspect` prints) joins the type to the shape:
+    # v_mfma_f32_32x32x8f16 for AMD's v_mfma_f32_32x32x8_f16
+    bare = [ins for n, ins in cat.items() if n.lower().replace("_", "") == low.replace("_", "")]
+    if len(bare) == 1:
+        return bare[0]
     if a in ("rdna3", "rdna4") and low.endswith(("_w32", "_w64")):
         base, wave = low[:-4], int(low[-2:])
         if base in _amd_data()[a]:

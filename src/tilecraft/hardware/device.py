@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import platform
+import re
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -28,11 +29,19 @@ DATASHEET: dict[str, dict[str, float]] = {
 }
 
 
+#: Variants whose rates and bandwidth differ from the DATASHEET's parts (SXM, 80 GB A100): no datasheet for them,
+#: rather than the SXM part's figures (an H100 PCIe has about 756 dense bf16 TFLOP/s and 2.0 TB/s, not 989 / 3.35).
+DATASHEET_OTHER_VARIANTS = ("PCIE", "NVL", "A100-SXM4-40GB", "A100 40GB")
+
+
 def datasheet_key(name: str) -> str | None:
-    """Map a device name ('NVIDIA H100 80GB HBM3', 'AMD Instinct MI300X', ...) to a DATASHEET key."""
-    upper = name.upper()
+    """Map a device name ('NVIDIA H100 80GB HBM3', 'AMD Instinct MI300X', ...) to a DATASHEET key: the key as a
+    whole word ('GH200' is not an H200), None for variants the datasheet does not describe (PCIe, NVL, 40 GB A100)."""
+    upper = str(name).upper()
+    if any(v in upper for v in DATASHEET_OTHER_VARIANTS):
+        return None
     for key in ("H200", "H100", "A100", "MI300X", "MI250X"):
-        if key in upper:
+        if re.search(rf"(?<![0-9A-Z]){key}(?![0-9A-Z])", upper):
             return key
     return None
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from tilecraft.analysis import matrix_instructions as mi
+from tilecraft.hardware.device import DATASHEET_OTHER_VARIANTS, datasheet_key
 
 DTYPES = ("fp64", "fp64_vector", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
@@ -98,10 +99,12 @@ def resolve_device(name: str) -> str:
     text = str(name).strip()
     if text.lower() in _NAMES:
         return _NAMES[text.lower()]
-    upper = text.upper()
-    for key in ("H200", "H100", "A100", "MI300X", "MI250X"):   # inside a full device name
-        if re.search(rf"(?<![0-9A-Z]){key}(?![0-9A-Z])", upper):
-            return key
+    key = datasheet_key(text)  # inside a full device name (the rule the device's own datasheet lookup uses)
+    if key is not None:
+        return key
+    if any(v in text.upper() for v in DATASHEET_OTHER_VARIANTS):
+        raise ValueError(f"{name!r} is a variant whose rates differ from the tabulated parts (known: "
+                         f"{', '.join(DEVICES)}; the H100/H200 figures are the SXM parts)")
     close = difflib.get_close_matches(text.lower(), list(_NAMES), n=4, cutoff=0.5)
     hint = f"; did you mean {', '.join(dict.fromkeys(_NAMES[c] for c in close))}?" if close else ""
     raise ValueError(f"unknown device {name!r}{hint} (known: {', '.join(DEVICES)})")

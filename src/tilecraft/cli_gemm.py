@@ -77,8 +77,7 @@ def bench_cmd(
                                           "the other left (0: off).")] = 0.3,  # bench.harness.SETTLE_S
 ) -> None:
     """Ours against torch, per dtype, shape and transpose (checked against float64 first)."""
-    if not tune:
-        os.environ["TILECRAFT_TUNE"] = "0"
+    os.environ["TILECRAFT_TUNE"] = "1" if tune else "0"  # --tune wins over an exported TILECRAFT_TUNE=0
     from tilecraft.bench import INTERPRETER_LABEL
     from tilecraft.bench import gemm as bench
 

@@ -87,6 +87,8 @@ def time_rotating(fn: Callable[[int], object], n_sets: int, *, device: torch.dev
     ``trace``: a list that receives ``(wall-clock start in s, ms)`` for each timed call in order, for
     diagnostics that line the calls up against clock and power samples.
     """
+    if isinstance(n_sets, bool) or not isinstance(n_sets, int) or n_sets < 1:
+        raise ValueError(f"n_sets must be a positive number of input sets, got {n_sets!r}")
     device = torch.device(device)
     host: list[float] = []
     for i in range(warmup):

@@ -17,8 +17,8 @@ import torch
 
 
 def say(msg: str) -> None:
-    """``tilecraft: msg`` on stderr, unless ``TILECRAFT_QUIET`` is 1 or true."""
-    if os.environ.get("TILECRAFT_QUIET", "") not in ("1", "true"):
+    """``tilecraft: msg`` on stderr, unless ``TILECRAFT_QUIET`` is 1/true/on/yes."""
+    if os.environ.get("TILECRAFT_QUIET", "").strip().lower() not in ("1", "true", "on", "yes"):
         print(f"tilecraft: {msg}", file=sys.stderr, flush=True)
 
 

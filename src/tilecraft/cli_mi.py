@@ -67,7 +67,10 @@ OperandOpt = Annotated[Operand, typer.Option("--operand", "-o", case_sensitive=F
 
 
 def _signed_name(name: str, value: str | None) -> str:
-    return ("-" + name) if value == "negated" else name
+    """The element as ``mi layout`` marks it: negated (``-A[i][k]``) or read as signed (``A[i][k] (signed)``)."""
+    if value == "negated":
+        return "-" + name
+    return f"{name} (signed)" if value == "signed" else name
 
 
 @mi_app.command("list")

@@ -418,3 +418,12 @@ def test_llvm_spelling_from_a_disassembly_is_accepted():
 
     assert mi_mod.instruction("gfx942", "v_mfma_f32_32x32x8f16").name == "v_mfma_f32_32x32x8_f16"
     assert mi_mod.instruction("gfx90a", "v_mfma_f32_16x16x16_bf16_1k").name == "v_mfma_f32_16x16x16bf16_1k"
+
+
+def test_wgmma_b_has_no_registers_and_signed_reads_are_marked():
+    """`mi show` gave wgmma's B 16 registers while `mi where` said it has no register layout; `mi where` dropped
+    the signed marker that `mi layout` shows."""
+    assert mi.instruction("sm90", "wgmma.m64n256k16.f16").registers("B") == 0
+    invoke = mi_invoker()
+    res = invoke("where", "rdna3", "v_wmma_i32_16x16x16_iu8", "-o", "A", "--row", "0", "--col", "0", "--neg", "1")
+    assert res.exit_code == 0 and "A[0][0] (signed)" in res.output, res.output

@@ -153,6 +153,8 @@ class Instruction:
         op = _operand(operand, self)
         if op == "K":
             return 1
+        if self.family == "wgmma" and op == "B":
+            return 0  # read from shared memory through a descriptor: no register layout
         if self.family == "wmma" or self.family == "swmmac":
             return _rdna_registers(self, op)
         if op in ("C", "D"):

@@ -25,7 +25,8 @@ import torch
 
 from tilecraft.kernels import attention as _k
 from tilecraft.ops.launch import (ReplayCache, device_capability, eager_direct, empty, gluon_descriptor, pdl_env,
-                                  replay_enabled, run_kernel, run_op, signature, zeros)
+                                  has_storage, refuse_forward_ad, replay_enabled, run_kernel, run_op, signature,
+                                  zeros)
 from tilecraft.reference.attention import (
     attention_backward_reference,
     attention_reference,
@@ -531,15 +532,6 @@ def uses_decode(p: Problem) -> bool:
 # ----------------------------------------------------------------------------------------------
 # validation
 # ----------------------------------------------------------------------------------------------
-def _has_storage(t: torch.Tensor) -> bool:
-    """False while torch.compile traces and for fake/meta tensors: there are no values to read."""
-    if torch.compiler.is_compiling():
-        return False
-    if type(t) is torch.Tensor or type(t) is torch.nn.Parameter:  # no subclass: not fake (the eager calls' case)
-        return t.device.type != "meta"
-    return t.device.type != "meta" and not torch._subclasses.fake_tensor.is_fake(t)
-
-
 def _check_tensor(t: object, name: str, dims: int, layout: str) -> torch.Tensor:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -555,7 +547,7 @@ def _check_tensor(t: object, name: str, dims: int, layout: str) -> torch.Tensor:
         raise ValueError(f"{name} must be contiguous in the head dimension (stride(-1) == 1), got strides {strides}")
     if min(strides) < 0:
         raise ValueError(f"{name} has negative strides {strides}")
-    if _has_storage(t) and t.data_ptr() % t.element_size():
+    if has_storage(t) and t.data_ptr() % t.element_size():
         raise ValueError(f"{name}'s data pointer is not aligned to its element size")
     return t
 
@@ -572,7 +564,7 @@ def _check_cu(cu: object, name: str, device: torch.device, total: int) -> torch.
     if cu.stride(0) != 1:
         raise ValueError(f"{name} must be contiguous, got stride {cu.stride(0)}")
     # The values are checked where reading them costs no device synchronisation.
-    if cu.device.type == "cpu" and _has_storage(cu):
+    if cu.device.type == "cpu" and has_storage(cu):
         vals = cu.tolist()
         if vals[0] != 0 or any(b < a for a, b in itertools.pairwise(vals)) or vals[-1] > total:
             raise ValueError(f"{name} must start at 0, never decrease and end at most at {total} "
@@ -660,14 +652,14 @@ def validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
 
 def _max_seqlen(given: int | None, cu: torch.Tensor, name: str) -> int:
     if given is None:
-        if not _has_storage(cu):
+        if not has_storage(cu):
             raise ValueError(f"{name} must be given under torch.compile (it sizes the launch grid)")
         return int((cu[1:] - cu[:-1]).max().item())  # one device synchronisation
     if isinstance(given, bool) or not isinstance(given, int) or given < 0:
         raise ValueError(f"{name} must be a non-negative int, got {given!r}")
     # A bound below the longest sequence would leave rows uncomputed: checked where the offsets can
     # be read without a device synchronisation (on a GPU it is the caller's promise).
-    if cu.device.type == "cpu" and _has_storage(cu):
+    if cu.device.type == "cpu" and has_storage(cu):
         longest = int((cu[1:] - cu[:-1]).max())
         if given < longest:
             raise ValueError(f"{name}={given} is less than the longest sequence in the offsets ({longest})")
@@ -1370,8 +1362,16 @@ class _EagerAttention(torch.autograd.Function):
         return out, lse
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out, grad_lse):
+        if torch.is_grad_enabled():  # create_graph=True: a double backward, which once_differentiable's error node
+            # misses when autograd.grad(..., inputs=...) prunes it (the second-order term was dropped silently)
+            raise RuntimeError("tilecraft.attention's backward is not differentiable (no double backward): call "
+                               "torch.autograd.grad / backward without create_graph=True")
+        return _EagerAttention._backward(ctx, grad_out, grad_lse)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def _backward(ctx, grad_out, grad_lse):
         q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
         dq, dk, dv = _grads(grad_out, grad_lse, q, k, v, out, lse, cu_q, cu_k, ctx.p, ctx.deterministic)
         return dq, dk, dv, None, None, None, None
@@ -1428,6 +1428,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
                  cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
     if deterministic is not None:
         resolve_deterministic(deterministic, p, q)  # its type is checked on every call
+    refuse_forward_ad("tilecraft.attention", q, k, v)
     if eager_direct(q, k, v, cu_seqlens_q, cu_seqlens_k):  # the registered op's body, without its dispatch
         out, lse = _fwd_compute(q, k, v, cu_seqlens_q, cu_seqlens_k, p)  # no backward: no dQ path to pick
     elif eager_direct(q, k, v, cu_seqlens_q, cu_seqlens_k, autograd=True):  # the same, recorded by autograd

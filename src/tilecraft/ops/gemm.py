@@ -44,7 +44,7 @@ import torch
 from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import gemm as _k
 from tilecraft.ops.launch import (KernelLaunch, ReplayCache, eager_direct, empty, gluon_descriptor, pdl_env,
-                                  replay_enabled, runtime_arg_names, signature, with_pdl)
+                                  refuse_forward_ad, replay_enabled, runtime_arg_names, signature, with_pdl)
 from tilecraft.reference.gemm import matmul_reference, relative_error
 from tilecraft.tuning.measure import graph_time_ms as _graph_time_ms  # noqa: F401 - the tuner's timer (tests patch it here)
 from tilecraft.tuning.measure import say as _say
@@ -1436,6 +1436,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out_dtype: torch.dtype | None = 
     """
     spec = validate(a, b, out_dtype=out_dtype, alpha=alpha, beta=beta, c=c, bias=bias, activation=activation,
                     precision=precision, scale_a=scale_a, scale_b=scale_b)
+    refuse_forward_ad("tilecraft.matmul", a, b, c, bias, scale_a, scale_b)
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, b, c, bias, scale_a, scale_b)):
         _check_differentiable(a, scale_a, scale_b)
         if spec.activation in _TORCH_ACTIVATIONS:  # autograd keeps the pre-activation for the backward

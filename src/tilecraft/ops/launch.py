@@ -50,6 +50,36 @@ def gluon_descriptor(t: torch.Tensor, shape: list[int], strides: list[int], bloc
     return TensorDescriptor(t, shape, strides, block, _nvmma_layout(tuple(block), t.dtype))
 
 
+def has_storage(t: torch.Tensor) -> bool:
+    """Whether ``t`` has memory to inspect (addresses, alignment, overlaps): False while torch.compile traces,
+    for fake and meta tensors, and for torch.func's wrappers (vmap, grad), whose data pointer cannot be read."""
+    if torch.compiler.is_compiling():
+        return False
+    if type(t) is torch.Tensor or type(t) is torch.nn.Parameter:  # no subclass: not fake (the eager calls' case)
+        return t.device.type != "meta" and not torch._C._functorch.is_functorch_wrapped_tensor(t)
+    return t.device.type != "meta" and not torch._subclasses.fake_tensor.is_fake(t)
+
+
+def refuse_forward_ad(op: str, *tensors: object) -> None:
+    """``RuntimeError`` where forward-mode AD would reach ``op``: a dual tensor (``torch.autograd.forward_ad``) or
+    ``torch.func.jvp``. tilecraft's ops have no forward-mode formula, and torch drops the tangent of a custom op
+    without one: a jvp through them came back zero or None, silently. Cheap when neither is in use."""
+    from torch.autograd import forward_ad
+
+    if forward_ad._current_level >= 0:
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None:
+                raise RuntimeError(f"{op} has no forward-mode derivative (forward_ad dual tensors): the tangent "
+                                   "would be dropped; use reverse mode (backward / torch.autograd.grad)")
+    if torch._C._are_functorch_transforms_active():
+        from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
+
+        interp = retrieve_current_functorch_interpreter()
+        if interp is not None and interp.key() == torch._C._functorch.TransformType.Jvp:
+            raise RuntimeError(f"{op} has no forward-mode derivative (torch.func.jvp / jacfwd): the tangent would be "
+                               "dropped; use torch.func.vjp / jacrev or backward")
+
+
 def eager_direct(*tensors: object, autograd: bool = False) -> bool:
     """Whether a public op may run its body directly instead of through its ``torch.library``
     registration (``torch.ops.tilecraft.*``): a plain eager call, where the registered op's dispatch

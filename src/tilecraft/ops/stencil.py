@@ -36,7 +36,7 @@ import torch
 from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import stencil as _k
 from tilecraft.ops.launch import (KernelLaunch, ReplayCache, clear_replays, constant, eager_direct,
-                                  replay_enabled, runtime_arg_names, signature)
+                                  has_storage, refuse_forward_ad, replay_enabled, runtime_arg_names, signature)
 from tilecraft.tuning import cache as _cache
 from tilecraft.tuning.measure import device_facts, graph_time_ms, say
 from tilecraft.reference.stencil import (
@@ -546,9 +546,11 @@ def check_spacing(spacing: object, ndim: int, dtype: torch.dtype | None = None) 
         if not real(h):
             raise TypeError(f"spacing entries must be numbers, got {h!r}")
         h = float(h)
-        if not (math.isfinite(h) and h > 0):
+        if not torch.compiler.is_compiling() and not (math.isfinite(h) and h > 0):  # symbolic under dynamic=True
             raise ValueError(f"spacing entries must be finite and > 0, got {tuple(spacing)!r}")
         out.append(h)
+    if torch.compiler.is_compiling():  # symbolic floats under dynamic=True: the op's body checks them when it runs
+        return tuple(out)
     fi = torch.finfo(dtype if dtype is not None and dtype.is_floating_point else torch.float64)
     for h in out:
         scale = 1.0 / (h * h) if h * h > 0 else math.inf
@@ -572,22 +574,15 @@ def _check_grid(u: object, name: str = "u") -> torch.Tensor:
         raise ValueError(f"{name} must be contiguous along x (stride(-1) == 1), got strides {u.stride()}")
     if any(s < 0 for s in u.stride()):
         raise ValueError(f"{name} has negative strides {u.stride()}")
-    if _has_storage(u) and u.data_ptr() % u.element_size():
+    if has_storage(u) and u.data_ptr() % u.element_size():
         raise ValueError(f"{name}'s data pointer is not aligned to its element size")
     return u
-
-
-def _has_storage(t: torch.Tensor) -> bool:
-    """False while torch.compile traces and for fake/meta tensors: there is no address to check."""
-    if torch.compiler.is_compiling():
-        return False
-    return t.device.type != "meta" and not torch._subclasses.fake_tensor.is_fake(t)
 
 
 def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether the memory spans of a and b intersect (also across storages that alias one buffer,
     as torch.from_numpy of overlapping numpy views do)."""
-    if a.device != b.device or not (_has_storage(a) and _has_storage(b)):
+    if a.device != b.device or not (has_storage(a) and has_storage(b)):
         return False
 
     def span(t: torch.Tensor) -> tuple[int, int]:
@@ -809,7 +804,7 @@ def flat_ok(u: torch.Tensor, out: torch.Tensor) -> str | None:
     dense = (ny * nx, nx, 1)
     if u.stride() != dense or out.stride() != dense:
         return "the flat kernel needs contiguous u and out"
-    if _has_storage(u) and _has_storage(out) and (u.data_ptr() % 16 or out.data_ptr() % 16):
+    if has_storage(u) and has_storage(out) and (u.data_ptr() % 16 or out.data_ptr() % 16):
         return "the flat kernel needs 16-byte aligned data pointers"
     if max(ny, nx) >= 2**21 or nz >= 2**31:
         return "the flat kernel takes ny and nx below 2**21 (float32 row and plane quotients)"
@@ -1091,9 +1086,11 @@ def laplacian(u: torch.Tensor, *, order: int = 2, spacing: float | tuple[float, 
             f"variant {variant!r} runs a Triton kernel, which needs a GPU tensor or the Triton "
             "interpreter (set TRITON_INTERPRET=1 before importing tilecraft); on CPU use "
             "variant='auto' or 'reference' (the torch implementation)")
-    if out is not None and u.requires_grad and torch.is_grad_enabled():
-        raise RuntimeError("laplacian(out=...) does not support automatic differentiation (u requires grad): "
+    if out is not None and (u.requires_grad or out.requires_grad) and torch.is_grad_enabled():
+        # out's own gradient history would pass through untouched: silently wrong gradients
+        raise RuntimeError("laplacian(out=...) does not support automatic differentiation (u or out requires grad): "
                            "call it without out, or under torch.no_grad()")
+    refuse_forward_ad("laplacian", u, out)
     if eager_direct(u, out):  # the registered ops' bodies, without their dispatch (host time)
         return _compute(u, order, spacing, out, variant)
     if out is None:

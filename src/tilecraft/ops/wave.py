@@ -23,7 +23,7 @@ import torch
 import triton
 
 from tilecraft.kernels import wave as _k
-from tilecraft.ops.launch import eager_direct, launch_values
+from tilecraft.ops.launch import eager_direct, launch_values, refuse_forward_ad
 from tilecraft.ops.stencil import (
     StencilConfig,
     _check_order,
@@ -1728,6 +1728,11 @@ def wave_step(p: torch.Tensor, p_prev: torch.Tensor, m: torch.Tensor, out: torch
         >>> out = wave_step(p, p_prev, v**2 * dt**2, order=8, spacing=10.0)
     """
     order, spacing, lo, hi = validate(p, p_prev, m, out, order, spacing, lo, hi, sponge)
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (p, p_prev, m, out, *(sponge or ()))):
+        # the op has no backward: a p_prev.clone() out would carry the clone's gradient and nothing else
+        raise RuntimeError("wave_step has no backward (automatic differentiation is not supported): an input or "
+                           "out requires grad; call it under torch.no_grad() or on detached tensors")
+    refuse_forward_ad("wave_step", p, p_prev, m, out)
     backend = resolve_backend(backend, p.device)
     if out is None:
         out = p_prev.clone()

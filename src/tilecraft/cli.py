@@ -342,7 +342,7 @@ def _print_gpu_ladder(records, dev, shape, dtype, order) -> None:
     copy = records[0].ceiling_value if records else None
     nz, ny, nx = shape
     table = Table(title=f"Laplacian ladder: {dtype}, order {order}, {nz}×{ny}×{nx}, {dev.name}",
-                  caption=f"FOM = least traffic / median time (SPEC.md); copy bandwidth measured in this run: "
+                  caption=f"FOM = least traffic / median time (tilecraft.analysis.fom); copy bandwidth measured in this run: "
                           f"{_fmt(copy, '.2f')} TB/s", title_justify="left")
     for col, just in (("variant", "left"), ("median ms", "right"), ("FOM TB/s", "right"), ("% copy", "right"),
                       ("GPts/s", "right"), ("× baseline", "right"), ("× torch", "right"), ("regs", "right"),

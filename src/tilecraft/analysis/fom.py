@@ -1,4 +1,4 @@
-"""Figure of merit and least-traffic models (SPEC.md, "The stencil figure of merit").
+"""Figure of merit and least-traffic models (the project specification's "stencil figure of merit").
 
 For a star stencil of radius R on a grid (nz, ny, nx) with interior extents a = nx-2R, b = ny-2R,
 c = nz-2R, the least data a kernel must move is

@@ -2,7 +2,7 @@
 
 Every case is checked against the float64 reference (output poisoned with NaN first, boundary
 checked untouched) before it is timed; a case that fails the check is reported and not timed.
-FOM is SPEC.md's least-traffic bandwidth, compared with the device-to-device copy bandwidth
+FOM is the least-traffic bandwidth (tilecraft.analysis.fom), compared with the device-to-device copy bandwidth
 measured in the same run.
 """
 from __future__ import annotations

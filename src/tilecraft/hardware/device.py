@@ -14,7 +14,7 @@ import torch
 
 # Dense datasheet peaks: memory bandwidth in TB/s, matrix/vector rates in TFLOP/s (TOPS for int8).
 # NVIDIA: H100/H200 SXM datasheets; A100 SXM 80GB. AMD: per device (MI250X: both GCDs; a single
-# GCD, which is what one ROCm device is, has half). SPEC.md lists these.
+# GCD, which is what one ROCm device is, has half). The project specification lists these.
 DATASHEET: dict[str, dict[str, float]] = {
     "H100": {"bandwidth_TBps": 3.35, "fp64": 67.0, "fp64_vector": 34.0, "fp32": 67.0, "tf32": 495.0,
              "bf16": 989.0, "fp16": 989.0, "fp8": 1979.0, "int8": 1979.0, "sms": 132},

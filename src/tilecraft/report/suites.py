@@ -138,7 +138,7 @@ def _model_points(ctx: Context, cases: list[tuple[str, int]], shape: tuple[int, 
     bw = roof.best_bandwidth()
     table = Table(f"Model: the least time on a {roof.device} (not measured)",
                   ["case", "grid", "least GiB moved", "least ms", "GPts/s at that time"], rows,
-                  f"least traffic (SPEC.md) / {bw.value:.2f} TB/s ({bw.source}); compute is far from the limit")
+                  f"least traffic (tilecraft.analysis.fom) / {bw.value:.2f} TB/s ({bw.source}); compute is far from the limit")
     return points, table
 
 
@@ -346,7 +346,7 @@ def profile_suite(ctx: Context) -> Section:
     sec.tables.append(Table("Laplacian fp64 order 2: ncu --clock-control none",
                             ["grid", "variant", "FETCH MB", "least fetch MB", "fetch eff. %", "WRITE MB", "least write MB",
                              "write eff. %", "L2 hit %", "smem bank confl.", "kernel µs (profiled)"], rows,
-                            "FETCH/WRITE = dram__bytes_read/write.sum; efficiency = least / measured (SPEC.md's least "
+                            "FETCH/WRITE = dram__bytes_read/write.sum; efficiency = least / measured (tilecraft.analysis.fom: the least "
                             "traffic); above 100 %, part of the output was still in L2 when the kernel ended. The profiled kernel "
                             "time is under the profiler, not a benchmark"))
     return sec

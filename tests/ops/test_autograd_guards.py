@@ -77,3 +77,12 @@ def test_vmap_runs_and_compile_takes_the_default_spacing():
     assert torch.equal(got[1], tilecraft.laplacian(u[1]))
     f = torch.compile(lambda x: tilecraft.laplacian(x), fullgraph=True, dynamic=True, backend="aot_eager")
     assert torch.equal(f(u[0]), tilecraft.laplacian(u[0]))  # failed on math.isfinite of a symbolic float
+
+
+def test_laplacian_on_meta_tensors_gives_a_meta_result():
+    """It refused meta tensors, where matmul, attention and wave_step give their results' shape and type."""
+    u = torch.empty(6, 7, 8, dtype=torch.float32, device="meta")
+    got = tilecraft.laplacian(u, order=4)
+    assert got.device.type == "meta" and got.shape == u.shape and got.dtype == u.dtype
+    with pytest.raises(ValueError, match="order 4 needs every extent"):
+        tilecraft.laplacian(torch.empty(3, 7, 8, device="meta"), order=4)

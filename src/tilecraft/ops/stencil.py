@@ -568,7 +568,7 @@ def _check_grid(u: object, name: str = "u") -> torch.Tensor:
         raise ValueError(f"{name} must be 3D (nz, ny, nx), got shape {tuple(u.shape)}")
     if u.dtype not in SUPPORTED_DTYPES:
         raise TypeError(f"{name} has dtype {u.dtype}; the Laplacian supports float32 and float64")
-    if u.device.type not in ("cuda", "cpu"):
+    if u.device.type not in ("cuda", "cpu", "meta"):  # meta: the result's shape and type, nothing computed
         raise ValueError(f"{name} is on device {u.device}; tilecraft runs on CUDA/ROCm GPUs (and CPU)")
     if u.shape[-1] > 1 and u.stride(-1) != 1:
         raise ValueError(f"{name} must be contiguous along x (stride(-1) == 1), got strides {u.stride()}")
@@ -1091,6 +1091,8 @@ def laplacian(u: torch.Tensor, *, order: int = 2, spacing: float | tuple[float, 
         raise RuntimeError("laplacian(out=...) does not support automatic differentiation (u or out requires grad): "
                            "call it without out, or under torch.no_grad()")
     refuse_forward_ad("laplacian", u, out)
+    if u.device.type == "meta":  # as matmul, attention and wave_step: the result's shape and type
+        return out if out is not None else torch.zeros_like(u, memory_format=torch.contiguous_format)
     if eager_direct(u, out):  # the registered ops' bodies, without their dispatch (host time)
         return _compute(u, order, spacing, out, variant)
     if out is None:

@@ -175,6 +175,11 @@ def _check_alpha_beta(alpha: float, beta: float, integer_out: bool) -> None:
                              f"[{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}] (inf and NaN propagate as IEEE says)")
 
 
+def _check_dense(t: torch.Tensor, name: str) -> None:
+    if t.layout != torch.strided:
+        raise TypeError(f"{name} has layout {t.layout}; tilecraft takes dense (strided) tensors")
+
+
 def validate(a: object, b: object, *, out_dtype: torch.dtype | None = None, alpha: float = 1.0,
              beta: float = 0.0, c: torch.Tensor | None = None, bias: torch.Tensor | None = None,
              activation: str | None = None, precision: str | None = None,
@@ -183,8 +188,7 @@ def validate(a: object, b: object, *, out_dtype: torch.dtype | None = None, alph
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.layout != torch.strided:
-            raise TypeError(f"{name} has layout {t.layout}; tilecraft takes dense (strided) tensors")
+        _check_dense(t, name)
         if t.dim() not in (2, 3):
             raise ValueError(f"{name} must be 2D (rows, cols) or 3D (batch, rows, cols), got shape {tuple(t.shape)}")
         if t.dtype not in DTYPE_NAMES:
@@ -232,8 +236,7 @@ def validate(a: object, b: object, *, out_dtype: torch.dtype | None = None, alph
             continue
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor or None, got {type(t).__name__}")
-        if t.layout != torch.strided:
-            raise TypeError(f"{name} has layout {t.layout}; tilecraft takes dense (strided) tensors")
+        _check_dense(t, name)
         if t.device != a.device:
             raise ValueError(f"{name} is on {t.device}, the operands on {a.device}")
         ok = (torch.int32,) if integer_out else tuple(dict.fromkeys((out_dtype, torch.float32)))
@@ -1302,9 +1305,9 @@ def _cached_config(entry: object, p: Problem, key: str) -> GemmConfig | None:
         return None
     try:
         cfg = GemmConfig.from_dict(entry["config"])  # type: ignore[index]
-        fields = dataclasses.fields(GemmConfig)
-        for f in fields:
-            want = type(getattr(GemmConfig(), f.name))
+        default = GemmConfig()
+        for f in dataclasses.fields(GemmConfig):
+            want = type(getattr(default, f.name))
             if type(getattr(cfg, f.name)) is not want:
                 raise TypeError(f"{f.name}={getattr(cfg, f.name)!r} is not a {want.__name__}")
         if cfg not in config_space(p) and cfg != heuristic(p):

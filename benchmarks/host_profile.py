@@ -39,6 +39,21 @@ def cases():
     qd = torch.randn(1, 32, 1, 128, dtype=torch.bfloat16, device="cuda", generator=g)
     kd, vd = (torch.randn(1, 8, 4096, 128, dtype=torch.bfloat16, device="cuda", generator=g) for _ in range(2))
     yield "attention_decode", lambda: tilecraft.attention(qd, kd, vd)
+    # the cliff hunt's small GEMMs (benchmarks/cliff_hunt.py, 2026-12-01): eager calls 60-240 us against torch's 12-30
+    def mm(name, m, n, k, dtype=torch.bfloat16, tb=False, pad=0, **kw):
+        x = torch.randn(m, k + pad, device="cuda", generator=g).to(dtype)[:, :k]
+        y = (torch.randn(n, k, device="cuda", generator=g).to(dtype).t() if tb else
+             torch.randn(k, n + pad, device="cuda", generator=g).to(dtype)[:, :n])
+        return name, lambda: tilecraft.matmul(x, y, **kw)
+    yield mm("mm_bf16_256", 256, 256, 256)
+    yield mm("mm_bf16_1024", 1024, 1024, 1024)
+    yield mm("mm_bf16_1024_nt", 1024, 1024, 1024, tb=True)
+    yield mm("mm_bf16_k16", 4096, 4096, 16)
+    yield mm("mm_bf16_pad1", 2048, 2048, 2048, pad=1)
+    yield mm("mm_tf32_2048", 2048, 2048, 2048, dtype=torch.float32, precision="tf32")
+    yield mm("mm_fp32_512", 512, 512, 512, dtype=torch.float32)
+    yield mm("mm_fp64_512", 512, 512, 512, dtype=torch.float64)
+    yield mm("mm_int8_1024_nt", 1024, 1024, 1024, dtype=torch.int8, tb=True)
     p, pp = (torch.rand(64, 64, 64, device="cuda", generator=g) for _ in range(2))
     m, w_out = torch.full_like(p, 0.1), torch.empty_like(p)
     yield "wave_step", lambda: wave_step(p, pp, m, w_out, order=8)
@@ -74,7 +89,10 @@ def main() -> int:
         st = pstats.Stats(pr, stream=s)
         st.sort_stats("tottime").print_stats(args.lines)
         st.sort_stats("cumulative").print_stats(args.lines + 15)
-        block = f"===== {name}: host {host:.1f} us per call (unprofiled)\n" + s.getvalue()
+        from tilecraft.ops.launch import _CACHES
+        why = sorted({e for c in _CACHES for e in c._entries.values() if type(e) is str})
+        block = (f"===== {name}: host {host:.1f} us per call (unprofiled); not replayed so far: {why}\n"
+                 + s.getvalue())
         print(block, flush=True)
         text.append(block)
     if args.out:

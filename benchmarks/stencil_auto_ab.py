@@ -30,7 +30,8 @@ import torch
 
 import stencil_common as sc
 from tilecraft.bench.harness import write_results
-from tilecraft.ops.stencil import StencilConfig, long_march, row_march, short_march, smem_march, window_march
+from tilecraft.ops.stencil import (StencilConfig, l1_march, long_march, row_march, short_march, smem_march,
+                                   window_march)
 
 CASES = {  # (dtype, order, shape)
     "fp32-o8": ("fp32", 8, (520, 520, 520)),
@@ -60,6 +61,14 @@ CASES = {  # (dtype, order, shape)
     "fp32-o8-wide": ("fp32", 8, (520, 1032, 1032)),
     "fp32-o8-776": ("fp32", 8, (776, 776, 776)),
     "fp32-o8-264": ("fp32", 8, (520, 264, 264)),
+    # the high orders on 512^3 interiors, rows of whole 16-byte vectors (the ring at R = 5..8, 2026-12-01)
+    **{f"{dt}-o{o}": (dt, o, (512 + o, 512 + o, -(-(512 + o) // 4) * 4)) for dt in ("fp32", "fp64") for o in (10, 12, 14, 16)},
+    # fp32 rows of 8-byte vectors (nx = 2 mod 4: 512 + 2R for odd R), the unaligned cases of the cliff hunt
+    **{f"fp32-o{o}-odd": ("fp32", o, (512 + o,) * 3) for o in (2, 6, 10, 14)},
+    **{f"fp32-o{o}-half": ("fp32", o, (512 + o, 512 + o, 514 + o)) for o in (4, 8, 12, 16)},
+    # fp64 rows of an odd number of points (8-byte vectors)
+    **{f"fp64-o{o}-odd": ("fp64", o, (512 + o, 512 + o, 513 + o)) for o in (2, 4, 8, 12)},
+    **{f"{dt}-o{o}-256": (dt, o, (256 + o, 256 + o, -(-(256 + o) // 4) * 4)) for dt in ("fp32", "fp64") for o in (10, 12, 14, 16)},
 }
 #: ``--variants`` parts that set a tile knob of ``win``: byN block_y, bxN block_x, wN num_warps, bzN block_z,
 #: uN loop_unroll, rN maxnreg, zoN zorder, dN prefetch (the smem kernel's planes ahead), sN num_stages
@@ -84,7 +93,8 @@ def variant(name: str, dtype: str, order: int) -> StencilConfig | None:
              "row": row_march, "long": lambda: long_march(torch_dtype),
              "smem": lambda: StencilConfig("smem", block_y=16, block_x=64 if dtype == "fp32" else 32, num_warps=8,
                                            block_z=64, prefetch=3),
-             "ring": lambda: smem_march(torch_dtype, order // 2)}
+             "ring": lambda: smem_march(torch_dtype, order // 2),
+             "l1": lambda: l1_march(torch_dtype, order // 2)}
     first = name.split("-")[0]
     cfg = bases[first]() if first in bases else bases["win"]()
     for part in name.split("-"):

@@ -81,6 +81,69 @@ def test_smem_kernel_8_byte_vectors_match_float64(dtype, order, shape, cfg):
     test_smem_kernel_matches_float64(dtype, order, shape, cfg)
 
 
+@pytest.mark.parametrize("dtype,order,shape,cfg", [
+    # orders 10-16 (R = 5..8, 25 weight parameters): R a whole number of vectors or not, odd y and z extents,
+    # x tiles cut at the grid's end, short chunks, both rings, 16- and 8-byte vectors
+    (torch.float32, 10, (29, 41, 140), _cfg(32, 64, 16, 7, 3, slack=2)),
+    (torch.float32, 12, (31, 37, 76), _cfg(16, 64, 16, 64, 4, slack=2, vec=2)),
+    (torch.float32, 14, (33, 45, 100), _cfg(16, 64, 16, 5, 3, slack=0, vec=2)),
+    (torch.float32, 16, (37, 39, 132), _cfg(16, 64, 16, 6, 4, slack=2, vec=2)),
+    (torch.float32, 16, (35, 41, 84), _cfg(32, 64, 32, 64, 5, slack=0, vec=2)),
+    (torch.float64, 10, (27, 41, 74), _cfg(16, 32, 8, 5, 4, slack=2)),
+    (torch.float64, 12, (29, 31, 70), _cfg(16, 32, 8, 64, 3, slack=2)),
+    (torch.float64, 14, (33, 37, 66), _cfg(16, 32, 16, 4, 4, slack=0, vec=1)),
+    (torch.float64, 16, (35, 43, 82), _cfg(16, 32, 8, 6, 4, slack=2)),
+    (torch.float64, 16, (37, 35, 68), _cfg(16, 32, 16, 64, 4, slack=2, vec=1)),
+])
+def test_smem_kernel_high_orders_match_float64(dtype, order, shape, cfg):
+    test_smem_kernel_matches_float64(dtype, order, shape, cfg)
+
+
+@pytest.mark.parametrize("dtype,order,shape", [(torch.float32, 10, (26, 33, 92)), (torch.float32, 16, (40, 37, 68)),
+                                               (torch.float64, 12, (30, 35, 58)), (torch.float64, 16, (36, 41, 66))])
+def test_auto_at_high_orders_matches_float64(dtype, order, shape):
+    """What ``laplacian(variant="auto")`` runs at orders 10-16 on this GPU (the ring on sm90)."""
+    gen = torch.Generator().manual_seed(3)
+    u = (torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1).to(dtype).cuda()
+    spacing = (0.8, 1.2, 0.95)
+    ok, err, msg = check_case(u, order, spacing, lambda a, o: ops.laplacian(a, order=order, spacing=spacing, out=o))
+    assert ok, (err, msg)
+
+
+@pytest.mark.parametrize("dtype,order,shape", [
+    (torch.float32, 2, (23, 41, 138)), (torch.float32, 4, (21, 29, 74)), (torch.float32, 6, (25, 33, 90)),
+    (torch.float32, 8, (27, 37, 130)), (torch.float32, 10, (29, 35, 70)), (torch.float32, 16, (37, 39, 134)),
+    (torch.float64, 2, (17, 45, 67)), (torch.float64, 4, (19, 31, 35)), (torch.float64, 8, (23, 37, 69)),
+    (torch.float64, 14, (33, 37, 65)),
+])
+def test_8_byte_ring_matches_float64(dtype, order, shape):
+    """Rows of 8-byte vectors only (fp32 nx = 2 mod 4, fp64 odd nx): ``half_ring``'s 8-byte copies, the x edges inside
+    a vector, odd y and z extents; and ``laplacian`` itself (``auto`` takes the ring on sm90)."""
+    gen = torch.Generator().manual_seed(4)
+    u = (torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1).to(dtype).cuda()
+    assert ops.half_aligned(u, torch.empty_like(u))
+    cfg = ops.half_ring(dtype, order // 2, shape)
+    test_smem_kernel_matches_float64(dtype, order, shape, replace(cfg, block_z=5))  # short chunks too
+    spacing = (0.7, 1.3, 0.9)
+    ok, err, msg = check_case(u, order, spacing, lambda a, o: ops.laplacian(a, order=order, spacing=spacing, out=o))
+    assert ok, (err, msg)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_8_byte_ring_padded_strides(dtype):
+    """A view whose rows start 8 bytes past a 16-byte boundary, rows and planes padded."""
+    gen = torch.Generator().manual_seed(5)
+    big = (torch.rand(31, 47, 150, generator=gen, dtype=torch.float64) * 2 - 1).to(dtype).cuda()
+    u = big[2:28, 3:44, 1:135] if dtype == torch.float64 else big[2:28, 3:44, 2:136]
+    assert ops.half_aligned(u, torch.empty_like(u)) or (dtype == torch.float64 and u.shape[2] % 2 == 0)
+    for order in (2, 8):
+        cfg = ops.half_ring(dtype, order // 2)
+        assert ops.smem_ok(u, u, order, cfg) is None
+        ok, err, msg = check_case(u, order, (1.0, 1.0, 1.0),
+                                  lambda a, o: ops.launch(a, o, order, (1.0, 1.0, 1.0), cfg))
+        assert ok, (order, err, msg)
+
+
 @pytest.mark.parametrize("order", [8, 2])
 def test_smem_kernel_padded_strides(order):
     gen = torch.Generator().manual_seed(2)

@@ -33,6 +33,23 @@ def test_auto_takes_the_ring_on_sm90_only(dtype, order):
     assert ops.auto_config(dtype, order, shape, L2, False, False, smem=True).kernel != "smem"  # unaligned rows
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("order", [10, 12, 14, 16])
+def test_auto_takes_the_ring_at_high_orders(dtype, order):
+    """Orders 10-16 on sm90 (2026-12-01): the ring (43-59% of copy at 512^3 on an H200) instead of the z-march with
+    z through L1 (20-25%), on large planes and small; fp32 orders 10 and 12 in 32 x 64 tiles of 16 warps on planes of
+    512^2 and more, the rest in 16-row tiles of 8 warps, mbarriers, 16-byte vectors; the tuner times the rest too."""
+    for shape in [(512 + order, 512 + order, 528), (64 + order, 100, 132)]:
+        cfg = ops.auto_config(dtype, order, shape, L2, True, True, smem=True)
+        assert cfg.kernel == "smem" and cfg == ops.smem_march(dtype, order // 2, shape) and cfg.num_stages == 2
+        assert ops.smem_ok(_meta(shape, dtype), _meta(shape, dtype), order, cfg) is None
+        big = shape[1] * shape[2] >= 512 * 512
+        assert cfg.num_warps == (16 if dtype == torch.float32 and order in (10, 12) and big else 8)
+        assert ops.auto_config(dtype, order, shape, L2, True, True).kernel != "smem"  # not on sm90
+        cands = ts.candidates(dtype, order, shape, L2, True, True, smem=True)
+        assert cands[0] == cfg and ops.l1_march(dtype, order // 2) in cands
+
+
 def test_auto_keeps_the_other_orders():
     for dtype, order, shape in [(torch.float32, 2, (512,) * 3), (torch.float64, 2, (512,) * 3),  # order 2: slower
                                 (torch.float32, 4, (64, 200, 200)), (torch.float32, 6, (64, 200, 200)),
@@ -85,9 +102,13 @@ def test_refusals_name_the_reason():
     cfg = ops.smem_march(torch.float32, 4)
     u = _meta((40, 40, 80))
     assert "NVIDIA" in ops.smem_ok(torch.zeros(40, 40, 80), torch.zeros(40, 40, 80), 8, cfg)
-    assert "16 bytes" in ops.smem_ok(_meta((40, 40, 82)), _meta((40, 40, 82)), 8, cfg)
+    assert "16 bytes" in ops.smem_ok(_meta((40, 40, 81)), _meta((40, 40, 81)), 8, cfg)
+    # rows of 8-byte vectors: the ring's 8-byte copies, where a thread computes an 8-byte vector (cfg: vec=2)
+    assert ops.smem_ok(_meta((40, 40, 82)), _meta((40, 40, 82)), 8, cfg) is None
+    assert "8 bytes" in ops.smem_ok(_meta((40, 40, 82)), _meta((40, 40, 82)), 8, ops.ring16(torch.float32, 4))
     assert ops.smem_ok(u, u, 2, cfg) is None  # R = 1: a halo vector a side, the edge vectors stored by component
-    assert "R = 1..4" in ops.smem_ok(u, u, 16, cfg)  # R = 8: more weights than the kernel takes
+    assert ops.smem_ok(u, u, 16, cfg) is None  # R = 8: 25 weight parameters (orders 10-16 since 2026-12-01)
+    assert "R = 1..4" in ops.smem_ok(u, u, 10, cfg, wave=True)  # the wave step's ring takes 4 a side
     assert "block_y" in ops.smem_ok(u, u, 8, replace(cfg, block_y=16))
     assert "power of two" in ops.smem_ok(u, u, 8, replace(cfg, block_x=48))
     assert "shared memory" in ops.smem_ok(u, u, 8, replace(cfg, prefetch=12, num_stages=8))
@@ -136,7 +157,9 @@ def test_sm80_takes_the_barrier_ring_only(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype,order", [(torch.float32, 8), (torch.float64, 8), (torch.float64, 4), (torch.float32, 4),
-                                         (torch.float32, 6), (torch.float64, 6), (torch.float64, 2)])
+                                         (torch.float32, 6), (torch.float64, 6), (torch.float64, 2),
+                                         (torch.float32, 10), (torch.float32, 16), (torch.float64, 10),
+                                         (torch.float64, 14)])
 def test_ring_cross_compiles_for_sm90(dtype, order):
     shape = (520, 520, 520)
     cfg = ops.smem_march(dtype, order // 2)
@@ -296,3 +319,55 @@ def test_fp64_order8_long_marches_meet_a_barrier_every_second_plane():
     cands = ts.candidates(torch.float64, 8, (520, 520, 520), 60 * 2**20, True, True, smem=True)
     assert cands[0] == long
     assert replace(long, num_stages=2, prefetch=5, planes_per_barrier=1) in cands
+
+
+def _half(shape, dtype=torch.float32, pad=0):
+    nz, ny, nx = shape
+    row = nx + pad
+    return torch.empty_strided(shape, (ny * row, row, 1), dtype=dtype, device="meta")
+
+
+def test_half_aligned_rows_take_the_8_byte_ring():
+    """Rows of whole 8-byte vectors that are not 16-byte ones (fp32 nx = 2 mod 4, fp64 odd nx): ``half_aligned``, and
+    the ring with 8-byte copies where a thread computes an 8-byte vector (2026-12-01)."""
+    u = _half((40, 40, 514))
+    assert ops.half_aligned(u, u) and not ops.vector_aligned(u, u)
+    assert not ops.half_aligned(_half((40, 40, 516)), _half((40, 40, 516)))  # 16-byte rows: aligned
+    assert not ops.half_aligned(_half((40, 40, 515)), _half((40, 40, 515)))  # odd fp32 rows: neither
+    assert ops.half_aligned(_half((40, 40, 513), torch.float64), _half((40, 40, 513), torch.float64))
+    assert ops.half_aligned(_half((40, 40, 512), pad=2), _half((40, 40, 512), pad=2))  # a stride of 2 mod 4
+    for dtype, nx in [(torch.float32, 514), (torch.float64, 515)]:
+        for order in (2, 4, 6, 8, 10, 12, 14, 16):
+            shape = (64 + order, 80, nx)
+            cfg = ops.auto_config(dtype, order, shape, L2, False, True, smem=True, half_aligned=True)
+            assert cfg == ops.half_ring(dtype, order // 2, shape) and cfg.kernel == "smem"
+            assert cfg.vec * torch.finfo(dtype).bits // 8 == 8
+            m = _half(shape, dtype)
+            assert ops.smem_ok(m, m, order, cfg) is None and ops.launch_error(m, m, order, cfg) is None
+            assert ops.auto_config(dtype, order, shape, L2, False, True, half_aligned=True).kernel != "smem"  # not sm90
+            cands = ts.candidates(dtype, order, shape, L2, False, True, smem=True, half_aligned=True)
+            assert cands[0] == cfg and len(cands) >= 4 and ops.auto_config(dtype, order, shape, L2, False, True) in cands
+    sixteen = ops.smem_march(torch.float32, 3)  # a 16-byte vector a thread: not on 8-byte rows
+    assert "8 bytes" in ops.smem_ok(u, u, 6, sixteen)
+    odd = _half((40, 40, 515))
+    assert "16 bytes" in ops.smem_ok(odd, odd, 2, ops.half_ring(torch.float32, 1))
+    assert "16 bytes" in ops.smem_ok(u, u, 8, replace(ops.half_ring(torch.float32, 4)), wave=True)
+    assert ts.shape_key(torch.float32, 2, (40, 40, 514), False, True, "sm90", ops.half_ring(torch.float32, 1),
+                        True).split("/")[4] == "half-flat"
+
+
+@pytest.mark.parametrize("dtype,order,nx", [(torch.float32, 2, 514), (torch.float32, 8, 522), (torch.float32, 14, 526),
+                                            (torch.float64, 4, 517), (torch.float64, 12, 525)])
+def test_8_byte_ring_cross_compiles_for_sm90(dtype, order, nx):
+    shape = (64 + order, 100, nx)
+    cfg = ops.half_ring(dtype, order // 2, shape)
+    m = _half(shape, dtype)
+    k = ops.launch_plan(m, m, order, (1.0, 1.0, 1.0), cfg)[0]
+    assert k.constexprs["VEC"] == 8 // (torch.finfo(dtype).bits // 8) and k.constexprs["CV"] == 0
+    res = cross_compile("tilecraft.kernels.stencil_smem", k.kernel.__name__, ops.compile_signature(k), k.constexprs,
+                        "sm90", num_warps=cfg.num_warps)
+    assert res.error is None, res.error
+    assert res.spills == 0 and res.registers <= 128 * 16 // cfg.num_warps, (res.registers, res.spills)
+    c = res.census
+    assert c.get("sass:LDGSTS", 0) > 0 and c.get("sass_shared_load_64b", 0) > 0
+    assert c.get("sass_global_store_64b", 0) > 0 and c.get("sass_global_store_128b", 0) == 0

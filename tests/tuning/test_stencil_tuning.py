@@ -394,10 +394,11 @@ def test_quiet(sim, field, monkeypatch, capsys):
 
 def test_a_cached_config_that_cannot_run_here_gives_the_heuristic(sim, field, capsys):
     """A bucket's entry comes from another grid; one that cannot launch on this grid is not run."""
-    shape = (9, 10, 15)  # fp64 rows of 120 bytes: unaligned
+    shape = (9, 10, 15)  # fp64 rows of 120 bytes: unaligned (rows of 8-byte vectors only: ``half_aligned``)
     u = field(shape)
     heuristic = ops.auto_config(torch.float64, 2, shape, L2, False, True)
-    key = ts.shape_key(torch.float64, 2, shape, False, True, "sm90", heuristic)
+    assert ops.half_aligned(u, u)
+    key = ts.shape_key(torch.float64, 2, shape, False, True, "sm90", heuristic, True)
     window = ops.window_march(torch.float64, 2)
     cache.store(cache.cache_file(ops.CACHE_OP, "Fake GPU", {"torch": "t", "triton": "x"}), key,
                 {"config": window.as_dict()})

@@ -108,8 +108,10 @@ def measure_config(shape: tuple[int, int, int], dtype: torch.dtype, order: int, 
             return ops.launch(u, out, order, spacing, config(u, out))
         # the timed grid is contiguous and freshly allocated: aligned exactly when nx is a multiple
         aligned = shape[2] % (16 // (torch.finfo(dtype).bits // 8)) == 0
+        half = not aligned and shape[2] % (8 // (torch.finfo(dtype).bits // 8)) == 0  # rows of 8-byte vectors
         smem = device != "cpu" and ops.smem_device(torch.empty(0, device=device))
-        cfg = fixed or ops.config_for(variant, dtype, order, shape, l2_bytes, aligned, flat_ok=True, smem=smem)
+        cfg = fixed or ops.config_for(variant, dtype, order, shape, l2_bytes, aligned, flat_ok=True, smem=smem,
+                                      half_aligned=half)
         cfg_dict, num_warps = cfg.as_dict(), cfg.num_warps
     gen = torch.Generator(device=device).manual_seed(hash((shape, order)) & 0xFFFF)
     small = tuple(min(n, 32 + n % 16) for n in shape[:2]) + (shape[2],)

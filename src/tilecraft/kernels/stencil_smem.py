@@ -52,12 +52,19 @@ def _smem_base(like):
 
 
 @gluon.jit
-def _cp_async(dst, src, nbytes, live):
-    """16 bytes from global ``src`` to shared ``dst`` where ``live`` (int32, non-zero); ``nbytes`` 16 or 0
-    (0: the vector is zero-filled and nothing is read)."""
-    return gl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.b32 p, $4, 0; @p cp.async.cg.shared.global [$1], [$2], 16, $3; mov.u32 $0, 0; }",
-        "=r,r,l,r,r", [dst, src.to(gl.int64, bitcast=True), nbytes, live], dtype=gl.int32, is_pure=False, pack=1)
+def _cp_async(dst, src, nbytes, live, VB: gl.constexpr = 16):
+    """VB bytes (16, or 8 for rows of 8-byte vectors) from global ``src`` to shared ``dst`` where ``live`` (int32,
+    non-zero); ``nbytes`` VB or 0 (0: the vector is zero-filled and nothing is read). 16 bytes bypass L1
+    (``.cg``); ``cp.async`` takes 8 only through L1 (``.ca``)."""
+    if VB == 16:
+        return gl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.b32 p, $4, 0; @p cp.async.cg.shared.global [$1], [$2], 16, $3; mov.u32 $0, 0; }",
+            "=r,r,l,r,r", [dst, src.to(gl.int64, bitcast=True), nbytes, live], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.static_assert(VB == 8)
+        return gl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.b32 p, $4, 0; @p cp.async.ca.shared.global [$1], [$2], 8, $3; mov.u32 $0, 0; }",
+            "=r,r,l,r,r", [dst, src.to(gl.int64, bitcast=True), nbytes, live], dtype=gl.int32, is_pure=False, pack=1)
 
 
 @gluon.jit
@@ -350,7 +357,7 @@ def _zero_vec(like, VEC: gl.constexpr):
 def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_addr, fill_bytes, fill_live, ok_out,
            su_z, so_z, wc, wz, wy, wx, R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr,
            D: gl.constexpr, NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr,
-           PARTIAL: gl.constexpr, PB: gl.constexpr = 1, SYNC: gl.constexpr = True):
+           PARTIAL: gl.constexpr, PB: gl.constexpr = 1, SYNC: gl.constexpr = True, VB: gl.constexpr = 16):
     """One input plane q of the march: wait for its slot (``rd_addr``: the thread's vector in it), request
     plane q + D into the slot read a plane earlier (``wr_addr``: the thread's first copy in it; ``srcs``
     point at plane q + D), add the plane to the window, and store output plane q - R (``optr``). ``WAVE``:
@@ -363,7 +370,7 @@ def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_
         _wait(ok_out, D - PB)
     if q + D < q_last:
         for i in gl.static_range(NFILL):
-            _cp_async(wr_addr + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
+            _cp_async(wr_addr + i * VB * NT, srcs[i], fill_bytes[i], fill_live[i], VB)
         if WAVE:
             _wave_copy(wave[0], wave[1], q + D - R, z_begin, z_end, su_z, wave[2], wave[3], wave[5], NT, WAVE)
         _prefetch_plane(srcs, q, q_last, fill_bytes, su_z, D, PF, NFILL)
@@ -389,7 +396,8 @@ def _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_
 def _plane_mb(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, wr_addr, full_rd, full_wr, empty_rd,
               empty_wr, par_full, par_empty, need_empty, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx,
               R: gl.constexpr, VEC: gl.constexpr, PITCH: gl.constexpr, DT: gl.constexpr, D: gl.constexpr,
-              NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr):
+              NFILL: gl.constexpr, NT: gl.constexpr, PF: gl.constexpr, WAVE: gl.constexpr, PARTIAL: gl.constexpr,
+              VB: gl.constexpr = 16):
     """``_plane`` with mbarriers instead of a CTA barrier: a thread waits only for the data of its plane
     (``full_rd``: every thread's copies of it landed, phase ``par_full``) and, before copying plane q + D
     into a slot, for every thread to have read that slot's previous plane (``empty_wr``, phase
@@ -398,7 +406,7 @@ def _plane_mb(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end, rd_addr, 
     if q + D < q_last:
         _mbar_wait(empty_wr, par_empty + 0 * empty_wr, need_empty + 0 * empty_wr)
         for i in gl.static_range(NFILL):
-            _cp_async(wr_addr + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
+            _cp_async(wr_addr + i * VB * NT, srcs[i], fill_bytes[i], fill_live[i], VB)
         if WAVE:
             _wave_copy(wave[0], wave[1], q + D - R, z_begin, z_end, su_z, wave[2], wave[3], wave[5], NT, WAVE)
         _prefetch_plane(srcs, q, q_last, fill_bytes, su_z, D, PF, NFILL)
@@ -447,14 +455,17 @@ def _smem_march(
     CVE: gl.constexpr = VEC if CV == 0 else CV
     gl.static_assert(VEC % CVE == 0)
     gl.static_assert(CVE == VEC or not WAVE)
+    # VB: bytes of a copy vector, 16, or 8 where the rows are whole 8-byte vectors only (VEC 2 in fp32, 1 in fp64)
+    VB: gl.constexpr = VEC * DT.primitive_bitwidth // 8
+    gl.static_assert(VB == 16 or (VB == 8 and not WAVE))
     NCH: gl.constexpr = (R + VEC - 1) // VEC  # halo vectors left and right
     PV: gl.constexpr = BXV + 2 * NCH  # slot pitch in vectors
-    PITCH: gl.constexpr = PV * 16  # bytes
+    PITCH: gl.constexpr = PV * VB  # bytes
     ROWS_S: gl.constexpr = BY + 2 * R
     NV_S: gl.constexpr = ROWS_S * PV
     NT: gl.constexpr = 32 * NW
     # a slot: the plane's window, then (WAVE) the tile's p_prev and m of output plane q - R (NT vectors each)
-    SLOT: gl.constexpr = (NV_S + 2 * NT * WAVE) * 16
+    SLOT: gl.constexpr = (NV_S + 2 * NT * WAVE) * VB
     gl.static_assert(S >= D + 1)
     gl.static_assert(MBAR or S == D + PB)
     gl.static_assert(PB == 1 or (not MBAR and S % PB == 0 and D >= PB))
@@ -502,13 +513,13 @@ def _smem_march(
         gx = x0 + (col - NCH) * VEC
         ok = (v < NV_S) & (gy >= 0) & (gy < ny) & (gx >= 0) & (gx < nx)
         srcs = srcs + (u_ptr + q0.to(gl.int64) * su_z + gl.where(ok, gy * su_y + gx, 0),)
-        fill_bytes = fill_bytes + (gl.where(ok, 16, 0),)
+        fill_bytes = fill_bytes + (gl.where(ok, VB, 0),)
         fill_live = fill_live + ((v < NV_S).to(gl.int32),)
     # Gluon keeps an allocation only if a Gluon op uses it: one store of zeros, then a barrier; from here on
     # the ring is addressed by hand
     ring.slice(0, NT).store(gl.zeros([NT], DT, layout=L1))
     gl.thread_barrier()
-    wr0 = _smem_base(tid) + tid * 16  # the thread's first copy in slot 0
+    wr0 = _smem_base(tid) + tid * VB  # the thread's first copy in slot 0
     # mbarriers after the slots: full[s] at + 8 s, empty[s] at + 8 (S + s); as the copies' layout (barw)
     # and, below, the tile's (barr)
     barw = _smem_base(tid) + S * SLOT
@@ -522,7 +533,7 @@ def _smem_march(
     tx = gl.arange(0, BXT, layout=gl.SliceLayout(0, L2))
     rows = y0 + ty
     cols = x0 + tx * CVE
-    me = ((ty[:, None] + R) * PV + NCH) * 16 + tx[None, :] * (CVE * DT.primitive_bitwidth // 8)  # bytes
+    me = ((ty[:, None] + R) * PV + NCH) * VB + tx[None, :] * (CVE * DT.primitive_bitwidth // 8)  # bytes
     rd0 = _smem_base(me) + me
     if PARTIAL:  # bit j: component j inside [x_lo, x_hi)
         xbits = gl.zeros_like(cols)
@@ -552,7 +563,7 @@ def _smem_march(
     for d in gl.static_range(D):
         if q0 + d < q_last:
             for i in gl.static_range(NFILL):
-                _cp_async(wr0 + d * SLOT + i * 16 * NT, srcs[i], fill_bytes[i], fill_live[i])
+                _cp_async(wr0 + d * SLOT + i * VB * NT, srcs[i], fill_bytes[i], fill_live[i], VB)
             if WAVE:
                 _wave_copy(pp_ptr, m_ptr, q0 + d - R, z_begin, z_end, su_z, tile, ok_tile, tl0 + d * SLOT, NT, WAVE)
             if MBAR:
@@ -583,14 +594,14 @@ def _smem_march(
                                             barr + 8 * (S + i), barw + 8 * (S + (i + D) % S), t & 1,
                                             (t + (i + D) // S - 1) & 1, (t * S + i + D - S >= 0).to(gl.int32),
                                             fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz, wy, wx, R, CVE, PITCH,
-                                            DT, D, NFILL, NT, PF, WAVE, PARTIAL)
+                                            DT, D, NFILL, NT, PF, WAVE, PARTIAL, VB)
             else:
                 wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + i * SLOT, tl0 + ((i + D) % S) * SLOT, cens)
                 win, srcs, optr, cens = _plane(u_ptr, win, srcs, optr, wave, qb + i, q_last, z_begin, z_end,
                                          rd0 + i * SLOT,
                                          wr0 + ((i + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc,
                                          wz, wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, PB,
-                                         i % PB == 0)
+                                         i % PB == 0, VB)
     for q in range(q0 + n_main, q_last):
         k = q - q0
         if MBAR:
@@ -601,20 +612,21 @@ def _smem_march(
                                         wr0 + ((k + D) % S) * SLOT, barr + 8 * (k % S), barw + 8 * ((k + D) % S),
                                         barr + 8 * (S + k % S), barw + 8 * (S + (k + D) % S), (k // S) & 1,
                                         (gl.maximum(prev, 0) // S) & 1, (prev >= 0).to(gl.int32), fill_bytes, fill_live,
-                                        ok_out, su_z, so_z, wc, wz, wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL)
+                                        ok_out, su_z, so_z, wc, wz, wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, VB)
         else:
             wave = (pp_ptr, m_ptr, tile, ok_tile, tl0 + (k % S) * SLOT, tl0 + ((k + D) % S) * SLOT, cens)
             win, srcs, optr, cens = _plane(u_ptr, win, srcs, optr, wave, q, q_last, z_begin, z_end,
                                      rd0 + (k % S) * SLOT,
                                      wr0 + ((k + D) % S) * SLOT, fill_bytes, fill_live, ok_out, su_z, so_z, wc, wz,
-                                     wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, PB, True)
+                                     wy, wx, R, CVE, PITCH, DT, D, NFILL, NT, PF, WAVE, PARTIAL, PB, True, VB)
 
 
 _WEIGHTS_DOC = """The weights arrive as kernel parameters (the constant bank), not loaded into registers: the
     stencil's FMAs take them as operands (fp64 order 8, 16 x 32 tiles, 8 warps: 94-100 registers on the GPU
     against 122 with the weights loaded at b1d37c6; fp32 unchanged at 87). Two entries because the
     parameters' types differ.
-    wc the centre, wzK / wyK / wxK the axes' K-th (K = 1..4; only the first R are read). nx and the strides
+    wc the centre, wzK / wyK / wxK the axes' K-th (K = 1..8: orders 2 to 16; only the first R are read; the wave
+    step's kernel takes K = 1..4). nx and the strides
     arrive in vectors (of VEC elements); RING is the ring's size in elements, (D + 1) slots rounded up to a
     power of two (Gluon allocates only those). Grid: 1D, x tiles fastest, then y tiles, then z chunks of BZ
     planes."""
@@ -623,32 +635,36 @@ _WEIGHTS_DOC = """The weights arrive as kernel parameters (the constant bank), n
 @gluon.jit
 def laplacian_smem_kernel(
     u_ptr, out_ptr,
-    wc: "fp32", wz1: "fp32", wz2: "fp32", wz3: "fp32", wz4: "fp32", wy1: "fp32", wy2: "fp32", wy3: "fp32",
-    wy4: "fp32", wx1: "fp32", wx2: "fp32", wx3: "fp32", wx4: "fp32",
+    wc: "fp32", wz1: "fp32", wz2: "fp32", wz3: "fp32", wz4: "fp32", wz5: "fp32", wz6: "fp32", wz7: "fp32", wz8: "fp32",
+    wy1: "fp32", wy2: "fp32", wy3: "fp32", wy4: "fp32", wy5: "fp32", wy6: "fp32", wy7: "fp32", wy8: "fp32",
+    wx1: "fp32", wx2: "fp32", wx3: "fp32", wx4: "fp32", wx5: "fp32", wx6: "fp32", wx7: "fp32", wx8: "fp32",
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
     PF: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1,
 ):
     """The cp.async-ring z-march of an fp32 grid. """
-    _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
-                (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
+    _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4, wz5, wz6, wz7, wz8)[:R],
+                (wy1, wy2, wy3, wy4, wy5, wy6, wy7, wy8)[:R], (wx1, wx2, wx3, wx4, wx5, wx6, wx7, wx8)[:R],
+                nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
                 nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, PB)
 
 
 @gluon.jit
 def laplacian_smem_kernel_f64(
     u_ptr, out_ptr,
-    wc: "fp64", wz1: "fp64", wz2: "fp64", wz3: "fp64", wz4: "fp64", wy1: "fp64", wy2: "fp64", wy3: "fp64",
-    wy4: "fp64", wx1: "fp64", wx2: "fp64", wx3: "fp64", wx4: "fp64",
+    wc: "fp64", wz1: "fp64", wz2: "fp64", wz3: "fp64", wz4: "fp64", wz5: "fp64", wz6: "fp64", wz7: "fp64", wz8: "fp64",
+    wy1: "fp64", wy2: "fp64", wy3: "fp64", wy4: "fp64", wy5: "fp64", wy6: "fp64", wy7: "fp64", wy8: "fp64",
+    wx1: "fp64", wx2: "fp64", wx3: "fp64", wx4: "fp64", wx5: "fp64", wx6: "fp64", wx7: "fp64", wx8: "fp64",
     nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v,
     R: gl.constexpr, BY: gl.constexpr, BXV: gl.constexpr, BZ: gl.constexpr, VEC: gl.constexpr,
     D: gl.constexpr, NW: gl.constexpr, RING: gl.constexpr, S: gl.constexpr, MBAR: gl.constexpr,
     PF: gl.constexpr, CV: gl.constexpr = 0, PB: gl.constexpr = 1,
 ):
     """The cp.async-ring z-march of an fp64 grid."""
-    _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4)[:R], (wy1, wy2, wy3, wy4)[:R],
-                (wx1, wx2, wx3, wx4)[:R], nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
+    _smem_march(u_ptr, out_ptr, None, None, wc, (wz1, wz2, wz3, wz4, wz5, wz6, wz7, wz8)[:R],
+                (wy1, wy2, wy3, wy4, wy5, wy6, wy7, wy8)[:R], (wx1, wx2, wx3, wx4, wx5, wx6, wx7, wx8)[:R],
+                nz, ny, nx_v, su_z_v, su_y_v, so_z_v, so_y_v, R, nz - R, R, ny - R, R,
                 nx_v * VEC - R, R, BY, BXV, BZ, VEC, D, NW, RING, S, MBAR, PF, False, R % VEC != 0, CV, PB)
 
 

@@ -143,7 +143,7 @@ def ladder_config(variant: str, dtype: torch.dtype, order: int) -> StencilConfig
 
 def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
                 l2_bytes: int | None = None, vector_aligned: bool = True, flat_ok: bool = False,
-                smem: bool = False) -> StencilConfig:
+                smem: bool = False, half_aligned: bool = False) -> StencilConfig:
     """The configuration ``variant="auto"`` runs, chosen from measurements (H200, 2026-11-21;
     ``benchmarks/stencil_tune.py``, results under ``benchmarks/results/``).
 
@@ -164,9 +164,9 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
       planes earlier; loop unrolled by 2R; rows and planes clamped instead of masked). fp32 order 8:
       45.6% of copy against 33-37% for the L1 march (H200); fp32 order 6 55.4% against 36%, fp64
       orders 4-8 58-62% against 48-57% (H100, 2026-11-25).
-    * Other orders 6 and up (orders 10-16, short rows): the z-march with the z terms read through L1
+    * Other orders 6 and up (orders 10-16 off sm90, short rows): the z-march with the z terms read through L1
       and tall tiles, so a register window of 2R+1 tiles does not limit occupancy and few halo rows
-      are read per row.
+      are read per row (20-25% of copy at orders 10-16 on an H200, 2026-12-01).
     * Contiguous grids whose rows are not 16-byte aligned (``flat_ok``: ``flat_ok()`` found nothing
       against it), fp64 order 2 and fp32 orders 2 and 4, planes small enough: the flat kernel
       (``_flat_auto``: tiles of the flat array on 16-byte boundaries, every access 128-bit; H100
@@ -179,17 +179,22 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
       baseline as fast as any). Unaligned orders 2 and 4 take the tiled plane kernel, banded in y
       (grid order 1) once the 2R+1 planes no longer fit in L2 (not measured unaligned); orders 6 and
       up take the baseline. Pad nx to a multiple of 16 bytes for the fast path.
-    * ``smem`` (the tensors are on an sm90 NVIDIA GPU, ``smem_device``), 16-byte aligned rows: orders 4 to 8
-      where ``_smem_auto`` says so take the cp.async-ring march (``smem_march``: y rows and x chunks from a
+    * ``smem`` (the tensors are on an sm90 NVIDIA GPU, ``smem_device``), 16-byte aligned rows: orders 4 to 16
+      where ``_smem_auto`` says so (orders 8 to 16 always) take the cp.async-ring march (``smem_march``: y rows and x chunks from a
       ring of planes in shared memory, z in registers). 520^3, % of copy against the register-window
       march in the same runs (2026-11-27): fp64 o8 82.8 against 74.4-74.8 (H100), fp32 o8 73.0 against
       70.6-71.1 (H100) and 67.8-68.0 against 64.9-65.1 (H200); fp64 o4 516^3 72.1 against 68.4 (H100).
       fp32 orders 4 and 6, fp64 order 6 (2026-11-28, against ``auto`` before): see ``smem_march``.
+    * ``smem`` and rows of whole 8-byte vectors that are not 16-byte ones (``half_aligned``: fp32 grids of nx = 2 mod
+      4, such as 512 + 2R for odd R; fp64 grids of odd nx): the ring with 8-byte copies (``half_ring``), 1.04-3.3x
+      the paths below (H200, 2026-12-01).
     * Not used: the sm90 Gluon TMA z-march (``kernel="tma"``, selectable as an explicit config)
       measured slower than the above on every case and plane size (H200, 2026-11-25: fp64 o2 at
       most 67% of copy against 78%, fp32 o2 52% against 71%, fp32 o8 31% against 37%).
     """
     r = order // 2
+    if not vector_aligned and smem and half_aligned:
+        return half_ring(dtype, r, shape)
     if not vector_aligned:
         flat = _flat_auto(dtype, r, shape, l2_bytes) if flat_ok else None
         if flat is not None:
@@ -228,12 +233,12 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
 
 
 def _smem_auto(dtype: torch.dtype, r: int, shape: tuple[int, int, int]) -> bool:
-    """Whether ``auto`` takes the cp.async-ring march on sm90 (aligned rows): order 8, order 6 on planes of
+    """Whether ``auto`` takes the cp.async-ring march on sm90 (aligned rows): orders 8 to 16, order 6 on planes of
     256^2 points and more, order 4 on planes of 256^2 (fp32) or 512^2 (fp64) and more. Not order 2 (H200,
     512^3, 2026-11-28: fp64 68-70% of copy against 84.6% for the short march, fp32 64-68.5% against 81.9%:
     ``benchmarks/results/2026-11-28-h200/stencil-auto-ab-smem-o2.json``)."""
     plane = shape[1] * shape[2]
-    if r == 4:
+    if r >= 4:  # orders 8 to 16 (10-16 since 2026-12-01: see ``smem_march``)
         return True
     if r == 3:
         return plane >= 256 * 256
@@ -288,7 +293,9 @@ def smem_march(dtype: torch.dtype, r: int, shape: tuple[int, int, int] | None = 
     fp64 o6 520^3                 65.2 / 59.0     62.2 / 52.9
     ============================  ==============  ==============
     """
-    if dtype == torch.float32 and r == 2:
+    if r >= 5:
+        cfg = _smem_high(dtype, r, shape)
+    elif dtype == torch.float32 and r == 2:
         cfg = StencilConfig("smem", block_y=8, block_x=128, num_warps=8, block_z=64, prefetch=3, num_stages=2,
                             nontemporal=True)
     elif dtype == torch.float32 and r == 4:
@@ -305,6 +312,90 @@ def smem_march(dtype: torch.dtype, r: int, shape: tuple[int, int, int] | None = 
         # marches of 512 planes: a CTA barrier every second plane, 6 planes ahead (8 slots); see the docstring
         cfg = replace(cfg, num_stages=0, prefetch=6, planes_per_barrier=2)
     return cfg
+
+
+def _smem_high(dtype: torch.dtype, r: int, shape: tuple[int, int, int] | None) -> StencilConfig:
+    """The ring at orders 10 to 16 (R = 5..8; ``smem_march``): 16-byte vectors, mbarriers with 2 slack slots, 64
+    planes a program, and per case:
+
+    * fp32 orders 10 and 12 on planes of 512^2 points and more: 32 x 64 tiles of 16 warps, 4 / 3 planes ahead
+      (126-128 registers; a few spilled at order 12); smaller planes and fp32 orders 14 and 16: 16 x 64 of 8
+      warps, 3 ahead (165-193 registers: one CTA of 8 warps an SM, 64 KB of ring);
+    * fp64: 16 x 32 of 8 warps, 5 planes ahead at order 10, 3 at orders 12-16.
+
+    Measured on an H200 (2026-12-01, ``benchmarks/stencil_auto_ab.py``, one round each, every case checked against
+    float64 on the timed grid first; ``benchmarks/results/2026-12-01-h200-thirtysecond/stencil-auto-ab-hi*.json``),
+    % of copy, the ring against ``auto`` before (the z-march with z through L1, 20-25%):
+
+    ==============================  ===========  ==============================================
+    case                            before       ring
+    ==============================  ===========  ==============================================
+    fp32 o10 522^2 x 524            24.8         59.4 (32 x 64 w16, 4 ahead); 16 x 64 w8 48.5
+    fp32 o10 266^2 x 268            14.7         37.4 (16 x 64 w8); 32 x 64 w16 33.1-33.4
+    fp32 o12 524^3                  23.2-23.3    50.3 (32 x 64 w16, 3 ahead); 16 x 64 w8 45.4
+    fp32 o16 528^3                  20.1         44.1 (16 x 64 w8); 16 x 64 w16 v2 43.0-43.6
+    fp32 o14 270^2 x 272            13.8         31.8 (16 x 64 w8); 16 x 64 w16 v2 29.0-30.1
+    fp64 o10 522^2 x 524            23.4         55.1 (5 ahead); 4 ahead 52.4, 3 ahead 50.8
+    fp64 o16 528^3                  20.7         43.3 (3 ahead); 5 ahead 44.1 (226 registers)
+    fp64 o12 268^3                  17.5         52.5 (3 ahead); 4 ahead 53.6
+    ==============================  ===========  ==============================================
+
+    Also timed: CTA-barrier rings (2-11 points slower at every high order), 8-byte vectors a thread (fp32 32 x 64
+    w32: 42-48; fp64 one element a thread: 29-47), 8-row tiles (within a point or two). The tuner (on by default)
+    times the other tiles too: on fp32 o12 524^3 it kept 32 x 64 w16 (0.513 ms against 0.572 for 16 x 64 w8)."""
+    if dtype == torch.float32:
+        if r <= 6 and (shape is None or shape[1] * shape[2] >= 512 * 512):
+            return StencilConfig("smem", block_y=32, block_x=64, num_warps=16, block_z=64, prefetch=4 if r == 5 else 3,
+                                 num_stages=2, nontemporal=True)
+        return StencilConfig("smem", block_y=16, block_x=64, num_warps=8, block_z=64, prefetch=3, num_stages=2,
+                             nontemporal=True)
+    return StencilConfig("smem", block_y=16, block_x=32, num_warps=8, block_z=64, prefetch=5 if r == 5 else 3,
+                         num_stages=2, nontemporal=True)
+
+
+def half_ring(dtype: torch.dtype, r: int, shape: tuple[int, int, int] | None = None) -> StencilConfig:
+    """The ring ``auto`` takes on sm90 where the rows are whole 8-byte vectors but not 16-byte ones (``half_aligned``:
+    fp32 grids of nx = 2 mod 4, such as 512 + 2R for odd R, and fp64 grids of odd nx): 8-byte copies (``cp.async.ca``)
+    and an 8-byte vector a thread (``vec`` 2 in fp32, 1 in fp64), 64 planes a program, per case:
+
+    * fp32: order 2 16 x 64 tiles of 16 warps, 3 ahead, mbarriers; order 4 the same tile, 4 ahead, a CTA barrier
+      a plane; orders 6 and 8 8 x 64 tiles of 8 warps, 3 ahead, mbarriers; orders 10-16 16 x 64 of 16 warps, 4
+      ahead, mbarriers;
+    * fp64: order 2 32 x 32 tiles of 32 warps, 5 ahead, a CTA barrier a plane; order 4 16 x 32 of 16 warps, 3
+      ahead, a CTA barrier; orders 6-16 16 x 32 of 16 warps, 4 ahead, mbarriers.
+
+    H200 (2026-12-01, ``benchmarks/stencil_auto_ab.py``, one round, every case checked against float64 on the timed
+    grid first; ``benchmarks/results/2026-12-01-h200-thirtysecond/stencil-auto-ab-half-*.json``), % of copy, the ring
+    against ``auto`` before (the flat, plane and L1-march kernels):
+
+    ======================  =======  ======  ======================  =======  ======
+    fp32                    before   ring    fp64                    before   ring
+    ======================  =======  ======  ======================  =======  ======
+    o2 514^3                50.1     67.6    o2 514^2 x 515          65.4     67.9
+    o4 516^2 x 518          40.4     67.7    o4 516^2 x 517          45.8     68.5
+    o6 518^3                20.3     58.4    o8 520^2 x 521          25.7     49.1
+    o8 520^2 x 522          17.8     52.4    o12 524^2 x 525         18.2     37.7
+    o10 522^3               14.2     43.0
+    o12 524^2 x 526         12.9     41.5
+    o14 526^3               11.1     35.4
+    o16 528^2 x 530         10.1     33.6
+    ======================  =======  ======  ======================  =======  ======
+
+    The 16-byte rows stay faster (fp32 o2 82.7%, o8 74.7%): pad nx to a multiple of 16 bytes where you can."""
+    if dtype == torch.float32:
+        if r <= 2:
+            return StencilConfig("smem", block_y=16, block_x=64, num_warps=16, block_z=64, prefetch=3 if r == 1 else 4,
+                                 num_stages=2 if r == 1 else 0, vec=2, nontemporal=True)
+        if r <= 4:
+            return StencilConfig("smem", block_y=8, block_x=64, num_warps=8, block_z=64, prefetch=3, num_stages=2,
+                                 vec=2, nontemporal=True)
+        return StencilConfig("smem", block_y=16, block_x=64, num_warps=16, block_z=64, prefetch=4, num_stages=2,
+                             vec=2, nontemporal=True)
+    if r == 1:
+        return StencilConfig("smem", block_y=32, block_x=32, num_warps=32, block_z=64, prefetch=5, num_stages=0, vec=1,
+                             nontemporal=True)
+    return StencilConfig("smem", block_y=16, block_x=32, num_warps=16, block_z=64, prefetch=3 if r == 2 else 4,
+                         num_stages=0 if r == 2 else 2, vec=1, nontemporal=True)
 
 
 #: SMs the ring's grid is scheduled on in ``ring_block_z``'s model (H100 and H200 SXM: 132), and a program's
@@ -505,17 +596,17 @@ def config_for_tensors(variant: str, u: torch.Tensor, out: torch.Tensor, order: 
     """``config_for`` with the grid's facts read from the tensors: their alignment (``vector_aligned``),
     whether the flat kernel can take them (``flat_ok``) and whether they are on an sm90 GPU (``smem_device``)."""
     return config_for(variant, u.dtype, order, tuple(u.shape), l2_bytes, vector_aligned(u, out),
-                      flat_ok(u, out) is None, smem_device(u))
+                      flat_ok(u, out) is None, smem_device(u), half_aligned(u, out))
 
 
 def config_for(variant: str, dtype: torch.dtype, order: int, shape: tuple[int, int, int],
                l2_bytes: int | None = None, vector_aligned: bool = True, flat_ok: bool = False,
-               smem: bool = False) -> StencilConfig:
+               smem: bool = False, half_aligned: bool = False) -> StencilConfig:
     """The configuration of ``variant`` for a grid; ``vector_aligned``, ``flat_ok`` (the grid is
-    contiguous with 16-byte aligned pointers, ``flat_ok()``) and ``smem`` (sm90) describe the tensors
-    (``auto`` only)."""
+    contiguous with 16-byte aligned pointers, ``flat_ok()``), ``smem`` (sm90) and ``half_aligned`` (rows of
+    8-byte vectors only) describe the tensors (``auto`` only)."""
     if variant == "auto":
-        return auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok, smem)
+        return auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok, smem, half_aligned)
     return ladder_config(variant, dtype, order)
 
 
@@ -895,11 +986,17 @@ def nvidia_arch_error(u: torch.Tensor, what: str, major: int, feature: str = "")
     return None
 
 
+#: The largest R the ring's Laplacian kernels take (their weights are kernel parameters, SMEM_MAX_R per axis); the
+#: wave step's ring takes 4.
+SMEM_MAX_R = 8
+
+
 def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig, wave: bool = False) -> str | None:
     """Why the cp.async-ring march (``kernel="smem"``, ``kernels.stencil_smem``) cannot take this call, or
     None. It needs a CUDA (or ``meta``) tensor on an sm90+ NVIDIA GPU (sm80+ for the CTA-barrier ring,
     ``num_stages=0``: ``mbarrier.try_wait`` is sm90); rows, strides and pointers of whole
-    16-byte vectors; R at most 4 (its weights are 13 kernel parameters: orders 2 to 8; the x halo is
+    16-byte vectors; R at most ``SMEM_MAX_R`` = 8 (its weights are 25 kernel parameters: orders 2 to 16; the wave
+    step's ring 4, orders 2 to 8; the x halo is
     ceil(R / VEC) whole vectors a side, and where R is not a whole number of vectors the edge vectors are
     stored component by component); a tile of one vector per
     thread (block_x / VEC a power of two up to 32 and block_y = num_warps * 32 / (block_x / VEC); in fp32
@@ -914,9 +1011,13 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig, 
     if why:
         return why
     if not vector_aligned(u, out):
-        return "the smem kernel needs nx, the strides and the pointers to be multiples of 16 bytes"
-    if not 1 <= r <= 4:
-        return f"the smem kernel takes orders 2, 4, 6 and 8 (R = 1..4, its weights are kernel parameters); got order {order}"
+        if not (half_aligned(u, out) and not wave and cfg.vec and cfg.vec * u.element_size() == 8):
+            return ("the smem kernel needs nx, the strides and the pointers to be multiples of 16 bytes, or of 8 "
+                    f"bytes with an 8-byte vector a thread (vec={8 // u.element_size()}: its copies are then 8 bytes)")
+        vec = 8 // u.element_size()  # the copies' vector: 8 bytes
+    if not 1 <= r <= (4 if wave else SMEM_MAX_R):
+        return (f"the smem kernel takes orders 2 to {8 if wave else 2 * SMEM_MAX_R} (R = 1..{4 if wave else SMEM_MAX_R}, "
+                f"its weights are kernel parameters{'; the wave step: 4 a side' if wave else ''}); got order {order}")
     bxv = cfg.block_x // vec
     if cfg.block_x % vec or bxv & (bxv - 1) or not 1 <= bxv <= 32:
         return f"the smem kernel needs block_x / {vec} to be a power of two up to 32, got block_x {cfg.block_x}"
@@ -976,7 +1077,8 @@ def _smem_launch(u: torch.Tensor, out: torch.Tensor, r: int, spacing: tuple[floa
     if why:
         raise ValueError(why)
     nz, ny, nx = u.shape
-    vec = 16 // u.element_size()
+    # the copies' vector: 16 bytes, or 8 on rows of whole 8-byte vectors only (``half_aligned``; ``smem_ok``)
+    vec = (16 if vector_aligned(u, out) else 8) // u.element_size()
     # x tiles from the vector holding x = R to the one holding nx - R - 1 (the kernel's x range)
     n_tx = triton_cdiv(triton_cdiv(nx - r, vec) * vec - r // vec * vec, cfg.block_x)
     n_prog = n_tx * triton_cdiv(ny - 2 * r, cfg.block_y) * triton_cdiv(nz - 2 * r, cfg.block_z)
@@ -984,7 +1086,7 @@ def _smem_launch(u: torch.Tensor, out: torch.Tensor, r: int, spacing: tuple[floa
     so_z, so_y, _ = out.stride()
     # the weights as kernel parameters (fp32 ones rounded by the launch as ``_weights`` rounds its tensor)
     wts = stencil_weights(2 * r, spacing)
-    axes = [wts[1 + a * r:1 + (a + 1) * r] + [0.0] * (4 - r) for a in range(3)]
+    axes = [wts[1 + a * r:1 + (a + 1) * r] + [0.0] * (SMEM_MAX_R - r) for a in range(3)]
     args = (u, out, wts[0], *axes[0], *axes[1], *axes[2], nz, ny, nx // vec, su_z // vec, su_y // vec, so_z // vec,
             so_y // vec)
     constexprs = dict(R=r, BY=cfg.block_y, BXV=cfg.block_x // vec, BZ=cfg.block_z, VEC=vec, D=max(1, cfg.prefetch),
@@ -1038,6 +1140,16 @@ def vector_aligned(u: torch.Tensor, out: torch.Tensor) -> bool:
     vec = 16 // u.element_size()
     return (all(v % vec == 0 for v in (u.shape[2], *u.stride()[:2], *out.stride()[:2]))
             and u.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0)
+
+
+def half_aligned(u: torch.Tensor, out: torch.Tensor) -> bool:
+    """Whether rows of u and out start on 8-byte boundaries but not all on 16-byte ones: fp32 grids whose nx (or a
+    stride) is 2 mod 4, such as 512 + 2R for odd R, and fp64 grids of odd nx. The cp.async ring takes them with
+    8-byte copies (``smem_ok``)."""
+    vec = 8 // u.element_size()
+    return (not vector_aligned(u, out)
+            and all(v % vec == 0 for v in (u.shape[2], *u.stride()[:2], *out.stride()[:2]))
+            and u.data_ptr() % 8 == 0 and out.data_ptr() % 8 == 0)
 
 
 def _plane_offsets_need_64bit(u: torch.Tensor, out: torch.Tensor, block_x: int) -> bool:
@@ -1193,16 +1305,16 @@ def choose_config(u: torch.Tensor, out: torch.Tensor, order: int,
     which is cached; else ``auto_config``. On the CPU: ``auto_config``.
     Remembered per grid layout for the rest of the process. Tuning during CUDA-graph capture raises
     (call :func:`warmup` first)."""
-    aligned, flat = vector_aligned(u, out), flat_ok(u, out) is None
+    aligned, flat, half = vector_aligned(u, out), flat_ok(u, out) is None, half_aligned(u, out)
     l2 = _l2_bytes(u.device)
     enabled = _cache.tuning_enabled()
-    memo = (u.dtype, order, tuple(u.shape), u.stride(), out.stride(), aligned, flat, str(u.device), enabled)
+    memo = (u.dtype, order, tuple(u.shape), u.stride(), out.stride(), aligned, flat, half, str(u.device), enabled)
     choice = _CHOSEN.get(memo)
     if choice is not None:
         return choice
     shape = tuple(u.shape)
     smem = smem_device(u)
-    heuristic = auto_config(u.dtype, order, shape, l2, aligned, flat, smem)
+    heuristic = auto_config(u.dtype, order, shape, l2, aligned, flat, smem, half)
     if heuristic.kernel == "smem" and smem_ok(u, out, order, heuristic) is not None:
         heuristic = auto_config(u.dtype, order, shape, l2, aligned, flat)
     if not _tunes_on(u):
@@ -1211,11 +1323,11 @@ def choose_config(u: torch.Tensor, out: torch.Tensor, order: int,
         from tilecraft.tuning import stencil as tuning
 
         facts = device_facts(u.device)
-        key = tuning.shape_key(u.dtype, order, shape, aligned, flat, facts.arch, heuristic)
+        key = tuning.shape_key(u.dtype, order, shape, aligned, flat, facts.arch, heuristic, half)
         path = _cache.cache_file(CACHE_OP, facts.name, facts.versions)
         choice = _cached(_cache.load(path).get(key), u, out, order, key, heuristic)
         if choice is None:
-            cands = tuning.candidates(u.dtype, order, shape, l2, aligned, flat, smem) if enabled else []
+            cands = tuning.candidates(u.dtype, order, shape, l2, aligned, flat, smem, half) if enabled else []
             if len(cands) < 2:  # tuning off, or nothing to choose from
                 choice = Choice(heuristic, "heuristic", key)
             else:

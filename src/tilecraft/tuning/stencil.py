@@ -19,26 +19,30 @@ _DTYPE_NAMES = {torch.float32: "fp32", torch.float64: "fp64"}
 
 
 def model_tensors(dtype: torch.dtype, shape: tuple[int, int, int], vector_aligned: bool,
-                  flat_ok: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                  flat_ok: bool, half_aligned: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(u, out) as ``meta`` tensors (no memory) with the facts of a grid: contiguous where the flat
-    kernel can take it (``flat_ok``), else rows padded (by one 16-byte vector where ``vector_aligned``,
-    by one element otherwise), so the launch checks (``ops.launch_error``) see what they would see on
-    the real tensors. Meta tensors' data pointers read 0 (16-byte aligned)."""
+    kernel can take it (``flat_ok``), else rows padded (by one 16-byte vector where ``vector_aligned`` or
+    ``half_aligned``, rows of 8-byte vectors only, by one element otherwise), so the launch checks
+    (``ops.launch_error``) see what they would see on the real tensors. Meta tensors' data pointers read 0
+    (16-byte aligned)."""
     nz, ny, nx = shape
     vec = 16 // (torch.finfo(dtype).bits // 8)
     if flat_ok:
         row = nx
     else:
-        row = nx + (vec if vector_aligned else 1)
+        row = nx + (vec if vector_aligned or half_aligned else 1)
     if vector_aligned and nx % vec:
         raise ValueError(f"vector_aligned grids have nx a multiple of {vec} for {dtype}, got nx = {nx}")
+    if half_aligned and (vector_aligned or nx % (vec // 2) or not nx % vec):
+        raise ValueError(f"half_aligned grids have nx a multiple of {vec // 2} and not of {vec} for {dtype}, got nx = {nx}")
     strides = (ny * row, row, 1)
     u = torch.empty_strided(shape, strides, dtype=dtype, device="meta")
     return u, torch.empty_strided(shape, strides, dtype=dtype, device="meta")
 
 
 def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_bytes: int | None,
-               vector_aligned: bool, flat_ok: bool, smem: bool = False) -> list[StencilConfig]:
+               vector_aligned: bool, flat_ok: bool, smem: bool = False, half_aligned: bool = False
+               ) -> list[StencilConfig]:
     """The configurations the tuner times for this grid: ``auto_config``'s choice first (the heuristic,
     and the reference every other candidate's result is checked against), then alternatives:
 
@@ -73,8 +77,18 @@ def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_b
     Each passes the launch checks for a grid with these facts (``ops.launch_error`` on
     :func:`model_tensors`); none is listed twice."""
     r = order // 2
-    heuristic = ops.auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok, smem)
+    heuristic = ops.auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok, smem, half_aligned)
     alts = [ops.ladder_config("tiling", dtype, order), ops.ladder_config("baseline", dtype, order)]
+    if smem and half_aligned and not vector_aligned:  # the 8-byte ring: the paths below, and its other tiles
+        wide = 64 if dtype == torch.float32 else 32
+        v = 2 if dtype == torch.float32 else 1
+        alts += [ops.auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok),
+                 StencilConfig("smem", block_y=16, block_x=wide, num_warps=16, block_z=64, prefetch=4, num_stages=2,
+                               vec=v, nontemporal=True),
+                 StencilConfig("smem", block_y=8, block_x=wide, num_warps=8, block_z=64, prefetch=3, num_stages=2,
+                               vec=v, nontemporal=True),
+                 StencilConfig("smem", block_y=16, block_x=wide, num_warps=16, block_z=64, prefetch=4, num_stages=0,
+                               vec=v, nontemporal=True)]
     if heuristic.kernel == "smem":
         ring = ops.ring16(dtype, r)  # fp32 order 8: the 16-byte ring beside auto's two elements a thread
         wide = 64 if dtype == torch.float32 else 32
@@ -100,7 +114,7 @@ def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_b
         alts += [ops.l1_march(dtype, r)] + ([ops.window_march(dtype, r)] if vector_aligned and r <= 4 else [])
         if vector_aligned and r == 4:  # the order-8 window without the halo ahead: faster for fp64 on an H100
             alts.append(replace(ops.window_march(dtype, r), halo_ahead=0, l1_prefetch=2))
-    u, out = model_tensors(dtype, shape, vector_aligned, flat_ok)
+    u, out = model_tensors(dtype, shape, vector_aligned, flat_ok, half_aligned and not vector_aligned)
     chosen: list[StencilConfig] = []
     for cfg in [heuristic, *alts]:
         if cfg not in chosen and ops.launch_error(u, out, order, cfg) is None:
@@ -122,13 +136,13 @@ def _pow2_at_least(n: int) -> int:
 
 
 def shape_key(dtype: torch.dtype, order: int, shape: tuple[int, int, int], vector_aligned: bool, flat_ok: bool,
-              arch: str, heuristic: StencilConfig) -> str:
+              arch: str, heuristic: StencilConfig, half_aligned: bool = False) -> str:
     """The cache key: dtype, order, the plane size nx*ny and nz rounded up to powers of two, the
     alignment and flat flags, the device's architecture, and the heuristic's choice for the grid.
     The last one keeps grids on either side of a threshold ``auto_config`` draws inside one bucket
     apart: whether a short march's planes fit in the L2, the plane size from which fp64 order 4 takes
     the register window, the flat kernel's L2 limit."""
     nz, ny, nx = shape
-    flags = ("aligned" if vector_aligned else "unaligned") + ("-flat" if flat_ok else "")
+    flags = ("aligned" if vector_aligned else "half" if half_aligned else "unaligned") + ("-flat" if flat_ok else "")
     return (f"{_DTYPE_NAMES[dtype]}/o{order}/plane{_pow2_at_least(ny * nx)}/nz{_pow2_at_least(nz)}/{flags}/{arch}"
             f"/h:{heuristic.short().replace(' ', ',')}")

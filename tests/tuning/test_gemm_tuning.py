@@ -321,3 +321,31 @@ def test_a_tuning_run_with_no_timed_winner_caches_nothing(monkeypatch, tmp_path,
     assert ops.choose_config(a, b, spec) == heuristic(p)
     cache.clear_memory()
     assert shape_key(p) not in cache.load(path)
+
+
+def test_cliff_hunt_rules():
+    """Rules from the cliff hunt (H200, 2026-12-01, benchmarks/cliff_hunt.py; the tuner's choices there, against
+    torch in the same run): tf32 NN below two waves on the Gluon kernel's register operand (no copy of B a call),
+    N of one 128-column tile on 128x128 tiles, no 128-byte row padding for K of one or two steps, fp64 under two
+    waves of 64x128 tiles on 64x64x32."""
+    from tilecraft.tuning.gemm import heuristic
+
+    def prob(m, n, k, dtype=torch.bfloat16, lay="NN", **kw):
+        a = torch.empty((k, m) if lay[0] == "T" else (m, k), dtype=dtype, device="meta")
+        b = torch.empty((n, k) if lay[1] == "T" else (k, n), dtype=dtype, device="meta")
+        a, b = (a.t() if lay[0] == "T" else a), (b.t() if lay[1] == "T" else b)
+        return ops.problem_of(a, b, ops.validate(a, b, **kw), arch="sm90", sms=132)
+
+    for s in (1024, 2048):
+        c = heuristic(prob(s, s, s, torch.float32, precision="tf32"))
+        assert (c.kernel, c.mn_regs, c.block_n, c.num_stages) == ("gluon", True, 256, 4), s
+    assert heuristic(prob(2048, 2048, 2048, torch.float32, "NT", precision="tf32")).kernel == "tma"  # no copy there
+    c = heuristic(prob(65536, 128, 128))
+    assert (c.kernel, c.block_m, c.block_n, c.num_stages) == ("gluon", 128, 128, 5)
+    assert heuristic(prob(65536, 256, 4096)).block_n == 256
+    c = heuristic(prob(4096, 4096, 16))
+    assert c.kernel == "gluon" and not c.pad_rows
+    assert heuristic(prob(3000, 7000, 5000)).pad_rows  # long K still pads (3000^3 rows are not 128-byte aligned)
+    for s, want in ((512, (64, 64, 32)), (1024, (64, 64, 32)), (2048, (64, 128, 16)), (8192, (64, 128, 16))):
+        c = heuristic(prob(s, s, s, torch.float64))
+        assert (c.block_m, c.block_n, c.block_k) == want, s

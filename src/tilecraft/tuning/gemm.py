@@ -428,6 +428,10 @@ def _gluon16_tile(p: Problem) -> GemmConfig:
     At M <= 128 the same for 64 x 192 tiles (one warpgroup, 6 stages) in one wave (gemm-tune-wide2):
     128 x 11008 x 4096 NT / NN 0.962 / 0.959x against 0.875 / 0.844x for 128x128 s5 (116 tiles against
     86), 128 x 12288 x 4096 0.973x against 0.919x; s5 0.932-0.949x."""
+    if p.n <= 128:
+        # N of one 128-column tile: a 256-column tile would compute half of zeros. 65536 x 128 x 128 on 128x128 s5
+        # (the tuner's choice) 1.072x torch against 0.687x on 128x256 (H200, 2026-12-01, cliff-gemm-tuned-4e0463a)
+        return GemmConfig("gluon", 128, 128, 64, group_m=8, num_warps=8, num_stages=5)
     e256, e128 = _wave_efficiency(p, 128, 256), _wave_efficiency(p, 128, 128)
     e192 = _wave_efficiency(p, 128, 192)
     if (p.m <= 128 and p.rows_128 and math.ceil(p.m / 64) * math.ceil(p.n / 192) * p.batch <= p.sms
@@ -633,6 +637,10 @@ def _heuristic(p: Problem) -> GemmConfig:
         bk = 32 if p.k > 16 else 16
         return GemmConfig("pointer", 32, 32, bk, group_m=4, num_warps=4, num_stages=1)
     if p.dtype == "fp64":
+        if p.arch == "sm90" and math.ceil(p.m / 64) * math.ceil(p.n / 128) * p.batch < 2 * p.sms:
+            # under two waves of 64x128 tiles: 64x64x32, chosen by the tuner at 512^3 and 1024^3 (H200,
+            # 2026-12-01, cliff-gemm-tuned-4e0463a: 0.542x / 0.840x cuBLAS against 0.314x / 0.735x)
+            return GemmConfig("pointer", 64, 64, 32, num_warps=4, num_stages=3)
         return GemmConfig("pointer", 64, 128 if p.arch == "sm90" else 64, 16, num_warps=4, num_stages=3)
     if p.precision == "ieee" and p.dtype == "fp32":
         if p.fma_ok:
@@ -680,6 +688,11 @@ def _heuristic(p: Problem) -> GemmConfig:
         # one-second windows interleaved with torch 0.979x -> 0.987 (pairs) -> 0.996 (and GROUP_M 16);
         # H200 2026-11-30, docs/gemm.md follow-up 33
         return GemmConfig("gluon", 128, 256, 32, group_m=16, num_warps=8, num_stages=3, mn_regs=True, row_perm=2)
+    if p.arch == "sm90" and p.gluon_ok and p.mn_regs_ok and p.precision == "tf32" and p.tma_copies:
+        # the same below two waves, where the TMA kernel would copy the MN-major operand K-major on every call:
+        # tf32 NN 2048^3 Gluon 128x256x32 s4 (the tuner's choice) 1.056x torch against 0.584x for the TMA
+        # kernel and its copy (H200, 2026-12-01, cliff-gemm-tuned-4e0463a)
+        return GemmConfig("gluon", 128, 256, 32, group_m=8, num_warps=8, num_stages=4, mn_regs=True, row_perm=2)
     if (big and p.arch == "sm90" and p.gluon_ok and p.precision == "tf32" and p.tma_copies == 0
             and math.ceil(p.m / 128) * math.ceil(p.n / 256) * p.batch >= TF32_GLUON_ROUNDS * p.sms):
         # tf32 NT (both operands K-major, nothing for registers) on the Gluon kernel with GROUP_M 16: 8192^3 in
@@ -688,11 +701,12 @@ def _heuristic(p: Problem) -> GemmConfig:
         # 0.997x, so fewer rounds keep the TMA kernel. H200 2026-11-30, interleave-tf32nt-f5dc2e3, docs/gemm.md
         # follow-up 34
         return GemmConfig("gluon", 128, 256, 32, group_m=16, num_warps=8, num_stages=3)
-    if big and tma and p.itemsize == 2 and p.tma_copies == 0 and not p.rows_128 and _pad_pays(p):
+    if big and tma and p.itemsize == 2 and p.tma_copies == 0 and not p.rows_128 and p.k > 128 and _pad_pays(p):
         # rows 16- but not 128-byte aligned: pad_rows_kernel copies them into 128-byte rows first
         # (H200, bf16 NN 3000x7000x5000, 2026-11-25, gemm-odd-tf32-44db7cb: TMA 256x128 s4 padded
         # 0.839x torch, Gluon 128x256 s4 padded 0.786x, unpadded Gluon 0.725x / TMA 0.708x; the
-        # copies alone 16.5 + 39.0 us at 3.6 TB/s)
+        # copies alone 16.5 + 39.0 us at 3.6 TB/s). Not for K of one or two steps: 4096^2 x 16 padded 0.725x,
+        # the Gluon kernel unpadded 1.116x (H200, 2026-12-01, cliff-gemm-tuned-4e0463a)
         return GemmConfig("tma", 256, 128, bk, group_m=8, num_warps=8, num_stages=4, pad_rows=True)
     if (big and p.arch == "sm90" and p.gluon_ok and p.tma_copies == 0 and _gluon16_measured(p)):
         # bf16 on the Gluon kernel (H200, 2026-11-21, gemm-gluon16-sweep-af91216, against the TMA

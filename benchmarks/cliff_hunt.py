@@ -146,10 +146,9 @@ def run_gemm(cs: dict, dev, say) -> dict:
     nbytes = bt * (m * k + n * k) * isz + bt * m * n * osz
     flops = 2 * bt * m * n * k
     n_sets = rotation_sets(nbytes, 50 * 2**20, maximum=8)
-    sets = [gemm_operands(cs, dev, gen) for _ in range(n_sets)]
-    prev_tf32 = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = cs["dtype"] == "tf32"
-    try:
+
+    def body():
+        sets = [gemm_operands(cs, dev, gen) for _ in range(n_sets)]
         a, b, extra = sets[0]
         ours0, _ = gemm_calls(cs, a, b, extra)
         y = ours0()
@@ -177,7 +176,7 @@ def run_gemm(cs: dict, dev, say) -> dict:
         if not err <= TOL[cs["dtype"]] or torch.isnan(y).any():
             rec["failed"] = f"check: error {err:.2e}"
             say(f"{rec['case']}: FAILED check ({err:.2e})")
-            return rec
+            return
         calls = [gemm_calls(cs, *s) for s in sets]
         for o, p in calls:
             o(), p()
@@ -215,12 +214,13 @@ def run_gemm(cs: dict, dev, say) -> dict:
         say(f"{rec['case']}: ours {rec['ours_ms'] * 1e3:.1f} us, torch {rec['peer_ms'] * 1e3:.1f} us "
             f"-> {rec['ratio']:.3f}x (eager {rec['eager_ratio']:.3f}x: {eager['o'] * 1e3:.1f} / {eager['p'] * 1e3:.1f} us)"
             f", err {err:.1e} [{rec.get('kernel')}]")
-    except Exception as exc:  # noqa: BLE001 - a hunt records every failure and goes on
-        rec["failed"] = f"{type(exc).__name__}: {exc}"[:400]
-        say(f"{rec['case']}: ERROR {rec['failed']}")
+
+    prev_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = cs["dtype"] == "tf32"
+    try:
+        return _recorded(rec, say, body)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev_tf32
-    return rec
 
 
 def attention_shapes() -> list[tuple[batt.Shape, str]]:
@@ -240,7 +240,8 @@ def attention_shapes() -> list[tuple[batt.Shape, str]]:
 
 def run_attention(s: batt.Shape, direction: str, say) -> dict:
     rec = {"section": "attention", "case": f"{direction} {s.label}", "params": {**s.as_dict(), "direction": direction}}
-    try:
+
+    def body():
         res = batt.measure(s, torch.bfloat16, direction, budget_s=0.4, l2_bytes=50 * 2**20)
         rec["results"] = [{"impl": r.impl, "ok": r.ok, "ms": r.time_ms, "err": r.rel_error, "msg": r.message}
                           for r in res]
@@ -249,17 +250,14 @@ def run_attention(s: batt.Shape, direction: str, say) -> dict:
         if not ours.ok:
             rec["failed"] = ours.message
             say(f"{rec['case']}: ours FAILED {ours.message}")
-            return rec
+            return
         best = min(peers, key=lambda r: r.time_ms) if peers else None
         rec["ours_ms"] = ours.time_ms
         if best:
             rec.update(peer=best.impl, peer_ms=best.time_ms, ratio=best.time_ms / ours.time_ms)
         say(f"{rec['case']}: ours {ours.time_ms:.3f} ms, best peer {best.impl if best else '-'} "
             f"{best.time_ms if best else float('nan'):.3f} ms -> {rec.get('ratio', float('nan')):.3f}x")
-    except Exception as exc:  # noqa: BLE001
-        rec["failed"] = f"{type(exc).__name__}: {exc}"[:400]
-        say(f"{rec['case']}: ERROR {rec['failed']}")
-    return rec
+    return _recorded(rec, say, body)
 
 
 def stencil_cases() -> list[tuple[tuple[int, int, int], str, int]]:
@@ -278,17 +276,25 @@ def stencil_cases() -> list[tuple[tuple[int, int, int], str, int]]:
 def run_stencil(shape, dt, order, copy_TBps, say) -> dict:
     rec = {"section": "stencil", "case": f"{dt} o{order} {'x'.join(map(str, shape))}",
            "params": {"shape": shape, "dtype": dt, "order": order}}
-    try:
+
+    def body():
         res = bst.measure_config(shape, DT[dt], order, "auto", l2_bytes=50 * 2**20, budget_s=0.4, check="small")
         if not res.ok:
             rec["failed"] = res.message or f"error {res.error}"
             say(f"{rec['case']}: FAILED {rec['failed']}")
-            return rec
+            return
         rec.update(ours_ms=res.timing.median_ms, fom_TBps=res.fom_TBps, copy_TBps=copy_TBps,
                    ratio=res.fom_TBps / copy_TBps, config=res.config, resources=res.resources)
         say(f"{rec['case']}: {res.timing.median_ms:.3f} ms, FOM {res.fom_TBps:.2f} TB/s = "
             f"{100 * rec['ratio']:.1f}% of copy ({res.config.get('kernel')})")
-    except Exception as exc:  # noqa: BLE001
+    return _recorded(rec, say, body)
+
+
+def _recorded(rec: dict, say, body) -> dict:
+    """``body()`` (which fills ``rec``); an exception is recorded as the case's failure and the hunt goes on."""
+    try:
+        body()
+    except Exception as exc:  # noqa: BLE001 - a hunt records every failure and goes on
         rec["failed"] = f"{type(exc).__name__}: {exc}"[:400]
         say(f"{rec['case']}: ERROR {rec['failed']}")
     return rec

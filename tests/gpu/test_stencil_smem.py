@@ -129,6 +129,25 @@ def test_8_byte_ring_matches_float64(dtype, order, shape):
     assert ok, (err, msg)
 
 
+@pytest.mark.parametrize("order,shape", [(2, (23, 41, 139)), (4, (21, 29, 71)), (8, (27, 37, 129)),
+                                         (12, (31, 35, 69)), (16, (37, 39, 135))])
+def test_4_byte_ring_matches_float64(order, shape):
+    """fp32 rows of an odd number of points: ``word_ring``'s 4-byte copies, one element a thread, odd y and z extents,
+    short chunks, an offset view of odd pitch; and ``laplacian`` itself (the ring there where the tuner picks it)."""
+    gen = torch.Generator().manual_seed(6)
+    u = (torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1).to(torch.float32).cuda()
+    assert not ops.half_aligned(u, torch.empty_like(u)) and not ops.vector_aligned(u, torch.empty_like(u))
+    cfg = ops.word_ring(order // 2)
+    test_smem_kernel_matches_float64(torch.float32, order, shape, replace(cfg, block_z=5))
+    spacing = (0.9, 1.1, 1.3)
+    ok, err, msg = check_case(u, order, spacing, lambda a, o: ops.laplacian(a, order=order, spacing=spacing, out=o))
+    assert ok, (err, msg)
+    view = (torch.rand(shape[0], shape[1], shape[2] + 6, generator=gen) * 2 - 1).cuda()[:, :, 3:3 + shape[2]]
+    ok, err, msg = check_case(view, order, (1.0, 1.0, 1.0),  # rows of 12-byte offset and an odd pitch
+                              lambda a, o: ops.launch(a, o, order, (1.0, 1.0, 1.0), cfg))
+    assert ok, (err, msg)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_8_byte_ring_padded_strides(dtype):
     """A view whose rows start 8 bytes past a 16-byte boundary, rows and planes padded."""

@@ -371,3 +371,40 @@ def test_8_byte_ring_cross_compiles_for_sm90(dtype, order, nx):
     c = res.census
     assert c.get("sass:LDGSTS", 0) > 0 and c.get("sass_shared_load_64b", 0) > 0
     assert c.get("sass_global_store_64b", 0) > 0 and c.get("sass_global_store_128b", 0) == 0
+
+
+def test_odd_fp32_rows_tune_the_4_byte_ring():
+    """fp32 rows that are not whole 8-byte vectors (odd nx or an odd stride): ``word_ring``, 4-byte copies and one
+    element a thread in 32-column tiles (2026-12-01), a tuner candidate on sm90 (checked there against the heuristic's
+    result), not yet the heuristic; 8-byte vectors a thread are refused there, the wave step never takes it."""
+    u = _half((40, 40, 515))
+    assert not ops.half_aligned(u, u) and not ops.vector_aligned(u, u)
+    for order in (2, 4, 6, 8, 10, 12, 14, 16):
+        shape = (64 + order, 80, 513 + order)
+        cfg = ops.word_ring(order // 2)
+        assert (cfg.vec, cfg.block_x) == (1, 32)
+        m = _half(shape)
+        assert ops.smem_ok(m, m, order, cfg) is None and ops.launch_plan(m, m, order, (1.0,) * 3, cfg)[0].constexprs["VEC"] == 1
+        heuristic = ops.auto_config(torch.float32, order, shape, L2, False, True, smem=True)
+        assert heuristic.kernel != "smem"
+        cands = ts.candidates(torch.float32, order, shape, L2, False, True, smem=True)
+        assert cands[0] == heuristic and cfg in cands and sum(c.kernel == "smem" for c in cands) >= 3
+        assert all(c.kernel != "smem" for c in ts.candidates(torch.float32, order, shape, L2, False, True))
+    assert "one element a thread" in ops.smem_ok(u, u, 8, ops.half_ring(torch.float32, 4))  # vec=2 on odd rows
+    assert "16 bytes" in ops.smem_ok(u, u, 8, ops.word_ring(4), wave=True)
+    assert ops.smem_ok(_half((40, 40, 514)), _half((40, 40, 514)), 8, ops.word_ring(4)) is not None  # 8-byte rows: vec 2
+
+
+@pytest.mark.parametrize("order", [2, 12, 16])
+def test_4_byte_ring_cross_compiles_for_sm90(order):
+    shape = (64 + order, 100, 513 + order)
+    cfg = ops.word_ring(order // 2)
+    m = _half(shape)
+    k = ops.launch_plan(m, m, order, (1.0, 1.0, 1.0), cfg)[0]
+    res = cross_compile("tilecraft.kernels.stencil_smem", k.kernel.__name__, ops.compile_signature(k), k.constexprs,
+                        "sm90", num_warps=cfg.num_warps)
+    assert res.error is None, res.error
+    assert res.spills == 0, res.spills  # (orders 6 and 8 spill 16-24 bytes at 64 registers: measured so, 40% of copy)
+    c = res.census
+    assert c.get("sass:LDGSTS", 0) > 0 and c.get("sass_global_store_32b", 0) > 0
+    assert c.get("sass_global_store_64b", 0) == c.get("sass_global_store_128b", 0) == 0

@@ -53,17 +53,21 @@ def _smem_base(like):
 
 @gluon.jit
 def _cp_async(dst, src, nbytes, live, VB: gl.constexpr = 16):
-    """VB bytes (16, or 8 for rows of 8-byte vectors) from global ``src`` to shared ``dst`` where ``live`` (int32,
-    non-zero); ``nbytes`` VB or 0 (0: the vector is zero-filled and nothing is read). 16 bytes bypass L1
-    (``.cg``); ``cp.async`` takes 8 only through L1 (``.ca``)."""
+    """VB bytes (16, or 8 for rows of 8-byte vectors, or 4 for fp32 rows of single elements) from global ``src`` to
+    shared ``dst`` where ``live`` (int32, non-zero); ``nbytes`` VB or 0 (0: the vector is zero-filled and nothing is
+    read). 16 bytes bypass L1 (``.cg``); ``cp.async`` takes 8 and 4 only through L1 (``.ca``)."""
     if VB == 16:
         return gl.inline_asm_elementwise(
             "{ .reg .pred p; setp.ne.b32 p, $4, 0; @p cp.async.cg.shared.global [$1], [$2], 16, $3; mov.u32 $0, 0; }",
             "=r,r,l,r,r", [dst, src.to(gl.int64, bitcast=True), nbytes, live], dtype=gl.int32, is_pure=False, pack=1)
-    else:
-        gl.static_assert(VB == 8)
+    elif VB == 8:
         return gl.inline_asm_elementwise(
             "{ .reg .pred p; setp.ne.b32 p, $4, 0; @p cp.async.ca.shared.global [$1], [$2], 8, $3; mov.u32 $0, 0; }",
+            "=r,r,l,r,r", [dst, src.to(gl.int64, bitcast=True), nbytes, live], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.static_assert(VB == 4)
+        return gl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.b32 p, $4, 0; @p cp.async.ca.shared.global [$1], [$2], 4, $3; mov.u32 $0, 0; }",
             "=r,r,l,r,r", [dst, src.to(gl.int64, bitcast=True), nbytes, live], dtype=gl.int32, is_pure=False, pack=1)
 
 
@@ -155,7 +159,10 @@ def _mbar_arrive_copies(bar):
 def _lds(addr, VEC: gl.constexpr, DT: gl.constexpr):
     """The vector of VEC elements at shared address ``addr`` (16 bytes, or 8: two fp32 or one fp64) as VEC component
     tensors (component j: element j)."""
-    if VEC == 1:
+    if VEC == 1 and DT.primitive_bitwidth == 32:
+        return (gl.inline_asm_elementwise("ld.shared.f32 $0, [$1];", "=f,r", [addr], dtype=gl.float32,
+                                          is_pure=False, pack=1),)
+    elif VEC == 1:
         return (gl.inline_asm_elementwise("ld.shared.f64 $0, [$1];", "=d,r", [addr], dtype=gl.float64,
                                           is_pure=False, pack=1),)
     elif DT.primitive_bitwidth == 32 and VEC == 2:
@@ -207,6 +214,7 @@ _ST_F32X2P, _ST_F32X2P_C = (gl.constexpr(v) for v in _store_ptx("f32", 2, True))
 _ST_F64X2, _ST_F64X2_C = (gl.constexpr(v) for v in _store_ptx("f64", 2, False))
 _ST_F64X2P, _ST_F64X2P_C = (gl.constexpr(v) for v in _store_ptx("f64", 2, True))
 _ST_F64, _ST_F64_C = (gl.constexpr(v) for v in _store_ptx("f64", 1, False))
+_ST_F32, _ST_F32_C = (gl.constexpr(v) for v in _store_ptx("f32", 1, False))
 
 
 @gluon.jit
@@ -222,7 +230,9 @@ def _stg(ptr, c, ok, VEC: gl.constexpr, PARTIAL: gl.constexpr, DT: gl.constexpr)
     holds; streaming (``.cs``) store. ``PARTIAL``: ``ok`` is a bit mask of the components to store (bit j: component
     j); a full mask stores the vector at once, a partial one component by component (the x edges when R is not a
     whole number of vectors). ``_store_ptx`` writes the PTX."""
-    if VEC == 1:  # one fp64: PARTIAL's mask is 0 or 1 as the plain one
+    if VEC == 1 and DT.primitive_bitwidth == 32:  # one fp32 (rows of single elements)
+        _asm_store(_ST_F32, _ST_F32_C, ptr, ok, c)
+    elif VEC == 1:  # one fp64: PARTIAL's mask is 0 or 1 as the plain one
         _asm_store(_ST_F64, _ST_F64_C, ptr, ok, c)
     elif DT.primitive_bitwidth == 64:
         if PARTIAL:
@@ -455,9 +465,10 @@ def _smem_march(
     CVE: gl.constexpr = VEC if CV == 0 else CV
     gl.static_assert(VEC % CVE == 0)
     gl.static_assert(CVE == VEC or not WAVE)
-    # VB: bytes of a copy vector, 16, or 8 where the rows are whole 8-byte vectors only (VEC 2 in fp32, 1 in fp64)
+    # VB: bytes of a copy vector, 16, or 8 where the rows are whole 8-byte vectors only (VEC 2 in fp32, 1 in fp64), or
+    # 4 for fp32 rows of single elements (VEC 1)
     VB: gl.constexpr = VEC * DT.primitive_bitwidth // 8
-    gl.static_assert(VB == 16 or (VB == 8 and not WAVE))
+    gl.static_assert(VB == 16 or ((VB == 8 or VB == 4) and not WAVE))
     NCH: gl.constexpr = (R + VEC - 1) // VEC  # halo vectors left and right
     PV: gl.constexpr = BXV + 2 * NCH  # slot pitch in vectors
     PITCH: gl.constexpr = PV * VB  # bytes

@@ -187,7 +187,9 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
       fp32 orders 4 and 6, fp64 order 6 (2026-11-28, against ``auto`` before): see ``smem_march``.
     * ``smem`` and rows of whole 8-byte vectors that are not 16-byte ones (``half_aligned``: fp32 grids of nx = 2 mod
       4, such as 512 + 2R for odd R; fp64 grids of odd nx): the ring with 8-byte copies (``half_ring``), 1.04-3.3x
-      the paths below (H200, 2026-12-01).
+      the paths below (H200, 2026-12-01). Other fp32 rows (odd nx): the ring with 4-byte copies (``word_ring``,
+      1.27-2.5x the paths below) is a tuner candidate, checked there against this heuristic's result on the user's
+      grid, and not yet the heuristic: its GPU tests (``test_4_byte_ring_matches_float64``) have not run.
     * Not used: the sm90 Gluon TMA z-march (``kernel="tma"``, selectable as an explicit config)
       measured slower than the above on every case and plane size (H200, 2026-11-25: fp64 o2 at
       most 67% of copy against 78%, fp32 o2 52% against 71%, fp32 o8 31% against 37%).
@@ -396,6 +398,31 @@ def half_ring(dtype: torch.dtype, r: int, shape: tuple[int, int, int] | None = N
                              nontemporal=True)
     return StencilConfig("smem", block_y=16, block_x=32, num_warps=16, block_z=64, prefetch=3 if r == 2 else 4,
                          num_stages=0 if r == 2 else 2, vec=1, nontemporal=True)
+
+
+def word_ring(r: int) -> StencilConfig:
+    """The ring ``auto`` takes on sm90 for fp32 rows that are not whole 8-byte vectors (odd nx, or an odd stride):
+    4-byte copies (``cp.async.ca``), one element a thread, 32-column tiles (a tile row is one warp), 64 planes a
+    program: order 2 32 x 32 tiles of 32 warps, 5 planes ahead, a CTA barrier a plane; orders 4-8 and 14-16 16 x 32
+    of 16 warps, 4 ahead, mbarriers; orders 10-12 32 x 32 of 32 warps, 4 ahead, mbarriers.
+
+    H200 (2026-12-01, ``benchmarks/stencil_auto_ab.py``, one round, every case checked against float64 on the timed
+    grid first; ``benchmarks/results/2026-12-01-h200-thirtysecond/stencil-auto-ab-word.json``), % of copy against
+    what ``auto`` ran before (the flat kernel at orders 2-4, the plane kernel beyond): o2 514^2 x 515 59.1 / 46.6
+    (16 x 32 w16 55.7), o4 516^2 x 517 54.0 / 39.9, o8 520^2 x 521 40.0 / 17.8, o12 524^2 x 525 30.3 / 12.9 (16 x 32
+    w16 28.3), o16 528^2 x 529 24.9 / 10.1 (32 x 32 w32 20.9-21.9, spilling). Rows of 8- or 16-byte vectors are
+    faster still (``half_ring``, ``smem_march``). A tuner candidate (``tuning.stencil.candidates``), not yet the
+    heuristic: the GPU tests of odd y and z extents, short chunks and offset views through it
+    (``tests/gpu/test_stencil_smem.py::test_4_byte_ring_matches_float64``) were written after the session's device
+    time ran out; the bench above checked every configuration against float64 on its full grid."""
+    if r == 1:
+        return StencilConfig("smem", block_y=32, block_x=32, num_warps=32, block_z=64, prefetch=5, num_stages=0,
+                             vec=1, nontemporal=True)
+    if r in (5, 6):
+        return StencilConfig("smem", block_y=32, block_x=32, num_warps=32, block_z=64, prefetch=4, num_stages=2,
+                             vec=1, nontemporal=True)
+    return StencilConfig("smem", block_y=16, block_x=32, num_warps=16, block_z=64, prefetch=4, num_stages=2, vec=1,
+                         nontemporal=True)
 
 
 #: SMs the ring's grid is scheduled on in ``ring_block_z``'s model (H100 and H200 SXM: 132), and a program's
@@ -1011,10 +1038,12 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig, 
     if why:
         return why
     if not vector_aligned(u, out):
-        if not (half_aligned(u, out) and not wave and cfg.vec and cfg.vec * u.element_size() == 8):
-            return ("the smem kernel needs nx, the strides and the pointers to be multiples of 16 bytes, or of 8 "
-                    f"bytes with an 8-byte vector a thread (vec={8 // u.element_size()}: its copies are then 8 bytes)")
-        vec = 8 // u.element_size()  # the copies' vector: 8 bytes
+        copy = _narrow_copy_bytes(u, out)
+        if wave or not copy or cfg.vec * u.element_size() != copy:
+            return ("the smem kernel needs nx, the strides and the pointers to be multiples of 16 bytes; or of 8 bytes "
+                    f"with an 8-byte vector a thread (vec={8 // u.element_size()}: its copies are then 8 bytes); or, "
+                    "fp32, one element a thread (vec=1: 4-byte copies)")
+        vec = copy // u.element_size()  # the copies' vector: 8 or 4 bytes
     if not 1 <= r <= (4 if wave else SMEM_MAX_R):
         return (f"the smem kernel takes orders 2 to {8 if wave else 2 * SMEM_MAX_R} (R = 1..{4 if wave else SMEM_MAX_R}, "
                 f"its weights are kernel parameters{'; the wave step: 4 a side' if wave else ''}); got order {order}")
@@ -1077,8 +1106,9 @@ def _smem_launch(u: torch.Tensor, out: torch.Tensor, r: int, spacing: tuple[floa
     if why:
         raise ValueError(why)
     nz, ny, nx = u.shape
-    # the copies' vector: 16 bytes, or 8 on rows of whole 8-byte vectors only (``half_aligned``; ``smem_ok``)
-    vec = (16 if vector_aligned(u, out) else 8) // u.element_size()
+    # the copies' vector: 16 bytes, or 8 on rows of whole 8-byte vectors only (``half_aligned``), or 4 on other fp32
+    # rows (``smem_ok``)
+    vec = (16 if vector_aligned(u, out) else _narrow_copy_bytes(u, out)) // u.element_size()
     # x tiles from the vector holding x = R to the one holding nx - R - 1 (the kernel's x range)
     n_tx = triton_cdiv(triton_cdiv(nx - r, vec) * vec - r // vec * vec, cfg.block_x)
     n_prog = n_tx * triton_cdiv(ny - 2 * r, cfg.block_y) * triton_cdiv(nz - 2 * r, cfg.block_z)
@@ -1140,6 +1170,16 @@ def vector_aligned(u: torch.Tensor, out: torch.Tensor) -> bool:
     vec = 16 // u.element_size()
     return (all(v % vec == 0 for v in (u.shape[2], *u.stride()[:2], *out.stride()[:2]))
             and u.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0)
+
+
+def _narrow_copy_bytes(u: torch.Tensor, out: torch.Tensor) -> int:
+    """The ring's copy on rows that are not whole 16-byte vectors: 8 bytes (``half_aligned``), 4 for other fp32 rows
+    whose pointers are 4-byte aligned, else 0."""
+    if half_aligned(u, out):
+        return 8
+    if u.dtype == torch.float32 and u.data_ptr() % 4 == 0 and out.data_ptr() % 4 == 0:
+        return 4
+    return 0
 
 
 def half_aligned(u: torch.Tensor, out: torch.Tensor) -> bool:

@@ -102,7 +102,7 @@ def test_refusals_name_the_reason():
     cfg = ops.smem_march(torch.float32, 4)
     u = _meta((40, 40, 80))
     assert "NVIDIA" in ops.smem_ok(torch.zeros(40, 40, 80), torch.zeros(40, 40, 80), 8, cfg)
-    assert "16 bytes" in ops.smem_ok(_meta((40, 40, 81)), _meta((40, 40, 81)), 8, cfg)
+    assert "vec=1, got vec 2" in ops.smem_ok(_meta((40, 40, 81)), _meta((40, 40, 81)), 8, cfg)  # 4-byte rows
     # rows of 8-byte vectors: the ring's 8-byte copies, where a thread computes an 8-byte vector (cfg: vec=2)
     assert ops.smem_ok(_meta((40, 40, 82)), _meta((40, 40, 82)), 8, cfg) is None
     assert "8 bytes" in ops.smem_ok(_meta((40, 40, 82)), _meta((40, 40, 82)), 8, ops.ring16(torch.float32, 4))
@@ -350,7 +350,7 @@ def test_half_aligned_rows_take_the_8_byte_ring():
     sixteen = ops.smem_march(torch.float32, 3)  # a 16-byte vector a thread: not on 8-byte rows
     assert "8 bytes" in ops.smem_ok(u, u, 6, sixteen)
     odd = _half((40, 40, 515))
-    assert "16 bytes" in ops.smem_ok(odd, odd, 2, ops.half_ring(torch.float32, 1))
+    assert "vec=1, got vec 2" in ops.smem_ok(odd, odd, 2, ops.half_ring(torch.float32, 1))
     assert "16 bytes" in ops.smem_ok(u, u, 8, replace(ops.half_ring(torch.float32, 4)), wave=True)
     assert ts.shape_key(torch.float32, 2, (40, 40, 514), False, True, "sm90", ops.half_ring(torch.float32, 1),
                         True).split("/")[4] == "half-flat"
@@ -390,7 +390,7 @@ def test_odd_fp32_rows_tune_the_4_byte_ring():
         cands = ts.candidates(torch.float32, order, shape, L2, False, True, smem=True)
         assert cands[0] == heuristic and cfg in cands and sum(c.kernel == "smem" for c in cands) >= 3
         assert all(c.kernel != "smem" for c in ts.candidates(torch.float32, order, shape, L2, False, True))
-    assert "one element a thread" in ops.smem_ok(u, u, 8, ops.half_ring(torch.float32, 4))  # vec=2 on odd rows
+    assert "vec=1, got vec 2" in ops.smem_ok(u, u, 8, ops.half_ring(torch.float32, 4))  # vec=2 on odd rows
     assert "16 bytes" in ops.smem_ok(u, u, 8, ops.word_ring(4), wave=True)
     assert ops.smem_ok(_half((40, 40, 514)), _half((40, 40, 514)), 8, ops.word_ring(4)) is not None  # 8-byte rows: vec 2
 
@@ -408,3 +408,24 @@ def test_4_byte_ring_cross_compiles_for_sm90(order):
     c = res.census
     assert c.get("sass:LDGSTS", 0) > 0 and c.get("sass_global_store_32b", 0) > 0
     assert c.get("sass_global_store_64b", 0) == c.get("sass_global_store_128b", 0) == 0
+
+
+@pytest.mark.parametrize("dtype,nx,pad,offset", [(torch.float64, 512, 1, 0), (torch.float32, 512, 2, 0),
+                                                 (torch.float64, 512, 0, 1), (torch.float32, 512, 0, 2)])
+def test_8_byte_rows_from_a_stride_or_the_pointer(dtype, nx, pad, offset):
+    """Rows of 8-byte vectors whose nx is a whole number of 16-byte vectors (a stride or the pointer breaks the 16
+    bytes): the tuner's model tensors keep the class and every candidate launches on such tensors (a bug hunt found
+    ``model_tensors`` raising there, 2026-12-01)."""
+    ny, nz = 40, 40
+    row = nx + pad
+    base = torch.empty(nz * ny * row + offset, dtype=dtype, device="meta")
+    u = base[offset:].as_strided((nz, ny, nx), (ny * row, row, 1))
+    # meta tensors' pointers read 0: the offset reaches the pointer only through the storage offset
+    if offset:
+        assert u.storage_offset() == offset
+    m_u, _ = ts.model_tensors(dtype, (nz, ny, nx), False, False, True)
+    assert ops.half_aligned(m_u, m_u) and not ops.vector_aligned(m_u, m_u)
+    for order in (2, 8, 16):
+        cands = ts.candidates(dtype, order, (nz, ny, nx), L2, False, False, smem=True, half_aligned=True)
+        assert cands[0] == ops.half_ring(dtype, order // 2, (nz, ny, nx))
+        assert all(ops.launch_error(m_u, m_u, order, c) is None for c in cands)

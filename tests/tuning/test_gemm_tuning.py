@@ -336,15 +336,19 @@ def test_cliff_hunt_rules():
         a, b = (a.t() if lay[0] == "T" else a), (b.t() if lay[1] == "T" else b)
         return ops.problem_of(a, b, ops.validate(a, b, **kw), arch="sm90", sms=132)
 
-    for s in (1024, 2048):
-        c = heuristic(prob(s, s, s, torch.float32, precision="tf32"))
-        assert (c.kernel, c.mn_regs, c.block_n, c.num_stages) == ("gluon", True, 256, 4), s
+    c = heuristic(prob(2048, 2048, 2048, torch.float32, precision="tf32"))
+    assert (c.kernel, c.mn_regs, c.block_n, c.num_stages) == ("gluon", True, 256, 4)
+    for m, n, k in ((1024, 1024, 1024), (256, 256, 16384), (8192, 64, 8192)):  # under half a wave of 128x256 tiles
+        assert heuristic(prob(m, n, k, torch.float32, precision="tf32")).kernel == "tma", (m, n, k)
     assert heuristic(prob(2048, 2048, 2048, torch.float32, "NT", precision="tf32")).kernel == "tma"  # no copy there
     c = heuristic(prob(65536, 128, 128))
     assert (c.kernel, c.block_m, c.block_n, c.num_stages) == ("gluon", 128, 128, 5)
     assert heuristic(prob(65536, 256, 4096)).block_n == 256
     c = heuristic(prob(4096, 4096, 16))
     assert c.kernel == "gluon" and not c.pad_rows
+    a = torch.empty(4, 4096, 16, dtype=torch.bfloat16, device="meta")  # a batch: not the Gluon kernel's, pads as before
+    b = torch.empty(4, 16, 4096, dtype=torch.bfloat16, device="meta")
+    assert heuristic(ops.problem_of(a, b, ops.validate(a, b), arch="sm90", sms=132)).pad_rows
     assert heuristic(prob(3000, 7000, 5000)).pad_rows  # long K still pads (3000^3 rows are not 128-byte aligned)
     for s, want in ((512, (64, 64, 32)), (1024, (64, 64, 32)), (2048, (64, 128, 16)), (8192, (64, 128, 16))):
         c = heuristic(prob(s, s, s, torch.float64))

@@ -31,7 +31,8 @@ every neighbour row and chunk would need. The kernel allocates one buffer (the r
 and uses nothing else of shared memory, so the ring starts at ``global_smem``; the compile tests
 check that the PTX holds no other shared-memory access.
 
-Needs: CUDA sm80+, rows and strides of whole 16-byte vectors, R of 1 to 4 (the x halo is ceil(R / VEC)
+Needs: CUDA sm80+, rows and strides of whole 16-byte vectors (or of 8-byte ones, or fp32 single elements, with
+copies of that size: VB), R of 1 to 8 (4 for the wave step; the x halo is ceil(R / VEC)
 whole vectors a side; where R is not a whole number of vectors, the edge vectors' stores carry a mask
 of components), plane offsets in int32. Only the interior (the box) is written.
 Measured (docs/stencil-notes.md, "The cp.async-ring march"): 520^3 on an H100, fp32 order 8 73% of copy, fp64

@@ -1022,7 +1022,8 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig, 
     """Why the cp.async-ring march (``kernel="smem"``, ``kernels.stencil_smem``) cannot take this call, or
     None. It needs a CUDA (or ``meta``) tensor on an sm90+ NVIDIA GPU (sm80+ for the CTA-barrier ring,
     ``num_stages=0``: ``mbarrier.try_wait`` is sm90); rows, strides and pointers of whole
-    16-byte vectors; R at most ``SMEM_MAX_R`` = 8 (its weights are 25 kernel parameters: orders 2 to 16; the wave
+    16-byte vectors, or (not the wave step) of 8-byte vectors with ``vec`` an 8-byte vector (2 in fp32, 1 in fp64; 8-byte
+    copies), or in fp32 of single elements with ``vec=1`` (4-byte copies); R at most ``SMEM_MAX_R`` = 8 (its weights are 25 kernel parameters: orders 2 to 16; the wave
     step's ring 4, orders 2 to 8; the x halo is
     ceil(R / VEC) whole vectors a side, and where R is not a whole number of vectors the edge vectors are
     stored component by component); a tile of one vector per
@@ -1039,10 +1040,12 @@ def smem_ok(u: torch.Tensor, out: torch.Tensor, order: int, cfg: StencilConfig, 
         return why
     if not vector_aligned(u, out):
         copy = _narrow_copy_bytes(u, out)
-        if wave or not copy or cfg.vec * u.element_size() != copy:
-            return ("the smem kernel needs nx, the strides and the pointers to be multiples of 16 bytes; or of 8 bytes "
-                    f"with an 8-byte vector a thread (vec={8 // u.element_size()}: its copies are then 8 bytes); or, "
-                    "fp32, one element a thread (vec=1: 4-byte copies)")
+        if wave or not copy:
+            return ("the smem kernel needs nx, the strides and the pointers to be multiples of 16 bytes"
+                    + ("" if wave else " (or 8, or in fp32 4: narrower copies)"))
+        if cfg.vec * u.element_size() != copy:
+            return (f"on these rows (whole {copy}-byte vectors, not 16-byte ones) the smem kernel's copies are {copy} "
+                    f"bytes and a thread computes one such vector: vec={copy // u.element_size()}, got vec {cfg.vec}")
         vec = copy // u.element_size()  # the copies' vector: 8 or 4 bytes
     if not 1 <= r <= (4 if wave else SMEM_MAX_R):
         return (f"the smem kernel takes orders 2 to {8 if wave else 2 * SMEM_MAX_R} (R = 1..{4 if wave else SMEM_MAX_R}, "
@@ -1368,6 +1371,10 @@ def choose_config(u: torch.Tensor, out: torch.Tensor, order: int,
         choice = _cached(_cache.load(path).get(key), u, out, order, key, heuristic)
         if choice is None:
             cands = tuning.candidates(u.dtype, order, shape, l2, aligned, flat, smem, half) if enabled else []
+            # the heuristic first (the reference the others are checked against: above, it left a ring these tensors
+            # refuse for its fallback), and only what launches on these tensors (the candidates were checked on
+            # model tensors of the grid's facts, which share all but, e.g., the int32 plane offsets)
+            cands = [heuristic] + [c for c in cands if c != heuristic and launch_error(u, out, order, c) is None]
             if len(cands) < 2:  # tuning off, or nothing to choose from
                 choice = Choice(heuristic, "heuristic", key)
             else:

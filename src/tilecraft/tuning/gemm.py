@@ -688,10 +688,14 @@ def _heuristic(p: Problem) -> GemmConfig:
         # one-second windows interleaved with torch 0.979x -> 0.987 (pairs) -> 0.996 (and GROUP_M 16);
         # H200 2026-11-30, docs/gemm.md follow-up 33
         return GemmConfig("gluon", 128, 256, 32, group_m=16, num_warps=8, num_stages=3, mn_regs=True, row_perm=2)
-    if p.arch == "sm90" and p.gluon_ok and p.mn_regs_ok and p.precision == "tf32" and p.tma_copies:
-        # the same below two waves, where the TMA kernel would copy the MN-major operand K-major on every call:
-        # tf32 NN 2048^3 Gluon 128x256x32 s4 (the tuner's choice) 1.056x torch against 0.584x for the TMA
-        # kernel and its copy (H200, 2026-12-01, cliff-gemm-tuned-4e0463a)
+    if (p.arch == "sm90" and p.gluon_ok and p.mn_regs_ok and p.precision == "tf32" and p.tma_copies
+            and min(math.ceil(p.m / 128) * math.ceil(p.n / 256), math.ceil(p.n / 128) * math.ceil(p.m / 256))
+            >= p.sms // 2):
+        # the same below two waves, down to half a wave of 128x256 tiles (either orientation), where the TMA kernel
+        # would copy the MN-major operand K-major on every call: tf32 NN 2048^3 Gluon 128x256x32 s4 (the tuner's
+        # choice) 1.056x torch against 0.584x for the TMA kernel and its copy (H200, 2026-12-01,
+        # cliff-gemm-tuned-4e0463a). Fewer tiles keep the TMA kernel, whose smaller tiles and split-K fill the SMs
+        # (not measured on the Gluon tile: a bug hunt counted 4-16x longer chains of work per SM there)
         return GemmConfig("gluon", 128, 256, 32, group_m=8, num_warps=8, num_stages=4, mn_regs=True, row_perm=2)
     if (big and p.arch == "sm90" and p.gluon_ok and p.precision == "tf32" and p.tma_copies == 0
             and math.ceil(p.m / 128) * math.ceil(p.n / 256) * p.batch >= TF32_GLUON_ROUNDS * p.sms):
@@ -701,12 +705,14 @@ def _heuristic(p: Problem) -> GemmConfig:
         # 0.997x, so fewer rounds keep the TMA kernel. H200 2026-11-30, interleave-tf32nt-f5dc2e3, docs/gemm.md
         # follow-up 34
         return GemmConfig("gluon", 128, 256, 32, group_m=16, num_warps=8, num_stages=3)
-    if big and tma and p.itemsize == 2 and p.tma_copies == 0 and not p.rows_128 and p.k > 128 and _pad_pays(p):
+    if (big and tma and p.itemsize == 2 and p.tma_copies == 0 and not p.rows_128 and (p.k > 128 or not p.gluon_ok)
+            and _pad_pays(p)):
         # rows 16- but not 128-byte aligned: pad_rows_kernel copies them into 128-byte rows first
         # (H200, bf16 NN 3000x7000x5000, 2026-11-25, gemm-odd-tf32-44db7cb: TMA 256x128 s4 padded
         # 0.839x torch, Gluon 128x256 s4 padded 0.786x, unpadded Gluon 0.725x / TMA 0.708x; the
-        # copies alone 16.5 + 39.0 us at 3.6 TB/s). Not for K of one or two steps: 4096^2 x 16 padded 0.725x,
-        # the Gluon kernel unpadded 1.116x (H200, 2026-12-01, cliff-gemm-tuned-4e0463a)
+        # copies alone 16.5 + 39.0 us at 3.6 TB/s). Not for K of one or two steps where the Gluon kernel takes the
+        # call: 4096^2 x 16 padded 0.725x, the Gluon kernel unpadded 1.116x (H200, 2026-12-01,
+        # cliff-gemm-tuned-4e0463a); calls it does not take (batches, bf16 reading C) pad as before (not measured)
         return GemmConfig("tma", 256, 128, bk, group_m=8, num_warps=8, num_stages=4, pad_rows=True)
     if (big and p.arch == "sm90" and p.gluon_ok and p.tma_copies == 0 and _gluon16_measured(p)):
         # bf16 on the Gluon kernel (H200, 2026-11-21, gemm-gluon16-sweep-af91216, against the TMA

@@ -29,12 +29,17 @@ def model_tensors(dtype: torch.dtype, shape: tuple[int, int, int], vector_aligne
     vec = 16 // (torch.finfo(dtype).bits // 8)
     if flat_ok:
         row = nx
-    else:  # padded by one 16-byte vector, or (unaligned) by an odd number of elements if nx is even, else by two
-        row = nx + (vec if vector_aligned or half_aligned else 2 if nx % 2 else 1)
+    elif vector_aligned:  # padded by one 16-byte vector
+        row = nx + vec
+    elif half_aligned:  # rows of 8-byte vectors that are not 16-byte ones, whatever nx is (a stride or the pointer
+        row = nx + (vec if nx % vec else vec // 2)  # may be what breaks the 16 bytes)
+    else:  # rows of single elements: an odd pitch
+        row = nx + (2 if nx % 2 else 1)
     if vector_aligned and nx % vec:
         raise ValueError(f"vector_aligned grids have nx a multiple of {vec} for {dtype}, got nx = {nx}")
-    if half_aligned and (vector_aligned or nx % (vec // 2) or not nx % vec):
-        raise ValueError(f"half_aligned grids have nx a multiple of {vec // 2} and not of {vec} for {dtype}, got nx = {nx}")
+    if half_aligned and (vector_aligned or nx % (vec // 2) or (flat_ok and not nx % vec)):
+        raise ValueError(f"half_aligned grids have nx a multiple of {vec // 2} (and, contiguous, not of {vec}) for "
+                         f"{dtype}, got nx = {nx}")
     strides = (ny * row, row, 1)
     u = torch.empty_strided(shape, strides, dtype=dtype, device="meta")
     return u, torch.empty_strided(shape, strides, dtype=dtype, device="meta")

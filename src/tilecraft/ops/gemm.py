@@ -1437,8 +1437,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out_dtype: torch.dtype | None = 
         >>> a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
         >>> y = tilecraft.matmul(a, a.t(), bias=torch.zeros(4096, device="cuda"), activation="gelu")
     """
-    spec = validate(a, b, out_dtype=out_dtype, alpha=alpha, beta=beta, c=c, bias=bias, activation=activation,
-                    precision=precision, scale_a=scale_a, scale_b=scale_b)
+    spec = _validated(a, b, out_dtype, alpha, beta, c, bias, activation, precision, scale_a, scale_b)
     refuse_forward_ad("tilecraft.matmul", a, b, c, bias, scale_a, scale_b)
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, b, c, bias, scale_a, scale_b)):
         _check_differentiable(a, scale_a, scale_b)
@@ -1451,6 +1450,48 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out_dtype: torch.dtype | None = 
         return _EagerMatmul.apply(a, b, c, bias, spec, precision)
     return torch.ops.tilecraft.matmul(a, b, spec.out_dtype, float(alpha), float(beta), c, bias, activation,
                                       precision, scale_a, scale_b)
+
+
+#: Specs of earlier eager calls by what :func:`validate` reads (``_validated``): every check is a function of the
+#: tensors' types, layouts, dtypes, devices, shapes and strides and of the scalar arguments, none of their values.
+_VALIDATED: dict = {}
+_VALIDATED_MAX = 4096
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _tensor_facts(t) -> tuple | None:
+    return None if t is None else (t.dtype, t.device, t.layout, t.shape, t.stride())
+
+
+def _validated(a, b, out_dtype, alpha, beta, c, bias, activation, precision, scale_a, scale_b) -> Spec:
+    """:func:`validate`, remembered for eager calls whose tensors are plain (``torch.Tensor`` or ``Parameter``, or
+    None): a call with the same facts gets the same Spec without the checks again (about a quarter of a replayed
+    small call's host time, H200 host profile 2026-12-01). Only successful validations are remembered, so a bad call
+    raises every time; traced, fake, subclassed and functorch-wrapped tensors are validated afresh."""
+    plain = type(a) in _PLAIN and type(b) in _PLAIN
+    if plain and (c is not None or bias is not None or scale_a is not None or scale_b is not None):
+        plain = all(t is None or type(t) in _PLAIN for t in (c, bias, scale_a, scale_b))
+    key = None
+    if plain and not torch.compiler.is_compiling():
+        try:
+            key = (a.dtype, a.device, a.layout, a.shape, a.stride(), b.dtype, b.device, b.layout, b.shape, b.stride(),
+                   out_dtype, type(alpha), repr(alpha), type(beta), repr(beta), activation, precision)
+            if c is not None or bias is not None or scale_a is not None or scale_b is not None:
+                key += (_tensor_facts(c), _tensor_facts(bias), _tensor_facts(scale_a), _tensor_facts(scale_b))
+            spec = _VALIDATED.get(key)
+        except TypeError:  # an unhashable argument: validate says what is wrong with it
+            key = spec = None
+    else:
+        spec = None
+    if spec is None:
+        spec = validate(a, b, out_dtype=out_dtype, alpha=alpha, beta=beta, c=c, bias=bias, activation=activation,
+                        precision=precision, scale_a=scale_a, scale_b=scale_b)
+        if key is None:
+            return spec
+        if len(_VALIDATED) >= _VALIDATED_MAX:
+            _VALIDATED.clear()
+        _VALIDATED[key] = spec
+    return spec
 
 
 def _new_output(spec: Spec, device: torch.device) -> torch.Tensor:

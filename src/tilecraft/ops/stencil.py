@@ -401,7 +401,7 @@ def half_ring(dtype: torch.dtype, r: int, shape: tuple[int, int, int] | None = N
 
 
 def word_ring(r: int) -> StencilConfig:
-    """The ring ``auto`` takes on sm90 for fp32 rows that are not whole 8-byte vectors (odd nx, or an odd stride):
+    """The ring for fp32 rows that are not whole 8-byte vectors (odd nx, or an odd stride; on sm90 a tuner candidate):
     4-byte copies (``cp.async.ca``), one element a thread, 32-column tiles (a tile row is one warp), 64 planes a
     program: order 2 32 x 32 tiles of 32 warps, 5 planes ahead, a CTA barrier a plane; orders 4-8 and 14-16 16 x 32
     of 16 warps, 4 ahead, mbarriers; orders 10-12 32 x 32 of 32 warps, 4 ahead, mbarriers.

@@ -21,8 +21,9 @@ _DTYPE_NAMES = {torch.float32: "fp32", torch.float64: "fp64"}
 def model_tensors(dtype: torch.dtype, shape: tuple[int, int, int], vector_aligned: bool,
                   flat_ok: bool, half_aligned: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(u, out) as ``meta`` tensors (no memory) with the facts of a grid: contiguous where the flat
-    kernel can take it (``flat_ok``), else rows padded (by one 16-byte vector where ``vector_aligned`` or
-    ``half_aligned``, rows of 8-byte vectors only, by one element otherwise), so the launch checks
+    kernel can take it (``flat_ok``), else rows padded: by one 16-byte vector where ``vector_aligned``; where
+    ``half_aligned`` (rows of 8-byte vectors only) so that the pitch stays 8 but not 16 bytes; otherwise to an odd
+    number of elements (fp32 rows of single elements), so the launch checks
     (``ops.launch_error``) see what they would see on the real tensors. Meta tensors' data pointers read 0
     (16-byte aligned)."""
     nz, ny, nx = shape

@@ -67,6 +67,13 @@ def gemm_cases() -> list[dict]:
         c.append(dict(dtype="fp32", m=n, n=n, k=n))
     c.append(dict(dtype="tf32", m=2048, n=2048, k=2048))
     c.append(dict(dtype="tf32", m=1024, n=1024, k=1024, batch=8))
+    # more batches (the Gluon kernel's stacked batch, 2026-12-01): TN / NT layouts, attention-like products,
+    # tf32 with both operands K-major, a bias and activation, tf32 TT
+    c.append(dict(dtype="bf16", m=1024, n=1024, k=1024, batch=8, layout="TN"))
+    c.append(dict(dtype="bf16", m=1024, n=1024, k=128, batch=32, layout="NT"))
+    c.append(dict(dtype="bf16", m=2048, n=4096, k=1024, batch=4, bias=True, act="gelu"))
+    c.append(dict(dtype="tf32", m=1024, n=1024, k=1024, batch=8, layout="NT"))
+    c.append(dict(dtype="tf32", m=2048, n=2048, k=512, batch=4, layout="TT"))
     for n in (512, 1024, 2048):
         c.append(dict(dtype="fp64", m=n, n=n, k=n))
     c.append(dict(dtype="int8", m=2048, n=2048, k=2048, layout="NT"))

@@ -131,7 +131,8 @@ def test_gluon_ok_rules(kw, ok):
     b = torch.empty(n, 768, dtype=torch.int8, device="meta").t()
     spec = ops.validate(a, b, **kw)
     assert ops.gluon_ok(a, b, spec) is ok
-    assert ops.gluon_ok(a.unsqueeze(0), b, ops.validate(a.unsqueeze(0), b, **kw)) is False  # 3D: Triton kernels
+    # a batch (of 1 here): the Gluon kernel's stacked batch, without c (tests/ops/test_gemm_gluon_batch.py)
+    assert ops.gluon_ok(a.unsqueeze(0), b, ops.validate(a.unsqueeze(0), b, **kw)) is (ok and "c" not in kw)
 
 
 def test_gluon_problem_key_and_config():
@@ -485,8 +486,10 @@ def test_gluon_split_k_fixup_cross_compiles_and_rules():
     _, _, plan = ops.target_plan(a, a, "sm90", sms=132, cfg=cfg)
     (launch,) = plan
     assert launch.grid == (128,) and launch.constexprs["FIXUP"] and launch.constexprs["SPLIT_K"] == 2
-    assert launch.args[-5].numel() == 64 * 128 * 128 and launch.args[-4].dtype == torch.int32
+    args = dict(zip(launch.kernel.arg_names, launch.args))
+    assert args["ws_ptr"].numel() == 64 * 128 * 128 and args["flag_ptr"].dtype == torch.int32
     assert launch.args[-3:] == (0, 0, 0)  # the cluster's shared-memory offsets: unused
+    assert (args["batch_len"], args["a_brows"], args["b_brows"]) == (0, 0, 0)  # no batch
     res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch),
                         launch.constexprs, "sm90", num_warps=8, maxnreg=launch.options["maxnreg"], sass=True)
     assert res.error is None, res.error

@@ -134,14 +134,19 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, A_KMAJOR: gl.constexpr,
               B_KMAJOR: gl.constexpr, SPLIT_K: gl.constexpr, PREFETCH_C: gl.constexpr, PREFETCH_BIAS: gl.constexpr,
               BIAS_ROWS: gl.constexpr, PDL: gl.constexpr = 0, BLOCK_N2: gl.constexpr = 0,
-              SLOT_THREADS: gl.constexpr = 0, CLUSTER_M: gl.constexpr = 1, smem_b=0, smem_ready=0):
+              SLOT_THREADS: gl.constexpr = 0, CLUSTER_M: gl.constexpr = 1, smem_b=0, smem_ready=0,
+              batch_len=0, a_brows=0, b_brows=0, STACK: gl.constexpr = 0):
     """One warp: TMA loads of every (work unit, K step) of this program, in the consumers' order.
     An MN-major operand (16-bit only) is loaded as its (BLOCK_K, rows) tile. ``PREFETCH_C`` /
     ``PREFETCH_BIAS``: first, the unit's C tile / bias slice prefetched into L2
     (:func:`_prefetch_epilogue`). ``PDL`` 2: the next kernel may launch once the last load is issued.
     ``BLOCK_N2``: each tile is BLOCK_N + BLOCK_N2 columns wide, its last BLOCK_N2 columns of B loaded
     through ``b_lo_desc`` into ``b_lo_bufs`` (see :func:`matmul_ws_kernel`). ``CLUSTER_M`` 2: this CTA's
-    half of the B tile, multicast into both CTAs of the cluster (the other half comes from the partner)."""
+    half of the B tile, multicast into both CTAs of the cluster (the other half comes from the partner).
+    ``STACK`` 1 / 2: a batch of products stacked along the kernel's M / N (``batch_len`` rows or columns
+    each, a whole number of tiles): entry ``i`` of a tile at ``off_m`` (``off_n``) is ``off // batch_len``,
+    and its A and B tiles are read ``i * a_brows`` / ``i * b_brows`` rows down their flattened
+    descriptors (0: an operand broadcast over the batch), at the tile's offsets within its entry."""
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     TILE_N: gl.constexpr = BLOCK_N + BLOCK_N2
     if THREE_TF32:
@@ -166,6 +171,17 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
         off_n = pid_n * TILE_N
         if PREFETCH_C or PREFETCH_BIAS:
             _prefetch_epilogue(epi, off_m, off_n, M, N, BLOCK_M, TILE_N, PREFETCH_C, PREFETCH_BIAS, BIAS_ROWS)
+        # the batch entry's rows in the flattened operands, and the tile's offsets within the entry
+        if STACK == 1:
+            entry = off_m // batch_len
+            off_m = off_m - entry * batch_len
+        elif STACK == 2:
+            entry = off_n // batch_len
+            off_n = off_n - entry * batch_len
+        else:
+            entry = 0
+        a_row = entry * a_brows
+        b_row = entry * b_brows
         k_lo = (unit % SPLIT_K) * k_split_steps
         for ki in range(k_lo, gl.minimum(k_tiles, k_lo + k_split_steps)):
             s = it % STAGES
@@ -174,28 +190,28 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
             mbarrier.expect(bar, nbytes)
             off_k = ki * BLOCK_K
             if A_KMAJOR:
-                tma.async_copy_global_to_shared(a_desc, [off_m, off_k], bar, a_bufs.index(s))
+                tma.async_copy_global_to_shared(a_desc, [a_row + off_m, off_k], bar, a_bufs.index(s))
             else:
-                tma.async_copy_global_to_shared(a_desc, [off_k, off_m], bar, a_bufs.index(s))
+                tma.async_copy_global_to_shared(a_desc, [a_row + off_k, off_m], bar, a_bufs.index(s))
             if CLUSTER_M > 1:  # this CTA's half of the B tile, into both CTAs, in boxes of 128-byte rows
                 half = off_n + rank * (BLOCK_N // 2)
                 dst = smem_b + s * B_BYTES + rank * (B_BYTES // 2)
                 if B_KMAJOR:  # rows of BLOCK_K (128 bytes: the host checks), the half one box
-                    multicast_load_2d(B_HALF_PARAM, dst, off_k, half, smem_ready + s * 8, 3)
+                    multicast_load_2d(B_HALF_PARAM, dst, off_k, b_row + half, smem_ready + s * 8, 3)
                 else:  # the tile is column blocks of 128 bytes (BOX_N columns), one after another
                     BOX_N: gl.constexpr = 128 // (b_desc.dtype.primitive_bitwidth // 8)
                     for j in gl.static_range(BLOCK_N // 2 // BOX_N):
                         multicast_load_2d(B_HALF_PARAM, dst + j * (BLOCK_K * BOX_N * (b_desc.dtype.primitive_bitwidth // 8)),
-                                          half + j * BOX_N, off_k, smem_ready + s * 8, 3)
+                                          half + j * BOX_N, b_row + off_k, smem_ready + s * 8, 3)
             elif B_KMAJOR:
-                tma.async_copy_global_to_shared(b_desc, [off_n, off_k], bar, b_bufs.index(s))
+                tma.async_copy_global_to_shared(b_desc, [b_row + off_n, off_k], bar, b_bufs.index(s))
             else:
-                tma.async_copy_global_to_shared(b_desc, [off_k, off_n], bar, b_bufs.index(s))
+                tma.async_copy_global_to_shared(b_desc, [b_row + off_k, off_n], bar, b_bufs.index(s))
             if BLOCK_N2 > 0:
                 if B_KMAJOR:
-                    tma.async_copy_global_to_shared(b_lo_desc, [off_n + BLOCK_N, off_k], bar, b_lo_bufs.index(s))
+                    tma.async_copy_global_to_shared(b_lo_desc, [b_row + off_n + BLOCK_N, off_k], bar, b_lo_bufs.index(s))
                 else:
-                    tma.async_copy_global_to_shared(b_lo_desc, [off_k, off_n + BLOCK_N], bar, b_lo_bufs.index(s))
+                    tma.async_copy_global_to_shared(b_lo_desc, [b_row + off_k, off_n + BLOCK_N], bar, b_lo_bufs.index(s))
             if THREE_TF32:
                 tma.async_copy_global_to_shared(a_lo_desc, [off_m, off_k], bar, a_lo_bufs.index(s))
                 tma.async_copy_global_to_shared(b_lo_desc, [off_n, off_k], bar, b_lo_bufs.index(s))
@@ -512,17 +528,18 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
 # M, N, K unspecialised: one compiled kernel serves every shape of a configuration (TMA bounds
 # the tiles; divisibility by 16 buys nothing here), and the grid size is read at run time
 @gluon.jit(do_not_specialize=["M", "N", "K", "k_split_steps", "alpha_hi", "alpha_lo", "beta_hi", "beta_lo",
-                               "smem_b", "smem_ready", "smem_empty"])
+                               "smem_b", "smem_ready", "smem_empty", "batch_len", "a_brows", "b_brows"])
 def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_split_steps,
                      c_ptr, bias_ptr, stride_cr, stride_cc, alpha_hi, alpha_lo, beta_hi, beta_lo, ws_ptr, flag_ptr,
-                     smem_b, smem_ready, smem_empty,
+                     batch_len, a_brows, b_brows, smem_b, smem_ready, smem_empty,
                      STAGES: gl.constexpr, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr, EPI_BUFS: gl.constexpr,
                      PRODUCER_REGS: gl.constexpr, A_KMAJOR: gl.constexpr = True, B_KMAJOR: gl.constexpr = True,
                      SPLIT_K: gl.constexpr = 1, A_REGS: gl.constexpr = False, TRANS_OUT: gl.constexpr = False,
                      ROW_PERM: gl.constexpr = False, FIXUP: gl.constexpr = False, EPI_INT: gl.constexpr = False,
                      HAS_ALPHA: gl.constexpr = False, HAS_C: gl.constexpr = False, HAS_BIAS: gl.constexpr = False,
                      ACTIVATION: gl.constexpr = 0, EPI_PREFETCH: gl.constexpr = False, PDL: gl.constexpr = 0,
-                     BLOCK_N2: gl.constexpr = 0, NAMED_SLOTS: gl.constexpr = False, CLUSTER_M: gl.constexpr = 1):
+                     BLOCK_N2: gl.constexpr = 0, NAMED_SLOTS: gl.constexpr = False, CLUSTER_M: gl.constexpr = 1,
+                     STACK: gl.constexpr = 0):
     """C (M, N) = A (M, K) @ B (K, N); grid min(SMs, work units). ``a_desc`` tiles are (BLOCK_M,
     BLOCK_K) over A (M, K) when ``A_KMAJOR``, else (BLOCK_K, BLOCK_M) over A^T (K, M); ``b_desc``
     tiles (BLOCK_N, BLOCK_K) over B^T (N, K) when ``B_KMAJOR``, else (BLOCK_K, BLOCK_N) over B (K,
@@ -587,7 +604,16 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     cluster barrier, so with a cluster those three warps are partitions of their own (``_cluster_member``, one
     warp and two) that only meet the cluster; the producer stays one warp and issues the multicast from lane 0.
     With ``CLUSTER_M`` 1 the offsets are not read (pass 0). ``matmul`` takes clusters unless
-    ``TILECRAFT_GEMM_CLUSTER=0`` (docs/gemm.md, follow-ups 31 and 32)."""
+    ``TILECRAFT_GEMM_CLUSTER=0`` (docs/gemm.md, follow-ups 31 and 32).
+
+    ``STACK`` 1 / 2 (no 3xTF32 or split-K): a batch of products in one launch, stacked along the kernel's M (1)
+    or N (2, the ``TRANS_OUT`` form, whose N is the output's rows): M (N) is the batch times ``batch_len``, a
+    whole number of tiles, so no tile straddles two entries. The descriptors are 2D over the operands'
+    batch-flattened views: entry i's rows of A start at row ``i * a_brows``, of B at ``i * b_brows`` (0: the
+    operand is one matrix broadcast over the batch); C is the (batch * M, N) output. The stacked operand's rows
+    are then simply the tile's own. An MN-major operand's entries are K rows each, so K is a whole number of
+    BLOCK_K there (the launcher checks: its last K tile would read the next entry). Only the producer's
+    coordinates change; the consumers store at the stacked offsets."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
@@ -623,6 +649,7 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
                                     c_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    gl.static_assert(STACK == 0 or not (THREE_TF32 or FIXUP or SPLIT_K > 1), "STACK: no 3xTF32 or split-K")
     gl.static_assert(CLUSTER_M == 1 or (CLUSTER_M == 2 and not (THREE_TF32 or A_REGS or FIXUP or NAMED_SLOTS)
                                          and SPLIT_K == 1 and BLOCK_N2 == 0), "CLUSTER_M 2: plain products only")
     for i in gl.static_range(STAGES):
@@ -643,6 +670,6 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
         (_producer, (a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
                      M, N, K, k_split_steps, epi, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
                      B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C, EPI_PREFETCH and HAS_BIAS, TRANS_OUT, PDL, BLOCK_N2,
-                     SLOT_THREADS, CLUSTER_M, smem_b, smem_ready)),
+                     SLOT_THREADS, CLUSTER_M, smem_b, smem_ready, batch_len, a_brows, b_brows, STACK)),
     ] + ([(_cluster_member, (ready, )), (_cluster_member, (ready, ))] if CLUSTER_M > 1 else []),
         [1, 1, 2] if CLUSTER_M > 1 else [1], [PRODUCER_REGS] * 3 if CLUSTER_M > 1 else [PRODUCER_REGS])

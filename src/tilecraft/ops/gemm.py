@@ -51,6 +51,7 @@ from tilecraft.tuning.measure import say as _say
 from tilecraft.tuning import cache as _cache
 from tilecraft.tuning.gemm import (
     CLUSTER_ENV,
+    gluon_batch_fit,
     SHARED_LIMIT,
     GemmConfig,
     Problem,
@@ -406,14 +407,18 @@ def epilogue_kind(spec: Spec) -> str:
 
 def gluon_ok(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> bool:
     """Whether the sm90 Gluon kernel (``tilecraft.kernels.gemm_gluon``) can take the call: CUDA
-    (or ``meta``, for :func:`target_plan`) 2D operands, fp16/bf16 (any of their output types), int8
+    (or ``meta``, for :func:`target_plan`) operands, fp16/bf16 (any of their output types), int8
     with an int32 output, or fp32 with tf32 or 3xTF32 and an fp32 output; alpha, ``beta * c``,
     bias and the activation run in its epilogue (scales do not: those calls run the Triton
     kernels), and output rows the TMA can store (a multiple of 16 bytes).
     16-bit operands are read K- or MN-major as they are; operands it cannot read (8/32-bit
     MN-major, unaligned) are copied first, as for the TMA kernel; the 3xTF32 operands are always
-    split into K-major hi/lo buffers. Anything else runs the Triton kernels."""
-    if a.device.type not in ("cuda", "meta") or bool(torch.version.hip) or a.dim() != 2 or b.dim() != 2:
+    split into K-major hi/lo buffers. Batched products (3D operands) as :func:`gluon_batch_refusal`
+    allows, and then only configurations :func:`gluon_batch_fit` passes. Anything else runs the
+    Triton kernels."""
+    if a.device.type not in ("cuda", "meta") or bool(torch.version.hip):
+        return False
+    if (a.dim() == 3 or b.dim() == 3) and gluon_batch_refusal(a, b, spec) is not None:
         return False
     plain = not spec.scale_a and not spec.scale_b
     kind = ((spec.dtype == "int8" and spec.out_dtype == torch.int32)
@@ -421,6 +426,44 @@ def gluon_ok(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> bool:
             or spec.dtype in ("fp16", "bf16"))
     out_size = spec.out_dtype.itemsize
     return plain and kind and (spec.n * out_size) % 16 == 0 and spec.k > 0 and spec.m > 0
+
+
+def _flat_rows(t: torch.Tensor) -> tuple[torch.Tensor, int] | None:
+    """(2D view, rows per batch entry) of an operand view (R, C) or (batch, R, C) as the Gluon kernel
+    reads it by one 2D TMA descriptor: a batch flattened to (batch * R, C) (R rows an entry), a
+    matrix or a broadcast batch (stride 0, or a batch of 1) as one (R, C) matrix (0 rows an entry);
+    None where the batch stride is not R row strides (no such view)."""
+    if t.dim() == 2:
+        return t, 0
+    if t.shape[0] == 1 or t.stride(0) == 0:
+        return t[0], 0
+    try:
+        return t.view(-1, t.shape[2]), t.shape[1]
+    except RuntimeError:
+        return None
+
+
+def gluon_batch_refusal(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> str | None:
+    """Why the Gluon kernel cannot take a batched product whatever the configuration, or None. It
+    stacks the batch along M in one launch (``STACK`` in :func:`tilecraft.kernels.gemm_gluon.matmul_ws_kernel`),
+    so each operand must be one 2D TMA view: a batch whose entries lie one after another at R row
+    strides (or broadcast); it takes no ``c`` (beta), 3xTF32 or scales there. Operands it would copy
+    first (unaligned, 8/32-bit MN-major) are copied into such a batch."""
+    if spec.has_c:
+        return "it takes no c (beta) with a batch"
+    if spec.precision == "tf32x3":
+        return "it takes no 3xTF32 with a batch"
+    for name, t, k_dim in (("a", a, -1), ("b", b, -2)):
+        if _tma_direct(t, k_dim, spec.dtype) is None:
+            continue  # copied first, into a contiguous batch
+        if _flat_rows(_unit_last(t)) is None:
+            return f"{name}'s batch entries are not one after another (strides {tuple(t.stride())})"
+    return None
+
+
+def _unit_last(t: torch.Tensor) -> torch.Tensor:
+    """t, or its transpose, with the unit stride last (the view a TMA descriptor walks)."""
+    return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.transpose(-1, -2)
 
 
 def fma_refusal(a3: torch.Tensor, b3: torch.Tensor, spec: Spec) -> str | None:
@@ -772,6 +815,8 @@ def launch_plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, spec: Spec,
         split = max(1, math.ceil(spec.k / k_per_split))
     # the Gluon kernel's split-K partial tiles are whole BLOCK_M rows: each split's rows padded to them
     m_ws = math.ceil(spec.m / cfg.block_m) * cfg.block_m if cfg.kernel == "gluon" else spec.m
+    if cfg.kernel == "gluon" and spec.batch > 1 and split > 1:
+        raise ValueError(f"{gluon_batch_fit(spec.m, spec.k, cfg, mn_major=False)}: got {cfg.short()}; use a tma or pointer config")
     if cfg.kernel == "gluon" and cfg.fixup:
         if split != 2 or cfg.split_k != 2:
             raise ValueError(f"fixup joins two K halves in the Gluon kernel: split_k must be 2 (K = {spec.k} "
@@ -1050,7 +1095,7 @@ def _gluon_operand(t: torch.Tensor, k_dim: int, dtype: str, pad_rows: bool) -> t
     elif pad_rows and _row_pitch_bytes(t, d, k_dim) % 128:
         t = aligned_copy(t, k_dim)
     assert d is not None
-    return (t if d == (k_dim == -1) else t.t()), d
+    return (t if d == (k_dim == -1) else t.transpose(-1, -2)), d
 
 
 def _mn_regs_plan(a: torch.Tensor, b: torch.Tensor, spec: Spec, cfg: GemmConfig) -> str | None:
@@ -1063,6 +1108,8 @@ def _mn_regs_plan(a: torch.Tensor, b: torch.Tensor, spec: Spec, cfg: GemmConfig)
     ka, kb = _kmajor(a, -1), _kmajor(b, -2)
     if ka is None or kb is None or ka == kb or not (_aligned_for_tma(a, ka, -1) and _aligned_for_tma(b, kb, -2)):
         return None
+    if (a.dim() == 3 or b.dim() == 3) and (_flat_rows(_unit_last(a)) is None or _flat_rows(_unit_last(b)) is None):
+        return None  # a batch the kernel cannot read as one 2D view (gluon_batch_refusal)
     return "regs" if kb else "swap"
 
 
@@ -1109,19 +1156,36 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
         ak = bk = True
     regs = _mn_regs_plan(a, b, spec, cfg) if split == 1 else None
     if regs == "swap":  # C^T = B^T A^T: B^T (N, K) read N-major into registers, A^T (K, M) K-major
-        a, b = b.t(), a.t()
+        a, b = b.transpose(-1, -2), a.transpose(-1, -2)
     if regs:  # the left operand MN-major (into registers), the right one K-major
         ak, bk = False, True
-        a_hi, b_hi = (a if ak else a.t()), (b.t() if bk else b)
+        a_hi, b_hi = a.transpose(-1, -2), b.transpose(-1, -2)
         a_lo, b_lo = a_hi, b_hi
     elif not three:
         a_hi, ak = _gluon_operand(a, -1, spec.dtype, cfg.pad_rows)
         b_hi, bk = _gluon_operand(b, -2, spec.dtype, cfg.pad_rows)
         a_lo, b_lo = a_hi, b_hi
     m, n = (spec.n, spec.m) if regs == "swap" else (spec.m, spec.n)
-    out2 = out if out.dim() == 2 else out.view(spec.m, spec.n)
+    # a batch: stacked along the output's rows (the kernel's M, or its N in the C^T form), each operand
+    # one 2D view of its entries one after another (or one matrix, broadcast)
+    stack, a_brows, b_brows = 0, 0, 0
+    if a_hi.dim() == 3 or b_hi.dim() == 3:
+        flat_a, flat_b = _flat_rows(a_hi), _flat_rows(b_hi)
+        if flat_a is None or flat_b is None:
+            raise ValueError("the Gluon kernel reads a batch as one 2D view of entries one after another: "
+                             f"{gluon_batch_refusal(a, b, spec)}")
+        (a_hi, a_brows), (b_hi, b_brows) = flat_a, flat_b
+        a_lo, b_lo = a_hi, b_hi
+        why = gluon_batch_fit(spec.m, spec.k, cfg, mn_major=(not ak and a_brows > 0) or (not bk and b_brows > 0))
+        if why is None and spec.has_c:
+            why = "the Gluon kernel takes no c (beta) with a batch"
+        if why is not None:
+            raise ValueError(f"{why}: got {cfg.short()}; use a tma or pointer config")
+        stack = 2 if regs == "swap" else 1
+        m, n = (m * spec.batch, n) if stack == 1 else (m, n * spec.batch)
+    out2 = out if out.dim() == 2 else out.view(-1, spec.n)
     fixup = split > 1 and cfg.fixup
-    rows = spec.m if split == 1 or fixup else split * math.ceil(spec.m / cfg.block_m) * cfg.block_m
+    rows = spec.m * max(spec.batch, 1) if split == 1 or fixup else split * math.ceil(spec.m / cfg.block_m) * cfg.block_m
     if out2.stride(1) != 1 or out2.stride(0) != spec.n or out2.shape[0] != rows:
         raise ValueError(f"the Gluon kernel writes a contiguous ({rows}, N) output, got shape {tuple(out2.shape)} "
                          f"and strides {out2.stride()}")
@@ -1165,13 +1229,15 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
                                                                          out2.element_size()),
                   "PRODUCER_REGS": 40, "A_KMAJOR": ak, "B_KMAJOR": bk, "SPLIT_K": split,
                   "A_REGS": bool(regs), "TRANS_OUT": regs == "swap", "ROW_PERM": int(cfg.row_perm) if regs else 0,
-                  "FIXUP": fixup, "BLOCK_N2": cfg.block_n2, "NAMED_SLOTS": cfg.named_slots, "CLUSTER_M": cl}
+                  "FIXUP": fixup, "BLOCK_N2": cfg.block_n2, "NAMED_SLOTS": cfg.named_slots, "CLUSTER_M": cl,
+                  "STACK": stack}
     steps = k_split_steps if split > 1 else math.ceil(spec.k / bkk)
     epi_args, epi_cx = _gluon_epilogue(spec, out2, c, bias, in_kernel=split == 1 or fixup, trans=regs == "swap",
                                        prefetch=cfg.epi_prefetch)
     constexprs.update(epi_cx)
     return pre + [KernelLaunch(_g.matmul_ws_kernel, grid,
-                               (*descs, m, n, spec.k, steps, *epi_args, ws_ptr, flag_ptr, *smem_args),
+                               (*descs, m, n, spec.k, steps, *epi_args, ws_ptr, flag_ptr,
+                                spec.m if stack else 0, a_brows, b_brows, *smem_args),
                                constexprs, {"num_warps": cfg.num_warps, "maxnreg": maxnreg}, cluster=cl,
                                smem=("b_bufs", "ready", "empty") if cl > 1 else ())]
 

@@ -188,8 +188,7 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
     * ``smem`` and rows of whole 8-byte vectors that are not 16-byte ones (``half_aligned``: fp32 grids of nx = 2 mod
       4, such as 512 + 2R for odd R; fp64 grids of odd nx): the ring with 8-byte copies (``half_ring``), 1.04-3.3x
       the paths below (H200, 2026-12-01). Other fp32 rows (odd nx): the ring with 4-byte copies (``word_ring``,
-      1.27-2.5x the paths below) is a tuner candidate, checked there against this heuristic's result on the user's
-      grid, and not yet the heuristic: its GPU tests (``test_4_byte_ring_matches_float64``) have not run.
+      1.27-2.5x the paths below; its GPU tests passed on the H200, 2026-12-01, thirty-third session).
     * Not used: the sm90 Gluon TMA z-march (``kernel="tma"``, selectable as an explicit config)
       measured slower than the above on every case and plane size (H200, 2026-11-25: fp64 o2 at
       most 67% of copy against 78%, fp32 o2 52% against 71%, fp32 o8 31% against 37%).
@@ -197,6 +196,8 @@ def auto_config(dtype: torch.dtype, order: int, shape: tuple[int, int, int],
     r = order // 2
     if not vector_aligned and smem and half_aligned:
         return half_ring(dtype, r, shape)
+    if not vector_aligned and smem and dtype == torch.float32:
+        return word_ring(r)
     if not vector_aligned:
         flat = _flat_auto(dtype, r, shape, l2_bytes) if flat_ok else None
         if flat is not None:
@@ -401,7 +402,7 @@ def half_ring(dtype: torch.dtype, r: int, shape: tuple[int, int, int] | None = N
 
 
 def word_ring(r: int) -> StencilConfig:
-    """The ring for fp32 rows that are not whole 8-byte vectors (odd nx, or an odd stride; on sm90 a tuner candidate):
+    """The ring ``auto`` takes on sm90 for fp32 rows that are not whole 8-byte vectors (odd nx, or an odd stride):
     4-byte copies (``cp.async.ca``), one element a thread, 32-column tiles (a tile row is one warp), 64 planes a
     program: order 2 32 x 32 tiles of 32 warps, 5 planes ahead, a CTA barrier a plane; orders 4-8 and 14-16 16 x 32
     of 16 warps, 4 ahead, mbarriers; orders 10-12 32 x 32 of 32 warps, 4 ahead, mbarriers.
@@ -411,10 +412,10 @@ def word_ring(r: int) -> StencilConfig:
     what ``auto`` ran before (the flat kernel at orders 2-4, the plane kernel beyond): o2 514^2 x 515 59.1 / 46.6
     (16 x 32 w16 55.7), o4 516^2 x 517 54.0 / 39.9, o8 520^2 x 521 40.0 / 17.8, o12 524^2 x 525 30.3 / 12.9 (16 x 32
     w16 28.3), o16 528^2 x 529 24.9 / 10.1 (32 x 32 w32 20.9-21.9, spilling). Rows of 8- or 16-byte vectors are
-    faster still (``half_ring``, ``smem_march``). A tuner candidate (``tuning.stencil.candidates``), not yet the
-    heuristic: the GPU tests of odd y and z extents, short chunks and offset views through it
-    (``tests/gpu/test_stencil_smem.py::test_4_byte_ring_matches_float64``) were written after the session's device
-    time ran out; the bench above checked every configuration against float64 on its full grid."""
+    faster still (``half_ring``, ``smem_march``). The heuristic since the GPU tests of odd y and z extents, short
+    chunks and offset views through it passed (``tests/gpu/test_stencil_smem.py::test_4_byte_ring_matches_float64``,
+    H200, 2026-12-01, thirty-third session); the bench above checked every configuration against float64 on its full
+    grid."""
     if r == 1:
         return StencilConfig("smem", block_y=32, block_x=32, num_warps=32, block_z=64, prefetch=5, num_stages=0,
                              vec=1, nontemporal=True)

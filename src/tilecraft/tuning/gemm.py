@@ -330,7 +330,14 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
     Pointer kernel: the largest tile that still gives every SM a program (128x128, 64x128, 64x64),
     else 64x64 with split-K."""
     if kind == "tma" and p.arch == "sm90" and p.gluon_ok and p.dtype in ("bf16", "fp16") and p.tma_copies == 0:
-        if math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch >= p.sms / 2:
+        tiles128 = math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch
+        if p.batch > 1 and p.sms / 2 <= tiles128 <= p.sms and (p.k >= 2048 or (p.k >= 1024 and p.m <= 256)):
+            # a batch of one wave of 128x128 tiles with long K: the TMA kernel's 3D descriptors, not the Gluon
+            # kernel's stacked batch (H200, 2026-12-01, gemm-batch-probe, bf16 NN, two rounds, x torch, Gluon
+            # 128x128 s4 / s5 against TMA 128x128 s4): 32 x 256^2 x K = 512 / 1024 / 2048 0.989 / 0.889 / 0.927 against
+            # 0.949 / 0.939 / 0.958; 8 x 512^2 x K 1.037 / 0.977 / 0.916 against 0.941 / 0.945 / 0.930
+            return GemmConfig("tma", 128, 128, bk, group_m=8, num_warps=8, num_stages=4)
+        if tiles128 >= p.sms / 2:
             return _gluon16_tile(p)
         if math.ceil(p.m / 64) * math.ceil(p.n / 64) * p.batch <= p.sms and p.k <= 4096:
             return GemmConfig("gluon", 64, 64, 64, group_m=8, num_warps=4, num_stages=8)
@@ -352,7 +359,10 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
             # in flight from the start. Without the cluster s6 gained nothing over s4 (0.82 / 0.77 / 0.75x).
             rows = math.ceil(p.m / 64)
             pairs = math.ceil(rows / 2) * math.ceil(p.n / 128) * p.batch
-            cluster = rows >= 2 and pairs <= p.sms // 2 and clusters_enabled()
+            # not for a batch stacked on the Gluon kernel (H200, 2026-12-01, gemm-batch-probe, bf16 NN, x torch): 64 x
+            # 128^3, 32 x 128 x 256 x 128, 16 x 256^3 without the cluster (s4) 1.080 / 1.079 / 1.088x, with it 0.917 /
+            # 0.923 / 0.904x (the TMA kernel's 64x128 s6 0.890-0.926x)
+            cluster = rows >= 2 and pairs <= p.sms // 2 and clusters_enabled() and p.batch == 1
             return GemmConfig("gluon", 64, 128, 64, group_m=8, num_warps=4, num_stages=5 if cluster else 4,
                               cluster_m=2 if cluster else 1)
     if kind == "tma":
@@ -511,7 +521,32 @@ def _epilogue_on_gluon(p: Problem) -> bool:
     return p.dtype == "int8" or p.precision == "tf32"
 
 
+def gluon_batch_fit(m: int, k: int, cfg: GemmConfig, *, mn_major: bool) -> str | None:
+    """Why ``cfg`` cannot run a batched product of M rows and depth K on the Gluon kernel, or None: the batch
+    is stacked along the output's rows (``STACK``, :func:`tilecraft.kernels.gemm_gluon.matmul_ws_kernel`), so
+    M must be a whole number of the tiles along it (BLOCK_M, times 2 with a cluster; with ``mn_regs`` the C^T
+    form's M is the kernel's N, so both BLOCK_M and the tile's N), with no split-K; ``mn_major`` (an operand
+    read MN-major, whose entries are K rows each, so a last partial K tile would read the next entry's):
+    K a whole number of BLOCK_K."""
+    tile = max(cfg.block_m, cfg.tile_n) if cfg.mn_regs else cfg.block_m * cfg.cluster_m
+    why = [w for w, bad in ((f"M ({m}) a multiple of {tile}", m % tile),
+                            ("no split-K", cfg.split_k > 1 or cfg.fixup),
+                            (f"K ({k}) a multiple of block_k ({cfg.block_k}) with an MN-major operand",
+                             mn_major and k % cfg.block_k)) if bad]
+    return None if not why else f"a batched product on the Gluon kernel needs {', '.join(why)}"
+
+
 def heuristic(p: Problem) -> GemmConfig:
+    """:func:`_epilogue_heuristic`, except that a batched product whose choice the Gluon kernel cannot stack
+    (:func:`gluon_batch_fit`) takes the choice without the Gluon kernel."""
+    cfg = _epilogue_heuristic(p)
+    if (p.batch > 1 and cfg.kernel == "gluon"
+            and gluon_batch_fit(p.m, p.k, cfg, mn_major=cfg.mn_regs or not (p.a_kmajor and p.b_kmajor))):
+        cfg = _epilogue_heuristic(replace(p, gluon_ok=False, mn_regs_ok=False))
+    return cfg
+
+
+def _epilogue_heuristic(p: Problem) -> GemmConfig:
     """The configuration used without tuning: :func:`_heuristic` on the product, with the
     epilogue's rules on top (:func:`_epilogue_on_gluon`; ``epi_prefetch`` where it measured faster
     for a bf16 bias: 128x11008x4096 bias+gelu on 128x128 s5 31.1 against 32.5-35.5 us without,
@@ -527,7 +562,7 @@ def heuristic(p: Problem) -> GemmConfig:
         # s4 1.012x torch against 0.859-0.868x, 512 x 4096 x 4096 NT 128x128 s5 1.032-1.058x against
         # 0.904-0.931x, 8192^3 NN 0.997-1.001x against 0.966-0.975x; 4096 x 11008 x 4096 NT bias+silu stays
         # on the TMA kernel as bf16 does (1.013-1.045x; Gluon 0.985-1.085x)
-        return heuristic(replace(p, dtype="bf16"))
+        return _epilogue_heuristic(replace(p, dtype="bf16"))
     if (p.epilogue == "bias" and p.dtype == "bf16" and p.arch == "sm90" and p.gluon_ok and p.tma_copies == 0
             and p.a_kmajor and not p.b_kmajor and p.m > 64 and 32 * 2**20 <= p.m * p.n * p.batch < 48 * 2**20):
         return GemmConfig("gluon", 128, 256, 64, group_m=8, num_warps=8, num_stages=4, epi_prefetch=True)
@@ -690,7 +725,7 @@ def _heuristic(p: Problem) -> GemmConfig:
         return GemmConfig("gluon", 128, 256, 32, group_m=16, num_warps=8, num_stages=3, mn_regs=True, row_perm=2)
     if (p.arch == "sm90" and p.gluon_ok and p.mn_regs_ok and p.precision == "tf32" and p.tma_copies
             and min(math.ceil(p.m / 128) * math.ceil(p.n / 256), math.ceil(p.n / 128) * math.ceil(p.m / 256))
-            >= p.sms // 2):
+            * p.batch >= p.sms // 2):
         # the same below two waves, down to half a wave of 128x256 tiles (either orientation), where the TMA kernel
         # would copy the MN-major operand K-major on every call: tf32 NN 2048^3 Gluon 128x256x32 s4 (the tuner's
         # choice) 1.056x torch against 0.584x for the TMA kernel and its copy (H200, 2026-12-01,

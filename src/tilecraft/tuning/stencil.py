@@ -86,8 +86,8 @@ def candidates(dtype: torch.dtype, order: int, shape: tuple[int, int, int], l2_b
     heuristic = ops.auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok, smem, half_aligned)
     alts = [ops.ladder_config("tiling", dtype, order), ops.ladder_config("baseline", dtype, order)]
     if smem and not half_aligned and not vector_aligned and dtype == torch.float32:
-        # the 4-byte ring (``ops.word_ring``; odd fp32 rows), checked against the heuristic's result like every candidate
-        alts += [ops.word_ring(r)]
+        # the 4-byte ring (``ops.word_ring``, the heuristic on odd fp32 rows), its other tiles, and the paths below it
+        alts += [ops.word_ring(r), ops.auto_config(dtype, order, shape, l2_bytes, vector_aligned, flat_ok)]
         alts += [StencilConfig("smem", block_y=by, block_x=32, num_warps=by, block_z=64, prefetch=d, num_stages=st,
                                vec=1, nontemporal=True) for by, d, st in ((16, 4, 2), (32, 4, 2), (32, 5, 0))]
     if smem and half_aligned and not vector_aligned:  # the 8-byte ring: the paths below, and its other tiles

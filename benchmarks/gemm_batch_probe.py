@@ -1,0 +1,85 @@
+"""Batched bf16 products on pinned configurations against torch, in one run: which tile the heuristic should take
+for a batch stacked on the Gluon kernel (2026-12-01, thirty-third session). Each case: every configuration is
+checked against float64 (output poisoned) on the first input set, then ours and torch are timed from CUDA graphs
+over rotated input sets in alternating order (``--rounds``), the medians and the ratio x torch recorded.
+
+    PYTHONPATH=src python -u benchmarks/gemm_batch_probe.py --out results.json [--rounds 2]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from tilecraft.bench.gemm import time_graph
+from tilecraft.bench.harness import git_commit, json_safe, rotation_sets
+from tilecraft.ops import gemm as ops
+from tilecraft.reference.gemm import matmul_reference, relative_error
+from tilecraft.tuning.gemm import GemmConfig
+
+G128S5 = GemmConfig("gluon", 128, 128, 64, group_m=8, num_warps=8, num_stages=5)
+G128S4 = GemmConfig("gluon", 128, 128, 64, group_m=8, num_warps=8, num_stages=4)
+G64 = GemmConfig("gluon", 64, 128, 64, group_m=8, num_warps=4, num_stages=4)
+G64C = GemmConfig("gluon", 64, 128, 64, group_m=8, num_warps=4, num_stages=5, cluster_m=2)
+G256 = GemmConfig("gluon", 128, 256, 64, group_m=8, num_warps=8, num_stages=4)
+TMA128 = GemmConfig("tma", 128, 128, 64, group_m=8, num_warps=8, num_stages=4)
+TMA64 = GemmConfig("tma", 64, 128, 64, group_m=8, num_warps=4, num_stages=6)
+
+# (batch, m, n, k): one wave of 128x128 tiles at K 512 / 1024 / 2048, and the 64 x 128^3 short-K family
+CASES = [(32, 256, 256, 512), (32, 256, 256, 1024), (32, 256, 256, 2048), (8, 512, 512, 512), (8, 512, 512, 1024),
+         (8, 512, 512, 2048), (64, 128, 128, 128), (32, 128, 256, 128), (16, 256, 256, 256)]
+CONFIGS = [G128S5, G128S4, G64, G64C, G256, TMA128, TMA64]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="gemm-batch-probe.json")
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    dev = torch.device("cuda")
+    gen = torch.Generator(device=dev).manual_seed(5)
+    doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": git_commit(),
+           "date": time.strftime("%Y-%m-%d"), "records": []}
+    for batch, m, n, k in CASES:
+        nbytes = batch * (m * k + k * n + m * n) * 2
+        sets = [((torch.rand(batch, m, k, device=dev, generator=gen) * 2 - 1).bfloat16(),
+                 (torch.rand(batch, k, n, device=dev, generator=gen) * 2 - 1).bfloat16())
+                for _ in range(rotation_sets(nbytes, 50 * 2**20, maximum=8))]
+        spec = ops.validate(*sets[0])
+        ref = matmul_reference(*sets[0], out_dtype=torch.float64)
+        peer_calls = [lambda a=a, b=b: torch.matmul(a, b) for a, b in sets]
+        for f in peer_calls:
+            f()
+        for cfg in CONFIGS:
+            rec = {"case": f"{batch} x bf16 NN {m}x{n}x{k}", "config": cfg.short()}
+            try:
+                out = torch.full(spec.out_shape, float("nan"), dtype=torch.bfloat16, device=dev)
+                ops.launch(*sets[0], out, spec, cfg)
+                rec["rel_err"] = err = relative_error(out, ref)
+                if not err <= 1e-2:
+                    raise AssertionError(f"relative error {err:.2e}")
+                calls = [lambda a=a, b=b: ops.compute(a, b, spec, cfg=cfg) for a, b in sets]
+                for f in calls:
+                    f()
+                ours, peer = [], []
+                for _ in range(args.rounds):
+                    ours.append(time_graph(calls, dev).median_ms)
+                    peer.append(time_graph(peer_calls, dev).median_ms)
+                rec.update(ours_ms=statistics.median(ours), peer_ms=statistics.median(peer),
+                           ratio=statistics.median(peer) / statistics.median(ours), rounds_ours=ours, rounds_peer=peer)
+                print(f"{rec['case']:28s} {cfg.short():34s} ours {rec['ours_ms'] * 1e3:7.1f} us torch "
+                      f"{rec['peer_ms'] * 1e3:7.1f} us -> {rec['ratio']:.3f}x", flush=True)
+            except Exception as exc:  # noqa: BLE001 - a config the launcher refuses: recorded
+                rec["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+                print(f"{rec['case']:28s} {cfg.short():34s} {rec['error'][:90]}", flush=True)
+            doc["records"].append(rec)
+            with open(args.out, "w") as fh:
+                json.dump(json_safe(doc), fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,117 @@
+"""Batched products on the sm90 Gluon GEMM (the batch stacked along the output's rows, ``STACK``) against
+float64 on the GPU: every layout, bf16 / fp16 / tf32 (the register operand's C^T form) / int8, broadcast
+operands, bias and activation, outputs poisoned, entries of different random data (an entry that read its
+neighbour's tiles fails), and ``tilecraft.matmul``'s dispatch. Skipped without a CUDA sm90 GPU."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tilecraft.ops import gemm as ops
+from tilecraft.reference.gemm import matmul_reference, relative_error
+from tilecraft.tuning.gemm import GemmConfig, gluon_batch_fit
+
+pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9),
+                                reason="the Gluon GEMM is sm90 only")
+
+CFG16 = [GemmConfig("gluon", 128, 256, 64, 8, 8, 4), GemmConfig("gluon", 64, 128, 64, 8, 4, 5, cluster_m=2),
+         GemmConfig("gluon", 128, 128, 64, 8, 8, 5, block_n2=64), GemmConfig("gluon", 64, 64, 64, 8, 4, 8)]
+# (batch, M, N, K): N ends inside a tile, K inside a step (K-major operands only), tiny N
+SHAPES = [(3, 256, 264, 192), (2, 128, 8, 64), (5, 512, 1000, 1000), (4, 128, 136, 4104)]
+
+
+def _rnd(shape, dtype, gen):
+    if dtype == torch.int8:
+        return torch.randint(-128, 128, shape, device="cuda", generator=gen, dtype=torch.int8)
+    return (torch.rand(shape, device="cuda", generator=gen) * 2 - 1).to(dtype)
+
+
+def _operands(dtype, layout, batch, m, n, k, gen, broadcast=""):
+    ab = () if broadcast == "a" else (batch,)
+    bb = () if broadcast == "b" else (batch,)
+    a = _rnd((*ab, k, m), dtype, gen).mT if layout[0] == "T" else _rnd((*ab, m, k), dtype, gen)
+    b = _rnd((*bb, n, k), dtype, gen).mT if layout[1] == "T" else _rnd((*bb, k, n), dtype, gen)
+    return a, b
+
+
+def _run(a, b, cfg, tol, **kw):
+    spec = ops.validate(a, b, **kw)
+    out = torch.full(spec.out_shape, float("nan") if spec.out_dtype.is_floating_point else -1, dtype=spec.out_dtype,
+                     device="cuda")
+    if gluon_batch_fit(spec.m, spec.k, cfg, mn_major=False) is not None:  # a tile would straddle two entries
+        with pytest.raises(ValueError, match="Gluon"):
+            ops.launch(a, b, out, spec, cfg)
+        return
+    try:
+        ops.launch(a, b, out, spec, cfg, bias=kw.get("bias"))
+    except ValueError as exc:  # K of a partial tile with an operand read MN-major: refused, not wrong
+        # a batched A read as (K, M) or B as (K, N)
+        mn_major = (a.dim() == 3 and a.stride(-1) != 1) or (b.dim() == 3 and b.stride(-1) == 1)
+        assert "block_k" in str(exc) and spec.k % cfg.block_k and (mn_major or cfg.mn_regs), str(exc)
+        return
+    bias = kw.get("bias")
+    ref = matmul_reference(a, b, out_dtype=torch.float64)
+    if bias is not None:
+        ref = ref + bias.double()
+    if kw.get("activation") == "relu":
+        ref = ref.clamp_min(0)
+    if spec.out_dtype == torch.int32:
+        assert torch.equal(out, ref.to(torch.int32))
+    else:
+        assert relative_error(out, ref) <= tol
+
+
+@pytest.mark.parametrize("cfg", CFG16, ids=lambda c: c.short())
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_bf16_batches(cfg, layout, shape):
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, cfg.short())) % 2**31)
+    a, b = _operands(torch.bfloat16, layout, *shape, gen)
+    _run(a, b, cfg, 1e-2)
+
+
+@pytest.mark.parametrize("broadcast", ["a", "b"])
+@pytest.mark.parametrize("layout", ["NN", "TT", "NT"])
+def test_broadcast_operands(broadcast, layout):
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, broadcast)) % 2**31)
+    a, b = _operands(torch.float16, layout, 6, 256, 264, 320, gen, broadcast)
+    _run(a, b, CFG16[0], 2e-3)
+    if broadcast == "b":  # an expanded (stride 0) batch is the same
+        _run(a, b.expand(6, *b.shape), CFG16[0], 2e-3)
+
+
+@pytest.mark.parametrize("layout", ["NN", "TT", "NT"])
+@pytest.mark.parametrize("shape", [(3, 256, 264, 192), (8, 512, 512, 512), (2, 256, 8, 96)])
+def test_tf32_batches(layout, shape):
+    """NN as C^T = B^T A^T stacked along the kernel's N (the output's rows), TT with A in registers, NT plain."""
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, "tf32")) % 2**31)
+    a, b = _operands(torch.float32, layout, *shape, gen)
+    regs = layout in ("NN", "TT")
+    cfg = GemmConfig("gluon", 128, 256, 32, 8, 8, 4, mn_regs=regs, row_perm=2 if regs else 0)
+    _run(a, b, cfg, 3e-3, precision="tf32")
+
+
+def test_int8_batch_exact():
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    a, b = _operands(torch.int8, "NT", 3, 256, 264, 1000, gen)
+    _run(a, b, GemmConfig("gluon", 128, 256, 128, 8, 8, 3), 0, out_dtype=torch.int32)
+
+
+@pytest.mark.parametrize("layout", ["NN", "NT"])
+def test_bias_and_activation(layout):
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, "bias")) % 2**31)
+    a, b = _operands(torch.bfloat16, layout, 4, 256, 264, 192, gen)
+    bias = _rnd((264,), torch.bfloat16, gen)
+    _run(a, b, CFG16[0], 1e-2, bias=bias, activation="relu")
+
+
+def test_matmul_dispatches_batches_to_gluon(monkeypatch):
+    monkeypatch.setenv("TILECRAFT_TUNE", "0")
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    for dtype, kw, tol in ((torch.bfloat16, {}, 1e-2), (torch.float32, {"precision": "tf32"}, 3e-3)):
+        a, b = _operands(dtype, "NN", 8, 1024, 1024, 1024, gen)
+        spec = ops.validate(a, b, **kw)
+        cfg = ops.choose_config(a, b, spec, tune_now=False)
+        assert cfg.kernel == "gluon", cfg.short()
+        out = ops.matmul(a, b, **kw)
+        assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= tol

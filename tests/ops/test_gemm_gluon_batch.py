@@ -1,0 +1,191 @@
+"""Batched products on the sm90 Gluon GEMM without a GPU: the batch is stacked along the output's rows in
+one launch (``STACK``), each operand one 2D TMA view of its entries one after another (or one broadcast
+matrix). What the launcher plans (descriptor extents, rows an entry, the stacked M or N), what it refuses
+(a tile that would straddle two entries, a partial K tile of an MN-major operand, split-K, c, batches whose
+entries are not one after another), what the heuristic then runs, and that the stacked kernel cross-compiles
+for sm90 without spills. Its numbers are checked on the GPU (tests/gpu/test_gemm_gluon_batch.py)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tilecraft.analysis.compiled import cross_compile
+from tilecraft.ops import gemm as ops
+from tilecraft.tuning.gemm import GemmConfig, gluon_batch_fit, heuristic
+
+BF = torch.bfloat16
+G256 = GemmConfig("gluon", 128, 256, 64, 8, 8, 4)
+REGS = GemmConfig("gluon", 128, 256, 32, 8, 8, 4, mn_regs=True, row_perm=2)
+
+
+def _meta(*shape, dtype=BF):
+    return torch.empty(*shape, dtype=dtype, device="meta")
+
+
+def _main(plan):
+    (launch,) = [k for k in plan if k.kernel.__name__ == "matmul_ws_kernel"]
+    return launch, dict(zip(launch.kernel.arg_names, launch.args))
+
+
+def test_bf16_batch_stacks_along_m():
+    a, b = _meta(8, 512, 1024), _meta(8, 1024, 768)  # NN: B MN-major, (K, N) rows per entry
+    _, _, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=G256)
+    launch, args = _main(plan)
+    assert launch.constexprs["STACK"] == 1
+    assert (args["M"], args["N"], args["K"]) == (8 * 512, 768, 1024)
+    assert (args["batch_len"], args["a_brows"], args["b_brows"]) == (512, 512, 1024)
+    assert list(args["a_desc"].shape) == [8 * 512, 1024] and list(args["b_desc"].shape) == [8 * 1024, 768]
+    assert list(args["c_desc"].shape) == [8 * 512, 768]
+    assert launch.grid == (8 * 4 * 3,)  # one program a tile: 4 x 3 tiles an entry
+
+
+@pytest.mark.parametrize("which", ["a", "b"])
+def test_a_broadcast_operand_is_one_matrix(which):
+    a = _meta(512, 1024) if which == "a" else _meta(16, 512, 1024)
+    b = _meta(1024, 768) if which == "b" else _meta(16, 1024, 768)
+    _, _, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=G256)
+    _, args = _main(plan)
+    assert args["M"] == 16 * 512
+    assert (args["a_brows"], args["b_brows"]) == ((0, 1024) if which == "a" else (512, 0))
+    desc = args["a_desc"] if which == "a" else args["b_desc"]
+    assert list(desc.shape) == ([512, 1024] if which == "a" else [1024, 768])
+    # an expanded batch (stride 0) is the same broadcast
+    a3 = a.expand(16, 512, 1024) if which == "a" else a
+    b3 = b.expand(16, 1024, 768) if which == "b" else b
+    _, _, plan = ops.target_plan(a3, b3, "sm90", sms=132, cfg=G256)
+    assert _main(plan)[1]["a_brows" if which == "a" else "b_brows"] == 0
+
+
+def test_tf32_nn_batch_stacks_along_the_c_transpose_n():
+    """tf32 NN runs as C^T = B^T A^T with B^T read into registers: the kernel's N is the output's rows, so
+    the batch is stacked there (``STACK`` 2) and the transposed stores land at the stacked rows."""
+    a, b = _meta(8, 1024, 512, dtype=torch.float32), _meta(8, 512, 768, dtype=torch.float32)
+    _, _, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=REGS, precision="tf32")
+    launch, args = _main(plan)
+    cx = launch.constexprs
+    assert cx["STACK"] == 2 and cx["A_REGS"] and cx["TRANS_OUT"]
+    assert (args["M"], args["N"], args["batch_len"]) == (768, 8 * 1024, 1024)
+    assert (args["a_brows"], args["b_brows"]) == (512, 1024)  # B (K, N) rows and A (M, K) rows an entry
+    assert list(args["a_desc"].shape) == [8 * 512, 768] and list(args["c_desc"].shape) == [8 * 1024, 768]
+
+
+@pytest.mark.parametrize("m,k,layout,cfg,why", [
+    (500, 512, "NT", G256, "M \\(500\\) a multiple of 128"),
+    (512, 1000, "NN", G256, "K \\(1000\\) a multiple of block_k"),
+    (512, 1000, "TN", G256, "K \\(1000\\) a multiple of block_k"),
+    (512, 512, "NT", GemmConfig("gluon", 64, 128, 64, 8, 4, 6, split_k=2), "no split-K"),
+    (64, 512, "NT", GemmConfig("gluon", 64, 128, 64, 8, 4, 5, cluster_m=2), "M \\(64\\) a multiple of 128"),
+])
+def test_configs_that_would_straddle_entries_are_refused(m, k, layout, cfg, why):
+    a = _meta(4, k, m).mT if layout[0] == "T" else _meta(4, m, k)
+    b = _meta(4, 256, k).mT if layout[1] == "T" else _meta(4, k, 256)
+    with pytest.raises(ValueError, match=why):
+        ops.target_plan(a, b, "sm90", sms=132, cfg=cfg)
+
+
+def test_k_of_partial_tiles_is_fine_when_both_operands_are_k_major():
+    a, b = _meta(4, 512, 1000), _meta(4, 256, 1000).mT  # NT: K is each row's own extent (the TMA zero-fills)
+    _, _, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=G256)
+    assert _main(plan)[0].constexprs["STACK"] == 1
+
+
+def test_what_the_gluon_kernel_refuses_with_a_batch():
+    a, b = _meta(4, 512, 512), _meta(4, 512, 512)
+    spec = ops.validate(a, b)
+    assert ops.gluon_ok(a, b, spec)
+    c = _meta(4, 512, 512)
+    assert not ops.gluon_ok(a, b, ops.validate(a, b, c=c, beta=1.0))  # c: not with a batch
+    f = _meta(4, 512, 512, dtype=torch.float32)
+    assert not ops.gluon_ok(f, f, ops.validate(f, f, precision="fp32-accurate"))  # 3xTF32: not with a batch
+    assert ops.gluon_ok(f, f, ops.validate(f, f, precision="tf32"))
+    # every other entry of a batch: not one 2D view
+    every_other = _meta(8, 512, 512)[::2]
+    assert ops.gluon_batch_refusal(every_other, b, spec) is not None
+    assert not ops.gluon_ok(every_other, b, ops.validate(every_other, b))
+    p = ops.problem_of(every_other, b, ops.validate(every_other, b), arch="sm90", sms=132)
+    assert heuristic(p).kernel != "gluon"
+    with pytest.raises(ValueError, match="Gluon"):
+        ops.target_plan(every_other, b, "sm90", sms=132, cfg=G256)
+
+
+@pytest.mark.parametrize("m,n,k,layout", [(512, 512, 512, "NN"), (1024, 1024, 64, "NN"), (2048, 2048, 2048, "NT"),
+                                          (500, 512, 512, "NN"), (512, 512, 1000, "NN"), (128, 128, 128, "NN"),
+                                          (96, 512, 512, "NT")])
+@pytest.mark.parametrize("batch", [4, 64])
+def test_the_heuristic_only_picks_configs_that_stack(m, n, k, layout, batch):
+    a = _meta(batch, m, k)
+    b = _meta(batch, n, k).mT if layout[1] == "T" else _meta(batch, k, n)
+    spec = ops.validate(a, b)
+    p = ops.problem_of(a, b, spec, arch="sm90", sms=132)
+    cfg = heuristic(p)
+    if cfg.kernel == "gluon":
+        assert gluon_batch_fit(m, k, cfg, mn_major=layout[1] == "N") is None
+    ops.target_plan(a, b, "sm90", sms=132)  # plans (raises on a config it cannot run)
+
+
+def test_tf32_nn_batch_takes_the_register_operand():
+    a, b = _meta(8, 1024, 1024, dtype=torch.float32), _meta(8, 1024, 1024, dtype=torch.float32)
+    p = ops.problem_of(a, b, ops.validate(a, b, precision="tf32"), arch="sm90", sms=132)
+    cfg = heuristic(p)
+    assert cfg.kernel == "gluon" and cfg.mn_regs
+    # a 2D call of one entry keeps the TMA kernel's copy (16 + 16 tiles of 128x256: under half a wave)
+    a2, b2 = a[0], b[0]
+    p2 = ops.problem_of(a2, b2, ops.validate(a2, b2, precision="tf32"), arch="sm90", sms=132)
+    assert heuristic(p2).kernel != "gluon"
+
+
+@pytest.mark.parametrize("layout,dtype,cfg", [
+    ("NN", BF, G256), ("TT", BF, GemmConfig("gluon", 64, 128, 64, 8, 4, 5, cluster_m=2)),
+    ("NN", torch.float32, REGS), ("NT", torch.int8, GemmConfig("gluon", 128, 256, 128, 8, 8, 3)),
+], ids=lambda x: x.short() if isinstance(x, GemmConfig) else str(x))
+def test_stacked_kernel_cross_compiles_without_spills(layout, dtype, cfg):
+    a = _meta(4, 1024, 512, dtype=dtype).mT if layout[0] == "T" else _meta(4, 512, 1024, dtype=dtype)
+    b = _meta(4, 768, 1024, dtype=dtype).mT if layout[1] == "T" else _meta(4, 1024, 768, dtype=dtype)
+    kw = {"precision": "tf32"} if dtype == torch.float32 else {}
+    if dtype == torch.int8:
+        kw["out_dtype"] = torch.int32
+    _, _, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=cfg, **kw)
+    launch, _ = _main(plan)
+    assert launch.constexprs["STACK"] in (1, 2)
+    res = cross_compile("tilecraft.kernels.gemm_gluon", "matmul_ws_kernel", ops.compile_signature(launch),
+                        launch.constexprs, "sm90", num_warps=launch.options["num_warps"],
+                        maxnreg=launch.options["maxnreg"], sass=False)
+    assert res.error is None, res.error
+    assert res.spills == 0 and res.scratch_bytes == 0
+
+
+def test_cluster_launch_keeps_its_shared_memory_offsets_last():
+    """``run_cluster_kernel`` fills the last ``len(smem)`` arguments with the allocations' offsets: the batch's
+    arguments come before them (after them, a batched cluster launch read its offsets as rows: misaligned
+    address on the H200)."""
+    a, b = _meta(64, 128, 128), _meta(64, 128, 128)
+    cfg = GemmConfig("gluon", 64, 128, 64, 8, 4, 5, cluster_m=2)
+    _, _, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=cfg)
+    launch, args = _main(plan)
+    assert launch.smem and launch.args[-len(launch.smem):] == (-1,) * len(launch.smem)
+    names = list(launch.kernel.arg_names)
+    assert names[len(launch.args) - 3:len(launch.args)] == ["smem_b", "smem_ready", "smem_empty"]
+    assert (args["batch_len"], args["a_brows"], args["b_brows"]) == (128, 128, 128)
+
+
+@pytest.mark.parametrize("batch,m,n,k,want", [
+    (64, 128, 128, 128, GemmConfig("gluon", 64, 128, 64, 8, 4, 4)),  # short K: 64x128 tiles, no cluster
+    (32, 128, 256, 128, GemmConfig("gluon", 64, 128, 64, 8, 4, 4)),
+    (16, 256, 256, 256, GemmConfig("gluon", 64, 128, 64, 8, 4, 4)),
+    (8, 512, 512, 512, "gluon"), (8, 512, 512, 1024, "gluon"), (32, 256, 256, 512, "gluon"),
+    (32, 256, 256, 1024, GemmConfig("tma", 128, 128, 64, 8, 8, 4)),  # one wave of 128x128 tiles, long K
+    (8, 512, 512, 2048, GemmConfig("tma", 128, 128, 64, 8, 8, 4)),
+])
+def test_batched_tiles_follow_the_probe(batch, m, n, k, want):
+    """The heuristic's batched bf16 choices where the probe (benchmarks/gemm_batch_probe.py, H200, 2026-12-01)
+    timed them: 64x128 tiles without a cluster at short K, the TMA kernel for one wave of 128x128 tiles with long K,
+    the Gluon kernel's stacked batch otherwise."""
+    a, b = _meta(batch, m, k), _meta(batch, k, n)
+    cfg = heuristic(ops.problem_of(a, b, ops.validate(a, b), arch="sm90", sms=132))
+    assert cfg.kernel == want if isinstance(want, str) else cfg == want, cfg.short()
+
+
+
+def test_2d_products_keep_the_cluster():
+    a = _meta(1000, 1000)
+    assert heuristic(ops.problem_of(a, a, ops.validate(a, a), arch="sm90", sms=132)).cluster_m == 2

@@ -1,9 +1,11 @@
-"""Batched bf16 products on pinned configurations against torch, in one run: which tile the heuristic should take
-for a batch stacked on the Gluon kernel (2026-12-01, thirty-third session). Each case: every configuration is
-checked against float64 (output poisoned) on the first input set, then ours and torch are timed from CUDA graphs
-over rotated input sets in alternating order (``--rounds``), the medians and the ratio x torch recorded.
+"""Products on pinned configurations against torch, in one run (2026-12-01, thirty-third session): ``--suite
+batch``, batched bf16 products (which tile the heuristic should take for a batch stacked on the Gluon kernel);
+``--suite fp64``, fp64 squares under two waves of tiles (smaller tiles and split-K against the 64x64 heuristic).
+Each case: every configuration is checked against float64 (output poisoned) on the first input set, then ours and
+torch are timed from CUDA graphs over rotated input sets in alternating order (``--rounds``), the medians and the
+ratio x torch recorded.
 
-    PYTHONPATH=src python -u benchmarks/gemm_batch_probe.py --out results.json [--rounds 2]
+    PYTHONPATH=src python -u benchmarks/gemm_batch_probe.py --suite batch --out results.json [--rounds 2]
 """
 from __future__ import annotations
 
@@ -33,33 +35,51 @@ CASES = [(32, 256, 256, 512), (32, 256, 256, 1024), (32, 256, 256, 2048), (8, 51
          (8, 512, 512, 2048), (64, 128, 128, 128), (32, 128, 256, 128), (16, 256, 256, 256)]
 CONFIGS = [G128S5, G128S4, G64, G64C, G256, TMA128, TMA64]
 
+FP64_CASES = [(1, 512, 512, 512), (1, 768, 768, 768), (1, 1024, 1024, 1024), (1, 2048, 2048, 2048)]
+FP64_CONFIGS = [GemmConfig("pointer", 64, 64, 32, num_warps=4, num_stages=3),
+                GemmConfig("pointer", 64, 64, 32, num_warps=4, num_stages=3, split_k=2),
+                GemmConfig("pointer", 64, 64, 32, num_warps=4, num_stages=3, split_k=4),
+                GemmConfig("pointer", 64, 64, 16, num_warps=4, num_stages=3, split_k=2),
+                GemmConfig("pointer", 32, 64, 32, num_warps=4, num_stages=3),
+                GemmConfig("pointer", 32, 64, 32, num_warps=2, num_stages=3),
+                GemmConfig("pointer", 64, 32, 32, num_warps=2, num_stages=3),
+                GemmConfig("pointer", 32, 32, 32, num_warps=2, num_stages=3),
+                GemmConfig("pointer", 32, 64, 32, num_warps=4, num_stages=3, split_k=2),
+                GemmConfig("pointer", 64, 128, 16, num_warps=4, num_stages=3),
+                GemmConfig("pointer", 64, 128, 16, num_warps=4, num_stages=3, split_k=2)]
+
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="gemm-batch-probe.json")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--suite", choices=("batch", "fp64"), default="batch")
     args = ap.parse_args()
+    dt, tol = (torch.float64, 1e-12) if args.suite == "fp64" else (torch.bfloat16, 1e-2)
+    cases, configs = (FP64_CASES, FP64_CONFIGS) if args.suite == "fp64" else (CASES, CONFIGS)
     dev = torch.device("cuda")
     gen = torch.Generator(device=dev).manual_seed(5)
     doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": git_commit(),
            "date": time.strftime("%Y-%m-%d"), "records": []}
-    for batch, m, n, k in CASES:
-        nbytes = batch * (m * k + k * n + m * n) * 2
-        sets = [((torch.rand(batch, m, k, device=dev, generator=gen) * 2 - 1).bfloat16(),
-                 (torch.rand(batch, k, n, device=dev, generator=gen) * 2 - 1).bfloat16())
+    for batch, m, n, k in cases:
+        nbytes = batch * (m * k + k * n + m * n) * dt.itemsize
+        lead = (batch,) if batch > 1 else ()
+        sets = [((torch.rand(*lead, m, k, device=dev, generator=gen, dtype=torch.float64) * 2 - 1).to(dt),
+                 (torch.rand(*lead, k, n, device=dev, generator=gen, dtype=torch.float64) * 2 - 1).to(dt))
                 for _ in range(rotation_sets(nbytes, 50 * 2**20, maximum=8))]
         spec = ops.validate(*sets[0])
         ref = matmul_reference(*sets[0], out_dtype=torch.float64)
         peer_calls = [lambda a=a, b=b: torch.matmul(a, b) for a, b in sets]
         for f in peer_calls:
             f()
-        for cfg in CONFIGS:
-            rec = {"case": f"{batch} x bf16 NN {m}x{n}x{k}", "config": cfg.short()}
+        name = f"{batch} x " if batch > 1 else ""
+        for cfg in configs:
+            rec = {"case": f"{name}{args.suite if dt == torch.float64 else 'bf16'} NN {m}x{n}x{k}", "config": cfg.short()}
             try:
-                out = torch.full(spec.out_shape, float("nan"), dtype=torch.bfloat16, device=dev)
+                out = torch.full(spec.out_shape, float("nan"), dtype=dt, device=dev)
                 ops.launch(*sets[0], out, spec, cfg)
                 rec["rel_err"] = err = relative_error(out, ref)
-                if not err <= 1e-2:
+                if not err <= tol:
                     raise AssertionError(f"relative error {err:.2e}")
                 calls = [lambda a=a, b=b: ops.compute(a, b, spec, cfg=cfg) for a, b in sets]
                 for f in calls:

@@ -189,3 +189,4 @@ def test_batched_tiles_follow_the_probe(batch, m, n, k, want):
 def test_2d_products_keep_the_cluster():
     a = _meta(1000, 1000)
     assert heuristic(ops.problem_of(a, a, ops.validate(a, a), arch="sm90", sms=132)).cluster_m == 2
+

@@ -346,10 +346,17 @@ def test_cliff_hunt_rules():
     assert heuristic(prob(65536, 256, 4096)).block_n == 256
     c = heuristic(prob(4096, 4096, 16))
     assert c.kernel == "gluon" and not c.pad_rows
-    a = torch.empty(4, 4096, 16, dtype=torch.bfloat16, device="meta")  # a batch: not the Gluon kernel's, pads as before
+    # a batch whose K (16) ends inside the Gluon tile's first K step with B MN-major (a stacked batch would read the
+    # next entry's rows there): not the Gluon kernel, pads as before
+    a = torch.empty(4, 4096, 16, dtype=torch.bfloat16, device="meta")
     b = torch.empty(4, 16, 4096, dtype=torch.bfloat16, device="meta")
     assert heuristic(ops.problem_of(a, b, ops.validate(a, b), arch="sm90", sms=132)).pad_rows
     assert heuristic(prob(3000, 7000, 5000)).pad_rows  # long K still pads (3000^3 rows are not 128-byte aligned)
-    for s, want in ((512, (64, 64, 32)), (1024, (64, 64, 32)), (2048, (64, 128, 16)), (8192, (64, 128, 16))):
-        c = heuristic(prob(s, s, s, torch.float64))
-        assert (c.block_m, c.block_n, c.block_k) == want, s
+    # fp64: 32x32 tiles of two warps under a wave and a half of 64x64 tiles (gemm-fp64-probe, H200, 2026-12-01: 512^3
+    # 0.858x cuBLAS against 0.548x on 64x64), 64x64 under two waves of 64x128, 64x128x16 above
+    for s, want in ((512, (32, 32, 32, 2)), (768, (32, 32, 32, 2)), (1024, (64, 64, 32, 4)), (2048, (64, 128, 16, 4)),
+                    (8192, (64, 128, 16, 4))):
+        p = prob(s, s, s, torch.float64)
+        c = heuristic(p)
+        assert (c.block_m, c.block_n, c.block_k, c.num_warps) == want, s
+        assert GemmConfig("pointer", 32, 32, 32, num_warps=2, num_stages=3) in config_space(p)

@@ -672,6 +672,12 @@ def _heuristic(p: Problem) -> GemmConfig:
         bk = 32 if p.k > 16 else 16
         return GemmConfig("pointer", 32, 32, bk, group_m=4, num_warps=4, num_stages=1)
     if p.dtype == "fp64":
+        if p.arch == "sm90" and math.ceil(p.m / 64) * math.ceil(p.n / 64) * p.batch < 1.5 * p.sms:
+            # under a wave and a half of 64x64 tiles: 32x32x32 tiles of two warps, four times the programs (H200,
+            # 2026-12-01, gemm-fp64-probe, x cuBLAS in the same run): 512^3 0.858x, 768^3 0.847x against 0.548x /
+            # 0.662x on 64x64x32 (32x64 of four warps 0.828x / 0.788x, split-K 2-4 on 64x64 0.69-0.72x); at 1024^3
+            # (256 tiles of 64x64) 64x64x32 stays (0.865x against 0.717x)
+            return GemmConfig("pointer", 32, 32, 32, num_warps=2, num_stages=3)
         if p.arch == "sm90" and math.ceil(p.m / 64) * math.ceil(p.n / 128) * p.batch < 2 * p.sms:
             # under two waves of 64x128 tiles: 64x64x32, chosen by the tuner at 512^3 and 1024^3 (H200,
             # 2026-12-01, cliff-gemm-tuned-4e0463a: 0.542x / 0.840x cuBLAS against 0.314x / 0.735x)
@@ -803,7 +809,7 @@ def config_space(p: Problem) -> list[GemmConfig]:
         cands += [GemmConfig("pointer", 1, bn, bk, group_m=1, num_warps=4, num_stages=4, split_k=s)
                   for bn, bk, s in ((64, 128, 8), (128, 64, 4), (128, 64, 8)) if p.k >= s * 2 * bk]
     if p.dtype == "fp64" or (p.dtype == "fp32" and p.precision == "ieee"):
-        for bm, bn, w in ((64, 64, 4), (128, 64, 4), (128, 128, 8), (64, 128, 4)):
+        for bm, bn, w in ((64, 64, 4), (128, 64, 4), (128, 128, 8), (64, 128, 4), (32, 32, 2), (32, 64, 4)):
             for bk in (16, 32):
                 for st in (2, 3):
                     cands.append(GemmConfig("pointer", bm, bn, bk, num_warps=w, num_stages=st))

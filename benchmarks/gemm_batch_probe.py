@@ -1,6 +1,7 @@
 """Products on pinned configurations against torch, in one run (2026-12-01, thirty-third session): ``--suite
 batch``, batched bf16 products (which tile the heuristic should take for a batch stacked on the Gluon kernel);
-``--suite fp64``, fp64 squares under two waves of tiles (smaller tiles and split-K against the 64x64 heuristic).
+``--suite fp64``, fp64 squares under two waves of tiles (smaller tiles and split-K against the 64x64 heuristic);
+``--suite fp32``, fp32 ``ieee`` squares on the FMA kernel's tiles and K splits (against cuBLAS fp32, TF32 off).
 Each case: every configuration is checked against float64 (output poisoned) on the first input set, then ours and
 torch are timed from CUDA graphs over rotated input sets in alternating order (``--rounds``), the medians and the
 ratio x torch recorded.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 import statistics
 import time
 
@@ -49,14 +51,26 @@ FP64_CONFIGS = [GemmConfig("pointer", 64, 64, 32, num_warps=4, num_stages=3),
                 GemmConfig("pointer", 64, 128, 16, num_warps=4, num_stages=3, split_k=2)]
 
 
+FP32_CASES = [(1, s, s, s) for s in (512, 768, 1024, 1536, 2048, 3072)]
+FMA = GemmConfig("fma", 64, 128, 32, num_warps=4, num_stages=3, warps_m=2)
+FP32_CONFIGS = [FMA, *(replace(FMA, split_k=s) for s in (2, 4, 8, 16)),
+                GemmConfig("fma", 64, 64, 32, num_warps=2, num_stages=3, warps_m=2),
+                GemmConfig("fma", 64, 64, 32, num_warps=2, num_stages=3, warps_m=2, split_k=2),
+                GemmConfig("fma", 128, 128, 32, num_warps=8, num_stages=3),
+                GemmConfig("fma", 128, 128, 32, num_warps=8, num_stages=3, split_k=2),
+                GemmConfig("fma", 128, 64, 32, num_warps=4, num_stages=3, warps_m=4)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="gemm-batch-probe.json")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--suite", choices=("batch", "fp64"), default="batch")
+    ap.add_argument("--suite", choices=("batch", "fp64", "fp32"), default="batch")
     args = ap.parse_args()
-    dt, tol = (torch.float64, 1e-12) if args.suite == "fp64" else (torch.bfloat16, 1e-2)
-    cases, configs = (FP64_CASES, FP64_CONFIGS) if args.suite == "fp64" else (CASES, CONFIGS)
+    dt, tol = {"fp64": (torch.float64, 1e-12), "fp32": (torch.float32, 1e-5)}.get(args.suite, (torch.bfloat16, 1e-2))
+    cases, configs = {"fp64": (FP64_CASES, FP64_CONFIGS), "fp32": (FP32_CASES, FP32_CONFIGS)}.get(args.suite,
+                                                                                               (CASES, CONFIGS))
+    torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 peer is cuBLAS fp32 (TF32 off)
     dev = torch.device("cuda")
     gen = torch.Generator(device=dev).manual_seed(5)
     doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": git_commit(),
@@ -74,7 +88,8 @@ def main() -> int:
             f()
         name = f"{batch} x " if batch > 1 else ""
         for cfg in configs:
-            rec = {"case": f"{name}{args.suite if dt == torch.float64 else 'bf16'} NN {m}x{n}x{k}", "config": cfg.short()}
+            rec = {"case": f"{name}{args.suite if args.suite != 'batch' else 'bf16'} NN {m}x{n}x{k}",
+                   "config": cfg.short()}
             try:
                 out = torch.full(spec.out_shape, float("nan"), dtype=dt, device=dev)
                 ops.launch(*sets[0], out, spec, cfg)

@@ -596,15 +596,16 @@ FMA_SPACE = (GemmConfig("fma", 128, 128, 32, num_warps=8, num_stages=3),
 FP32_SMALL_M = GemmConfig("pointer", 16, 64, 64, group_m=1, num_warps=4, num_stages=4)
 
 
-def split_to_fill(tiles: int, k: int, block_k: int, sms: int, max_split: int = 8) -> int:
+def split_to_fill(tiles: int, k: int, block_k: int, sms: int, max_split: int = 8, min_steps: int = 4) -> int:
     """Split-K factor (a power of two) that gives ``tiles`` output tiles at least 1.5 programs per SM,
     keeping 4 K steps per split or more. H200 2026-11-26 (``benchmarks/gemm_fma_split.py``, fp32
     ``ieee`` on the FMA kernel against cuBLAS fp32): M = 64, N = K = 4096 (32 tiles) 0.24x unsplit,
     0.63x split 4, 0.95x split 8; 1000^3 (128 tiles) 0.66x, split 2 0.98x (NT 0.68 -> 0.99x), split 4
     0.86x; M = 128 (64 tiles) 0.29x, split 4 0.89x; 64 x 11008 x 4096 (86 tiles) 0.58x, split 4 0.82x,
-    split 8 0.80x; 512^3 (32 tiles, K = 512: split 4 at most) 0.30x, split 4 0.80x."""
+    split 8 0.80x; 512^3 (32 tiles, K = 512: split 4 at most) 0.30x, split 4 0.80x. ``min_steps``: the K steps
+    a split keeps at least (4; the FMA kernel takes 2, :func:`fma_config`)."""
     split = 1
-    while tiles * split < 1.5 * sms and split < max_split and k >= 2 * split * 4 * block_k:
+    while tiles * split < 1.5 * sms and split < max_split and k >= 2 * split * min_steps * block_k:
         split *= 2
     return split
 
@@ -629,7 +630,9 @@ def fma_config(p: Problem) -> GemmConfig:
     else:
         cfg = FMA_HEURISTIC if p.m > 64 else FMA_SMALL_M
     tiles = math.ceil(p.m / cfg.block_m) * math.ceil(p.n / cfg.block_n) * p.batch
-    split = split_to_fill(tiles, p.k, FMA_HEURISTIC.block_k, p.sms)
+    # the FMA kernel's splits down to two K steps each (H200, 2026-12-01, gemm-fp32-probe, x cuBLAS fp32, two
+    # rounds): 512^3 split 8 1.004x against 0.891x for split 4 (the tuner's choice in the cliff hunt too: 1.012x)
+    split = split_to_fill(tiles, p.k, FMA_HEURISTIC.block_k, p.sms, min_steps=2 if cfg.kernel == "fma" else 4)
     if split > 1:
         return replace(cfg if p.m <= 32 else FMA_HEURISTIC, split_k=split)
     if cfg.kernel == "fma" and 2 * p.sms <= tiles < 2.75 * p.sms and p.k >= 8 * 2 * cfg.block_k:

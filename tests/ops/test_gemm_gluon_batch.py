@@ -190,3 +190,11 @@ def test_2d_products_keep_the_cluster():
     a = _meta(1000, 1000)
     assert heuristic(ops.problem_of(a, a, ops.validate(a, a), arch="sm90", sms=132)).cluster_m == 2
 
+
+
+def test_a_strided_batched_output_is_refused_clearly():
+    a, b = _meta(4, 256, 256), _meta(4, 256, 256)
+    spec = ops.validate(a, b)
+    out = _meta(4, 256, 256).mT  # the transpose of a contiguous output
+    with pytest.raises(ValueError, match="contiguous output"):
+        ops.launch_plan(a, b, out, spec, G256)

@@ -1183,6 +1183,9 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
             raise ValueError(f"{why}: got {cfg.short()}; use a tma or pointer config")
         stack = 2 if regs == "swap" else 1
         m, n = (m * spec.batch, n) if stack == 1 else (m, n * spec.batch)
+    if out.dim() == 3 and not out.is_contiguous():
+        raise ValueError(f"the Gluon kernel writes a contiguous output, got shape {tuple(out.shape)} and strides "
+                         f"{out.stride()}")
     out2 = out if out.dim() == 2 else out.view(-1, spec.n)
     fixup = split > 1 and cfg.fixup
     rows = spec.m * max(spec.batch, 1) if split == 1 or fixup else split * math.ceil(spec.m / cfg.block_m) * cfg.block_m

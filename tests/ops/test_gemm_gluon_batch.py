@@ -198,3 +198,18 @@ def test_a_strided_batched_output_is_refused_clearly():
     out = _meta(4, 256, 256).mT  # the transpose of a contiguous output
     with pytest.raises(ValueError, match="contiguous output"):
         ops.launch_plan(a, b, out, spec, G256)
+
+
+def test_batches_that_stack_differently_do_not_share_a_cache_entry():
+    """M = 500 and 512 fall in one M bucket: their batched keys differ by what divides M and K, and a cached Gluon
+    tile that cannot stack the batch is not run (the heuristic instead, with a line on stderr)."""
+    from tilecraft.tuning.gemm import config_space, shape_key
+    a5, a12, b = _meta(8, 500, 512), _meta(8, 512, 512), _meta(8, 512, 512)
+    p5 = ops.problem_of(a5, b, ops.validate(a5, b), arch="sm90", sms=132)
+    p12 = ops.problem_of(a12, b, ops.validate(a12, b), arch="sm90", sms=132)
+    assert shape_key(p5) != shape_key(p12)
+    assert G256 in config_space(p12) and G256 not in config_space(p5)  # 500 rows: no whole 128-row tiles
+    assert ops._cached_config({"config": G256.as_dict()}, p5, "k") is None
+    assert ops._cached_config({"config": G256.as_dict()}, p12, "k") == G256
+    p2d = ops.problem_of(a12[0], b[0], ops.validate(a12[0], b[0]), arch="sm90", sms=132)
+    assert "/st" not in shape_key(p2d)  # 2D keys unchanged

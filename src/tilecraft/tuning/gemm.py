@@ -219,14 +219,18 @@ def _pow2_at_least(x: int, lo: int = 16) -> int:
 
 def shape_key(p: Problem) -> str:
     """The cache key: shapes bucketed to the next power of two (M exact below 16), dtype,
-    precision, layout and whether TMA applies."""
+    precision, layout and whether TMA applies; for a batch the Gluon kernel can take, the powers of two
+    dividing M and K (which of its tiles can stack the batch)."""
     m = p.m if p.m < 16 else _pow2_at_least(p.m)
     return (f"{p.dtype}/{p.precision}/m{m}/n{_pow2_at_least(p.n)}/k{_pow2_at_least(p.k)}/b{min(p.batch, 2)}"
             f"/{'T' if p.a_kmajor else 'N'}{'T' if p.b_kmajor else 'N'}/{'tma' if p.tma_ok else 'ptr'}"
             f"{p.tma_copies}/{p.arch}" + ("/gluon" if p.gluon_ok else "") + ("" if p.rows_128 else "/rows16")
             + ("/regs" if p.mn_regs_ok else "") + (f"/epi-{p.epilogue}" if p.epilogue else "")
             + ("/fma" if p.fma_ok else "") + ("-bk" if p.fma_ok and p.b_kcontig else "")
-            + (f"/o{p.out_itemsize}" if p.out_itemsize else ""))
+            + (f"/o{p.out_itemsize}" if p.out_itemsize else "")
+            # a batch on the Gluon kernel stacks only where M and K are whole tiles (gluon_batch_fit): the powers of
+            # two dividing them, so that M = 500 and 512 (one M bucket) do not share an entry one of them cannot run
+            + (f"/st{min(p.m & -p.m, 256)}-{min(p.k & -p.k, 128)}" if p.batch > 1 and p.gluon_ok else ""))
 
 
 def _small_m_config(p: Problem) -> GemmConfig:
@@ -536,12 +540,20 @@ def gluon_batch_fit(m: int, k: int, cfg: GemmConfig, *, mn_major: bool) -> str |
     return None if not why else f"a batched product on the Gluon kernel needs {', '.join(why)}"
 
 
+def gluon_batch_misfit(p: Problem, cfg: GemmConfig) -> str | None:
+    """:func:`gluon_batch_fit` for a problem: why ``cfg`` cannot stack ``p``'s batch on the Gluon kernel (None: not a
+    batched Gluon config, or it fits). An operand counts as MN-major where the Gluon kernel would read it so: with
+    ``mn_regs``, or where the TMA plan reads it MN-major (16-bit)."""
+    if p.batch <= 1 or cfg.kernel != "gluon":
+        return None
+    return gluon_batch_fit(p.m, p.k, cfg, mn_major=cfg.mn_regs or not (p.a_kmajor and p.b_kmajor))
+
+
 def heuristic(p: Problem) -> GemmConfig:
     """:func:`_epilogue_heuristic`, except that a batched product whose choice the Gluon kernel cannot stack
-    (:func:`gluon_batch_fit`) takes the choice without the Gluon kernel."""
+    (:func:`gluon_batch_misfit`) takes the choice without the Gluon kernel."""
     cfg = _epilogue_heuristic(p)
-    if (p.batch > 1 and cfg.kernel == "gluon"
-            and gluon_batch_fit(p.m, p.k, cfg, mn_major=cfg.mn_regs or not (p.a_kmajor and p.b_kmajor))):
+    if gluon_batch_misfit(p, cfg):
         cfg = _epilogue_heuristic(replace(p, gluon_ok=False, mn_regs_ok=False))
     return cfg
 
@@ -887,7 +899,7 @@ def config_space(p: Problem) -> list[GemmConfig]:
         cands += [replace(c, transposed=True) for c in config_space(transposed_problem(p))]
     seen, out = set(), []
     for c in cands:
-        if c not in seen and fits(c, p):
+        if c not in seen and fits(c, p) and not gluon_batch_misfit(p, c):
             seen.add(c)
             out.append(c)
     return out

@@ -3,7 +3,7 @@ one launch (``STACK``), each operand one 2D TMA view of its entries one after an
 matrix). What the launcher plans (descriptor extents, rows an entry, the stacked M or N), what it refuses
 (a tile that would straddle two entries, a partial K tile of an MN-major operand, split-K, c, batches whose
 entries are not one after another), what the heuristic then runs, and that the stacked kernel cross-compiles
-for sm90 without spills. Its numbers are checked on the GPU (tests/gpu/test_gemm_gluon_batch.py)."""
+for sm90 without spills. Its numbers are checked on the GPU (tests/gpu/test_gemm_gluon_batch_gpu.py)."""
 from __future__ import annotations
 
 import pytest

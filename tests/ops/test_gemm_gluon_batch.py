@@ -213,3 +213,15 @@ def test_batches_that_stack_differently_do_not_share_a_cache_entry():
     assert ops._cached_config({"config": G256.as_dict()}, p12, "k") == G256
     p2d = ops.problem_of(a12[0], b[0], ops.validate(a12[0], b[0]), arch="sm90", sms=132)
     assert "/st" not in shape_key(p2d)  # 2D keys unchanged
+
+
+@pytest.mark.parametrize("m", [1000, 512, 77])
+def test_a_batch_of_one_is_one_2d_product(m):
+    """3D operands with a batch of 1: one 2D product on the Gluon kernel (no stacking, so no whole-tile rule: M = 1000
+    on the 2-CTA cluster's 64x128 tiles planned and raised before this was caught, 2026-12-01)."""
+    for a, b in ((_meta(1, m, 512), _meta(512, 1024)), (_meta(1, m, 512), _meta(1, 512, 1024)),
+                 (_meta(m, 512), _meta(1, 512, 1024))):
+        _, cfg, plan = ops.target_plan(a, b, "sm90", sms=132)
+        if cfg.kernel == "gluon":
+            launch, args = _main(plan)
+            assert launch.constexprs["STACK"] == 0 and args["batch_len"] == 0 and args["M"] == m

@@ -1177,13 +1177,14 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
                              f"{gluon_batch_refusal(a, b, spec)}")
         (a_hi, a_brows), (b_hi, b_brows) = flat_a, flat_b
         a_lo, b_lo = a_hi, b_hi
-        why = gluon_batch_fit(spec.m, spec.k, cfg, mn_major=(not ak and a_brows > 0) or (not bk and b_brows > 0))
-        if why is None and spec.has_c:
-            why = "the Gluon kernel takes no c (beta) with a batch"
-        if why is not None:
-            raise ValueError(f"{why}: got {cfg.short()}; use a tma or pointer config")
-        stack = 2 if regs == "swap" else 1
-        m, n = (m * spec.batch, n) if stack == 1 else (m, n * spec.batch)
+        if spec.batch > 1:  # (a batch of 1 is one 2D product: nothing to stack)
+            why = gluon_batch_fit(spec.m, spec.k, cfg, mn_major=(not ak and a_brows > 0) or (not bk and b_brows > 0))
+            if why is None and spec.has_c:
+                why = "the Gluon kernel takes no c (beta) with a batch"
+            if why is not None:
+                raise ValueError(f"{why}: got {cfg.short()}; use a tma or pointer config")
+            stack = 2 if regs == "swap" else 1
+            m, n = (m * spec.batch, n) if stack == 1 else (m, n * spec.batch)
     if out.dim() == 3 and not out.is_contiguous():
         raise ValueError(f"the Gluon kernel writes a contiguous output, got shape {tuple(out.shape)} and strides "
                          f"{out.stride()}")

@@ -17,6 +17,7 @@ import statistics
 import time
 
 import torch
+import triton
 
 from tilecraft.bench.gemm import time_graph
 from tilecraft.bench.harness import git_commit, json_safe, rotation_sets
@@ -73,7 +74,8 @@ def main() -> int:
     torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 peer is cuBLAS fp32 (TF32 off)
     dev = torch.device("cuda")
     gen = torch.Generator(device=dev).manual_seed(5)
-    doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": git_commit(),
+    doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+           "commit": git_commit(),
            "date": time.strftime("%Y-%m-%d"), "records": []}
     for batch, m, n, k in cases:
         nbytes = batch * (m * k + k * n + m * n) * dt.itemsize

@@ -52,7 +52,6 @@ from tilecraft.tuning import cache as _cache
 from tilecraft.tuning.gemm import (
     CLUSTER_ENV,
     gluon_batch_fit,
-    gluon_batch_misfit,
     SHARED_LIMIT,
     GemmConfig,
     Problem,
@@ -1383,10 +1382,6 @@ def _cached_config(entry: object, p: Problem, key: str) -> GemmConfig | None:
                 raise TypeError(f"{f.name}={getattr(cfg, f.name)!r} is not a {want.__name__}")
         if cfg not in config_space(p) and cfg != heuristic(p):
             raise ValueError(f"{cfg.short()} is not in this problem's configuration space")
-        # a batch shares its key with others whose M or K may not stack on the entry's Gluon tile (M 500 and 512)
-        why = gluon_batch_misfit(p, cfg)
-        if why:
-            raise ValueError(why)
         return cfg
     except Exception as exc:  # noqa: BLE001 - any bad entry: the heuristic instead of a crash at launch
         _say(f"ignoring the tuning cache's entry for gemm {key} ({type(exc).__name__}: {exc}); "

@@ -1,7 +1,9 @@
 """Products on pinned configurations against torch, in one run (2026-12-01, thirty-third session): ``--suite
 batch``, batched bf16 products (which tile the heuristic should take for a batch stacked on the Gluon kernel);
 ``--suite fp64``, fp64 squares under two waves of tiles (smaller tiles and split-K against the 64x64 heuristic);
-``--suite fp32``, fp32 ``ieee`` squares on the FMA kernel's tiles and K splits (against cuBLAS fp32, TF32 off).
+``--suite fp32``, fp32 ``ieee`` squares on the FMA kernel's tiles and K splits (against cuBLAS fp32, TF32 off);
+``--suite ragged`` (2026-12-01, thirty-fourth session), batches whose M ends inside a tile, bf16 and tf32, on the
+heuristic without and with padded entries on the Gluon kernel (``tuning.gemm.GLUON_BATCH_PAD``) and pinned tiles.
 Each case: every configuration is checked against float64 (output poisoned) on the first input set, then ours and
 torch are timed from CUDA graphs over rotated input sets in alternating order (``--rounds``), the medians and the
 ratio x torch recorded.
@@ -23,6 +25,7 @@ from tilecraft.bench.gemm import time_graph
 from tilecraft.bench.harness import git_commit, json_safe, rotation_sets
 from tilecraft.ops import gemm as ops
 from tilecraft.reference.gemm import matmul_reference, relative_error
+from tilecraft.tuning import gemm as tg
 from tilecraft.tuning.gemm import GemmConfig
 
 G128S5 = GemmConfig("gluon", 128, 128, 64, group_m=8, num_warps=8, num_stages=5)
@@ -62,11 +65,37 @@ FP32_CONFIGS = [FMA, *(replace(FMA, split_k=s) for s in (2, 4, 8, 16)),
                 GemmConfig("fma", 128, 64, 32, num_warps=4, num_stages=3, warps_m=4)]
 
 
+# (batch, m, n, k, dtype, layout): M ending inside a tile
+RAGGED_CASES = [(8, 1000, 1024, 1024, "bf16", "NN"), (16, 500, 512, 512, "bf16", "NN"), (64, 200, 256, 64, "bf16", "NT"),
+                (4, 3000, 2048, 1024, "bf16", "NN"), (32, 77, 768, 768, "bf16", "NN"), (8, 320, 4096, 1024, "bf16", "TN"),
+                (8, 1000, 1024, 1024, "tf32", "NN"), (16, 500, 512, 512, "tf32", "NN"), (4, 1000, 2048, 512, "tf32", "TT"),
+                (32, 77, 768, 768, "tf32", "NN"),
+                # whole tiles (as before this suite: the rank-3 output store on a measured case)
+                (8, 1024, 1024, 1024, "bf16", "TN"), (8, 1024, 1024, 1024, "tf32", "NN")]
+REGS = GemmConfig("gluon", 128, 256, 32, group_m=8, num_warps=8, num_stages=4, mn_regs=True, row_perm=2)
+RAGGED_CONFIGS = ["heuristic", "heuristic-pad", G128S4, G64, G256]
+RAGGED_TF32 = ["heuristic", "heuristic-pad", REGS, GemmConfig("gluon", 128, 128, 32, group_m=8, num_warps=8,
+                                                               num_stages=5, mn_regs=True, row_perm=2)]
+
+
+def _pinned(cfg, a, b, spec):
+    """A pinned config, or the heuristic's choice without ("heuristic") or with ("heuristic-pad") padded batch
+    entries on the Gluon kernel."""
+    if isinstance(cfg, GemmConfig):
+        return cfg
+    keep = tg.GLUON_BATCH_PAD
+    tg.GLUON_BATCH_PAD = 1.0 if cfg == "heuristic-pad" else 0.0
+    try:
+        return tg.heuristic(ops.problem_of(a, b, spec))
+    finally:
+        tg.GLUON_BATCH_PAD = keep
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="gemm-batch-probe.json")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--suite", choices=("batch", "fp64", "fp32"), default="batch")
+    ap.add_argument("--suite", choices=("batch", "fp64", "fp32", "ragged"), default="batch")
     args = ap.parse_args()
     dt, tol = {"fp64": (torch.float64, 1e-12), "fp32": (torch.float32, 1e-5)}.get(args.suite, (torch.bfloat16, 1e-2))
     cases, configs = {"fp64": (FP64_CASES, FP64_CONFIGS), "fp32": (FP32_CASES, FP32_CONFIGS)}.get(args.suite,
@@ -77,22 +106,35 @@ def main() -> int:
     doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
            "commit": git_commit(),
            "date": time.strftime("%Y-%m-%d"), "records": []}
-    for batch, m, n, k in cases:
+    if args.suite == "ragged":
+        cases = RAGGED_CASES
+    for case in cases:
+        batch, m, n, k = case[:4]
+        kind, layout = case[4:] if len(case) > 4 else (args.suite if args.suite != "batch" else "bf16", "NN")
+        if args.suite == "ragged":
+            dt, tol = (torch.float32, 3e-3) if kind == "tf32" else (torch.bfloat16, 1e-2)
+            configs = RAGGED_TF32 if kind == "tf32" else RAGGED_CONFIGS
+            torch.backends.cuda.matmul.allow_tf32 = kind == "tf32"
+        kw = {"precision": "tf32"} if kind == "tf32" else {}
         nbytes = batch * (m * k + k * n + m * n) * dt.itemsize
         lead = (batch,) if batch > 1 else ()
-        sets = [((torch.rand(*lead, m, k, device=dev, generator=gen, dtype=torch.float64) * 2 - 1).to(dt),
-                 (torch.rand(*lead, k, n, device=dev, generator=gen, dtype=torch.float64) * 2 - 1).to(dt))
+
+        def rnd(*shape):
+            return (torch.rand(*lead, *shape, device=dev, generator=gen, dtype=torch.float64) * 2 - 1).to(dt)
+
+        sets = [(rnd(k, m).mT if layout[0] == "T" else rnd(m, k), rnd(n, k).mT if layout[1] == "T" else rnd(k, n))
                 for _ in range(rotation_sets(nbytes, 50 * 2**20, maximum=8))]
-        spec = ops.validate(*sets[0])
+        spec = ops.validate(*sets[0], **kw)
         ref = matmul_reference(*sets[0], out_dtype=torch.float64)
         peer_calls = [lambda a=a, b=b: torch.matmul(a, b) for a, b in sets]
         for f in peer_calls:
             f()
         name = f"{batch} x " if batch > 1 else ""
-        for cfg in configs:
-            rec = {"case": f"{name}{args.suite if args.suite != 'batch' else 'bf16'} NN {m}x{n}x{k}",
-                   "config": cfg.short()}
+        for want in configs:
+            rec = {"case": f"{name}{kind} {layout} {m}x{n}x{k}", "config": want if isinstance(want, str) else want.short()}
             try:
+                cfg = _pinned(want, *sets[0], spec)
+                rec["config"] = f"{want}: {cfg.short()}" if isinstance(want, str) else cfg.short()
                 out = torch.full(spec.out_shape, float("nan"), dtype=dt, device=dev)
                 ops.launch(*sets[0], out, spec, cfg)
                 rec["rel_err"] = err = relative_error(out, ref)
@@ -107,11 +149,11 @@ def main() -> int:
                     peer.append(time_graph(peer_calls, dev).median_ms)
                 rec.update(ours_ms=statistics.median(ours), peer_ms=statistics.median(peer),
                            ratio=statistics.median(peer) / statistics.median(ours), rounds_ours=ours, rounds_peer=peer)
-                print(f"{rec['case']:28s} {cfg.short():34s} ours {rec['ours_ms'] * 1e3:7.1f} us torch "
+                print(f"{rec['case']:28s} {rec['config']:48s} ours {rec['ours_ms'] * 1e3:7.1f} us torch "
                       f"{rec['peer_ms'] * 1e3:7.1f} us -> {rec['ratio']:.3f}x", flush=True)
             except Exception as exc:  # noqa: BLE001 - a config the launcher refuses: recorded
                 rec["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-                print(f"{rec['case']:28s} {cfg.short():34s} {rec['error'][:90]}", flush=True)
+                print(f"{rec['case']:28s} {rec['config']:48s} {rec['error'][:90]}", flush=True)
             doc["records"].append(rec)
             with open(args.out, "w") as fh:
                 json.dump(json_safe(doc), fh, indent=1)

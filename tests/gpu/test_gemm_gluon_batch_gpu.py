@@ -16,8 +16,10 @@ pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and torch.cuda.ge
 
 CFG16 = [GemmConfig("gluon", 128, 256, 64, 8, 8, 4), GemmConfig("gluon", 64, 128, 64, 8, 4, 5, cluster_m=2),
          GemmConfig("gluon", 128, 128, 64, 8, 8, 5, block_n2=64), GemmConfig("gluon", 64, 64, 64, 8, 4, 8)]
-# (batch, M, N, K): N ends inside a tile, K inside a step (K-major operands only), tiny N
-SHAPES = [(3, 256, 264, 192), (2, 128, 8, 64), (5, 512, 1000, 1000), (4, 128, 136, 4104)]
+# (batch, M, N, K): N ends inside a tile, K inside a step (K-major operands only), tiny N; M ending inside a
+# tile (the entry's rows padded to whole tiles, the rank-3 output clipping them), down to one row
+SHAPES = [(3, 256, 264, 192), (2, 128, 8, 64), (5, 512, 1000, 1000), (4, 128, 136, 4104), (3, 200, 264, 192),
+          (4, 1000, 136, 320), (5, 1, 72, 64), (2, 65, 520, 1000)]
 
 
 def _rnd(shape, dtype, gen):
@@ -81,7 +83,8 @@ def test_broadcast_operands(broadcast, layout):
 
 
 @pytest.mark.parametrize("layout", ["NN", "TT", "NT"])
-@pytest.mark.parametrize("shape", [(3, 256, 264, 192), (8, 512, 512, 512), (2, 256, 8, 96)])
+@pytest.mark.parametrize("shape", [(3, 256, 264, 192), (8, 512, 512, 512), (2, 256, 8, 96), (3, 200, 264, 192),
+                                   (4, 77, 512, 256), (3, 1000, 136, 96)])
 def test_tf32_batches(layout, shape):
     """NN as C^T = B^T A^T stacked along the kernel's N (the output's rows), TT with A in registers, NT plain."""
     gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, "tf32")) % 2**31)
@@ -93,14 +96,15 @@ def test_tf32_batches(layout, shape):
 
 def test_int8_batch_exact():
     gen = torch.Generator(device="cuda").manual_seed(7)
-    a, b = _operands(torch.int8, "NT", 3, 256, 264, 1000, gen)
+    a, b = _operands(torch.int8, "NT", 3, 250, 264, 1000, gen)
     _run(a, b, GemmConfig("gluon", 128, 256, 128, 8, 8, 3), 0, out_dtype=torch.int32)
 
 
+@pytest.mark.parametrize("m", [256, 200])
 @pytest.mark.parametrize("layout", ["NN", "NT"])
-def test_bias_and_activation(layout):
-    gen = torch.Generator(device="cuda").manual_seed(hash((layout, "bias")) % 2**31)
-    a, b = _operands(torch.bfloat16, layout, 4, 256, 264, 192, gen)
+def test_bias_and_activation(layout, m):
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, "bias", m)) % 2**31)
+    a, b = _operands(torch.bfloat16, layout, 4, m, 264, 192, gen)
     bias = _rnd((264,), torch.bfloat16, gen)
     _run(a, b, CFG16[0], 1e-2, bias=bias, activation="relu")
 

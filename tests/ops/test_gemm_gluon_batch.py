@@ -11,7 +11,7 @@ import torch
 
 from tilecraft.analysis.compiled import cross_compile
 from tilecraft.ops import gemm as ops
-from tilecraft.tuning.gemm import GemmConfig, gluon_batch_fit, heuristic
+from tilecraft.tuning.gemm import GemmConfig, gluon_batch_fit, gluon_batch_rows, heuristic
 
 BF = torch.bfloat16
 G256 = GemmConfig("gluon", 128, 256, 64, 8, 8, 4)
@@ -35,8 +35,28 @@ def test_bf16_batch_stacks_along_m():
     assert (args["M"], args["N"], args["K"]) == (8 * 512, 768, 1024)
     assert (args["batch_len"], args["a_brows"], args["b_brows"]) == (512, 512, 1024)
     assert list(args["a_desc"].shape) == [8 * 512, 1024] and list(args["b_desc"].shape) == [8 * 1024, 768]
-    assert list(args["c_desc"].shape) == [8 * 512, 768]
+    # the output through a rank-3 descriptor (it clips each entry's rows), boxes of one entry
+    assert list(args["c_desc"].shape) == [8, 512, 768] and list(args["c_desc"].block_shape)[:2] == [1, 128]
     assert launch.grid == (8 * 4 * 3,)  # one program a tile: 4 x 3 tiles an entry
+
+
+@pytest.mark.parametrize("m,swap,want", [(500, False, 512), (1, False, 128), (129, False, 256), (500, True, 512),
+                                         (257, True, 512)])
+def test_entries_that_end_inside_a_tile_are_padded_to_whole_tiles(m, swap, want):
+    """M not a whole number of tiles: each entry takes whole tiles of the stacked launch (the rows past M read the
+    next entry's rows or the TMA's zeros), and the rank-3 output clips them."""
+    if swap:  # tf32 NN: the C^T form, stacked along the kernel's N (tiles of 256)
+        a, b = _meta(4, m, 512, dtype=torch.float32), _meta(4, 512, 768, dtype=torch.float32)
+        _, _, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=REGS, precision="tf32")
+    else:
+        a, b = _meta(4, m, 1024), _meta(4, 1024, 768)
+        _, _, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=G256)
+    launch, args = _main(plan)
+    assert launch.constexprs["STACK"] == (2 if swap else 1)
+    assert gluon_batch_rows(m, REGS if swap else G256, swap=swap) == want
+    assert args["batch_len"] == want and args["N" if swap else "M"] == 4 * want
+    assert args["b_brows" if swap else "a_brows"] == m  # the operand's own rows an entry
+    assert list(args["c_desc"].shape) == [4, m, 768]
 
 
 @pytest.mark.parametrize("which", ["a", "b"])
@@ -66,15 +86,15 @@ def test_tf32_nn_batch_stacks_along_the_c_transpose_n():
     assert cx["STACK"] == 2 and cx["A_REGS"] and cx["TRANS_OUT"]
     assert (args["M"], args["N"], args["batch_len"]) == (768, 8 * 1024, 1024)
     assert (args["a_brows"], args["b_brows"]) == (512, 1024)  # B (K, N) rows and A (M, K) rows an entry
-    assert list(args["a_desc"].shape) == [8 * 512, 768] and list(args["c_desc"].shape) == [8 * 1024, 768]
+    assert list(args["a_desc"].shape) == [8 * 512, 768] and list(args["c_desc"].shape) == [8, 1024, 768]
+    assert list(args["c_desc"].block_shape) == [1, 64, 128]  # boxes of (1, EPI_N output rows, BLOCK_M columns)
 
 
 @pytest.mark.parametrize("m,k,layout,cfg,why", [
-    (500, 512, "NT", G256, "M \\(500\\) a multiple of 128"),
     (512, 1000, "NN", G256, "K \\(1000\\) a multiple of block_k"),
     (512, 1000, "TN", G256, "K \\(1000\\) a multiple of block_k"),
+    (500, 1000, "TN", G256, "K \\(1000\\) a multiple of block_k"),
     (512, 512, "NT", GemmConfig("gluon", 64, 128, 64, 8, 4, 6, split_k=2), "no split-K"),
-    (64, 512, "NT", GemmConfig("gluon", 64, 128, 64, 8, 4, 5, cluster_m=2), "M \\(64\\) a multiple of 128"),
 ])
 def test_configs_that_would_straddle_entries_are_refused(m, k, layout, cfg, why):
     a = _meta(4, k, m).mT if layout[0] == "T" else _meta(4, m, k)
@@ -138,8 +158,9 @@ def test_tf32_nn_batch_takes_the_register_operand():
     ("NN", BF, G256), ("TT", BF, GemmConfig("gluon", 64, 128, 64, 8, 4, 5, cluster_m=2)),
     ("NN", torch.float32, REGS), ("NT", torch.int8, GemmConfig("gluon", 128, 256, 128, 8, 8, 3)),
 ], ids=lambda x: x.short() if isinstance(x, GemmConfig) else str(x))
-def test_stacked_kernel_cross_compiles_without_spills(layout, dtype, cfg):
-    a = _meta(4, 1024, 512, dtype=dtype).mT if layout[0] == "T" else _meta(4, 512, 1024, dtype=dtype)
+@pytest.mark.parametrize("m", [512, 500])
+def test_stacked_kernel_cross_compiles_without_spills(layout, dtype, cfg, m):
+    a = _meta(4, 1024, m, dtype=dtype).mT if layout[0] == "T" else _meta(4, m, 1024, dtype=dtype)
     b = _meta(4, 768, 1024, dtype=dtype).mT if layout[1] == "T" else _meta(4, 1024, 768, dtype=dtype)
     kw = {"precision": "tf32"} if dtype == torch.float32 else {}
     if dtype == torch.int8:

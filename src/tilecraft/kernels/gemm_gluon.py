@@ -264,13 +264,16 @@ def _epilogue(x, off_m, off_n, M, N, epi, EPI_INT: gl.constexpr, HAS_ALPHA: gl.c
 @gluon.jit
 def _store_tile(acc, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N: gl.constexpr, TRANS_OUT: gl.constexpr,
                 M, N, epi, EPI_INT: gl.constexpr, HAS_ALPHA: gl.constexpr, HAS_C: gl.constexpr,
-                HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr):
+                HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr, batch_len=0, STACK: gl.constexpr = 0):
     """acc (BLOCK_M x BLOCK_N) to global through the shared-memory chunk buffers, EPI_N columns at
     a time; each chunk buffer is reused once the TMA store issued from it two chunks ago is done.
     ``chunk0`` counts the chunks this program stored before (the buffer parity). ``TRANS_OUT``:
     acc is a tile of C^T, each chunk is stored transposed (EPI_N rows of C at row ``off_n``).
     With any of ``HAS_ALPHA``, ``HAS_C``, ``HAS_BIAS``, ``ACTIVATION`` each chunk goes through
-    :func:`_epilogue` first (before the wait for its buffer, so C's loads overlap that store)."""
+    :func:`_epilogue` first (before the wait for its buffer, so C's loads overlap that store).
+    ``STACK`` 1 / 2: the output is the rank-3 (batch, rows, columns) descriptor and the stacked offset
+    (``off_m``, or ``off_n`` with ``TRANS_OUT``) is entry ``off // batch_len``'s rows from ``off % batch_len``:
+    the TMA store clips each entry's rows, so an entry's last tile may run past them."""
     BLOCK_N: gl.constexpr = acc.shape[1]
     NBUF: gl.constexpr = c_bufs.type.shape[0]
     if EPI_N == BLOCK_N:
@@ -279,21 +282,28 @@ def _store_tile(acc, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N: gl.constexpr, 
         tma.store_wait(NBUF - 1)
         buf = c_bufs.index(chunk0 % NBUF)
         if TRANS_OUT:
-            buf.store(acc.permute((1, 0)).to(c_desc.dtype))
-            fence_async_shared()
-            tma.async_copy_shared_to_global(c_desc, [off_n, off_m], buf)
+            row, col = off_n, off_m
+            tile = acc.permute((1, 0)).to(c_desc.dtype)
         else:
-            buf.store(acc.to(c_desc.dtype))
+            row, col = off_m, off_n
+            tile = acc.to(c_desc.dtype)
+        if STACK == 0:
+            buf.store(tile)
             fence_async_shared()
-            tma.async_copy_shared_to_global(c_desc, [off_m, off_n], buf)
+            tma.async_copy_shared_to_global(c_desc, [row, col], buf)
+        else:  # buf is (1, rows, columns)
+            buf.reshape([tile.shape[0], tile.shape[1]]).store(tile)
+            fence_async_shared()
+            entry = row // batch_len
+            tma.async_copy_shared_to_global(c_desc, [entry, row - entry * batch_len, col], buf)
     else:
         # columns [0, BLOCK_N/2) and [BLOCK_N/2, BLOCK_N): the top bit of the column index
         # lives in each thread's registers in the wgmma layout, so the split moves no data
         lo, hi = acc.reshape([acc.shape[0], 2, BLOCK_N // 2]).permute(0, 2, 1).split()
         _store_tile(lo, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N, TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA,
-                    HAS_C, HAS_BIAS, ACTIVATION)
+                    HAS_C, HAS_BIAS, ACTIVATION, batch_len, STACK)
         _store_tile(hi, c_desc, c_bufs, off_m, off_n + BLOCK_N // 2, chunk0 + (BLOCK_N // 2) // EPI_N, EPI_N,
-                    TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)
+                    TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION, batch_len, STACK)
 
 
 #: ``ROW_PERM`` modes: which bit of the physical row (within 32 rows) each bit of the logical row
@@ -385,7 +395,7 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
               TRANS_OUT: gl.constexpr, ROW_PERM: gl.constexpr, FIXUP: gl.constexpr, EPI_INT: gl.constexpr,
               HAS_ALPHA: gl.constexpr, HAS_C: gl.constexpr, HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr,
               BLOCK_N2: gl.constexpr = 0, SLOT_THREADS: gl.constexpr = 0, CLUSTER_M: gl.constexpr = 1,
-              smem_empty=0):
+              smem_empty=0, batch_len=0, STACK: gl.constexpr = 0):
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     TILE_N: gl.constexpr = BLOCK_N + BLOCK_N2
     # wgmma K per instruction (tf32: 8, int8: 32); N per instruction at most 128 for int8 (what
@@ -516,10 +526,11 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
             # the launcher turns the epilogue off there (the reduce pass runs it)
             _store_tile(acc, c_desc, c_bufs, (unit % SPLIT_K) * (num_pid_m * BLOCK_M) + pid_m * BLOCK_M,
                         pid_n * TILE_N, chunks, EPI_N, TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS,
-                        ACTIVATION)
+                        ACTIVATION, batch_len, STACK)
             if BLOCK_N2 > 0:  # (SPLIT_K is 1 here)
                 _store_tile(acc2, c_desc, c_bufs, pid_m * BLOCK_M, pid_n * TILE_N + BLOCK_N, chunks + BLOCK_N // EPI_N,
-                            EPI_N, TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION)
+                            EPI_N, TRANS_OUT, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION, batch_len,
+                            STACK)
             chunks += TILE_N // EPI_N
     tma.store_wait(0)
     if CLUSTER_M > 1:  # stay resident until the partner has made its last arrival on our barriers
@@ -618,7 +629,9 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
-    EPI_N: gl.constexpr = c_desc.block_type.shape[0] if TRANS_OUT else c_desc.block_type.shape[1]
+    C_RANK: gl.constexpr = len(c_desc.block_type.shape)  # 3 with STACK: (1, rows, columns)
+    gl.static_assert(C_RANK == (3 if STACK else 2), "STACK: a rank-3 output descriptor, else rank 2")
+    EPI_N: gl.constexpr = c_desc.block_type.shape[C_RANK - 2] if TRANS_OUT else c_desc.block_type.shape[C_RANK - 1]
     dtype: gl.constexpr = a_desc.dtype
     if A_KMAJOR:
         a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
@@ -646,8 +659,7 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     else:
         a_lo_bufs = a_bufs
         b_lo_bufs = b_bufs
-    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [EPI_BUFS, c_desc.block_type.shape[0], c_desc.block_type.shape[1]],
-                                    c_desc.layout)
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [EPI_BUFS] + c_desc.block_type.shape, c_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     gl.static_assert(STACK == 0 or not (THREE_TF32 or FIXUP or SPLIT_K > 1), "STACK: no 3xTF32 or split-K")
@@ -667,7 +679,7 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
                      ws_ptr, flag_ptr, epi,
                      GROUP_M, THREE_TF32, FLUSH, EPI_N, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR, B_KMAJOR,
                      SPLIT_K, A_REGS, TRANS_OUT, ROW_PERM, FIXUP, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, ACTIVATION,
-                     BLOCK_N2, SLOT_THREADS, CLUSTER_M, smem_empty)),
+                     BLOCK_N2, SLOT_THREADS, CLUSTER_M, smem_empty, batch_len, STACK)),
         (_producer, (a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
                      M, N, K, k_split_steps, epi, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
                      B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C, EPI_PREFETCH and HAS_BIAS, TRANS_OUT, PDL, BLOCK_N2,

@@ -52,6 +52,7 @@ from tilecraft.tuning import cache as _cache
 from tilecraft.tuning.gemm import (
     CLUSTER_ENV,
     gluon_batch_fit,
+    gluon_batch_rows,
     SHARED_LIMIT,
     GemmConfig,
     Problem,
@@ -1183,7 +1184,9 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
             if why is not None:
                 raise ValueError(f"{why}: got {cfg.short()}; use a tma or pointer config")
             stack = 2 if regs == "swap" else 1
-            m, n = (m * spec.batch, n) if stack == 1 else (m, n * spec.batch)
+            # each entry's rows padded to whole tiles along the stacked dimension (the rank-3 output clips them)
+            batch_len = gluon_batch_rows(spec.m, cfg, swap=stack == 2)
+            m, n = (batch_len * spec.batch, n) if stack == 1 else (m, batch_len * spec.batch)
     if out.dim() == 3 and not out.is_contiguous():
         raise ValueError(f"the Gluon kernel writes a contiguous output, got shape {tuple(out.shape)} and strides "
                          f"{out.stride()}")
@@ -1200,7 +1203,9 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
     descs = [_gluon_desc(a_hi, [bm, bkk] if ak else [bkk, bm]), _gluon_desc(b_hi, [bn, bkk] if bk else [bkk, bn]),
              _gluon_desc(a_lo, [bm, bkk] if ak else [bkk, bm]),
              _gluon_desc(b_lo, [bn_lo, bkk] if bk else [bkk, bn_lo]),
-             _gluon_desc(out2, [epi_n, bm] if regs == "swap" else [bm, epi_n])]
+             _gluon_desc(out2, [epi_n, bm] if regs == "swap" else [bm, epi_n]) if not stack else
+             gluon_descriptor(out2.view(spec.batch, spec.m, spec.n), [spec.batch, spec.m, spec.n], [spec.m * spec.n, spec.n, 1],
+                              [1, epi_n, bm] if stack == 2 else [1, bm, epi_n])]
     sms = sms or _facts(a.device)[1]
     tiles = math.ceil(m / bm) * math.ceil(n / cfg.tile_n)
     units = tiles * split
@@ -1241,7 +1246,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
     constexprs.update(epi_cx)
     return pre + [KernelLaunch(_g.matmul_ws_kernel, grid,
                                (*descs, m, n, spec.k, steps, *epi_args, ws_ptr, flag_ptr,
-                                spec.m if stack else 0, a_brows, b_brows, *smem_args),
+                                batch_len if stack else 0, a_brows, b_brows, *smem_args),
                                constexprs, {"num_warps": cfg.num_warps, "maxnreg": maxnreg}, cluster=cl,
                                smem=("b_bufs", "ready", "empty") if cl > 1 else ())]
 

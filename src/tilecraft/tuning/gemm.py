@@ -525,16 +525,29 @@ def _epilogue_on_gluon(p: Problem) -> bool:
     return p.dtype == "int8" or p.precision == "tf32"
 
 
+#: How much padding of a batch entry's rows (to whole tiles, :func:`gluon_batch_rows`) the heuristic and the
+#: config space accept on the Gluon kernel's stacked launch (0: entries of whole tiles only)
+GLUON_BATCH_PAD = 0.0
+
+
+def gluon_batch_rows(m: int, cfg: GemmConfig, *, swap: bool) -> int:
+    """The rows an entry of a batch of M-row products takes in the Gluon kernel's stacked launch (``STACK``,
+    :func:`tilecraft.kernels.gemm_gluon.matmul_ws_kernel`): M rounded up to whole tiles along the stacked
+    dimension, which is the kernel's M (BLOCK_M, times 2 with a cluster) or, in the C^T form of a tf32 NN
+    product with ``mn_regs`` (``swap``), the kernel's N (the tile's N). The rows past M are computed from the
+    next entry's (or out-of-bounds, zero) rows and not stored: the output is written through a rank-3 TMA
+    descriptor that clips each entry."""
+    tile = cfg.tile_n if swap else cfg.block_m * cfg.cluster_m
+    return -(-m // tile) * tile
+
+
 def gluon_batch_fit(m: int, k: int, cfg: GemmConfig, *, mn_major: bool) -> str | None:
     """Why ``cfg`` cannot run a batched product of M rows and depth K on the Gluon kernel, or None: the batch
-    is stacked along the output's rows (``STACK``, :func:`tilecraft.kernels.gemm_gluon.matmul_ws_kernel`), so
-    M must be a whole number of the tiles along it (BLOCK_M, times 2 with a cluster; with ``mn_regs`` the C^T
-    form's M is the kernel's N, so both BLOCK_M and the tile's N), with no split-K; ``mn_major`` (an operand
-    read MN-major, whose entries are K rows each, so a last partial K tile would read the next entry's):
-    K a whole number of BLOCK_K."""
-    tile = max(cfg.block_m, cfg.tile_n) if cfg.mn_regs else cfg.block_m * cfg.cluster_m
-    why = [w for w, bad in ((f"M ({m}) a multiple of {tile}", m % tile),
-                            ("no split-K", cfg.split_k > 1 or cfg.fixup),
+    is stacked along the output's rows (``STACK``, :func:`tilecraft.kernels.gemm_gluon.matmul_ws_kernel`), each
+    entry's rows padded to whole tiles (:func:`gluon_batch_rows`), with no split-K; ``mn_major`` (an operand read
+    MN-major, whose entries are K rows each, so a last partial K tile would read the next entry's): K a whole
+    number of BLOCK_K. (Whether the padding pays is :func:`gluon_batch_misfit`'s question.)"""
+    why = [w for w, bad in (("no split-K", cfg.split_k > 1 or cfg.fixup),
                             (f"K ({k}) a multiple of block_k ({cfg.block_k}) with an MN-major operand",
                              mn_major and k % cfg.block_k)) if bad]
     return None if not why else f"a batched product on the Gluon kernel needs {', '.join(why)}"
@@ -546,7 +559,13 @@ def gluon_batch_misfit(p: Problem, cfg: GemmConfig) -> str | None:
     ``mn_regs``, or where the TMA plan reads it MN-major (16-bit)."""
     if p.batch <= 1 or cfg.kernel != "gluon":
         return None
-    return gluon_batch_fit(p.m, p.k, cfg, mn_major=cfg.mn_regs or not (p.a_kmajor and p.b_kmajor))
+    why = gluon_batch_fit(p.m, p.k, cfg, mn_major=cfg.mn_regs or not (p.a_kmajor and p.b_kmajor))
+    if why is None:
+        rows = max(gluon_batch_rows(p.m, cfg, swap=False), gluon_batch_rows(p.m, cfg, swap=True) if cfg.mn_regs else 0)
+        if rows > p.m * (1 + GLUON_BATCH_PAD):
+            why = (f"a batch entry's {p.m} rows padded to {rows} (whole tiles) on the Gluon kernel: more than "
+                   f"{GLUON_BATCH_PAD:.0%} padding")
+    return why
 
 
 def heuristic(p: Problem) -> GemmConfig:

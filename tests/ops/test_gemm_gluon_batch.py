@@ -11,7 +11,7 @@ import torch
 
 from tilecraft.analysis.compiled import cross_compile
 from tilecraft.ops import gemm as ops
-from tilecraft.tuning.gemm import GemmConfig, gluon_batch_fit, gluon_batch_rows, heuristic
+from tilecraft.tuning.gemm import GemmConfig, config_space, gluon_batch_fit, gluon_batch_rows, heuristic
 
 BF = torch.bfloat16
 G256 = GemmConfig("gluon", 128, 256, 64, 8, 8, 4)
@@ -130,10 +130,13 @@ def test_what_the_gluon_kernel_refuses_with_a_batch():
 
 @pytest.mark.parametrize("m,n,k,layout", [(512, 512, 512, "NN"), (1024, 1024, 64, "NN"), (2048, 2048, 2048, "NT"),
                                           (500, 512, 512, "NN"), (512, 512, 1000, "NN"), (128, 128, 128, "NN"),
-                                          (96, 512, 512, "NT")])
+                                          (96, 512, 512, "NT"), (129, 264, 96, "TT"), (1023, 136, 1000, "TT")])
 @pytest.mark.parametrize("batch", [4, 64])
 def test_the_heuristic_only_picks_configs_that_stack(m, n, k, layout, batch):
-    a = _meta(batch, m, k)
+    """The heuristic's choice and the config space's Gluon tiles, including A read MN-major from rows the TMA cannot
+    read (TT, M = 129 or 1023): the TMA plan copies it K-major, the Gluon kernel's copy keeps it MN-major, so K
+    must be whole K steps there."""
+    a = _meta(batch, k, m).mT if layout[0] == "T" else _meta(batch, m, k)
     b = _meta(batch, n, k).mT if layout[1] == "T" else _meta(batch, k, n)
     spec = ops.validate(a, b)
     p = ops.problem_of(a, b, spec, arch="sm90", sms=132)
@@ -141,6 +144,9 @@ def test_the_heuristic_only_picks_configs_that_stack(m, n, k, layout, batch):
     if cfg.kernel == "gluon":
         assert gluon_batch_fit(m, k, cfg, mn_major=layout[1] == "N") is None
     ops.target_plan(a, b, "sm90", sms=132)  # plans (raises on a config it cannot run)
+    for c in config_space(p):  # and so does every Gluon config the tuner would time
+        if c.kernel == "gluon":
+            ops.target_plan(a, b, "sm90", sms=132, cfg=c)
 
 
 def test_tf32_nn_batch_takes_the_register_operand():
@@ -222,18 +228,31 @@ def test_a_strided_batched_output_is_refused_clearly():
 
 
 def test_batches_that_stack_differently_do_not_share_a_cache_entry():
-    """M = 500 and 512 fall in one M bucket: their batched keys differ by what divides M and K, and a cached Gluon
-    tile that cannot stack the batch is not run (the heuristic instead, with a line on stderr)."""
-    from tilecraft.tuning.gemm import config_space, shape_key
-    a5, a12, b = _meta(8, 500, 512), _meta(8, 512, 512), _meta(8, 512, 512)
-    p5 = ops.problem_of(a5, b, ops.validate(a5, b), arch="sm90", sms=132)
-    p12 = ops.problem_of(a12, b, ops.validate(a12, b), arch="sm90", sms=132)
-    assert shape_key(p5) != shape_key(p12)
-    assert G256 in config_space(p12) and G256 not in config_space(p5)  # 500 rows: no whole 128-row tiles
-    assert ops._cached_config({"config": G256.as_dict()}, p5, "k") is None
-    assert ops._cached_config({"config": G256.as_dict()}, p12, "k") == G256
-    p2d = ops.problem_of(a12[0], b[0], ops.validate(a12[0], b[0]), arch="sm90", sms=132)
+    """K = 1000 and 1024 fall in one K bucket: their batched keys differ by what divides K, and a cached Gluon tile
+    that cannot stack the batch (B read MN-major: K must be whole K steps) is not run (the heuristic instead, with a
+    line on stderr). M = 500 and 512 stack alike (entries padded to whole tiles)."""
+    from tilecraft.tuning.gemm import shape_key
+    a0, a4, b0, b4 = _meta(8, 512, 1000), _meta(8, 512, 1024), _meta(8, 1000, 512), _meta(8, 1024, 512)
+    p0 = ops.problem_of(a0, b0, ops.validate(a0, b0), arch="sm90", sms=132)
+    p4 = ops.problem_of(a4, b4, ops.validate(a4, b4), arch="sm90", sms=132)
+    assert shape_key(p0) != shape_key(p4)
+    assert G256 in config_space(p4) and G256 not in config_space(p0)  # K 1000: no whole 64-deep steps
+    assert ops._cached_config({"config": G256.as_dict()}, p0, "k") is None
+    assert ops._cached_config({"config": G256.as_dict()}, p4, "k") == G256
+    a5 = _meta(8, 500, 1024)
+    p5 = ops.problem_of(a5, b4, ops.validate(a5, b4), arch="sm90", sms=132)
+    assert G256 in config_space(p5) and ops._cached_config({"config": G256.as_dict()}, p5, "k") == G256
+    p2d = ops.problem_of(a4[0], b4[0], ops.validate(a4[0], b4[0]), arch="sm90", sms=132)
     assert "/st" not in shape_key(p2d)  # 2D keys unchanged
+
+
+def test_tf32_nn_batches_of_short_entries_take_the_128_wide_register_tile():
+    """The C^T form stacks along the tile's N: entries of 77 rows padded to 256 take the 128-wide tile (128 rows)."""
+    f = torch.float32
+    for m, want in ((77, 128), (500, 256), (1000, 256)):
+        a, b = _meta(32, m, 768, dtype=f), _meta(32, 768, 768, dtype=f)
+        cfg = heuristic(ops.problem_of(a, b, ops.validate(a, b, precision="tf32"), arch="sm90", sms=132))
+        assert cfg.kernel == "gluon" and cfg.mn_regs and cfg.tile_n == want, (m, cfg.short())
 
 
 @pytest.mark.parametrize("m", [1000, 512, 77])

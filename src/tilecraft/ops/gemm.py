@@ -382,10 +382,11 @@ def problem_of(a: torch.Tensor, b: torch.Tensor, spec: Spec, arch: str | None = 
                    for t, kd, d in ((a, -1, _tma_direct(a, -1, spec.dtype)), (b, -2, _tma_direct(b, -2, spec.dtype))))
     g_ok = arch == "sm90" and gluon_ok(a, b, spec)
     f_ok = arch in ("sm90", "sm80") and fma_refusal(a, b, spec) is None
+    regs = _mn_regs_plan(a, b, spec, GemmConfig("gluon", mn_regs=True)) if g_ok else None
     return Problem(spec.m, spec.n, spec.k, spec.batch, spec.dtype, spec.precision, arch, ok, ak, bk, sms,
                    tma_copies=copies, gluon_ok=g_ok, rows_128=rows_128, fma_ok=f_ok,
                    b_kcontig=f_ok and _unit(b, -2) and not _unit(b, -1),
-                   mn_regs_ok=g_ok and _mn_regs_plan(a, b, spec, GemmConfig("gluon", mn_regs=True)) is not None,
+                   mn_regs_ok=regs is not None, mn_regs_swap=regs == "swap",
                    epilogue=epilogue_kind(spec), out_itemsize=_out_itemsize(spec))
 
 

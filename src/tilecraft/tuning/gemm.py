@@ -145,6 +145,7 @@ class Problem:
     gluon_ok: bool = False  # the Gluon kernel can take the call (tilecraft.ops.gemm.gluon_ok)
     rows_128: bool = True  # the operands the TMA reads as they are have 128-byte aligned rows
     mn_regs_ok: bool = False  # tf32 with one MN-major operand the Gluon kernel can read into registers
+    mn_regs_swap: bool = False  # ... and it is B (NN): the C^T form, whose N is the output's rows
     epilogue: str = ""  # what the epilogue reads: "c", "bias", "light" (alpha/activation/scales) or ""
     fma_ok: bool = False  # fp32 ieee on NVIDIA sm80+: the Gluon FMA kernel can take it (ops.gemm.fma_refusal)
     b_kcontig: bool = False  # B's unit stride is along K (NT, TT): the FMA kernel reads it slower
@@ -225,12 +226,13 @@ def shape_key(p: Problem) -> str:
     return (f"{p.dtype}/{p.precision}/m{m}/n{_pow2_at_least(p.n)}/k{_pow2_at_least(p.k)}/b{min(p.batch, 2)}"
             f"/{'T' if p.a_kmajor else 'N'}{'T' if p.b_kmajor else 'N'}/{'tma' if p.tma_ok else 'ptr'}"
             f"{p.tma_copies}/{p.arch}" + ("/gluon" if p.gluon_ok else "") + ("" if p.rows_128 else "/rows16")
-            + ("/regs" if p.mn_regs_ok else "") + (f"/epi-{p.epilogue}" if p.epilogue else "")
+            + ("/regs" if p.mn_regs_ok else "") + ("-nn" if p.mn_regs_swap else "") + (f"/epi-{p.epilogue}" if p.epilogue else "")
             + ("/fma" if p.fma_ok else "") + ("-bk" if p.fma_ok and p.b_kcontig else "")
             + (f"/o{p.out_itemsize}" if p.out_itemsize else "")
-            # a batch on the Gluon kernel stacks only where M and K are whole tiles (gluon_batch_fit): the powers of
-            # two dividing them, so that M = 500 and 512 (one M bucket) do not share an entry one of them cannot run
-            + (f"/st{min(p.m & -p.m, 256)}-{min(p.k & -p.k, 128)}" if p.batch > 1 and p.gluon_ok else ""))
+            # a batch on the Gluon kernel stacks only where K is whole K steps when an operand is read MN-major
+            # (gluon_batch_fit): the power of two dividing K, so that K = 1000 and 1024 (one K bucket) do not share an
+            # entry one of them cannot run
+            + (f"/st{min(p.k & -p.k, 128)}" if p.batch > 1 and p.gluon_ok else ""))
 
 
 def _small_m_config(p: Problem) -> GemmConfig:
@@ -526,8 +528,13 @@ def _epilogue_on_gluon(p: Problem) -> bool:
 
 
 #: How much padding of a batch entry's rows (to whole tiles, :func:`gluon_batch_rows`) the heuristic and the
-#: config space accept on the Gluon kernel's stacked launch (0: entries of whole tiles only)
-GLUON_BATCH_PAD = 0.0
+#: config space accept on the Gluon kernel's stacked launch, as a fraction of the rows (0: entries of whole tiles
+#: only, the rule before 2026-12-01). No limit: every padded batch measured ran faster stacked than on the TMA
+#: kernel, even 77 rows padded to 128 or 256 (H200, ``benchmarks/gemm_batch_probe.py --suite ragged``, x torch,
+#: the TMA kernel -> stacked: bf16 8 x 1000 x 1024^2 0.803 -> 0.993, 32 x 77 x 768^2 0.761 -> 0.941, 64 x 200 x
+#: 256 x 64 NT 0.707 -> 0.940; tf32 NN 16 x 500 x 512^2 0.422 -> 1.126, 32 x 77 x 768^2 0.271 -> 1.553 on 128x128;
+#: 4 x 3000 x 2048 x 1024 and 8 x 320 x 4096 x 1024 TN the same within 0.5%; docs/gemm.md follow-up 39)
+GLUON_BATCH_PAD = math.inf
 
 
 def gluon_batch_rows(m: int, cfg: GemmConfig, *, swap: bool) -> int:
@@ -556,10 +563,12 @@ def gluon_batch_fit(m: int, k: int, cfg: GemmConfig, *, mn_major: bool) -> str |
 def gluon_batch_misfit(p: Problem, cfg: GemmConfig) -> str | None:
     """:func:`gluon_batch_fit` for a problem: why ``cfg`` cannot stack ``p``'s batch on the Gluon kernel (None: not a
     batched Gluon config, or it fits). An operand counts as MN-major where the Gluon kernel would read it so: with
-    ``mn_regs``, or where the TMA plan reads it MN-major (16-bit)."""
+    ``mn_regs``, or where the TMA plan reads it MN-major (16-bit), or may (a 16-bit operand the TMA plan copies K-major:
+    the Gluon kernel's copy keeps its layout)."""
     if p.batch <= 1 or cfg.kernel != "gluon":
         return None
-    why = gluon_batch_fit(p.m, p.k, cfg, mn_major=cfg.mn_regs or not (p.a_kmajor and p.b_kmajor))
+    mn_major = cfg.mn_regs or not (p.a_kmajor and p.b_kmajor) or (p.itemsize == 2 and p.tma_copies > 0)
+    why = gluon_batch_fit(p.m, p.k, cfg, mn_major=mn_major)
     if why is None:
         rows = max(gluon_batch_rows(p.m, cfg, swap=False), gluon_batch_rows(p.m, cfg, swap=True) if cfg.mn_regs else 0)
         if rows > p.m * (1 + GLUON_BATCH_PAD):
@@ -574,6 +583,13 @@ def heuristic(p: Problem) -> GemmConfig:
     cfg = _epilogue_heuristic(p)
     if gluon_batch_misfit(p, cfg):
         cfg = _epilogue_heuristic(replace(p, gluon_ok=False, mn_regs_ok=False))
+    elif (cfg.kernel == "gluon" and cfg.mn_regs and cfg.tile_n == 256 and p.batch > 1 and p.mn_regs_swap
+          and gluon_batch_rows(p.m, cfg, swap=True)
+          >= 1.5 * gluon_batch_rows(p.m, replace(cfg, block_n=128), swap=True)):
+        # a tf32 NN batch (stacked along the C^T form's N) whose entries the 256-wide tile pads to half as many rows
+        # again as a 128-wide one: 32 x 77 x 768^2 on 128x128x32 s5 1.553x torch against 1.157x on 128x256x32 s4
+        # (H200, 2026-12-01, gemm-ragged-probe; 16 x 500 x 512^2, padded alike by both: 1.071 against 1.126)
+        cfg = replace(cfg, block_n=128, num_stages=5)
     return cfg
 
 

@@ -4,6 +4,8 @@ operands, bias and activation, outputs poisoned, entries of different random dat
 neighbour's tiles fails), and ``tilecraft.matmul``'s dispatch. Skipped without a CUDA sm90 GPU."""
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -112,8 +114,9 @@ def test_bias_and_activation(layout, m):
 def test_matmul_dispatches_batches_to_gluon(monkeypatch):
     monkeypatch.setenv("TILECRAFT_TUNE", "0")
     gen = torch.Generator(device="cuda").manual_seed(11)
-    for dtype, kw, tol in ((torch.bfloat16, {}, 1e-2), (torch.float32, {"precision": "tf32"}, 3e-3)):
-        a, b = _operands(dtype, "NN", 8, 1024, 1024, 1024, gen)
+    for (dtype, kw, tol), m in itertools.product(((torch.bfloat16, {}, 1e-2), (torch.float32, {"precision": "tf32"}, 3e-3)),
+                                                 (1024, 1000, 77)):  # entries of whole tiles, and padded ones
+        a, b = _operands(dtype, "NN", 8, m, 1024, 1024, gen)
         spec = ops.validate(a, b, **kw)
         cfg = ops.choose_config(a, b, spec, tune_now=False)
         assert cfg.kernel == "gluon", cfg.short()

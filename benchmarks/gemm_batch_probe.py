@@ -2,8 +2,8 @@
 batch``, batched bf16 products (which tile the heuristic should take for a batch stacked on the Gluon kernel);
 ``--suite fp64``, fp64 squares under two waves of tiles (smaller tiles and split-K against the 64x64 heuristic);
 ``--suite fp32``, fp32 ``ieee`` squares on the FMA kernel's tiles and K splits (against cuBLAS fp32, TF32 off);
-``--suite ragged`` (2026-12-01, thirty-fourth session), batches whose M ends inside a tile, bf16 and tf32, on the
-heuristic without and with padded entries on the Gluon kernel (``tuning.gemm.GLUON_BATCH_PAD``) and pinned tiles.
+``--suite ragged`` (2026-12-01, thirty-fourth session), batches whose M ends inside a tile or whose K ends inside a
+K step, bf16 and tf32, on the heuristic, on its choice without the Gluon kernel, and on pinned tiles.
 Each case: every configuration is checked against float64 (output poisoned) on the first input set, then ours and
 torch are timed from CUDA graphs over rotated input sets in alternating order (``--rounds``), the medians and the
 ratio x torch recorded.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from dataclasses import replace
 import statistics
 import time
@@ -71,26 +70,28 @@ RAGGED_CASES = [(8, 1000, 1024, 1024, "bf16", "NN"), (16, 500, 512, 512, "bf16",
                 (4, 3000, 2048, 1024, "bf16", "NN"), (32, 77, 768, 768, "bf16", "NN"), (8, 320, 4096, 1024, "bf16", "TN"),
                 (8, 1000, 1024, 1024, "tf32", "NN"), (16, 500, 512, 512, "tf32", "NN"), (4, 1000, 2048, 512, "tf32", "TT"),
                 (32, 77, 768, 768, "tf32", "NN"),
+                # K ending inside a K step with B (or A) read MN-major: rank-3 operand boxes
+                (16, 256, 256, 1000, "bf16", "NN"), (96, 197, 64, 197, "bf16", "NN"), (4, 4096, 4096, 16, "bf16", "NN"),
+                (8, 512, 1024, 1000, "bf16", "TN"), (8, 512, 512, 1000, "tf32", "NN"), (16, 200, 256, 100, "tf32", "TT"),
                 # whole tiles (as before this suite: the rank-3 output store on a measured case)
                 (8, 1024, 1024, 1024, "bf16", "TN"), (8, 1024, 1024, 1024, "tf32", "NN")]
 REGS = GemmConfig("gluon", 128, 256, 32, group_m=8, num_warps=8, num_stages=4, mn_regs=True, row_perm=2)
-RAGGED_CONFIGS = ["heuristic", "heuristic-pad", G128S4, G64, G256]
-RAGGED_TF32 = ["heuristic", "heuristic-pad", REGS, GemmConfig("gluon", 128, 128, 32, group_m=8, num_warps=8,
+RAGGED_CONFIGS = ["no-gluon", "heuristic", G128S4, G64, G256]
+RAGGED_TF32 = ["no-gluon", "heuristic", REGS, GemmConfig("gluon", 128, 128, 32, group_m=8, num_warps=8,
                                                                num_stages=5, mn_regs=True, row_perm=2)]
 
 
 def _pinned(cfg, a, b, spec):
-    """A pinned config, or the heuristic's choice without ("heuristic": the rule before 2026-12-01) or with
-    ("heuristic-pad": any padding, the rule since) padded batch entries on the Gluon kernel. (The first device run
-    of this suite, before that rule, limited "heuristic-pad" to padding of at most the entry's own rows.)"""
+    """A pinned config; "heuristic", the heuristic's choice (the rules in force); "no-gluon", its choice without the
+    Gluon kernel, which is what the rule before 2026-12-01 ran for batches whose entries end inside a tile (M) or
+    inside a K step with an operand read MN-major (K). (The first device run of this suite named the heuristic
+    "heuristic-pad" and the choice under the old M rule "heuristic".)"""
     if isinstance(cfg, GemmConfig):
         return cfg
-    keep = tg.GLUON_BATCH_PAD
-    tg.GLUON_BATCH_PAD = math.inf if cfg == "heuristic-pad" else 0.0
-    try:
-        return tg.heuristic(ops.problem_of(a, b, spec))
-    finally:
-        tg.GLUON_BATCH_PAD = keep
+    p = ops.problem_of(a, b, spec)
+    if cfg == "no-gluon":
+        return tg.heuristic(replace(p, gluon_ok=False, mn_regs_ok=False))
+    return tg.heuristic(p)
 
 
 def main() -> int:

@@ -86,7 +86,7 @@ def test_broadcast_operands(broadcast, layout):
 
 @pytest.mark.parametrize("layout", ["NN", "TT", "NT"])
 @pytest.mark.parametrize("shape", [(3, 256, 264, 192), (8, 512, 512, 512), (2, 256, 8, 96), (3, 200, 264, 192),
-                                   (4, 77, 512, 256), (3, 1000, 136, 96)])
+                                   (4, 77, 512, 256), (3, 1000, 136, 96), (3, 200, 264, 100), (2, 512, 512, 1000)])
 def test_tf32_batches(layout, shape):
     """NN as C^T = B^T A^T stacked along the kernel's N (the output's rows), TT with A in registers, NT plain."""
     gen = torch.Generator(device="cuda").manual_seed(hash((layout, shape, "tf32")) % 2**31)
@@ -123,3 +123,27 @@ def test_matmul_dispatches_batches_to_gluon(monkeypatch):
         assert cfg.kernel == ("tma" if dtype == torch.float32 and m == 77 else "gluon"), cfg.short()
         out = ops.matmul(a, b, **kw)
         assert relative_error(out, matmul_reference(a, b, out_dtype=torch.float64)) <= tol
+
+
+@pytest.mark.parametrize("layout,dtype", [("NN", torch.bfloat16), ("TN", torch.bfloat16), ("TT", torch.float16),
+                                          ("NN", torch.float32), ("TT", torch.float32)])
+def test_k_tail_reads_nothing_of_the_next_entry(layout, dtype):
+    """K ends inside a K step and an operand is read MN-major (K rows an entry): the next entry's first rows are
+    infinite. Read through a 2D box over the flattened batch, they would meet the zeros past this entry's K in the
+    other operand and make 0 x inf = NaN here; the rank-3 boxes stop at the entry's K."""
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, str(dtype), "tail")) % 2**31)
+    batch, m, n, k = 3, 200, 264, 1000
+    a, b = _operands(dtype, layout, batch, m, n, k, gen)
+    with torch.no_grad():  # entries 1 and 2: their first K rows (of both operands) infinite
+        a[1:, :, :8] = float("inf")
+        b[1:, :8, :] = float("inf")
+    kw = {"precision": "tf32"} if dtype == torch.float32 else {}
+    spec = ops.validate(a, b, **kw)
+    regs = dtype == torch.float32 and layout != "NT"
+    cfg = (GemmConfig("gluon", 128, 256, 32, 8, 8, 4, mn_regs=regs, row_perm=2 if regs else 0)
+           if dtype == torch.float32 else CFG16[0])
+    out = torch.full(spec.out_shape, float("nan"), dtype=spec.out_dtype, device="cuda")
+    ops.launch(a, b, out, spec, cfg)
+    ref = matmul_reference(a[:1], b[:1], out_dtype=torch.float64)
+    assert torch.isfinite(out[0]).all()
+    assert relative_error(out[:1], ref) <= (3e-3 if dtype == torch.float32 else 1e-2)

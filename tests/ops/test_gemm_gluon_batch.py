@@ -34,7 +34,9 @@ def test_bf16_batch_stacks_along_m():
     assert launch.constexprs["STACK"] == 1
     assert (args["M"], args["N"], args["K"]) == (8 * 512, 768, 1024)
     assert (args["batch_len"], args["a_brows"], args["b_brows"]) == (512, 512, 1024)
-    assert list(args["a_desc"].shape) == [8 * 512, 1024] and list(args["b_desc"].shape) == [8 * 1024, 768]
+    # A K-major: one 2D view of the batch; B MN-major (K rows an entry): rank-3 boxes that stop at each entry's K
+    assert list(args["a_desc"].shape) == [8 * 512, 1024] and list(args["b_desc"].shape) == [8, 1024, 768]
+    assert list(args["b_desc"].block_shape) == [1, 64, 256]
     # the output through a rank-3 descriptor (it clips each entry's rows), boxes of one entry
     assert list(args["c_desc"].shape) == [8, 512, 768] and list(args["c_desc"].block_shape)[:2] == [1, 128]
     assert launch.grid == (8 * 4 * 3,)  # one program a tile: 4 x 3 tiles an entry
@@ -86,21 +88,38 @@ def test_tf32_nn_batch_stacks_along_the_c_transpose_n():
     assert cx["STACK"] == 2 and cx["A_REGS"] and cx["TRANS_OUT"]
     assert (args["M"], args["N"], args["batch_len"]) == (768, 8 * 1024, 1024)
     assert (args["a_brows"], args["b_brows"]) == (512, 1024)  # B (K, N) rows and A (M, K) rows an entry
-    assert list(args["a_desc"].shape) == [8 * 512, 768] and list(args["c_desc"].shape) == [8, 1024, 768]
+    assert list(args["a_desc"].shape) == [8, 512, 768] and list(args["c_desc"].shape) == [8, 1024, 768]
     assert list(args["c_desc"].block_shape) == [1, 64, 128]  # boxes of (1, EPI_N output rows, BLOCK_M columns)
 
 
 @pytest.mark.parametrize("m,k,layout,cfg,why", [
-    (512, 1000, "NN", G256, "K \\(1000\\) a multiple of block_k"),
-    (512, 1000, "TN", G256, "K \\(1000\\) a multiple of block_k"),
-    (500, 1000, "TN", G256, "K \\(1000\\) a multiple of block_k"),
     (512, 512, "NT", GemmConfig("gluon", 64, 128, 64, 8, 4, 6, split_k=2), "no split-K"),
+    (512, 1000, "NN", GemmConfig("gluon", 64, 128, 64, 8, 4, 5, cluster_m=2), "K \\(1000\\) a multiple of block_k"),
 ])
 def test_configs_that_would_straddle_entries_are_refused(m, k, layout, cfg, why):
     a = _meta(4, k, m).mT if layout[0] == "T" else _meta(4, m, k)
     b = _meta(4, 256, k).mT if layout[1] == "T" else _meta(4, k, 256)
     with pytest.raises(ValueError, match=why):
         ops.target_plan(a, b, "sm90", sms=132, cfg=cfg)
+
+
+@pytest.mark.parametrize("layout", ["NN", "TN", "TT"])
+@pytest.mark.parametrize("m", [512, 500])
+def test_k_of_partial_steps_with_an_mn_major_operand_reads_rank3_boxes(layout, m):
+    """An operand read MN-major has K rows an entry: a 2D box over the flattened batch would read the next entry's
+    first rows into the last partial K step (a NaN there would reach this entry's result through 0 x NaN). Its
+    rank-3 descriptor's boxes stop at the entry's K (zeros past it); K-major operands stay 2D views."""
+    k = 1000
+    a = _meta(4, k, m).mT if layout[0] == "T" else _meta(4, m, k)
+    b = _meta(4, 256, k).mT if layout[1] == "T" else _meta(4, k, 256)
+    _, _, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=G256)
+    launch, args = _main(plan)
+    assert launch.constexprs["STACK"] == 1
+    for name, mn in (("a_desc", layout[0] == "T"), ("b_desc", layout[1] == "N")):
+        desc = args[name]
+        assert len(desc.shape) == (3 if mn else 2), (name, desc.shape)
+        if mn:
+            assert list(desc.shape) == [4, k, m if name == "a_desc" else 256] and desc.block_shape[:2] == [1, 64]
 
 
 def test_k_of_partial_tiles_is_fine_when_both_operands_are_k_major():
@@ -164,10 +183,12 @@ def test_tf32_nn_batch_takes_the_register_operand():
     ("NN", BF, G256), ("TT", BF, GemmConfig("gluon", 64, 128, 64, 8, 4, 5, cluster_m=2)),
     ("NN", torch.float32, REGS), ("NT", torch.int8, GemmConfig("gluon", 128, 256, 128, 8, 8, 3)),
 ], ids=lambda x: x.short() if isinstance(x, GemmConfig) else str(x))
-@pytest.mark.parametrize("m", [512, 500])
-def test_stacked_kernel_cross_compiles_without_spills(layout, dtype, cfg, m):
-    a = _meta(4, 1024, m, dtype=dtype).mT if layout[0] == "T" else _meta(4, m, 1024, dtype=dtype)
-    b = _meta(4, 768, 1024, dtype=dtype).mT if layout[1] == "T" else _meta(4, 1024, 768, dtype=dtype)
+@pytest.mark.parametrize("m,k", [(512, 1024), (500, 1000)])  # whole tiles; padded entries and rank-3 operand boxes
+def test_stacked_kernel_cross_compiles_without_spills(layout, dtype, cfg, m, k):
+    if cfg.cluster_m > 1 and k % cfg.block_k:
+        pytest.skip("a 2-CTA cluster with B read MN-major keeps K whole (gluon_batch_fit)")
+    a = _meta(4, k, m, dtype=dtype).mT if layout[0] == "T" else _meta(4, m, k, dtype=dtype)
+    b = _meta(4, 768, k, dtype=dtype).mT if layout[1] == "T" else _meta(4, k, 768, dtype=dtype)
     kw = {"precision": "tf32"} if dtype == torch.float32 else {}
     if dtype == torch.int8:
         kw["out_dtype"] = torch.int32
@@ -229,16 +250,19 @@ def test_a_strided_batched_output_is_refused_clearly():
 
 def test_batches_that_stack_differently_do_not_share_a_cache_entry():
     """K = 1000 and 1024 fall in one K bucket: their batched keys differ by what divides K, and a cached Gluon tile
-    that cannot stack the batch (B read MN-major: K must be whole K steps) is not run (the heuristic instead, with a
-    line on stderr). M = 500 and 512 stack alike (entries padded to whole tiles)."""
+    that cannot stack the batch (a 2-CTA cluster with B read MN-major: K must be whole K steps) is not run (the
+    heuristic instead, with a line on stderr). Other tiles stack both (rank-3 boxes), and M = 500 and 512 stack
+    alike (entries padded to whole tiles)."""
     from tilecraft.tuning.gemm import shape_key
+    c2 = GemmConfig("gluon", 64, 128, 64, 8, 4, 5, cluster_m=2)
     a0, a4, b0, b4 = _meta(8, 512, 1000), _meta(8, 512, 1024), _meta(8, 1000, 512), _meta(8, 1024, 512)
     p0 = ops.problem_of(a0, b0, ops.validate(a0, b0), arch="sm90", sms=132)
     p4 = ops.problem_of(a4, b4, ops.validate(a4, b4), arch="sm90", sms=132)
     assert shape_key(p0) != shape_key(p4)
-    assert G256 in config_space(p4) and G256 not in config_space(p0)  # K 1000: no whole 64-deep steps
-    assert ops._cached_config({"config": G256.as_dict()}, p0, "k") is None
-    assert ops._cached_config({"config": G256.as_dict()}, p4, "k") == G256
+    assert ops._cached_config({"config": c2.as_dict()}, p0, "k") is None
+    assert ops._cached_config({"config": c2.as_dict()}, p4, "k") == c2
+    for p in (p0, p4):
+        assert G256 in config_space(p) and ops._cached_config({"config": G256.as_dict()}, p, "k") == G256
     a5 = _meta(8, 500, 1024)
     p5 = ops.problem_of(a5, b4, ops.validate(a5, b4), arch="sm90", sms=132)
     assert G256 in config_space(p5) and ops._cached_config({"config": G256.as_dict()}, p5, "k") == G256

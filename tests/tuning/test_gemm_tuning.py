@@ -346,11 +346,12 @@ def test_cliff_hunt_rules():
     assert heuristic(prob(65536, 256, 4096)).block_n == 256
     c = heuristic(prob(4096, 4096, 16))
     assert c.kernel == "gluon" and not c.pad_rows
-    # a batch whose K (16) ends inside the Gluon tile's first K step with B MN-major (a stacked batch would read the
-    # next entry's rows there): not the Gluon kernel, pads as before
+    # a batch whose K (16) ends inside the Gluon tile's first K step with B MN-major: stacked on the Gluon kernel
+    # (B through rank-3 boxes that stop at each entry's K, since 2026-12-01), so unpadded too
     a = torch.empty(4, 4096, 16, dtype=torch.bfloat16, device="meta")
     b = torch.empty(4, 16, 4096, dtype=torch.bfloat16, device="meta")
-    assert heuristic(ops.problem_of(a, b, ops.validate(a, b), arch="sm90", sms=132)).pad_rows
+    c = heuristic(ops.problem_of(a, b, ops.validate(a, b), arch="sm90", sms=132))
+    assert c.kernel == "gluon" and not c.pad_rows
     assert heuristic(prob(3000, 7000, 5000)).pad_rows  # long K still pads (3000^3 rows are not 128-byte aligned)
     # fp64: 32x32 tiles of two warps under a wave and a half of 64x64 tiles (gemm-fp64-probe, H200, 2026-12-01: 512^3
     # 0.858x cuBLAS against 0.548x on 64x64), 64x64 under two waves of 64x128, 64x128x16 above

@@ -129,6 +129,29 @@ def _cluster_member(ready):
     cluster_barrier()
 
 
+@gluon.constexpr_function
+def _slot_layout(layout):
+    """The shared-memory layout of a ring slot (2D) for a descriptor's layout: itself, or for a rank-3
+    descriptor (a stacked batch read through (batch, rows, columns) boxes of one entry) the same swizzle in 2D:
+    a (1, rows, columns) box is laid out as its (rows, columns) tile."""
+    if layout.rank == 2:
+        return layout
+    return gl.NVMMASharedLayout(swizzle_byte_width=layout.swizzle_byte_width, element_bitwidth=layout.element_bitwidth,
+                                rank=2, transposed=layout.transposed, fp4_padded=layout.fp4_padded,
+                                cga_layout=layout.cga_layout)
+
+
+@gluon.jit
+def _tma_load(desc, entry, row0, row, col, bar, slot):
+    """TMA copy of the tile at (``row``, ``col``) of a batch entry into ``slot``: through a rank-3 descriptor at
+    (``entry``, ``row``, ``col``), whose box stops at the entry's own rows (the out-of-bounds rows are zeros), or
+    through a 2D one over the batch-flattened operand at row ``row0 + row`` (``row0``: the entry's first row)."""
+    if len(desc.block_type.shape) == 3:
+        tma.async_copy_global_to_shared(desc, [entry, row, col], bar, slot.reshape(desc.block_type.shape))
+    else:
+        tma.async_copy_global_to_shared(desc, [row0 + row, col], bar, slot)
+
+
 @gluon.jit
 def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
               M, N, K, k_split_steps, epi, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr,
@@ -191,9 +214,9 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
             mbarrier.expect(bar, nbytes)
             off_k = ki * BLOCK_K
             if A_KMAJOR:
-                tma.async_copy_global_to_shared(a_desc, [a_row + off_m, off_k], bar, a_bufs.index(s))
+                _tma_load(a_desc, entry, a_row, off_m, off_k, bar, a_bufs.index(s))
             else:
-                tma.async_copy_global_to_shared(a_desc, [a_row + off_k, off_m], bar, a_bufs.index(s))
+                _tma_load(a_desc, entry, a_row, off_k, off_m, bar, a_bufs.index(s))
             if CLUSTER_M > 1:  # this CTA's half of the B tile, into both CTAs, in boxes of 128-byte rows
                 half = off_n + rank * (BLOCK_N // 2)
                 dst = smem_b + s * B_BYTES + rank * (B_BYTES // 2)
@@ -205,14 +228,14 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
                         multicast_load_2d(B_HALF_PARAM, dst + j * (BLOCK_K * BOX_N * (b_desc.dtype.primitive_bitwidth // 8)),
                                           half + j * BOX_N, b_row + off_k, smem_ready + s * 8, 3)
             elif B_KMAJOR:
-                tma.async_copy_global_to_shared(b_desc, [b_row + off_n, off_k], bar, b_bufs.index(s))
+                _tma_load(b_desc, entry, b_row, off_n, off_k, bar, b_bufs.index(s))
             else:
-                tma.async_copy_global_to_shared(b_desc, [b_row + off_k, off_n], bar, b_bufs.index(s))
+                _tma_load(b_desc, entry, b_row, off_k, off_n, bar, b_bufs.index(s))
             if BLOCK_N2 > 0:
                 if B_KMAJOR:
-                    tma.async_copy_global_to_shared(b_lo_desc, [b_row + off_n + BLOCK_N, off_k], bar, b_lo_bufs.index(s))
+                    _tma_load(b_lo_desc, entry, b_row, off_n + BLOCK_N, off_k, bar, b_lo_bufs.index(s))
                 else:
-                    tma.async_copy_global_to_shared(b_lo_desc, [b_row + off_k, off_n + BLOCK_N], bar, b_lo_bufs.index(s))
+                    _tma_load(b_lo_desc, entry, b_row, off_k, off_n + BLOCK_N, bar, b_lo_bufs.index(s))
             if THREE_TF32:
                 tma.async_copy_global_to_shared(a_lo_desc, [off_m, off_k], bar, a_lo_bufs.index(s))
                 tma.async_copy_global_to_shared(b_lo_desc, [off_n, off_k], bar, b_lo_bufs.index(s))
@@ -626,21 +649,26 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     are then simply the tile's own. An MN-major operand's entries are K rows each, so K is a whole number of
     BLOCK_K there (the launcher checks: its last K tile would read the next entry). Only the producer's
     coordinates change; the consumers store at the stacked offsets."""
-    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] if A_KMAJOR else a_desc.block_type.shape[1]
-    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1] if A_KMAJOR else a_desc.block_type.shape[0]
-    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0] if B_KMAJOR else b_desc.block_type.shape[1]
+    # (rank-3 operand descriptors, (1, rows, columns) boxes: the tile is the last two)
+    A_R: gl.constexpr = len(a_desc.block_type.shape) - 2
+    B_R: gl.constexpr = len(b_desc.block_type.shape) - 2
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[A_R] if A_KMAJOR else a_desc.block_type.shape[A_R + 1]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[A_R + 1] if A_KMAJOR else a_desc.block_type.shape[A_R]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[B_R] if B_KMAJOR else b_desc.block_type.shape[B_R + 1]
+    gl.static_assert(STACK != 0 or (A_R == 0 and B_R == 0), "rank-3 operand descriptors: a stacked batch only")
+    gl.static_assert(CLUSTER_M == 1 or B_R == 0, "CLUSTER_M 2: a 2D B descriptor (the multicast halves)")
     C_RANK: gl.constexpr = len(c_desc.block_type.shape)  # 3 with STACK: (1, rows, columns)
     gl.static_assert(C_RANK == (3 if STACK else 2), "STACK: a rank-3 output descriptor, else rank 2")
     EPI_N: gl.constexpr = c_desc.block_type.shape[C_RANK - 2] if TRANS_OUT else c_desc.block_type.shape[C_RANK - 1]
     dtype: gl.constexpr = a_desc.dtype
     if A_KMAJOR:
-        a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+        a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], _slot_layout(a_desc.layout))
     else:
-        a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_M], a_desc.layout)
+        a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_M], _slot_layout(a_desc.layout))
     if B_KMAJOR:
-        b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+        b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], _slot_layout(b_desc.layout))
     else:
-        b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
+        b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], _slot_layout(b_desc.layout))
     gl.static_assert(BLOCK_N2 == 0 or not (THREE_TF32 or A_REGS or FIXUP or SPLIT_K > 1),
                      "BLOCK_N2: plain products only")
     gl.static_assert(not NAMED_SLOTS or not (THREE_TF32 or A_REGS) and STAGES <= 16 - SLOT_BAR,
@@ -648,14 +676,14 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     # named slot releases: every consumer thread and the producer's warp meet at the slot's barrier
     SLOT_THREADS: gl.constexpr = gl.num_warps() * 32 + 32 if NAMED_SLOTS else 0
     if THREE_TF32:  # K-major operands (the split buffers)
-        a_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
-        b_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+        a_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], _slot_layout(a_desc.layout))
+        b_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_K], _slot_layout(b_desc.layout))
     elif BLOCK_N2 > 0:  # the tile's last BLOCK_N2 columns of B
         a_lo_bufs = a_bufs
         if B_KMAJOR:
-            b_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N2, BLOCK_K], b_lo_desc.layout)
+            b_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N2, BLOCK_K], _slot_layout(b_lo_desc.layout))
         else:
-            b_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N2], b_lo_desc.layout)
+            b_lo_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N2], _slot_layout(b_lo_desc.layout))
     else:
         a_lo_bufs = a_bufs
         b_lo_bufs = b_bufs

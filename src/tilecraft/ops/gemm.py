@@ -1050,6 +1050,13 @@ def _gluon_desc(t: torch.Tensor, block: list[int]):
     return gluon_descriptor(t, [t.shape[0], t.shape[1]], [row_stride, 1], block)
 
 
+def _gluon_desc3(t: torch.Tensor, block: list[int]):
+    """A rank-3 Gluon TMA descriptor of a (batch, rows, cols) view with a unit column stride, in boxes of one
+    entry's (``block``) tile."""
+    row_stride = t.stride(1) if t.shape[1] > 1 else -(-t.shape[2] * t.element_size() // 16) * 16 // t.element_size()
+    return gluon_descriptor(t, list(t.shape), [t.stride(0), row_stride, 1], [1, *block])
+
+
 def _row_pitch_bytes(t: torch.Tensor, kmajor: bool, k_dim: int) -> int:
     """Bytes between the rows a TMA descriptor of t walks (the stride of its non-unit dimension)."""
     outer = (-2 if k_dim == -1 else -1) if kmajor else k_dim
@@ -1171,6 +1178,7 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
     # a batch: stacked along the output's rows (the kernel's M, or its N in the C^T form), each operand
     # one 2D view of its entries one after another (or one matrix, broadcast)
     stack, a_brows, b_brows = 0, 0, 0
+    a3, b3 = a_hi, b_hi  # (batch, rows, columns) views, for rank-3 descriptors
     if a_hi.dim() == 3 or b_hi.dim() == 3:
         flat_a, flat_b = _flat_rows(a_hi), _flat_rows(b_hi)
         if flat_a is None or flat_b is None:
@@ -1201,9 +1209,15 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
     epi_n = gluon_epilogue_width(spec, cfg) if split == 1 or fixup else 64
     # the lo descriptors: 3xTF32's lo parts, or with block_n2 B's tiles of the tile's last block_n2 columns
     bn_lo = cfg.block_n2 or bn
-    descs = [_gluon_desc(a_hi, [bm, bkk] if ak else [bkk, bm]), _gluon_desc(b_hi, [bn, bkk] if bk else [bkk, bn]),
+    # a stacked operand read MN-major (K rows an entry) through rank-3 boxes of one entry, whose rows stop at the
+    # entry's K (zeros past it, where a 2D box would read the next entry's rows); not B with a cluster (its
+    # multicast halves are 2D: gluon_batch_fit keeps K whole there)
+    a_desc3 = stack and not ak and a_brows > 0
+    b_desc3 = stack and not bk and b_brows > 0 and cfg.cluster_m == 1
+    descs = [_gluon_desc3(a3, [bkk, bm]) if a_desc3 else _gluon_desc(a_hi, [bm, bkk] if ak else [bkk, bm]),
+             _gluon_desc3(b3, [bkk, bn]) if b_desc3 else _gluon_desc(b_hi, [bn, bkk] if bk else [bkk, bn]),
              _gluon_desc(a_lo, [bm, bkk] if ak else [bkk, bm]),
-             _gluon_desc(b_lo, [bn_lo, bkk] if bk else [bkk, bn_lo]),
+             _gluon_desc3(b3, [bkk, bn_lo]) if b_desc3 else _gluon_desc(b_lo, [bn_lo, bkk] if bk else [bkk, bn_lo]),
              _gluon_desc(out2, [epi_n, bm] if regs == "swap" else [bm, epi_n]) if not stack else
              gluon_descriptor(out2.view(spec.batch, spec.m, spec.n), [spec.batch, spec.m, spec.n], [spec.m * spec.n, spec.n, 1],
                               [1, epi_n, bm] if stack == 2 else [1, bm, epi_n])]

@@ -229,9 +229,9 @@ def shape_key(p: Problem) -> str:
             + ("/regs" if p.mn_regs_ok else "") + ("-nn" if p.mn_regs_swap else "") + (f"/epi-{p.epilogue}" if p.epilogue else "")
             + ("/fma" if p.fma_ok else "") + ("-bk" if p.fma_ok and p.b_kcontig else "")
             + (f"/o{p.out_itemsize}" if p.out_itemsize else "")
-            # a batch on the Gluon kernel stacks only where K is whole K steps when an operand is read MN-major
-            # (gluon_batch_fit): the power of two dividing K, so that K = 1000 and 1024 (one K bucket) do not share an
-            # entry one of them cannot run
+            # a batch on a 2-CTA cluster of the Gluon kernel stacks only where K is whole K steps when an operand is
+            # read MN-major (gluon_batch_fit): the power of two dividing K, so that K = 1000 and 1024 (one K bucket)
+            # do not share an entry one of them cannot run
             + (f"/st{min(p.k & -p.k, 128)}" if p.batch > 1 and p.gluon_ok else ""))
 
 
@@ -551,12 +551,14 @@ def gluon_batch_rows(m: int, cfg: GemmConfig, *, swap: bool) -> int:
 def gluon_batch_fit(m: int, k: int, cfg: GemmConfig, *, mn_major: bool) -> str | None:
     """Why ``cfg`` cannot run a batched product of M rows and depth K on the Gluon kernel, or None: the batch
     is stacked along the output's rows (``STACK``, :func:`tilecraft.kernels.gemm_gluon.matmul_ws_kernel`), each
-    entry's rows padded to whole tiles (:func:`gluon_batch_rows`), with no split-K; ``mn_major`` (an operand read
-    MN-major, whose entries are K rows each, so a last partial K tile would read the next entry's): K a whole
-    number of BLOCK_K. (Whether the padding pays is :func:`gluon_batch_misfit`'s question.)"""
+    entry's rows padded to whole tiles (:func:`gluon_batch_rows`), with no split-K. An operand read MN-major
+    (``mn_major``: its entries are K rows each) is read through rank-3 boxes that stop at each entry's K, except B
+    with a 2-CTA cluster (its multicast halves are 2D boxes of the batch-flattened B, whose last partial K tile
+    would read the next entry's rows): K a whole number of BLOCK_K there. (Whether the padding pays is
+    :func:`gluon_batch_misfit`'s question.)"""
     why = [w for w, bad in (("no split-K", cfg.split_k > 1 or cfg.fixup),
-                            (f"K ({k}) a multiple of block_k ({cfg.block_k}) with an MN-major operand",
-                             mn_major and k % cfg.block_k)) if bad]
+                            (f"K ({k}) a multiple of block_k ({cfg.block_k}) with an MN-major operand and a 2-CTA "
+                             "cluster", mn_major and cfg.cluster_m > 1 and k % cfg.block_k)) if bad]
     return None if not why else f"a batched product on the Gluon kernel needs {', '.join(why)}"
 
 

@@ -289,3 +289,33 @@ def test_a_batch_of_one_is_one_2d_product(m):
         if cfg.kernel == "gluon":
             launch, args = _main(plan)
             assert launch.constexprs["STACK"] == 0 and args["batch_len"] == 0 and args["M"] == m
+
+
+@pytest.mark.parametrize("layout", ["TN", "NN", "TT"])
+def test_a_cluster_keeps_2d_operand_descriptors(layout):
+    """With a 2-CTA cluster the B half's multicast names its descriptor by kernel parameter number (five a 2D
+    descriptor): a rank-3 A before it moved that number (H200: misaligned address, 2026-12-01). So a clustered batch
+    reads its operands through 2D views (K whole steps there: gluon_batch_fit)."""
+    a = _meta(4, 1024, 512).mT if layout[0] == "T" else _meta(4, 512, 1024)
+    b = _meta(4, 768, 1024).mT if layout[1] == "T" else _meta(4, 1024, 768)
+    _, _, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=GemmConfig("gluon", 64, 128, 64, 8, 4, 5, cluster_m=2))
+    launch, args = _main(plan)
+    assert launch.constexprs["STACK"] == 1 and launch.cluster == 2
+    assert all(len(args[n].shape) == 2 for n in ("a_desc", "b_desc", "a_lo_desc", "b_lo_desc"))
+    assert len(args["c_desc"].shape) == 3
+
+
+def test_batch_rules_from_the_ragged_probe():
+    """bf16 batches in the 64x128 class with K > 256 keep the TMA kernel (16 x 256^2 x 1000: 1.012x against 0.927x
+    stacked); tf32 batches with an MN-major operand under half a wave of 128x256 tiles take 128x128 register tiles
+    (8 x 512^2 x 1000 NN 1.154x, 16 x 200 x 256 x 100 TT 1.077x, against 0.444x / 0.706x on the TMA kernel)."""
+    a, b = _meta(16, 256, 1000), _meta(16, 1000, 256)
+    p = ops.problem_of(a, b, ops.validate(a, b), arch="sm90", sms=132)
+    assert heuristic(p).kernel == "tma"
+    a, b = _meta(16, 256, 256), _meta(16, 256, 256)  # short K: stacked (the rule of 2026-12-01, thirty-third session)
+    assert heuristic(ops.problem_of(a, b, ops.validate(a, b), arch="sm90", sms=132)).kernel == "gluon"
+    f = torch.float32
+    for a, b in ((_meta(8, 512, 1000, dtype=f), _meta(8, 1000, 512, dtype=f)),
+                 (_meta(16, 100, 200, dtype=f).mT, _meta(16, 256, 100, dtype=f).mT)):
+        cfg = heuristic(ops.problem_of(a, b, ops.validate(a, b, precision="tf32"), arch="sm90", sms=132))
+        assert (cfg.kernel, cfg.mn_regs, cfg.tile_n, cfg.num_stages) == ("gluon", True, 128, 5), cfg.short()

@@ -656,7 +656,8 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[A_R + 1] if A_KMAJOR else a_desc.block_type.shape[A_R]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[B_R] if B_KMAJOR else b_desc.block_type.shape[B_R + 1]
     gl.static_assert(STACK != 0 or (A_R == 0 and B_R == 0), "rank-3 operand descriptors: a stacked batch only")
-    gl.static_assert(CLUSTER_M == 1 or B_R == 0, "CLUSTER_M 2: a 2D B descriptor (the multicast halves)")
+    # (with a cluster the multicast names its descriptor by parameter number, B_HALF_PARAM: five per 2D descriptor)
+    gl.static_assert(CLUSTER_M == 1 or (A_R == 0 and B_R == 0), "CLUSTER_M 2: 2D operand descriptors")
     C_RANK: gl.constexpr = len(c_desc.block_type.shape)  # 3 with STACK: (1, rows, columns)
     gl.static_assert(C_RANK == (3 if STACK else 2), "STACK: a rank-3 output descriptor, else rank 2")
     EPI_N: gl.constexpr = c_desc.block_type.shape[C_RANK - 2] if TRANS_OUT else c_desc.block_type.shape[C_RANK - 1]

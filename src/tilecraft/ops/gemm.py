@@ -1210,9 +1210,10 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
     # the lo descriptors: 3xTF32's lo parts, or with block_n2 B's tiles of the tile's last block_n2 columns
     bn_lo = cfg.block_n2 or bn
     # a stacked operand read MN-major (K rows an entry) through rank-3 boxes of one entry, whose rows stop at the
-    # entry's K (zeros past it, where a 2D box would read the next entry's rows); not B with a cluster (its
-    # multicast halves are 2D: gluon_batch_fit keeps K whole there)
-    a_desc3 = stack and not ak and a_brows > 0
+    # entry's K (zeros past it, where a 2D box would read the next entry's rows); not with a cluster, whose multicast
+    # names the B half's descriptor by its parameter number (five a 2D descriptor, B_HALF_PARAM): gluon_batch_fit
+    # keeps K whole there, and the 2D boxes read the entry's own rows
+    a_desc3 = stack and not ak and a_brows > 0 and cfg.cluster_m == 1
     b_desc3 = stack and not bk and b_brows > 0 and cfg.cluster_m == 1
     descs = [_gluon_desc3(a3, [bkk, bm]) if a_desc3 else _gluon_desc(a_hi, [bm, bkk] if ak else [bkk, bm]),
              _gluon_desc3(b3, [bkk, bn]) if b_desc3 else _gluon_desc(b_hi, [bn, bkk] if bk else [bkk, bn]),

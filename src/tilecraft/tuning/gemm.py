@@ -354,7 +354,10 @@ def _fill_config(p: Problem, kind: str, bk: int) -> GemmConfig:
         # fp16 1000^3 (H100, 2026-11-26, gemm-pdl-050c916): Gluon 64x128 s4 0.766x / 0.830x torch (PDL off / on)
         # against 0.720x / 0.723x for the TMA 64x128 s6; at K = 4096 / 11008 (H200, 2026-11-30, prefill fp16
         # 256 x 4096) it read 0.733 / 0.725x, where bf16's TMA 64x128 s6 reads 0.91-0.95x: K <= 1024 for both
-        if tiles <= p.sms and p.k <= 1024 and tma_split(tiles, math.ceil(p.k / 64), p.sms) == 1:
+        # a batch takes it at short K only: 16 x 256^2 x 1000 NN on the TMA kernel's 64x128 s6 1.012x torch against
+        # 0.927x stacked on this tile (H200, 2026-12-01, gemm-ragged-probe-3); K <= 256 stacked in the rule below
+        if (tiles <= p.sms and p.k <= 1024 and tma_split(tiles, math.ceil(p.k / 64), p.sms) == 1
+                and (p.batch == 1 or p.k <= 256)):
             # in clusters of two CTAs sharing B by multicast (the pairs are the 128x128 tiles: fewer than half
             # the SMs here, so they fit one wave; the guard stays for other callers) (H200, 2026-11-30,
             # gemm-tune-cluster, torch in the same run): 1000^3 NN / NT / TN / TT 0.99 / 1.01 / 0.96 / 0.90x
@@ -790,6 +793,13 @@ def _heuristic(p: Problem) -> GemmConfig:
         # cliff-gemm-tuned-4e0463a). Fewer tiles keep the TMA kernel, whose smaller tiles and split-K fill the SMs
         # (not measured on the Gluon tile: a bug hunt counted 4-16x longer chains of work per SM there)
         return GemmConfig("gluon", 128, 256, 32, group_m=8, num_warps=8, num_stages=4, mn_regs=True, row_perm=2)
+    if (p.arch == "sm90" and p.gluon_ok and p.mn_regs_ok and p.precision == "tf32" and p.tma_copies and p.batch > 1
+            and math.ceil(p.m / 128) * math.ceil(p.n / 128) * p.batch >= p.sms // 4):
+        # a batch under half a wave of 128x256 tiles: 128x128 register tiles, not the TMA kernel and its K-major
+        # copy of B a call (H200, 2026-12-01, gemm-ragged-probe-3, x torch): 8 x 512^2 x 1000 NN (128 tiles of
+        # 128x128) 1.154 against 0.444, 16 x 200 x 256 x 100 TT (64 tiles) 1.077 against 0.706 (128x256: 0.864 /
+        # 0.670). Not measured under 64 tiles
+        return GemmConfig("gluon", 128, 128, 32, group_m=8, num_warps=8, num_stages=5, mn_regs=True, row_perm=2)
     if (big and p.arch == "sm90" and p.gluon_ok and p.precision == "tf32" and p.tma_copies == 0
             and math.ceil(p.m / 128) * math.ceil(p.n / 256) * p.batch >= TF32_GLUON_ROUNDS * p.sms):
         # tf32 NT (both operands K-major, nothing for registers) on the Gluon kernel with GROUP_M 16: 8192^3 in

@@ -73,6 +73,9 @@ RAGGED_CASES = [(8, 1000, 1024, 1024, "bf16", "NN"), (16, 500, 512, 512, "bf16",
                 # K ending inside a K step with B (or A) read MN-major: rank-3 operand boxes
                 (16, 256, 256, 1000, "bf16", "NN"), (96, 197, 64, 197, "bf16", "NN"), (4, 4096, 4096, 16, "bf16", "NN"),
                 (8, 512, 1024, 1000, "bf16", "TN"), (8, 512, 512, 1000, "tf32", "NN"), (16, 200, 256, 100, "tf32", "TT"),
+                # beta * C (0.5) read per entry in the stacked epilogue (the peer: torch.baddbmm)
+                (8, 1000, 1024, 1024, "bf16", "NN", "c"), (16, 512, 512, 512, "bf16", "NT", "c"),
+                (8, 1024, 1024, 1024, "tf32", "NN", "c"), (4, 2048, 2048, 2048, "bf16", "NN", "c"),
                 # whole tiles (as before this suite: the rank-3 output store on a measured case)
                 (8, 1024, 1024, 1024, "bf16", "TN"), (8, 1024, 1024, 1024, "tf32", "NN")]
 REGS = GemmConfig("gluon", 128, 256, 32, group_m=8, num_warps=8, num_stages=4, mn_regs=True, row_perm=2)
@@ -99,6 +102,7 @@ def main() -> int:
     ap.add_argument("--out", default="gemm-batch-probe.json")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--suite", choices=("batch", "fp64", "fp32", "ragged"), default="batch")
+    ap.add_argument("--only", default="", help="run only the cases whose name contains this text (e.g. '+0.5C')")
     args = ap.parse_args()
     dt, tol = {"fp64": (torch.float64, 1e-12), "fp32": (torch.float32, 1e-5)}.get(args.suite, (torch.bfloat16, 1e-2))
     cases, configs = {"fp64": (FP64_CASES, FP64_CONFIGS), "fp32": (FP32_CASES, FP32_CONFIGS)}.get(args.suite,
@@ -113,7 +117,10 @@ def main() -> int:
         cases = RAGGED_CASES
     for case in cases:
         batch, m, n, k = case[:4]
-        kind, layout = case[4:] if len(case) > 4 else (args.suite if args.suite != "batch" else "bf16", "NN")
+        kind, layout = case[4:6] if len(case) > 4 else (args.suite if args.suite != "batch" else "bf16", "NN")
+        with_c = len(case) > 6 and case[6] == "c"
+        if args.only and args.only not in f"{batch} x {kind} {layout} {m}x{n}x{k}" + (" +0.5C" if with_c else ""):
+            continue
         if args.suite == "ragged":
             dt, tol = (torch.float32, 3e-3) if kind == "tf32" else (torch.bfloat16, 1e-2)
             configs = RAGGED_TF32 if kind == "tf32" else RAGGED_CONFIGS
@@ -127,23 +134,31 @@ def main() -> int:
 
         sets = [(rnd(k, m).mT if layout[0] == "T" else rnd(m, k), rnd(n, k).mT if layout[1] == "T" else rnd(k, n))
                 for _ in range(rotation_sets(nbytes, 50 * 2**20, maximum=8))]
-        spec = ops.validate(*sets[0], **kw)
+        cs = [rnd(m, n) if with_c else None for _ in sets]
+        if with_c:
+            kw["beta"] = 0.5
+        spec = ops.validate(*sets[0], c=cs[0], **kw)
         ref = matmul_reference(*sets[0], out_dtype=torch.float64)
-        peer_calls = [lambda a=a, b=b: torch.matmul(a, b) for a, b in sets]
+        if with_c:
+            ref = ref + 0.5 * cs[0].double()
+            peer_calls = [lambda a=a, b=b, c=c: torch.baddbmm(c, a, b, beta=0.5) for (a, b), c in zip(sets, cs)]
+        else:
+            peer_calls = [lambda a=a, b=b: torch.matmul(a, b) for a, b in sets]
         for f in peer_calls:
             f()
         name = f"{batch} x " if batch > 1 else ""
         for want in configs:
-            rec = {"case": f"{name}{kind} {layout} {m}x{n}x{k}", "config": want if isinstance(want, str) else want.short()}
+            rec = {"case": f"{name}{kind} {layout} {m}x{n}x{k}" + (" +0.5C" if with_c else ""),
+                   "config": want if isinstance(want, str) else want.short()}
             try:
                 cfg = _pinned(want, *sets[0], spec)
                 rec["config"] = f"{want}: {cfg.short()}" if isinstance(want, str) else cfg.short()
                 out = torch.full(spec.out_shape, float("nan"), dtype=dt, device=dev)
-                ops.launch(*sets[0], out, spec, cfg)
+                ops.launch(*sets[0], out, spec, cfg, c=cs[0])
                 rec["rel_err"] = err = relative_error(out, ref)
                 if not err <= tol:
                     raise AssertionError(f"relative error {err:.2e}")
-                calls = [lambda a=a, b=b: ops.compute(a, b, spec, cfg=cfg) for a, b in sets]
+                calls = [lambda a=a, b=b, c=c: ops.compute(a, b, spec, c=c, cfg=cfg) for (a, b), c in zip(sets, cs)]
                 for f in calls:
                     f()
                 ours, peer = [], []

@@ -147,3 +147,31 @@ def test_k_tail_reads_nothing_of_the_next_entry(layout, dtype):
     ref = matmul_reference(a[:1], b[:1], out_dtype=torch.float64)
     assert torch.isfinite(out[0]).all()
     assert relative_error(out[:1], ref) <= (3e-3 if dtype == torch.float32 else 1e-2)
+
+
+@pytest.mark.parametrize("c_kind", ["batch", "matrix", "expanded", "strided"])
+@pytest.mark.parametrize("layout,dtype,m", [("NN", torch.bfloat16, 200), ("NT", torch.bfloat16, 256),
+                                            ("NN", torch.float32, 200), ("TT", torch.float32, 77)])
+def test_beta_c_on_a_stacked_batch(c_kind, layout, dtype, m):
+    """beta * C + bias in the stacked batch's epilogue: each entry's own C (or one C for all), its rows masked at
+    the entry's M; entries of different random data, so an entry that read its neighbour's C fails."""
+    gen = torch.Generator(device="cuda").manual_seed(hash((layout, str(dtype), m, c_kind)) % 2**31)
+    batch, n, k = 3, 264, 192
+    a, b = _operands(dtype, layout, batch, m, n, k, gen)
+    if c_kind == "batch":
+        c = _rnd((batch, m, n), dtype, gen)
+    elif c_kind == "matrix":
+        c = _rnd((m, n), dtype, gen)
+    elif c_kind == "expanded":
+        c = _rnd((m, n), dtype, gen).expand(batch, m, n)
+    else:  # a transposed batch of C
+        c = _rnd((batch, n, m), dtype, gen).mT
+    bias = _rnd((n,), dtype, gen)
+    kw = {"precision": "tf32"} if dtype == torch.float32 else {}
+    spec = ops.validate(a, b, c=c, beta=0.5, bias=bias, **kw)
+    regs = dtype == torch.float32
+    cfg = GemmConfig("gluon", 128, 256, 32, 8, 8, 4, mn_regs=True, row_perm=2) if regs else CFG16[0]
+    out = torch.full(spec.out_shape, float("nan"), dtype=spec.out_dtype, device="cuda")
+    ops.launch(a, b, out, spec, cfg, c=c, bias=bias)
+    ref = matmul_reference(a, b, out_dtype=torch.float64) + 0.5 * c.double() + bias.double()
+    assert relative_error(out, ref) <= (3e-3 if regs else 1e-2)

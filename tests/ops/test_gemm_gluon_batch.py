@@ -133,7 +133,7 @@ def test_what_the_gluon_kernel_refuses_with_a_batch():
     spec = ops.validate(a, b)
     assert ops.gluon_ok(a, b, spec)
     c = _meta(4, 512, 512)
-    assert not ops.gluon_ok(a, b, ops.validate(a, b, c=c, beta=1.0))  # c: not with a batch
+    assert ops.gluon_ok(a, b, ops.validate(a, b, c=c, beta=1.0))  # c: read per entry in the epilogue (since 2026-12-01)
     f = _meta(4, 512, 512, dtype=torch.float32)
     assert not ops.gluon_ok(f, f, ops.validate(f, f, precision="fp32-accurate"))  # 3xTF32: not with a batch
     assert ops.gluon_ok(f, f, ops.validate(f, f, precision="tf32"))
@@ -319,3 +319,18 @@ def test_batch_rules_from_the_ragged_probe():
                  (_meta(16, 100, 200, dtype=f).mT, _meta(16, 256, 100, dtype=f).mT)):
         cfg = heuristic(ops.problem_of(a, b, ops.validate(a, b, precision="tf32"), arch="sm90", sms=132))
         assert (cfg.kernel, cfg.mn_regs, cfg.tile_n, cfg.num_stages) == ("gluon", True, 128, 5), cfg.short()
+
+
+@pytest.mark.parametrize("c_shape,stride_cb", [((4, 500, 768), 500 * 768), ((500, 768), 0)])
+@pytest.mark.parametrize("swap", [False, True])
+def test_a_stacked_batch_reads_c_per_entry(c_shape, stride_cb, swap):
+    """beta * C on a stacked batch: C stays (batch, M, N) (one matrix for every entry: stride 0) and the epilogue
+    finds each entry's rows (``stride_cb``, masked at ``c_rows``); in the C^T form its strides swap."""
+    dt = torch.float32 if swap else BF
+    a, b, c = _meta(4, 500, 1024, dtype=dt), _meta(4, 1024, 768, dtype=dt), _meta(*c_shape, dtype=dt)
+    kw = {"precision": "tf32"} if swap else {}
+    _, _, plan = ops.target_plan(a, b, "sm90", sms=132, cfg=REGS if swap else G256, c=c, beta=0.5, **kw)
+    launch, args = _main(plan)
+    assert launch.constexprs["HAS_C"] and launch.constexprs["STACK"] == (2 if swap else 1)
+    assert (args["stride_cb"], args["c_rows"], args["batch_len"]) == (stride_cb, 500, 512)
+    assert (args["stride_cr"], args["stride_cc"]) == ((1, 768) if swap else (768, 1))

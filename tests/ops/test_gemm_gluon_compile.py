@@ -131,8 +131,8 @@ def test_gluon_ok_rules(kw, ok):
     b = torch.empty(n, 768, dtype=torch.int8, device="meta").t()
     spec = ops.validate(a, b, **kw)
     assert ops.gluon_ok(a, b, spec) is ok
-    # a batch (of 1 here): the Gluon kernel's stacked batch, without c (tests/ops/test_gemm_gluon_batch.py)
-    assert ops.gluon_ok(a.unsqueeze(0), b, ops.validate(a.unsqueeze(0), b, **kw)) is (ok and "c" not in kw)
+    # a batch (of 1 here): the Gluon kernel's stacked batch, c included (tests/ops/test_gemm_gluon_batch.py)
+    assert ops.gluon_ok(a.unsqueeze(0), b, ops.validate(a.unsqueeze(0), b, **kw)) is ok
 
 
 def test_gluon_problem_key_and_config():

@@ -84,7 +84,7 @@ def _prefetch_epilogue(epi, off_m, off_n, M, N, BLOCK_M: gl.constexpr, BLOCK_N: 
     chunk after another at the end of the tile, hit L2. C is walked along its unit-stride
     dimension in 128-byte steps (not at all when neither stride is 1); addresses past M or N are
     replaced by C's first element."""
-    c_ptr, stride_cr, stride_cc, bias_ptr, alpha_hi, alpha_lo, beta_hi, beta_lo = epi
+    c_ptr, stride_cr, stride_cc, bias_ptr, alpha_hi, alpha_lo, beta_hi, beta_lo, stride_cb, c_rows, batch_len = epi
     if HAS_C:
         STEP: gl.constexpr = 128 * 8 // c_ptr.dtype.element_ty.primitive_bitwidth  # elements per 128 bytes
         # (32 x up to 2 lines of 128 bytes) per step: at most 2 addresses per lane (the
@@ -247,17 +247,19 @@ def _producer(a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b
 
 @gluon.jit
 def _epilogue(x, off_m, off_n, M, N, epi, EPI_INT: gl.constexpr, HAS_ALPHA: gl.constexpr, HAS_C: gl.constexpr,
-              HAS_BIAS: gl.constexpr, BIAS_ROWS: gl.constexpr, ACTIVATION: gl.constexpr):
+              HAS_BIAS: gl.constexpr, BIAS_ROWS: gl.constexpr, ACTIVATION: gl.constexpr, STACK: gl.constexpr = 0):
     """``act(alpha * x + beta * C + bias)`` on one chunk of the tile (rows ``off_m``.., columns
     ``off_n``.. of the kernel's (M, N) output), in fp32 (int32 with ``EPI_INT``), in the chunk's
     own register layout: C and bias are read with pointer loads (any strides), masked at M and N.
     ``epi`` = (c_ptr, C's stride along the kernel's rows, along its columns, bias_ptr, alpha_hi,
     alpha_lo, beta_hi, beta_lo); alpha and beta come as two fp32 halves (as the Triton kernels
     take them). ``BIAS_ROWS``: the bias runs along the kernel's rows (the C^T tile of
-    ``TRANS_OUT``, whose rows are the output's columns)."""
+    ``TRANS_OUT``, whose rows are the output's columns). ``STACK`` 1 / 2 (a batch stacked along the kernel's rows /
+    columns, ``batch_len`` each): C is read at entry ``off // batch_len``'s ``stride_cb`` (0: one C for every entry)
+    and the tile's rows (columns) within the entry, masked at the entry's ``c_rows``."""
     EPI: gl.constexpr = gl.int32 if EPI_INT else gl.float32
     L: gl.constexpr = x.type.layout
-    c_ptr, stride_cr, stride_cc, bias_ptr, alpha_hi, alpha_lo, beta_hi, beta_lo = epi
+    c_ptr, stride_cr, stride_cc, bias_ptr, alpha_hi, alpha_lo, beta_hi, beta_lo, stride_cb, c_rows, batch_len = epi
     rows = off_m + gl.arange(0, x.shape[0], layout=gl.SliceLayout(1, L))
     cols = off_n + gl.arange(0, x.shape[1], layout=gl.SliceLayout(0, L))
     mask_r = rows < M
@@ -273,8 +275,23 @@ def _epilogue(x, off_m, off_n, M, N, epi, EPI_INT: gl.constexpr, HAS_ALPHA: gl.c
     if HAS_ALPHA:
         x = x * (alpha_hi.to(EPI) + alpha_lo.to(EPI))
     if HAS_C:
-        c_ptrs = c_ptr + rows[:, None].to(gl.int64) * stride_cr + cols[None, :].to(gl.int64) * stride_cc
-        c = gl.load(c_ptrs, mask=mask_r[:, None] & mask_c[None, :], other=0).to(EPI)
+        c_base = c_ptr
+        c_rows_ = rows
+        c_cols = cols
+        c_mask_r = mask_r
+        c_mask_c = mask_c
+        if STACK == 1:  # the tile's rows are one entry's
+            entry = off_m // batch_len
+            c_base = c_ptr + entry.to(gl.int64) * stride_cb
+            c_rows_ = rows - entry * batch_len
+            c_mask_r = c_rows_ < c_rows
+        elif STACK == 2:  # the tile's columns are one entry's (the C^T tile: the output's rows)
+            entry = off_n // batch_len
+            c_base = c_ptr + entry.to(gl.int64) * stride_cb
+            c_cols = cols - entry * batch_len
+            c_mask_c = c_cols < c_rows
+        c_ptrs = c_base + c_rows_[:, None].to(gl.int64) * stride_cr + c_cols[None, :].to(gl.int64) * stride_cc
+        c = gl.load(c_ptrs, mask=c_mask_r[:, None] & c_mask_c[None, :], other=0).to(EPI)
         x = x + (beta_hi.to(EPI) + beta_lo.to(EPI)) * c
     if HAS_BIAS:
         if BIAS_ROWS:
@@ -301,7 +318,8 @@ def _store_tile(acc, c_desc, c_bufs, off_m, off_n, chunk0, EPI_N: gl.constexpr, 
     NBUF: gl.constexpr = c_bufs.type.shape[0]
     if EPI_N == BLOCK_N:
         if HAS_ALPHA or HAS_C or HAS_BIAS or ACTIVATION != 0:
-            acc = _epilogue(acc, off_m, off_n, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, TRANS_OUT, ACTIVATION)
+            acc = _epilogue(acc, off_m, off_n, M, N, epi, EPI_INT, HAS_ALPHA, HAS_C, HAS_BIAS, TRANS_OUT, ACTIVATION,
+                            STACK)
         tma.store_wait(NBUF - 1)
         buf = c_bufs.index(chunk0 % NBUF)
         if TRANS_OUT:
@@ -563,10 +581,11 @@ def _consumer(a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs
 # M, N, K unspecialised: one compiled kernel serves every shape of a configuration (TMA bounds
 # the tiles; divisibility by 16 buys nothing here), and the grid size is read at run time
 @gluon.jit(do_not_specialize=["M", "N", "K", "k_split_steps", "alpha_hi", "alpha_lo", "beta_hi", "beta_lo",
-                               "smem_b", "smem_ready", "smem_empty", "batch_len", "a_brows", "b_brows"])
+                               "smem_b", "smem_ready", "smem_empty", "batch_len", "a_brows", "b_brows", "stride_cb",
+                               "c_rows"])
 def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_split_steps,
                      c_ptr, bias_ptr, stride_cr, stride_cc, alpha_hi, alpha_lo, beta_hi, beta_lo, ws_ptr, flag_ptr,
-                     batch_len, a_brows, b_brows, smem_b, smem_ready, smem_empty,
+                     batch_len, a_brows, b_brows, stride_cb, c_rows, smem_b, smem_ready, smem_empty,
                      STAGES: gl.constexpr, GROUP_M: gl.constexpr, THREE_TF32: gl.constexpr, FLUSH: gl.constexpr, EPI_BUFS: gl.constexpr,
                      PRODUCER_REGS: gl.constexpr, A_KMAJOR: gl.constexpr = True, B_KMAJOR: gl.constexpr = True,
                      SPLIT_K: gl.constexpr = 1, A_REGS: gl.constexpr = False, TRANS_OUT: gl.constexpr = False,
@@ -642,13 +661,15 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
     ``TILECRAFT_GEMM_CLUSTER=0`` (docs/gemm.md, follow-ups 31 and 32).
 
     ``STACK`` 1 / 2 (no 3xTF32 or split-K): a batch of products in one launch, stacked along the kernel's M (1)
-    or N (2, the ``TRANS_OUT`` form, whose N is the output's rows): M (N) is the batch times ``batch_len``, a
-    whole number of tiles, so no tile straddles two entries. The descriptors are 2D over the operands'
-    batch-flattened views: entry i's rows of A start at row ``i * a_brows``, of B at ``i * b_brows`` (0: the
-    operand is one matrix broadcast over the batch); C is the (batch * M, N) output. The stacked operand's rows
-    are then simply the tile's own. An MN-major operand's entries are K rows each, so K is a whole number of
-    BLOCK_K there (the launcher checks: its last K tile would read the next entry). Only the producer's
-    coordinates change; the consumers store at the stacked offsets."""
+    or N (2, the ``TRANS_OUT`` form, whose N is the output's rows): M (N) is the batch times ``batch_len``, each
+    entry's rows padded to whole tiles, so no tile straddles two entries. K-major operands are read through 2D
+    descriptors over their batch-flattened views: entry i's rows of A start at row ``i * a_brows``, of B at
+    ``i * b_brows`` (0: the operand is one matrix broadcast over the batch); a tile's rows past the entry's
+    read the next entry's (or the TMA's zeros) and are not stored. An operand read MN-major (K rows an entry) is
+    a rank-3 (batch, K, rows) descriptor whose (1, BLOCK_K, rows) boxes stop at the entry's K (2D, with K a whole
+    number of BLOCK_K, under a cluster: the launcher checks). The output is the rank-3 (batch, M, N) descriptor
+    (:func:`_store_tile` clips each entry's rows); C (``HAS_C``) is read at ``c_ptr + entry * stride_cb`` and the
+    tile's rows within the entry, masked at its ``c_rows`` (:func:`_epilogue`; not prefetched)."""
     # (rank-3 operand descriptors, (1, rows, columns) boxes: the tile is the last two)
     A_R: gl.constexpr = len(a_desc.block_type.shape) - 2
     B_R: gl.constexpr = len(b_desc.block_type.shape) - 2
@@ -702,7 +723,7 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
         check_cluster(CLUSTER_M)
         fence_mbarrier_init()
     pdl_start_gluon(PDL)  # after the shared-memory set-up, before any global access
-    epi = (c_ptr, stride_cr, stride_cc, bias_ptr, alpha_hi, alpha_lo, beta_hi, beta_lo)
+    epi = (c_ptr, stride_cr, stride_cc, bias_ptr, alpha_hi, alpha_lo, beta_hi, beta_lo, stride_cb, c_rows, batch_len)
     gl.warp_specialize([
         (_consumer, (a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty, c_desc, c_bufs, M, N, K, k_split_steps,
                      ws_ptr, flag_ptr, epi,
@@ -711,7 +732,7 @@ def matmul_ws_kernel(a_desc, b_desc, a_lo_desc, b_lo_desc, c_desc, M, N, K, k_sp
                      BLOCK_N2, SLOT_THREADS, CLUSTER_M, smem_empty, batch_len, STACK)),
         (_producer, (a_desc, b_desc, a_lo_desc, b_lo_desc, a_bufs, b_bufs, a_lo_bufs, b_lo_bufs, ready, empty,
                      M, N, K, k_split_steps, epi, GROUP_M, THREE_TF32, BLOCK_M, BLOCK_N, BLOCK_K, A_KMAJOR,
-                     B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C, EPI_PREFETCH and HAS_BIAS, TRANS_OUT, PDL, BLOCK_N2,
+                     B_KMAJOR, SPLIT_K, EPI_PREFETCH and HAS_C and STACK == 0, EPI_PREFETCH and HAS_BIAS, TRANS_OUT, PDL, BLOCK_N2,
                      SLOT_THREADS, CLUSTER_M, smem_b, smem_ready, batch_len, a_brows, b_brows, STACK)),
     ] + ([(_cluster_member, (ready, )), (_cluster_member, (ready, ))] if CLUSTER_M > 1 else []),
         [1, 1, 2] if CLUSTER_M > 1 else [1], [PRODUCER_REGS] * 3 if CLUSTER_M > 1 else [PRODUCER_REGS])

@@ -449,10 +449,8 @@ def gluon_batch_refusal(a: torch.Tensor, b: torch.Tensor, spec: Spec) -> str | N
     """Why the Gluon kernel cannot take a batched product whatever the configuration, or None. It
     stacks the batch along M in one launch (``STACK`` in :func:`tilecraft.kernels.gemm_gluon.matmul_ws_kernel`),
     so each operand must be one 2D TMA view: a batch whose entries lie one after another at R row
-    strides (or broadcast); it takes no ``c`` (beta), 3xTF32 or scales there. Operands it would copy
+    strides (or broadcast); it takes no 3xTF32 or scales there. Operands it would copy
     first (unaligned, 8/32-bit MN-major) are copied into such a batch."""
-    if spec.has_c:
-        return "it takes no c (beta) with a batch"
     if spec.precision == "tf32x3":
         return "it takes no 3xTF32 with a batch"
     for name, t, k_dim in (("a", a, -1), ("b", b, -2)):
@@ -1188,8 +1186,6 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
         a_lo, b_lo = a_hi, b_hi
         if spec.batch > 1:  # (a batch of 1 is one 2D product: nothing to stack)
             why = gluon_batch_fit(spec.m, spec.k, cfg, mn_major=(not ak and a_brows > 0) or (not bk and b_brows > 0))
-            if why is None and spec.has_c:
-                why = "the Gluon kernel takes no c (beta) with a batch"
             if why is not None:
                 raise ValueError(f"{why}: got {cfg.short()}; use a tma or pointer config")
             stack = 2 if regs == "swap" else 1
@@ -1258,11 +1254,14 @@ def _gluon_launch(a, b, out, spec: Spec, cfg: GemmConfig, sms: int | None, k_spl
                   "STACK": stack}
     steps = k_split_steps if split > 1 else math.ceil(spec.k / bkk)
     epi_args, epi_cx = _gluon_epilogue(spec, out2, c, bias, in_kernel=split == 1 or fixup, trans=regs == "swap",
-                                       prefetch=cfg.epi_prefetch)
+                                       prefetch=cfg.epi_prefetch, stacked=bool(stack))
+    # a stacked batch's C: the stride between its entries (0: one C for every entry) and the rows of one
+    c_batch = (epi_args[0].stride(0) if stack and spec.has_c and epi_args[0].dim() == 3 else 0,
+               spec.m if stack else 0)
     constexprs.update(epi_cx)
     return pre + [KernelLaunch(_g.matmul_ws_kernel, grid,
                                (*descs, m, n, spec.k, steps, *epi_args, ws_ptr, flag_ptr,
-                                batch_len if stack else 0, a_brows, b_brows, *smem_args),
+                                batch_len if stack else 0, a_brows, b_brows, *c_batch, *smem_args),
                                constexprs, {"num_warps": cfg.num_warps, "maxnreg": maxnreg}, cluster=cl,
                                smem=("b_bufs", "ready", "empty") if cl > 1 else ())]
 
@@ -1299,18 +1298,20 @@ def gluon_epilogue_width(spec: Spec, cfg: GemmConfig) -> int:
 
 
 def _gluon_epilogue(spec: Spec, out2: torch.Tensor, c: torch.Tensor | None, bias: torch.Tensor | None, *,
-                    in_kernel: bool, trans: bool, prefetch: bool = False) -> tuple[tuple, dict]:
+                    in_kernel: bool, trans: bool, prefetch: bool = False, stacked: bool = False) -> tuple[tuple, dict]:
     """(runtime args, constexprs) of the Gluon kernel's epilogue: C's pointer and strides along
     the kernel's rows and columns (swapped for the C^T tile of ``trans``), the bias pointer (unit
     stride), alpha and beta as fp32 halves. ``in_kernel`` False (split-K partials): all off.
-    ``prefetch`` (``cfg.epi_prefetch``): the producer prefetches C and bias into L2 per tile."""
+    ``prefetch`` (``cfg.epi_prefetch``): the producer prefetches C and bias into L2 per tile.
+    ``stacked``: a batch stacked in one launch, whose C stays (batch, M, N) (one entry, a batch of 1 or a
+    broadcast batch, as (M, N)); the kernel finds each entry's (its ``stride_cb``)."""
     on = in_kernel
     has_c = on and spec.has_c
     has_bias = on and spec.has_bias
     c2 = c if has_c else out2
-    if has_c and c2.dim() == 3:  # (1, M, N) for a 2D product
-        c2 = c2[0]
-    sr, sc = (c2.stride(0), c2.stride(1)) if c2.dim() == 2 else (0, 0)
+    if has_c and c2.dim() == 3 and (not stacked or c2.shape[0] == 1 or c2.stride(0) == 0):
+        c2 = c2[0]  # (1, M, N) for a 2D product, or one C for every entry of a batch
+    sr, sc = (c2.stride(-2), c2.stride(-1)) if c2.dim() >= 2 else (0, 0)
     if trans:
         sr, sc = sc, sr
     ah, al = _split(spec.alpha)

@@ -74,6 +74,16 @@ def gemm_cases() -> list[dict]:
     c.append(dict(dtype="bf16", m=2048, n=4096, k=1024, batch=4, bias=True, act="gelu"))
     c.append(dict(dtype="tf32", m=1024, n=1024, k=1024, batch=8, layout="NT"))
     c.append(dict(dtype="tf32", m=2048, n=2048, k=512, batch=4, layout="TT"))
+    # batches whose entries end inside a tile (M) or a K step (K, an operand read MN-major), and beta * C on the
+    # stacked batch (2026-12-01, thirty-fourth session)
+    c.append(dict(dtype="bf16", m=1000, n=1024, k=1024, batch=8))
+    c.append(dict(dtype="bf16", m=77, n=768, k=768, batch=32))
+    c.append(dict(dtype="bf16", m=4096, n=4096, k=16, batch=4))
+    c.append(dict(dtype="bf16", m=512, n=1024, k=1000, batch=8, layout="TN"))
+    c.append(dict(dtype="bf16", m=256, n=256, k=1000, batch=16))
+    c.append(dict(dtype="tf32", m=77, n=768, k=768, batch=32))
+    c.append(dict(dtype="tf32", m=512, n=512, k=1000, batch=8))
+    c.append(dict(dtype="tf32", m=1024, n=1024, k=1024, batch=8, beta=0.5))
     for n in (512, 1024, 2048):
         c.append(dict(dtype="fp64", m=n, n=n, k=n))
     c.append(dict(dtype="int8", m=2048, n=2048, k=2048, layout="NT"))

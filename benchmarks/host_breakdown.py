@@ -1,0 +1,122 @@
+"""Where a replayed eager ``tilecraft.matmul`` call's host time goes, part by part, without a profiler (cProfile
+more than doubles these times). Each part is timed alone in a loop of ``--calls`` calls on the same tensors
+(median of ``--rounds`` loops), on products whose GPU work is shorter than the host's:
+
+- ``matmul``: the public call; ``torch``: ``torch.matmul`` on the same tensors;
+- ``compute``: ``ops.gemm.compute`` on a validated spec (the call without validation and dispatch);
+- ``validated``: ``ops.gemm._validated`` (the remembered validation);
+- ``key``: building the replay key; ``new_output``: allocating the output;
+- ``replay``: ``ReplayCache.run`` with a built key (output, descriptors rebuilt, Triton's launcher);
+- ``launch``: the recorded compiled kernels launched on prebuilt arguments (Triton's runner: the current device
+  and stream, its TMA descriptors filled, the C launcher);
+- ``launch_raw``: the same through ``CompiledKernel.run`` with the stream passed in (no device / stream lookup).
+
+GPU only. ``PYTHONPATH=src python benchmarks/host_breakdown.py [--calls 2000] [--rounds 3] [--out FILE]``
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import triton
+
+import tilecraft
+from tilecraft.bench.harness import git_commit
+from tilecraft.ops import gemm as ops
+from tilecraft.ops import launch as L
+from tilecraft.tuning import cache as tcache
+from tilecraft.tuning.gemm import clusters_enabled
+
+
+def _per_call_us(fn, calls: int, rounds: int) -> float:
+    out = []
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        out.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(out)
+
+
+def cases():
+    g = torch.Generator(device="cuda").manual_seed(0)
+
+    def rnd(*shape, dtype=torch.bfloat16):
+        return (torch.rand(*shape, device="cuda", generator=g) * 2 - 1).to(dtype)
+
+    yield "bf16 1000^3 (Gluon)", rnd(1000, 1000), rnd(1000, 1000), {}
+    yield "bf16 16 x 4096^2 (small M)", rnd(16, 4096), rnd(4096, 4096), {}
+    yield "8 x bf16 512^3 (stacked)", rnd(8, 512, 512), rnd(8, 512, 512), {}
+    yield "fp64 256^3 (pointer kernel)", rnd(256, 256, dtype=torch.float64), rnd(256, 256, dtype=torch.float64), {}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default="host-breakdown.json")
+    args = ap.parse_args()
+    doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+           "commit": git_commit(), "date": time.strftime("%Y-%m-%d"), "calls": args.calls, "records": []}
+    stream = torch.cuda.current_stream().cuda_stream
+    for name, a, b, kw in cases():
+        for _ in range(5):  # the second call records, the third replays
+            tilecraft.matmul(a, b, **kw)
+        spec = ops.validate(a, b, **kw)
+        out = ops._new_output(spec, a.device)
+        key = (L.signature(a), L.signature(b), spec, L.signature(None), L.signature(None), L.signature(None),
+               L.signature(None), L.pdl_env(), clusters_enabled(), tcache.tuning_enabled())
+        slots = (a, b, out, None, None, None, None)
+        entry = ops._REPLAYS._entries.get(key)
+        rec = {"case": name, "replayed": type(entry) is L.Replay,
+               "kernels": [getattr(s[0], "name", type(s[0]).__name__) for s in entry.steps] if type(entry) is L.Replay
+               else str(entry)}
+        parts = {
+            "torch": lambda: torch.matmul(a, b),
+            "matmul": lambda: tilecraft.matmul(a, b, **kw),
+            "compute": lambda: ops.compute(a, b, spec),
+            "validated": lambda: ops._validated(a, b, None, 1.0, 0.0, None, None, None, None, None, None),
+            "key": lambda: (L.signature(a), L.signature(b), spec, L.signature(None), L.signature(None),
+                            L.signature(None), L.signature(None), L.pdl_env(), clusters_enabled(),
+                            tcache.tuning_enabled()),
+            "new_output": lambda: ops._new_output(spec, a.device),
+            "replay": lambda: ops._REPLAYS.run(key, slots),
+        }
+        if type(entry) is L.Replay:
+            roots = list(slots)
+            launches = []
+            for fn, grid, values, fills, kwd in entry.steps:
+                if kwd is not None:
+                    continue
+                vals = values.copy()
+                for i, sp in fills:
+                    vals[i] = L._rebuild(sp, roots)
+                launches.append((fn, grid, vals))
+
+            def launch():
+                for fn, grid, vals in launches:
+                    fn[grid](*vals)
+
+            def launch_raw():
+                for fn, grid, vals in launches:
+                    fn.run(grid[0], grid[1], grid[2], stream, fn.function, fn.packed_metadata, None, None, None, *vals)
+
+            parts["launch"] = launch
+            parts["launch_raw"] = launch_raw
+        for part, fn in parts.items():
+            fn()
+            rec[part] = _per_call_us(fn, args.calls, args.rounds)
+        print(f"{name:32s} " + " ".join(f"{p} {rec[p]:6.1f}" for p in parts), flush=True)
+        doc["records"].append(rec)
+        with open(args.out, "w") as fh:
+            json.dump(doc, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

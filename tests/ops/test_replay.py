@@ -223,6 +223,45 @@ class _FakeCompiled:
         return lambda *args: self.calls.append((grid, args))
 
 
+class _FakeLauncher(_FakeCompiled):
+    """Also Triton's ``CompiledKernel.run`` (its launcher): grid extents, stream, function, packed metadata, launch
+    metadata and the two hooks, then every parameter."""
+
+    function, packed_metadata = "fn", ("meta",)
+
+    def run(self, *args):
+        self.calls.append(("run", args))
+
+
+def test_a_gpu_replay_calls_the_launcher_on_the_current_stream(monkeypatch):
+    """On a CUDA device (index given) with Triton's launch hooks empty, a replay calls each compiled kernel's launcher
+    itself with the stream looked up once (Triton's runner looks up the device and stream per launch); with a hook
+    set it goes through ``compiled[grid]`` as before."""
+    from triton import knobs
+    from triton.runtime.jit import JITFunction
+
+    def kern(x_ptr, n, BLOCK: tl.constexpr):
+        pass
+
+    fake = _FakeLauncher()
+    x = torch.randn(8)
+    replay = launch.Replay([(JITFunction(kern), (2,), (x, 8), {"BLOCK": 4}, fake)], (x,), [])
+    monkeypatch.setattr(launch, "_RAW_STREAM", lambda index: 1000 + index)
+    x2 = torch.randn(8)
+    replay._run((x2,), 3)
+    ((tag, args),) = fake.calls
+    assert tag == "run" and args[:9] == (2, 1, 1, 1003, "fn", ("meta",), None, None, None)
+    assert args[9] is x2 and args[10:] == (8, 4)
+    fake.calls.clear()
+    knobs.runtime.launch_enter_hook.add(print)
+    try:
+        replay._run((x2,), 3)
+    finally:
+        knobs.runtime.launch_enter_hook.remove(print)
+    ((grid, args),) = fake.calls
+    assert grid == (2, 1, 1) and args[0] is x2
+
+
 def test_the_gpu_replay_passes_every_parameter_in_order_and_three_grid_extents():
     from triton.runtime.jit import JITFunction
 

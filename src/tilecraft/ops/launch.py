@@ -412,9 +412,11 @@ class Replay:
     :func:`zeros` tensor (or a view of one), or a TMA descriptor of one of those. A launch plan that
     passes anything else (a cached buffer, a copy of an operand, an unknown object) is not
     replayable. Host-side steps made through :func:`run_op` are replayed in their place. On a GPU the
-    replay calls the compiled kernels Triton returned (``CompiledKernel[grid](*args)``, Triton's own
-    launcher: no argument binding or specialisation, as the key fixes them); under the interpreter it
-    goes through ``kernel[grid]`` with the new arguments."""
+    replay calls the compiled kernels Triton returned through their launcher (``CompiledKernel.run``, with
+    the current stream looked up once a replay: what ``CompiledKernel[grid](*args)`` does per launch, 8 us of
+    a launch's 35 on the H200 machine, 2026-12-01, ``benchmarks/host_breakdown.py``; that path while a
+    launch hook of Triton's is set); no argument binding or specialisation, as the key fixes them. Under
+    the interpreter it goes through ``kernel[grid]`` with the new arguments."""
 
     __slots__ = ("device", "fresh", "steps")
 
@@ -470,6 +472,8 @@ class Replay:
                 raise _NotReplayable("a grid function")
             grid = tuple(grid)
             if compiled is not None:
+                if hasattr(compiled, "_init_handles"):  # (done by its first launch: .function for its .run)
+                    compiled._init_handles()
                 grid = grid + (1,) * (3 - len(grid))  # Triton's compiled launcher takes three extents
                 # every parameter in the kernel's order (constexprs too: Triton's launcher takes them all)
                 try:
@@ -485,23 +489,33 @@ class Replay:
     def run(self, slots: tuple) -> None:
         dev = self.device
         if dev is not None and dev.type == "cuda":
-            index = dev.index if dev.index is not None else torch.cuda.current_device()
-            if torch.cuda.current_device() != index:
+            current = torch.cuda.current_device()
+            index = dev.index if dev.index is not None else current
+            if current != index:
                 with torch.cuda.device(index):
-                    return self._run(slots)
-        return self._run(slots)
+                    return self._run(slots, index)
+            return self._run(slots, index)
+        return self._run(slots, None)
 
-    def _run(self, slots: tuple) -> None:
+    def _run(self, slots: tuple, index: int | None) -> None:
         roots = list(slots)
         for shape, stride, dtype, zeroed in self.fresh:
             t = torch.empty_strided(shape, stride, dtype=dtype, device=self.device)
             roots.append(t.zero_() if zeroed else t)
+        # the compiled kernels' launcher, on the current stream (Triton's runner looks both up per launch)
+        stream = None
+        if index is not None and _RAW_STREAM is not None and _no_launch_hooks():
+            stream = _RAW_STREAM(index)
         for fn, grid, values, fills, kw in self.steps:
             values = values.copy()
             for i, sp in fills:
                 values[i] = _rebuild(sp, roots)
             if kw is None:
-                fn[grid](*values)
+                if stream is None:
+                    fn[grid](*values)
+                else:
+                    fn.run(grid[0], grid[1], grid[2], stream, fn.function, fn.packed_metadata, None, None, None,
+                           *values)
             elif kw is _OP:
                 fn(*values)
             else:
@@ -510,6 +524,20 @@ class Replay:
 
 
 _ROOT, _VIEW, _DESC = 0, 1, 2
+
+
+#: the current CUDA stream's handle by device index, as Triton's runner looks it up (None: a CPU build of torch)
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _no_launch_hooks() -> bool:
+    """Whether Triton's launch hooks (``triton.knobs.runtime.launch_enter_hook`` / ``launch_exit_hook``: a chain of
+    hooks in Triton 3.6, which its profilers fill) are empty: a replay then calls the compiled kernels' launcher
+    itself, with no launch metadata."""
+    from triton import knobs
+
+    return all(h is None or not getattr(h, "calls", True)
+               for h in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook))
 
 
 def _rebuild(sp: tuple, roots: list):

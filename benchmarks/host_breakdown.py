@@ -9,7 +9,9 @@ more than doubles these times). Each part is timed alone in a loop of ``--calls`
 - ``replay``: ``ReplayCache.run`` with a built key (output, descriptors rebuilt, Triton's launcher);
 - ``launch``: the recorded compiled kernels launched on prebuilt arguments (Triton's runner: the current device
   and stream, its TMA descriptors filled, the C launcher);
-- ``launch_raw``: the same through ``CompiledKernel.run`` with the stream passed in (no device / stream lookup).
+- ``launch_raw``: the same through ``CompiledKernel.run`` with the stream passed in (no device / stream lookup);
+- ``matmul_runner``, ``replay_runner``: ``matmul`` and ``replay`` with the replay forced onto Triton's runner
+  (``ops.launch._RAW_STREAM`` None), as replays ran before 2026-12-01 (the A/B in one process).
 
 GPU only. ``PYTHONPATH=src python benchmarks/host_breakdown.py [--calls 2000] [--rounds 3] [--out FILE]``
 """
@@ -108,6 +110,20 @@ def main() -> int:
 
             parts["launch"] = launch
             parts["launch_raw"] = launch_raw
+        raw = L._RAW_STREAM
+
+        def runner_path(fn):  # the same call with the replay on Triton's runner (as before 2026-12-01's change)
+            def call():
+                L._RAW_STREAM = None
+                try:
+                    return fn()
+                finally:
+                    L._RAW_STREAM = raw
+            return call
+
+        if raw is not None:
+            parts["matmul_runner"] = runner_path(parts["matmul"])
+            parts["replay_runner"] = runner_path(parts["replay"])
         for part, fn in parts.items():
             fn()
             rec[part] = _per_call_us(fn, args.calls, args.rounds)

@@ -5,7 +5,8 @@ fp32-accurate), tf32, and fp16/bf16, through host-built 2D TMA descriptors: 8- a
 K-major (``A`` (M, K), ``B`` as (N, K)), except that a tf32 MN-major A is read into registers
 (``A_REGS``; the NN product as C^T = B^T A^T with ``TRANS_OUT``); 16-bit operands either way. One program per SM walks the output tiles in grouped order
 (``GROUP_M`` tile rows at a time, as ``tilecraft.kernels.gemm._tile_coords``); a batch is stacked along the
-output's rows (``STACK``: one launch, each operand one 2D descriptor over its batch-flattened view). Inside a program:
+output's rows (``STACK``: one launch; K-major operands are 2D descriptors over their batch-flattened views, MN-major
+ones and the output rank-3 descriptors that clip each entry). Inside a program:
 
 * a 1-warp producer partition (:func:`_producer`) fills a ring of ``STAGES`` shared-memory slots
   with A and B tiles by TMA; slot ``s`` has a ``ready`` mbarrier (the TMA completes it, counting

@@ -530,23 +530,16 @@ def _epilogue_on_gluon(p: Problem) -> bool:
     return p.dtype == "int8" or p.precision == "tf32"
 
 
-#: How much padding of a batch entry's rows (to whole tiles, :func:`gluon_batch_rows`) the heuristic and the
-#: config space accept on the Gluon kernel's stacked launch, as a fraction of the rows (0: entries of whole tiles
-#: only, the rule before 2026-12-01). No limit: every padded batch measured ran faster stacked than on the TMA
-#: kernel, even 77 rows padded to 128 or 256 (H200, ``benchmarks/gemm_batch_probe.py --suite ragged``, x torch,
-#: the TMA kernel -> stacked: bf16 8 x 1000 x 1024^2 0.803 -> 0.993, 32 x 77 x 768^2 0.761 -> 0.941, 64 x 200 x
-#: 256 x 64 NT 0.707 -> 0.940; tf32 NN 16 x 500 x 512^2 0.422 -> 1.126, 32 x 77 x 768^2 0.271 -> 1.553 on 128x128;
-#: 4 x 3000 x 2048 x 1024 and 8 x 320 x 4096 x 1024 TN the same within 0.5%; docs/gemm.md follow-up 39)
-GLUON_BATCH_PAD = math.inf
-
-
 def gluon_batch_rows(m: int, cfg: GemmConfig, *, swap: bool) -> int:
     """The rows an entry of a batch of M-row products takes in the Gluon kernel's stacked launch (``STACK``,
     :func:`tilecraft.kernels.gemm_gluon.matmul_ws_kernel`): M rounded up to whole tiles along the stacked
     dimension, which is the kernel's M (BLOCK_M, times 2 with a cluster) or, in the C^T form of a tf32 NN
     product with ``mn_regs`` (``swap``), the kernel's N (the tile's N). The rows past M are computed from the
     next entry's (or out-of-bounds, zero) rows and not stored: the output is written through a rank-3 TMA
-    descriptor that clips each entry."""
+    descriptor that clips each entry. Any padding is taken: every padded batch measured ran faster stacked than on
+    the TMA kernel, even 77 rows padded to 128 or 256 (H200, 2026-12-01, ``benchmarks/gemm_batch_probe.py --suite
+    ragged``, x torch: bf16 8 x 1000 x 1024^2 0.80 -> 0.99, 32 x 77 x 768^2 0.76 -> 0.94; tf32 NN 16 x 500 x 512^2
+    0.42 -> 1.13, 32 x 77 x 768^2 0.27 -> 1.55 on 128x128; docs/gemm.md follow-up 39)."""
     tile = cfg.tile_n if swap else cfg.block_m * cfg.cluster_m
     return -(-m // tile) * tile
 
@@ -557,8 +550,7 @@ def gluon_batch_fit(m: int, k: int, cfg: GemmConfig, *, mn_major: bool) -> str |
     entry's rows padded to whole tiles (:func:`gluon_batch_rows`), with no split-K. An operand read MN-major
     (``mn_major``: its entries are K rows each) is read through rank-3 boxes that stop at each entry's K, except B
     with a 2-CTA cluster (its multicast halves are 2D boxes of the batch-flattened B, whose last partial K tile
-    would read the next entry's rows): K a whole number of BLOCK_K there. (Whether the padding pays is
-    :func:`gluon_batch_misfit`'s question.)"""
+    would read the next entry's rows): K a whole number of BLOCK_K there."""
     why = [w for w, bad in (("no split-K", cfg.split_k > 1 or cfg.fixup),
                             (f"K ({k}) a multiple of block_k ({cfg.block_k}) with an MN-major operand and a 2-CTA "
                              "cluster", mn_major and cfg.cluster_m > 1 and k % cfg.block_k)) if bad]
@@ -573,13 +565,7 @@ def gluon_batch_misfit(p: Problem, cfg: GemmConfig) -> str | None:
     if p.batch <= 1 or cfg.kernel != "gluon":
         return None
     mn_major = cfg.mn_regs or not (p.a_kmajor and p.b_kmajor) or (p.itemsize == 2 and p.tma_copies > 0)
-    why = gluon_batch_fit(p.m, p.k, cfg, mn_major=mn_major)
-    if why is None:
-        rows = max(gluon_batch_rows(p.m, cfg, swap=False), gluon_batch_rows(p.m, cfg, swap=True) if cfg.mn_regs else 0)
-        if rows > p.m * (1 + GLUON_BATCH_PAD):
-            why = (f"a batch entry's {p.m} rows padded to {rows} (whole tiles) on the Gluon kernel: more than "
-                   f"{GLUON_BATCH_PAD:.0%} padding")
-    return why
+    return gluon_batch_fit(p.m, p.k, cfg, mn_major=mn_major)
 
 
 def heuristic(p: Problem) -> GemmConfig:

@@ -10,6 +10,9 @@ more than doubles these times). Each part is timed alone in a loop of ``--calls`
 - ``launch``: the recorded compiled kernels launched on prebuilt arguments (Triton's runner: the current device
   and stream, its TMA descriptors filled, the C launcher);
 - ``launch_raw``: the same through ``CompiledKernel.run`` with the stream passed in (no device / stream lookup);
+- ``key_before``: the key as it was built before the thirty-fifth session (``os.environ.get`` for each setting);
+- ``matmul_lean_off``, ``replay_lean_off``: ``matmul`` and ``replay`` with ``ops.launch.LEAN`` off: the replay through
+  ``CompiledKernel.run`` (Triton's descriptor wrapper, pointers by ``data_ptr()``), as in the thirty-fourth session;
 - ``matmul_runner``, ``replay_runner``: ``matmul`` and ``replay`` with the replay forced onto Triton's runner
   (``ops.launch._RAW_STREAM`` None), as replays ran before 2026-12-01 (the A/B in one process).
 
@@ -31,6 +34,13 @@ from tilecraft.ops import gemm as ops
 from tilecraft.ops import launch as L
 from tilecraft.tuning import cache as tcache
 from tilecraft.tuning.gemm import clusters_enabled
+
+
+def _env_before() -> tuple:  # the key's settings as read before the 35th session (os.environ.get)
+    import os
+
+    get = os.environ.get
+    return get("TILECRAFT_PDL"), get("TILECRAFT_PDL_AT"), get("TILECRAFT_PDL_PREFETCH")
 
 
 def _per_call_us(fn, calls: int, rounds: int) -> float:
@@ -71,8 +81,7 @@ def main() -> int:
             tilecraft.matmul(a, b, **kw)
         spec = ops.validate(a, b, **kw)
         out = ops._new_output(spec, a.device)
-        key = (L.signature(a), L.signature(b), spec, L.signature(None), L.signature(None), L.signature(None),
-               L.signature(None), L.pdl_env(), clusters_enabled(), tcache.tuning_enabled())
+        key = ops.replay_key(a, b, spec)
         slots = (a, b, out, None, None, None, None)
         entry = ops._REPLAYS._entries.get(key)
         rec = {"case": name, "replayed": type(entry) is L.Replay,
@@ -83,9 +92,10 @@ def main() -> int:
             "matmul": lambda: tilecraft.matmul(a, b, **kw),
             "compute": lambda: ops.compute(a, b, spec),
             "validated": lambda: ops._validated(a, b, None, 1.0, 0.0, None, None, None, None, None, None),
-            "key": lambda: (L.signature(a), L.signature(b), spec, L.signature(None), L.signature(None),
-                            L.signature(None), L.signature(None), L.pdl_env(), clusters_enabled(),
-                            tcache.tuning_enabled()),
+            "key": lambda: ops.replay_key(a, b, spec),
+            "key_before": lambda: (L.signature(a), L.signature(b), spec, L.signature(None), L.signature(None),
+                                   L.signature(None), L.signature(None), _env_before(), clusters_enabled(),
+                                   tcache.tuning_enabled()),
             "new_output": lambda: ops._new_output(spec, a.device),
             "replay": lambda: ops._REPLAYS.run(key, slots),
         }
@@ -124,6 +134,19 @@ def main() -> int:
         if raw is not None:
             parts["matmul_runner"] = runner_path(parts["matmul"])
             parts["replay_runner"] = runner_path(parts["replay"])
+
+        def lean_off(fn):  # the replay through CompiledKernel.run (as in the thirty-fourth session)
+            def call():
+                L.LEAN = False
+                try:
+                    return fn()
+                finally:
+                    L.LEAN = True
+            return call
+
+        rec["lean"] = type(entry) is L.Replay and entry.lean is not None
+        parts["matmul_lean_off"] = lean_off(parts["matmul"])
+        parts["replay_lean_off"] = lean_off(parts["replay"])
         for part, fn in parts.items():
             fn()
             rec[part] = _per_call_us(fn, args.calls, args.rounds)

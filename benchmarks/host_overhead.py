@@ -4,7 +4,8 @@ loop of eager calls). Host time: a loop of ``--calls`` enqueues on small problem
 count (the device keeps up, so nothing waits); device time: ``time_rotating`` (device kept busy while
 the host enqueues). Every op is checked against torch first. ``--rounds N``: the host time of each op
 taken N times alternately with recorded launches replayed (the default) and with ``TILECRAFT_REPLAY=0``
-(every call planned), medians of both in the record.
+(every call planned), medians of both in the record; ``--lean-ab`` adds each round with ``ops.launch.LEAN`` off
+(a replay through ``CompiledKernel.run``, as before the thirty-fifth session).
 
     PYTHONPATH=src TILECRAFT_COMMIT=<hash> python benchmarks/host_overhead.py --out $OUT --tag=-<hash>
 """
@@ -24,6 +25,7 @@ import tilecraft
 from tilecraft.wave import wave_step
 from tilecraft.bench.harness import Record, time_rotating, write_results
 from tilecraft.hardware.device import detect
+from tilecraft.ops import launch
 from tilecraft.reference.stencil import laplacian_torch
 
 
@@ -92,6 +94,8 @@ def main() -> int:
     ap.add_argument("--tag", default="")
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=1, help="host times per op, replay on and off alternately")
+    ap.add_argument("--lean-ab", action="store_true",
+                    help="also each round with ops.launch.LEAN off (replays through CompiledKernel.run)")
     args = ap.parse_args()
     info = detect()
     records = []
@@ -100,9 +104,13 @@ def main() -> int:
             got, ref = check()
             err = float((got.double() - ref.double()).norm() / ref.double().norm())
             assert err < 2e-2, (name, err)
-        on, off = [], []
+        on, off, lean_off = [], [], []
         for _ in range(args.rounds):
             on.append(host_us(ours, args.calls))
+            if args.lean_ab:
+                launch.LEAN = False
+                lean_off.append(host_us(ours, args.calls))
+                launch.LEAN = True
             if args.rounds > 1:
                 os.environ["TILECRAFT_REPLAY"] = "0"
                 off.append(host_us(ours, args.calls))
@@ -112,13 +120,16 @@ def main() -> int:
         d_ours = time_rotating(lambda _i: ours(), 1, budget_s=0.3).median_ms * 1e3
         h_peer = host_us(peer, args.calls) if peer else float("nan")
         d_peer = time_rotating(lambda _i: peer(), 1, budget_s=0.3).median_ms * 1e3 if peer else float("nan")
-        print(f"{name:42s} host {h_ours:6.1f} us (planned every call {h_off:6.1f}; torch {h_peer:6.1f})  "
-              f"device {d_ours:7.1f} us (torch {d_peer:7.1f})", flush=True)
+        h_lean_off = statistics.median(lean_off) if lean_off else float("nan")
+        print(f"{name:42s} host {h_ours:6.1f} us (planned every call {h_off:6.1f}; lean off {h_lean_off:6.1f}; "
+              f"torch {h_peer:6.1f})  device {d_ours:7.1f} us (torch {d_peer:7.1f})", flush=True)
         records.append(Record("host_overhead", {"case": name}, "host_time", "us", h_ours, peer="torch",
                               peer_value=h_peer, extra={"device_us": d_ours, "peer_device_us": d_peer,
                                                         "calls": args.calls, "rounds": args.rounds,
                                                         "host_us_rounds": on, "planned_host_us": h_off,
-                                                        "planned_host_us_rounds": off}))
+                                                        "planned_host_us_rounds": off,
+                                                        "lean_off_host_us": h_lean_off,
+                                                        "lean_off_host_us_rounds": lean_off}))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_results(records, "host_overhead", out / f"host-overhead{args.tag}.json", info)

@@ -13,6 +13,7 @@ import torch
 import tilecraft
 from tilecraft.ops import attention as attn_ops
 from tilecraft.ops import gemm as gemm_ops
+from tilecraft.ops import launch
 from tilecraft.ops.launch import REPLAY_ENV, Replay
 from tilecraft.reference.attention import attention_reference
 
@@ -23,6 +24,13 @@ GEMM_CASES = {  # name: (dtype, M, N, K, b transposed, kwargs)
     "bf16-batched": (torch.bfloat16, 3, 200, 136, False, {"batch": 4}),
     "fp32-512": (torch.float32, 512, 512, 512, False, {}),
     "fp16-odd": (torch.float16, 97, 131, 77, False, {}),
+    "bf16-batch-stacked": (torch.bfloat16, 1000, 1024, 1024, False, {"batch": 8}),
+    "bf16-4096": (torch.bfloat16, 4096, 4096, 4096, True, {}),
+    "tf32-batch-nn": (torch.float32, 77, 768, 768, False, {"batch": 32, "precision": "tf32"}),
+    # plans that copy an operand (rows the TMA cannot read) or split it (3xTF32): fresh buffers, replayed
+    "bf16-odd-k-copy": (torch.bfloat16, 300, 256, 1001, False, {}),
+    "bf16-k1-copy": (torch.bfloat16, 512, 512, 1, False, {}),
+    "fp32-accurate-split": (torch.float32, 512, 384, 1000, False, {"precision": "fp32-accurate"}),
 }
 
 
@@ -35,6 +43,8 @@ def _gemm_inputs(case, gen):
     extra = {}
     if kw.get("bias"):
         extra = {"bias": torch.randn(n, device="cuda", generator=gen), "activation": kw["activation"]}
+    if "precision" in kw:
+        extra["precision"] = kw["precision"]
     return a, b, extra
 
 
@@ -58,12 +68,17 @@ def test_matmul_replay_gives_the_planned_bits(monkeypatch, case):
     for got, want, (a, b, extra) in zip(replayed, planned, inputs):
         assert torch.equal(got, want)
         ref = torch.matmul(a.double(), b.double())
-        if extra:
+        if "bias" in extra:
             ref = torch.nn.functional.gelu(ref + extra["bias"].double())
         err = float((got.double() - ref).norm() / ref.norm())
         assert err < 1e-2, err
     if not isinstance(entries[0], Replay):
         pytest.skip(f"{case}: planned afresh each call (checked above): {entries[0]}")
+    # the lean replay (the launchers' C entry point, TMA maps kept per address) against CompiledKernel.run
+    assert entries[0].lean is not None, [type(s[0]).__name__ for s in entries[0].steps]
+    monkeypatch.setattr(launch, "LEAN", False)
+    assert all(torch.equal(got, want) for got, want in zip(_calls(fn, inputs), planned))
+    monkeypatch.setattr(launch, "LEAN", True)
     # on a side stream, and captured in a CUDA graph whose inputs then change
     a, b, extra = inputs[0]
     s = torch.cuda.Stream()
@@ -118,6 +133,7 @@ def test_attention_replay_gives_the_planned_bits(monkeypatch, case):
         fin = torch.isfinite(ref_lse)
         assert (lse.double()[fin] - ref_lse[fin]).abs().max() < 1e-3
     if isinstance(next(iter(attn_ops._REPLAYS._entries.values())), Replay):
+        assert next(iter(attn_ops._REPLAYS._entries.values())).lean is not None
         q, k, v = inputs[0]
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -143,6 +159,7 @@ def test_laplacian_replay_gives_the_planned_bits(monkeypatch, order, dtype, shap
     replayed = [fn(u) for u in inputs]
     entries = list(stencil_ops._REPLAYS._entries.values())
     assert len(entries) == 1 and isinstance(entries[0], Replay), entries
+    assert entries[0].lean is not None
     r = order // 2
     inner = (slice(r, -r),) * 3
     for got, want, u in zip(replayed, planned, inputs):

@@ -12,7 +12,7 @@ import tilecraft
 from tilecraft.ops import attention as attn_ops
 from tilecraft.ops import gemm as gemm_ops
 from tilecraft.ops import launch
-from tilecraft.ops.launch import REPLAY_ENV, ReplayCache, empty, run_kernel
+from tilecraft.ops.launch import REPLAY_ENV, ReplayCache, empty, run_kernel, run_op
 
 pytestmark = pytest.mark.skipif(not gemm_ops.triton_on_cpu(), reason="needs TRITON_INTERPRET=1 (the kernels on CPU)")
 
@@ -417,3 +417,151 @@ def test_attention_backward_replays_its_launches(monkeypatch, poisoned_backward,
             first = ((q, k, v, do, dlse), grads)
     assert len(launches) == 2
     assert all(torch.equal(a, b) for a, b in zip(grads, first[1]))
+
+
+class CudaLauncher:
+    """Stands for Triton 3.6's ``CudaLauncher`` (``CompiledKernel.run``): its ``launch`` wraps the generated C entry
+    point in a closure over ``launcher``, ``tensordesc_indices`` and ``tensordesc_meta``
+    (``wrap_handle_tensordesc``)."""
+
+    global_scratch_size = profile_scratch_size = 0
+    launch_cooperative_grid, launch_pdl = False, True
+
+    def __init__(self, indices, metas):
+        self.calls = []
+        launcher, tensordesc_indices, tensordesc_meta = self.record, set(indices), list(metas)
+
+        def inner(*args):  # Triton's per-launch path, which the lean replay must not take
+            raise AssertionError((launcher, tensordesc_indices, tensordesc_meta))
+        self.launch = inner
+
+    def record(self, *args):
+        self.calls.append(args)
+
+    def __call__(self, *args):
+        raise AssertionError("the lean replay calls the C entry point, not the launcher")
+
+
+class _LeanCompiled:
+    function, packed_metadata = 77, ("meta",)
+
+    def __init__(self, run):
+        self.run = run
+
+
+def test_a_lean_replay_passes_addresses_and_encodes_each_descriptor_once_per_address(monkeypatch):
+    """The lean GPU replay (``launch._lean_step``): the C entry point gets the grid, the current stream, the launch
+    flags and the packed metadata, then every parameter: a tensor as its address (a view's: the root's plus its
+    offset), a TMA descriptor as the map encoded for its base's address followed by its shape and strides, and the
+    constants. A map is encoded once per address and kept."""
+    from triton.backends.nvidia import driver as nv
+    from triton.runtime.jit import JITFunction
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    encoded = []
+
+    def fake_encode(desc, meta):
+        encoded.append(desc.base.data_ptr())
+        return [("map", desc.base.data_ptr(), meta), *desc.shape, *desc.strides]
+    monkeypatch.setattr(nv, "make_tensordesc_arg", fake_encode)
+    monkeypatch.setattr(launch, "_RAW_STREAM", lambda index: 1000 + index)
+
+    def kern(x_ptr, a_desc, out_ptr, n, BLOCK: tl.constexpr):
+        pass
+    run = CudaLauncher([1], ["meta-a"])
+    x, a, out = torch.randn(40), torch.randn(64, 32), torch.empty(20)
+    launches = [(JITFunction(kern), (3,), (x[4:24], TensorDescriptor.from_tensor(a, [16, 32]), out, 20),
+                 {"BLOCK": 32}, _LeanCompiled(run))]
+    replay = launch.Replay(launches, (x, a, out), [])
+    assert replay.lean is not None and encoded == [a.data_ptr()]
+    x2, a2, out2 = torch.randn(40), torch.randn(64, 32), torch.empty(20)
+    for _ in range(2):
+        replay._run((x2, a2, out2), 2)
+    assert encoded == [a.data_ptr(), a2.data_ptr()]  # the second replay kept the map
+    assert len(run.calls) == 2
+    for args in run.calls:
+        assert args[:13] == (3, 1, 1, 1002, 77, False, True, None, None, ("meta",), None, None, None)
+        assert args[13] == x2.data_ptr() + 4 * 4 and args[14] == ("map", a2.data_ptr(), "meta-a")
+        assert args[15:] == (64, 32, 32, 1, out2.data_ptr(), 20, 32)
+    monkeypatch.setattr(launch, "LEAN", False)
+    with pytest.raises(AssertionError, match="the lean replay calls the C entry point"):
+        replay._run((x2, a2, out2), 2)  # off: through CompiledKernel.run as before
+
+
+def test_no_lean_replay_for_scratch_memory_or_a_decomposed_descriptor(monkeypatch):
+    """Kernels whose launcher allocates scratch per launch, or takes a descriptor as pointer, shape and strides
+    (tensordesc metadata None), replay through ``CompiledKernel.run``."""
+    from triton.backends.nvidia import driver as nv
+    from triton.runtime.jit import JITFunction
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    def kern(a_desc, n):
+        pass
+    monkeypatch.setattr(nv, "make_tensordesc_arg", lambda desc, meta: [("map", meta), *desc.shape, *desc.strides])
+    a = torch.randn(64, 32)
+    scratch = CudaLauncher([0], ["meta"])
+    scratch.global_scratch_size = 256
+    for run in (CudaLauncher([0], [None]), scratch):
+        launches = [(JITFunction(kern), (1,), (TensorDescriptor.from_tensor(a, [16, 32]), 64), {}, _LeanCompiled(run))]
+        assert launch.Replay(launches, (a,), []).lean is None
+    assert launch.Replay([(JITFunction(kern), (1,), (TensorDescriptor.from_tensor(a, [16, 32]), 64), {},
+                           _LeanCompiled(CudaLauncher([0], ["meta"])))], (a,), []).lean is not None
+
+
+@pytest.mark.parametrize("name", ["TILECRAFT_PDL", "TILECRAFT_PDL_AT", "TILECRAFT_GEMM_CLUSTER", "TILECRAFT_TUNE",
+                                  "TILECRAFT_CACHE"])
+def test_every_setting_a_gemm_plan_reads_is_in_its_replay_key(monkeypatch, name):
+    """The key reads the settings from ``os.environ``'s own dictionary (``launch.environ_key``); a setting changed
+    at run time (as ``monkeypatch.setenv`` and ``os.environ[...] =`` do) changes the key, so the call plans afresh."""
+    a, b = torch.randn(8, 16), torch.randn(16, 4)
+    spec = gemm_ops.validate(a, b)
+    monkeypatch.delenv(name, raising=False)
+    before = gemm_ops.replay_key(a, b, spec)
+    monkeypatch.setenv(name, "0")
+    after = gemm_ops.replay_key(a, b, spec)
+    assert after != before and gemm_ops.replay_key(a, b, spec) == after
+    monkeypatch.delenv(name)
+    assert gemm_ops.replay_key(a, b, spec) == before
+
+
+def test_replay_setting_is_read_as_before(monkeypatch):
+    for value, on in (("0", False), (" OFF ", False), ("no", False), ("1", True), ("", True)):
+        monkeypatch.setenv(REPLAY_ENV, value)
+        assert launch.replay_enabled() is on
+    monkeypatch.delenv(REPLAY_ENV)
+    assert launch.replay_enabled()
+
+
+@pytest.mark.parametrize("copy", ["kmajor-rows", "kmajor-cols", "keep-layout", "tf32-split"])
+def test_an_operand_copy_made_by_the_plan_replays(copy):
+    """The GEMM plans' aligned copies of an operand (rows the TMA cannot read) and the 3xTF32 split write fresh
+    buffers only through recorded steps (``launch.empty``, ``run_op``, ``run_kernel``), so a call that copies
+    replays: the replay makes the copy of the new operand. The copy reaches a slot here through one more step."""
+    cache = ReplayCache()
+
+    def plan(t, out):
+        if copy == "tf32-split":
+            hi, lo, k = gemm_ops.tf32_split(t, -1, block=(16, 16))
+            k.run()
+            run_op(torch.Tensor.copy_, out, hi)
+            run_op(torch.Tensor.add_, out, lo)
+            return
+        if copy == "kmajor-rows":
+            got = gemm_ops.aligned_kmajor_copy(t, -1)
+        elif copy == "kmajor-cols":
+            got = gemm_ops.aligned_kmajor_copy(t, -2)
+        else:
+            got = gemm_ops.aligned_copy(t, -1)
+        assert got.data_ptr() != t.data_ptr()
+        run_op(torch.Tensor.copy_, out, got)
+
+    for i in range(4):
+        t = torch.randn(37, 29) if copy != "kmajor-cols" else torch.randn(29, 37).t()
+        out = torch.full_like(t, float("nan"))
+        slots = (t, out)
+        if not cache.run("k", slots):
+            with cache.record("k", slots):
+                plan(t, out)
+        assert type(cache._entries["k"]) is launch.Replay or i == 0, cache.why("k")
+        tol = 1e-6 if copy == "tf32-split" else 0
+        torch.testing.assert_close(out, t, rtol=tol, atol=tol)

@@ -43,8 +43,9 @@ import torch
 
 from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import gemm as _k
-from tilecraft.ops.launch import (KernelLaunch, ReplayCache, eager_direct, empty, gluon_descriptor, pdl_env,
-                                  refuse_forward_ad, replay_enabled, runtime_arg_names, signature, with_pdl)
+from tilecraft.ops.launch import (PDL_ENV, KernelLaunch, ReplayCache, eager_direct, empty, environ_key, environ_names,
+                                  gluon_descriptor, refuse_forward_ad, replay_enabled, run_kernel, run_op,
+                                  runtime_arg_names, signature, with_pdl)
 from tilecraft.reference.gemm import matmul_reference, relative_error
 from tilecraft.tuning.measure import graph_time_ms as _graph_time_ms  # noqa: F401 - the tuner's timer (tests patch it here)
 from tilecraft.tuning.measure import say as _say
@@ -361,11 +362,11 @@ def aligned_kmajor_copy(t: torch.Tensor, k_dim: int) -> torch.Tensor:
     per = max(1, (128 if k * t.element_size() >= 512 else 16) // t.element_size())
     kp = -(-max(k, 1) // per) * per
     if k_dim == -1:
-        buf = t.new_empty(*t.shape[:-1], kp)
-        buf[..., :k].copy_(t)
+        buf = empty((*t.shape[:-1], kp), dtype=t.dtype, device=t.device)
+        run_op(torch.Tensor.copy_, buf[..., :k], t)
         return buf[..., :k]
-    buf = t.new_empty(*t.shape[:-2], t.shape[-1], kp)
-    buf[..., :k].copy_(t.transpose(-1, -2))
+    buf = empty((*t.shape[:-2], t.shape[-1], kp), dtype=t.dtype, device=t.device)
+    run_op(torch.Tensor.copy_, buf[..., :k], t.transpose(-1, -2))
     return buf[..., :k].transpose(-1, -2)
 
 
@@ -991,7 +992,7 @@ def tf32_split(t: torch.Tensor, k_dim: int, block: tuple[int, int] = (64, 64)
     kp = -(-max(k, 1) // per) * per
     other = -2 if k_dim == -1 else -1
     rows = t.shape[other]
-    buf = t.new_empty(2, t3.shape[0], rows, kp)
+    buf = empty((2, t3.shape[0], rows, kp), dtype=t.dtype, device=t.device)
     hi, lo = (buf[i, :, :, :k] if t.dim() == 3 else buf[i, 0, :, :k] for i in range(2))
     if k_dim == -2:
         hi, lo = hi.transpose(-1, -2), lo.transpose(-1, -2)
@@ -1074,7 +1075,7 @@ def aligned_copy(t: torch.Tensor, k_dim: int) -> torch.Tensor:
     v = t if last else t.transpose(-1, -2)
     n = v.shape[-1]
     per = max(1, 128 // v.element_size())
-    buf = v.new_empty(*v.shape[:-1], -(-max(n, 1) // per) * per)
+    buf = empty((*v.shape[:-1], -(-max(n, 1) // per) * per), dtype=v.dtype, device=v.device)
     vec = 16 // v.element_size()
     v3, b3 = (v, buf) if v.dim() == 3 else (v.unsqueeze(0), buf.unsqueeze(0))
     if (v.is_cuda and v.stride(-1) == 1 and v.data_ptr() % 16 == 0 and n % vec == 0 and v3.stride(1) % vec == 0
@@ -1083,11 +1084,11 @@ def aligned_copy(t: torch.Tensor, k_dim: int) -> torch.Tensor:
         # bf16 3000x5000 / 5000x7000 on the H200, gemm-gluon16-sweep-af91216)
         br, bc = 16, 512
         rt = math.ceil(v3.shape[1] / br)
-        _k.pad_rows_kernel[(rt * v3.shape[0], math.ceil(n / bc))](
-            v3, b3, v3.shape[1], n // vec, rt, v3.stride(0) // vec, v3.stride(1) // vec, b3.stride(0) // vec,
-            b3.stride(1) // vec, VEC=vec, BLOCK_R=br, BLOCK_C=bc, num_warps=4)
+        run_kernel(_k.pad_rows_kernel, (rt * v3.shape[0], math.ceil(n / bc)),
+                   v3, b3, v3.shape[1], n // vec, rt, v3.stride(0) // vec, v3.stride(1) // vec, b3.stride(0) // vec,
+                   b3.stride(1) // vec, VEC=vec, BLOCK_R=br, BLOCK_C=bc, num_warps=4)
     else:
-        buf[..., :n].copy_(v)
+        run_op(torch.Tensor.copy_, buf[..., :n], v)
     return buf[..., :n] if last else buf[..., :n].transpose(-1, -2)
 
 
@@ -1604,8 +1605,7 @@ def compute(a, b, spec: Spec, c=None, bias=None, scale_a=None, scale_b=None,
                                 scale_a=scale_a, scale_b=scale_b)
     replay = cfg is None and replay_enabled()
     if replay:
-        key = (signature(a), signature(b), spec, signature(c), signature(bias), signature(scale_a),
-               signature(scale_b), pdl_env(), clusters_enabled(), _cache.tuning_enabled())
+        key = replay_key(a, b, spec, c, bias, scale_a, scale_b)
         slots = (a, b, out, c, bias, scale_a, scale_b)
         if _REPLAYS.run(key, slots):
             return out
@@ -1618,6 +1618,15 @@ def compute(a, b, spec: Spec, c=None, bias=None, scale_a=None, scale_b=None,
             launch(a, b, out, spec, cfg, c, bias, scale_a, scale_b)
     return out
 
+
+def replay_key(a, b, spec: Spec, c=None, bias=None, scale_a=None, scale_b=None) -> tuple:
+    """What :func:`compute`'s plan reads besides the tensors' data: their :func:`signature`, the spec, the settings."""
+    return (signature(a), signature(b), spec, signature(c), signature(bias), signature(scale_a), signature(scale_b),
+            environ_key(_PLAN_ENV))
+
+
+#: The settings a plan reads (PDL, clusters, tuning and its cache's place), raw, in every replay key
+_PLAN_ENV = environ_names(PDL_ENV, PDL_AT_ENV, PDL_PREFETCH_ENV, CLUSTER_ENV, "TILECRAFT_TUNE", "TILECRAFT_CACHE")
 
 #: The launches of earlier eager calls, per call key (``ops.launch.ReplayCache``): a call whose operands
 #: have the layouts, dtypes and alignment of an earlier one's (and the same scalars and settings) runs

@@ -18,9 +18,10 @@ import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 __all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "REPLAY_ENV", "Replay", "ReplayCache", "clear_replays",
-           "constant", "device_capability", "eager_direct", "empty", "gluon_descriptor", "kernel_parameters",
-           "launch_values", "pdl_active", "pdl_env", "pdl_mode", "replay_enabled", "run_kernel", "run_op",
-           "runtime_arg_names", "signature", "with_pdl", "zeros", "cluster_smem_offsets", "run_cluster_kernel"]
+           "constant", "device_capability", "eager_direct", "empty", "environ_key", "environ_names",
+           "gluon_descriptor", "kernel_parameters", "launch_values", "pdl_active", "pdl_env", "pdl_mode",
+           "replay_enabled", "run_kernel", "run_op", "runtime_arg_names", "signature", "with_pdl", "zeros",
+           "cluster_smem_offsets", "run_cluster_kernel"]
 
 #: ``TILECRAFT_PDL``: "0" (or "off") launches every kernel without programmatic dependent launch;
 #: "early" lets the next kernel launch as soon as every program of a kernel has started, "late" once
@@ -236,15 +237,49 @@ _TLS = threading.local()
 _OP = object()  # the "grid" of a recorded host-side step (run_op)
 
 
+#: ``os.environ``'s own dictionary on POSIX (encoded names and values), read directly by :func:`environ_key`:
+#: ``os.environ.get`` encodes the name and decodes the value, 0.3-0.6 us a read, and an eager call's replay key
+#: read six settings (CPU machine, 2026-12-01)
+_ENVIRON = getattr(os.environ, "_data", None) if os.name == "posix" else None
+if not isinstance(_ENVIRON, dict):
+    _ENVIRON = None
+
+
+def environ_names(*names: str) -> tuple:
+    """``names`` as :func:`environ_key` takes them (made once, at import)."""
+    return tuple(os.environ.encodekey(n) for n in names) if _ENVIRON is not None else names
+
+
+def environ_key(names: tuple) -> tuple:
+    """The raw values (None where unset) of the environment variables ``names`` (from :func:`environ_names`): a
+    part of a replay key that changes whenever one of them does."""
+    if _ENVIRON is not None:
+        get = _ENVIRON.get
+    else:
+        get = os.environ.get
+    return tuple([get(n) for n in names])
+
+
+_REPLAY_NAME = environ_names(REPLAY_ENV)[0]
+_REPLAY_OFF = {"0", "off", "false", "no"}
+
+
 def replay_enabled() -> bool:
-    return os.environ.get(REPLAY_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+    value = (_ENVIRON.get(_REPLAY_NAME) if _ENVIRON is not None else os.environ.get(REPLAY_ENV))
+    if value is None:
+        return True
+    if type(value) is bytes:
+        value = os.environ.decodevalue(value)
+    return value.strip().lower() not in _REPLAY_OFF
+
+
+_PDL_NAMES = environ_names(PDL_ENV, "TILECRAFT_PDL_AT", "TILECRAFT_PDL_PREFETCH")
 
 
 def pdl_env() -> tuple:
     """The environment a GEMM or attention launch plan reads (programmatic dependent launch): part of
-    every replay key, so a changed setting plans afresh."""
-    get = os.environ.get
-    return get(PDL_ENV), get("TILECRAFT_PDL_AT"), get("TILECRAFT_PDL_PREFETCH")
+    every replay key, so a changed setting plans afresh (raw values: :func:`environ_key`)."""
+    return environ_key(_PDL_NAMES)
 
 
 def signature(t: torch.Tensor | None) -> tuple | None:
@@ -415,10 +450,13 @@ class Replay:
     replay calls the compiled kernels Triton returned through their launcher (``CompiledKernel.run``, with
     the current stream looked up once a replay: what ``CompiledKernel[grid](*args)`` does per launch, 8 us of
     a launch's 35 on the H200 machine, 2026-12-01, ``benchmarks/host_breakdown.py``; that path while a
-    launch hook of Triton's is set); no argument binding or specialisation, as the key fixes them. Under
-    the interpreter it goes through ``kernel[grid]`` with the new arguments."""
+    launch hook of Triton's is set); no argument binding or specialisation, as the key fixes them. Where the
+    launcher is Triton 3.6's ``CudaLauncher`` and allocates no scratch, the replay calls its C entry point with
+    the arguments prepared when the launches were recorded (:func:`_lean_step`: tensors pass as addresses, TMA
+    descriptors as maps kept per address; :data:`LEAN`). Under the interpreter it goes through ``kernel[grid]``
+    with the new arguments."""
 
-    __slots__ = ("device", "fresh", "steps")
+    __slots__ = ("device", "fresh", "steps", "lean")
 
     def __init__(self, launches: list, slots: tuple, fresh: list):
         roots = list(slots) + list(fresh)
@@ -464,9 +502,12 @@ class Replay:
                     tuple((i, sp) for i, sp in enumerate(specs) if sp is not None))
 
         steps = []
+        lean = []  # the same launches for the compiled launchers' C entry point, or None (_lean_step)
         for kernel, grid, args, kwargs, compiled in launches:
             if grid is _OP:  # a host-side step (run_op)
                 steps.append((kernel, None, *split(list(args)), _OP))
+                if lean is not None:
+                    lean.append((kernel, steps[-1][2], steps[-1][3], _OP))
                 continue
             if callable(grid):
                 raise _NotReplayable("a grid function")
@@ -481,10 +522,16 @@ class Replay:
                 except TypeError as e:
                     raise _NotReplayable(str(e)) from None
                 steps.append((compiled, grid, *split(values), None))
+                if lean is not None:
+                    lean.append(_lean_step(compiled, grid, values, steps[-1][3]))
+                    if lean[-1] is None:
+                        lean = None
             else:
                 names = list(kwargs)
                 steps.append((kernel, grid, *split(list(args) + [kwargs[k] for k in names]), (len(args), names)))
+                lean = None
         self.steps = steps
+        self.lean = lean
 
     def run(self, slots: tuple) -> None:
         dev = self.device
@@ -506,6 +553,8 @@ class Replay:
         stream = None
         if index is not None and _RAW_STREAM is not None and _no_launch_hooks():
             stream = _RAW_STREAM(index)
+            if self.lean is not None and LEAN:
+                return _run_lean(self.lean, roots, stream)
         for fn, grid, values, fills, kw in self.steps:
             values = values.copy()
             for i, sp in fills:
@@ -525,6 +574,114 @@ class Replay:
 
 _ROOT, _VIEW, _DESC = 0, 1, 2
 
+#: Whether a GPU replay calls the compiled launchers' C entry point with its arguments prepared
+#: (:func:`_lean_step`); False: through ``CompiledKernel.run`` as before (for A/B timing).
+LEAN = True
+#: TMA descriptors (``CUtensorMap``) a lean step keeps per descriptor argument, by base address
+_MAPS_KEPT = 64
+_LEAN_OP = object()
+
+
+def _raw_launcher(run) -> tuple | None:
+    """(the C ``launch`` of Triton's generated launcher, {argument position: tensordesc metadata}) of a compiled
+    kernel's launcher (``CompiledKernel.run``, Triton 3.6's ``CudaLauncher``), or None where it is another kind or
+    allocates scratch memory per launch. Triton wraps the C entry point in a closure that turns every tensor
+    descriptor into a ``CUtensorMap`` per launch (``make_tensordesc_arg``); the closure's cells give both."""
+    if type(run).__name__ != "CudaLauncher" or getattr(run, "global_scratch_size", 1) or \
+            getattr(run, "profile_scratch_size", 1) or not hasattr(run, "launch_pdl"):
+        return None
+    launch = run.launch
+    if type(launch).__name__ == "builtin_function_or_method":
+        return launch, {}
+    code, cells = getattr(launch, "__code__", None), getattr(launch, "__closure__", None)
+    if code is None or cells is None:
+        return None
+    free = dict(zip(code.co_freevars, (c.cell_contents for c in cells)))
+    raw, indices, metas = free.get("launcher"), free.get("tensordesc_indices"), free.get("tensordesc_meta")
+    if not callable(raw) or indices is None or metas is None or len(indices) != len(metas):
+        return None
+    return raw, dict(zip(sorted(indices), metas))
+
+
+def _lean_step(compiled, grid: tuple, values: list, fills: tuple) -> tuple | None:
+    """A compiled launch as the arguments of its launcher's C entry point, or None (then the replay goes through
+    ``CompiledKernel.run``). Every argument the key fixes is prepared once: the grid, the launch flags, the
+    constants and each TMA descriptor's shape and strides. Per replay only addresses change: a tensor argument
+    passes as its address (an integer: the C launcher then skips ``data_ptr()`` and ``cuPointerGetAttribute``), a
+    descriptor as the ``CUtensorMap`` of its base's address, encoded once per address (``fill_tma_descriptor``; a
+    map is a function of the address and the fixed box, so a kept one is the one Triton would encode).
+    Since 2026-12-01 (thirty-fifth session)."""
+    try:
+        from triton.backends.nvidia.driver import make_tensordesc_arg
+    except ImportError:
+        return None
+    found = _raw_launcher(getattr(compiled, "run", None))
+    if found is None:
+        return None
+    raw, metas = found
+    spec_at = dict(fills)
+    if set(metas) != {i for i, v in enumerate(values) if _is_descriptor(v)}:
+        return None
+    flat, fill = [], []
+    for i, v in enumerate(values):
+        sp = spec_at.get(i)
+        if i in metas:
+            if metas[i] is None:  # a descriptor Triton decomposes into pointer, shape and strides
+                return None
+            expanded = make_tensordesc_arg(v, metas[i])
+            if sp is not None:
+                base = sp[1]
+                if base[0] not in (_ROOT, _VIEW):
+                    return None
+                maps = {_desc_address(v): expanded[0]}
+                fill.append((len(flat), base, v.base.element_size(), (sp, metas[i], maps)))
+                expanded[0] = None
+            flat.extend(expanded)
+        elif sp is not None:
+            if sp[0] not in (_ROOT, _VIEW) or not isinstance(v, torch.Tensor):
+                return None
+            fill.append((len(flat), sp, v.element_size(), None))
+            flat.append(None)
+        else:
+            flat.append(v)
+    run = compiled.run
+    head = [*grid, None, compiled.function, run.launch_cooperative_grid, run.launch_pdl, None, None, compiled,
+            None, None, None]
+    return raw, head + flat, tuple((len(head) + pos, sp, size, d) for pos, sp, size, d in fill), _LEAN_OP
+
+
+def _desc_address(d) -> int:
+    return d.base.data_ptr()
+
+
+def _run_lean(steps: list, roots: list, stream: int) -> None:
+    for fn, values, fills, kw in steps:
+        if kw is _OP:
+            values = values.copy()
+            for i, sp in fills:
+                values[i] = _rebuild(sp, roots)
+            fn(*values)
+            continue
+        values = values.copy()
+        values[3] = stream
+        values[9] = values[9].packed_metadata  # the compiled kernel (a cluster launch edits its metadata)
+        for pos, sp, size, desc in fills:
+            root = roots[sp[1]]
+            address = root.data_ptr() if sp[0] == _ROOT else root.data_ptr() + sp[4] * size
+            if desc is None:
+                values[pos] = address
+                continue
+            dsp, meta, maps = desc
+            tmap = maps.get(address)
+            if tmap is None:
+                if len(maps) >= _MAPS_KEPT:
+                    maps.clear()
+                from triton.backends.nvidia.driver import make_tensordesc_arg
+
+                tmap = maps[address] = make_tensordesc_arg(_rebuild(dsp, roots), meta)[0]
+            values[pos] = tmap
+        fn(*values)
+
 
 #: the current CUDA stream's handle by device index, as Triton's runner looks it up (None: a CPU build of torch)
 _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -534,10 +691,20 @@ def _no_launch_hooks() -> bool:
     """Whether Triton's launch hooks (``triton.knobs.runtime.launch_enter_hook`` / ``launch_exit_hook``: a chain of
     hooks in Triton 3.6, which its profilers fill) are empty: a replay then calls the compiled kernels' launcher
     itself, with no launch metadata."""
+    runtime = _KNOBS_RUNTIME or _knobs_runtime()
+    return all(h is None or not getattr(h, "calls", True)
+               for h in (runtime.launch_enter_hook, runtime.launch_exit_hook))
+
+
+_KNOBS_RUNTIME = None
+
+
+def _knobs_runtime():
+    global _KNOBS_RUNTIME
     from triton import knobs
 
-    return all(h is None or not getattr(h, "calls", True)
-               for h in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook))
+    _KNOBS_RUNTIME = knobs.runtime
+    return _KNOBS_RUNTIME
 
 
 def _rebuild(sp: tuple, roots: list):

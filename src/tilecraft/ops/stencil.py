@@ -35,8 +35,9 @@ import torch
 
 from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import stencil as _k
-from tilecraft.ops.launch import (KernelLaunch, ReplayCache, clear_replays, constant, eager_direct,
-                                  has_storage, refuse_forward_ad, replay_enabled, runtime_arg_names, signature)
+from tilecraft.ops.launch import (KernelLaunch, ReplayCache, clear_replays, constant, eager_direct, environ_key,
+                                  environ_names, has_storage, refuse_forward_ad, replay_enabled, runtime_arg_names,
+                                  signature)
 from tilecraft.tuning import cache as _cache
 from tilecraft.tuning.measure import device_facts, graph_time_ms, say
 from tilecraft.reference.stencil import (
@@ -1266,7 +1267,7 @@ def _compute(u: torch.Tensor, order: int, spacing: tuple[float, float, float], o
         out = torch.zeros_like(u, memory_format=torch.contiguous_format)
     replay = replay_enabled()
     if replay:
-        key = (signature(u), signature(out), order, spacing, variant, _cache.tuning_enabled())
+        key = (signature(u), signature(out), order, spacing, variant, environ_key(_PLAN_ENV))
         if _REPLAYS.run(key, (u, out)):
             return out
     with _REPLAYS.record(key, (u, out)) if replay else contextlib.nullcontext():
@@ -1282,6 +1283,8 @@ def _compute(u: torch.Tensor, order: int, spacing: tuple[float, float, float], o
 #: layouts, dtype and alignment of an earlier one's (same order, spacing, variant and tuning switch) runs
 #: that call's kernels again without planning (``TILECRAFT_REPLAY=0``: off).
 _REPLAYS = ReplayCache()
+#: The settings the choice reads (tuning on or off, the tuning cache's place), raw, in every replay key
+_PLAN_ENV = environ_names("TILECRAFT_TUNE", "TILECRAFT_CACHE")
 
 
 def _config(variant: str, u: torch.Tensor, out: torch.Tensor, order: int,

@@ -1378,15 +1378,16 @@ def choose_config(u: torch.Tensor, out: torch.Tensor, order: int,
             # the heuristic first (the reference the others are checked against: above, it left a ring these tensors
             # refuse for its fallback), and only what launches on these tensors (the candidates were checked on
             # model tensors of the grid's facts, which share all but, e.g., the int32 plane offsets)
-            cands = [heuristic] + [c for c in cands if c != heuristic and launch_error(u, out, order, c) is None]
+            others = [c for c in cands if c != heuristic]
+            if others and _capturing(u):  # before launch_error: a plan may make tensors (no copies in a capture)
+                raise RuntimeError(
+                    f"tilecraft.laplacian would tune the stencil for {key} during CUDA-graph capture; "
+                    "call tilecraft.ops.stencil.warmup(u, order=..., spacing=..., out=None) with the same "
+                    "grid (and out) before capturing, or set TILECRAFT_TUNE=0")
+            cands = [heuristic] + [c for c in others if launch_error(u, out, order, c) is None]
             if len(cands) < 2:  # tuning off, or nothing to choose from
                 choice = Choice(heuristic, "heuristic", key)
             else:
-                if _capturing(u):
-                    raise RuntimeError(
-                        f"tilecraft.laplacian would tune the stencil for {key} during CUDA-graph capture; "
-                        "call tilecraft.ops.stencil.warmup(u, order=..., spacing=..., out=None) with the same "
-                        "grid (and out) before capturing, or set TILECRAFT_TUNE=0")
                 entry = _tune(u, out, order, spacing, key, cands)
                 if entry is None:
                     choice = Choice(heuristic, "heuristic", key)

@@ -650,6 +650,39 @@ def validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
     return Problem(layout, batch, h, h_kv, s_q, s_k, d, causal, _check_scale(scale, d), varlen)
 
 
+#: Problems of earlier eager calls (not packed) by what :func:`validate` reads: the tensors' types, dtypes, devices,
+#: layouts, shapes, strides and the 16-byte alignment of their data pointers, and the scalar arguments.
+_VALIDATED: dict = {}
+_VALIDATED_MAX = 4096
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _validated(q, k, v, causal, scale, layout) -> Problem:
+    """:func:`validate` of a call without packed sequences, remembered where q, k and v are plain tensors with memory
+    (validation was 7.7 us of an eager call's host time on the CPU machine, 2026-12-01, as much as the rest of the call
+    before its replay). Only successful validations are remembered, so a bad call raises every time; traced, fake,
+    meta, subclassed and functorch-wrapped tensors are validated afresh."""
+    key = None
+    if (type(q) in _PLAIN and type(k) in _PLAIN and type(v) in _PLAIN and not torch.compiler.is_compiling()
+            and not torch._C._are_functorch_transforms_active() and q.device.type != "meta"):
+        try:
+            key = (type(layout), layout, type(causal), causal, type(scale), repr(scale),
+                   q.dtype, q.device, q.layout, q.shape, q.stride(), q.data_ptr() & 15,
+                   k.dtype, k.device, k.layout, k.shape, k.stride(), k.data_ptr() & 15,
+                   v.dtype, v.device, v.layout, v.shape, v.stride(), v.data_ptr() & 15)
+            p = _VALIDATED.get(key)
+        except (TypeError, RuntimeError):  # unhashable, or no data pointer: validate says what is wrong
+            key = p = None
+        if p is not None:
+            return p
+    p = validate(q, k, v, causal=causal, scale=scale, layout=layout)
+    if key is not None:
+        if len(_VALIDATED) >= _VALIDATED_MAX:
+            _VALIDATED.clear()
+        _VALIDATED[key] = p
+    return p
+
+
 def _max_seqlen(given: int | None, cu: torch.Tensor, name: str) -> int:
     if given is None:
         if not has_storage(cu):
@@ -1424,8 +1457,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         raise ValueError(f"max_seqlen_q/max_seqlen_k need layout='thd' (packed sequences), got layout {layout!r}")
     if not isinstance(return_lse, bool):
         raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__}")
-    p = validate(q, k, v, causal=causal, scale=scale, layout=layout, cu_seqlens_q=cu_seqlens_q,
-                 cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+    if cu_seqlens_q is None and cu_seqlens_k is None and max_seqlen_q is None and max_seqlen_k is None:
+        p = _validated(q, k, v, causal, scale, layout)
+    else:
+        p = validate(q, k, v, causal=causal, scale=scale, layout=layout, cu_seqlens_q=cu_seqlens_q,
+                     cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
     if deterministic is not None:
         resolve_deterministic(deterministic, p, q)  # its type is checked on every call
     refuse_forward_ad("tilecraft.attention", q, k, v)

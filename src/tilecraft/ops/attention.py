@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from tilecraft.kernels import attention as _k
-from tilecraft.ops.launch import (ReplayCache, device_capability, eager_direct, empty, gluon_descriptor, pdl_env,
-                                  has_storage, refuse_forward_ad, replay_enabled, run_kernel, run_op, signature,
-                                  zeros)
+from tilecraft.ops.launch import (PLAIN_TENSORS, ReplayCache, device_capability, eager_direct, empty,
+                                  gluon_descriptor, has_storage, pdl_env, refuse_forward_ad, remember, replay_enabled,
+                                  run_kernel, run_op, signature, zeros)
 from tilecraft.reference.attention import (
     attention_backward_reference,
     attention_reference,
@@ -653,8 +653,6 @@ def validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
 #: Problems of earlier eager calls (not packed) by what :func:`validate` reads: the tensors' types, dtypes, devices,
 #: layouts, shapes, strides and the 16-byte alignment of their data pointers, and the scalar arguments.
 _VALIDATED: dict = {}
-_VALIDATED_MAX = 4096
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def _validated(q, k, v, causal, scale, layout) -> Problem:
@@ -663,7 +661,7 @@ def _validated(q, k, v, causal, scale, layout) -> Problem:
     before its replay). Only successful validations are remembered, so a bad call raises every time; traced, fake,
     meta, subclassed and functorch-wrapped tensors are validated afresh."""
     key = None
-    if (type(q) in _PLAIN and type(k) in _PLAIN and type(v) in _PLAIN and not torch.compiler.is_compiling()
+    if (all(type(t) in PLAIN_TENSORS for t in (q, k, v)) and not torch.compiler.is_compiling()
             and not torch._C._are_functorch_transforms_active() and q.device.type != "meta"):
         try:
             key = (type(layout), layout, type(causal), causal, type(scale), repr(scale),
@@ -677,9 +675,7 @@ def _validated(q, k, v, causal, scale, layout) -> Problem:
             return p
     p = validate(q, k, v, causal=causal, scale=scale, layout=layout)
     if key is not None:
-        if len(_VALIDATED) >= _VALIDATED_MAX:
-            _VALIDATED.clear()
-        _VALIDATED[key] = p
+        remember(_VALIDATED, key, p)
     return p
 
 

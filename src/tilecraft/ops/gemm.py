@@ -43,9 +43,9 @@ import torch
 
 from tilecraft.hardware.device import l2_bytes as device_l2_bytes
 from tilecraft.kernels import gemm as _k
-from tilecraft.ops.launch import (PDL_ENV, KernelLaunch, ReplayCache, eager_direct, empty, environ_key, environ_names,
-                                  gluon_descriptor, refuse_forward_ad, replay_enabled, run_kernel, run_op,
-                                  runtime_arg_names, signature, with_pdl)
+from tilecraft.ops.launch import (PDL_ENV, PLAIN_TENSORS, KernelLaunch, ReplayCache, eager_direct, empty, environ_key,
+                                  environ_names, gluon_descriptor, refuse_forward_ad, remember, replay_enabled,
+                                  run_kernel, run_op, runtime_arg_names, signature, with_pdl)
 from tilecraft.reference.gemm import matmul_reference, relative_error
 from tilecraft.tuning.measure import graph_time_ms as _graph_time_ms  # noqa: F401 - the tuner's timer (tests patch it here)
 from tilecraft.tuning.measure import say as _say
@@ -1548,8 +1548,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out_dtype: torch.dtype | None = 
 #: Specs of earlier eager calls by what :func:`validate` reads (``_validated``): every check is a function of the
 #: tensors' types, layouts, dtypes, devices, shapes and strides and of the scalar arguments, none of their values.
 _VALIDATED: dict = {}
-_VALIDATED_MAX = 4096
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def _tensor_facts(t) -> tuple | None:
@@ -1561,9 +1559,9 @@ def _validated(a, b, out_dtype, alpha, beta, c, bias, activation, precision, sca
     None): a call with the same facts gets the same Spec without the checks again (about a quarter of a replayed
     small call's host time, H200 host profile 2026-12-01). Only successful validations are remembered, so a bad call
     raises every time; traced, fake, subclassed and functorch-wrapped tensors are validated afresh."""
-    plain = type(a) in _PLAIN and type(b) in _PLAIN
+    plain = type(a) in PLAIN_TENSORS and type(b) in PLAIN_TENSORS
     if plain and (c is not None or bias is not None or scale_a is not None or scale_b is not None):
-        plain = all(t is None or type(t) in _PLAIN for t in (c, bias, scale_a, scale_b))
+        plain = all(t is None or type(t) in PLAIN_TENSORS for t in (c, bias, scale_a, scale_b))
     key = None
     if plain and not torch.compiler.is_compiling():
         try:
@@ -1581,9 +1579,7 @@ def _validated(a, b, out_dtype, alpha, beta, c, bias, activation, precision, sca
                         precision=precision, scale_a=scale_a, scale_b=scale_b)
         if key is None:
             return spec
-        if len(_VALIDATED) >= _VALIDATED_MAX:
-            _VALIDATED.clear()
-        _VALIDATED[key] = spec
+        remember(_VALIDATED, key, spec)
     return spec
 
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-__all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "REPLAY_ENV", "Replay", "ReplayCache", "clear_replays",
-           "constant", "device_capability", "eager_direct", "empty", "environ_key", "environ_names",
+__all__ = ["KernelLaunch", "PDL_ENV", "PDL_MODES", "PLAIN_TENSORS", "REPLAY_ENV", "Replay", "ReplayCache",
+           "clear_replays", "constant", "device_capability", "eager_direct", "empty", "environ_key", "environ_names",
            "gluon_descriptor", "kernel_parameters", "launch_values", "pdl_active", "pdl_env", "pdl_mode",
-           "replay_enabled", "run_kernel", "run_op", "runtime_arg_names", "signature", "with_pdl", "zeros",
-           "cluster_smem_offsets", "run_cluster_kernel"]
+           "remember", "replay_enabled", "run_kernel", "run_op", "runtime_arg_names", "signature", "with_pdl",
+           "zeros", "cluster_smem_offsets", "run_cluster_kernel"]
 
 #: ``TILECRAFT_PDL``: "0" (or "off") launches every kernel without programmatic dependent launch;
 #: "early" lets the next kernel launch as soon as every program of a kernel has started, "late" once
@@ -59,6 +59,19 @@ def has_storage(t: torch.Tensor) -> bool:
     if type(t) is torch.Tensor or type(t) is torch.nn.Parameter:  # no subclass: not fake (the eager calls' case)
         return t.device.type != "meta" and not torch._C._functorch.is_functorch_wrapped_tensor(t)
     return t.device.type != "meta" and not torch._subclasses.fake_tensor.is_fake(t)
+
+
+#: The tensor types whose facts an op's remembered validation may key on (no subclass: not fake, not traced)
+PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+def remember(memo: dict, key, value, limit: int = 4096):
+    """``memo[key] = value``, the whole memo forgotten first when it holds ``limit`` entries; returns ``value``.
+    For the ops' remembered validations (``_validated``: successful checks only, keyed by what they read)."""
+    if len(memo) >= limit:
+        memo.clear()
+    memo[key] = value
+    return value
 
 
 def refuse_forward_ad(op: str, *tensors: object) -> None:
